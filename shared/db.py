@@ -1,0 +1,133 @@
+"""PostgreSQL access: connections with pgvector registered, a pool, migrations, health."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from shared.config import Settings
+from shared.errors import DependencyError
+
+
+def psycopg_url(url: str) -> str:
+    """A libpq URL (strip SQLAlchemy's driver suffix if one was configured)."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+
+
+def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:
+    """One connection returning dict rows, with the vector type registered."""
+    try:
+        conn = psycopg.connect(psycopg_url(url), autocommit=autocommit, row_factory=dict_row)
+    except psycopg.OperationalError as exc:
+        raise DependencyError(f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}") from exc
+    try:
+        _configure(conn)
+    except psycopg.ProgrammingError as exc:
+        conn.close()
+        raise DependencyError(
+            "PostgreSQL has no pgvector extension (CREATE EXTENSION vector failed or was "
+            "never run): install pgvector on that server or unset AGENTCARDS_DATABASE_URL "
+            "to use the embedded one"
+        ) from exc
+    return conn
+
+
+def make_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> ConnectionPool:
+    """A connection pool whose connections have pgvector registered."""
+    return ConnectionPool(
+        psycopg_url(url),
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"row_factory": dict_row},
+        configure=_configure,
+        open=True,
+    )
+
+
+def migrate(settings: Settings, *, url: str | None = None) -> str:
+    """Apply every pending migration (a no-op when up to date); returns the head revision."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    target = url or settings.require_urls()[0]
+    check_pgvector_available(target)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("shared") / "migrations"))
+    cfg.set_main_option(
+        "sqlalchemy.url",
+        psycopg_url(target).replace("postgresql://", "postgresql+psycopg://", 1).replace("%", "%%"),
+    )
+    cfg.attributes["vector_dim"] = settings.vector_dim
+    command.upgrade(cfg, "head")
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    check_vector_dim(target, settings.vector_dim)
+    return head or ""
+
+
+def check_pgvector_available(url: str) -> None:
+    """Fail with a clear message when the server cannot provide pgvector."""
+    try:
+        with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+    except psycopg.OperationalError as exc:
+        raise DependencyError(f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}") from exc
+    if row is None:
+        raise DependencyError(
+            f"PostgreSQL at {redact(url)} has no pgvector extension available: install pgvector "
+            "there (e.g. the pgvector/pgvector image) or unset AGENTCARDS_DATABASE_URL to use "
+            "the embedded server"
+        )
+
+
+def check_vector_dim(url: str, dim: int) -> None:
+    """Refuse to run when the schema was made for a model of another dimension."""
+    with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute "
+            "WHERE attrelid = 'tools'::regclass AND attname = 'embedding'"
+        ).fetchone()
+    if row and row[0] != f"vector({dim})":
+        raise DependencyError(
+            f"the database stores {row[0]} embeddings but the configured model gives "
+            f"vector({dim}): keep AGENTCARDS_EMBEDDING_MODEL or use a new database"
+        )
+
+
+def ping(url: str, *, timeout_s: float = 2.0) -> None:
+    """Raise DependencyError unless Postgres answers with pgvector installed."""
+    try:
+        with psycopg.connect(psycopg_url(url), connect_timeout=max(1, int(timeout_s))) as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    except psycopg.OperationalError as exc:
+        raise DependencyError(f"postgres: {_first_line(exc)}") from exc
+    if row is None:
+        raise DependencyError("postgres: pgvector extension not installed (migrations not run?)")
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

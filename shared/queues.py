@@ -1,0 +1,55 @@
+"""Queue names, task names, Redis key prefixes and channels: defined here and nowhere else."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    """Celery queues, one line each on who consumes them."""
+
+    # Sandbox workers: one message per execution; long tasks, prefetch 1.
+    EXECUTIONS = "executions"
+    # Learning workers: trace ingestion (graph edges, capability upserts).
+    LEARNING = "learning"
+    # Learning workers too: beat jobs (graph refresh, promotion, pruning).
+    MAINTENANCE = "maintenance"
+
+
+class TaskName(StrEnum):
+    """Celery task names, so the gateway can enqueue without importing a worker."""
+
+    RUN_EXECUTION = "agentcards.run_execution"
+    INGEST_EXECUTION = "agentcards.ingest_execution"
+    REFRESH_GRAPH_METRICS = "agentcards.refresh_graph_metrics"
+    PROMOTE_PATTERNS = "agentcards.promote_patterns"
+    PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
+    PING = "agentcards.ping"
+
+
+TASK_ROUTES: dict[str, dict[str, str]] = {
+    TaskName.RUN_EXECUTION: {"queue": Queue.EXECUTIONS},
+    TaskName.INGEST_EXECUTION: {"queue": Queue.LEARNING},
+    TaskName.REFRESH_GRAPH_METRICS: {"queue": Queue.MAINTENANCE},
+    TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
+    TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
+}
+
+# Redis keys and pub/sub channels (arq style: every prefix in one place).
+KEY_PREFIX = "agentcards:"
+RPC_REQUESTS = KEY_PREFIX + "rpc:requests"  # list; toolhosts BLPOP, bridges LPUSH
+RPC_REPLY_PREFIX = KEY_PREFIX + "rpc:reply:"  # + call_id; list with expiry
+EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
+EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
+TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
+HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
+
+
+def events_channel(execution_id: str) -> str:
+    """Pub/sub channel for one execution's progress and completion events."""
+    return f"{EVENTS_CHANNEL_PREFIX}{execution_id}"
+
+
+def rpc_reply_key(call_id: str) -> str:
+    """Reply list for one tool call."""
+    return f"{RPC_REPLY_PREFIX}{call_id}"
