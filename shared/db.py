@@ -44,10 +44,14 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
     return conn
 
 
-def make_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> ConnectionPool:
-    """A connection pool whose connections have pgvector registered."""
+DictConnection = psycopg.Connection[dict[str, Any]]
+
+
+def make_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> ConnectionPool[DictConnection]:
+    """A connection pool of dict-row connections with pgvector registered."""
     return ConnectionPool(
         psycopg_url(url),
+        connection_class=DictConnection,
         min_size=min_size,
         max_size=max_size,
         kwargs={"row_factory": dict_row},

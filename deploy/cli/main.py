@@ -209,6 +209,26 @@ def migrate() -> None:
     console.print(f"database at revision {head}")
 
 
+@app.command()
+def mcp() -> None:
+    """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack."""
+    import asyncio
+
+    from services.gateway.mcp_server import serve_stdio
+
+    settings = _settings()
+    state = StackState.load(settings.run_dir)
+    if not (settings.database_url and settings.redis_url) and state is not None:
+        settings = settings.model_copy(
+            update={"database_url": state.database_url, "redis_url": state.redis_url}
+        )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        asyncio.run(serve_stdio(settings))
+    except AgentCardsError as exc:
+        _fail(exc)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

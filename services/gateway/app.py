@@ -1,41 +1,35 @@
-"""The gateway's FastAPI app: REST /v1, health, OpenAPI docs; clients opened in the lifespan."""
+"""The gateway's FastAPI app: REST /v1, MCP /mcp, health, OpenAPI docs."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis
 from fastapi import FastAPI
 
+from services.gateway import errors
 from services.gateway.config import GatewayState
-from services.gateway.routes import health
-from shared.broker import make_celery
+from services.gateway.mcp_server import build_mcp_server, mount_mcp
+from services.gateway.routes import executions, health, tools
 from shared.config import Settings, get_settings
-from shared.db import make_pool, migrate
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; resources are opened when it starts serving."""
     settings = settings or get_settings()
+    holder: dict[str, GatewayState] = {}
+    mcp = build_mcp_server(lambda: holder["state"])
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database_url, redis_url = settings.require_urls()
-        migrate(settings)
-        pool = make_pool(database_url, min_size=1, max_size=10)
-        client = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
-        app.state.gateway = GatewayState(
-            settings=settings,
-            pool=pool,
-            redis=client,
-            celery=make_celery("agentcards-gateway", settings=settings),
-        )
+        state = GatewayState.open(settings)
+        holder["state"] = state
+        app.state.gateway = state
         try:
-            yield
+            async with mcp.session_manager.run():
+                yield
         finally:
-            pool.close()
-            client.close()
+            await state.close()
 
     app = FastAPI(
         title="AgentCards gateway",
@@ -44,7 +38,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "reuse what worked.",
         lifespan=lifespan,
     )
+    errors.install(app)
     app.include_router(health.router)
+    app.include_router(executions.router)
+    app.include_router(tools.router)
+    mount_mcp(app, mcp, host=settings.gateway_host)
     return app
 
 

@@ -19,7 +19,7 @@ def healthz(state: State) -> JSONResponse:
     checks: dict[str, Any] = {}
     try:
         with state.pool.connection(timeout=2) as conn:
-            row: dict[str, Any] | None = conn.execute(  # type: ignore[assignment]  # dict_row pool
+            row = conn.execute(
                 "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
         checks["postgres"] = (

@@ -90,6 +90,7 @@ def upgrade() -> None:
             stdout           text NOT NULL DEFAULT '',
             stdout_truncated boolean NOT NULL DEFAULT false,
             trace            jsonb NOT NULL DEFAULT '[]'::jsonb,
+            extras           jsonb NOT NULL DEFAULT '{}'::jsonb,  -- capability, suggestions, cache_hit
             worker           text,
             created_at       timestamptz NOT NULL DEFAULT now(),
             started_at       timestamptz,

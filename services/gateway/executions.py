@@ -1,0 +1,146 @@
+"""Submitting an execution: validate against limits and known tools, record, enqueue, wait."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from anyio import to_thread
+
+from services.gateway.config import GatewayState
+from shared.errors import DependencyError, ValidationFailed
+from shared.executions.events import FINISHED
+from shared.executions.models import TERMINAL, ExecutionRequest
+from shared.executions.store import create_execution, finish_execution, get_execution
+from shared.queues import TaskName, events_channel
+
+Row = dict[str, Any]
+
+# How long past its own timeout a waiting client keeps waiting: queueing and sandbox
+# start-up; after that it gets the still-running execution and can poll.
+WAIT_SLACK_S = 30.0
+
+
+def validate_request(state: GatewayState, request: ExecutionRequest) -> float:
+    """Check size and limits before anything is written; returns the effective timeout."""
+    settings = state.settings
+    size = len(request.code.encode())
+    if size > settings.sandbox_code_bytes:
+        raise ValidationFailed(
+            f"code is {size} bytes; the limit is {settings.sandbox_code_bytes}",
+            field="code",
+            limit=settings.sandbox_code_bytes,
+        )
+    args_size = len(orjson.dumps(request.args))
+    if args_size > settings.sandbox_tool_args_bytes:
+        raise ValidationFailed(
+            f"args are {args_size} bytes; the limit is {settings.sandbox_tool_args_bytes}",
+            field="args",
+        )
+    timeout_s = request.timeout_s or settings.sandbox_wall_time_s
+    if timeout_s > settings.sandbox_max_wall_time_s:
+        raise ValidationFailed(
+            f"timeout_s {timeout_s} exceeds the maximum {settings.sandbox_max_wall_time_s}",
+            field="timeout_s",
+        )
+    return timeout_s
+
+
+def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
+    """Tool ids in the requested scope that the toolhost has never seen."""
+    if not tools:
+        return []
+    with state.pool.connection() as conn:
+        rows = conn.execute("SELECT id FROM tools WHERE id = ANY(%s)", (tools,)).fetchall()
+    known = {r["id"] for r in rows}
+    return [t for t in tools if t not in known]
+
+
+async def submit_execution(
+    state: GatewayState, *, request: ExecutionRequest, capability_id: str | None = None
+) -> Row:
+    """Record a queued execution and enqueue it; idempotent on `idempotency_key`."""
+    timeout_s = validate_request(state, request)
+    missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
+    if missing:
+        raise ValidationFailed(
+            f"unknown tools in scope: {', '.join(missing)} (see GET /v1/tools)", tools=missing
+        )
+
+    def create() -> tuple[Row, bool]:
+        with state.pool.connection() as conn:
+            return create_execution(
+                conn, request=request, timeout_s=timeout_s, capability_id=capability_id
+            )
+
+    row, created = await to_thread.run_sync(create)
+    if not created:
+        return row
+    execution_id = str(row["id"])
+    try:
+        await to_thread.run_sync(
+            lambda: state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+        )
+    except Exception as exc:  # broker down: never leave a queued row nobody will run
+        reason = f"could not enqueue: {exc}"
+
+        def reject() -> None:
+            with state.pool.connection() as conn:
+                finish_execution(
+                    conn,
+                    execution_id=execution_id,
+                    status="rejected",
+                    error={"type": "broker_unavailable", "message": reason},
+                    from_statuses=("queued",),
+                )
+
+        await to_thread.run_sync(reject)
+        raise DependencyError(f"the task broker is unavailable: {exc}") from exc
+    return row
+
+
+async def wait_for_finish(
+    state: GatewayState,
+    *,
+    execution_id: str,
+    timeout_s: float,
+    on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+) -> Row:
+    """Block until the execution is terminal, passing its live events to `on_event`.
+
+    Subscribes first, then reads the row, so a finish between the two is never missed;
+    also re-reads the row every second in case a worker died without publishing.
+    """
+    deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
+    pubsub = state.aredis.pubsub()
+    await pubsub.subscribe(events_channel(execution_id))
+    try:
+        row = await _fetch(state, execution_id)
+        next_poll = time.monotonic() + 1.0
+        while row["status"] not in TERMINAL and time.monotonic() < deadline:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.5)
+            if message is not None:
+                event = orjson.loads(message["data"])
+                if on_event is not None:
+                    await on_event(event)
+                if event.get("type") == FINISHED:
+                    row = await _fetch(state, execution_id)
+                    continue
+            if time.monotonic() >= next_poll:
+                row = await _fetch(state, execution_id)
+                next_poll = time.monotonic() + 1.0
+        return row
+    finally:
+        await pubsub.aclose()
+
+
+async def _fetch(state: GatewayState, execution_id: str) -> Row:
+    def load() -> Row:
+        with state.pool.connection() as conn:
+            row = get_execution(conn, execution_id=execution_id)
+        assert row is not None
+        return row
+
+    return await to_thread.run_sync(load)

@@ -1,0 +1,162 @@
+"""AgentCards as an MCP server: the same operations as REST, as tools (HTTP at /mcp, or stdio)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
+
+from services.gateway.config import GatewayState
+from services.gateway.executions import submit_execution, wait_for_finish
+from shared.embeddings import get_embedder
+from shared.errors import AgentCardsError, NotFound
+from shared.executions.models import ExecutionRequest, view_from_row
+from shared.executions.store import get_execution
+from shared.search.semantic import semantic_tool_search
+
+EXECUTE_CODE_DESCRIPTION = """\
+Run Python code in an isolated sandbox that can call MCP tools, and return its result.
+
+How to write the code:
+- It runs as the body of an async function: use `await` at top level.
+- Call tools as `await mcp.<server>.<tool>(**kwargs)`, e.g.
+  `notes = await mcp.notes.list_notes()`. Tool ids are `server:tool` (find them with
+  `search_tools`). Keyword arguments only, matching the tool's input schema.
+- Run independent calls concurrently: `a, b = await asyncio.gather(mcp.x.f(), mcp.y.g())`.
+- Parameters: pass `args` (a JSON object) and read them as `args["path"]`,
+  `args.get("limit", 10)` or `args.path`. Use args for anything that varies between
+  runs, so the code can be reused as a capability.
+- The result is the value of a top-level `return` (else the last expression); it must
+  be JSON-serializable. `print` output is captured and returned as `stdout`.
+- `progress("message", done=3, total=10)` reports progress.
+- No network, no files outside /tmp, no subprocesses: everything external goes through
+  `mcp.*` tools.
+Give `intent` (one sentence: what the code does); successful runs whose tools all
+succeed are saved as reusable capabilities.
+The response has status, result, error {type, message, traceback}, stdout, tool_calls,
+tool_failures, duration_ms."""
+
+
+def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
+    """The MCP server with AgentCards' tools; `get_state` yields the opened clients."""
+    server: MCPServer = MCPServer(
+        name="agentcards",
+        instructions="Search tools with search_tools, then run Python that calls them with "
+        "execute_code. Read execute_code's description for how to write the code.",
+    )
+
+    @server.tool(name="execute_code", description=EXECUTE_CODE_DESCRIPTION)
+    async def execute_code(
+        code: str,
+        ctx: Context,
+        intent: str | None = None,
+        args: dict[str, Any] | None = None,
+        tools: list[str] | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        state = get_state()
+        try:
+            request = ExecutionRequest(
+                code=code, intent=intent, args=args or {}, tools=tools, timeout_s=timeout_s
+            )
+            row = await submit_execution(state, request=request)
+        except ValidationError as exc:
+            raise ToolError(_error_json("validation_error", str(exc))) from exc
+        except AgentCardsError as exc:
+            raise ToolError(json.dumps(exc.to_dict())) from exc
+
+        async def on_event(event: dict[str, Any]) -> None:
+            if event.get("type") == "progress":
+                await ctx.report_progress(
+                    float(event.get("done") or 0),
+                    float(event["total"]) if event.get("total") is not None else None,
+                    str(event.get("message") or ""),
+                )
+
+        row = await wait_for_finish(
+            state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
+        )
+        return view_from_row(row).model_dump(mode="json")
+
+    @server.tool(
+        name="search_tools",
+        description="Find MCP tools for a task described in words. Returns tool ids "
+        "(`server:tool`), descriptions and input schemas, best first.",
+    )
+    async def search_tools(query: str, limit: int = 10) -> dict[str, Any]:
+        state = get_state()
+        if not query.strip():
+            raise ToolError(_error_json("validation_error", "query must not be empty"))
+        limit = max(1, min(limit, 50))
+        (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [query])
+
+        def search() -> list[dict[str, Any]]:
+            with state.pool.connection() as conn:
+                return semantic_tool_search(conn, query_embedding=vector, limit=limit)
+
+        hits = await to_thread.run_sync(search)
+        return {
+            "tools": [
+                {
+                    "id": h["id"],
+                    "description": h["description"],
+                    "input_schema": h["input_schema"],
+                    "available": h["available"],
+                    "score": round(float(h["semantic_score"]), 4),
+                }
+                for h in hits
+            ]
+        }
+
+    @server.tool(
+        name="get_execution",
+        description="Fetch an execution by id (status, result, error, stdout, tool calls).",
+    )
+    async def get_execution_tool(execution_id: str) -> dict[str, Any]:
+        state = get_state()
+
+        def load() -> dict[str, Any] | None:
+            with state.pool.connection() as conn:
+                return get_execution(conn, execution_id=execution_id)
+
+        row = await to_thread.run_sync(load)
+        if row is None:
+            error = NotFound(f"no execution with id {execution_id!r}")
+            raise ToolError(json.dumps(error.to_dict()))
+        return view_from_row(row).model_dump(mode="json")
+
+    return server
+
+
+def mount_mcp(app: FastAPI, server: MCPServer, *, host: str) -> None:
+    """Serve streamable HTTP at exactly /mcp (mounted last, so REST routes match first)."""
+    loopback = host in {"127.0.0.1", "localhost", "::1"}
+    security = (
+        None if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    app.mount(
+        "/",
+        server.streamable_http_app(
+            streamable_http_path="/mcp", host=host, transport_security=security
+        ),
+    )
+
+
+async def serve_stdio(settings: Any) -> None:
+    """`agentcards mcp`: the same server over stdio, for desktop MCP clients."""
+    state = GatewayState.open(settings)
+    try:
+        await build_mcp_server(lambda: state).run_stdio_async()
+    finally:
+        await state.close()
+
+
+def _error_json(type_: str, message: str) -> str:
+    return json.dumps({"type": type_, "message": message})

@@ -1,0 +1,64 @@
+"""REST for tools and servers: list, search, and the state of each downstream MCP server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.gateway.deps import State
+from shared.embeddings import get_embedder
+from shared.search.semantic import semantic_tool_search
+
+router = APIRouter(prefix="/v1", tags=["tools"])
+
+
+class ToolSearchRequest(BaseModel):
+    """`POST /v1/tools/search`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(default=10, ge=1, le=100)
+    context_tools: list[str] = Field(default_factory=list, description="tools already in use")
+
+
+@router.get("/tools", summary="Every known tool with its server and availability")
+def list_tools(state: State) -> dict[str, Any]:
+    with state.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, server, name, description, input_schema, available, pagerank, community "
+            "FROM tools ORDER BY id"
+        ).fetchall()
+    return {"tools": rows, "total": len(rows)}
+
+
+@router.post("/tools/search", summary="Find tools for a task described in words")
+async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
+    embedder = get_embedder(state.settings)
+    (vector,) = await to_thread.run_sync(embedder.embed, [body.query])
+
+    def search() -> list[dict[str, Any]]:
+        with state.pool.connection() as conn:
+            return semantic_tool_search(conn, query_embedding=vector, limit=body.limit)
+
+    hits = await to_thread.run_sync(search)
+    return {
+        "query": body.query,
+        "hits": [
+            {**hit, "score": hit["semantic_score"], "why": "semantic similarity to the query"}
+            for hit in hits
+        ],
+    }
+
+
+@router.get("/servers", summary="Downstream MCP servers and their connection state")
+def list_servers(state: State) -> dict[str, Any]:
+    with state.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT name, transport, state, last_error, tool_count, updated_at FROM mcp_servers "
+            "ORDER BY name"
+        ).fetchall()
+    return {"servers": rows}

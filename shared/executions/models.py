@@ -1,0 +1,134 @@
+"""What clients send to run code and what they get back: the execution contract on the wire."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TERMINAL = frozenset({"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"})
+Status = Literal[
+    "queued", "running", "succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"
+]
+TOOL_ID_PATTERN = r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$"
+
+
+class ExecutionRequest(BaseModel):
+    """`POST /v1/executions` and the MCP `execute_code` tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(min_length=1, description="Python run as the body of an async function")
+    intent: str | None = Field(default=None, max_length=2000, description="what the code is for")
+    args: dict[str, Any] = Field(default_factory=dict, description="visible to the code as `args`")
+    tools: list[str] | None = Field(
+        default=None, description="tool ids (`server:tool`) the code may call; default all"
+    )
+    timeout_s: float | None = Field(default=None, gt=0, description="wall-time limit in seconds")
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    wait: bool = Field(default=False, description="block until the execution finishes")
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_ids(cls, v: list[str] | None) -> list[str] | None:
+        import re
+
+        if v is None:
+            return v
+        bad = [t for t in v if not re.match(TOOL_ID_PATTERN, t)]
+        if bad:
+            raise ValueError(f"tool ids must look like 'server:tool': {bad[:5]}")
+        return list(dict.fromkeys(v))
+
+
+class ErrorInfo(BaseModel):
+    """A structured error: a stable type, a message that says what to do, maybe a traceback."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+class ToolCallView(BaseModel):
+    """One tool call as the client sees it."""
+
+    tool: str
+    ok: bool
+    duration_ms: float | None = None
+    error: ErrorInfo | None = None
+
+
+class ToolFailure(BaseModel):
+    """ADR-043: a failed tool surfaced to the agent even when the code itself succeeded."""
+
+    tool: str
+    error: str
+
+
+class ExecutionView(BaseModel):
+    """An execution as returned by the REST API and MCP tools."""
+
+    id: str
+    status: Status
+    intent: str | None = None
+    result: Any = None
+    error: ErrorInfo | None = None
+    stdout: str = ""
+    stdout_truncated: bool = False
+    tool_calls: list[ToolCallView] = Field(default_factory=list)
+    tool_failures: list[ToolFailure] = Field(default_factory=list)
+    duration_ms: float | None = None
+    queued_ms: float | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    capability: dict[str, Any] | None = None
+    suggestions: list[dict[str, Any]] = Field(default_factory=list)
+    cache_hit: bool = False
+
+
+def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
+    """The per-call summary (one entry per finished call, in start order) from a trace."""
+    calls = []
+    for event in trace:
+        if event.get("type") != "tool_end":
+            continue
+        error = event.get("error")
+        calls.append(
+            ToolCallView(
+                tool=str(event.get("tool", "")),
+                ok=bool(event.get("ok")),
+                duration_ms=event.get("duration_ms"),
+                error=ErrorInfo(**error) if isinstance(error, dict) else None,
+            )
+        )
+    return calls
+
+
+def view_from_row(row: dict[str, Any]) -> ExecutionView:
+    """Build the client view of an `executions` row."""
+    trace = row.get("trace") or []
+    calls = tool_calls_from_trace(trace)
+    failures = [
+        ToolFailure(tool=c.tool, error=c.error.message if c.error else "failed")
+        for c in calls
+        if not c.ok
+    ]
+    error = row.get("error")
+    return ExecutionView(
+        id=str(row["id"]),
+        status=row["status"],
+        intent=row.get("intent"),
+        result=row.get("result"),
+        error=ErrorInfo(**error) if error else None,
+        stdout=row.get("stdout") or "",
+        stdout_truncated=bool(row.get("stdout_truncated")),
+        tool_calls=calls,
+        tool_failures=failures,
+        duration_ms=row.get("duration_ms"),
+        queued_ms=row.get("queued_ms"),
+        created_at=row["created_at"].isoformat() if row.get("created_at") else None,
+        finished_at=row["finished_at"].isoformat() if row.get("finished_at") else None,
+        capability=(row.get("extras") or {}).get("capability"),
+        suggestions=(row.get("extras") or {}).get("suggestions") or [],
+        cache_hit=bool((row.get("extras") or {}).get("cache_hit")),
+    )

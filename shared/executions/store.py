@@ -1,0 +1,130 @@
+"""Rows of the `executions` table: create (idempotent), claim, finish, read. Keyword-only CRUD."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shared.config import DEFAULT_TENANT
+from shared.executions.models import ExecutionRequest
+
+Row = dict[str, Any]
+
+
+def create_execution(
+    conn: psycopg.Connection[Row],
+    *,
+    request: ExecutionRequest,
+    timeout_s: float,
+    tenant_id: str = DEFAULT_TENANT,
+    capability_id: str | None = None,
+) -> tuple[Row, bool]:
+    """Insert a queued execution; with an idempotency key already used, return that row instead.
+
+    Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
+    """
+    row = conn.execute(
+        """
+        INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
+                                idempotency_key, capability_id)
+        VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
+                %(cap)s)
+        ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+        RETURNING *
+        """,
+        {
+            "tenant": tenant_id,
+            "code": request.code,
+            "intent": request.intent,
+            "args": Jsonb(request.args),
+            "tools": Jsonb(request.tools) if request.tools is not None else None,
+            "timeout": timeout_s,
+            "key": request.idempotency_key,
+            "cap": capability_id,
+        },
+    ).fetchone()
+    if row is not None:
+        return row, True
+    existing = conn.execute(
+        "SELECT * FROM executions WHERE tenant_id = %s AND idempotency_key = %s",
+        (tenant_id, request.idempotency_key),
+    ).fetchone()
+    assert existing is not None  # the conflict proves it exists
+    return existing, False
+
+
+def get_execution(
+    conn: psycopg.Connection[Row], *, execution_id: str, tenant_id: str | None = None
+) -> Row | None:
+    """One execution by id (None for unknown or malformed ids)."""
+    try:
+        UUID(execution_id)
+    except ValueError:
+        return None
+    if tenant_id is None:
+        return conn.execute("SELECT * FROM executions WHERE id = %s", (execution_id,)).fetchone()
+    return conn.execute(
+        "SELECT * FROM executions WHERE id = %s AND tenant_id = %s", (execution_id, tenant_id)
+    ).fetchone()
+
+
+def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker: str) -> Row | None:
+    """Move queued → running atomically; None when someone else already moved it."""
+    return conn.execute(
+        """
+        UPDATE executions
+           SET status = 'running', started_at = now(), worker = %(worker)s,
+               queued_ms = EXTRACT(EPOCH FROM (clock_timestamp() - created_at)) * 1000
+         WHERE id = %(id)s AND status = 'queued'
+        RETURNING *
+        """,
+        {"id": execution_id, "worker": worker},
+    ).fetchone()
+
+
+def finish_execution(
+    conn: psycopg.Connection[Row],
+    *,
+    execution_id: str,
+    status: str,
+    result: Any = None,
+    error: dict[str, Any] | None = None,
+    stdout: str = "",
+    stdout_truncated: bool = False,
+    trace: list[dict[str, Any]] | None = None,
+    duration_ms: float | None = None,
+    from_statuses: tuple[str, ...] = ("running",),
+) -> Row | None:
+    """Store the terminal state; only from the given statuses, so a finish happens once."""
+    return conn.execute(
+        """
+        UPDATE executions
+           SET status = %(status)s, result = %(result)s, error = %(error)s, stdout = %(stdout)s,
+               stdout_truncated = %(trunc)s, trace = %(trace)s, finished_at = now(),
+               duration_ms = COALESCE(%(duration)s,
+                   EXTRACT(EPOCH FROM (clock_timestamp() - COALESCE(started_at, created_at))) * 1000)
+         WHERE id = %(id)s AND status = ANY(%(from)s)
+        RETURNING *
+        """,
+        {
+            "id": execution_id,
+            "status": status,
+            "result": Jsonb(result) if result is not None else None,
+            "error": Jsonb(error) if error is not None else None,
+            "stdout": stdout.replace("\x00", "\ufffd"),  # Postgres text cannot hold NUL
+            "trunc": stdout_truncated,
+            "trace": Jsonb(trace or []),
+            "duration": duration_ms,
+            "from": list(from_statuses),
+        },
+    ).fetchone()
+
+
+def set_extras(conn: psycopg.Connection[Row], *, execution_id: str, extras: dict[str, Any]) -> None:
+    """Merge fields later stages add to the response (capability, suggestions, cache_hit)."""
+    conn.execute(
+        "UPDATE executions SET extras = extras || %s WHERE id = %s", (Jsonb(extras), execution_id)
+    )
