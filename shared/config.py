@@ -147,6 +147,20 @@ class Settings(BaseSettings):
         return self.database_url, self.redis_url
 
 
+def settings_to_env(settings: Settings) -> dict[str, str]:
+    """The settings as AGENTCARDS_* variables, so a child process rebuilds the same object."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        env[f"AGENTCARDS_{name.upper()}"] = str(value)
+    return env
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings; a ConfigError names the bad variable."""

@@ -75,7 +75,17 @@ def migrate(settings: Settings, *, url: str | None = None) -> str:
         psycopg_url(target).replace("postgresql://", "postgresql+psycopg://", 1).replace("%", "%%"),
     )
     cfg.attributes["vector_dim"] = settings.vector_dim
-    command.upgrade(cfg, "head")
+    try:
+        command.upgrade(cfg, "head")
+    except Exception as exc:  # SQLAlchemy wraps the driver error; name the cause
+        cause = _first_line(exc.__cause__ or exc)
+        if "extension" in cause and "vector" in cause:
+            raise DependencyError(
+                f"cannot enable pgvector on {redact(target)} ({cause}): run "
+                "`CREATE EXTENSION vector` there as a superuser, or unset "
+                "AGENTCARDS_DATABASE_URL to use the embedded server"
+            ) from exc
+        raise DependencyError(f"migrating {redact(target)} failed: {cause}") from exc
     head = ScriptDirectory.from_config(cfg).get_current_head()
     check_vector_dim(target, settings.vector_dim)
     return head or ""

@@ -29,7 +29,11 @@ class Embedder:
     """One loaded model; ``embed`` returns unit-length vectors (cosine = dot product)."""
 
     def __init__(
-        self, *, model_name: str, expected_dim: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        *,
+        model_name: str,
+        expected_dim: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> None:
         self.model_name = model_name
         self.expected_dim = expected_dim
@@ -73,7 +77,9 @@ class Embedder:
 
 def _dimension(model: SentenceTransformer, model_name: str) -> int:
     # sentence-transformers 6 renamed the method; >= 3 is allowed, so try both names.
-    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    getter = (
+        getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    )
     dim = getter()
     if dim is None:
         raise ConfigError(f"embedding model {model_name!r} reports no dimension")
@@ -142,7 +148,7 @@ def embed_cached(
             (model, list(dict.fromkeys(hashes))),
         )
         for row in cur.fetchall():
-            found[row["text_hash"]] = np.asarray(row["embedding"], dtype=np.float32).tolist()
+            found[row["text_hash"]] = _as_list(row["embedding"])
         missing = {h: text for h, text in zip(hashes, texts, strict=True) if h not in found}
         if missing:
             vectors = embedder.embed(list(missing.values()))
@@ -156,3 +162,10 @@ def embed_cached(
             )
             found.update(zip(missing, vectors, strict=True))
     return [found[h] for h in hashes]
+
+
+def _as_list(value: Any) -> list[float]:
+    # pgvector >= 0.4 returns a Vector object, older versions a numpy array.
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32).tolist()

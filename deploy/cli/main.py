@@ -27,6 +27,17 @@ console = Console()
 err = Console(stderr=True)
 
 
+def _mount_subcommands() -> None:
+    from deploy.cli.bench import bench_app
+
+    app.add_typer(bench_app, name="bench")
+    try:
+        from deploy.cli.sandbox import sandbox_app
+    except ImportError:  # pragma: no cover - only while the sandbox CLI is absent
+        return
+    app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
+
+
 def _settings() -> Settings:
     try:
         return get_settings()
@@ -232,6 +243,9 @@ def mcp() -> None:
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+_mount_subcommands()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import redis
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, port_in_use
 from deploy.launcher.processes import Health, ProcessSpec, stack_specs
 from deploy.launcher.state import StackState, pid_alive
-from shared.config import Settings
+from shared.config import Settings, settings_to_env
 from shared.db import check_pgvector_available, migrate, redact
 from shared.errors import ConfigError, DependencyError
 
@@ -52,8 +52,9 @@ class Child:
 class Stack:
     """The whole system on one machine, embedded dependencies unless URLs are configured."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, extra_env: dict[str, str] | None = None) -> None:
         self.settings = settings
+        self.extra_env = extra_env or {}
         self.run_dir = settings.run_dir
         self.pg: EmbeddedPostgres | None = None
         self.redis: EmbeddedRedis | None = None
@@ -105,8 +106,10 @@ class Stack:
         migrate(self.settings, url=self.database_url)
 
     def child_env(self) -> dict[str, str]:
-        """What every child sees: our environment plus the resolved server URLs."""
-        env = dict(os.environ)
+        """What every child sees: our environment, our settings, the resolved server URLs."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+        env.update(settings_to_env(self.settings))
+        env.update(self.extra_env)
         env.update(
             {
                 "AGENTCARDS_DATABASE_URL": self.database_url,

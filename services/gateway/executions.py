@@ -11,7 +11,7 @@ from anyio import to_thread
 
 from services.gateway.config import GatewayState
 from shared.errors import DependencyError, ValidationFailed
-from shared.executions.events import FINISHED
+from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import TERMINAL, ExecutionRequest
 from shared.executions.store import create_execution, finish_execution, get_execution
 from shared.queues import TaskName, events_channel
@@ -21,6 +21,8 @@ Row = dict[str, Any]
 # How long past its own timeout a waiting client keeps waiting: queueing and sandbox
 # start-up; after that it gets the still-running execution and can poll.
 WAIT_SLACK_S = 30.0
+# How long a waiting client gives the learning worker to report the capability.
+LEARN_WAIT_S = 3.0
 
 
 def validate_request(state: GatewayState, request: ExecutionRequest) -> float:
@@ -131,9 +133,25 @@ async def wait_for_finish(
             if time.monotonic() >= next_poll:
                 row = await _fetch(state, execution_id)
                 next_poll = time.monotonic() + 1.0
+        if _learning_pending(row):
+            # The response names the capability the run became; learning takes a few
+            # milliseconds (an embedding for new code), so give it a short grace.
+            learn_deadline = time.monotonic() + LEARN_WAIT_S
+            while time.monotonic() < learn_deadline:
+                message = await pubsub.get_message(
+                    ignore_subscribe_messages=True,
+                    timeout=max(0.01, learn_deadline - time.monotonic()),
+                )
+                if message is not None and orjson.loads(message["data"]).get("type") == LEARNED:
+                    return await _fetch(state, execution_id)
+            row = await _fetch(state, execution_id)
         return row
     finally:
         await pubsub.aclose()
+
+
+def _learning_pending(row: Row) -> bool:
+    return row["status"] == "succeeded" and bool(row["intent"]) and row["learned_at"] is None
 
 
 async def _fetch(state: GatewayState, execution_id: str) -> Row:

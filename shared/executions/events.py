@@ -11,6 +11,7 @@ import redis
 from shared.queues import EVENTS_ALL_CHANNEL, events_channel
 
 FINISHED = "execution.finished"
+LEARNED = "execution.learned"  # published by the learning worker after ingestion
 
 
 def encode_event(execution_id: str, event: dict[str, Any]) -> bytes:

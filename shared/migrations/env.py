@@ -23,6 +23,9 @@ with engine.connect() as connection:
             context.run_migrations()
         connection.commit()
     finally:
+        # A failed migration leaves the transaction aborted; roll back so the unlock
+        # runs and the original error (not "transaction is aborted") reaches the user.
+        connection.rollback()
         connection.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": MIGRATION_LOCK_ID})
         connection.commit()
 engine.dispose()

@@ -4,13 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery.schedules import crontab
+
 from shared.queues import Queue, TaskName
 
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
-    # Liveness of the learning worker pool as seen by Flower; cheap, every minute.
-    "heartbeat": {
-        "task": TaskName.PING,
-        "schedule": 60.0,
-        "options": {"queue": Queue.MAINTENANCE, "expires": 55},
+    # PageRank + Louvain feed search and suggestions; every 5 minutes keeps them fresh
+    # while a refresh (≤ 2 s at 10k tools / 100k edges) costs little, and it skips
+    # itself when no edge changed. Expires so a backlog never runs stale refreshes.
+    "refresh-graph-metrics": {
+        "task": TaskName.REFRESH_GRAPH_METRICS,
+        "schedule": 300.0,
+        "options": {"queue": Queue.MAINTENANCE, "expires": 290},
+    },
+    # ADR-028 promotion (used ≥ 3 times, success rate > 0.7): a quality signal that
+    # changes slowly, so hourly.
+    "promote-patterns": {
+        "task": TaskName.PROMOTE_PATTERNS,
+        "schedule": crontab(minute=7),
+        "options": {"queue": Queue.MAINTENANCE, "expires": 3000},
+    },
+    # Pruning of idle one-off capabilities: daily at a quiet hour; the task itself is
+    # a no-op unless AGENTCARDS_PRUNING_ENABLED=true.
+    "prune-capabilities": {
+        "task": TaskName.PRUNE_CAPABILITIES,
+        "schedule": crontab(minute=17, hour=3),
+        "options": {"queue": Queue.MAINTENANCE, "expires": 3600},
     },
 }

@@ -1,0 +1,1 @@
+"""Benchmarks mounted under `agentcards bench`."""

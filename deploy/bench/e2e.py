@@ -1,0 +1,101 @@
+"""`agentcards bench e2e`: POST /v1/executions?wait=true end to end, beside a no-op Celery round trip.
+
+Each configuration runs a whole temporary stack (embedded Postgres and Redis, toolhost
+with the in-process `_bench:echo` tool, sandbox workers, learning worker, gateway).
+Latency is measured one request at a time; throughput with as many concurrent clients
+as there are sandbox worker processes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from deploy.launcher.harness import StackHandle, temporary_stack
+from shared.broker import make_celery
+from shared.queues import Queue, TaskName
+
+CODE = "return await mcp._bench.echo(n=args['n'])"
+WARMUP = 10
+
+
+def run(n: int = 200) -> dict[str, Any]:
+    """Latency (1 client) and throughput (k clients) with k = 1 and 2 sandbox worker processes."""
+    results: dict[str, Any] = {"n": n, "code": CODE, "configurations": []}
+    for workers in (1, 2):
+        with temporary_stack(
+            sandbox_workers=workers, extra_env={"AGENTCARDS_TOOLHOST_BENCH": "1"}
+        ) as handle:
+            if workers == 1:
+                results["baseline_celery_noop"] = _celery_noop(handle, n=n)
+            results["configurations"].append(_measure(handle, n=n, workers=workers))
+    one = results["configurations"][0]
+    results["ratio_p50_vs_celery_noop"] = round(
+        one["latency_ms"]["p50"] / results["baseline_celery_noop"]["p50"], 2
+    )
+    results["target"] = {"p50_ms": 30}
+    return results
+
+
+def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
+    with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
+        for i in range(WARMUP):
+            _submit(client, i)
+        latencies = [_timed(client, i) for i in range(n)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers * 2) as pool:
+        clients = [httpx.Client(base_url=handle.gateway_url, timeout=60) for _ in range(workers * 2)]
+        list(pool.map(lambda i: _submit(clients[i % len(clients)], i), range(n)))
+        for c in clients:
+            c.close()
+    elapsed = time.perf_counter() - started
+    return {
+        "sandbox_workers": workers,
+        "latency_ms": _stats(latencies),
+        "throughput_per_s": round(n / elapsed, 1),
+    }
+
+
+def _submit(client: httpx.Client, i: int) -> dict[str, Any]:
+    response = client.post(
+        "/v1/executions", params={"wait": "true"}, json={"code": CODE, "args": {"n": i}}
+    )
+    body: dict[str, Any] = response.json()
+    if body.get("status") != "succeeded" or body.get("result") != {"n": i}:
+        raise RuntimeError(f"bench execution failed: {body}")
+    return body
+
+
+def _timed(client: httpx.Client, i: int) -> float:
+    started = time.perf_counter()
+    _submit(client, i)
+    return (time.perf_counter() - started) * 1000
+
+
+def _celery_noop(handle: StackHandle, *, n: int) -> dict[str, Any]:
+    """Round trip of a task that does nothing, on the learning worker (same broker, same host)."""
+    app = make_celery("bench", settings=handle.settings)
+    try:
+        for _ in range(WARMUP):
+            app.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
+        samples = []
+        for _ in range(n):
+            started = time.perf_counter()
+            app.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        app.close()
+    return _stats(samples)
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
+        "mean": round(statistics.fmean(ordered), 2),
+    }

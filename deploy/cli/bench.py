@@ -1,0 +1,58 @@
+"""`agentcards bench …`: each benchmark prints one JSON document on stdout."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from typing import Any
+
+import typer
+
+bench_app = typer.Typer(help="Benchmarks; each prints one JSON document.", no_args_is_help=True)
+
+
+def _emit(result: dict[str, Any]) -> None:
+    typer.echo(json.dumps(result, indent=2, default=str))
+
+
+def _run(module: str, **kwargs: Any) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    bench = importlib.import_module(f"deploy.bench.{module}")
+    _emit(bench.run(**{k: v for k, v in kwargs.items() if v is not None}))
+
+
+@bench_app.command("sandbox")
+def sandbox(n: int = typer.Option(200, help="sandbox starts to time")) -> None:
+    """Sandbox start-to-first-instruction and bridge overhead, beside bare `python3 -I -S`."""
+    _run("sandbox", n=n)
+
+
+@bench_app.command("rpc")
+def rpc(n: int = typer.Option(2000, help="tool calls to time")) -> None:
+    """Tool-call overhead through the Redis RPC channel, beside a raw LPUSH/BLPOP."""
+    _run("rpc", n=n)
+
+
+@bench_app.command("e2e")
+def e2e(n: int = typer.Option(200, help="executions per configuration")) -> None:
+    """POST /v1/executions?wait=true latency and throughput, beside a no-op Celery task."""
+    _run("e2e", n=n)
+
+
+@bench_app.command("learning")
+def learning() -> None:
+    """Trace ingestion throughput and graph refresh time."""
+    _run("learning")
+
+
+@bench_app.command("search")
+def search() -> None:
+    """Tool search recall on LiveMCPBench beside the dense baseline, and latency at 10k tools."""
+    _run("search")
+
+
+@bench_app.command("match")
+def match() -> None:
+    """Capability matching accuracy on paraphrases and false matches on unrelated intents."""
+    _run("match")

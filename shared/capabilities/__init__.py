@@ -1,0 +1,1 @@
+"""Capabilities: code normalization and hashing, schema inference, naming, outcome rule, stats."""

@@ -1,0 +1,1 @@
+"""Tool/capability graph: edges derived from traces, kind weights, networkx metrics."""

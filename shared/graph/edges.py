@@ -1,0 +1,77 @@
+"""Graph edges taught by one execution trace (ADR-028 learning; failed calls teach too, ADR-043)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations, pairwise
+
+from shared.graph.trace import TraceEvent, capability_calls_from_trace, tool_calls_from_trace
+from shared.graph.weights import EdgeKind
+
+CAPABILITY_PREFIX = "cap:"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge with how many times this trace showed it (``tool_edges`` adds it up)."""
+
+    src: str
+    dst: str
+    kind: EdgeKind
+    count: int
+
+
+def capability_node(capability_id: str) -> str:
+    """Graph node id of a capability: ``cap:<uuid>`` (tools are ``server:tool``)."""
+    text = str(capability_id)
+    return text if text.startswith(CAPABILITY_PREFIX) else CAPABILITY_PREFIX + text
+
+
+def derive_edges(
+    *, trace: Sequence[TraceEvent], root_capability_id: str | None = None
+) -> list[Edge]:
+    """Every edge the trace teaches, aggregated, sorted by (kind, src, dst).
+
+    - ``sequence``: consecutive tool calls in start order under the same parent
+      (top level or one inline capability); one count per adjacent pair; a tool
+      following itself is no edge.
+    - ``co_used``: each unordered pair of distinct tools of the execution, once per
+      execution, stored in canonical order (src < dst): half the rows, and graph
+      metrics add both directions when they build the graph.
+    - ``contains``: capability → tool for each call made inside a capability.
+    - ``calls``: capability → capability for each nested inline capability call.
+
+    ``root_capability_id`` is the capability the whole run executes (a re-run of a
+    matched capability, or the one just learned): top-level calls belong to it.
+    Failed tool calls count like successful ones: the order was still observed.
+    The sorted order also gives upserts one lock order, so concurrent ingests of
+    overlapping traces cannot deadlock.
+    """
+    root = capability_node(root_capability_id) if root_capability_id else None
+    counts: Counter[tuple[EdgeKind, str, str]] = Counter()
+
+    calls = tool_calls_from_trace(trace)
+    by_parent: dict[str | None, list[str]] = {}
+    for call in calls:
+        by_parent.setdefault(call.parent, []).append(call.tool)
+        owner = capability_node(call.parent) if call.parent else root
+        if owner is not None:
+            counts[(EdgeKind.CONTAINS, owner, call.tool)] += 1
+    for tools in by_parent.values():
+        for first, second in pairwise(tools):
+            if first != second:
+                counts[(EdgeKind.SEQUENCE, first, second)] += 1
+    for first, second in combinations(sorted({call.tool for call in calls}), 2):
+        counts[(EdgeKind.CO_USED, first, second)] += 1
+
+    for cap_call in capability_calls_from_trace(trace):
+        caller = capability_node(cap_call.parent) if cap_call.parent else root
+        callee = capability_node(cap_call.capability_id)
+        if caller is not None and caller != callee:
+            counts[(EdgeKind.CALLS, caller, callee)] += 1
+
+    return [
+        Edge(src=src, dst=dst, kind=kind, count=n) for (kind, src, dst), n in sorted(counts.items())
+    ]

@@ -1,0 +1,171 @@
+"""`agentcards up/status/down` as a user runs them: real processes, embedded servers, clean exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from deploy.launcher.embedded import free_port
+
+AGENTCARDS = [sys.executable, "-m", "deploy.cli.main"]
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env.update(
+        {
+            "AGENTCARDS_HOME": str(home),
+            "AGENTCARDS_GATEWAY_PORT": str(free_port()),
+            "AGENTCARDS_FLOWER_PORT": str(free_port()),
+            "AGENTCARDS_EMBEDDED_REDIS_PORT": str(free_port()),
+            "AGENTCARDS_SANDBOX_WORKERS": "1",
+            "COLUMNS": "200",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def _descendants_named(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _processes_using(home: Path) -> list[psutil.Process]:
+    """Any process whose command line or environment points into this test's home."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            env = proc.info["environ"] or {}
+        except psutil.Error:
+            continue
+        if str(home) in cmd or env.get("AGENTCARDS_HOME") == str(home):
+            found.append(proc)
+    return [p for p in found if p.pid != os.getpid()]
+
+
+def _run_up_expecting_failure(env: dict[str, str], home: Path) -> str:
+    result = subprocess.run(
+        [*AGENTCARDS, "up", "--timeout", "60"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not _processes_using(home), "up left processes behind"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_bad_database_url_is_one_clear_line(tmp_path: Path) -> None:
+    line = _run_up_expecting_failure(
+        _env(tmp_path, AGENTCARDS_DATABASE_URL="mysql://x@y/z"), tmp_path
+    )
+    assert "AGENTCARDS_DATABASE_URL" in line and "postgresql://" in line
+
+
+def test_missing_mcp_config_is_one_clear_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    line = _run_up_expecting_failure(_env(tmp_path, AGENTCARDS_MCP_CONFIG=str(missing)), tmp_path)
+    assert str(missing) in line and "does not exist" in line
+
+
+def test_gateway_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = _run_up_expecting_failure(
+            _env(tmp_path, AGENTCARDS_GATEWAY_PORT=str(port)), tmp_path
+        )
+    assert f"port {port}" in line and "AGENTCARDS_GATEWAY_PORT" in line
+
+
+def test_redis_down_is_one_clear_line(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    line = _run_up_expecting_failure(_env(tmp_path, AGENTCARDS_REDIS_URL=url), tmp_path)
+    assert "Redis" in line and "unreachable" in line
+
+
+def test_postgres_without_pgvector_is_one_clear_line(tmp_path: Path, embedded_pg, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    # Same real server, but a role that may not create extensions in a database that
+    # lacks pgvector: what a user sees pointing `up` at a plain PostgreSQL.
+    import psycopg
+
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS plainpg")
+        conn.execute("DROP ROLE IF EXISTS plainuser")
+        conn.execute("CREATE ROLE plainuser LOGIN")
+        conn.execute("CREATE DATABASE plainpg OWNER plainuser")
+    url = embedded_pg.url.replace("postgres:@", "plainuser:@").replace("/postgres?", "/plainpg?")
+    line = _run_up_expecting_failure(
+        _env(tmp_path, AGENTCARDS_DATABASE_URL=url, AGENTCARDS_REDIS_URL=redis_url), tmp_path
+    )
+    assert "pgvector" in line
+
+
+@pytest.fixture
+def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], Path]]:
+    home = tmp_path / "home"
+    env = _env(home)
+    log = (tmp_path / "up.log").open("w")
+    proc = subprocess.Popen(
+        [*AGENTCARDS, "up", "--timeout", "150"], env=env, stdout=log, stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        text = (tmp_path / "up.log").read_text()
+        if "all healthy" in text or proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    text = (tmp_path / "up.log").read_text()
+    assert "all healthy" in text, text[-3000:]
+    yield proc, env, home
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        for child in _processes_using(home):
+            child.kill()
+
+
+def test_up_status_down_on_a_fresh_home(running_stack: tuple[subprocess.Popen[str], dict[str, str], Path]) -> None:
+    proc, env, home = running_stack
+    status = subprocess.run([*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stdout + status.stderr
+    for part in ("postgres", "redis", "gateway", "toolhost", "sandbox-worker", "learning-worker", "beat", "flower"):
+        assert part in status.stdout
+    assert "unhealthy" not in status.stdout
+    children = _descendants_named(proc.pid)
+    assert len(children) >= 6
+
+    down = subprocess.run([*AGENTCARDS, "down"], env=env, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stderr
+    assert proc.wait(30) == 0
+    time.sleep(0.5)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not _processes_using(home), "processes survived `down`"
+    # Data is kept: the embedded servers' directories are still there for the next `up`.
+    assert (home / "pgdata" / "PG_VERSION").exists()
+    assert (home / "redis" / "redis.conf").exists()
+    after = subprocess.run([*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert after.returncode == 1 and "no stack is running" in after.stderr
+
+
+def test_ctrl_c_stops_everything(running_stack: tuple[subprocess.Popen[str], dict[str, str], Path]) -> None:
+    proc, env, home = running_stack
+    children = _descendants_named(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(40) == 0
+    time.sleep(0.5)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not _processes_using(home)
