@@ -72,12 +72,37 @@ def pagerank(graph: nx.DiGraph) -> dict[str, float]:
 
 
 def communities(undirected: nx.Graph, *, seed: int = LOUVAIN_SEED) -> dict[str, int]:
-    """Louvain community per node, numbered by size (largest first, ties by smallest node id)."""
+    """Louvain community per node, numbered by size (largest first, ties by smallest node id).
+
+    Louvain runs in igraph's C implementation (``community_multilevel``): networkx's pure
+    Python Louvain alone takes 2.2-7 s at 10k nodes / 100k edges, igraph 0.1-0.6 s for
+    the same modularity. networkx stays the graph model everywhere else.
+    """
     if undirected.number_of_nodes() == 0:
         return {}
-    found = nx.community.louvain_communities(undirected, weight="weight", seed=seed)
+    found = _louvain_igraph(undirected, seed=seed)
     ordered = sorted(found, key=lambda members: (-len(members), min(members)))
     return {node: index for index, members in enumerate(ordered) for node in members}
+
+
+def _louvain_igraph(undirected: nx.Graph, *, seed: int) -> list[set[str]]:
+    import random
+
+    import igraph
+
+    nodes = sorted(undirected.nodes)
+    index = {node: i for i, node in enumerate(nodes)}
+    edges = [(index[a], index[b]) for a, b in undirected.edges]
+    weights = [float(w) for _, _, w in undirected.edges(data="weight", default=1.0)]
+    graph = igraph.Graph(n=len(nodes), edges=edges)
+    # igraph draws from Python's `random` by default: a private seeded generator makes
+    # the partition identical for an identical graph without touching global state.
+    igraph.set_random_number_generator(random.Random(seed))
+    try:
+        clustering = graph.community_multilevel(weights=weights or None)
+    finally:
+        igraph.set_random_number_generator(random)
+    return [{nodes[i] for i in members} for members in clustering]
 
 
 def compute_metrics(*, rows: Iterable[EdgeRow | Mapping[str, Any]]) -> GraphMetrics:
