@@ -17,6 +17,7 @@ import httpx
 
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
+from shared.db import connect
 from shared.queues import Queue, TaskName
 
 CODE = "return await mcp._bench.echo(n=args['n'])"
@@ -41,7 +42,19 @@ def run(n: int = 200) -> dict[str, Any]:
     return results
 
 
+def _register_echo(handle: StackHandle) -> None:
+    """`_bench:echo` lives inside the toolhost and is never synced; give the scope check a row."""
+    with connect(handle.settings.database_url or "") as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, description, schema_hash) "
+            "VALUES ('_bench:echo', '_bench', 'echo', 'returns its arguments', 'bench') "
+            "ON CONFLICT (id) DO NOTHING"
+        )
+        conn.commit()
+
+
 def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
+    _register_echo(handle)
     with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
         for i in range(WARMUP):
             _submit(client, i)

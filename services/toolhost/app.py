@@ -1,0 +1,213 @@
+"""The toolhost process: MCP sessions + tool sync + the RPC channel + a heartbeat, until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from mcp import types
+
+from services.toolhost.local import BENCH_ENV, bench_server
+from services.toolhost.registry import ToolRegistry
+from services.toolhost.rpc_server import RpcServer
+from services.toolhost.servers import ServerConfig, load_servers
+from services.toolhost.sessions import ServerConnection
+from services.toolhost.sync import (
+    LazyEmbedder,
+    ToolSpec,
+    record_server_state,
+    sync_server_tools,
+)
+from shared.config import Settings, get_settings
+from shared.db import make_pool, migrate
+from shared.errors import AgentCardsError
+from shared.queues import HEARTBEAT_PREFIX, TOOLS_CHANGED_CHANNEL
+from shared.rpc.events import ToolSchemaChanged
+
+log = logging.getLogger("agentcards.toolhost")
+
+HEARTBEAT_EVERY_S = 5.0
+HEARTBEAT_TTL_S = 15  # three missed beats and `agentcards status` reports the replica gone
+DRAIN_TIMEOUT_S = 10.0
+POLL_GRACE_S = 2.0  # one BLPOP poll (1 s) plus slack, so the pop loop exits on its own
+
+
+def heartbeat_key() -> str:
+    """This replica's heartbeat key: ``…heartbeat:toolhost:<hostname>:<pid>``."""
+    return f"{HEARTBEAT_PREFIX}toolhost:{socket.gethostname()}:{os.getpid()}"
+
+
+class Toolhost:
+    """Wires the registry, the server connections, the sync and the RPC server together."""
+
+    def __init__(
+        self, *, settings: Settings, servers: dict[str, ServerConfig], bench: bool = False
+    ) -> None:
+        database_url, redis_url = settings.require_urls()
+        self._settings = settings
+        self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
+        self._pool = make_pool(database_url, min_size=1, max_size=4)
+        self._embedder = LazyEmbedder(settings)
+        # Per-server lock: state and tool writes run in threads and must land in order.
+        self._db_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.registry = ToolRegistry()
+        if bench:
+            self.registry.add(bench_server())
+        self.connections = [
+            ServerConnection(
+                name=name, config=config, on_tools=self._on_tools, on_state=self._on_state
+            )
+            for name, config in servers.items()
+        ]
+        for connection in self.connections:
+            self.registry.add(connection)
+        self.rpc = RpcServer(
+            redis_url=redis_url, registry=self.registry, reply_ttl_s=settings.rpc_reply_ttl_s
+        )
+        self._ready = False
+        self._started_at = time.time()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set, then drain calls and close every session."""
+        tasks = [asyncio.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections]
+        serving = asyncio.create_task(self.rpc.serve(), name="rpc")
+        beating = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        try:
+            # Ready once every server had its first connection attempt (success or not).
+            connected = asyncio.create_task(self._first_attempts())
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({connected, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            connected.cancel()
+            stopped.cancel()
+            self._ready = True
+            await self._beat()
+            states = {c.name: c.state for c in self.connections}
+            log.info("toolhost ready (pid %d): servers %s", os.getpid(), states)
+            await stop.wait()
+        finally:
+            self.rpc.stop()
+            await asyncio.wait({serving}, timeout=POLL_GRACE_S)
+            await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
+            for task in [*tasks, serving, beating]:
+                task.cancel()
+            await asyncio.gather(*tasks, serving, beating, return_exceptions=True)
+            await self._redis.delete(heartbeat_key())
+            await self.rpc.aclose()
+            await self._redis.aclose()
+            self._pool.close()
+            log.info("toolhost stopped after %d calls", self.rpc.handled)
+
+    async def _first_attempts(self) -> None:
+        for connection in self.connections:
+            await connection.first_attempt_done.wait()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self._beat()
+            except Exception as exc:  # Redis blips must not kill the process
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+    async def _beat(self) -> None:
+        body = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_at": self._started_at,
+            "ready": self._ready,
+            "inflight": self.rpc.inflight,
+            "handled": self.rpc.handled,
+            "servers": {b.name: b.state for b in self.registry.backends()},
+        }
+        await self._redis.set(heartbeat_key(), orjson.dumps(body), ex=HEARTBEAT_TTL_S)
+
+    async def _on_state(self, server: str, state: str, error: str | None) -> None:
+        config = next(c.config for c in self.connections if c.name == server)
+
+        def write() -> None:
+            with self._pool.connection() as conn:
+                record_server_state(
+                    conn=conn,
+                    server=server,
+                    transport=config.transport,
+                    config=config.public_config(),
+                    state=state,
+                    last_error=error,
+                )
+
+        async with self._db_locks[server]:
+            await asyncio.to_thread(write)
+
+    async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
+        specs = [
+            ToolSpec(name=t.name, description=t.description or "", input_schema=t.input_schema)
+            for t in tools
+        ]
+
+        def write() -> Any:
+            with self._pool.connection() as conn:
+                return sync_server_tools(
+                    conn=conn,
+                    server=server,
+                    tools=specs,
+                    embed=lambda texts: self._embedder.embed(conn=conn, texts=texts),
+                )
+
+        try:
+            async with self._db_locks[server]:
+                result = await asyncio.to_thread(write)
+        except Exception:
+            # The session keeps serving calls; the next connect or list_changed syncs again.
+            log.exception("syncing the tools of %s into Postgres failed", server)
+            return
+        now = time.time()
+        for tool_id, old, new in result.schema_changes:
+            event = ToolSchemaChanged(
+                tool_id=tool_id, server=server, old_hash=old, new_hash=new, at=now
+            )
+            await self._redis.publish(TOOLS_CHANGED_CHANNEL, event.encode())
+        log.info(
+            "synced %s: %d tools (%d new, %d schema changes, %d embedded)",
+            server, len(specs), len(result.added), len(result.schema_changes), result.embedded,
+        )  # fmt: skip
+
+
+def main() -> None:
+    """Entry point of ``python -m services.toolhost``; exit code 2 on a configuration error."""
+    try:
+        settings = get_settings()
+    except AgentCardsError as exc:
+        print(f"toolhost: {exc.message}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings.require_urls()
+        servers = load_servers(settings.mcp_config)
+        migrate(settings)
+    except AgentCardsError as exc:
+        print(f"toolhost: {exc.type}: {exc.message}", file=sys.stderr)
+        sys.exit(2)
+    bench = os.environ.get(BENCH_ENV) == "1"
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run(settings=settings, servers=servers, bench=bench))
+
+
+async def _run(*, settings: Settings, servers: dict[str, ServerConfig], bench: bool) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await Toolhost(settings=settings, servers=servers, bench=bench).run(stop)

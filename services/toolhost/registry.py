@@ -1,0 +1,61 @@
+"""Which backend serves which tool id: MCP server connections plus opt-in in-process servers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a backend answered: a value, or the server's own error text (``isError``)."""
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+
+
+class ServerUnavailable(Exception):
+    """Raised when the tool's server is down, still connecting, or died mid-call."""
+
+
+class UnknownTool(Exception):
+    """Raised when no configured server offers the tool."""
+
+
+class Backend(Protocol):
+    """A server the toolhost can call tools on."""
+
+    name: str
+
+    @property
+    def state(self) -> str: ...
+
+    async def call_tool(self, tool: str, args: dict[str, Any]) -> ToolResult:
+        """Run one tool; raises ServerUnavailable or UnknownTool, never times out by itself."""
+        ...
+
+
+class ToolRegistry:
+    """Maps ``server:tool`` ids to backends; callers enforce deadlines around ``call_tool``."""
+
+    def __init__(self) -> None:
+        self._backends: dict[str, Backend] = {}
+
+    def add(self, backend: Backend) -> None:
+        """Register a backend under its server name (names are unique per process)."""
+        if backend.name in self._backends:
+            raise ValueError(f"server {backend.name!r} registered twice")
+        self._backends[backend.name] = backend
+
+    def backends(self) -> list[Backend]:
+        """Every registered backend."""
+        return list(self._backends.values())
+
+    def resolve(self, tool_id: str) -> tuple[Backend, str]:
+        """The backend and the tool's own name; UnknownTool if the server is not configured."""
+        server, _, name = tool_id.partition(":")
+        backend = self._backends.get(server)
+        if backend is None or not name:
+            raise UnknownTool(f"no configured MCP server named {server!r} (tool {tool_id})")
+        return backend, name

@@ -1,0 +1,202 @@
+"""Serve the RPC channel: compete with other replicas on the request list, answer each call once.
+
+Every popped request gets exactly one reply (RPUSH + EXPIRE, atomically) and is executed at
+most once: a request whose deadline passed while it was queued is answered ``timeout``
+without running, and nothing is ever pushed back to the list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
+from shared.queues import RPC_REQUESTS, rpc_reply_key
+from shared.rpc.protocol import (
+    CALL_ID_PATTERN,
+    ErrorType,
+    RpcReply,
+    RpcRequest,
+    decode_request,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+# BLPOP wakes at least this often so a stop request is noticed without cancelling a pop
+# (cancelling one after Redis removed the item would lose the call).
+POLL_TIMEOUT_S = 1.0
+
+
+class RpcServer:
+    """One consumer of the request list, running up to ``max_concurrency`` calls at once."""
+
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        registry: ToolRegistry,
+        reply_ttl_s: int,
+        max_concurrency: int = 64,
+    ) -> None:
+        self._registry = registry
+        self._reply_ttl_s = reply_ttl_s
+        # The popping connection blocks, so it is separate from the one replies go out on.
+        self._pop = aioredis.Redis.from_url(
+            redis_url, socket_timeout=None, retry=Retry(NoBackoff(), 0)
+        )
+        self._out = aioredis.Redis.from_url(redis_url, socket_timeout=10)
+        # Taken before each pop: a saturated replica stops popping and leaves the work to
+        # other replicas instead of queueing it in memory.
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self.handled = 0
+
+    @property
+    def inflight(self) -> int:
+        """Calls running right now."""
+        return len(self._tasks)
+
+    def stop(self) -> None:
+        """Stop popping new requests (running calls finish; see ``drain``)."""
+        self._stopping.set()
+
+    async def serve(self) -> None:
+        """Pop and dispatch until ``stop()``."""
+        failures = 0
+        while not self._stopping.is_set():
+            await self._slots.acquire()
+            try:
+                popped = await self._pop.blpop([RPC_REQUESTS], timeout=POLL_TIMEOUT_S)
+                failures = 0
+            except RedisError as exc:
+                self._slots.release()
+                failures += 1
+                delay = min(5.0, 0.1 * 2**failures)
+                log.warning("RPC channel: Redis error (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            except BaseException:
+                self._slots.release()
+                raise
+            if popped is None:
+                self._slots.release()
+                continue
+            task = asyncio.create_task(self._handle(popped[1]))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+    async def drain(self, *, timeout_s: float) -> None:
+        """Wait for running calls (bounded); calls still running then are cancelled."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=2.0)
+
+    async def aclose(self) -> None:
+        """Close both Redis connections."""
+        await self._pop.aclose()
+        await self._out.aclose()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+        self.handled += 1
+
+    async def _handle(self, raw: bytes | str) -> None:
+        started = time.monotonic()
+        try:
+            request = decode_request(raw)
+        except ValueError as exc:
+            call_id = _salvage_call_id(raw)
+            if call_id is None:
+                log.warning("dropped an RPC request without a usable call_id: %.200r", raw)
+                return
+            await self._send(
+                RpcReply.failure(
+                    call_id=call_id,
+                    type=ErrorType.INVALID_REQUEST,
+                    message=f"invalid request: {exc}",
+                )
+            )
+            return
+        reply = await self._execute(request, started)
+        await self._send(reply)
+
+    async def _execute(self, request: RpcRequest, started: float) -> RpcReply:
+        call_id, tool = request.call_id, request.tool
+
+        def fail(kind: ErrorType, message: str) -> RpcReply:
+            elapsed = (time.monotonic() - started) * 1000
+            return RpcReply.failure(
+                call_id=call_id, type=kind, message=message, duration_ms=elapsed
+            )
+
+        remaining = request.deadline - time.time()
+        if remaining <= 0:
+            return fail(ErrorType.TIMEOUT, f"{tool}: deadline passed while queued; not run")
+        if request.allowed is not None and tool not in request.allowed:
+            return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
+        try:
+            backend, name = self._registry.resolve(tool)
+            async with asyncio.timeout(remaining):
+                outcome = await backend.call_tool(name, request.args)
+        except UnknownTool as exc:
+            return fail(ErrorType.UNKNOWN_TOOL, str(exc))
+        except ServerUnavailable as exc:
+            return fail(ErrorType.SERVER_UNAVAILABLE, str(exc))
+        except TimeoutError:
+            return fail(ErrorType.TIMEOUT, f"{tool} did not answer within {remaining:.3g}s")
+        except Exception as exc:
+            log.exception("call %s to %s failed unexpectedly", call_id, tool)
+            return fail(ErrorType.INTERNAL_ERROR, f"{tool}: {type(exc).__name__}: {exc}")
+        elapsed = (time.monotonic() - started) * 1000
+        if not outcome.ok:
+            return fail(ErrorType.TOOL_ERROR, outcome.error or "tool error")
+        return RpcReply(call_id=call_id, ok=True, result=outcome.value, duration_ms=elapsed)
+
+    async def _send(self, reply: RpcReply) -> None:
+        try:
+            payload = encode(reply)
+        except (TypeError, ValueError) as exc:  # a result orjson cannot serialize
+            payload = encode(
+                RpcReply.failure(
+                    call_id=reply.call_id,
+                    type=ErrorType.INTERNAL_ERROR,
+                    message=f"result is not JSON-serializable: {exc}",
+                    duration_ms=reply.duration_ms,
+                )
+            )
+        key = rpc_reply_key(reply.call_id)
+        try:
+            # MULTI: the reply never exists without its expiry, so unread replies cannot pile up.
+            async with self._out.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, payload)
+                pipe.expire(key, self._reply_ttl_s)
+                await pipe.execute()
+        except RedisError as exc:
+            # The caller will see a timeout; re-running the tool is not an option.
+            log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+
+
+def _salvage_call_id(raw: bytes | str) -> str | None:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    call_id = data.get("call_id") if isinstance(data, dict) else None
+    if isinstance(call_id, str) and re.match(CALL_ID_PATTERN, call_id):
+        return call_id
+    return None

@@ -1,0 +1,238 @@
+"""One long-lived MCP client session per downstream server, reconnected with backoff when it dies.
+
+The session lives inside ``ServerConnection.run()`` (the SDK's anyio task groups must be
+entered and left by the same task); other tasks call tools through it concurrently.
+A dead server is noticed three ways: its stdout reaches EOF (stdio), a call fails with
+``Connection closed``, or the periodic ping fails (HTTP servers, hung processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
+from services.toolhost.results import error_text, tool_value
+from services.toolhost.servers import HttpServer, ServerConfig
+
+log = logging.getLogger(__name__)
+
+CONNECTION_CLOSED = -32000  # the SDK's code for "the transport ended under this request"
+
+ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
+StateCallback = Callable[[str, str, str | None], Awaitable[None]]
+
+
+class ServerConnection:
+    """Keeps one server connected, knows its tools, and calls them."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: ServerConfig,
+        on_tools: ToolsCallback,
+        on_state: StateCallback,
+        connect_timeout_s: float = 30.0,
+        ping_interval_s: float = 10.0,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._on_tools = on_tools
+        self._on_state = on_state
+        self._connect_timeout_s = connect_timeout_s
+        self._ping_interval_s = ping_interval_s
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._session: ClientSession | None = None
+        self._dead = asyncio.Event()
+        self._state = "connecting"
+        self.last_error: str | None = None
+        self.tools: dict[str, types.Tool] = {}
+        self.first_attempt_done = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def state(self) -> str:
+        """connecting | ready | down (waiting to reconnect)."""
+        return self._state
+
+    async def run(self) -> None:
+        """Connect, serve until the connection dies, back off, repeat; cancel to stop."""
+        failures = 0
+        await self._set_state("connecting", None)
+        while True:
+            connected_at = time.monotonic()
+            try:
+                await self._serve_once()
+                error = "the server closed the connection"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = _describe(exc)
+            self._session = None
+            await self._set_state("down", error)
+            self.first_attempt_done.set()
+            # A connection that stayed up a while resets the backoff: a crash after an
+            # hour should be retried at once, a crash loop should slow down to 30 s.
+            failures = 1 if time.monotonic() - connected_at > 60 else failures + 1
+            delay = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (failures - 1))
+            delay *= random.uniform(0.8, 1.2)  # jitter: replicas must not reconnect in lockstep
+            log.warning("server %s down (%s); reconnecting in %.1fs", self.name, error, delay)
+            await asyncio.sleep(delay)
+            await self._set_state("connecting", error)
+
+    async def call_tool(self, tool: str, args: dict[str, Any]) -> ToolResult:
+        """Call one tool; the caller bounds the time (cancelling sends the server a cancel)."""
+        session = self._session
+        if session is None or self._state != "ready":
+            detail = f": {self.last_error}" if self.last_error else ""
+            raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
+        spec = self.tools.get(tool)
+        if spec is None:
+            raise UnknownTool(f"MCP server {self.name!r} has no tool {tool!r}")
+        try:
+            result = await session.call_tool(tool, args)
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                self._dead.set()
+                raise ServerUnavailable(
+                    f"MCP server {self.name!r} closed the connection during the call"
+                ) from exc
+            # A JSON-RPC error (invalid params, internal error) is the tool failing.
+            return ToolResult(ok=False, error=f"{exc.error.message} (code {exc.error.code})")
+        if not isinstance(result, types.CallToolResult):
+            return ToolResult(ok=False, error=f"unsupported result type {type(result).__name__}")
+        if result.is_error:
+            return ToolResult(ok=False, error=error_text(result))
+        return ToolResult(ok=True, value=tool_value(result, output_schema=spec.output_schema))
+
+    async def _serve_once(self) -> None:
+        """One connection's lifetime: connect, list tools, wait until it dies."""
+        self._dead = asyncio.Event()
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(_transport(self.config))
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop relay + pinger
+            # Relay the server's messages so that end-of-stream (the server exited) is seen.
+            relay_send, relay_read = anyio.create_memory_object_stream[SessionMessage | Exception](
+                0
+            )
+            group.start_soon(self._relay, read, relay_send)
+            session = await stack.enter_async_context(
+                ClientSession(relay_read, write, message_handler=self._on_message)
+            )
+            with anyio.fail_after(self._connect_timeout_s):
+                await session.initialize()
+                tools = await _list_all_tools(session)
+            self.tools = {t.name: t for t in tools}
+            self._session = session
+            # Serve calls at once; the sync below may wait seconds for the embedding model.
+            self._state = "ready"
+            await self._on_tools(self.name, tools)
+            await self._set_state("ready", None)
+            self.first_attempt_done.set()
+            log.info("server %s ready with %d tools", self.name, len(tools))
+            group.start_soon(self._ping_loop, session)
+            await self._dead.wait()
+
+    async def _relay(self, source: Any, sink: Any) -> None:
+        async with sink:
+            async for item in source:
+                await sink.send(item)
+        self._dead.set()
+
+    async def _ping_loop(self, session: ClientSession) -> None:
+        while not self._dead.is_set():
+            await asyncio.sleep(self._ping_interval_s)
+            try:
+                with anyio.fail_after(self._ping_interval_s):
+                    await session.send_ping()
+            except (MCPError, TimeoutError) as exc:
+                log.warning("server %s failed its ping: %s", self.name, _describe(exc))
+                self._dead.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            # Not awaited here: the handler must return before the list_tools reply can be read.
+            task = asyncio.get_running_loop().create_task(self._resync())
+            self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
+            task.add_done_callback(self._background.discard)
+        elif isinstance(message, Exception):
+            log.warning("server %s transport error: %s", self.name, _describe(message))
+
+    async def _resync(self) -> None:
+        session = self._session
+        if session is None:
+            return
+        try:
+            tools = await _list_all_tools(session)
+        except Exception as exc:
+            log.warning("server %s: re-listing tools failed: %s", self.name, _describe(exc))
+            return
+        self.tools = {t.name: t for t in tools}
+        log.info("server %s changed its tool list (%d tools)", self.name, len(tools))
+        await self._on_tools(self.name, tools)
+
+    async def _set_state(self, state: str, error: str | None) -> None:
+        self._state = state
+        self.last_error = error
+        try:
+            await self._on_state(self.name, state, error)
+        except Exception:  # bookkeeping must never stop the reconnect loop
+            log.exception("recording state %s of server %s failed", state, self.name)
+
+
+@asynccontextmanager
+async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+    if isinstance(config, HttpServer):
+        import httpx2
+
+        timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams idle long
+        async with (
+            httpx2.AsyncClient(headers=config.headers, timeout=timeout) as http,
+            streamable_http_client(config.url, http_client=http) as streams,
+        ):
+            yield streams[0], streams[1]
+        return
+    params = StdioServerParameters(
+        command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
+    )
+    async with stdio_client(params) as streams:
+        yield streams[0], streams[1]
+
+
+async def _list_all_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (code {exc.error.code})"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,198 @@
+"""Mirror each server's tools and state into Postgres (``tools``, ``mcp_servers``).
+
+Runs at connect and on ``tools/list_changed``; idempotent, so replicas syncing the same
+server at once are safe: a per-server advisory lock serializes them, and only the first
+one to see a new schema hash reports the change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shared.config import Settings
+
+log = logging.getLogger(__name__)
+
+Embed = Callable[[list[str]], list[list[float]] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a server lists it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one sync changed; ``schema_changes`` are (tool id, old hash, new hash or None)."""
+
+    server: str
+    added: list[str] = field(default_factory=list)
+    schema_changes: list[tuple[str, str, str | None]] = field(default_factory=list)
+    embedded: int = 0
+
+
+def schema_hash(schema: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON (sorted keys, no whitespace) of an input schema."""
+    return hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def embedding_text(spec: ToolSpec) -> str:
+    """The text a tool is searched by: ``name: description``."""
+    return f"{spec.name}: {spec.description}"
+
+
+def sync_server_tools(
+    *, conn: psycopg.Connection[Any], server: str, tools: Sequence[ToolSpec], embed: Embed
+) -> SyncResult:
+    """Upsert the server's tools, delete vanished ones, embed new or edited ones."""
+    result = SyncResult(server=server)
+    ids = {f"{server}:{t.name}": t for t in tools}
+    existing = _existing(conn, server)
+    # Embed outside the transaction: the first call may load a model for seconds, and the
+    # advisory lock below must not be held meanwhile.
+    stale = [
+        (tool_id, spec)
+        for tool_id, spec in ids.items()
+        if tool_id not in existing
+        or existing[tool_id]["text"] != embedding_text(spec)
+        or existing[tool_id]["missing_embedding"]
+    ]
+    vectors = embed([embedding_text(s) for _, s in stale]) if stale else []
+    new_vectors = {tool_id: v for (tool_id, _), v in zip(stale, vectors or [], strict=False)}
+    result.embedded = len(new_vectors)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agentcards:tools:{server}",))
+        existing = _existing(conn, server)  # again, under the lock: another replica may have won
+        for tool_id, spec in ids.items():
+            digest = schema_hash(spec.input_schema)
+            before = existing.get(tool_id)
+            if before is None:
+                result.added.append(tool_id)
+            elif before["schema_hash"] != digest:
+                result.schema_changes.append((tool_id, before["schema_hash"], digest))
+            conn.execute(
+                """
+                INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
+                                   embedding, available, updated_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, true, now())
+                ON CONFLICT (id) DO UPDATE SET
+                    description = EXCLUDED.description,
+                    input_schema = EXCLUDED.input_schema,
+                    schema_hash = EXCLUDED.schema_hash,
+                    embedding = COALESCE(EXCLUDED.embedding, tools.embedding),
+                    available = true,
+                    updated_at = now()
+                """,
+                (
+                    tool_id, server, spec.name, spec.description, Jsonb(spec.input_schema),
+                    digest, _vector(new_vectors.get(tool_id)),
+                ),
+            )  # fmt: skip
+        vanished = [tool_id for tool_id in existing if tool_id not in ids]
+        for tool_id in vanished:
+            # Deleted, so the event fires once; traces keep the id as plain text, and a
+            # tool that comes back is re-embedded from the embedding cache.
+            result.schema_changes.append((tool_id, existing[tool_id]["schema_hash"], None))
+        conn.execute("DELETE FROM tools WHERE id = ANY(%s)", (vanished,))
+        conn.execute(
+            "UPDATE mcp_servers SET tool_count = %s, updated_at = now() WHERE name = %s",
+            (len(ids), server),
+        )
+    return result
+
+
+def record_server_state(
+    *,
+    conn: psycopg.Connection[Any],
+    server: str,
+    transport: str,
+    config: dict[str, Any],
+    state: str,
+    last_error: str | None,
+) -> None:
+    """Upsert the server's row; a server that is not ready has all its tools unavailable."""
+    with conn.transaction():
+        conn.execute(
+            """
+            INSERT INTO mcp_servers (name, transport, config, state, last_error, updated_at)
+            VALUES (%s, %s, %s, %s, %s, now())
+            ON CONFLICT (name) DO UPDATE SET
+                transport = EXCLUDED.transport, config = EXCLUDED.config,
+                state = EXCLUDED.state, last_error = EXCLUDED.last_error, updated_at = now()
+            """,
+            (server, transport, Jsonb(config), state, last_error),
+        )
+        if state != "ready":
+            conn.execute(
+                "UPDATE tools SET available = false, updated_at = now() "
+                "WHERE server = %s AND available",
+                (server,),
+            )
+        conn.execute(
+            "UPDATE mcp_servers SET tool_count = "
+            "(SELECT count(*) FROM tools WHERE server = %s AND available) WHERE name = %s",
+            (server, server),
+        )
+
+
+def _existing(conn: psycopg.Connection[Any], server: str) -> dict[str, dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT id, schema_hash, embedding IS NULL AS missing_embedding, "
+        "name || ': ' || description AS text FROM tools WHERE server = %s",
+        (server,),
+    ).fetchall()
+    return {row["id"]: dict(row) for row in rows}
+
+
+def _vector(values: list[float] | None) -> Any:
+    if values is None:
+        return None
+    import numpy as np
+
+    return np.asarray(values, dtype=np.float32)
+
+
+class LazyEmbedder:
+    """Loads the embedding model on first use, once per process (~5 s), from any thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._embedder: Any = None
+        self._unavailable = False
+
+    def embed(self, *, conn: psycopg.Connection[Any], texts: list[str]) -> list[list[float]] | None:
+        """Vectors for ``texts`` (through the shared cache), or None when no embedder exists."""
+        embedder = self._get()
+        if embedder is None:
+            return None
+        from shared.embeddings import embed_cached
+
+        return embed_cached(conn=conn, embedder=embedder, texts=texts)
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._embedder is None and not self._unavailable:
+                try:
+                    from shared.embeddings import get_embedder
+                except ImportError:
+                    # shared/embeddings.py is written by another engineer; until it lands,
+                    # tools are stored without vectors (semantic search skips them).
+                    log.warning("shared.embeddings not available: tools stored without embeddings")
+                    self._unavailable = True
+                    return None
+                self._embedder = get_embedder(self._settings)
+            return self._embedder

@@ -1,0 +1,113 @@
+"""Async client of the RPC channel, used by the sandbox bridge: push a call, wait for its reply.
+
+At-most-once: a request is pushed exactly once and never retried. If no reply arrives by
+the deadline (toolhost gone, reply lost) the caller gets a ``timeout`` error; the late
+reply, if any, expires on its own key (settings.rpc_reply_ttl_s).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from shared.queues import RPC_REQUESTS, rpc_reply_key
+from shared.rpc.protocol import ErrorType, RpcReply, RpcRequest, decode_reply, encode
+
+# Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
+# the time went) usually wins the race against the client's synthesized one.
+REPLY_GRACE_S = 0.2
+# Redis rounds BLPOP timeouts to milliseconds and treats 0 as "forever": never send less.
+MIN_BLOCK_S = 0.01
+
+
+class RpcClient:
+    """Sends tool calls to the toolhosts over Redis; one instance per process, many calls at once."""
+
+    def __init__(self, redis_url: str, *, max_connections: int = 64) -> None:
+        # Each in-flight call holds one connection while it blocks on its reply key, so the
+        # pool bounds concurrent calls; extra callers wait for a free connection.
+        # No socket timeout (BLPOP carries its own) and no retries (at-most-once).
+        self._pool = aioredis.BlockingConnectionPool.from_url(
+            redis_url,
+            max_connections=max_connections,
+            socket_timeout=None,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_error=[],
+        )
+        self._redis = aioredis.Redis(connection_pool=self._pool)
+
+    async def __aenter__(self) -> RpcClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self._redis.aclose()
+        await self._pool.aclose()
+
+    async def call(
+        self,
+        *,
+        execution_id: str,
+        tool: str,
+        args: dict[str, Any],
+        deadline: float,
+        allowed: list[str] | None = None,
+        call_id: str | None = None,
+    ) -> RpcReply:
+        """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never raises."""
+        call_id = call_id or uuid.uuid4().hex
+        started = time.monotonic()
+
+        def fail(kind: ErrorType, message: str) -> RpcReply:
+            elapsed = (time.monotonic() - started) * 1000
+            return RpcReply.failure(
+                call_id=call_id, type=kind, message=message, duration_ms=elapsed
+            )
+
+        if allowed is not None and tool not in allowed:
+            return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return fail(ErrorType.TIMEOUT, f"deadline passed before {tool} was sent")
+        try:
+            payload = encode(
+                RpcRequest(
+                    call_id=call_id,
+                    execution_id=execution_id,
+                    tool=tool,
+                    args=args,
+                    deadline=deadline,
+                    allowed=allowed,
+                )
+            )
+        except ValueError as exc:  # pydantic's ValidationError or an unserializable arg
+            return fail(ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}")
+
+        # One round trip: a non-transactional pipeline sends LPUSH and BLPOP together; Redis
+        # runs the push, then blocks this connection on the reply key (BLPOP outside MULTI).
+        key = rpc_reply_key(call_id)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.lpush(RPC_REQUESTS, payload)
+                pipe.blpop([key], timeout=max(MIN_BLOCK_S, remaining + REPLY_GRACE_S))
+                _, popped = await pipe.execute()
+        except RedisError as exc:
+            # The push may or may not have happened; retrying could run the tool twice.
+            return fail(ErrorType.INTERNAL_ERROR, f"RPC channel unavailable (Redis): {exc}")
+        if popped is None:
+            return fail(
+                ErrorType.TIMEOUT, f"no reply from a toolhost for {tool} before the deadline"
+            )
+        try:
+            return decode_reply(popped[1])
+        except ValueError as exc:
+            return fail(ErrorType.INTERNAL_ERROR, f"malformed reply for {tool}: {exc}")

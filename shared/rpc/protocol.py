@@ -1,0 +1,114 @@
+"""Wire models of the RPC channel: one request on the shared list, one reply on a per-call key.
+
+Deadlines are absolute Unix times (seconds, float) so that every hop measures the same
+instant; bridges and toolhosts must therefore run on NTP-synced clocks (a skew of a few
+ms only shifts when a call is declared late, it never makes one run twice).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PROTOCOL_VERSION: Literal[1] = 1
+
+# `server:tool`; the server part is a config key (see services.toolhost.servers), the tool
+# part is whatever the MCP server calls it, so only the separator is constrained here.
+TOOL_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}:[^\s:][^\s]{0,127}$"
+CALL_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class ErrorType(StrEnum):
+    """Why a call failed; callers branch on these, so they are stable wire names."""
+
+    TOOL_ERROR = "tool_error"  # the MCP server answered with isError=true
+    TIMEOUT = "timeout"  # the deadline passed (before pickup, during the call, or reply lost)
+    UNKNOWN_TOOL = "unknown_tool"  # no configured server offers this tool id
+    SERVER_UNAVAILABLE = "server_unavailable"  # the server is down or died mid-call
+    TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
+    INVALID_REQUEST = "invalid_request"  # the request itself is malformed
+    INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
+
+
+class RpcError(BaseModel):
+    """A structured failure: a stable ``type`` plus a message saying what happened."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: ErrorType
+    message: str
+
+
+class RpcRequest(BaseModel):
+    """One tool call pushed by a bridge; ``allowed`` is the execution's scope (None = all)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = PROTOCOL_VERSION
+    call_id: str = Field(pattern=CALL_ID_PATTERN)
+    execution_id: str = Field(min_length=1, max_length=64)
+    tool: str = Field(pattern=TOOL_ID_PATTERN)
+    args: dict[str, Any] = Field(default_factory=dict)
+    deadline: float = Field(gt=0, description="absolute Unix time after which the call is void")
+    allowed: list[str] | None = None
+
+    @property
+    def server(self) -> str:
+        """The server part of the tool id."""
+        return self.tool.split(":", 1)[0]
+
+    @property
+    def tool_name(self) -> str:
+        """The tool's own name on its server."""
+        return self.tool.split(":", 1)[1]
+
+
+class RpcReply(BaseModel):
+    """The answer to one request: ``result`` when ``ok``, else ``error``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = PROTOCOL_VERSION
+    call_id: str
+    ok: bool
+    result: Any = None
+    error: RpcError | None = None
+    duration_ms: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _check_outcome(self) -> RpcReply:
+        if self.ok and self.error is not None:
+            raise ValueError("a successful reply carries no error")
+        if not self.ok and self.error is None:
+            raise ValueError("a failed reply must carry an error")
+        return self
+
+    @classmethod
+    def failure(
+        cls, *, call_id: str, type: ErrorType, message: str, duration_ms: float = 0.0
+    ) -> RpcReply:
+        """A failed reply."""
+        return cls(
+            call_id=call_id,
+            ok=False,
+            error=RpcError(type=type, message=message),
+            duration_ms=duration_ms,
+        )
+
+
+def encode(message: RpcRequest | RpcReply) -> bytes:
+    """Serialize for Redis (orjson: the hot path serializes every call twice)."""
+    return orjson.dumps(message.model_dump(mode="json"))
+
+
+def decode_request(raw: bytes | str) -> RpcRequest:
+    """Parse a request; raises ``ValueError`` (pydantic or JSON) when malformed."""
+    return RpcRequest.model_validate(orjson.loads(raw))
+
+
+def decode_reply(raw: bytes | str) -> RpcReply:
+    """Parse a reply; raises ``ValueError`` (pydantic or JSON) when malformed."""
+    return RpcReply.model_validate(orjson.loads(raw))

@@ -1,0 +1,50 @@
+"""RpcClient against a real Redis with no toolhost behind it: at-most-once and deadlines."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+import redis
+
+from shared.queues import RPC_REQUESTS
+from shared.rpc.client import RpcClient
+from shared.rpc.protocol import ErrorType
+
+pytestmark = pytest.mark.integration
+
+
+async def test_lost_reply_is_a_timeout_and_never_retried(redis_url: str) -> None:
+    async with RpcClient(redis_url) as client:
+        started = time.monotonic()
+        reply = await client.call(
+            execution_id="e", tool="example:add", args={"a": 1}, deadline=time.time() + 0.5
+        )
+    assert reply.error and reply.error.type == ErrorType.TIMEOUT
+    assert 0.5 <= time.monotonic() - started < 2
+    queued = redis.Redis.from_url(redis_url).lrange(RPC_REQUESTS, 0, -1)
+    assert len(queued) == 1  # pushed exactly once, never again
+    assert orjson.loads(queued[0])["call_id"] == reply.call_id
+
+
+async def test_past_deadline_and_out_of_scope_are_not_sent(redis_url: str) -> None:
+    async with RpcClient(redis_url) as client:
+        late = await client.call(execution_id="e", tool="a:b", args={}, deadline=time.time() - 1)
+        denied = await client.call(
+            execution_id="e", tool="a:b", args={}, deadline=time.time() + 5, allowed=["a:c"]
+        )
+        invalid = await client.call(
+            execution_id="e", tool="nocolon", args={}, deadline=time.time() + 5
+        )
+    assert late.error and late.error.type == ErrorType.TIMEOUT
+    assert denied.error and denied.error.type == ErrorType.TOOL_NOT_ALLOWED
+    assert invalid.error and invalid.error.type == ErrorType.INVALID_REQUEST
+    assert redis.Redis.from_url(redis_url).llen(RPC_REQUESTS) == 0
+
+
+async def test_redis_down_is_a_structured_error() -> None:
+    async with RpcClient("redis://127.0.0.1:1/0") as client:
+        reply = await client.call(execution_id="e", tool="a:b", args={}, deadline=time.time() + 2)
+    assert reply.error and reply.error.type == ErrorType.INTERNAL_ERROR
+    assert "Redis" in reply.error.message

@@ -1,0 +1,67 @@
+"""The mcpServers file: accepted shapes and the messages bad ones produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.toolhost.servers import HttpServer, StdioServer, load_servers, parse_servers
+from shared.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_shipped_example_config_is_valid() -> None:
+    servers = load_servers(REPO / "deploy" / "examples" / "mcp_servers.json")
+    assert set(servers) == {"example", "time"}
+    assert all(isinstance(s, StdioServer) for s in servers.values())
+
+
+def test_both_transports_and_disabled() -> None:
+    servers = parse_servers(
+        {
+            "mcpServers": {
+                "local": {"type": "stdio", "command": "x", "args": ["-y"], "env": {"K": "v"}},
+                "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "t"}},
+                "off": {"command": "x", "disabled": True},
+            }
+        }
+    )
+    assert set(servers) == {"local", "remote"}
+    remote = servers["remote"]
+    assert isinstance(remote, HttpServer) and remote.transport == "http"
+    assert remote.public_config()["headers"] == {"Authorization": "***"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"mcpServers": {"s": {"args": []}}}, "server 's': missing 'command'"),
+        ({"mcpServers": {"s": {"command": ""}}}, "'command'"),
+        ({"mcpServers": {"s": {"command": "x", "cmd": "y"}}}, "unknown key 'cmd'"),
+        ({"mcpServers": {"s": {"command": "x", "url": "http://h"}}}, "not both"),
+        ({"mcpServers": {"s": {"url": "ftp://h"}}}, "http:// or https://"),
+        ({"mcpServers": {"s": {"command": "x", "args": "notalist"}}}, "'args'"),
+        ({"mcpServers": {"_bench": {"command": "x"}}}, "server name '_bench'"),
+        ({"mcpServers": {"a:b": {"command": "x"}}}, "server name 'a:b'"),
+        ({"servers": {}}, "mcpServers"),
+        ({"mcpServers": {}, "other": 1}, "unknown top-level key(s) other"),
+        ({"mcpServers": {"s": "python"}}, "expected an object"),
+    ],
+)
+def test_bad_configs_say_what_to_fix(data: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_servers(data, source="cfg.json")
+    assert message in info.value.message and "cfg.json" in info.value.message
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read MCP config"):
+        load_servers(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"mcpServers": {"a": }')
+    with pytest.raises(ConfigError, match=r"not valid JSON: .* line 1 column"):
+        load_servers(bad)
+    assert load_servers(None) == {}
