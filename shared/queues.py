@@ -44,6 +44,8 @@ EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
 TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
+METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
+GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
 
 
 def events_channel(execution_id: str) -> str:
@@ -54,5 +56,3 @@ def events_channel(execution_id: str) -> str:
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"
-METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
-GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint

@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from shared.config import Settings
+from shared.config import Settings, settings_to_env
 from shared.db import migrate
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,22 +90,17 @@ def settings(pg_url: str, redis_url: str, tmp_path: Path) -> Settings:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """Environment for a child process that should see ``settings``."""
+    """Environment for a child process that should see exactly ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env.update(settings_to_env(settings))
     env.update(
         {
-            "AGENTCARDS_ENV": settings.env,
-            "AGENTCARDS_HOME": str(settings.home),
-            "AGENTCARDS_DATABASE_URL": settings.database_url or "",
-            "AGENTCARDS_REDIS_URL": settings.redis_url or "",
-            "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S": str(settings.celery_visibility_timeout_s),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONSAFEPATH": "1",  # as `agentcards up` runs its children
         }
     )
-    if settings.mcp_config:
-        env["AGENTCARDS_MCP_CONFIG"] = str(settings.mcp_config)
     return env
 
 

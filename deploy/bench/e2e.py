@@ -61,7 +61,9 @@ def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
         latencies = [_timed(client, i) for i in range(n)]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers * 2) as pool:
-        clients = [httpx.Client(base_url=handle.gateway_url, timeout=60) for _ in range(workers * 2)]
+        clients = [
+            httpx.Client(base_url=handle.gateway_url, timeout=60) for _ in range(workers * 2)
+        ]
         list(pool.map(lambda i: _submit(clients[i % len(clients)], i), range(n)))
         for c in clients:
             c.close()

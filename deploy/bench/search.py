@@ -1,0 +1,313 @@
+"""`agentcards bench search`: tool-search recall on LiveMCPBench beside the dense baseline, and latency.
+
+Recall: LiveMCPBench's 527 tools are indexed the way the toolhost indexes tools
+(embedding of "name: description"), each task's ``Question`` is a query, and the
+annotated tools are the gold set (matched by tool name: a few names exist on several
+servers and any of them counts, as in the dataset's own baseline). The plain dense
+baseline — MiniLM cosine over "name: description", exact — runs in the same process.
+Latency: 10k synthetic tools (real descriptions re-used under new ids, embeddings
+jittered) and 100k synthetic edges; a query is embedded and searched with context tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shared.config import Settings
+from shared.db import connect, migrate
+from shared.embeddings import Embedder, get_embedder
+from shared.graph.metrics import compute_metrics
+from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
+
+KS = (5, 10, 20)
+LATENCY_TOOLS = 10_000
+LATENCY_EDGES = 100_000
+LATENCY_QUERIES = 200  # enough for a stable p95 (10 samples beyond it)
+JITTER = 0.05  # noise added to re-used embeddings so synthetic tools are not exact copies
+DATA_ENV = "AGENTCARDS_LIVEMCPBENCH_DIR"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One catalogue tool."""
+
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.server}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One dev-set question and the names of the tools its solution used."""
+
+    question: str
+    gold: frozenset[str]
+
+
+def data_dir() -> Path:
+    """LiveMCPBench data: $AGENTCARDS_LIVEMCPBENCH_DIR, else ../shared/data/livemcpbench."""
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    repo_root = Path(__file__).resolve().parents[2]
+    return repo_root.parent / "shared" / "data" / "livemcpbench"
+
+
+def load_catalogue(directory: Path) -> list[Tool]:
+    """Every tool of tools.json (servers → tools), in file order."""
+    tools: list[Tool] = []
+    for entry in json.loads((directory / "tools.json").read_text()):
+        for server, spec in entry.get("tools", {}).items():
+            for tool in spec.get("tools", []):
+                tools.append(
+                    Tool(
+                        server=server,
+                        name=tool["name"],
+                        description=tool.get("description") or "",
+                        input_schema=tool.get("inputSchema") or {},
+                    )
+                )
+    return tools
+
+
+def load_tasks(directory: Path, *, names: set[str]) -> list[Task]:
+    """Tasks with at least one annotated tool in the catalogue (94 of 95)."""
+    tasks = []
+    for item in json.loads((directory / "all_annotations.json").read_text()):
+        listed = item.get("Annotator Metadata", {}).get("Tools", "")
+        used = {re.sub(r"^\s*\d+\.\s*", "", line).strip() for line in listed.splitlines()}
+        gold = frozenset(u for u in used if u in names)
+        if gold:
+            tasks.append(Task(question=item["Question"], gold=gold))
+    return tasks
+
+
+def recall_at(ranked_names: Sequence[str], gold: frozenset[str], k: int) -> float:
+    """Share of the gold tool names among the first k results."""
+    return len(gold & set(ranked_names[:k])) / len(gold)
+
+
+@contextmanager
+def bench_database(settings: Settings | None = None) -> Iterator[tuple[str, Settings]]:
+    """A fresh migrated database (on AGENTCARDS_DATABASE_URL's server, else an embedded one)."""
+    base = Settings()
+    server_url = base.database_url
+    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+        embedded = None
+        if not server_url:
+            from deploy.launcher.embedded import EmbeddedPostgres
+
+            embedded = EmbeddedPostgres.start(Path(tmp) / "pgdata")
+            server_url = embedded.url
+        name = f"bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        url = urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+        settings = base.model_copy(update={"database_url": url, "redis_url": "redis://unused"})
+        try:
+            migrate(settings)
+            yield url, settings
+        finally:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            if embedded is not None:
+                embedded.stop()
+
+
+def index_tools(
+    conn: psycopg.Connection[Any], *, tools: Sequence[Tool], vectors: np.ndarray
+) -> None:
+    """Insert tools with their embeddings, as the toolhost's sync does."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO tools (id, server, name, description, input_schema, schema_hash, "
+            "embedding) VALUES (%s, %s, %s, %s, %s, '', %s)",
+            [
+                (t.id, t.server, t.name, t.description, Jsonb(t.input_schema), v)
+                for t, v in zip(tools, vectors, strict=True)
+            ],
+        )
+    conn.commit()
+
+
+def recall_benchmark(
+    conn: psycopg.Connection[Any],
+    *,
+    embedder: Embedder,
+    tools: Sequence[Tool],
+    tasks: Sequence[Task],
+) -> dict[str, Any]:
+    """recall@k of the plain dense baseline and of hybrid search, averaged over tasks."""
+    vectors = np.asarray(embedder.embed([f"{t.name}: {t.description}" for t in tools]), np.float32)
+    index_tools(conn, tools=tools, vectors=vectors)
+    names = [t.name for t in tools]
+    baseline = {k: 0.0 for k in KS}
+    hybrid = {k: 0.0 for k in KS}
+    for task in tasks:
+        query_vectors = embedder.embed(embed_texts_for_query(task.question))
+        order = np.argsort(-(vectors @ np.asarray(query_vectors[0], np.float32)))
+        dense = [names[i] for i in order[: max(KS)]]
+        hits = hybrid_tool_search(
+            conn,
+            query=task.question,
+            query_embedding=query_vectors[0],
+            clause_embeddings=query_vectors[1:],
+            limit=max(KS),
+        )
+        found = [h["name"] for h in hits]
+        for k in KS:
+            baseline[k] += recall_at(dense, task.gold, k)
+            hybrid[k] += recall_at(found, task.gold, k)
+    n = max(1, len(tasks))
+    return {
+        "tasks": len(tasks),
+        "tools": len(tools),
+        "baseline_dense": {f"recall@{k}": round(v / n, 3) for k, v in baseline.items()},
+        "hybrid": {f"recall@{k}": round(v / n, 3) for k, v in hybrid.items()},
+        "delta": {f"recall@{k}": round((hybrid[k] - baseline[k]) / n, 3) for k in KS},
+    }
+
+
+def latency_benchmark(
+    conn: psycopg.Connection[Any],
+    *,
+    embedder: Embedder,
+    tools: Sequence[Tool],
+    queries: Sequence[str],
+    n_tools: int,
+    n_edges: int,
+    n_queries: int,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """p50/p95 of embed + hybrid search on a synthetic catalogue and graph of the given size."""
+    from deploy.bench.learning_graph import SERVER_SIZE, synthetic_edges
+
+    rng = np.random.default_rng(seed)
+    base = np.asarray(embedder.embed([f"{t.name}: {t.description}" for t in tools]), np.float32)
+    picks = rng.integers(0, len(tools), size=n_tools)
+    vectors = base[picks] + rng.normal(0.0, JITTER, size=(n_tools, base.shape[1])).astype(
+        np.float32
+    )
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    # Ids match synthetic_edges' naming so the graph lands on these tools.
+    synthetic = [
+        Tool(
+            server=f"srv{i // SERVER_SIZE}",
+            name=f"tool{i}",
+            description=f"{tools[p].name.replace('_', ' ')}: {tools[p].description}",
+            input_schema=tools[p].input_schema,
+        )
+        for i, p in enumerate(picks.tolist())
+    ]
+    index_tools(conn, tools=synthetic, vectors=vectors)
+    edges = synthetic_edges(n_tools=n_tools, n_edges=n_edges, seed=seed)
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO tool_edges (src, dst, kind, weight, count) VALUES (%s, %s, %s, %s, 1) "
+            "ON CONFLICT DO NOTHING",
+            edges,
+        )
+        metrics = compute_metrics(rows=edges)
+        cur.executemany(
+            "UPDATE tools SET pagerank = %s, community = %s WHERE id = %s",
+            [(pr, metrics.community.get(t), t) for t, pr in metrics.pagerank.items()],
+        )
+    conn.commit()
+    conn.execute("ANALYZE tools")
+    conn.execute("ANALYZE tool_edges")
+    conn.commit()
+    ids = [t.id for t in synthetic]
+    totals: list[float] = []
+    searches: list[float] = []
+    for i in range(n_queries + 5):  # 5 warm-up queries (model and caches) are not counted
+        query = queries[i % len(queries)]
+        context = [ids[int(j)] for j in rng.integers(0, n_tools, size=2)] if i % 2 else []
+        started = time.perf_counter()
+        query_vectors = embedder.embed(embed_texts_for_query(query))
+        embedded = time.perf_counter()
+        hybrid_tool_search(
+            conn,
+            query=query,
+            query_embedding=query_vectors[0],
+            clause_embeddings=query_vectors[1:],
+            limit=10,
+            context_tools=context,
+        )
+        conn.rollback()
+        done = time.perf_counter()
+        if i >= 5:
+            totals.append((done - started) * 1000)
+            searches.append((done - embedded) * 1000)
+    return {
+        "tools": n_tools,
+        "edges": n_edges,
+        "queries": n_queries,
+        "total_ms": _percentiles(totals),
+        "search_only_ms": _percentiles(searches),
+        "target_p95_ms": 15.0,
+    }
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    if not samples:
+        return {"p50": 0.0, "p95": 0.0}
+    return {
+        "p50": round(float(np.percentile(samples, 50)), 2),
+        "p95": round(float(np.percentile(samples, 95)), 2),
+    }
+
+
+def run(
+    *,
+    max_tasks: int | None = None,
+    latency_tools: int = LATENCY_TOOLS,
+    latency_edges: int = LATENCY_EDGES,
+    latency_queries: int = LATENCY_QUERIES,
+) -> dict[str, Any]:
+    """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
+    directory = data_dir()
+    tools = load_catalogue(directory)
+    tasks = load_tasks(directory, names={t.name for t in tools})[:max_tasks]
+    embedder = get_embedder(Settings())
+    out: dict[str, Any] = {
+        "benchmark": "search",
+        "dataset": "LiveMCPBench dev",
+        "model": embedder.model_name,
+    }
+    with bench_database() as (url, _settings), connect(url) as conn:
+        out["recall"] = recall_benchmark(conn, embedder=embedder, tools=tools, tasks=tasks)
+    if latency_tools > 0:
+        with bench_database() as (url, _settings), connect(url) as conn:
+            out["latency"] = latency_benchmark(
+                conn,
+                embedder=embedder,
+                tools=tools,
+                queries=[t.question for t in tasks] or ["search the web"],
+                n_tools=latency_tools,
+                n_edges=latency_edges,
+                n_queries=latency_queries,
+            )
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,67 @@
+"""MCP tools `search_capabilities` and `execute_capability` on the gateway's MCP server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from services.gateway.config import GatewayState
+from services.gateway.routes.capabilities import (
+    CapabilityExecuteRequest,
+    CapabilitySearchRequest,
+    execute_capability,
+    search_capabilities,
+)
+from shared.errors import AgentCardsError
+from shared.executions.models import view_from_row
+
+SEARCH_DESCRIPTION = """\
+Find reusable capabilities: code that already ran successfully for a similar intent.
+Give `intent` in one sentence. Matches are scored semantic similarity * reliability
+against an adaptive threshold (returned as threshold_used). Each match has its id, code,
+parameters_schema, success_rate and usage_count; run one with execute_capability
+instead of writing new code. `include_suggestions` adds related tools/capabilities."""
+
+EXECUTE_DESCRIPTION = """\
+Run a learned capability by id (or name) with `args` matching its parameters_schema.
+Arguments are checked first: missing, unknown or mistyped ones are reported without
+running anything. Waits for the result and returns the execution (status, result,
+error, stdout, tool_calls, tool_failures)."""
+
+
+def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
+    """Add the capability tools to ``server``; ``get_state`` yields the opened clients."""
+
+    @server.tool(name="search_capabilities", description=SEARCH_DESCRIPTION)
+    async def search_capabilities_tool(
+        intent: str, include_suggestions: bool = False
+    ) -> dict[str, Any]:
+        try:
+            body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
+            return await search_capabilities(get_state(), body=body)
+        except ValidationError as exc:
+            raise ToolError(_error("validation_error", str(exc))) from exc
+        except AgentCardsError as exc:
+            raise ToolError(json.dumps(exc.to_dict(), default=str)) from exc
+
+    @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
+    async def execute_capability_tool(
+        capability_id: str, args: dict[str, Any] | None = None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        try:
+            body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
+            row = await execute_capability(get_state(), ref=capability_id, body=body)
+        except ValidationError as exc:
+            raise ToolError(_error("validation_error", str(exc))) from exc
+        except AgentCardsError as exc:
+            raise ToolError(json.dumps(exc.to_dict(), default=str)) from exc
+        return view_from_row(row).model_dump(mode="json")
+
+
+def _error(type_: str, message: str) -> str:
+    return json.dumps({"type": type_, "message": message})

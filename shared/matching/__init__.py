@@ -1,0 +1,1 @@
+"""Capability matching: adaptive thresholds, semantic * reliability matching, argument checks."""

@@ -1,0 +1,70 @@
+"""Builds the zygote's read-only root (Python install, shared libs, /dev nodes, its own /proc) and pivots into it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from shared.sandbox.child import syscalls as sc
+
+_RO = sc.MS_BIND | sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV
+
+
+def build_root(plan: dict[str, Any]) -> None:
+    """Mount the plan's view on a fresh tmpfs and make it ``/``; needs root in a private mount ns."""
+    new = plan["newroot"]
+    sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+    sc.mount("tmpfs", new, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
+    for bind in plan["binds"]:
+        src, dst = bind["src"], new + bind["dst"]
+        _make_target(dst, is_dir=os.path.isdir(src))
+        sc.mount(src, dst, None, sc.MS_BIND)
+        sc.mount(None, dst, None, _RO | (0 if bind.get("exec") else sc.MS_NOEXEC))
+    for mask in plan["masks"]:
+        # An empty read-only tmpfs hides site-packages inside an otherwise bound stdlib.
+        sc.mount(
+            "tmpfs",
+            new + mask,
+            "tmpfs",
+            sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
+            "size=4k,nr_inodes=2,mode=0555",
+        )
+    os.makedirs(new + "/dev", mode=0o755, exist_ok=True)
+    for dev in plan["devices"]:
+        if not os.path.exists(dev):
+            continue
+        _make_target(new + dev, is_dir=False)
+        sc.mount(dev, new + dev, None, sc.MS_BIND)
+        sc.mount(None, new + dev, None, sc.MS_BIND | sc.MS_REMOUNT | sc.MS_NOSUID | sc.MS_NOEXEC)
+    for target, link in plan["symlinks"]:
+        os.makedirs(os.path.dirname(new + link), exist_ok=True)
+        os.symlink(target, new + link)
+    # Each execution mounts its own tmpfs here; the zygote's proc must stay fully
+    # visible (no mounts over its subdirectories) or the kernel refuses the
+    # executions' fresh proc mounts (fs/namespace.c mnt_already_visible).
+    os.makedirs(new + "/tmp", mode=0o1777, exist_ok=True)
+    os.makedirs(new + "/proc", mode=0o555, exist_ok=True)
+    sc.mount("proc", new + "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    os.chdir(new)
+    sc.pivot_root(".", ".")
+    sc.umount2(".", sc.MNT_DETACH)  # detach the host's root stacked under the new one
+    os.chdir("/")
+    sc.mount(None, "/", None, sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV)
+
+
+def _make_target(path: str, *, is_dir: bool) -> None:
+    if is_dir:
+        os.makedirs(path, exist_ok=True)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path):
+        with open(path, "w"):
+            pass
+
+
+def drop_to(uid: int, gid: int) -> None:
+    """Become an unprivileged host user for good (no capabilities left, no new privileges)."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)

@@ -1,0 +1,244 @@
+"""Runs one execution inside the confined child: hello, start, agent code, multiplexed tool calls, done."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+from shared.sandbox.child import api, inline, usercode, wire
+
+_START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
+_STDOUT_FRAME = 64 << 10
+_ERROR_TYPES_FROM_TOOLS = {
+    "tool_error",
+    "tool_not_allowed",
+    "tool_call_limit",
+    "tool_args_too_large",
+}
+
+
+class CpuLimitExceeded(BaseException):
+    """Raised from SIGXCPU (soft RLIMIT_CPU); a BaseException so ``except Exception`` cannot swallow it."""
+
+
+class _Capture(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` for agent code: capped, streamed to the bridge in chunks."""
+
+    def __init__(self, session: Session, cap: int) -> None:
+        self._session = session
+        self._left = cap
+        self.truncated = False
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        if self._left <= 0:
+            if s:
+                self.truncated = True
+            return len(s)
+        chunk = s[: self._left]
+        raw = chunk.encode("utf-8", "replace")
+        if len(raw) > self._left:
+            raw = raw[: self._left]
+            chunk = raw.decode("utf-8", "ignore")
+        if len(chunk) < len(s):
+            self.truncated = True
+        self._left -= len(raw)
+        self._pending.append(chunk)
+        self._pending_bytes += len(raw)
+        if self._pending_bytes >= _STDOUT_FRAME:
+            self.drain_pending()
+        return len(s)
+
+    def drain_pending(self) -> None:
+        """Send buffered output as stdout frames (before tool calls, progress and done, to keep order)."""
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        for i in range(0, len(text), _STDOUT_FRAME):
+            self._session.send({"op": "stdout", "data": text[i : i + _STDOUT_FRAME]})
+
+
+class Session(api.Caller):
+    """Child end of the channel: sends calls, routes replies by id so gather() runs calls concurrently."""
+
+    def __init__(self, writer: asyncio.StreamWriter, start: dict[str, Any]) -> None:
+        self._writer = writer
+        limits = start.get("limits", {})
+        self.tool_args_bytes: int = limits.get("tool_args_bytes", 1 << 20)
+        self.max_tool_calls: int = limits.get("max_tool_calls", 1000)
+        self.result_bytes: int = limits.get("result_bytes", 4 << 20)
+        self.capture = _Capture(self, limits.get("stdout_bytes", 1 << 20))
+        self.sources: dict[str, list[str]] = {}
+        self.inline = inline.InlineCapabilities(
+            start.get("capabilities") or {}, self.send, self.sources
+        )
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        # Shared by the main body and every capability call (each gets its own dict copy).
+        self.base_globals: dict[str, Any] = {
+            "__name__": "__main__",
+            "__builtins__": builtins,
+            "mcp": api.Mcp(self),
+            "capabilities": api.Capabilities(self),
+            "progress": api.make_progress(self),
+        }
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self._writer.write(wire.encode(msg))
+
+    async def call_tool(self, tool: str, kwargs: dict[str, Any]) -> Any:
+        if self._next_id >= self.max_tool_calls:
+            raise api.ToolCallError(
+                "tool_call_limit", f"more than {self.max_tool_calls} tool calls", tool
+            )
+        try:
+            args_json = json.dumps(
+                kwargs, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            )
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise TypeError(f"arguments to {tool} must be JSON-serialisable: {exc}") from None
+        if len(args_json.encode()) > self.tool_args_bytes:
+            raise api.ToolCallError(
+                "tool_args_too_large", f"arguments exceed {self.tool_args_bytes} bytes", tool
+            )
+        self._next_id += 1
+        call_id = self._next_id
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = future
+        self.capture.drain_pending()
+        self.inline.flush()
+        parent = self.inline.parent_id()
+        head = json.dumps({"op": "tool_call", "id": call_id, "tool": tool, "parent": parent})
+        self._writer.write(wire.encode_raw(head[:-1] + ',"args":' + args_json + "}"))
+        try:
+            return await future
+        finally:
+            self._pending.pop(call_id, None)
+
+    def run_capability(self, name: str, kwargs: dict[str, Any]) -> Any:
+        return self.inline.run(name, kwargs, self.base_globals)
+
+    def capability_names(self) -> list[str]:
+        return self.inline.names()
+
+    def progress(self, message: str, done: float | None, total: float | None) -> None:
+        self.capture.drain_pending()
+        self.inline.flush()
+        self.send({"op": "progress", "message": message, "done": done, "total": total})
+
+    def namespace(self, args: Any) -> dict[str, Any]:
+        """Fresh globals for the main body."""
+        namespace = dict(self.base_globals)
+        namespace["args"] = api.wrap_args(args if isinstance(args, dict) else {})
+        return namespace
+
+    async def read_replies(self, reader: asyncio.StreamReader) -> None:
+        """Route tool_result frames to their waiting calls; the bridge going away ends us."""
+        try:
+            while True:
+                frame = await wire.read_frame(reader, _START_FRAME_MAX)
+                if frame is None:
+                    os._exit(0)
+                future = self._pending.get(frame.get("id"))  # type: ignore[arg-type]
+                if frame.get("op") != "tool_result" or future is None or future.done():
+                    continue
+                if frame.get("ok"):
+                    future.set_result(frame.get("value"))
+                else:
+                    err = frame.get("error") or {}
+                    future.set_exception(
+                        api.ToolCallError(
+                            str(err.get("type", "tool_error")),
+                            str(err.get("message", "tool call failed")),
+                            str(frame.get("tool", "?")),
+                        )
+                    )
+        except wire.WireError:
+            os._exit(0)
+
+
+def _on_sigxcpu(signum: int, frame: Any) -> None:
+    raise CpuLimitExceeded("CPU time limit exceeded")
+
+
+async def _run(chan_fd: int, start: dict[str, Any]) -> None:
+    sock = socket.socket(fileno=chan_fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 20)
+    session = Session(writer, start)
+    replies = asyncio.create_task(session.read_replies(reader))
+    session.sources[usercode.MAIN_FILENAME] = start["code"].splitlines()
+    signal.signal(signal.SIGXCPU, _on_sigxcpu)
+    sys.stdout = sys.stderr = session.capture
+    done: dict[str, Any]
+    result_json = "null"
+    try:
+        func = usercode.compile_body(start["code"], session.namespace(start.get("args")))
+        result = await func()
+        result_json = json.dumps(
+            result, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+        )
+        if len(result_json.encode()) > session.result_bytes:
+            result_json = "null"
+            done = _error("output_limit", f"result exceeds {session.result_bytes} bytes")
+        else:
+            done = {"op": "done", "ok": True}
+    except api.ToolCallError as exc:
+        kind = exc.type if exc.type in _ERROR_TYPES_FROM_TOOLS else "tool_error"
+        done = _error(kind, f"{exc.tool}: {exc.message}"[:4000], exc, session)
+    except api.CapabilityError as exc:
+        done = _error(exc.type, str(exc)[:4000], exc, session)
+    except MemoryError as exc:
+        done = _error("memory_limit", "memory limit exceeded", exc, session)
+    except CpuLimitExceeded as exc:
+        done = _error("cpu_limit", "CPU time limit exceeded", exc, session)
+    except (ValueError, TypeError, RecursionError) as exc:
+        done = _error("runtime_error", usercode.exception_message(exc), exc, session)
+    except BaseException as exc:  # agent code may raise anything, SystemExit included
+        done = _error("runtime_error", usercode.exception_message(exc), exc, session)
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    session.capture.drain_pending()
+    session.inline.flush()
+    done["stdout_truncated"] = session.capture.truncated
+    head = json.dumps(done, separators=(",", ":"), ensure_ascii=False)
+    writer.write(wire.encode_raw(head[:-1] + ',"result":' + result_json + "}"))
+    await writer.drain()
+    replies.cancel()
+
+
+def _error(
+    kind: str, message: str, exc: BaseException | None = None, session: Session | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if exc is not None and session is not None:
+        with contextlib.suppress(Exception):
+            error["traceback"] = usercode.format_user_traceback(exc, session.sources)
+    return {"op": "done", "ok": False, "error": error}
+
+
+def serve(
+    chan_fd: int, layers: dict[str, Any], errors: dict[str, str], marks: dict[str, float]
+) -> None:
+    """Say hello (the bridge reads our host pid from the socket credentials), wait for start, run, exit."""
+    hello = {"op": "hello", "layers": layers, "errors": errors, "marks": marks}
+    wire.write_all(chan_fd, wire.encode(hello))
+    start = wire.read_frame_blocking(chan_fd, _START_FRAME_MAX)
+    if start is None or not isinstance(start.get("code"), str):
+        os._exit(0)
+    asyncio.run(_run(chan_fd, start))
+    os._exit(0)

@@ -1,0 +1,96 @@
+"""Graph signals for tool search relative to the tools already in use (Adamic-Adar, next step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from shared.graph.metrics import adamic_adar, build_graph, out_neighbours, undirected_projection
+
+# Edges loaded around the context: enough for any realistic neighbourhood, a cap so
+# a context tool that is a hub of a huge graph cannot make one search slow.
+MAX_EDGES = 20_000
+NEXT_TOOLS = 10  # out-neighbours of the last context tool offered as "next step"
+
+
+@dataclass(frozen=True)
+class GraphScores:
+    """Per-tool graph score (Adamic-Adar + normalised next-step weight) and reasons."""
+
+    score: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+
+    def ranked(self) -> list[str]:
+        """Tool ids by descending graph score (ties by id)."""
+        return [t for t, s in sorted(self.score.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0]
+
+
+def load_neighbourhood(conn: psycopg.Connection[Any], *, nodes: Sequence[str]) -> list[Any]:
+    """Edge rows within two hops of ``nodes``: every edge of the nodes and of their neighbours.
+
+    That is exactly what Adamic-Adar needs: a common neighbour's full degree, and
+    each candidate's edges to the context's neighbours.
+    """
+    # Two index lookups (src via the primary key, dst via tool_edges_dst_idx) per hop
+    # instead of one OR, which the planner would answer with a scan of every edge.
+    hop1 = conn.execute(
+        """
+        SELECT array_agg(DISTINCT node) AS nodes FROM (
+            SELECT dst AS node FROM tool_edges WHERE src = ANY(%(nodes)s)
+            UNION ALL SELECT src FROM tool_edges WHERE dst = ANY(%(nodes)s)
+            UNION ALL SELECT unnest(%(nodes)s::text[])) AS n
+        """,
+        {"nodes": list(nodes)},
+    ).fetchone()
+    around = list(hop1["nodes"] or []) if hop1 else []
+    return conn.execute(
+        """
+        SELECT src, dst, kind, weight FROM tool_edges WHERE src = ANY(%(around)s)
+        UNION ALL
+        SELECT src, dst, kind, weight FROM tool_edges
+         WHERE dst = ANY(%(around)s) AND NOT src = ANY(%(around)s)
+        LIMIT %(cap)s
+        """,
+        {"around": around, "cap": MAX_EDGES},
+    ).fetchall()
+
+
+def context_graph_scores(
+    conn: psycopg.Connection[Any], *, context_tools: Sequence[str], candidates: Sequence[str]
+) -> GraphScores:
+    """Adamic-Adar of candidates to the context, plus "often follows" for the last context tool.
+
+    Out-neighbours of the last context tool join the candidates, so the graph can
+    propose a next step that neither text signal found. Empty on an empty graph.
+    """
+    context = list(dict.fromkeys(t for t in context_tools if t))
+    if not context:
+        return GraphScores()
+    rows = load_neighbourhood(conn, nodes=context)
+    if not rows:
+        return GraphScores()
+    graph = build_graph(rows)
+    last = context[-1]
+    following = out_neighbours(graph, node=last, limit=NEXT_TOOLS)
+    top_weight = max((w for _, w in following), default=0.0)
+    pool = [c for c in dict.fromkeys([*candidates, *(t for t, _ in following)]) if c not in context]
+    pool = [c for c in pool if not c.startswith("cap:")]  # capabilities are not tools
+    related = adamic_adar(undirected_projection(graph), context=context, candidates=pool)
+    score: dict[str, float] = {}
+    reasons: dict[str, list[str]] = {}
+    for tool, value in related.items():
+        if value > 0:
+            score[tool] = value
+            reasons.setdefault(tool, []).append(
+                f"shares neighbours with {', '.join(context[:2])} (Adamic-Adar {value:.2f})"
+            )
+    for tool, weight in following:
+        if tool in context or tool.startswith("cap:"):
+            continue
+        # Normalised to [0, 1] so it is comparable with typical Adamic-Adar values.
+        score[tool] = score.get(tool, 0.0) + weight / top_weight
+        reasons.setdefault(tool, []).append(f"often follows {last}")
+    return GraphScores(score=score, reasons=reasons)

@@ -1,0 +1,172 @@
+"""Hybrid tool search: dense (pgvector HNSW) + IDF-weighted full text + graph, by weighted RRF."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from shared.search.fusion import Signal, explain, fuse
+from shared.search.graph_signals import GraphScores, context_graph_scores
+from shared.search.lexical import LexicalHit, lexical_tool_search
+from shared.search.query import query_clauses
+
+# Each signal contributes its top candidates; 50 is well past where RRF (k=10) gives a
+# tool a meaningful share, and it bounds the HNSW search (ef_search is raised to it).
+MIN_CANDIDATES = 50
+# Weights tuned on the LiveMCPBench dev set (see deploy/bench/search.py): the whole
+# query's embedding, its clauses' embeddings and the lexical match count alike; the
+# graph counts as much when the caller gives context tools; PageRank is a weak prior
+# that only reorders near-ties (central tools are a little more likely).
+WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
+
+Row = dict[str, Any]
+
+
+def embed_texts_for_query(query: str) -> list[str]:
+    """What to embed for a search in one batch: the query itself, then its clauses."""
+    return [query, *query_clauses(query)]
+
+
+def hybrid_tool_search(
+    conn: psycopg.Connection[Any],
+    *,
+    query: str,
+    query_embedding: list[float],
+    limit: int,
+    context_tools: Sequence[str] = (),
+    clause_embeddings: Sequence[list[float]] = (),
+) -> list[Row]:
+    """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
+
+    ``clause_embeddings`` are optional embeddings of ``query_clauses(query)``
+    (see ``embed_texts_for_query``): multi-step requests find one tool per step
+    much better with them. Empty graph, no FTS match or no embeddings: the other
+    signals still rank.
+    """
+    candidates = max(MIN_CANDIDATES, 3 * limit)
+    vector = np.asarray(query_embedding, dtype=np.float32)
+    with conn.transaction():
+        # HNSW returns at most ef_search rows (pgvector default 40).
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+        semantic = _nearest(conn, vector=vector, limit=candidates)
+        clause_best: dict[str, float] = {}
+        for clause in clause_embeddings:
+            for tool_id, sim in _nearest(
+                conn, vector=np.asarray(clause, dtype=np.float32), limit=candidates
+            ).items():
+                clause_best[tool_id] = max(sim, clause_best.get(tool_id, -1.0))
+        lexical = {hit.id: hit for hit in lexical_tool_search(conn, query=query, limit=candidates)}
+        pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
+        graph = context_graph_scores(conn, context_tools=context_tools, candidates=pool)
+        pool = list(dict.fromkeys([*pool, *graph.score]))
+        pageranks = _pageranks(conn, ids=pool)
+        signals = [
+            Signal("semantic", list(semantic), WEIGHTS["semantic"]),
+            Signal("clauses", _by_value(clause_best), WEIGHTS["clauses"]),
+            Signal("lexical", list(lexical), WEIGHTS["lexical"]),
+            Signal("graph", graph.ranked(), WEIGHTS["graph"]),
+            Signal(
+                "pagerank",
+                [t for t in _by_value(pageranks) if pageranks[t] > 0],
+                WEIGHTS["pagerank"],
+            ),
+        ]
+        fused = fuse(signals)
+        top = sorted(fused, key=lambda t: (-fused[t], t))[:limit]
+        details = _details(conn, ids=top, vector=vector)
+    ranks = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
+    return [
+        _hit(
+            details[t],
+            fused=fused[t],
+            clause_sim=clause_best.get(t),
+            lexical=lexical.get(t),
+            graph=graph,
+            ranks={name: r[t] for name, r in ranks.items() if t in r},
+        )
+        for t in top
+        if t in details
+    ]
+
+
+def _hit(
+    row: Row,
+    *,
+    fused: float,
+    clause_sim: float | None,
+    lexical: LexicalHit | None,
+    graph: GraphScores,
+    ranks: dict[str, int],
+) -> Row:
+    tool_id = row["id"]
+    semantic = row["semantic"]
+    if semantic is not None and clause_sim is not None:
+        semantic = max(float(semantic), clause_sim)
+    if "clauses" in ranks:
+        ranks.setdefault("semantic", ranks["clauses"])
+    pagerank = float(row["pagerank"] or 0.0)
+    return {
+        "id": tool_id,
+        "server": row["server"],
+        "name": row["name"],
+        "description": row["description"],
+        "input_schema": row["input_schema"],
+        "available": row["available"],
+        "score": round(fused, 6),
+        "scores": {
+            "semantic": round(float(semantic), 4) if semantic is not None else None,
+            "lexical": round(lexical.score, 4) if lexical else 0.0,
+            "pagerank": round(pagerank, 6),
+            "graph": round(graph.score.get(tool_id, 0.0), 4),
+        },
+        "why": explain(
+            semantic=float(semantic) if semantic is not None else None,
+            matched_words=lexical.words if lexical else [],
+            graph_reasons=graph.reasons.get(tool_id, []),
+            pagerank=pagerank,
+            ranks=ranks,
+        ),
+    }
+
+
+def _nearest(conn: psycopg.Connection[Any], *, vector: np.ndarray, limit: int) -> dict[str, float]:
+    rows = conn.execute(
+        """
+        SELECT id, 1 - (embedding <=> %(q)s) AS sim FROM tools
+         WHERE embedding IS NOT NULL
+         ORDER BY embedding <=> %(q)s
+         LIMIT %(limit)s
+        """,
+        {"q": vector, "limit": limit},
+    ).fetchall()
+    return {r["id"]: float(r["sim"]) for r in rows}
+
+
+def _pageranks(conn: psycopg.Connection[Any], *, ids: list[str]) -> dict[str, float]:
+    if not ids:
+        return {}
+    rows = conn.execute("SELECT id, pagerank FROM tools WHERE id = ANY(%s)", (ids,)).fetchall()
+    return {r["id"]: float(r["pagerank"] or 0.0) for r in rows}
+
+
+def _details(
+    conn: psycopg.Connection[Any], *, ids: list[str], vector: np.ndarray
+) -> dict[str, Row]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        """
+        SELECT id, server, name, description, input_schema, available, pagerank,
+               CASE WHEN embedding IS NULL THEN NULL ELSE 1 - (embedding <=> %(q)s) END AS semantic
+          FROM tools WHERE id = ANY(%(ids)s)
+        """,
+        {"q": vector, "ids": ids},
+    ).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def _by_value(scores: dict[str, float]) -> list[str]:
+    return [t for t, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -1,0 +1,6 @@
+"""Proactive suggestions (story 7.4): capabilities and tools related to what is in use."""
+
+from shared.suggestions.engine import suggest
+from shared.suggestions.feedback import mark_used, record_shown
+
+__all__ = ["mark_used", "record_shown", "suggest"]

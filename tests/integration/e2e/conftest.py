@@ -1,0 +1,172 @@
+"""One real stack per module: gateway, toolhost (three real MCP servers), sandbox and learning workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import redis
+
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from shared.config import Settings
+from tests.conftest import TEMPLATE_DB, settings_env, with_database
+from tests.integration.mcp_servers import example_server, memory_server, time_server, write_config
+
+REPO = Path(__file__).resolve().parents[3]
+E2E_REDIS_DB = 0  # the per-test redis_url fixture cycles through 1..15
+
+
+@dataclass
+class Proc:
+    """A child process of the stack with its log."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+
+
+@dataclass
+class E2EStack:
+    """URLs, settings and processes of the running stack."""
+
+    settings: Settings
+    gateway_url: str
+    tmp: Path
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    def start(self, name: str, argv: list[str], *, extra_env: dict[str, str] | None = None) -> Proc:
+        log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        popen = subprocess.Popen(
+            argv,
+            env=settings_env(self.settings) | (extra_env or {}),
+            cwd=REPO,
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        proc = Proc(name, popen, log_path)
+        self.procs[name] = proc
+        return proc
+
+    def start_worker(self, name: str, app: str, queues: str, *, concurrency: int) -> Proc:
+        node = f"{name}-{uuid.uuid4().hex[:6]}@%h"
+        proc = self.start(
+            name,
+            [
+                sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queues,
+                "--concurrency", str(concurrency), "-n", node, "--without-gossip",
+                "--without-mingle", "--loglevel", "INFO",
+            ],
+        )  # fmt: skip
+        wait_until(lambda: " ready." in proc.log(), what=f"{name} ready", proc=proc)
+        return proc
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.gateway_url, timeout=90)
+
+    def db(self) -> psycopg.Connection[dict[str, object]]:
+        from shared.db import connect
+
+        return connect(self.settings.database_url or "", autocommit=True)
+
+
+def wait_until(
+    predicate: object, *, what: str, timeout_s: float = 90, proc: Proc | None = None
+) -> None:
+    """Poll a zero-argument callable until it is truthy."""
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{proc.log()[-4000:]}")
+        if predicate():
+            return
+        time.sleep(0.1)
+    tail = proc.log()[-4000:] if proc else ""
+    raise AssertionError(f"timed out waiting for {what}\n{tail}")
+
+
+@pytest.fixture(scope="module")
+def e2e(
+    embedded_pg: EmbeddedPostgres,
+    redis_server: EmbeddedRedis,
+    memory_server_bin: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[E2EStack]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    dbname = f"e2e_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {dbname} TEMPLATE {TEMPLATE_DB}")
+    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
+    redis.Redis.from_url(redis_url).flushdb()
+    config = write_config(
+        tmp / "mcp.json",
+        {
+            "example": example_server(tmp),
+            "time": time_server(),
+            "memory": memory_server(memory_server_bin, tmp),
+        },
+    )
+    port = free_port()
+    settings = Settings(
+        database_url=with_database(embedded_pg.url, dbname),
+        redis_url=redis_url,
+        env="test",
+        home=tmp / "home",
+        mcp_config=config,
+        gateway_port=port,
+        sandbox_wall_time_s=20,
+    )
+    stack = E2EStack(settings=settings, gateway_url=f"http://127.0.0.1:{port}", tmp=tmp)
+    try:
+        toolhost = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
+        gateway = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
+        stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
+        stack.start_worker(
+            "learning", "workers.learning.celery_app", "learning,maintenance", concurrency=1
+        )
+
+        def tools_synced() -> bool:
+            with stack.db() as conn:
+                row = conn.execute(
+                    "SELECT count(DISTINCT server) AS n FROM tools WHERE available"
+                ).fetchone()
+            return bool(row) and int(row["n"]) >= 3  # type: ignore[call-overload]
+
+        wait_until(tools_synced, what="tools of 3 servers synced", proc=toolhost)
+
+        def gateway_healthy() -> bool:
+            try:
+                return httpx.get(f"{stack.gateway_url}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(gateway_healthy, what="gateway healthy", proc=gateway)
+        yield stack
+    finally:
+        for proc in reversed(list(stack.procs.values())):
+            proc.stop()
+        with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")

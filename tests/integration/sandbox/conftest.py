@@ -1,0 +1,152 @@
+"""Fixtures for the real-isolation sandbox suite: a planted secret, a runner, host-health checks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from shared.sandbox import cgroups
+from shared.sandbox.fsplan import SANDBOX_UID
+from shared.sandbox.launcher import get_launcher
+from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.outcome import ExecutionOutcome
+from workers.sandbox.bridge import run_in_sandbox
+from workers.sandbox.tools import LocalToolRegistry
+
+SECRET = "S3cretPassw0rd-do-not-leak"
+SECRET_URL = f"postgresql://u:{SECRET}@db.internal:5432/agentcards"
+
+if not sys.platform.startswith("linux") or os.geteuid() != 0:
+    pytest.skip("the sandbox suite needs Linux and root (as in CI)", allow_module_level=True)
+
+Run = Callable[..., Awaitable[ExecutionOutcome]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def planted_secret() -> Iterator[str]:
+    """A credential in this (worker-like) process's environment, as a real worker would have."""
+    saved = {k: os.environ.get(k) for k in ("AGENTCARDS_DATABASE_URL", "AGENTCARDS_TEST_SECRET")}
+    os.environ["AGENTCARDS_DATABASE_URL"] = SECRET_URL
+    os.environ["AGENTCARDS_TEST_SECRET"] = SECRET
+    yield SECRET
+    for key, value in saved.items():  # later suites must not inherit the fake credential
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def limits() -> SandboxLimits:
+    """Defaults with a short wall clock so attacks that hang end quickly."""
+    return SandboxLimits(wall_time_s=3.0)
+
+
+@pytest.fixture
+def registry() -> LocalToolRegistry:
+    """In-process tools used by the suite."""
+    import asyncio
+
+    async def slow(x: int) -> int:
+        await asyncio.sleep(0.3)
+        return x
+
+    def bomb() -> Any:
+        value: Any = ["x" * 10]
+        for _ in range(40):  # 2**40 leaves once encoded: an exponential "JSON bomb"
+            value = [value, value]
+        return value
+
+    def deep() -> Any:
+        value: Any = []
+        for _ in range(100_000):
+            value = [value]
+        return value
+
+    reg = LocalToolRegistry()
+    reg.register("t:echo", lambda **kw: kw)
+    reg.register("t:slow", slow)
+    reg.register("t:fail", lambda: 1 / 0)
+    reg.register("t:bomb", bomb)
+    reg.register("t:bigint", lambda: 10**5000)
+    reg.register("t:deep", deep)
+    reg.register("t:huge", lambda: "x" * (8 << 20))
+    return reg
+
+
+@pytest.fixture
+def run(limits: SandboxLimits, registry: LocalToolRegistry) -> Run:
+    """Run code with the suite's limits and tools; keyword overrides pass through."""
+
+    async def _run(code: str, **kwargs: Any) -> ExecutionOutcome:
+        kwargs.setdefault("limits", limits)
+        kwargs.setdefault("tools", registry.specs())
+        kwargs.setdefault("backend", registry)
+        return await run_in_sandbox(code=code, **kwargs)
+
+    return _run
+
+
+def leaked_processes() -> list[int]:
+    """Live sandbox-user processes other than the zygote (2 processes) and waiting spares."""
+    launcher = get_launcher()
+    allowed = {raw.pid for raw in launcher._ready.values()}
+    if launcher._proc is not None:
+        allowed.add(launcher._proc.pid)
+        with contextlib.suppress(psutil.Error):
+            allowed.update(c.pid for c in psutil.Process(launcher._proc.pid).children())
+    out = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        uids = proc.info.get("uids")
+        if uids is None or uids.real != SANDBOX_UID or proc.pid in allowed:
+            continue
+        if proc.info.get("status") != psutil.STATUS_ZOMBIE:
+            out.append(proc.pid)
+    return out
+
+
+def busy_cgroups() -> list[str]:
+    """Execution cgroups that still hold processes, other than the waiting spares'."""
+    launcher = get_launcher()
+    spares = {
+        str(path)
+        for raw in launcher._ready.values()
+        if raw.cgroup
+        for path in raw.cgroup.dirs.values()
+    }
+    out = []
+    for controller in ("memory", "pids"):
+        base = cgroups.ROOT / controller / cgroups.PARENT
+        for group in base.iterdir() if base.is_dir() else []:
+            procs = (group / "cgroup.procs").read_text().split() if group.is_dir() else []
+            if procs and str(group) not in spares:
+                out.append(str(group))
+    return out
+
+
+@pytest.fixture
+def host_intact(run: Run) -> Callable[[], Awaitable[None]]:
+    """After an attack: no leaked processes, no leaked cgroups, and the next execution works."""
+
+    async def check() -> None:
+        # A spare may be mid-creation (alive but not yet registered): poll until stable.
+        deadline = time.monotonic() + 5
+        while True:
+            leaked, busy = leaked_processes(), busy_cgroups()
+            if not (leaked or busy) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert not leaked
+        assert not busy
+        outcome = await run("40 + 2")
+        assert outcome.status == "succeeded", outcome.error
+        assert outcome.result == 42
+
+    return check

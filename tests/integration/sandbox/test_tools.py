@@ -1,0 +1,115 @@
+"""Tool-channel attacks and bridge behaviour: scope, sizes, hostile results, malformed frames, concurrency."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.integration.sandbox.conftest import Run
+
+
+async def test_out_of_scope_tool_is_refused_and_traced(run: Run, host_intact) -> None:
+    outcome = await run("await mcp.secrets.dump()")
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == "tool_not_allowed"
+    ends = [e for e in outcome.trace if e["type"] == "tool_end"]
+    assert ends and ends[0]["tool"] == "secrets:dump" and ends[0]["ok"] is False
+    await host_intact()
+
+
+async def test_oversized_tool_arguments(run: Run, limits, host_intact) -> None:
+    small = replace(limits, tool_args_bytes=1024)
+    outcome = await run('await mcp.t.echo(blob="x" * 5000)', limits=small)
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == "tool_args_too_large"
+    await host_intact()
+
+
+async def test_bridge_checks_argument_size_even_if_child_lies(
+    run: Run, limits, host_intact
+) -> None:
+    # Agent code writes its own tool_call frame straight onto the channel, skipping the
+    # child's pre-check: the trusted side must refuse it by itself.
+    code = """
+import json, os, struct
+body = json.dumps({"op": "tool_call", "id": 999, "tool": "t:echo", "parent": None,
+                   "args": {"blob": "y" * 4000}}).encode()
+os.write(3, struct.pack(">I", len(body)) + body)  # fd 3 is the channel
+import time
+time.sleep(0.3)
+"sent"
+"""
+    small = replace(limits, tool_args_bytes=1024)
+    outcome = await run(code, limits=small)
+    ends = [e for e in outcome.trace if e["type"] == "tool_end"]
+    assert ends and ends[0]["ok"] is False
+    assert ends[0]["error"]["type"] == "tool_args_too_large"
+    await host_intact()
+
+
+async def test_malformed_frames_end_with_protocol_error(run: Run, host_intact) -> None:
+    for payload in (
+        "b'\\x00\\x00\\x00\\x05hello'",
+        "b'\\x00\\x00\\x00\\x02[]'",
+        'b\'\\x00\\x00\\x00\\x0e{"op":"nope"}\'',
+        "b'\\x7f\\xff\\xff\\xff'",
+        'b\'\\x00\\x00\\x00\\x1c{"op":"tool_call","id":"x"}\'',
+    ):
+        code = f"import os, time\nos.write(3, {payload})\ntime.sleep(2)"
+        outcome = await run(code)
+        assert outcome.status == "failed", payload
+        assert outcome.error is not None and outcome.error["type"] == "protocol_error", payload
+    await host_intact()
+
+
+async def test_hostile_tool_results_do_not_crash_anything(run: Run, host_intact) -> None:
+    code = """
+out = {}
+for name in ("bomb", "bigint", "deep", "huge", "fail"):
+    try:
+        await getattr(mcp.t, name)()
+        out[name] = "OK"
+    except ToolCallError as e:
+        out[name] = e.type
+out
+"""
+    outcome = await run(code.replace("ToolCallError", "Exception"))
+    assert outcome.status == "succeeded", outcome.error
+    assert "OK" not in str(outcome.result), outcome.result
+    ends = {e["tool"]: e for e in outcome.trace if e["type"] == "tool_end"}
+    assert all(not ends[f"t:{n}"]["ok"] for n in ("bomb", "bigint", "deep", "huge", "fail"))
+    await host_intact()
+
+
+async def test_tool_call_limit(run: Run, limits, host_intact) -> None:
+    outcome = await run(
+        "for i in range(10):\n    await mcp.t.echo(i=i)", limits=replace(limits, max_tool_calls=3)
+    )
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == "tool_call_limit"
+    assert outcome.tool_calls == 3
+    await host_intact()
+
+
+async def test_gather_runs_tool_calls_concurrently(run: Run) -> None:
+    code = "import asyncio\nawait asyncio.gather(mcp.t.slow(x=1), mcp.t.slow(x=2))"
+    outcome = await run(code)
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == [1, 2]
+    starts = {e["call_id"]: e["ts"] for e in outcome.trace if e["type"] == "tool_start"}
+    ends = {e["call_id"]: e["ts"] for e in outcome.trace if e["type"] == "tool_end"}
+    assert len(starts) == 2
+    # Both calls started before either finished: they overlapped on the bridge.
+    assert max(starts.values()) < min(ends.values())
+
+
+async def test_trace_events_have_the_documented_shape(run: Run) -> None:
+    outcome = await run(
+        "await mcp.t.echo(a=1)\ntry:\n    await mcp.t.fail()\nexcept Exception:\n    pass"
+    )
+    assert outcome.status == "succeeded", outcome.error
+    start, end, _start2, end2 = outcome.trace
+    assert start["type"] == "tool_start" and start["tool"] == "t:echo" and start["parent"] is None
+    assert isinstance(start["ts"], float) and start["call_id"] == end["call_id"]
+    assert end["ok"] is True and end["error"] is None and end["duration_ms"] >= 0
+    assert end2["ok"] is False and end2["error"]["type"] == "tool_error"
+    assert "ZeroDivisionError" in end2["error"]["message"]

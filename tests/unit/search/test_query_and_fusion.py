@@ -1,0 +1,64 @@
+"""Query clause splitting, lexeme cleaning and weighted reciprocal-rank fusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.search.fusion import Signal, explain, fuse
+from shared.search.lexical import idf
+from shared.search.query import MAX_CLAUSES, lexeme_words, query_clauses
+
+
+def test_multi_step_request_is_split_into_clauses() -> None:
+    clauses = query_clauses(
+        "Fetch the latest stock prices, draw a bar chart and then write a PDF report."
+    )
+    assert clauses == ["Fetch the latest stock prices", "draw a bar chart", "write a PDF report."]
+
+
+def test_single_step_request_has_no_clauses() -> None:
+    assert query_clauses("get the weather in Paris") == []
+    assert len(query_clauses(", ".join(f"step number {i}" for i in range(10)))) == MAX_CLAUSES
+
+
+def test_lexemes_become_query_safe_words() -> None:
+    assert lexeme_words(["well-format", "report.pdf", "a|b", "pdf"]) == [
+        "well",
+        "format",
+        "report",
+        "pdf",
+        "a",
+        "b",
+    ]
+
+
+def test_fusion_rewards_agreement_and_respects_weights() -> None:
+    fused = fuse(
+        [
+            Signal("semantic", ["a", "b", "c"], 1.0),
+            Signal("lexical", ["b"], 1.0),
+            Signal("off", ["z"], 0.0),
+        ],
+        k=10,
+    )
+    assert max(fused, key=fused.__getitem__) == "b"  # 2nd + 1st beats 1st alone
+    assert "z" not in fused
+    assert fused["a"] == pytest.approx(1 / 11)
+
+
+def test_rare_words_weigh_more() -> None:
+    assert idf(total=1000, frequency=1) > idf(total=1000, frequency=300) > 0
+
+
+def test_explain_names_the_signals() -> None:
+    why = explain(
+        semantic=0.61,
+        matched_words=["pdf", "report"],
+        graph_reasons=["often follows fs:read_file"],
+        pagerank=0.0,
+        ranks={"semantic": 2, "lexical": 1},
+    )
+    assert "semantic similarity 0.61" in why
+    assert "pdf, report" in why
+    assert "often follows fs:read_file" in why
+    assert explain(semantic=None, matched_words=[], graph_reasons=[], pagerank=0, ranks={})

@@ -1,0 +1,472 @@
+"""Trusted side of one execution: spawns the confined child, serves its tool calls, enforces limits, records the trace.
+
+Public entry point: :func:`run_in_sandbox`. Nothing the child prints is parsed as a
+trace; every event is recorded here. Any malformed frame ends the execution with
+``protocol_error``; the calling process never raises because of what a child sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import SandboxError
+from shared.sandbox.child import wire
+from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
+from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.outcome import CHILD_ERROR_TYPES, ExecutionOutcome, error
+from workers.sandbox.tools import ToolBackend, ToolResult, ToolSpec
+from workers.sandbox.trace import EventCallback, TraceRecorder
+
+log = logging.getLogger(__name__)
+
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}:[A-Za-z0-9_.\-]{1,128}$")
+_MAX_PROGRESS_EVENTS = 10_000  # beyond this progress reports are dropped, not an error
+# Capability calls are cheap in-child function calls, so a loop can make millions.
+# The stored trace keeps the first 2,000 (the same order as the default 1,000 tool
+# calls); later ones are still validated but only counted, marked once as truncated.
+_MAX_TRACED_CAPABILITY_CALLS = 2_000
+# Calls started but not ended (gather fan-out). Bounds the bridge's memory per child.
+_MAX_OPEN_CAPABILITY_CALLS = 100_000
+_MAX_EVENTS_PER_FRAME = 4_096  # the child sends at most 256; more is a protocol error
+# Refusals raised by the child's inline-capability runtime (see child/inline.py).
+# TODO(lead): add these to shared.sandbox.outcome ERROR_TYPES / CHILD_ERROR_TYPES.
+CAPABILITY_ERROR_TYPES = frozenset({"capability_cycle", "capability_depth_exceeded"})
+_DONE_ERROR_TYPES = CHILD_ERROR_TYPES | CAPABILITY_ERROR_TYPES
+_CAPABILITY_EVENT_ERROR_TYPES = _DONE_ERROR_TYPES
+
+
+class ProtocolViolation(Exception):
+    """Raised when a frame from the child is well-formed JSON but not a valid message."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilitySource:
+    """An inline capability: agent code calls ``capabilities.<name>(**kwargs)`` to run ``code``."""
+
+    id: str
+    code: str
+
+
+async def run_in_sandbox(
+    *,
+    code: str,
+    args: Mapping[str, Any] | None = None,
+    tools: Mapping[str, ToolSpec] | None = None,
+    backend: ToolBackend | None = None,
+    limits: SandboxLimits,
+    on_event: EventCallback | None = None,
+    capability_sources: Mapping[str, CapabilitySource] | None = None,
+    launcher: Launcher | None = None,
+) -> ExecutionOutcome:
+    """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
+
+    ``tools`` are the only tool ids (``server:tool``) the code may call; ``backend``
+    serves them. ``on_event`` receives tool_start/tool_end/progress events as they
+    happen (sync or async callable).
+    """
+    started = time.monotonic()
+    if len(code.encode()) > limits.code_bytes:
+        return _failed("validation_error", f"code exceeds {limits.code_bytes} bytes", started)
+    try:
+        args_json = wire.dumps_bounded(dict(args or {}), max_bytes=limits.tool_args_bytes)
+    except wire.WireError as exc:
+        return _failed("validation_error", f"args: {exc}", started)
+    caps = {
+        name: {"id": src.id, "code": src.code} for name, src in (capability_sources or {}).items()
+    }
+    launcher = launcher or get_launcher()
+    try:
+        proc = await launcher.spawn(limits)
+    except SandboxError as exc:
+        log.error("sandbox unavailable: %s", exc.message)
+        return _failed("sandbox_unavailable", exc.message, started, layer=exc.details.get("layer"))
+    try:
+        missing = proc.missing_layers
+        if missing:
+            detail = "; ".join(f"{name}: {proc.errors.get(name, 'not active')}" for name in missing)
+            if not limits.degraded_ok:
+                log.error("sandbox refused to run: isolation layers missing (%s)", detail)
+                outcome = _failed(
+                    "sandbox_unavailable",
+                    f"isolation layers unavailable: {', '.join(missing)} ({detail}); "
+                    "fix the host or set AGENTCARDS_SANDBOX_DEGRADED_OK=true to accept the risk",
+                    started,
+                    layers=missing,
+                )
+                outcome.layers = proc.layers
+                return outcome
+            log.warning(
+                "SANDBOX DEGRADED: running untrusted code WITHOUT %s (%s) because "
+                "AGENTCARDS_SANDBOX_DEGRADED_OK is set",
+                ", ".join(missing),
+                detail,
+            )
+        cap_ids = {name: src["id"] for name, src in caps.items()}
+        session = _Session(proc, limits, tools or {}, backend, TraceRecorder(on_event), cap_ids)
+        start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
+        head = wire.encode(start)[wire.HEADER.size :].decode()
+        return await session.run(head[:-1] + ',"args":' + args_json + "}", started)
+    finally:
+        await proc.destroy()
+        launcher.prepare(limits)
+
+
+def _child_limits(limits: SandboxLimits) -> dict[str, int]:
+    return {
+        "stdout_bytes": limits.stdout_bytes,
+        "result_bytes": limits.result_bytes,
+        "tool_args_bytes": limits.tool_args_bytes,
+        "max_tool_calls": limits.max_tool_calls,
+    }
+
+
+def _failed(kind: str, message: str, started: float, **extra: Any) -> ExecutionOutcome:
+    extra = {k: v for k, v in extra.items() if v is not None}
+    return ExecutionOutcome(
+        status="timeout" if kind == "timeout" else "failed",
+        error=error(kind, message, **extra),
+        duration_ms=round((time.monotonic() - started) * 1000, 3),
+    )
+
+
+class _Session:
+    """One execution's message loop; state lives here so ``run_in_sandbox`` stays linear."""
+
+    def __init__(
+        self,
+        proc: SandboxProcess,
+        limits: SandboxLimits,
+        tools: Mapping[str, ToolSpec],
+        backend: ToolBackend | None,
+        trace: TraceRecorder,
+        capability_ids: Mapping[str, str],
+    ) -> None:
+        self.proc, self.limits, self.tools, self.backend, self.trace = (
+            proc,
+            limits,
+            tools,
+            backend,
+            trace,
+        )
+        self.capability_ids = dict(capability_ids)  # name -> id, the injected set
+        self.granted_capability_ids = frozenset(capability_ids.values())
+        self.stdout: list[str] = []
+        self.stdout_left = limits.stdout_bytes
+        self.stdout_truncated = False
+        self.calls = 0
+        self.progress_events = 0
+        self.pending: dict[int, tuple[str, str, str | None, asyncio.Task[None] | None]] = {}
+        self.deadline_wall = 0.0
+        self.started_wall = 0.0
+        self.capability_calls = 0
+        self.capability_seq = 0
+        # child seq -> (call_id, capability_id, name, parent id, start ts, recorded)
+        self.capabilities_open: dict[int, tuple[str, str, str, str | None, float, bool]] = {}
+
+    async def run(self, start_frame: str, started: float) -> ExecutionOutcome:
+        """Send ``start`` and serve the child until done, death, timeout or a protocol violation."""
+        outcome = ExecutionOutcome(status="failed", layers=self.proc.layers)
+        self.started_wall = time.time()
+        self.deadline_wall = self.started_wall + self.limits.wall_time_s
+        self.proc.writer.write(wire.encode_raw(start_frame))
+        try:
+            async with asyncio.timeout(self.limits.wall_time_s):
+                done = await self._loop()
+            if done is None:
+                outcome.error = self._classify_death()
+            else:
+                self._apply_done(done, outcome)
+        except TimeoutError:
+            outcome.status = "timeout"
+            outcome.error = error(
+                "timeout", f"wall time limit of {self.limits.wall_time_s:g}s exceeded"
+            )
+        except (wire.WireError, ProtocolViolation) as exc:
+            outcome.status = "failed"
+            outcome.error = error("protocol_error", f"malformed message from the sandbox: {exc}")
+        except (ConnectionError, OSError) as exc:
+            outcome.error = (
+                self._classify_death()
+                if self._died()
+                else error("protocol_error", f"channel to the sandbox failed: {exc}")
+            )
+        self._cancel_pending()
+        self._close_capabilities(outcome.error)
+        await self.trace.flush()
+        outcome.stdout = "".join(self.stdout)
+        outcome.stdout_truncated = outcome.stdout_truncated or self.stdout_truncated
+        outcome.trace = self.trace.events
+        outcome.tool_calls = self.calls
+        outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
+        return outcome
+
+    async def _loop(self) -> dict[str, Any] | None:
+        while True:
+            frame = await wire.read_frame(self.proc.reader, self.limits.frame_bytes)
+            if frame is None:
+                return None
+            op = frame.get("op")
+            if op == "tool_call":
+                self._on_tool_call(frame)
+            elif op == "capability_events":
+                self._on_capability_events(frame)
+            elif op == "stdout":
+                self._on_stdout(frame)
+            elif op == "progress":
+                self._on_progress(frame)
+            elif op == "done":
+                return frame
+            else:
+                raise ProtocolViolation(f"unknown op {str(op)[:40]!r}")
+
+    def _on_stdout(self, frame: dict[str, Any]) -> None:
+        data = frame.get("data")
+        if not isinstance(data, str):
+            raise ProtocolViolation("stdout data must be a string")
+        raw = data.encode("utf-8", "replace")
+        if len(raw) > self.stdout_left:
+            raw = raw[: self.stdout_left]
+            data = raw.decode("utf-8", "ignore")
+            self.stdout_truncated = True
+        self.stdout_left -= len(raw)
+        if data:
+            self.stdout.append(data)
+
+    def _on_progress(self, frame: dict[str, Any]) -> None:
+        message, done, total = frame.get("message"), frame.get("done"), frame.get("total")
+        if not isinstance(message, str) or not all(_is_number_or_none(v) for v in (done, total)):
+            raise ProtocolViolation("progress needs a string message and numeric done/total")
+        self.progress_events += 1
+        if self.progress_events <= _MAX_PROGRESS_EVENTS:
+            self.trace.progress(message[:1000], done, total)
+
+    def _on_tool_call(self, frame: dict[str, Any]) -> None:
+        cid, tool, args, parent = (
+            frame.get("id"),
+            frame.get("tool"),
+            frame.get("args"),
+            frame.get("parent"),
+        )
+        if not isinstance(cid, int) or isinstance(cid, bool) or cid in self.pending:
+            raise ProtocolViolation("tool_call needs a fresh integer id")
+        if not isinstance(tool, str) or len(tool) > 256 or not isinstance(args, dict):
+            raise ProtocolViolation("tool_call needs a tool id string and an args object")
+        if parent is not None and parent not in self.granted_capability_ids:
+            raise ProtocolViolation("tool_call parent must be null or a granted capability id")
+        self.calls += 1
+        call_id = f"call-{self.calls}"
+        self.trace.tool_start(call_id, tool, parent)
+        refusal = self._refusal(tool, args)
+        if refusal is not None:
+            self.trace.tool_end(call_id, tool, parent, refusal)
+            self._reply_error(cid, tool, refusal)
+            return
+        task = asyncio.create_task(self._invoke(cid, call_id, tool, args, parent))
+        self.pending[cid] = (call_id, tool, parent, task)
+
+    def _on_capability_events(self, frame: dict[str, Any]) -> None:
+        events = frame.get("events")
+        if not isinstance(events, list) or not 0 < len(events) <= _MAX_EVENTS_PER_FRAME:
+            raise ProtocolViolation("capability_events needs a non-empty list of events")
+        for event in events:
+            if not isinstance(event, list) or len(event) != 5:
+                raise ProtocolViolation("a capability event is a 5-item list")
+            if event[0] == "s":
+                self._on_capability_start(event[1], event[2], event[3], event[4])
+            elif event[0] == "e":
+                self._on_capability_end(event[1], event[2], event[3], event[4])
+            else:
+                raise ProtocolViolation("capability event kind must be 's' or 'e'")
+
+    def _on_capability_start(self, seq: Any, name: Any, parent: Any, ts: Any) -> None:
+        # The child can only mislabel its own trace; the ids it names must be granted ones.
+        if not _is_int(seq) or seq <= self.capability_seq:
+            raise ProtocolViolation("capability start needs a fresh increasing integer seq")
+        if not isinstance(name, str) or name not in self.capability_ids:
+            raise ProtocolViolation("capability start names a capability not granted")
+        if parent is not None and (
+            not isinstance(parent, str) or parent not in self.capability_ids
+        ):
+            raise ProtocolViolation("capability parent must be null or a granted capability")
+        if len(self.capabilities_open) >= _MAX_OPEN_CAPABILITY_CALLS:
+            raise ProtocolViolation("too many capability calls open at once")
+        self.capability_seq = seq
+        self.capability_calls += 1
+        recorded = self.capability_calls <= _MAX_TRACED_CAPABILITY_CALLS
+        call_id = f"cap-call-{self.capability_calls}"
+        cap_id = self.capability_ids[name]
+        parent_id = None if parent is None else self.capability_ids[parent]
+        start_ts = self._clamp_ts(ts)
+        self.capabilities_open[seq] = (call_id, cap_id, name, parent_id, start_ts, recorded)
+        if recorded:
+            self.trace.capability_start(call_id, cap_id, name, parent_id, start_ts)
+        elif self.capability_calls == _MAX_TRACED_CAPABILITY_CALLS + 1:
+            self.trace.truncated("capability_calls", _MAX_TRACED_CAPABILITY_CALLS)
+
+    def _on_capability_end(self, seq: Any, ts: Any, duration_ms: Any, err: Any) -> None:
+        opened = self.capabilities_open.pop(seq, None) if _is_int(seq) else None
+        if opened is None:
+            raise ProtocolViolation("capability end for a call that is not open")
+        if not _is_number(duration_ms):
+            raise ProtocolViolation("capability end needs a numeric duration")
+        if err is not None:
+            if not isinstance(err, dict):
+                raise ProtocolViolation("capability error must be an object or null")
+            kind, message = err.get("type"), err.get("message")
+            if not isinstance(kind, str) or not isinstance(message, str):
+                raise ProtocolViolation("capability error needs string type and message")
+            kind = kind if kind in _CAPABILITY_EVENT_ERROR_TYPES else "runtime_error"
+            err = error(kind, message[:2000])
+        call_id, cap_id, name, parent, start_ts, recorded = opened
+        end_ts = max(start_ts, self._clamp_ts(ts))
+        duration = min(max(float(duration_ms), 0.0), self.limits.wall_time_s * 1000)
+        if recorded:
+            self.trace.capability_end(
+                call_id, cap_id, name, parent, ts=end_ts, duration_ms=duration, error=err
+            )
+
+    def _clamp_ts(self, ts: Any) -> float:
+        """The child's timestamp, kept inside this execution's span (a lying child cannot skew order far)."""
+        if not _is_number(ts):
+            raise ProtocolViolation("capability event needs a numeric ts")
+        return min(max(float(ts), self.started_wall), time.time())
+
+    def _close_capabilities(self, err: dict[str, Any] | None) -> None:
+        """Calls the child never reported ending (killed, timed out, or left running) end with the run."""
+        kind = err["type"] if err else "runtime_error"
+        now = time.time()
+        for call_id, cap_id, name, parent, start_ts, recorded in self.capabilities_open.values():
+            if recorded:
+                self.trace.capability_end(
+                    call_id,
+                    cap_id,
+                    name,
+                    parent,
+                    ts=now,
+                    duration_ms=(now - start_ts) * 1000,
+                    error=error(kind, "the execution ended before the capability returned"),
+                )
+        self.capabilities_open.clear()
+
+    def _refusal(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        if self.calls > self.limits.max_tool_calls:
+            return error("tool_call_limit", f"more than {self.limits.max_tool_calls} tool calls")
+        if not _TOOL_ID.match(tool) or tool not in self.tools or self.backend is None:
+            return error(
+                "tool_not_allowed", f"tool {tool[:200]!r} is not granted to this execution"
+            )
+        try:
+            wire.check_value(args, max_bytes=self.limits.tool_args_bytes)
+        except wire.WireError as exc:
+            return error("tool_args_too_large", f"arguments to {tool}: {exc}")
+        return None
+
+    async def _invoke(
+        self, cid: int, call_id: str, tool: str, args: dict[str, Any], parent: str | None
+    ) -> None:
+        assert self.backend is not None
+        deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.time())):
+                result = await self.backend.call(tool, args, deadline)
+        except TimeoutError:
+            result = ToolResult.failure(f"{tool} timed out")
+        except Exception as exc:  # a broken backend must not take the bridge down
+            log.exception("tool backend failed for %s", tool)
+            result = ToolResult.failure(f"backend failure: {type(exc).__name__}")
+        self.pending.pop(cid, None)
+        if not isinstance(result, ToolResult):
+            result = ToolResult.failure("backend returned an invalid result")
+        if not result.ok:
+            err = _clean_error(result.error)
+            self.trace.tool_end(call_id, tool, parent, err)
+            self._reply_error(cid, tool, err)
+            return
+        try:
+            value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
+        except wire.WireError as exc:
+            err = error("tool_error", f"result of {tool} rejected: {exc}")
+            self.trace.tool_end(call_id, tool, parent, err)
+            self._reply_error(cid, tool, err)
+            return
+        self.trace.tool_end(call_id, tool, parent, None)
+        self.proc.writer.write(
+            wire.encode_raw(f'{{"op":"tool_result","id":{cid},"ok":true,"value":{value_json}}}')
+        )
+
+    def _reply_error(self, cid: int, tool: str, err: dict[str, Any]) -> None:
+        self.proc.writer.write(
+            wire.encode({"op": "tool_result", "id": cid, "ok": False, "tool": tool, "error": err})
+        )
+
+    def _apply_done(self, frame: dict[str, Any], outcome: ExecutionOutcome) -> None:
+        ok, truncated = frame.get("ok"), frame.get("stdout_truncated", False)
+        if not isinstance(ok, bool) or not isinstance(truncated, bool):
+            raise ProtocolViolation("done needs boolean ok and stdout_truncated")
+        outcome.stdout_truncated = truncated
+        if ok:
+            outcome.status = "succeeded"
+            outcome.result = frame.get("result")
+            return
+        err = frame.get("error")
+        if not isinstance(err, dict) or err.get("type") not in _DONE_ERROR_TYPES:
+            raise ProtocolViolation("done needs an error with a known type")
+        message, tb = err.get("message"), err.get("traceback")
+        if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
+            raise ProtocolViolation("error message and traceback must be strings")
+        outcome.status = "failed"
+        outcome.error = error(err["type"], message[:4000])
+        if tb:
+            outcome.error["traceback"] = tb[-16000:]
+
+    def _died(self) -> bool:
+        return self.proc.reader.at_eof()
+
+    def _classify_death(self) -> dict[str, Any]:
+        """The child vanished without ``done``: say which limit killed it if we can tell."""
+        cg = self.proc.cgroup
+        if cg is not None and cg.memory_exceeded():
+            return error("memory_limit", "memory limit exceeded (the sandbox was killed)")
+        cpu = cg.cpu_seconds() if cg is not None else None
+        if cpu is not None and cpu >= self.limits.cpu_time_s * 0.9:
+            return error("cpu_limit", f"CPU time limit of {self.limits.cpu_time_s}s exceeded")
+        return error("runtime_error", "the sandbox process exited without a result")
+
+    def _cancel_pending(self) -> None:
+        for call_id, tool, parent, task in self.pending.values():
+            if task is not None:
+                task.cancel()
+            self.trace.tool_end(
+                call_id, tool, parent, error("tool_error", "cancelled: execution ended")
+            )
+        self.pending.clear()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != float("inf")
+    )
+
+
+def _is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
+    if not isinstance(err, dict):
+        return error("tool_error", "tool call failed")
+    kind = err.get("type") if err.get("type") in CHILD_ERROR_TYPES else "tool_error"
+    return error(str(kind), str(err.get("message", "tool call failed"))[:2000])

@@ -1,0 +1,122 @@
+"""One claimed execution, end to end on the worker: tool scope, sandbox run, store, publish."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+
+from shared.config import Settings
+from shared.executions.events import FINISHED, publish_event
+from shared.executions.store import finish_execution
+from shared.rpc.client import RpcClient
+from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.outcome import ExecutionOutcome
+from workers.sandbox import resources
+from workers.sandbox.bridge import run_in_sandbox
+from workers.sandbox.tools import ToolResult, ToolSpec
+
+log = logging.getLogger(__name__)
+_rpc: RpcClient | None = None
+
+
+class RpcToolBackend:
+    """Tool calls of one execution over the Redis RPC channel (toolhost re-checks the scope)."""
+
+    def __init__(self, *, client: RpcClient, execution_id: str, allowed: list[str]) -> None:
+        self.client = client
+        self.execution_id = execution_id
+        self.allowed = allowed
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        reply = await self.client.call(
+            execution_id=self.execution_id,
+            tool=tool_id,
+            args=args,
+            deadline=deadline,
+            allowed=self.allowed,
+        )
+        if reply.ok:
+            return ToolResult.success(reply.result)
+        assert reply.error is not None
+        return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
+
+
+def rpc_client(settings: Settings) -> RpcClient:
+    """The process's RPC client, bound to the worker's persistent event loop."""
+    global _rpc
+    if _rpc is None:
+        _rpc = RpcClient(settings.require_urls()[1])
+    return _rpc
+
+
+def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
+    """The execution's tool scope: the listed tools, or every known tool when none was listed."""
+    with resources.db_pool().connection() as conn:
+        if row["tools"] is None:
+            rows = conn.execute("SELECT id, description, input_schema FROM tools").fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT id, description, input_schema FROM tools WHERE id = ANY(%s)",
+                (list(row["tools"]),),
+            ).fetchall()
+    return {
+        r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
+        for r in rows
+    }
+
+
+async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> str:
+    """Run a row already moved to `running`; store and announce its terminal state."""
+    execution_id = str(row["id"])
+    redis = resources.redis_client()
+    tools = granted_tools(row)
+    limits = SandboxLimits.from_settings(settings, wall_time_s=row["timeout_s"])
+
+    def on_event(event: dict[str, Any]) -> None:
+        publish_event(redis, execution_id=execution_id, event=event)
+
+    outcome = await run_in_sandbox(
+        code=row["code"],
+        args=row["args"],
+        tools=tools,
+        backend=RpcToolBackend(
+            client=rpc_client(settings), execution_id=execution_id, allowed=sorted(tools)
+        ),
+        limits=limits,
+        on_event=on_event,
+    )
+    store_outcome(execution_id=execution_id, outcome=outcome)
+    publish_event(
+        redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}
+    )
+    return outcome.status
+
+
+def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
+    """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error."""
+    fields: dict[str, Any] = {
+        "status": outcome.status,
+        "result": outcome.result,
+        "error": outcome.error,
+        "stdout": outcome.stdout,
+        "stdout_truncated": outcome.stdout_truncated,
+        "trace": outcome.trace,
+        "duration_ms": outcome.duration_ms,
+    }
+    with resources.db_pool().connection() as conn:
+        try:
+            finish_execution(conn, execution_id=execution_id, **fields)
+        except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
+            conn.rollback()
+            fields.update(
+                status="failed",
+                result=None,
+                error={
+                    "type": "output_limit",
+                    "message": f"result cannot be stored as JSON: {exc}",
+                },
+            )
+            finish_execution(conn, execution_id=execution_id, **fields)
+        conn.commit()

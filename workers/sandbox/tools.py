@@ -1,0 +1,93 @@
+"""The trusted side's view of tools: specs granted to an execution, the backend interface, a local registry."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool an execution may call, by id ``server:tool``."""
+
+    id: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        """The MCP server part of the id."""
+        return self.id.split(":", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a backend returns: a JSON-able ``value`` or a structured ``error`` {type, message}."""
+
+    ok: bool
+    value: Any = None
+    error: dict[str, Any] | None = None
+
+    @classmethod
+    def success(cls, value: Any) -> ToolResult:
+        """A successful call."""
+        return cls(True, value, None)
+
+    @classmethod
+    def failure(cls, message: str, kind: str = "tool_error") -> ToolResult:
+        """A failed call; ``kind`` is the structured error type."""
+        return cls(False, None, {"type": kind, "message": message})
+
+
+@runtime_checkable
+class ToolBackend(Protocol):
+    """Where tool calls go (local registry now, the toolhost RPC channel later).
+
+    ``deadline`` is absolute wall-clock time (``time.time()`` seconds) so it survives a
+    hop to another process; a backend must give up by then. Calls are at-most-once.
+    """
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult: ...
+
+
+ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+class LocalToolRegistry:
+    """In-process tools (plain or async callables) for tests, the CLI and benchmarks."""
+
+    def __init__(self, tools: Mapping[str, ToolFunc] | None = None) -> None:
+        self._tools: dict[str, ToolFunc] = {}
+        self._descriptions: dict[str, str] = {}
+        for tool_id, fn in (tools or {}).items():
+            self.register(tool_id, fn)
+
+    def register(self, tool_id: str, fn: ToolFunc, description: str = "") -> None:
+        """Add ``fn`` as tool ``server:tool``; it receives the call's keyword arguments."""
+        if tool_id.count(":") != 1:
+            raise ValueError(f"tool id must be 'server:tool', got {tool_id!r}")
+        self._tools[tool_id] = fn
+        self._descriptions[tool_id] = description or (inspect.getdoc(fn) or "").split("\n")[0]
+
+    def specs(self) -> dict[str, ToolSpec]:
+        """Every registered tool, ready to pass as ``tools=`` to grant them all."""
+        return {tid: ToolSpec(tid, self._descriptions[tid]) for tid in self._tools}
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        """Run the tool; exceptions become ``tool_error`` results, overrunning the deadline too."""
+        fn = self._tools.get(tool_id)
+        if fn is None:
+            return ToolResult.failure(f"unknown tool {tool_id}")
+        try:
+            value = fn(**args)
+            if inspect.isawaitable(value):
+                value = await asyncio.wait_for(value, max(0.0, deadline - time.time()))
+        except TimeoutError:
+            return ToolResult.failure(f"{tool_id} did not answer before its deadline")
+        except Exception as exc:
+            return ToolResult.failure(f"{type(exc).__name__}: {exc}"[:2000])
+        return ToolResult.success(value)
