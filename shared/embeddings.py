@@ -154,7 +154,7 @@ def embed_cached(
             (model, list(dict.fromkeys(hashes))),
         )
         for row in cur.fetchall():
-            found[row["text_hash"]] = _as_list(row["embedding"])
+            found[row["text_hash"]] = vector_to_list(row["embedding"])
         missing = {h: text for h, text in zip(hashes, texts, strict=True) if h not in found}
         if missing:
             vectors = embedder.embed(list(missing.values()))
@@ -170,7 +170,8 @@ def embed_cached(
     return [found[h] for h in hashes]
 
 
-def _as_list(value: Any) -> list[float]:
+def vector_to_list(value: Any) -> list[float]:
+    """A stored vector column value as a list of floats (whatever pgvector returns)."""
     # pgvector >= 0.4 returns a Vector object, older versions a numpy array.
     if hasattr(value, "to_numpy"):
         value = value.to_numpy()

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import psycopg
 
+from shared.embeddings import vector_to_list
 from shared.matching.capabilities import best_below_threshold
 from shared.matching.thresholds import MIN_THRESHOLD, Context, Outcome, record_outcome
 from shared.suggestions.engine import suggest
@@ -45,7 +45,7 @@ def detect_false_negative(
         return None
     near = best_below_threshold(
         conn,
-        intent_embedding=np.asarray(row["intent_embedding"], dtype=np.float32).tolist(),
+        intent_embedding=vector_to_list(row["intent_embedding"]),
         tenant_id=tenant_id,
         exclude_ids=[capability_id],
     )

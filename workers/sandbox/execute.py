@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from shared.capabilities.references import referenced_capabilities
 from shared.config import Settings
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.store import finish_execution
@@ -14,7 +15,7 @@ from shared.rpc.client import RpcClient
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from workers.sandbox import resources
-from workers.sandbox.bridge import run_in_sandbox
+from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
 from workers.sandbox.tools import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,29 @@ def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
     }
 
 
+# Capabilities reachable from one execution's code (through nested calls) that are
+# injected into the child; beyond this the code is refused rather than slowed down.
+MAX_INJECTED_CAPABILITIES = 64
+
+
+def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
+    """The capabilities the code calls, and those they call, by name, for inline injection."""
+    wanted = referenced_capabilities(row["code"])
+    found: dict[str, CapabilitySource] = {}
+    with resources.db_pool().connection() as conn:
+        while wanted and len(found) < MAX_INJECTED_CAPABILITIES:
+            rows = conn.execute(
+                "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s)",
+                (row["tenant_id"], sorted(wanted)),
+            ).fetchall()
+            wanted = set()
+            for cap in rows:
+                found[cap["name"]] = CapabilitySource(id=str(cap["id"]), code=cap["code"])
+                wanted |= referenced_capabilities(cap["code"])
+            wanted -= set(found)
+    return found
+
+
 async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> str:
     """Run a row already moved to `running`; store and announce its terminal state."""
     execution_id = str(row["id"])
@@ -86,6 +110,7 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         ),
         limits=limits,
         on_event=on_event,
+        capability_sources=capability_sources(row),
     )
     store_outcome(execution_id=execution_id, outcome=outcome)
     publish_event(
