@@ -6,7 +6,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from psycopg.rows import dict_row
@@ -39,6 +39,7 @@ class Embedder:
         self.expected_dim = expected_dim
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None
+        self._query_model: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -58,6 +59,36 @@ class Embedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32).tolist()
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """``embed`` for a search request's few texts, at lower latency (cosine > 0.9999 with it).
+
+        Calls the transformer directly under ``inference_mode`` (no ``encode``
+        bookkeeping), in bfloat16 where the CPU computes it natively (1.5x faster here;
+        LiveMCPBench recall unchanged), and groups the texts into forward passes by
+        length (``length_groups``) so short clauses are not padded to a long query.
+        Stored embeddings keep coming from ``embed``.
+        """
+        if not texts:
+            return []
+        model = self._load()
+        transformer = self._query_transformer()
+        lengths = [
+            min(len(ids), model.max_seq_length or len(ids))
+            for ids in model.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+        ]
+        vectors: dict[int, list[float]] = {}
+        for group in length_groups(lengths):
+            batch = [texts[i] for i in group]
+            vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
+        return [vectors[i] for i in range(len(texts))]
+
+    def _query_transformer(self) -> Any:
+        model = self._load()
+        with self._lock:
+            if self._query_model is None:
+                self._query_model = _query_transformer(model)
+            return self._query_model
 
     def _load(self) -> SentenceTransformer:
         # Loaded on first use, not at import: Celery prefork children each load their
@@ -111,6 +142,76 @@ def _load_model(model_name: str) -> SentenceTransformer:
             f"cannot load embedding model {model_name!r} offline ({exc}): use a local path "
             "or a model already in the Hugging Face cache, or the default all-MiniLM-L6-v2"
         ) from exc
+
+
+# Cost of one forward pass on this CPU class, measured at one thread in bfloat16: a
+# fixed ~5 ms (37 weight matrices read whatever the batch) plus ~0.14 ms per padded
+# token. Only their ratio matters: it decides when padding beats another pass.
+PASS_COST_TOKENS = 36.0
+
+
+def length_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of ``lengths`` split into batches minimising passes x fixed cost + padded tokens.
+
+    Texts are sorted by length and cut into contiguous runs (optimal for this cost:
+    a batch pads to its longest text); at most a handful of texts, so exhaustive DP.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    best: list[tuple[float, int]] = [(0.0, 0)]  # best[j]: (cost of first j sorted, cut)
+    for j in range(1, len(order) + 1):
+        best.append(
+            min(
+                (best[i][0] + PASS_COST_TOKENS + (j - i) * lengths[order[j - 1]], i)
+                for i in range(j)
+            )
+        )
+    groups: list[list[int]] = []
+    j = len(order)
+    while j > 0:
+        i = best[j][1]
+        groups.insert(0, order[i:j])
+        j = i
+    return groups
+
+
+def _forward(model: SentenceTransformer, transformer: Any, texts: list[str]) -> list[list[float]]:
+    import torch
+
+    batch = model.tokenizer(
+        texts, padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="pt"
+    )
+    with torch.inference_mode():
+        tokens = transformer(**batch).last_hidden_state.float()
+        # Mean pooling over real tokens, then unit length: the model's Pooling and
+        # Normalize modules (modules.json of all-MiniLM-L6-v2).
+        mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        vectors = torch.nn.functional.normalize(pooled, dim=1)
+    return cast(list[list[float]], vectors.numpy().astype(np.float32).tolist())
+
+
+def _query_transformer(model: SentenceTransformer) -> Any:
+    """The model's transformer for queries: a bfloat16 copy where the CPU has bf16 units.
+
+    Without native bf16 (AVX512-BF16 or AMX) torch emulates it, slower than float32,
+    so the float32 module itself is used. Dynamic int8 quantization was 2.5x faster
+    but lost 0.012-0.015 recall@5/10 on LiveMCPBench; bf16 lost nothing.
+    """
+    import copy
+
+    import torch
+
+    transformer = cast("torch.nn.Module", model[0].auto_model)
+    native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    fast = copy.deepcopy(transformer)
+    # Sentence embeddings pool the token states; BERT's pooler head (one more matrix
+    # per pass) is unused.
+    if hasattr(fast, "pooler"):
+        fast.pooler = None  # type: ignore[assignment]  # BertModel skips a None pooler
+    if native_bf16:
+        fast.to(torch.bfloat16)  # in place for a module
+    fast.eval()
+    return fast
 
 
 _embedders: dict[tuple[str, int], Embedder] = {}

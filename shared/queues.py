@@ -53,6 +53,16 @@ def events_channel(execution_id: str) -> str:
     return f"{EVENTS_CHANNEL_PREFIX}{execution_id}"
 
 
+def events_log_key(execution_id: str) -> str:
+    """Capped list of one execution's events, replayed to late subscribers."""
+    return f"{EVENTS_CHANNEL_PREFIX}log:{execution_id}"
+
+
+def events_seq_key(execution_id: str) -> str:
+    """Counter numbering one execution's events."""
+    return f"{EVENTS_CHANNEL_PREFIX}seq:{execution_id}"
+
+
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"

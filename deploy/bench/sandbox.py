@@ -1,4 +1,4 @@
-"""``agentcards bench sandbox``: sandbox start latency (warm and cold) beside bare Python, and bridge overhead."""
+"""``agentcards bench sandbox``: sandbox start latency (warm and cold) beside bare Python, bridge and capability-call overhead."""
 
 from __future__ import annotations
 
@@ -23,6 +23,26 @@ for i in range(args.n):
     await mcp.bench.echo(i=i)
     out.append((time.perf_counter() - t) * 1000)
 return out
+"""
+
+# Runs inside a capability, so every measured call is capability -> capability. Each
+# iteration times one call of the trivial capability and one direct await of a local
+# coroutine doing the same (nothing): the difference is what the inline-capability
+# machinery costs per call (lookup, chain checks, globals, trace events and their
+# amortised flush to the bridge), excluding the callee's own work.
+_CAPABILITY_LOOP = """import time
+pc = time.perf_counter
+async def same_work():
+    return None
+calls, direct = [], []
+for _ in range(args.n):
+    t = pc()
+    await capabilities.noop()
+    calls.append(pc() - t)
+    t = pc()
+    await same_work()
+    direct.append(pc() - t)
+{"calls": calls, "direct": direct}
 """
 
 
@@ -124,6 +144,41 @@ async def _bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) ->
     return [float(x) for x in outcome.result]
 
 
+async def _capability_overhead(launcher: Launcher, limits: SandboxLimits, n: int) -> list[float]:
+    """Per-call overhead (µs) of ``await capabilities.noop()`` from inside another capability."""
+    from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
+
+    sources = {
+        "loop": CapabilitySource(id="bench-loop", code=_CAPABILITY_LOOP),
+        "noop": CapabilitySource(id="bench-noop", code="None"),
+    }
+    outcome = await run_in_sandbox(
+        code="await capabilities.loop(n=args.n)",
+        args={"n": n},
+        limits=limits,
+        launcher=launcher,
+        capability_sources=sources,
+    )
+    if outcome.status != "succeeded":
+        raise RuntimeError(f"benchmark execution failed: {outcome.error}")
+    warm = max(10, n // 20)  # first calls compile the callee and warm caches
+    calls, direct = outcome.result["calls"][warm:], outcome.result["direct"][warm:]
+    baseline = statistics.median(direct)
+    return [(c - baseline) * 1e6 for c in calls]
+
+
+def _us_stats(samples_us: list[float]) -> dict[str, float | int]:
+    ordered = sorted(samples_us)
+    if not ordered:
+        return {"n": 0}
+    return {
+        "n": len(ordered),
+        "p50": round(statistics.median(ordered), 3),
+        "p99": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
+        "mean": round(statistics.fmean(ordered), 3),
+    }
+
+
 def run(n: int = 200) -> dict[str, Any]:
     """The benchmark JSON: sandbox start p50/p99 (all layers on) vs bare python, bridge overhead."""
     limits = SandboxLimits(wall_time_s=30)
@@ -140,10 +195,17 @@ def run(n: int = 200) -> dict[str, Any]:
             warm = await _starts(warm_launcher, limits, n, warm=True)
             cold = await _starts(cold_launcher, limits, max(5, n // 4), warm=False)
             overhead = await _bridge_overhead(warm_launcher, limits, max(50, n * 5))
+            cap_overhead = await _capability_overhead(warm_launcher, limits, max(200, n * 50))
             from workers.sandbox.bridge import run_in_sandbox
 
             layers = (await run_in_sandbox(code="1", limits=limits, launcher=warm_launcher)).layers
-            return {"warm": warm, "cold": cold, "overhead": overhead[5:], "layers": layers}
+            return {
+                "warm": warm,
+                "cold": cold,
+                "overhead": overhead[5:],
+                "cap_overhead": cap_overhead,
+                "layers": layers,
+            }
 
         measured = asyncio.run(measure())
         return {
@@ -154,8 +216,14 @@ def run(n: int = 200) -> dict[str, Any]:
             "sandbox_start_cold_no_prespawn": _stats(measured["cold"]),
             "bare_python_I_S_pass": _stats(bare),
             "bridge_tool_call_roundtrip": _stats(measured["overhead"]),
+            # µs per capability -> capability call, callee's own work subtracted.
+            "capability_call_overhead_us": _us_stats(measured["cap_overhead"]),
             "alternatives": _alternatives(python, max(5, n // 4)),
-            "targets": {"start_p50_ms": 15.0, "bridge_overhead_p50_ms": 0.3},
+            "targets": {
+                "start_p50_ms": 15.0,
+                "bridge_overhead_p50_ms": 0.3,
+                "capability_call_overhead_us": 50.0,
+            },
         }
     finally:
         warm_launcher.stop()

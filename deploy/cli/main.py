@@ -206,6 +206,22 @@ def down() -> None:
 
 
 @app.command()
+def demo(
+    keep: bool = typer.Option(False, help="keep a temporary stack running after the session"),
+) -> None:
+    """Play a scripted agent session: learn a capability, match it, reuse it, see suggestions."""
+    from deploy.demo.run import run_demo
+
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        facts = run_demo(_settings(), keep=keep)
+    except AgentCardsError as exc:
+        _fail(exc)
+    if facts["failed_steps"]:
+        raise typer.Exit(code=1)
+
+
+@app.command()
 def migrate() -> None:
     """Apply database migrations to AGENTCARDS_DATABASE_URL (the compose prestart step)."""
     from shared.db import migrate as run_migrations

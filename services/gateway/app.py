@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from services.gateway import errors
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
-from services.gateway.routes import capabilities, executions, health, metrics, tools
+from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
 from shared.config import Settings, get_settings
 
 
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tools.router)
     app.include_router(capabilities.router)
     app.include_router(metrics.router)
+    app.include_router(dashboard.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
     return app
 

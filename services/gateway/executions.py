@@ -10,11 +10,12 @@ import orjson
 from anyio import to_thread
 
 from services.gateway.config import GatewayState
+from services.gateway.events import EventFollower
 from shared.errors import DependencyError, ValidationFailed
 from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import TERMINAL, ExecutionRequest
 from shared.executions.store import create_execution, finish_execution, get_execution
-from shared.queues import TaskName, events_channel
+from shared.queues import TaskName
 
 Row = dict[str, Any]
 
@@ -110,44 +111,35 @@ async def wait_for_finish(
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Row:
-    """Block until the execution is terminal, passing its live events to `on_event`.
+    """Block until the execution is terminal, passing every event (replayed, then live) on.
 
-    Subscribes first, then reads the row, so a finish between the two is never missed;
-    also re-reads the row every second in case a worker died without publishing.
+    Also re-reads the row every second, in case a worker died without publishing.
     """
     deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
-    pubsub = state.aredis.pubsub()
-    await pubsub.subscribe(events_channel(execution_id))
-    try:
+    async with EventFollower(state, execution_id=execution_id) as events:
         row = await _fetch(state, execution_id)
         next_poll = time.monotonic() + 1.0
-        while row["status"] not in TERMINAL and time.monotonic() < deadline:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.5)
-            if message is not None:
-                event = orjson.loads(message["data"])
-                if on_event is not None:
-                    await on_event(event)
-                if event.get("type") == FINISHED:
-                    row = await _fetch(state, execution_id)
-                    continue
-            if time.monotonic() >= next_poll:
+        finished = row["status"] in TERMINAL
+        while not finished and time.monotonic() < deadline:
+            event = await events.next(timeout_s=0.5)
+            if event is not None and on_event is not None:
+                await on_event(event)
+            if (
+                event is not None and event.get("type") == FINISHED
+            ) or time.monotonic() >= next_poll:
                 row = await _fetch(state, execution_id)
+                finished = row["status"] in TERMINAL
                 next_poll = time.monotonic() + 1.0
         if _learning_pending(row):
             # The response names the capability the run became; learning takes a few
             # milliseconds (an embedding for new code), so give it a short grace.
             learn_deadline = time.monotonic() + LEARN_WAIT_S
-            while time.monotonic() < learn_deadline:
-                message = await pubsub.get_message(
-                    ignore_subscribe_messages=True,
-                    timeout=max(0.01, learn_deadline - time.monotonic()),
-                )
-                if message is not None and orjson.loads(message["data"]).get("type") == LEARNED:
-                    return await _fetch(state, execution_id)
+            while (remaining := learn_deadline - time.monotonic()) > 0:
+                event = await events.next(timeout_s=remaining)
+                if event is not None and event.get("type") == LEARNED:
+                    break
             row = await _fetch(state, execution_id)
         return row
-    finally:
-        await pubsub.aclose()
 
 
 def _learning_pending(row: Row) -> bool:

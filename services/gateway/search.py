@@ -2,22 +2,56 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from anyio import to_thread
 
 from services.gateway.config import GatewayState
-from shared.embeddings import get_embedder
+from shared.embeddings import Embedder, get_embedder
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
+
+# Agents repeat searches (retries, the same step in many runs); an embedding costs
+# 10-40 ms and a cached one nothing. 512 queries of at most 5 vectors of 384 floats: 4 MB.
+QUERY_CACHE_SIZE = 512
+
+
+class QueryEmbeddings:
+    """A small LRU of search-request embeddings ([query, *clauses]) per model."""
+
+    def __init__(self, *, size: int = QUERY_CACHE_SIZE) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str], list[list[float]]] = OrderedDict()
+
+    def get(self, embedder: Embedder, query: str) -> list[list[float]]:
+        """The vectors of ``embed_texts_for_query(query)``, computed at most once while cached."""
+        key = (embedder.model_name, query)
+        with self._lock:
+            vectors = self._cache.get(key)
+            if vectors is not None:
+                self._cache.move_to_end(key)
+                return vectors
+        vectors = embedder.embed_query(embed_texts_for_query(query))
+        with self._lock:
+            self._cache[key] = vectors
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return vectors
+
+
+QUERY_EMBEDDINGS = QueryEmbeddings()
 
 
 async def search_tools(
     state: GatewayState, *, query: str, limit: int, context_tools: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
     """Best tools for a task in words: semantic + lexical + graph signals, each hit explained."""
-    texts = embed_texts_for_query(query)
-    vectors = await to_thread.run_sync(get_embedder(state.settings).embed, texts)
+    embedder = get_embedder(state.settings)
+    vectors = await to_thread.run_sync(QUERY_EMBEDDINGS.get, embedder, query)
 
     def search() -> list[dict[str, Any]]:
         with state.pool.connection() as conn:

@@ -1,4 +1,10 @@
-"""Execution events on Redis pub/sub: progress, tool_start/tool_end, and the final `finished`."""
+"""Execution events on Redis: progress, tool/capability start and end, `finished`, `learned`.
+
+Each event gets a per-execution sequence number and is both published (live
+subscribers) and appended to a capped, expiring log (late subscribers replay it, then
+follow the live channel, skipping sequence numbers they have seen). One Lua call does
+it all, so the log and the channel never disagree on order.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +13,51 @@ from typing import Any
 
 import orjson
 import redis
+from redis.commands.core import Script
 
-from shared.queues import EVENTS_ALL_CHANNEL, events_channel
+from shared.queues import EVENTS_ALL_CHANNEL, events_channel, events_log_key, events_seq_key
 
 FINISHED = "execution.finished"
 LEARNED = "execution.learned"  # published by the learning worker after ingestion
+# An execution makes at most ~1,000 tool calls (2 events each) plus progress reports.
+LOG_MAX_EVENTS = 10_000
+# Late subscribers may replay for this long after the last event.
+LOG_TTL_S = 3600
+
+_PUBLISH = """
+local seq = redis.call('INCR', KEYS[1])
+local payload = '{"seq":' .. seq .. ',' .. string.sub(ARGV[1], 2)
+redis.call('RPUSH', KEYS[2], payload)
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', KEYS[3], payload)
+if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[4], payload) end
+return seq
+"""
+_script: Script | None = None
 
 
-def encode_event(execution_id: str, event: dict[str, Any]) -> bytes:
-    """One event as JSON with the execution id and a timestamp."""
-    return orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
+def publish_event(client: redis.Redis, *, execution_id: str, event: dict[str, Any]) -> int:
+    """Log and publish one event; returns its sequence number. Finish events also go global."""
+    global _script
+    payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
+    if _script is None:
+        _script = client.register_script(_PUBLISH)  # EVALSHA after the first call
+    seq = _script(
+        keys=[
+            events_seq_key(execution_id),
+            events_log_key(execution_id),
+            events_channel(execution_id),
+            EVENTS_ALL_CHANNEL,
+        ],
+        args=[payload, LOG_MAX_EVENTS, LOG_TTL_S, "1" if event.get("type") == FINISHED else "0"],
+        client=client,
+    )
+    return int(seq)
 
 
-def publish_event(client: redis.Redis, *, execution_id: str, event: dict[str, Any]) -> None:
-    """Publish to the execution's channel; finish events also go to the global channel."""
-    payload = encode_event(execution_id, event)
-    pipe = client.pipeline(transaction=False)
-    pipe.publish(events_channel(execution_id), payload)
-    if event.get("type") == FINISHED:
-        pipe.publish(EVENTS_ALL_CHANNEL, payload)
-    pipe.execute()
+def decode_event(raw: bytes | str) -> dict[str, Any]:
+    """One logged or published event."""
+    event: dict[str, Any] = orjson.loads(raw)
+    return event

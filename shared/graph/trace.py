@@ -9,8 +9,8 @@ add ``"duration_ms": float, "ok": bool, "error": {"type", "message"} or None``.
 
 The per-execution ``tool_calls`` summary is ``[{"tool", "ok", "duration_ms", "error"}]``.
 Unknown event types are ignored, so the bridge may add some without breaking learning.
-The event type is read from ``type``, or from ``event`` (the key workers/sandbox/trace.py
-writes), so either spelling teaches the graph.
+The event type is read from ``type`` (what workers/sandbox/trace.py writes), or from
+``event`` (traces stored by early builds), so either spelling teaches the graph.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ ERROR_TYPES = frozenset(
         "tool_error",
         "tool_not_allowed",
         "validation_error",
+        "capability_cycle",
+        "capability_depth_exceeded",
     }
 )
 
@@ -36,6 +38,8 @@ CHILD_ERROR_TYPES = frozenset(
         "tool_not_allowed",
         "tool_call_limit",
         "tool_args_too_large",
+        "capability_cycle",  # inline capabilities: A -> B -> A
+        "capability_depth_exceeded",  # inline capabilities nested past the depth limit
     }
 )
 

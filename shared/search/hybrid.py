@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from shared.search.fusion import Signal, explain, fuse
-from shared.search.graph_signals import GraphScores, context_graph_scores
-from shared.search.lexical import LexicalHit, lexical_tool_search
+from shared.search.graph_signals import GraphScores, graph_queries, graph_scores
+from shared.search.lexical import (
+    QUERY_LEXEMES_SQL,
+    LexicalHit,
+    lexical_hits,
+    lexical_query,
+    words_of_row,
+)
 from shared.search.query import query_clauses
 
 # Each signal contributes its top candidates; 50 is well past where RRF (k=10) gives a
@@ -48,21 +55,44 @@ def hybrid_tool_search(
     """
     candidates = max(MIN_CANDIDATES, 3 * limit)
     vector = np.asarray(query_embedding, dtype=np.float32)
-    with conn.transaction():
-        # HNSW returns at most ef_search rows (pgvector default 40).
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
-        semantic = _nearest(conn, vector=vector, limit=candidates)
-        clause_best: dict[str, float] = {}
-        for clause in clause_embeddings:
-            for tool_id, sim in _nearest(
-                conn, vector=np.asarray(clause, dtype=np.float32), limit=candidates
-            ).items():
-                clause_best[tool_id] = max(sim, clause_best.get(tool_id, -1.0))
-        lexical = {hit.id: hit for hit in lexical_tool_search(conn, query=query, limit=candidates)}
+    vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
+    graph_sql = graph_queries(context_tools)
+    # autocommit: a transaction of its own keeps the local ef_search; otherwise the
+    # caller's transaction does (the setting ends with it), without extra round trips.
+    scope = conn.transaction() if conn.autocommit else nullcontext()
+    with scope:
+        # Three round trips: the query's words (the lexical statement needs them), then
+        # every signal in one pipeline, then the winners' details.
+        with conn.pipeline():
+            # HNSW returns at most ef_search rows (pgvector default 40).
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+            words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
+        lexical_sql = lexical_query(
+            conn, words=words_of_row(words_cur.fetchone()), limit=candidates
+        )
+        with conn.pipeline():
+            nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
+            lexical_cur = conn.execute(*lexical_sql) if lexical_sql else None
+            graph_curs = [conn.execute(sql, params) for sql, params in graph_sql]
+        semantic, clause_best, pageranks = _nearest_results(nearest_cur.fetchall())
+        lexical = {
+            hit.id: hit for hit in lexical_hits(lexical_cur.fetchall() if lexical_cur else [])
+        }
+        pageranks.update((hit.id, hit.pagerank) for hit in lexical.values())
         pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
-        graph = context_graph_scores(conn, context_tools=context_tools, candidates=pool)
+        graph = GraphScores()
+        if graph_curs:
+            following_rows = graph_curs[0].fetchall()
+            pageranks.update((r["id"], float(r["pagerank"] or 0.0)) for r in following_rows)
+            graph = graph_scores(
+                context_tools=context_tools,
+                candidates=pool,
+                following_rows=following_rows,
+                related_rows=graph_curs[1].fetchall(),
+            )
+        # Graph-scored tools are pool members or followers: every pagerank is known.
         pool = list(dict.fromkeys([*pool, *graph.score]))
-        pageranks = _pageranks(conn, ids=pool)
+        pageranks = {t: pageranks.get(t, 0.0) for t in pool}
         signals = [
             Signal("semantic", list(semantic), WEIGHTS["semantic"]),
             Signal("clauses", _by_value(clause_best), WEIGHTS["clauses"]),
@@ -132,24 +162,39 @@ def _hit(
     }
 
 
-def _nearest(conn: psycopg.Connection[Any], *, vector: np.ndarray, limit: int) -> dict[str, float]:
-    rows = conn.execute(
-        """
-        SELECT id, 1 - (embedding <=> %(q)s) AS sim FROM tools
-         WHERE embedding IS NOT NULL
-         ORDER BY embedding <=> %(q)s
-         LIMIT %(limit)s
-        """,
-        {"q": vector, "limit": limit},
-    ).fetchall()
-    return {r["id"]: float(r["sim"]) for r in rows}
+def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, dict[str, Any]]:
+    """One statement: the ``limit`` nearest tools of each vector (0 = query, 1.. = clauses).
+
+    A UNION ALL of one HNSW-ordered subquery per vector, so each uses the index.
+    """
+    parts = [
+        f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim, pagerank FROM tools
+              WHERE embedding IS NOT NULL
+              ORDER BY embedding <=> %(q{i})s
+              LIMIT %(limit)s)"""
+        for i in range(len(vectors))
+    ]
+    params: dict[str, Any] = {f"q{i}": v for i, v in enumerate(vectors)}
+    params["limit"] = limit
+    return "\nUNION ALL\n".join(parts), params
 
 
-def _pageranks(conn: psycopg.Connection[Any], *, ids: list[str]) -> dict[str, float]:
-    if not ids:
-        return {}
-    rows = conn.execute("SELECT id, pagerank FROM tools WHERE id = ANY(%s)", (ids,)).fetchall()
-    return {r["id"]: float(r["pagerank"] or 0.0) for r in rows}
+def _nearest_results(
+    rows: Sequence[Row],
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """(query's nearest by similarity, best clause similarity per tool, their pageranks)."""
+    semantic: dict[str, float] = {}
+    clause_best: dict[str, float] = {}
+    pageranks: dict[str, float] = {}
+    # Rows of each subquery arrive in distance order, query's first.
+    for r in sorted(rows, key=lambda r: (r["v"], -float(r["sim"]), r["id"])):
+        sim = float(r["sim"])
+        pageranks[r["id"]] = float(r["pagerank"] or 0.0)
+        if r["v"] == 0:
+            semantic[r["id"]] = sim
+        else:
+            clause_best[r["id"]] = max(sim, clause_best.get(r["id"], -1.0))
+    return semantic, clause_best, pageranks
 
 
 def _details(

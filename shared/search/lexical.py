@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ class LexicalHit:
     id: str
     score: float
     words: list[str]
+    pagerank: float = 0.0
 
 
 class _DocFrequencies:
@@ -67,12 +69,46 @@ class _DocFrequencies:
 
 DOC_FREQUENCIES = _DocFrequencies()
 
+# Every match counts idf * C; a word in the name (A) or server (B) adds the difference
+# to its field's weight. Both parts are plain-lexeme GIN lookups: no weighted tsquery is
+# checked against a whole search_doc (that recheck was ~5 µs a row, most of the cost),
+# and only the few rows whose small name_doc (migration 0003) holds the word get a
+# weighted check. Same scores as testing A, then B, then C on search_doc.
+_LEXICAL_SQL = """
+WITH q AS (
+    SELECT word, idf, to_tsquery('simple', word) AS anywhere,
+           to_tsquery('simple', word || ':A') AS in_name
+      FROM unnest(%(words)s::text[], %(idf)s::float8[]) AS u(word, idf)
+), parts AS (
+    SELECT t.id, q.word, q.idf, q.idf * %(c)s AS part, t.pagerank
+      FROM q JOIN tools AS t ON t.search_doc @@ q.anywhere
+    UNION ALL
+    SELECT t.id, NULL, 0,
+           q.idf * CASE WHEN t.name_doc @@ q.in_name THEN %(a_extra)s ELSE %(b_extra)s END,
+           NULL
+      FROM q JOIN tools AS t ON t.name_doc @@ q.anywhere
+)
+SELECT id, sum(part) AS score,
+       array_agg(word ORDER BY idf DESC) FILTER (WHERE word IS NOT NULL) AS words,
+       max(pagerank) AS pagerank
+  FROM parts
+ GROUP BY id
+ ORDER BY score DESC, id
+ LIMIT %(limit)s
+"""
+
+
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('english', %s)) AS lexemes"
+
 
 def query_words(conn: psycopg.Connection[Any], *, query: str) -> list[str]:
     """The query's stemmed words (Postgres' english stemmer and stop list), split to plain words."""
-    row = conn.execute(
-        "SELECT tsvector_to_array(to_tsvector('english', %s)) AS lexemes", (query,)
-    ).fetchone()
+    row = conn.execute(QUERY_LEXEMES_SQL, (query,)).fetchone()
+    return words_of_row(row)
+
+
+def words_of_row(row: Any) -> list[str]:
+    """``query_words`` from a row of ``QUERY_LEXEMES_SQL`` (for callers that pipeline it)."""
     lexemes = _get(row, "lexemes", 0) if row else []
     return lexeme_words(lexemes or [])
 
@@ -86,45 +122,44 @@ def lexical_tool_search(
     conn: psycopg.Connection[Any], *, query: str, limit: int
 ) -> list[LexicalHit]:
     """Top ``limit`` tools by summed idf * field weight of the query words they contain."""
+    statement = lexical_query(conn, words=query_words(conn, query=query), limit=limit)
+    if statement is None:
+        return []
+    return lexical_hits(conn.execute(*statement).fetchall())
+
+
+def lexical_query(
+    conn: psycopg.Connection[Any], *, words: Sequence[str], limit: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The statement ``lexical_hits`` reads, for ``query_words``; None when no word can match.
+
+    Split from running it so a caller can send it in one pipeline with other queries.
+    """
     total, frequencies = DOC_FREQUENCIES.get(conn)
     if total == 0:
-        return []
-    words = [
-        w
-        for w in query_words(conn, query=query)
-        if 0 < frequencies.get(w, 0) <= max(1, MAX_DOC_FRACTION * total)
-    ]
-    if not words:
-        return []
-    weights = [idf(total=total, frequency=frequencies[w]) for w in words]
-    rows = conn.execute(
-        """
-        SELECT t.id,
-               sum(q.idf * CASE WHEN t.search_doc @@ q.in_name THEN %(a)s
-                                WHEN t.search_doc @@ q.in_server THEN %(b)s
-                                ELSE %(c)s END) AS score,
-               array_agg(q.word ORDER BY q.idf DESC) AS words
-          FROM (SELECT word, idf,
-                       to_tsquery('simple', word) AS anywhere,
-                       to_tsquery('simple', word || ':A') AS in_name,
-                       to_tsquery('simple', word || ':B') AS in_server
-                  FROM unnest(%(words)s::text[], %(idf)s::float8[]) AS u(word, idf)) AS q
-          JOIN tools AS t ON t.search_doc @@ q.anywhere
-         GROUP BY t.id
-         ORDER BY score DESC, t.id
-         LIMIT %(limit)s
-        """,
-        {
-            "words": words,
-            "idf": weights,
-            "a": FIELD_WEIGHTS["A"],
-            "b": FIELD_WEIGHTS["B"],
-            "c": FIELD_WEIGHTS["C"],
-            "limit": limit,
-        },
-    ).fetchall()
+        return None
+    kept = [w for w in words if 0 < frequencies.get(w, 0) <= max(1, MAX_DOC_FRACTION * total)]
+    if not kept:
+        return None
+    return _LEXICAL_SQL, {
+        "words": kept,
+        "idf": [idf(total=total, frequency=frequencies[w]) for w in kept],
+        "c": FIELD_WEIGHTS["C"],
+        "a_extra": FIELD_WEIGHTS["A"] - FIELD_WEIGHTS["C"],
+        "b_extra": FIELD_WEIGHTS["B"] - FIELD_WEIGHTS["C"],
+        "limit": limit,
+    }
+
+
+def lexical_hits(rows: Sequence[Any]) -> list[LexicalHit]:
+    """Hits from the rows of ``lexical_query``'s statement, best first."""
     return [
-        LexicalHit(id=_get(r, "id", 0), score=float(_get(r, "score", 1)), words=_get(r, "words", 2))
+        LexicalHit(
+            id=_get(r, "id", 0),
+            score=float(_get(r, "score", 1)),
+            words=_get(r, "words", 2),
+            pagerank=float(_get(r, "pagerank", 3) or 0.0),
+        )
         for r in rows
     ]
 

@@ -62,7 +62,12 @@ def ingest_execution(execution_id: str) -> str:
     return result.outcome
 
 
-@app.task(name=TaskName.REFRESH_GRAPH_METRICS, acks_late=True, reject_on_worker_lost=True)
+@app.task(
+    name=TaskName.REFRESH_GRAPH_METRICS,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=False,
+)
 def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
     """PageRank + Louvain over the whole graph; skipped cheaply when no edge changed."""
     client = resources.redis_client()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -34,11 +35,6 @@ _MAX_TRACED_CAPABILITY_CALLS = 2_000
 # Calls started but not ended (gather fan-out). Bounds the bridge's memory per child.
 _MAX_OPEN_CAPABILITY_CALLS = 100_000
 _MAX_EVENTS_PER_FRAME = 4_096  # the child sends at most 256; more is a protocol error
-# Refusals raised by the child's inline-capability runtime (see child/inline.py).
-# TODO(lead): add these to shared.sandbox.outcome ERROR_TYPES / CHILD_ERROR_TYPES.
-CAPABILITY_ERROR_TYPES = frozenset({"capability_cycle", "capability_depth_exceeded"})
-_DONE_ERROR_TYPES = CHILD_ERROR_TYPES | CAPABILITY_ERROR_TYPES
-_CAPABILITY_EVENT_ERROR_TYPES = _DONE_ERROR_TYPES
 
 
 class ProtocolViolation(Exception):
@@ -67,8 +63,10 @@ async def run_in_sandbox(
     """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
 
     ``tools`` are the only tool ids (``server:tool``) the code may call; ``backend``
-    serves them. ``on_event`` receives tool_start/tool_end/progress events as they
-    happen (sync or async callable).
+    serves them. ``capability_sources`` (name -> id + code) run inline in the child as
+    ``capabilities.<name>(**kwargs)``. ``on_event`` receives tool_start/tool_end,
+    capability_start/capability_end and progress events as they are recorded (sync or
+    async callable); capability events arrive in small batches from the child.
     """
     started = time.monotonic()
     if len(code.encode()) > limits.code_bytes:
@@ -275,16 +273,14 @@ class _Session:
         if not isinstance(events, list) or not 0 < len(events) <= _MAX_EVENTS_PER_FRAME:
             raise ProtocolViolation("capability_events needs a non-empty list of events")
         for event in events:
-            if not isinstance(event, list) or len(event) != 5:
-                raise ProtocolViolation("a capability event is a 5-item list")
-            if event[0] == "s":
+            if isinstance(event, list) and len(event) == 5 and event[0] == "s":
                 self._on_capability_start(event[1], event[2], event[3], event[4])
-            elif event[0] == "e":
-                self._on_capability_end(event[1], event[2], event[3], event[4])
+            elif isinstance(event, list) and len(event) == 4 and event[0] == "e":
+                self._on_capability_end(event[1], event[2], event[3])
             else:
-                raise ProtocolViolation("capability event kind must be 's' or 'e'")
+                raise ProtocolViolation('capability events are ["s", 4 items] or ["e", 3 items]')
 
-    def _on_capability_start(self, seq: Any, name: Any, parent: Any, ts: Any) -> None:
+    def _on_capability_start(self, seq: Any, name: Any, parent: Any, ts_us: Any) -> None:
         # The child can only mislabel its own trace; the ids it names must be granted ones.
         if not _is_int(seq) or seq <= self.capability_seq:
             raise ProtocolViolation("capability start needs a fresh increasing integer seq")
@@ -302,18 +298,18 @@ class _Session:
         call_id = f"cap-call-{self.capability_calls}"
         cap_id = self.capability_ids[name]
         parent_id = None if parent is None else self.capability_ids[parent]
-        start_ts = self._clamp_ts(ts)
+        start_ts = self._clamp_ts(ts_us)
         self.capabilities_open[seq] = (call_id, cap_id, name, parent_id, start_ts, recorded)
         if recorded:
             self.trace.capability_start(call_id, cap_id, name, parent_id, start_ts)
         elif self.capability_calls == _MAX_TRACED_CAPABILITY_CALLS + 1:
             self.trace.truncated("capability_calls", _MAX_TRACED_CAPABILITY_CALLS)
 
-    def _on_capability_end(self, seq: Any, ts: Any, duration_ms: Any, err: Any) -> None:
+    def _on_capability_end(self, seq: Any, duration_us: Any, err: Any) -> None:
         opened = self.capabilities_open.pop(seq, None) if _is_int(seq) else None
         if opened is None:
             raise ProtocolViolation("capability end for a call that is not open")
-        if not _is_number(duration_ms):
+        if not _is_number(duration_us):
             raise ProtocolViolation("capability end needs a numeric duration")
         if err is not None:
             if not isinstance(err, dict):
@@ -321,21 +317,23 @@ class _Session:
             kind, message = err.get("type"), err.get("message")
             if not isinstance(kind, str) or not isinstance(message, str):
                 raise ProtocolViolation("capability error needs string type and message")
-            kind = kind if kind in _CAPABILITY_EVENT_ERROR_TYPES else "runtime_error"
+            kind = kind if kind in CHILD_ERROR_TYPES else "runtime_error"
             err = error(kind, message[:2000])
         call_id, cap_id, name, parent, start_ts, recorded = opened
-        end_ts = max(start_ts, self._clamp_ts(ts))
-        duration = min(max(float(duration_ms), 0.0), self.limits.wall_time_s * 1000)
         if recorded:
+            duration_ms = max(float(duration_us), 0.0) / 1000
+            end_ts, now = start_ts + duration_ms / 1000, time.time()
+            if end_ts > now:  # a lying child: its call cannot have ended in the future
+                end_ts, duration_ms = now, (now - start_ts) * 1000
             self.trace.capability_end(
-                call_id, cap_id, name, parent, ts=end_ts, duration_ms=duration, error=err
+                call_id, cap_id, name, parent, ts=end_ts, duration_ms=duration_ms, error=err
             )
 
-    def _clamp_ts(self, ts: Any) -> float:
-        """The child's timestamp, kept inside this execution's span (a lying child cannot skew order far)."""
-        if not _is_number(ts):
-            raise ProtocolViolation("capability event needs a numeric ts")
-        return min(max(float(ts), self.started_wall), time.time())
+    def _clamp_ts(self, ts_us: Any) -> float:
+        """The child's epoch-µs timestamp as seconds, kept inside this execution's span."""
+        if not _is_number(ts_us):
+            raise ProtocolViolation("capability start needs a numeric timestamp")
+        return min(max(float(ts_us) / 1e6, self.started_wall), time.time())
 
     def _close_capabilities(self, err: dict[str, Any] | None) -> None:
         """Calls the child never reported ending (killed, timed out, or left running) end with the run."""
@@ -415,7 +413,7 @@ class _Session:
             outcome.result = frame.get("result")
             return
         err = frame.get("error")
-        if not isinstance(err, dict) or err.get("type") not in _DONE_ERROR_TYPES:
+        if not isinstance(err, dict) or err.get("type") not in CHILD_ERROR_TYPES:
             raise ProtocolViolation("done needs an error with a known type")
         message, tb = err.get("message"), err.get("traceback")
         if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
@@ -453,12 +451,12 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and value == value
-        and abs(value) != float("inf")
-    )
+    """A finite JSON number that converts to float (huge ints would overflow)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value.bit_length() <= 64
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _is_number_or_none(value: Any) -> bool:

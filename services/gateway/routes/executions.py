@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from anyio import to_thread
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from services.gateway.deps import State
+from services.gateway.events import EventFollower
 from services.gateway.executions import submit_execution, wait_for_finish
 from shared.errors import NotFound
 from shared.executions.events import FINISHED
 from shared.executions.models import TERMINAL, ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.store import get_execution
-from shared.queues import events_channel
+from shared.graph.trace import event_type
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
@@ -45,35 +46,41 @@ async def read(state: State, execution_id: str) -> ExecutionView:
 
 
 @router.get("/{execution_id}/events", summary="Server-sent events of one execution")
-async def events(state: State, execution_id: str) -> EventSourceResponse:
-    """Live progress, tool_start/tool_end and the final `execution.finished` event."""
+async def events(
+    state: State,
+    execution_id: str,
+    last_event_id: Annotated[int, Header(alias="Last-Event-ID")] = 0,
+) -> EventSourceResponse:
+    """Progress, tool/capability start and end, then `execution.finished`; replayed from the start
+    (or after `Last-Event-ID`) for late subscribers, then live."""
     await _load(state, execution_id)  # 404 before opening a stream
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
-        pubsub = state.aredis.pubsub()
-        await pubsub.subscribe(events_channel(execution_id))
-        try:
-            # Subscribe first, then look: an execution that finished meanwhile is replayed.
+        async with EventFollower(
+            state, execution_id=execution_id, after_seq=last_event_id
+        ) as follow:
             row = await _load(state, execution_id)
-            if row["status"] in TERMINAL:
+            if row["status"] in TERMINAL and not follow.replayed_any:
+                # The event log expired: replay the stored trace instead.
                 for event in row.get("trace") or []:
                     yield {
-                        "event": event.get("type", "event"),
+                        "event": event_type(event) or "event",
                         "data": orjson.dumps(event).decode(),
                     }
                 yield _finished_event(row)
                 return
             while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=15)
-                if message is None:
+                event = await follow.next(timeout_s=15)
+                if event is None:
                     yield {"comment": "keep-alive"}
                     continue
-                event = orjson.loads(message["data"])
-                yield {"event": event.get("type", "event"), "data": orjson.dumps(event).decode()}
+                yield {
+                    "id": str(event.get("seq", "")),
+                    "event": str(event.get("type", "event")),
+                    "data": orjson.dumps(event).decode(),
+                }
                 if event.get("type") == FINISHED:
                     return
-        finally:
-            await pubsub.aclose()
 
     return EventSourceResponse(stream())
 

@@ -7,9 +7,9 @@ into tasks (``asyncio.gather`` inside a capability keeps the right parent). Star
 and end events are buffered and sent as one ``capability_events`` frame before any
 other frame (tool call, progress, done), so the bridge records them in order.
 
-Event encoding (lists keep the frames small):
-``["s", seq, name, parent_name | None, ts]`` and
-``["e", seq, ts, duration_ms, None | {"type", "message"}]``.
+Event encoding (lists of ints and short strings: float formatting alone would
+triple the JSON cost): ``["s", seq, name, parent_name | None, epoch_us]`` and
+``["e", seq, duration_us, None | {"type", "message"}]``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ MAX_DEPTH = 8
 # One frame per 256 events amortises JSON encoding and the write syscall to well
 # under a microsecond per call; the time bound keeps live observers (SSE) current.
 _FLUSH_EVENTS = 256
-_FLUSH_SECONDS = 0.05
+_FLUSH_NS = 50_000_000
 _ERROR_MESSAGE_CHARS = 500  # per end event; the full error still reaches the result
 
 _Chain = tuple[str, ...]
@@ -52,7 +52,7 @@ class InlineCapabilities:
             "agentcards_capability_chain", default=()
         )
         self._events: list[list[Any]] = []
-        self._flushed_at = time.perf_counter()
+        self._flushed_at = time.perf_counter_ns()
         self._seq = 0
 
     def names(self) -> list[str]:
@@ -77,9 +77,8 @@ class InlineCapabilities:
             )
         self._seq += 1
         seq = self._seq
-        ts = time.time()
-        t0 = time.perf_counter()
-        self._events.append(["s", seq, name, chain[-1] if chain else None, ts])
+        self._events.append(["s", seq, name, chain[-1] if chain else None, time.time_ns() // 1000])
+        t0 = time.perf_counter_ns()
         token = self._chain.set((*chain, name))
         try:
             code = self._compiled.get(name) or self._compile(name)
@@ -87,25 +86,24 @@ class InlineCapabilities:
             namespace["args"] = api.wrap_args(kwargs)
             result = await types.FunctionType(code, namespace)()
         except BaseException as exc:
-            self._end(seq, ts, t0, _error(exc))
+            self._end(seq, t0, _error(exc))
             raise
         finally:
             self._chain.reset(token)
-        self._end(seq, ts, t0, None)
+        self._end(seq, t0, None)
         return result
 
     def flush(self) -> None:
         """Send buffered events (called before every other frame, and when the buffer fills)."""
-        self._flushed_at = time.perf_counter()
+        self._flushed_at = time.perf_counter_ns()
         if self._events:
             events, self._events = self._events, []
             self._send({"op": "capability_events", "events": events})
 
-    def _end(self, seq: int, ts: float, t0: float, error: dict[str, str] | None) -> None:
-        t1 = time.perf_counter()
-        elapsed = t1 - t0
-        self._events.append(["e", seq, ts + elapsed, elapsed * 1000, error])
-        if len(self._events) >= _FLUSH_EVENTS or t1 - self._flushed_at > _FLUSH_SECONDS:
+    def _end(self, seq: int, t0: int, error: dict[str, str] | None) -> None:
+        t1 = time.perf_counter_ns()
+        self._events.append(["e", seq, (t1 - t0) // 1000, error])
+        if len(self._events) >= _FLUSH_EVENTS or t1 - self._flushed_at > _FLUSH_NS:
             self.flush()
 
     def _compile(self, name: str) -> types.CodeType:

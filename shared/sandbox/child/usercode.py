@@ -88,5 +88,9 @@ def format_user_traceback(exc: BaseException, sources: dict[str, list[str]]) -> 
 
 def exception_message(exc: BaseException) -> str:
     """``Type: message``, capped so a huge exception text cannot blow the result frame."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        detail = str(exc)
+    except Exception:  # agent exceptions may define a __str__ that raises
+        detail = "<unprintable exception>"
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
     return text[:_MAX_MESSAGE_CHARS]

@@ -187,3 +187,30 @@ def test_unknown_execution_and_bad_body_over_real_http(e2e: E2EStack) -> None:
         assert client.get("/v1/executions/00000000-0000-0000-0000-000000000000").status_code == 404
         bad = client.post("/v1/executions", json={"code": ""})
         assert bad.status_code == 422 and bad.json()["error"]["type"] == "validation_error"
+
+
+def _sse(
+    client: httpx.Client, url: str, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    with client.stream("GET", url, headers=headers or {}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:]))
+                if events[-1].get("type") == "execution.finished":
+                    break
+    return events
+
+
+def test_late_subscribers_replay_everything_and_can_resume(e2e: E2EStack) -> None:
+    code = 'progress("one")\nprogress("two")\nreturn await mcp.example.add(a=1, b=2)'
+    with e2e.client() as client:
+        done = client.post("/v1/executions", params={"wait": "true"}, json={"code": code}).json()
+        assert done["status"] == "succeeded"
+        url = f"/v1/executions/{done['id']}/events"
+        replay = _sse(client, url)
+        kinds = [e["type"] for e in replay]
+        assert kinds == ["progress", "progress", "tool_start", "tool_end", "execution.finished"]
+        assert [e["seq"] for e in replay] == sorted(e["seq"] for e in replay)
+        resumed = _sse(client, url, headers={"Last-Event-ID": str(replay[1]["seq"])})
+    assert [e["type"] for e in resumed] == kinds[2:]

@@ -1,0 +1,198 @@
+"""`agentcards bench learning`: trace ingestion throughput (one learning worker) and graph refresh time.
+
+Ingestion: N finished executions are written, N `ingest_execution` messages sent, and
+the clock stops when every row has `learned_at`. "new" executions each carry distinct
+code and intent (a capability insert with an embedding); "known" ones repeat code
+already learned (the stats-update path). Refresh: the whole `refresh_metrics` (read
+edges, PageRank, Louvain, write tools and capabilities) on synthetic graphs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from deploy.bench.learning_graph import synthetic_edges
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from shared.broker import make_celery
+from shared.config import Settings, settings_to_env
+from shared.db import connect, migrate
+from shared.learning.graph_store import refresh_metrics
+from shared.queues import TaskName
+
+TOOLS = ("bench:fetch", "bench:store")
+TOPICS = ("invoices", "weather", "tickets", "orders", "logs", "photos", "contracts", "news")
+
+
+def run(n: int = 400) -> dict[str, Any]:
+    """Throughput for new and known capabilities, then refresh times at both graph sizes."""
+    with _servers() as settings:
+        worker = _start_worker(settings)
+        try:
+            new = _ingest_rate(settings, n=n, known=False)
+            known = _ingest_rate(settings, n=n, known=True)
+        finally:
+            _stop(worker)
+        refresh = [_refresh_time(settings, tools=t, edges=e) for t, e in ((1000, 10_000), (10_000, 100_000))]
+    return {
+        "benchmark": "learning",
+        "n": n,
+        "ingest_new_capability_traces_per_s": new,
+        "ingest_known_capability_traces_per_s": known,
+        "refresh_graph_metrics": refresh,
+        "targets": {"new_per_s": 200, "known_per_s": 1000, "refresh_10k_100k_s": 2.0},
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+@contextmanager
+def _servers() -> Iterator[Settings]:
+    home = Path(tempfile.mkdtemp(prefix="agentcards-bench-"))
+    pg = EmbeddedPostgres.start(home / "pgdata")
+    redis = EmbeddedRedis.start(home / "redis", port=free_port(), persist=False)
+    try:
+        settings = Settings(home=home, database_url=pg.url, redis_url=redis.url, env="test")
+        migrate(settings)
+        yield settings
+    finally:
+        redis.stop()
+        pg.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _start_worker(settings: Settings) -> subprocess.Popen[bytes]:
+    log = (settings.home / "learning.log").open("wb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env |= settings_to_env(settings) | {"HF_HUB_OFFLINE": "1", "PYTHONSAFEPATH": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers.learning.celery_app", "worker",
+         "-Q", "learning", "--concurrency", "1", "-n", f"bench-{uuid.uuid4().hex[:6]}@%h",
+         "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    # Ready once it has ingested one execution (the embedding model is loaded by then).
+    _ingest_rate(settings, n=1, known=False, prefix="warmup")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run") -> float:
+    tag = uuid.uuid4().hex[:8]
+    rows = []
+    for i in range(n):
+        variant = 0 if known else i
+        code = (
+            f"x = {variant}\nd = await mcp.bench.fetch(id=args['id'])\n"
+            "return await mcp.bench.store(value=d)"
+        )
+        topic = TOPICS[i % len(TOPICS)]
+        intent = "fetch and store a record" if known else f"{prefix} {tag}: fetch {topic} record {i} and store it"
+        rows.append((code if not known else code.replace("x = 0", f"x = '{tag}'"), intent, _trace(i)))
+    with connect(settings.database_url or "") as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO executions (status, code, intent, timeout_s, trace, duration_ms, "
+            "finished_at) VALUES ('succeeded', %s, %s, 30, %s, 12.5, now()) RETURNING id",
+            [(code, intent, Jsonb(trace)) for code, intent, trace in rows],
+            returning=True,
+        )
+        ids = []
+        while True:
+            ids.append(str(cur.fetchone()[0]))  # type: ignore[index]
+            if not cur.nextset():
+                break
+        conn.commit()
+    if known:  # learn the shared code once before timing the known path
+        _send(settings, ids[:1])
+        _wait_learned(settings, ids[:1])
+        ids = ids[1:]
+    app = make_celery("bench", settings=settings)
+    started = time.perf_counter()
+    for execution_id in ids:
+        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+    _wait_learned(settings, ids)
+    elapsed = time.perf_counter() - started
+    app.close()
+    return round(len(ids) / elapsed, 1)
+
+
+def _send(settings: Settings, ids: list[str]) -> None:
+    app = make_celery("bench", settings=settings)
+    for execution_id in ids:
+        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+    app.close()
+
+
+def _wait_learned(settings: Settings, ids: list[str], timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    with connect(settings.database_url or "", autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM executions WHERE id = ANY(%s::uuid[]) AND learned_at IS NOT NULL",
+                (ids,),
+            ).fetchone()
+            if row and int(row["n"]) == len(ids):
+                return
+            time.sleep(0.01)
+    raise RuntimeError(f"ingestion did not finish within {timeout_s}s (see learning.log)")
+
+
+def _trace(i: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    ts = 1_700_000_000.0 + i
+    for n, tool in enumerate(TOOLS):
+        call = f"c{n}"
+        events.append({"type": "tool_start", "call_id": call, "tool": tool, "parent": None, "ts": ts + n})
+        events.append(
+            {"type": "tool_end", "call_id": call, "tool": tool, "parent": None, "ts": ts + n + 0.001,
+             "duration_ms": 1.0, "ok": True, "error": None}
+        )  # fmt: skip
+    return events
+
+
+def _refresh_time(settings: Settings, *, tools: int, edges: int) -> dict[str, Any]:
+    rows = synthetic_edges(n_tools=tools, n_edges=edges, seed=0)
+    with connect(settings.database_url or "") as conn:
+        conn.execute("TRUNCATE tool_edges")
+        conn.execute("DELETE FROM tools WHERE server = 'synthetic'")
+        with conn.cursor() as cur:
+            nodes = sorted({r[0] for r in rows} | {r[1] for r in rows})
+            with cur.copy("COPY tools (id, server, name, schema_hash) FROM STDIN") as copy:
+                for node in nodes:
+                    copy.write_row((node, "synthetic", node, "x"))
+            with cur.copy("COPY tool_edges (src, dst, kind, weight, count) FROM STDIN") as copy:
+                seen = set()
+                for src, dst, kind, weight in rows:
+                    if (src, dst, kind) not in seen:
+                        seen.add((src, dst, kind))
+                        copy.write_row((src, dst, kind, weight, 1))
+        conn.commit()
+        started = time.perf_counter()
+        metrics = refresh_metrics(conn)
+        conn.commit()
+        elapsed = time.perf_counter() - started
+    return {
+        "tools": tools,
+        "edges": edges,
+        "graph_nodes": metrics.nodes,
+        "graph_edges": metrics.edges,
+        "seconds": round(elapsed, 3),
+    }

@@ -1,0 +1,103 @@
+"""`agentcards demo`: a running stack with the example server, or a temporary one, and the session."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from deploy.demo.session import Session, Step
+from deploy.launcher.harness import temporary_stack
+from deploy.launcher.state import StackState, pid_alive
+from shared.config import Settings
+
+console = Console()
+
+
+def example_config(folder: Path) -> Path:
+    """An mcpServers file with the project's example server, run by this interpreter."""
+    path = folder / "demo-mcp.json"
+    server = {"command": sys.executable, "args": ["-m", "deploy.examples.example_server"]}
+    path.write_text(json.dumps({"mcpServers": {"example": server}}))
+    return path
+
+
+@contextmanager
+def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
+    """(gateway URL, settings, started_here): a running stack that has the example tools, else a new one."""
+    state = StackState.load(settings.run_dir)
+    if state and pid_alive(state.supervisor_pid) and "gateway" in state.urls:
+        url = state.urls["gateway"]
+        try:
+            tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
+        except (httpx.HTTPError, KeyError, ValueError):
+            tools = []
+        if any(t["id"].startswith("example:") for t in tools):
+            running = settings.model_copy(
+                update={"database_url": state.database_url, "redis_url": state.redis_url}
+            )
+            yield url, running, False
+            return
+        console.print(
+            "[yellow]the running stack has no example server; starting a temporary one[/]"
+        )
+    settings.home.mkdir(parents=True, exist_ok=True)
+    config = example_config(settings.home)
+    with console.status("starting a temporary stack (embedded Postgres + Redis, all processes)…"):
+        stack = temporary_stack(mcp_config=config)
+        handle = stack.__enter__()
+    try:
+        yield handle.gateway_url, handle.settings, True
+    finally:
+        stack.__exit__(None, None, None)
+
+
+def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
+    """Play the session with a live display; returns the facts it gathered."""
+    started = time.perf_counter()
+    with demo_stack(settings) as (url, stack_settings, started_here):
+        live = Live(_table([]), console=console, refresh_per_second=8)
+        with live:
+            session = Session(
+                gateway_url=url, settings=stack_settings, on_change=lambda s: live.update(_table(s))
+            )
+            facts = session.run()
+        console.print(_table(session.steps, title="summary"))
+        console.print(f"dashboard: {url}/dashboard   API docs: {url}/docs")
+        console.print(f"demo took {time.perf_counter() - started:.1f}s")
+        if started_here and keep:
+            console.print("the temporary stack keeps running; Ctrl-C stops it")
+            try:
+                while True:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+        failed = [s.title for s in session.steps if s.status != "ok"]
+        facts["failed_steps"] = failed
+        return facts
+
+
+def _table(steps: list[Step], *, title: str = "agentcards demo") -> Table:
+    table = Table(title=title, expand=True)
+    table.add_column("step", no_wrap=True)
+    table.add_column("", width=7)
+    table.add_column("what happened")
+    table.add_column("s", justify="right", width=5)
+    marks = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "running": "[yellow]…[/]"}
+    for step in steps:
+        table.add_row(
+            step.title,
+            marks.get(step.status, ""),
+            step.detail,
+            f"{step.seconds:.1f}" if step.seconds else "",
+        )
+    return table

@@ -1,0 +1,177 @@
+"""The scripted agent session `agentcards demo` plays against a running gateway."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from shared.broker import make_celery
+from shared.config import Settings
+from shared.queues import Queue, TaskName
+
+WORD_COUNT = """\
+text = await mcp.example.read_file(name=args["name"])
+words = text.split()
+return {"file": args["name"], "words": len(words), "first": words[:3]}
+"""
+FLAKY = """\
+files = await mcp.example.list_files()
+try:
+    await mcp.example.fail(message="the archive service is down")
+except Exception as exc:
+    print("tool failed:", exc)
+return {"files": len(files)}
+"""
+
+
+@dataclass
+class Step:
+    """One line of the live display and of the summary table."""
+
+    title: str
+    status: str = "pending"
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Session:
+    """Plays the steps in order, reporting each through `on_change`."""
+
+    gateway_url: str
+    settings: Settings
+    on_change: Callable[[list[Step]], None]
+    steps: list[Step] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def run(self) -> dict[str, Any]:
+        plan: list[tuple[str, Callable[[httpx.Client], str]]] = [
+            ("search tools for the task", self.search_tools),
+            ("first run becomes a capability", self.first_run),
+            ("a paraphrased intent matches it", self.paraphrase),
+            ("re-run the capability with other args", self.rerun),
+            ("a failing tool: run reported, not saved", self.failing_tool),
+            ("suggestions from the learned graph", self.suggestions),
+            ("refresh PageRank + Louvain", self.refresh_graph),
+        ]
+        self.steps = [Step(title) for title, _ in plan]
+        with httpx.Client(base_url=self.gateway_url, timeout=60) as client:
+            for step, (_, action) in zip(self.steps, plan, strict=True):
+                step.status = "running"
+                self.on_change(self.steps)
+                started = time.perf_counter()
+                try:
+                    step.detail = action(client)
+                    step.status = "ok"
+                except Exception as exc:  # show the failure and go on: it is a demo
+                    step.status = "failed"
+                    step.detail = f"{type(exc).__name__}: {exc}"
+                step.seconds = time.perf_counter() - started
+                self.on_change(self.steps)
+        return self.facts
+
+    def search_tools(self, client: httpx.Client) -> str:
+        hits = _ok(client.post("/v1/tools/search", json={"query": "read a text file", "limit": 3}))
+        top = hits["hits"][0]
+        return f"top hit {top['id']} (score {top['score']:.3f}: {top['why']})"
+
+    def first_run(self, client: httpx.Client) -> str:
+        body = {
+            "code": WORD_COUNT,
+            "intent": "count the words in a sample text file",
+            "args": {"name": "welcome.txt"},
+        }
+        run = _ok(client.post("/v1/executions", params={"wait": "true"}, json=body))
+        cap = run.get("capability") or {}
+        self.facts["capability"] = cap
+        schema = ", ".join(
+            f"{k}: {v.get('type', 'any')}"
+            for k, v in (cap.get("parameters_schema") or {}).get("properties", {}).items()
+        )
+        return (
+            f"{run['status']}: {run['result']['words']} words; capability "
+            f"{cap.get('name')!r} ({cap.get('status')}), parameters {{{schema}}}"
+        )
+
+    def paraphrase(self, client: httpx.Client) -> str:
+        found = _ok(
+            client.post(
+                "/v1/capabilities/search",
+                json={
+                    "intent": "how many words does a document contain",
+                    "include_suggestions": True,
+                },
+            )
+        )
+        self.facts["match"] = found
+        if not found["capabilities"]:
+            return f"no match above threshold {found['threshold_used']:.2f}"
+        best = found["capabilities"][0]
+        return (
+            f"matched {best['name']!r}: score {best['score']:.3f} (semantic "
+            f"{best['semantic_score']:.3f} x reliability) >= threshold {found['threshold_used']:.2f}"
+        )
+
+    def rerun(self, client: httpx.Client) -> str:
+        cap = self.facts.get("capability") or {}
+        run = _ok(
+            client.post(
+                f"/v1/capabilities/{cap['id']}/execute",
+                params={"wait": "true"},
+                json={"args": {"name": "recipes.md"}},
+            )
+        )
+        bad = client.post(f"/v1/capabilities/{cap['id']}/execute", json={"args": {"nam": "x"}})
+        return (
+            f"{run['status']}: {run['result']['words']} words in recipes.md; bad args -> "
+            f"{bad.status_code} {bad.json()['error']['message'][:60]}"
+        )
+
+    def failing_tool(self, client: httpx.Client) -> str:
+        body = {"code": FLAKY, "intent": "list the files then archive them"}
+        run = _ok(client.post("/v1/executions", params={"wait": "true"}, json=body))
+        failures = ", ".join(f"{f['tool']} ({f['error']})" for f in run["tool_failures"])
+        saved = "saved" if run.get("capability") else "not saved"
+        return f"{run['status']}, tool_failures: {failures}; capability {saved}"
+
+    def suggestions(self, client: httpx.Client) -> str:
+        found = _ok(
+            client.post(
+                "/v1/capabilities/search",
+                json={"intent": "count words in a file", "include_suggestions": True},
+            )
+        )
+        items = found.get("suggestions") or []
+        if not items:
+            return "none yet (the graph is still small)"
+        return "; ".join(
+            f"{s['type']} {s.get('name') or s['id']} ({s['score']:.2f})" for s in items[:3]
+        )
+
+    def refresh_graph(self, client: httpx.Client) -> str:
+        app = make_celery("agentcards-demo", settings=self.settings)
+        try:
+            result = app.send_task(
+                TaskName.REFRESH_GRAPH_METRICS,
+                kwargs={"force": True},
+                queue=Queue.MAINTENANCE,
+                ignore_result=False,
+            ).get(timeout=60)
+        finally:
+            app.close()
+        self.facts["graph"] = result
+        return (
+            f"{result['nodes']} nodes, {result['edges']} edges, "
+            f"{result['communities']} communities in {result['seconds']}s"
+        )
+
+
+def _ok(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code >= 400:
+        raise RuntimeError(f"HTTP {response.status_code}: {response.text[:300]}")
+    data: dict[str, Any] = response.json()
+    return data

@@ -1,0 +1,57 @@
+"""The dashboard: one static page over `/api/capabilities` and `/api/graph/hypergraph`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse
+
+from services.gateway.deps import State
+from shared.config import DEFAULT_TENANT
+from shared.graph.edges import CAPABILITY_PREFIX
+
+router = APIRouter(tags=["dashboard"])
+
+
+@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
+def dashboard() -> HTMLResponse:
+    page = resources.files("services.gateway") / "static" / "dashboard.html"
+    return HTMLResponse(page.read_text())
+
+
+@router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")
+def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> dict[str, Any]:
+    """Nodes (tools, capabilities) with PageRank and community; the heaviest edges."""
+    with state.pool.connection() as conn:
+        tools = conn.execute(
+            "SELECT id, server, name, pagerank, community, available FROM tools"
+        ).fetchall()
+        caps = conn.execute(
+            "SELECT id, name, usage_count, success_rate, pagerank, community, tools_used "
+            "FROM capabilities WHERE tenant_id = %s",
+            (DEFAULT_TENANT,),
+        ).fetchall()
+        edges = conn.execute(
+            "SELECT src, dst, kind, weight, count FROM tool_edges ORDER BY weight DESC LIMIT %s",
+            (max_edges,),
+        ).fetchall()
+    nodes = [{"id": t["id"], "kind": "tool", "label": t["id"], **_metrics(t)} for t in tools]
+    nodes += [
+        {
+            "id": f"{CAPABILITY_PREFIX}{c['id']}",
+            "kind": "capability",
+            "label": c["name"],
+            "usage_count": c["usage_count"],
+            "success_rate": c["success_rate"],
+            "tools": c["tools_used"],
+            **_metrics(c),
+        }
+        for c in caps
+    ]
+    return {"nodes": nodes, "edges": edges}
+
+
+def _metrics(row: dict[str, Any]) -> dict[str, Any]:
+    return {"pagerank": row["pagerank"], "community": row["community"]}
