@@ -45,7 +45,10 @@ def run(n: int = 400) -> dict[str, Any]:
             known = _ingest_rate(settings, n=n, known=True)
         finally:
             _stop(worker)
-        refresh = [_refresh_time(settings, tools=t, edges=e) for t, e in ((1000, 10_000), (10_000, 100_000))]
+        refresh = [
+            _refresh_time(settings, tools=t, edges=e)
+            for t, e in ((1000, 10_000), (10_000, 100_000))
+        ]
     return {
         "benchmark": "learning",
         "n": n,
@@ -105,8 +108,14 @@ def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run"
             "return await mcp.bench.store(value=d)"
         )
         topic = TOPICS[i % len(TOPICS)]
-        intent = "fetch and store a record" if known else f"{prefix} {tag}: fetch {topic} record {i} and store it"
-        rows.append((code if not known else code.replace("x = 0", f"x = '{tag}'"), intent, _trace(i)))
+        intent = (
+            "fetch and store a record"
+            if known
+            else f"{prefix} {tag}: fetch {topic} record {i} and store it"
+        )
+        rows.append(
+            (code if not known else code.replace("x = 0", f"x = '{tag}'"), intent, _trace(i))
+        )
     with connect(settings.database_url or "") as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO executions (status, code, intent, timeout_s, trace, duration_ms, "
@@ -160,7 +169,9 @@ def _trace(i: int) -> list[dict[str, Any]]:
     ts = 1_700_000_000.0 + i
     for n, tool in enumerate(TOOLS):
         call = f"c{n}"
-        events.append({"type": "tool_start", "call_id": call, "tool": tool, "parent": None, "ts": ts + n})
+        events.append(
+            {"type": "tool_start", "call_id": call, "tool": tool, "parent": None, "ts": ts + n}
+        )
         events.append(
             {"type": "tool_end", "call_id": call, "tool": tool, "parent": None, "ts": ts + n + 0.001,
              "duration_ms": 1.0, "ok": True, "error": None}
