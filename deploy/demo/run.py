@@ -19,6 +19,7 @@ from deploy.demo.session import Session, Step
 from deploy.launcher.harness import temporary_stack
 from deploy.launcher.state import StackState, pid_alive
 from shared.config import Settings
+from shared.errors import DependencyError
 
 console = Console()
 
@@ -56,9 +57,22 @@ def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
         stack = temporary_stack(mcp_config=config)
         handle = stack.__enter__()
     try:
+        with console.status("waiting for the example server's tools…"):
+            _wait_for_tools(handle.gateway_url)
         yield handle.gateway_url, handle.settings, True
     finally:
         stack.__exit__(None, None, None)
+
+
+def _wait_for_tools(url: str, timeout_s: float = 60) -> None:
+    """The toolhost syncs tools (with embeddings) right after it connects; wait for them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
+        if any(t["id"] == "example:read_file" for t in tools):
+            return
+        time.sleep(0.2)
+    raise DependencyError(f"the example MCP server's tools did not appear within {timeout_s:.0f}s")
 
 
 def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:

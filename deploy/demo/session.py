@@ -14,6 +14,9 @@ from shared.config import Settings
 from shared.queues import Queue, TaskName
 
 WORD_COUNT = """\
+files = await mcp.example.list_files()
+if args["name"] not in files:
+    raise ValueError(f"no such file: {args['name']} (have {files})")
 text = await mcp.example.read_file(name=args["name"])
 words = text.split()
 return {"file": args["name"], "words": len(words), "first": words[:3]}
@@ -55,8 +58,8 @@ class Session:
             ("a paraphrased intent matches it", self.paraphrase),
             ("re-run the capability with other args", self.rerun),
             ("a failing tool: run reported, not saved", self.failing_tool),
-            ("suggestions from the learned graph", self.suggestions),
             ("refresh PageRank + Louvain", self.refresh_graph),
+            ("suggestions from the learned graph", self.suggestions),
         ]
         self.steps = [Step(title) for title, _ in plan]
         with httpx.Client(base_url=self.gateway_url, timeout=60) as client:
@@ -98,22 +101,20 @@ class Session:
         )
 
     def paraphrase(self, client: httpx.Client) -> str:
-        found = _ok(
-            client.post(
-                "/v1/capabilities/search",
-                json={
-                    "intent": "how many words does a document contain",
-                    "include_suggestions": True,
-                },
-            )
+        paraphrase = "tell me the number of words in a text file"
+        found = _ok(client.post("/v1/capabilities/search", json={"intent": paraphrase}))
+        unrelated = _ok(
+            client.post("/v1/capabilities/search", json={"intent": "book a table for two tonight"})
         )
         self.facts["match"] = found
+        miss = f"unrelated intent: {unrelated['total_found']} matches"
         if not found["capabilities"]:
-            return f"no match above threshold {found['threshold_used']:.2f}"
+            return f"no match above threshold {found['threshold_used']:.2f}; {miss}"
         best = found["capabilities"][0]
         return (
-            f"matched {best['name']!r}: score {best['score']:.3f} (semantic "
-            f"{best['semantic_score']:.3f} x reliability) >= threshold {found['threshold_used']:.2f}"
+            f"{paraphrase!r} matched {best['name']!r}: score {best['score']:.3f} (semantic "
+            f"{best['semantic_score']:.3f} x reliability 1.2) >= threshold "
+            f"{found['threshold_used']:.2f}; {miss}"
         )
 
     def rerun(self, client: httpx.Client) -> str:
@@ -139,13 +140,17 @@ class Session:
         return f"{run['status']}, tool_failures: {failures}; capability {saved}"
 
     def suggestions(self, client: httpx.Client) -> str:
-        found = _ok(
+        run = _ok(
             client.post(
-                "/v1/capabilities/search",
-                json={"intent": "count words in a file", "include_suggestions": True},
+                "/v1/executions",
+                params={"wait": "true"},
+                json={
+                    "code": "return await mcp.example.list_files()",
+                    "intent": "list the sample files",
+                },
             )
         )
-        items = found.get("suggestions") or []
+        items = run.get("suggestions") or []
         if not items:
             return "none yet (the graph is still small)"
         return "; ".join(

@@ -65,13 +65,26 @@ def detect_false_negative(
 
 
 def suggestions_for(
-    conn: Conn, *, tenant_id: str, execution_id: str, used_ids: Sequence[str], tools: Sequence[str]
+    conn: Conn,
+    *,
+    tenant_id: str,
+    execution_id: str,
+    used_ids: Sequence[str],
+    tools: Sequence[str],
+    exclude: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Close earlier suggestions this run used, then suggest what usually comes next."""
+    """Close earlier suggestions this run used, then suggest what usually comes next.
+
+    `exclude` drops the capability this very run is or became: no use suggesting it back.
+    """
     if used_ids:
         mark_used(conn, used_ids=list(used_ids), tenant_id=tenant_id, execution_id=execution_id)
     if not tools:
         return []
-    found = suggest(conn, context_tools=list(tools), tenant_id=tenant_id)
+    found = [
+        s
+        for s in suggest(conn, context_tools=list(tools), tenant_id=tenant_id)
+        if str(s["id"]) not in set(exclude)
+    ]
     record_shown(conn, suggestions=found, tenant_id=tenant_id, execution_id=execution_id)
     return found

@@ -105,6 +105,7 @@ def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> In
                 *([str(row["capability_id"])] if row["capability_id"] else []),
             ],
             tools=decision.tools_used,
+            exclude=[str(capability["id"])] if capability else [],
         )
     }
     if capability is not None:
