@@ -125,7 +125,7 @@ def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run"
         )
         ids = []
         while True:
-            ids.append(str(cur.fetchone()[0]))  # type: ignore[index]
+            ids.append(str(cur.fetchone()["id"]))  # type: ignore[index]
             if not cur.nextset():
                 break
         conn.commit()
