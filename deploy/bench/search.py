@@ -6,7 +6,10 @@ annotated tools are the gold set (matched by tool name: a few names exist on sev
 servers and any of them counts, as in the dataset's own baseline). The plain dense
 baseline — MiniLM cosine over "name: description", exact — runs in the same process.
 Latency: 10k synthetic tools (real descriptions re-used under new ids, embeddings
-jittered) and 100k synthetic edges; a query is embedded and searched with context tools.
+jittered) and 100k synthetic edges; each query is embedded as the gateway does
+(``Embedder.embed_query``, never from a cache: the query list repeats) and searched,
+every other one with two context tools. Embedding, search and total are reported apart,
+with the machine's load average, since other work on a small machine moves them all.
 """
 
 from __future__ import annotations

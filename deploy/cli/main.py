@@ -71,6 +71,9 @@ def up(
         stack.preflight()
         with console.status("starting Postgres and Redis, applying migrations…"):
             stack.start_dependencies()
+        example = stack.use_example_servers_if_unconfigured()
+        if example:
+            console.print(f"no AGENTCARDS_MCP_CONFIG: serving the example MCP server ({example})")
         stack.start_processes()
     except AgentCardsError as exc:
         stack.stop()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -124,6 +126,16 @@ class Stack:
             }
         )
         return env
+
+    def use_example_servers_if_unconfigured(self) -> Path | None:
+        """No MCP config given: serve the bundled example server so a first run has tools."""
+        if self.settings.mcp_config is not None:
+            return None
+        path = self.settings.home / "mcp_servers.example.json"
+        server = {"command": sys.executable, "args": ["-m", "deploy.examples.example_server"]}
+        path.write_text(json.dumps({"mcpServers": {"example": server}}, indent=2))
+        self.settings = self.settings.model_copy(update={"mcp_config": path})
+        return path
 
     def start_processes(self) -> None:
         """Spawn every child with logs under run/logs."""

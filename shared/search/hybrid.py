@@ -33,7 +33,7 @@ Row = dict[str, Any]
 
 
 def embed_texts_for_query(query: str) -> list[str]:
-    """What to embed for a search in one batch: the query itself, then its clauses."""
+    """What to embed for a search (``Embedder.embed_query``): the query itself, then its clauses."""
     return [query, *query_clauses(query)]
 
 
