@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,10 +41,20 @@ def with_database(url: str, dbname: str) -> str:
     return urlunsplit(parts._replace(path=f"/{dbname}"))
 
 
+def server_dir(prefix: str) -> Path:
+    """A folder for an embedded server's data, outside pytest's tmp root.
+
+    As root, pgserver runs Postgres as its own user, which must traverse the path;
+    every pytest session (a developer's second one, say) resets the tmp root to 0700.
+    """
+    return Path(tempfile.mkdtemp(prefix=f"agentcards-{prefix}-"))
+
+
 @pytest.fixture(scope="session")
-def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+def embedded_pg() -> Iterator[EmbeddedPostgres]:
     """A real PostgreSQL 16 + pgvector (pgserver) for the whole session, with a migrated template."""
-    pg = EmbeddedPostgres.start(tmp_path_factory.mktemp("pg") / "pgdata")
+    folder = server_dir("pg")
+    pg = EmbeddedPostgres.start(folder / "pgdata")
     with psycopg.connect(pg.url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
         conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
@@ -50,6 +62,7 @@ def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPo
     migrate(Settings(database_url=template_url, redis_url="redis://unused", env="test"))
     yield pg
     pg.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

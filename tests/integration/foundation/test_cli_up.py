@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import psutil
 import pytest
 
 from deploy.launcher.embedded import free_port
+from tests.conftest import server_dir
 
 AGENTCARDS = [sys.executable, "-m", "deploy.cli.main"]
 
@@ -118,7 +120,7 @@ def test_postgres_without_pgvector_is_one_clear_line(
 
 @pytest.fixture
 def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], Path]]:
-    home = tmp_path / "home"
+    home = server_dir("up")  # embedded Postgres must be reachable by its own user
     env = _env(home)
     log = (tmp_path / "up.log").open("w")
     proc = subprocess.Popen(
@@ -141,6 +143,7 @@ def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[
         proc.send_signal(signal.SIGKILL)
         for child in _processes_using(home):
             child.kill()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_up_status_down_on_a_fresh_home(
