@@ -86,7 +86,11 @@ def _start_worker(settings: Settings) -> subprocess.Popen[bytes]:
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     # Ready once it has ingested one execution (the embedding model is loaded by then).
-    _ingest_rate(settings, n=1, known=False, prefix="warmup")
+    try:
+        _ingest_rate(settings, n=1, known=False, prefix="warmup")
+    except BaseException:
+        _stop(proc)  # never leave a worker behind
+        raise
     return proc
 
 
