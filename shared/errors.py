@@ -47,6 +47,12 @@ class NotFound(AgentCardsError):
     type = "not_found"
 
 
+class Conflict(AgentCardsError):
+    """Raised when a request contradicts the current state (cancelling a finished execution)."""
+
+    type = "conflict"
+
+
 class SandboxError(AgentCardsError):
     """Raised when the sandbox cannot be set up (an isolation layer failed: fail closed)."""
 

@@ -63,6 +63,11 @@ def events_seq_key(execution_id: str) -> str:
     return f"{EVENTS_CHANNEL_PREFIX}seq:{execution_id}"
 
 
+def cancel_key(execution_id: str) -> str:
+    """Flag key and pub/sub channel asking workers to cancel one execution."""
+    return f"{KEY_PREFIX}cancel:{execution_id}"
+
+
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"

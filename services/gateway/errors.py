@@ -8,11 +8,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from shared.errors import AgentCardsError, DependencyError, NotFound, ValidationFailed
+from shared.errors import AgentCardsError, Conflict, DependencyError, NotFound, ValidationFailed
 
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
     NotFound: 404,
+    Conflict: 409,
     DependencyError: 503,
 }
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["succeeded", "failed", "timeout"]
+# `cancelled` is set by the worker when a cancel request stops the run, never by the child.
+Status = Literal["succeeded", "failed", "timeout", "cancelled"]
 
 # Error types a finished execution can carry; each names the limit or layer hit.
 ERROR_TYPES = frozenset(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 from typing import Any
 
 import psycopg
 
 from shared.capabilities.references import referenced_capabilities
 from shared.config import Settings
+from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.store import finish_execution
 from shared.rpc.client import RpcClient
@@ -101,17 +105,38 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     def on_event(event: dict[str, Any]) -> None:
         publish_event(redis, execution_id=execution_id, event=event)
 
-    outcome = await run_in_sandbox(
-        code=row["code"],
-        args=row["args"],
-        tools=tools,
-        backend=RpcToolBackend(
-            client=rpc_client(settings), execution_id=execution_id, allowed=sorted(tools)
-        ),
-        limits=limits,
-        on_event=on_event,
-        capability_sources=capability_sources(row),
+    started = time.monotonic()
+    run = asyncio.ensure_future(
+        run_in_sandbox(
+            code=row["code"],
+            args=row["args"],
+            tools=tools,
+            backend=RpcToolBackend(
+                client=rpc_client(settings), execution_id=execution_id, allowed=sorted(tools)
+            ),
+            limits=limits,
+            on_event=on_event,
+            capability_sources=capability_sources(row),
+        )
     )
+    watch = asyncio.ensure_future(
+        wait_for_cancel(resources.async_redis_client(), execution_id=execution_id)
+    )
+    await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    if run.done():
+        watch.cancel()
+        outcome = run.result()
+    else:
+        # Cancelling the bridge kills the sandbox's whole process tree (its `finally`).
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+        outcome = ExecutionOutcome(
+            status="cancelled",
+            error={"type": "cancelled", "message": "cancelled on request; tool calls already "
+                   "made are not undone"},
+            duration_ms=(time.monotonic() - started) * 1000,
+        )  # fmt: skip
     store_outcome(execution_id=execution_id, outcome=outcome)
     publish_event(
         redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}

@@ -6,6 +6,7 @@ import asyncio
 from functools import lru_cache
 
 import redis
+import redis.asyncio as aioredis
 from psycopg_pool import ConnectionPool
 
 from shared.config import get_settings
@@ -22,6 +23,17 @@ def db_pool() -> ConnectionPool[DictConnection]:
 def redis_client() -> redis.Redis:
     """Sync client for event publishing."""
     return redis.Redis.from_url(get_settings().require_urls()[1], socket_timeout=5)
+
+
+_async_redis: aioredis.Redis | None = None
+
+
+def async_redis_client() -> aioredis.Redis:
+    """Async client for cancellation watches; bound to this process's event loop."""
+    global _async_redis
+    if _async_redis is None:
+        _async_redis = aioredis.Redis.from_url(get_settings().require_urls()[1])
+    return _async_redis
 
 
 @lru_cache(maxsize=1)

@@ -14,10 +14,11 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway.deps import State
 from services.gateway.events import EventFollower
 from services.gateway.executions import submit_execution, wait_for_finish
-from shared.errors import NotFound
-from shared.executions.events import FINISHED
+from shared.errors import Conflict, NotFound
+from shared.executions.cancel import request_cancel
+from shared.executions.events import FINISHED, publish_event
 from shared.executions.models import TERMINAL, ExecutionRequest, ExecutionView, view_from_row
-from shared.executions.store import get_execution
+from shared.executions.store import finish_execution, get_execution
 from shared.graph.trace import event_type
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -43,6 +44,51 @@ async def create(state: State, body: ExecutionRequest, wait: bool = Query(False)
 async def read(state: State, execution_id: str) -> ExecutionView:
     """The execution as stored; 404 for an unknown id."""
     return view_from_row(await _load(state, execution_id))
+
+
+@router.post(
+    "/{execution_id}/cancel",
+    response_model=ExecutionView,
+    summary="Cancel an execution: at once when queued, by killing its sandbox when running",
+)
+async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> JSONResponse:
+    """202 while a running execution is being stopped (200 when finished); 409 if already over."""
+    row = await _load(state, execution_id)
+    if row["status"] in TERMINAL:
+        raise Conflict(
+            f"execution {execution_id} already ended as {row['status']}", status=row["status"]
+        )
+
+    def cancel_queued() -> dict[str, Any] | None:
+        with state.pool.connection() as conn:
+            return finish_execution(
+                conn,
+                execution_id=execution_id,
+                status="cancelled",
+                error={"type": "cancelled", "message": "cancelled before it started"},
+                from_statuses=("queued",),
+            )
+
+    finished = await to_thread.run_sync(cancel_queued)
+    if finished is not None:
+        await to_thread.run_sync(
+            lambda: publish_event(
+                state.redis,
+                execution_id=execution_id,
+                event={"type": FINISHED, "status": "cancelled"},
+            )
+        )
+        row = finished
+    else:  # running (or just claimed): the worker watching this flag kills the sandbox
+        await to_thread.run_sync(lambda: request_cancel(state.redis, execution_id=execution_id))
+        if wait:
+            row = await wait_for_finish(state, execution_id=execution_id, timeout_s=10)
+        else:
+            row = await _load(state, execution_id)
+    view = view_from_row(row)
+    return JSONResponse(
+        view.model_dump(mode="json"), status_code=200 if view.status in TERMINAL else 202
+    )
 
 
 @router.get("/{execution_id}/events", summary="Server-sent events of one execution")
