@@ -134,16 +134,14 @@ async def test_hung_tool_times_out_and_toolhost_keeps_serving(
 ) -> None:
     toolhost(write_config(tmp_path / "mcp.json", {"example": example_server(tmp_path)}))
     async with RpcClient(settings.redis_url or "") as client:
-        started = time.monotonic()
         hung = asyncio.create_task(call(client, "example:slow", {"seconds": 60}, timeout_s=1.0))
         # While one call hangs, others are served.
         quick = await call(client, "example:multiply", {"a": 6, "b": 7})
         assert quick.ok and quick.result == 42
         reply = await hung
-        elapsed = time.monotonic() - started
         assert reply.error and reply.error.type == ErrorType.TIMEOUT, reply
-        assert "did not answer" in reply.error.message  # the toolhost's reply, not a lost one
-        assert elapsed < 5
+        # The toolhost's own reply at the deadline, not the 60 s sleep nor a lost reply.
+        assert "did not answer" in reply.error.message
         after = await call(client, "example:add", {"a": 1, "b": 1})
         assert after.ok and after.result == 2
 
