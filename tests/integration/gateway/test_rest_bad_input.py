@@ -125,3 +125,26 @@ def test_openapi_documents_the_v1_api(client: TestClient) -> None:
         "/v1/tools/search",
         "/healthz",
     } <= set(paths)
+
+
+def test_dashboard_and_graph_api_serve_what_the_page_draws(
+    client: TestClient, settings: Settings
+) -> None:
+    with connect(settings.database_url or "") as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, description, schema_hash, pagerank, community) "
+            "VALUES ('s:a', 's', 'a', 'first', 'h', 0.6, 0), ('s:b', 's', 'b', 'second', 'h', 0.4, 0)"
+        )
+        conn.execute(
+            "INSERT INTO tool_edges (src, dst, kind, weight, count) VALUES ('s:a', 's:b', 'sequence', 1, 1)"
+        )
+        conn.commit()
+    page = client.get("/dashboard")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "/api/graph/hypergraph" in page.text and "/api/capabilities" in page.text
+    graph = client.get("/api/graph/hypergraph").json()
+    assert {n["id"] for n in graph["nodes"]} == {"s:a", "s:b"}
+    assert graph["edges"] == [
+        {"src": "s:a", "dst": "s:b", "kind": "sequence", "weight": 1.0, "count": 1}
+    ]
+    assert client.get("/api/capabilities").json()["total"] == 0
