@@ -62,7 +62,16 @@ def _under(path: str, roots: list[str]) -> bool:
 def build_plan() -> FsPlan:
     """Plan for the running interpreter (the base install when inside a venv)."""
     executable = _real(getattr(sys, "_base_executable", "") or sys.executable)
-    paths = sysconfig.get_paths()
+    # The base installation's paths: inside a venv, "platstdlib" and "platlib" would point
+    # into the venv (its site-packages), which the sandbox must neither need nor see.
+    paths = sysconfig.get_paths(
+        vars={
+            "base": sys.base_prefix,
+            "platbase": sys.base_exec_prefix,
+            "installed_base": sys.base_prefix,
+            "installed_platbase": sys.base_exec_prefix,
+        }
+    )
     stdlib = [_real(paths["stdlib"]), _real(paths["platstdlib"])]
     dynload = _real(os.path.join(paths["platstdlib"], "lib-dynload"))
     binds: list[dict[str, Any]] = []
