@@ -1,14 +1,13 @@
-"""Benchmark of the graph part of ``refresh_graph_metrics``: build, weighted PageRank, Louvain."""
+"""Synthetic tool graphs shaped like ``tool_edges``, for `agentcards bench learning`."""
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 import networkx as nx
 import numpy as np
 
-from shared.graph.metrics import EdgeRow, build_graph, communities, pagerank, undirected_projection
+from shared.graph.metrics import EdgeRow
 from shared.graph.weights import EdgeKind, edge_weight
 
 GraphModel = Literal["clustered", "barabasi_albert"]
@@ -69,29 +68,3 @@ def _clustered_pairs(rng: np.random.Generator, *, n_tools: int, n_edges: int) ->
         _, first = np.unique(merged, axis=0, return_index=True)
         found = merged[np.sort(first)]
     return found[:n_edges]
-
-
-def bench_refresh(
-    n_tools: int, n_edges: int, seed: int = 0, *, model: GraphModel = "clustered"
-) -> dict[str, float | int | str]:
-    """Seconds for each step of the graph refresh on a synthetic graph (no database I/O)."""
-    rows = synthetic_edges(n_tools=n_tools, n_edges=n_edges, seed=seed, model=model)
-    started = time.perf_counter()
-    graph = build_graph(rows)
-    built = time.perf_counter()
-    ranks = pagerank(graph)
-    ranked = time.perf_counter()
-    found = communities(undirected_projection(graph))
-    done = time.perf_counter()
-    return {
-        "model": model,
-        "n_tools": graph.number_of_nodes(),
-        "n_edges": len(rows),
-        "graph_edges": graph.number_of_edges(),  # co_used rows count both ways
-        "build_s": round(built - started, 3),
-        "pagerank_s": round(ranked - built, 3),
-        "louvain_s": round(done - ranked, 3),
-        "total_s": round(done - started, 3),
-        "communities": len(set(found.values())),
-        "pagerank_max": round(max(ranks.values(), default=0.0), 6),
-    }

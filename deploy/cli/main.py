@@ -8,6 +8,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -17,6 +18,9 @@ from rich.table import Table
 from deploy.launcher.state import StackState, pid_alive
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError
+
+if TYPE_CHECKING:
+    from deploy.launcher.supervisor import Stack
 
 app = typer.Typer(
     help="AgentCards: an MCP gateway that runs agent code in sandboxes and learns from it.",
@@ -123,10 +127,7 @@ def up(
     console.print("stopped; data kept in " + str(settings.home))
 
 
-def _announce(stack: object, seconds: float) -> None:
-    from deploy.launcher.supervisor import Stack
-
-    assert isinstance(stack, Stack)
+def _announce(stack: Stack, seconds: float) -> None:
     console.print(f"[bold green]all healthy[/] in {seconds:.1f}s")
     for child in stack.children:
         if child.spec.url:
@@ -137,10 +138,7 @@ def _announce(stack: object, seconds: float) -> None:
     sys.stdout.flush()
 
 
-def _status_table(stack: object) -> Table:
-    from deploy.launcher.supervisor import Stack
-
-    assert isinstance(stack, Stack)
+def _status_table(stack: Stack) -> Table:
     table = Table(title="agentcards", expand=False)
     for col in ("process", "pid", "health", "detail", "restarts"):
         table.add_column(col)

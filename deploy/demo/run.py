@@ -53,15 +53,11 @@ def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
         )
     settings.home.mkdir(parents=True, exist_ok=True)
     config = example_config(settings.home)
-    with console.status("starting a temporary stack (embedded Postgres + Redis, all processes)…"):
-        stack = temporary_stack(mcp_config=config)
-        handle = stack.__enter__()
-    try:
+    console.print("starting a temporary stack (embedded Postgres + Redis, all processes)…")
+    with temporary_stack(mcp_config=config) as handle:
         with console.status("waiting for the example server's tools…"):
             _wait_for_tools(handle.gateway_url)
         yield handle.gateway_url, handle.settings, True
-    finally:
-        stack.__exit__(None, None, None)
 
 
 def _wait_for_tools(url: str, timeout_s: float = 60) -> None:

@@ -63,7 +63,6 @@ class Stack:
         self.children: list[Child] = []
         self.database_url = settings.database_url or ""
         self.redis_url = settings.redis_url or ""
-        self.stopping = False
 
     # -- start -------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -216,7 +215,6 @@ class Stack:
     # -- stop --------------------------------------------------------------------------
     def stop(self) -> None:
         """Children in reverse start order (SIGTERM, then SIGKILL), then Redis, then Postgres."""
-        self.stopping = True
         for child in reversed(self.children):
             if child.proc and child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

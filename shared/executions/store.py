@@ -121,10 +121,3 @@ def finish_execution(
             "from": list(from_statuses),
         },
     ).fetchone()
-
-
-def set_extras(conn: psycopg.Connection[Row], *, execution_id: str, extras: dict[str, Any]) -> None:
-    """Merge fields later stages add to the response (capability, suggestions, cache_hit)."""
-    conn.execute(
-        "UPDATE executions SET extras = extras || %s WHERE id = %s", (Jsonb(extras), execution_id)
-    )

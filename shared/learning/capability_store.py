@@ -55,35 +55,18 @@ def upsert_learned_capability(
     ).fetchone()
     duration = float(duration_ms or 0.0)
     if existing is not None:
-        schema_update = ""
-        params: dict[str, Any] = {
-            "id": existing["id"],
-            "dur": duration,
-            "tools": Jsonb(list(tools_used)),
-        }
+        changes: dict[str, Any] = {"tools_used": Jsonb(list(tools_used))}
         if existing["code"] != code:
-            schema_update = ", code = %(code)s, parameters_schema = %(schema)s"
-            params["code"] = code
-            params["schema"] = Jsonb(
+            changes["code"] = code
+            changes["parameters_schema"] = Jsonb(
                 infer_parameters_schema(
                     code=code, tool_schemas=tool_schemas(conn, tools=tools_used)
                 )
             )
-        row = conn.execute(
-            f"""
-            UPDATE capabilities
-               SET usage_count = usage_count + 1,
-                   success_count = success_count + 1,
-                   success_rate = (success_count + 1)::float8 / (usage_count + 1),
-                   avg_duration_ms = avg_duration_ms
-                       + (%(dur)s - avg_duration_ms) / (usage_count + 1),
-                   tools_used = %(tools)s, last_used = now(), updated_at = now(){schema_update}
-             WHERE id = %(id)s
-            RETURNING {SUMMARY_COLUMNS}
-            """,
-            params,
-        ).fetchone()
-        assert row is not None
+        row = record_capability_run(
+            conn, capability_id=existing["id"], ok=True, duration_ms=duration, changes=changes
+        )
+        assert row is not None  # locked above
         return row, False
 
     (vector,) = embed_cached(conn=conn, embedder=embedder, texts=[intent])
@@ -122,9 +105,16 @@ def upsert_learned_capability(
 
 
 def record_capability_run(
-    conn: Conn, *, capability_id: str, ok: bool, duration_ms: float | None
+    conn: Conn,
+    *,
+    capability_id: str,
+    ok: bool,
+    duration_ms: float | None,
+    changes: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """One more run of a matched capability, successful or not (shared.capabilities.stats in SQL)."""
+    """One more run of a capability (shared.capabilities.stats in SQL), plus column `changes`."""
+    # Column names come from our own callers, never from input: safe to format in.
+    extra = "".join(f", {column} = %({column})s" for column in (changes or {}))
     return conn.execute(
         f"""
         UPDATE capabilities
@@ -133,9 +123,15 @@ def record_capability_run(
                failure_count = failure_count + %(f)s,
                success_rate = (success_count + %(s)s)::float8 / (usage_count + 1),
                avg_duration_ms = avg_duration_ms + (%(dur)s - avg_duration_ms) / (usage_count + 1),
-               last_used = now(), updated_at = now()
+               last_used = now(), updated_at = now(){extra}
          WHERE id = %(id)s
         RETURNING {SUMMARY_COLUMNS}
         """,
-        {"id": capability_id, "s": int(ok), "f": int(not ok), "dur": float(duration_ms or 0.0)},
+        {
+            "id": capability_id,
+            "s": int(ok),
+            "f": int(not ok),
+            "dur": float(duration_ms or 0.0),
+            **(changes or {}),
+        },
     ).fetchone()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,10 +55,6 @@ class SandboxLimits:
             tool_call_timeout_s=settings.tool_call_timeout_s,
             degraded_ok=settings.sandbox_degraded_ok,
         )
-
-    def with_wall_time(self, seconds: float) -> SandboxLimits:
-        """A copy with another wall-time budget (tests, per-request timeouts)."""
-        return replace(self, wall_time_s=seconds)
 
     @property
     def frame_bytes(self) -> int:

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import redis
-from psycopg_pool import ConnectionPool
-
+from shared.clients import db_pool, redis_client
 from shared.config import get_settings
-from shared.db import DictConnection, make_pool
 from shared.embeddings import Embedder, get_embedder
 
-
-@lru_cache(maxsize=1)
-def db_pool() -> ConnectionPool[DictConnection]:
-    return make_pool(get_settings().require_urls()[0], min_size=1, max_size=2)
-
-
-@lru_cache(maxsize=1)
-def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().require_urls()[1], socket_timeout=5)
+__all__ = ["db_pool", "embedder", "redis_client"]
 
 
 def embedder() -> Embedder:

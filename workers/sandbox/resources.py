@@ -5,24 +5,12 @@ from __future__ import annotations
 import asyncio
 from functools import lru_cache
 
-import redis
 import redis.asyncio as aioredis
-from psycopg_pool import ConnectionPool
 
+from shared.clients import db_pool, redis_client
 from shared.config import get_settings
-from shared.db import DictConnection, make_pool
 
-
-@lru_cache(maxsize=1)
-def db_pool() -> ConnectionPool[DictConnection]:
-    """Small pool: one task at a time per process, plus event/trace writes."""
-    return make_pool(get_settings().require_urls()[0], min_size=1, max_size=2)
-
-
-@lru_cache(maxsize=1)
-def redis_client() -> redis.Redis:
-    """Sync client for event publishing."""
-    return redis.Redis.from_url(get_settings().require_urls()[1], socket_timeout=5)
+__all__ = ["async_redis_client", "db_pool", "event_loop", "redis_client"]
 
 
 _async_redis: aioredis.Redis | None = None
