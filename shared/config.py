@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     rpc_reply_ttl_s: int = Field(default=60, ge=1)
     tool_call_timeout_s: float = Field(default=30.0, gt=0)
 
+    # A learning worker ingests the messages it has buffered as one batch: when this
+    # many have arrived, or this long after the first (the latency of a lone message).
+    learning_batch_size: int = Field(default=200, ge=1, le=10_000)
+    learning_batch_wait_ms: float = Field(default=25.0, gt=0, le=10_000)
+
     pruning_enabled: bool = False
     log_level: str = "INFO"
 

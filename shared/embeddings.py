@@ -39,7 +39,7 @@ class Embedder:
         self.expected_dim = expected_dim
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None
-        self._query_model: Any = None
+        self._fast_model: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -48,31 +48,36 @@ class Embedder:
         return _dimension(self._load(), self.model_name)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Normalized embeddings of ``texts``, in order, computed in batches."""
-        if not texts:
-            return []
-        vectors = self._load().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32).tolist()
+        """Normalized embeddings of ``texts``, in order, computed in batches of similar length.
 
-    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        """``embed`` for a search request's few texts, at lower latency (cosine > 0.9999 with it).
-
-        Calls the transformer directly under ``inference_mode`` (no ``encode``
-        bookkeeping), in bfloat16 where the CPU computes it natively (1.5x faster here;
-        LiveMCPBench recall unchanged), and groups the texts into forward passes by
-        length (``length_groups``) so short clauses are not padded to a long query.
-        Stored embeddings keep coming from ``embed``.
+        Runs the transformer directly under ``inference_mode`` in bfloat16 where the CPU
+        computes it natively (see ``_fast_transformer``): 1.8x faster than the
+        model's own ``encode`` for a batch of short intents, cosine > 0.9999 with it.
         """
         if not texts:
             return []
-        model = self._load()
-        transformer = self._query_transformer()
+        model, transformer = self._load(), self._fast_transformer()
+        if transformer is None:
+            return _encode(model, texts, batch_size=self.batch_size)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: dict[int, list[float]] = {}
+        for start in range(0, len(order), self.batch_size):
+            group = order[start : start + self.batch_size]
+            batch = [texts[i] for i in group]
+            vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
+        return [vectors[i] for i in range(len(texts))]
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """``embed`` for a search request's few texts, grouped for latency rather than size.
+
+        Groups the texts into forward passes by token count (``length_groups``), so
+        short clauses are not padded to a long query.
+        """
+        if not texts:
+            return []
+        model, transformer = self._load(), self._fast_transformer()
+        if transformer is None:
+            return _encode(model, texts, batch_size=self.batch_size)
         lengths = [
             min(len(ids), model.max_seq_length or len(ids))
             for ids in model.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
@@ -83,12 +88,12 @@ class Embedder:
             vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
         return [vectors[i] for i in range(len(texts))]
 
-    def _query_transformer(self) -> Any:
+    def _fast_transformer(self) -> Any:
         model = self._load()
         with self._lock:
-            if self._query_model is None:
-                self._query_model = _query_transformer(model)
-            return self._query_model
+            if self._fast_model is None:
+                self._fast_model = _fast_transformer(model)
+            return self._fast_model
 
     def _load(self) -> SentenceTransformer:
         # Loaded on first use, not at import: Celery prefork children each load their
@@ -190,8 +195,34 @@ def _forward(model: SentenceTransformer, transformer: Any, texts: list[str]) -> 
     return cast(list[list[float]], vectors.numpy().astype(np.float32).tolist())
 
 
-def _query_transformer(model: SentenceTransformer) -> Any:
-    """The model's transformer for queries: a bfloat16 copy where the CPU has bf16 units.
+def _encode(
+    model: SentenceTransformer, texts: Sequence[str], *, batch_size: int
+) -> list[list[float]]:
+    vectors = model.encode(
+        list(texts),
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32).tolist()
+
+
+def _mean_pooled(model: SentenceTransformer) -> bool:
+    """True when the model is Transformer → mean Pooling → Normalize, what ``_forward`` does."""
+    modules = list(model)
+    names = [type(m).__name__ for m in modules]
+    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
+        return False
+    mode = getattr(modules[1], "pooling_mode", None)  # sentence-transformers >= 5
+    if mode is None:  # older releases: one flag per mode
+        mode = "mean" if getattr(modules[1], "pooling_mode_mean_tokens", False) else None
+    return mode == "mean"
+
+
+def _fast_transformer(model: SentenceTransformer) -> Any:
+    """The model's transformer without ``encode``'s overhead: a bfloat16 copy where the CPU
+    has bf16 units; None for a model ``_forward`` cannot reproduce (other pooling).
 
     Without native bf16 (AVX512-BF16 or AMX) torch emulates it, slower than float32,
     so the float32 module itself is used. Dynamic int8 quantization was 2.5x faster
@@ -201,6 +232,8 @@ def _query_transformer(model: SentenceTransformer) -> Any:
 
     import torch
 
+    if not _mean_pooled(model):
+        return None
     transformer = cast("torch.nn.Module", model[0].auto_model)
     native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     fast = copy.deepcopy(transformer)

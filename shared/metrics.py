@@ -51,15 +51,16 @@ def set_gauge(client: redis.Redis, name: str, value: float) -> None:
     client.set(METRICS_PREFIX + name, value)
 
 
-def observe(client: redis.Redis, name: str, value: float) -> None:
-    """Record one observation in a histogram (bucket counts + sum, one round trip)."""
+def observe(client: redis.Redis, name: str, value: float, *, count: int = 1) -> None:
+    """Record ``count`` observations of ``value`` in a histogram (bucket counts + sum, one
+    round trip)."""
     _, buckets = HISTOGRAMS[name]
     index = bisect.bisect_left(buckets, value)
     bucket = str(buckets[index]) if index < len(buckets) else "+Inf"
     key = METRICS_PREFIX + name
     pipe = client.pipeline(transaction=False)
-    pipe.hincrby(key, bucket, 1)
-    pipe.hincrbyfloat(key, "sum", value)
+    pipe.hincrby(key, bucket, count)
+    pipe.hincrbyfloat(key, "sum", value * count)
     pipe.execute()
 
 

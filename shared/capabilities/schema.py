@@ -18,8 +18,9 @@ The JSON Schema is produced by pydantic (``create_model`` + ``model_json_schema`
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from pydantic import Field, create_model
@@ -365,6 +366,23 @@ def _annotation(json_type: Any) -> Any:
 
 
 def _to_json_schema(params: dict[str, _Param]) -> dict[str, Any]:
+    # Building a pydantic model is ~1 ms; capabilities share parameter shapes, and the
+    # schema is a pure function of them.
+    key = repr([astuple(p) for p in params.values()])
+    schema = _SCHEMA_CACHE.get(key)
+    if schema is None:
+        schema = _build_json_schema(params)
+        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_SIZE:
+            _SCHEMA_CACHE.pop(next(iter(_SCHEMA_CACHE)))  # oldest first
+        _SCHEMA_CACHE[key] = schema
+    return copy.deepcopy(schema)
+
+
+_SCHEMA_CACHE: dict[str, dict[str, Any]] = {}
+_SCHEMA_CACHE_SIZE = 1024
+
+
+def _build_json_schema(params: dict[str, _Param]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     unknown_defaults: list[str] = []
     for index, param in enumerate(params.values()):

@@ -9,6 +9,7 @@ it all, so the log and the channel never disagree on order.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -40,21 +41,36 @@ _script: Script | None = None
 
 def publish_event(client: redis.Redis, *, execution_id: str, event: dict[str, Any]) -> int:
     """Log and publish one event; returns its sequence number. Finish events also go global."""
+    (seq,) = publish_events(client, events=[(execution_id, event)])
+    return seq
+
+
+def publish_events(
+    client: redis.Redis, *, events: Sequence[tuple[str, dict[str, Any]]]
+) -> list[int]:
+    """``publish_event`` for many (execution id, event) pairs in one round trip."""
     global _script
-    payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
     if _script is None:
         _script = client.register_script(_PUBLISH)  # EVALSHA after the first call
-    seq = _script(
-        keys=[
-            events_seq_key(execution_id),
-            events_log_key(execution_id),
-            events_channel(execution_id),
-            EVENTS_ALL_CHANNEL,
-        ],
-        args=[payload, LOG_MAX_EVENTS, LOG_TTL_S, "1" if event.get("type") == FINISHED else "0"],
-        client=client,
-    )
-    return int(seq)
+    pipe = client.pipeline(transaction=False)
+    for execution_id, event in events:
+        payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
+        _script(
+            keys=[
+                events_seq_key(execution_id),
+                events_log_key(execution_id),
+                events_channel(execution_id),
+                EVENTS_ALL_CHANNEL,
+            ],
+            args=[
+                payload,
+                LOG_MAX_EVENTS,
+                LOG_TTL_S,
+                "1" if event.get("type") == FINISHED else "0",
+            ],
+            client=pipe,
+        )
+    return [int(seq) for seq in pipe.execute()]
 
 
 def decode_event(raw: bytes | str) -> dict[str, Any]:

@@ -1,8 +1,16 @@
-"""`capabilities` rows: eager upsert by normalized code hash, and stats for re-runs."""
+"""`capabilities` rows for a batch of ingested runs: eager upsert by code hash, re-run stats.
+
+One batch takes one row lock per capability (in id order, so concurrent batches
+cannot deadlock on each other), folds every run of that capability into its stats
+with ``shared.capabilities.stats.record_run`` and writes the result once; new
+capabilities get their intent embeddings in one model call.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,6 +20,7 @@ from psycopg.types.json import Jsonb
 from shared.capabilities.naming import capability_description, capability_name, unique_name
 from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import infer_parameters_schema
+from shared.capabilities.stats import CapabilityStats, record_run
 from shared.embeddings import Embedder, embed_cached
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -21,6 +30,46 @@ SUMMARY_COLUMNS = (
     "id, name, description, usage_count, success_count, failure_count, success_rate, "
     "avg_duration_ms, tools_used, parameters_schema, promoted_at"
 )
+_STATS_FIELDS = ("usage_count", "success_count", "failure_count", "success_rate", "avg_duration_ms")
+# Columns a learned run may change on a known capability, with their SQL types.
+_CHANGE_TYPES = {"code": "text", "parameters_schema": "jsonb", "tools_used": "jsonb"}
+
+
+@dataclass(frozen=True)
+class LearnedRun:
+    """A successful run with an intent whose every tool call succeeded (ADR-043)."""
+
+    execution_id: str
+    tenant_id: str
+    code: str
+    intent: str
+    tools_used: list[str]
+    duration_ms: float | None
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A run of a matched capability's stored code."""
+
+    execution_id: str
+    capability_id: str
+    ok: bool
+    duration_ms: float | None
+
+
+@dataclass(frozen=True)
+class CapabilityOutcome:
+    """What one run did to its capability: the row as of that run, and how it got there."""
+
+    capability: dict[str, Any]
+    outcome: str  # learned | updated | rerun
+    embedding: list[float] | None = None  # set when the run created the capability
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_code_hash(code: str) -> str:
+    """``code_hash`` (an AST parse, ~0.1 ms) memoised by code text: known code repeats."""
+    return code_hash(code)
 
 
 def tool_schemas(conn: Conn, *, tools: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -33,105 +82,272 @@ def tool_schemas(conn: Conn, *, tools: Sequence[str]) -> dict[str, dict[str, Any
     return {r["id"]: r["input_schema"] for r in rows}
 
 
-def upsert_learned_capability(
+def apply_capability_runs(
     conn: Conn,
     *,
-    tenant_id: str,
-    code: str,
-    intent: str,
-    tools_used: Sequence[str],
-    duration_ms: float | None,
+    learned: Sequence[LearnedRun],
+    reruns: Sequence[Rerun],
     embedder: Embedder,
-) -> tuple[dict[str, Any], bool]:
-    """Insert a new capability or count one more success of a known one; (summary, created).
+) -> dict[str, CapabilityOutcome]:
+    """Apply every run to its capability inside the caller's transaction; by execution id.
 
-    Known code skips the embedding model entirely (the hot path); the schema is
-    re-inferred only when the stored code text differs (a formatting-only change).
+    Known code only counts one more success (no model call); its code text and
+    parameter schema follow the latest formatting. A re-run of a capability that
+    no longer exists is left out of the result.
     """
-    key = code_hash(code)
-    existing = conn.execute(
-        "SELECT id, code FROM capabilities WHERE tenant_id = %s AND code_hash = %s FOR UPDATE",
-        (tenant_id, key),
-    ).fetchone()
-    duration = float(duration_ms or 0.0)
-    if existing is not None:
-        changes: dict[str, Any] = {"tools_used": Jsonb(list(tools_used))}
-        if existing["code"] != code:
-            changes["code"] = code
-            changes["parameters_schema"] = Jsonb(
+    by_key: dict[tuple[str, str], list[LearnedRun]] = {}
+    for run in learned:
+        by_key.setdefault((run.tenant_id, cached_code_hash(run.code)), []).append(run)
+    locked = _lock(conn, ids=[r.capability_id for r in reruns], keys=list(by_key))
+    out = _insert_new(
+        conn,
+        groups={k: runs for k, runs in by_key.items() if k not in locked.by_key},
+        embedder=embedder,
+    )
+    # Keys a concurrent batch inserted first are known capabilities now.
+    raced = [k for k in by_key if k not in locked.by_key and by_key[k][0].execution_id not in out]
+    if raced:
+        locked.add(_lock(conn, ids=[], keys=raced))
+    updates: dict[str, _Update] = {}
+    for key, runs in by_key.items():
+        if key in locked.by_key:
+            row = locked.by_key[key]
+            update = updates.setdefault(str(row["id"]), _Update(row))
+            for run in runs:
+                update.add(run.execution_id, ok=True, duration_ms=run.duration_ms, learned=run)
+    for rerun in reruns:
+        if rerun.capability_id in locked.by_id:
+            row = locked.by_id[rerun.capability_id]
+            update = updates.setdefault(str(row["id"]), _Update(row))
+            update.add(rerun.execution_id, ok=rerun.ok, duration_ms=rerun.duration_ms)
+    for update in updates.values():
+        update.plan_changes(conn)
+    rows = _write_updates(conn, list(updates.values()))
+    for update in updates.values():
+        out.update(update.outcomes(rows[update.id]))
+    return out
+
+
+@dataclass
+class _Locked:
+    by_id: dict[str, dict[str, Any]]
+    by_key: dict[tuple[str, str], dict[str, Any]]
+
+    def add(self, other: _Locked) -> None:
+        self.by_id.update(other.by_id)
+        self.by_key.update(other.by_key)
+
+
+def _lock(conn: Conn, *, ids: Sequence[str], keys: Sequence[tuple[str, str]]) -> _Locked:
+    """Lock (FOR UPDATE, id order) the capabilities with these ids or (tenant, code hash) keys."""
+    if not ids and not keys:
+        return _Locked({}, {})
+    rows = conn.execute(
+        f"""
+        SELECT {SUMMARY_COLUMNS}, tenant_id, code_hash, code FROM capabilities
+         WHERE id IN (SELECT id FROM capabilities WHERE id = ANY(%(ids)s::uuid[])
+                      UNION
+                      SELECT c.id FROM capabilities AS c
+                        JOIN unnest(%(tenants)s::text[], %(hashes)s::text[]) AS k(t, h)
+                          ON c.tenant_id = k.t AND c.code_hash = k.h)
+         ORDER BY id
+           FOR UPDATE
+        """,
+        {
+            "ids": list(dict.fromkeys(ids)),
+            "tenants": [t for t, _ in keys],
+            "hashes": [h for _, h in keys],
+        },
+    ).fetchall()
+    return _Locked(
+        by_id={str(r["id"]): r for r in rows},
+        by_key={(r["tenant_id"], r["code_hash"]): r for r in rows},
+    )
+
+
+class _Update:
+    """Runs of one existing capability folded into its stats, and the column changes."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.id = str(row["id"])
+        self.row = row
+        self.stats = CapabilityStats(**{f: row[f] for f in _STATS_FIELDS})
+        # (execution id, outcome, stats right after that run), in batch order.
+        self.steps: list[tuple[str, str, CapabilityStats]] = []
+        self.last_learned: LearnedRun | None = None
+        self.changes: dict[str, Any] = {}
+
+    def add(
+        self, execution_id: str, *, ok: bool, duration_ms: float | None, learned: Any = None
+    ) -> None:
+        self.stats = record_run(self.stats, ok=ok, duration_ms=duration_ms)
+        self.steps.append((execution_id, "updated" if learned else "rerun", self.stats))
+        if learned is not None:
+            self.last_learned = learned
+
+    def plan_changes(self, conn: Conn) -> None:
+        run = self.last_learned
+        if run is None:
+            return
+        self.changes["tools_used"] = Jsonb(list(run.tools_used))
+        if run.code != self.row["code"]:  # a formatting-only variant: keep the latest text
+            self.changes["code"] = run.code
+            self.changes["parameters_schema"] = Jsonb(
                 infer_parameters_schema(
-                    code=code, tool_schemas=tool_schemas(conn, tools=tools_used)
+                    code=run.code, tool_schemas=tool_schemas(conn, tools=run.tools_used)
                 )
             )
-        row = record_capability_run(
-            conn, capability_id=existing["id"], ok=True, duration_ms=duration, changes=changes
+
+    def outcomes(self, final: dict[str, Any]) -> dict[str, CapabilityOutcome]:
+        return {
+            execution_id: CapabilityOutcome(capability=_with_stats(final, stats), outcome=outcome)
+            for execution_id, outcome, stats in self.steps
+        }
+
+
+def _write_updates(conn: Conn, updates: Sequence[_Update]) -> dict[str, dict[str, Any]]:
+    """Store each update's final stats and changes (rows stay locked); summaries by id."""
+    if not updates:
+        return {}
+    columns = sorted({c for u in updates for c in u.changes})
+    # Column names come from our own code, never from input: safe to format in.
+    extra = "".join(
+        f", {c} = CASE WHEN %({c}_set)s THEN %({c})s::{_CHANGE_TYPES[c]} ELSE {c} END"
+        for c in columns
+    )
+    params = []
+    for u in sorted(updates, key=lambda u: u.id):
+        p: dict[str, Any] = {"id": u.id, **{f: getattr(u.stats, f) for f in _STATS_FIELDS}}
+        for c in columns:
+            p[f"{c}_set"] = c in u.changes
+            p[c] = u.changes.get(c)
+        params.append(p)
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"""
+            UPDATE capabilities
+               SET usage_count = %(usage_count)s, success_count = %(success_count)s,
+                   failure_count = %(failure_count)s, success_rate = %(success_rate)s,
+                   avg_duration_ms = %(avg_duration_ms)s, last_used = now(),
+                   updated_at = now(){extra}
+             WHERE id = %(id)s
+            RETURNING {SUMMARY_COLUMNS}
+            """,
+            params,
+            returning=True,
         )
-        assert row is not None  # locked above
-        return row, False
-
-    (vector,) = embed_cached(conn=conn, embedder=embedder, texts=[intent])
-    name = capability_name(intent=intent, tools_used=tools_used)
-    taken = conn.execute(
-        "SELECT 1 FROM capabilities WHERE tenant_id = %s AND name = %s", (tenant_id, name)
-    ).fetchone()
-    if taken:
-        name = unique_name(name=name, code_hash=key)
-    schema = infer_parameters_schema(code=code, tool_schemas=tool_schemas(conn, tools=tools_used))
-    row = conn.execute(
-        f"""
-        INSERT INTO capabilities (tenant_id, code_hash, code, intent, intent_embedding, name,
-                                  description, parameters_schema, tools_used, usage_count,
-                                  success_count, failure_count, success_rate, avg_duration_ms,
-                                  last_used)
-        VALUES (%(tenant)s, %(hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s, %(desc)s,
-                %(schema)s, %(tools)s, 1, 1, 0, 1.0, %(dur)s, now())
-        RETURNING {SUMMARY_COLUMNS}
-        """,
-        {
-            "tenant": tenant_id,
-            "hash": key,
-            "code": code,
-            "intent": intent,
-            "vec": np.asarray(vector, dtype=np.float32),
-            "name": name,
-            "desc": capability_description(intent=intent, tools_used=tools_used),
-            "schema": Jsonb(schema),
-            "tools": Jsonb(list(tools_used)),
-            "dur": duration,
-        },
-    ).fetchone()
-    assert row is not None
-    return row, True
+        return {str(row["id"]): row for row in _all_results(cur)}
 
 
-def record_capability_run(
-    conn: Conn,
-    *,
-    capability_id: str,
-    ok: bool,
-    duration_ms: float | None,
-    changes: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """One more run of a capability (shared.capabilities.stats in SQL), plus column `changes`."""
-    # Column names come from our own callers, never from input: safe to format in.
-    extra = "".join(f", {column} = %({column})s" for column in (changes or {}))
-    return conn.execute(
-        f"""
-        UPDATE capabilities
-           SET usage_count = usage_count + 1,
-               success_count = success_count + %(s)s,
-               failure_count = failure_count + %(f)s,
-               success_rate = (success_count + %(s)s)::float8 / (usage_count + 1),
-               avg_duration_ms = avg_duration_ms + (%(dur)s - avg_duration_ms) / (usage_count + 1),
-               last_used = now(), updated_at = now(){extra}
-         WHERE id = %(id)s
-        RETURNING {SUMMARY_COLUMNS}
-        """,
-        {
-            "id": capability_id,
-            "s": int(ok),
-            "f": int(not ok),
-            "dur": float(duration_ms or 0.0),
-            **(changes or {}),
-        },
-    ).fetchone()
+def _insert_new(
+    conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]], embedder: Embedder
+) -> dict[str, CapabilityOutcome]:
+    """Insert one capability per new code hash, its stats folded over the batch's runs of it.
+
+    The first run's intent names and embeds it; the code text (and the schema inferred
+    from it) is the last run's, as if the runs had come one at a time. A key another batch inserted
+    meanwhile is skipped (``ON CONFLICT DO NOTHING``) and left out of the result.
+    """
+    if not groups:
+        return {}
+    firsts = [runs[0] for runs in groups.values()]
+    vectors = embed_cached(conn=conn, embedder=embedder, texts=[r.intent for r in firsts])
+    names = _names(conn, groups=groups)
+    schemas = _schemas(conn, runs=[runs[-1] for runs in groups.values()])
+    params = []
+    stats_of: dict[tuple[str, str], list[tuple[str, str, CapabilityStats]]] = {}
+    for (key, runs), vector, name, schema in zip(
+        groups.items(), vectors, names, schemas, strict=True
+    ):
+        first = runs[0]
+        stats = CapabilityStats()
+        steps = stats_of.setdefault(key, [])
+        for i, run in enumerate(runs):
+            stats = record_run(stats, ok=True, duration_ms=run.duration_ms)
+            steps.append((run.execution_id, "learned" if i == 0 else "updated", stats))
+        params.append(
+            {
+                "tenant": key[0],
+                "hash": key[1],
+                "code": runs[-1].code,
+                "intent": first.intent,
+                "vec": np.asarray(vector, dtype=np.float32),
+                "name": name,
+                "desc": capability_description(intent=first.intent, tools_used=first.tools_used),
+                "schema": Jsonb(schema),
+                "tools": Jsonb(list(runs[-1].tools_used)),
+                **{f: getattr(stats, f) for f in _STATS_FIELDS},
+            }
+        )
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"""
+            INSERT INTO capabilities (tenant_id, code_hash, code, intent, intent_embedding,
+                                      name, description, parameters_schema, tools_used,
+                                      usage_count, success_count, failure_count, success_rate,
+                                      avg_duration_ms, last_used)
+            VALUES (%(tenant)s, %(hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s, %(desc)s,
+                    %(schema)s, %(tools)s, %(usage_count)s, %(success_count)s,
+                    %(failure_count)s, %(success_rate)s, %(avg_duration_ms)s, now())
+            ON CONFLICT (tenant_id, code_hash) DO NOTHING
+            RETURNING {SUMMARY_COLUMNS}, tenant_id, code_hash
+            """,
+            params,
+            returning=True,
+        )
+        inserted = list(_all_results(cur))
+    vector_of = dict(zip(groups, vectors, strict=True))
+    out: dict[str, CapabilityOutcome] = {}
+    for row in inserted:
+        key = (row["tenant_id"], row["code_hash"])
+        for execution_id, outcome, stats in stats_of[key]:
+            out[execution_id] = CapabilityOutcome(
+                capability=_with_stats(row, stats),
+                outcome=outcome,
+                embedding=vector_of[key] if outcome == "learned" else None,
+            )
+    return out
+
+
+def _names(conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]]) -> list[str]:
+    """A readable name per new capability; one already taken (or taken in this batch) gets
+    its code hash appended."""
+    wanted = [
+        (key, capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
+        for key, runs in groups.items()
+    ]
+    rows = conn.execute(
+        "SELECT tenant_id, name FROM capabilities "
+        "WHERE (tenant_id, name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        ([k[0] for k, _ in wanted], [n for _, n in wanted]),
+    ).fetchall()
+    taken = {(r["tenant_id"], r["name"]) for r in rows}
+    names = []
+    for (tenant, key_hash), name in wanted:
+        if (tenant, name) in taken:
+            name = unique_name(name=name, code_hash=key_hash)
+        taken.add((tenant, name))
+        names.append(name)
+    return names
+
+
+def _schemas(conn: Conn, *, runs: Sequence[LearnedRun]) -> list[dict[str, Any]]:
+    schemas = tool_schemas(conn, tools=sorted({t for r in runs for t in r.tools_used}))
+    return [
+        infer_parameters_schema(
+            code=r.code, tool_schemas={t: schemas[t] for t in r.tools_used if t in schemas}
+        )
+        for r in runs
+    ]
+
+
+def _all_results(cur: psycopg.Cursor[Any]) -> Any:
+    """Every row of an ``executemany(..., returning=True)``, statement after statement."""
+    while True:
+        yield from cur.fetchall()
+        if not cur.nextset():
+            break
+
+
+def _with_stats(row: dict[str, Any], stats: CapabilityStats) -> dict[str, Any]:
+    return row | {f: getattr(stats, f) for f in _STATS_FIELDS}

@@ -10,14 +10,22 @@ import psycopg
 
 from shared.graph.edges import CAPABILITY_PREFIX, Edge
 from shared.graph.metrics import GraphMetrics, compute_metrics
-from shared.graph.weights import KIND_WEIGHTS
+from shared.graph.weights import KIND_WEIGHTS, EdgeKind
 
 Conn = psycopg.Connection[dict[str, Any]]
 
 
 def upsert_edges(conn: Conn, *, edges: Sequence[Edge]) -> int:
-    """Add each edge's count; weight = kind weight * (1 + ln count), as shared.graph.weights says."""
-    if not edges:
+    """Add each edge's count; weight = kind weight * (1 + ln count), as shared.graph.weights says.
+
+    Edges of many traces are summed first (one row per edge), and written in
+    (kind, src, dst) order: every writer locks rows in the same order, no deadlocks.
+    """
+    totals: dict[tuple[EdgeKind, str, str], int] = {}
+    for e in edges:
+        key = (e.kind, e.src, e.dst)
+        totals[key] = totals.get(key, 0) + e.count
+    if not totals:
         return 0
     with conn.cursor() as cur:
         cur.executemany(
@@ -31,16 +39,16 @@ def upsert_edges(conn: Conn, *, edges: Sequence[Edge]) -> int:
             """,
             [
                 {
-                    "src": e.src,
-                    "dst": e.dst,
-                    "kind": str(e.kind),
-                    "count": e.count,
-                    "kw": KIND_WEIGHTS[e.kind],
+                    "src": src,
+                    "dst": dst,
+                    "kind": str(kind),
+                    "count": count,
+                    "kw": KIND_WEIGHTS[kind],
                 }
-                for e in edges  # derive_edges sorts them: one lock order, no deadlocks
+                for (kind, src, dst), count in sorted(totals.items())
             ],
         )
-    return len(edges)
+    return len(totals)
 
 
 def graph_fingerprint(conn: Conn) -> str:

@@ -1,29 +1,52 @@
-"""Ingest one finished execution: graph edges, eager capability upsert, re-run stats. Exactly once."""
+"""Ingest finished executions, a batch at a time: graph edges, capabilities, feedback. Exactly once.
+
+A learning worker hands over every message it has buffered; the whole batch is
+one transaction whose statements are set-based (one lock query, one stats write
+per capability, one edge upsert, one suggestion query per distinct tool set), so
+a thousand traces cost a few dozen round trips instead of a dozen each.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shared.capabilities.outcome import Verdict, decide_learning
+from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
 from shared.embeddings import Embedder
 from shared.executions.models import TERMINAL
-from shared.graph.edges import derive_edges
-from shared.learning.capability_store import record_capability_run, upsert_learned_capability
-from shared.learning.feedback import detect_false_negative, rerun_outcome, suggestions_for
+from shared.graph.edges import Edge, derive_edges
+from shared.learning.capability_store import (
+    CapabilityOutcome,
+    LearnedRun,
+    Rerun,
+    apply_capability_runs,
+)
+from shared.learning.feedback import (
+    NewCapability,
+    SuggestionRequest,
+    detect_false_negatives,
+    rerun_outcome,
+    suggestions_for,
+)
 from shared.learning.graph_store import upsert_edges
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
 
+# What ingestion reads of an execution (not its args, result or logs).
+_COLUMNS = "id, tenant_id, status, code, intent, trace, duration_ms, capability_id, learned_at"
+# Outcomes that changed nothing: no metrics, no "learned" event.
+NOTHING_DONE = frozenset({"missing", "already_ingested", "not_finished"})
+
 
 @dataclass
 class IngestResult:
-    """What one ingestion did, for logs, metrics and the execution's response."""
+    """What ingestion did to one execution, for logs, metrics and the execution's response."""
 
     outcome: str  # learned | updated | rerun | skipped | already_ingested | missing | not_finished
     verdict: str | None = None
@@ -32,102 +55,190 @@ class IngestResult:
     failed_tools: list[str] = field(default_factory=list)
 
 
-def ingest_execution(conn: Conn, *, execution_id: str, embedder: Embedder) -> IngestResult:
-    """Apply an execution's lessons inside the caller's transaction (the caller commits).
+def ingest_executions(
+    conn: Conn, *, execution_ids: Sequence[str], embedder: Embedder
+) -> dict[str, IngestResult]:
+    """Apply the executions' lessons inside the caller's transaction (the caller commits).
 
-    The row is locked and stamped `learned_at` in the same transaction as the edges
-    and the capability, so a redelivered message (or a worker killed mid-way, whose
-    transaction rolls back) leads to exactly one application.
+    The rows are locked and stamped `learned_at` in the same transaction as the
+    edges and capabilities, so a redelivered message (or a worker killed mid-way,
+    whose transaction rolls back) leads to exactly one application. Duplicate ids
+    in one batch are applied once.
     """
-    row = conn.execute(
-        "SELECT * FROM executions WHERE id = %s FOR UPDATE", (execution_id,)
-    ).fetchone()
-    if row is None:
-        return IngestResult(outcome="missing")
-    if row["learned_at"] is not None:
-        return IngestResult(outcome="already_ingested")
-    if row["status"] not in TERMINAL:
-        return IngestResult(outcome="not_finished")
-
-    trace = row["trace"] or []
-    decision = decide_learning(status=row["status"], intent=row["intent"], trace=trace)
-    capability: dict[str, Any] | None = None
-    outcome = "skipped"
-    tenant_id = row["tenant_id"]
-    if row["capability_id"] is not None:
-        # A re-run of a matched capability: success only if the code and every tool did.
-        ok = decision.verdict in (Verdict.LEARN, Verdict.NO_INTENT)
-        capability = record_capability_run(
-            conn,
-            capability_id=str(row["capability_id"]),
-            ok=ok,
-            duration_ms=row["duration_ms"],
-        )
-        if capability is not None:
-            rerun_outcome(conn, tenant_id=tenant_id, capability_name=capability["name"], ok=ok)
-        outcome = "rerun"
-    elif decision.learn:
-        capability, created = upsert_learned_capability(
-            conn,
-            tenant_id=tenant_id,
-            code=row["code"],
-            intent=row["intent"],
-            tools_used=decision.tools_used,
-            duration_ms=row["duration_ms"],
-            embedder=embedder,
-        )
-        outcome = "learned" if created else "updated"
-        if created:
-            detect_false_negative(
-                conn,
-                tenant_id=tenant_id,
-                capability_id=str(capability["id"]),
-                tools_used=decision.tools_used,
-            )
-    elif decision.verdict is Verdict.TOOL_FAILURES:
-        log.info(
-            "execution %s not saved as a capability: tools failed: %s",
-            execution_id,
-            ", ".join(decision.failed_tools),
-        )
-
-    edges = derive_edges(
-        trace=trace, root_capability_id=str(capability["id"]) if capability else None
-    )
-    upsert_edges(conn, edges=edges)
-    extras: dict[str, Any] = {
-        "suggestions": suggestions_for(
-            conn,
-            tenant_id=tenant_id,
-            execution_id=execution_id,
-            used_ids=[
-                *decision.tools_used,
-                *([str(row["capability_id"])] if row["capability_id"] else []),
-            ],
-            tools=decision.tools_used,
-            exclude=[str(capability["id"])] if capability else [],
-        )
+    ids = list(dict.fromkeys(execution_ids))
+    rows = {
+        str(r["id"]): r
+        for r in conn.execute(
+            f"SELECT {_COLUMNS} FROM executions WHERE id = ANY(%s::uuid[]) ORDER BY id FOR UPDATE",
+            (ids,),
+        ).fetchall()
     }
-    if capability is not None:
-        extras["capability"] = _summary(capability, outcome=outcome)
-    conn.execute(
-        "UPDATE executions SET learned_at = now(), extras = extras || %s WHERE id = %s",
-        (Jsonb(extras), execution_id),
+    results: dict[str, IngestResult] = {}
+    todo: list[dict[str, Any]] = []
+    for execution_id in ids:
+        row = rows.get(execution_id)
+        if row is None:
+            results[execution_id] = IngestResult(outcome="missing")
+        elif row["learned_at"] is not None:
+            results[execution_id] = IngestResult(outcome="already_ingested")
+        elif row["status"] not in TERMINAL:
+            results[execution_id] = IngestResult(outcome="not_finished")
+        else:
+            todo.append(row)
+    if todo:
+        results.update(_apply(conn, rows=todo, embedder=embedder))
+    return {execution_id: results[execution_id] for execution_id in ids}
+
+
+def _apply(
+    conn: Conn, *, rows: Sequence[dict[str, Any]], embedder: Embedder
+) -> dict[str, IngestResult]:
+    decisions: dict[str, LearningDecision] = {
+        str(r["id"]): decide_learning(
+            status=r["status"], intent=r["intent"], trace=r["trace"] or []
+        )
+        for r in rows
+    }
+    learned: list[LearnedRun] = []
+    reruns: list[Rerun] = []
+    for row in rows:
+        execution_id = str(row["id"])
+        decision = decisions[execution_id]
+        if row["capability_id"] is not None:
+            reruns.append(
+                Rerun(
+                    execution_id,
+                    str(row["capability_id"]),
+                    _rerun_ok(decision),
+                    row["duration_ms"],
+                )
+            )
+        elif decision.learn:
+            learned.append(
+                LearnedRun(
+                    execution_id=execution_id,
+                    tenant_id=row["tenant_id"],
+                    code=row["code"],
+                    intent=row["intent"],
+                    tools_used=decision.tools_used,
+                    duration_ms=row["duration_ms"],
+                )
+            )
+        elif decision.verdict is Verdict.TOOL_FAILURES:
+            log.info(
+                "execution %s not saved as a capability: tools failed: %s",
+                execution_id,
+                ", ".join(decision.failed_tools),
+            )
+    capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
+    _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
+
+    edges: dict[str, list[Edge]] = {}
+    for row in rows:
+        execution_id = str(row["id"])
+        done = capabilities.get(execution_id)
+        edges[execution_id] = derive_edges(
+            trace=row["trace"] or [],
+            root_capability_id=str(done.capability["id"]) if done else None,
+        )
+    upsert_edges(conn, edges=[e for per_run in edges.values() for e in per_run])
+
+    suggestions = suggestions_for(
+        conn,
+        requests=[_suggestion_request(row, decisions, capabilities) for row in rows],
     )
-    return IngestResult(
-        outcome=outcome,
-        verdict=str(decision.verdict),
-        capability=capability,
-        edges=len(edges),
-        failed_tools=decision.failed_tools,
+    results: dict[str, IngestResult] = {}
+    extras: list[tuple[Jsonb, str]] = []
+    for row in rows:
+        execution_id = str(row["id"])
+        decision = decisions[execution_id]
+        done = capabilities.get(execution_id)
+        extra: dict[str, Any] = {"suggestions": suggestions[execution_id]}
+        if done is not None:
+            extra["capability"] = _summary(done)
+        extras.append((Jsonb(extra), execution_id))
+        results[execution_id] = IngestResult(
+            outcome=_outcome(row, done),
+            verdict=str(decision.verdict),
+            capability=done.capability if done else None,
+            edges=len(edges[execution_id]),
+            failed_tools=decision.failed_tools,
+        )
+    with conn.cursor() as cur:
+        cur.executemany(
+            "UPDATE executions SET learned_at = now(), extras = extras || %s WHERE id = %s",
+            extras,
+        )
+    return results
+
+
+def _threshold_feedback(
+    conn: Conn,
+    *,
+    rows: Sequence[dict[str, Any]],
+    decisions: dict[str, LearningDecision],
+    capabilities: dict[str, CapabilityOutcome],
+) -> None:
+    """Re-runs confirm or refute their match; new capabilities may reveal a missed one."""
+    created: list[NewCapability] = []
+    for row in rows:
+        execution_id = str(row["id"])
+        done = capabilities.get(execution_id)
+        if done is None:
+            continue
+        if done.outcome == "rerun":
+            rerun_outcome(
+                conn,
+                tenant_id=row["tenant_id"],
+                capability_name=done.capability["name"],
+                ok=_rerun_ok(decisions[execution_id]),
+            )
+        elif done.embedding is not None:
+            created.append(
+                NewCapability(
+                    tenant_id=row["tenant_id"],
+                    capability_id=str(done.capability["id"]),
+                    intent_embedding=done.embedding,
+                    tools_used=decisions[execution_id].tools_used,
+                )
+            )
+    detect_false_negatives(conn, created=created)
+
+
+def _rerun_ok(decision: LearningDecision) -> bool:
+    """A re-run of a matched capability succeeded only if the code and every tool did."""
+    return decision.verdict in (Verdict.LEARN, Verdict.NO_INTENT)
+
+
+def _suggestion_request(
+    row: dict[str, Any],
+    decisions: dict[str, LearningDecision],
+    capabilities: dict[str, CapabilityOutcome],
+) -> SuggestionRequest:
+    execution_id = str(row["id"])
+    tools = decisions[execution_id].tools_used
+    done = capabilities.get(execution_id)
+    return SuggestionRequest(
+        execution_id=execution_id,
+        tenant_id=row["tenant_id"],
+        used_ids=[*tools, *([str(row["capability_id"])] if row["capability_id"] else [])],
+        tools=tools,
+        exclude=[str(done.capability["id"])] if done else [],
     )
 
 
-def _summary(capability: dict[str, Any], *, outcome: str) -> dict[str, Any]:
+def _outcome(row: dict[str, Any], done: CapabilityOutcome | None) -> str:
+    if row["capability_id"] is not None:
+        return "rerun"
+    return done.outcome if done else "skipped"
+
+
+def _summary(done: CapabilityOutcome) -> dict[str, Any]:
+    capability = done.capability
     return {
         "id": str(capability["id"]),
         "name": capability["name"],
-        "status": {"learned": "created", "updated": "updated", "rerun": "reused"}.get(outcome),
+        "status": {"learned": "created", "updated": "updated", "rerun": "reused"}[done.outcome],
         "usage_count": capability["usage_count"],
         "success_rate": capability["success_rate"],
         "parameters_schema": capability["parameters_schema"],

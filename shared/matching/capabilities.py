@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from shared.db import index_scans_only
 from shared.matching.thresholds import DEFAULT_TENANT, Context, get_threshold
 
 # ADR-038 reliability factors: an unreliable capability (< 50 % success) is all but
@@ -99,36 +100,81 @@ def best_below_threshold(
 ) -> dict[str, Any] | None:
     """The closest reliable capability, for false-negative detection when new code is submitted.
 
-    Returns {id, score, semantic_score, threshold} when the closest capability with
-    success rate ≥ ``min_success_rate`` scored under the threshold, else None.
+    Returns {id, score, semantic_score, threshold, tools_used} when the closest
+    capability with success rate ≥ ``min_success_rate`` (other than ``exclude_ids``)
+    scored under the threshold, else None.
     """
+    excluded = [str(i) for i in exclude_ids]
+    (near,) = best_below_threshold_many(
+        conn,
+        queries=[(excluded, intent_embedding)],
+        tenant_id=tenant_id,
+        min_success_rate=min_success_rate,
+    )
+    return near
+
+
+def best_below_threshold_many(
+    conn: psycopg.Connection[Any],
+    *,
+    queries: Sequence[tuple[Sequence[str], list[float]]],
+    tenant_id: str = DEFAULT_TENANT,
+    min_success_rate: float = RELIABLE_ABOVE,
+) -> list[dict[str, Any] | None]:
+    """``best_below_threshold`` for many (excluded ids, intent embedding) at once, in order.
+
+    One threshold read and one statement (an HNSW lookup per query, side by side).
+    """
+    if not queries:
+        return []
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
-    row = conn.execute(
+    with index_scans_only(conn):
+        rows = _nearest_reliable(conn, queries=queries, tenant_id=tenant_id, rate=min_success_rate)
+    out: list[dict[str, Any] | None] = [None] * len(queries)
+    for row in rows:
+        semantic = float(row["semantic"])
+        score = match_score(semantic=semantic, success_rate=float(row["success_rate"]))
+        if score < threshold:
+            out[int(row["i"]) - 1] = {
+                "id": str(row["id"]),
+                "score": round(score, 4),
+                "semantic_score": round(semantic, 4),
+                "threshold": threshold,
+                "tools_used": list(row["tools_used"] or []),
+            }
+    return out
+
+
+def _nearest_reliable(
+    conn: psycopg.Connection[Any],
+    *,
+    queries: Sequence[tuple[Sequence[str], list[float]]],
+    tenant_id: str,
+    rate: float,
+) -> list[Any]:
+    return conn.execute(
         """
-        SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> %(q)s) AS semantic
-          FROM capabilities
-         WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-           AND success_rate >= %(rate)s AND NOT (id::text = ANY(%(exclude)s))
-         ORDER BY intent_embedding <=> %(q)s
-         LIMIT 1
+        SELECT q.i, c.id, c.success_rate, c.tools_used, c.semantic
+          FROM unnest(%(vectors)s::text[]::vector[], %(excluded)s::text[])
+               WITH ORDINALITY AS q(v, excluded, i)
+          CROSS JOIN LATERAL (
+              SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> q.v) AS semantic
+                FROM capabilities
+               WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
+                 AND success_rate >= %(rate)s
+                 AND NOT (id::text = ANY(string_to_array(q.excluded, ',')))
+               ORDER BY intent_embedding <=> q.v
+               LIMIT 1) AS c
         """,
         {
-            "q": np.asarray(intent_embedding, dtype=np.float32),
+            "vectors": [_vector_text(v) for _, v in queries],
+            "excluded": [",".join(str(i) for i in ids) for ids, _ in queries],
             "tenant": tenant_id,
-            "rate": min_success_rate,
-            "exclude": [str(i) for i in exclude_ids],
+            "rate": rate,
         },
-    ).fetchone()
-    if row is None:
-        return None
-    semantic = float(row["semantic"])
-    score = match_score(semantic=semantic, success_rate=float(row["success_rate"]))
-    if score >= threshold:
-        return None
-    return {
-        "id": str(row["id"]),
-        "score": round(score, 4),
-        "semantic_score": round(semantic, 4),
-        "threshold": threshold,
-        "tools_used": list(row["tools_used"] or []),
-    }
+    ).fetchall()
+
+
+def _vector_text(vector: Sequence[float]) -> str:
+    """pgvector's text form of a vector ('[x,y,...]'), for arrays of vectors in one parameter."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"

@@ -60,45 +60,50 @@ def load_neighbourhood(conn: psycopg.Connection[Any], *, nodes: Sequence[str]) -
     ).fetchall()
 
 
-# Undirected neighbours of a node as build_graph + undirected_projection see them: any
-# edge either way with a positive weight, never the node itself.
-_NEIGHBOURS = """
-    SELECT dst AS id FROM tool_edges WHERE src = {node} AND dst <> src AND weight > 0
-    UNION
-    SELECT src FROM tool_edges WHERE dst = {node} AND dst <> src AND weight > 0
-"""
+# Undirected edges as build_graph + undirected_projection see them: either way, with a
+# positive weight, never a self loop. Migration 0004's partial indexes hold exactly these
+# rows (with dst/src, kind and weight), so every lookup below is an index-only scan.
+_EDGE = "tool_edges WHERE weight > 0 AND dst <> src AND"
 
-# Adamic-Adar of every node two hops from the context, summed over the context nodes:
-# Σ_c Σ_{z ∈ N(c) ∩ N(x)} 1 / ln deg(z). Only the ~degree² edges around the context are
-# read (index lookups on both edge directions), and only one row per scored node comes
-# back: no per-query graph build. A common neighbour has degree ≥ 2, so ln > 0.
+# Adamic-Adar of the candidates to the context, summed over the context nodes:
+# Σ_c Σ_{z ∈ N(c) ∩ N(x)} 1 / ln deg(z). Only candidates are scored (graph_scores reads
+# no other tool), so the work is the candidates' and the context's own edges plus the
+# degree of their common neighbours, never every edge two hops out (a hub in the
+# context made that thousands of rows). A common neighbour has degree ≥ 2, so ln > 0.
 GRAPH_RELATED_SQL = f"""
-WITH ctx AS (SELECT DISTINCT unnest(%(context)s::text[]) AS id),
-cn AS (
-    SELECT DISTINCT ctx.id AS c, n.id AS z
-      FROM ctx CROSS JOIN LATERAL ({_NEIGHBOURS.format(node="ctx.id")}) AS n
+WITH cn AS (
+    SELECT src AS c, dst AS z FROM {_EDGE} src = ANY(%(context)s::text[])
+    UNION
+    SELECT dst, src FROM {_EDGE} dst = ANY(%(context)s::text[])
 ),
-zn AS (
-    SELECT z.z, n.id AS x
-      FROM (SELECT DISTINCT z FROM cn) AS z
-      CROSS JOIN LATERAL ({_NEIGHBOURS.format(node="z.z")}) AS n
+xz AS (
+    SELECT src AS x, dst AS z FROM {_EDGE} src = ANY(%(candidates)s::text[])
+       AND dst IN (SELECT z FROM cn)
+    UNION
+    SELECT dst, src FROM {_EDGE} dst = ANY(%(candidates)s::text[])
+       AND src IN (SELECT z FROM cn)
 ),
-deg AS (SELECT z, count(*) AS d FROM zn GROUP BY z)
-SELECT zn.x AS id, sum(1.0 / ln(deg.d)) AS score
-  FROM cn JOIN zn ON zn.z = cn.z JOIN deg ON deg.z = cn.z
- WHERE zn.x <> cn.c
- GROUP BY zn.x
+deg AS (
+    SELECT z, count(*) AS d FROM (
+        SELECT src AS z, dst AS n FROM {_EDGE} src = ANY(ARRAY(SELECT DISTINCT z FROM xz))
+        UNION
+        SELECT dst, src FROM {_EDGE} dst = ANY(ARRAY(SELECT DISTINCT z FROM xz))
+    ) AS e
+    GROUP BY z
+)
+SELECT xz.x AS id, sum(1.0 / ln(deg.d)) AS score
+  FROM cn JOIN xz ON xz.z = cn.z JOIN deg ON deg.z = cn.z
+ WHERE xz.x <> cn.c
+ GROUP BY xz.x
 """
 
 # Successors of one node by summed weight ("what usually comes next"); co_used rows are
 # stored once per pair and count both ways, as in build_graph.
-GRAPH_FOLLOWING_SQL = """
+GRAPH_FOLLOWING_SQL = f"""
 SELECT e.id, sum(e.weight) AS weight, max(t.pagerank) AS pagerank FROM (
-    SELECT dst AS id, weight FROM tool_edges
-     WHERE src = %(node)s AND dst <> src AND weight > 0
+    SELECT dst AS id, weight FROM {_EDGE} src = %(node)s
     UNION ALL
-    SELECT src, weight FROM tool_edges
-     WHERE dst = %(node)s AND kind = 'co_used' AND dst <> src AND weight > 0
+    SELECT src, weight FROM {_EDGE} dst = %(node)s AND kind = 'co_used'
 ) AS e
 LEFT JOIN tools AS t ON t.id = e.id
 GROUP BY e.id
@@ -106,19 +111,31 @@ ORDER BY weight DESC, e.id
 LIMIT %(limit)s
 """
 
+Query = tuple[str, dict[str, Any]]
 
-def graph_queries(context_tools: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
-    """The SQL (with parameters) whose results ``graph_scores`` combines; [] without context.
 
-    Independent of the text signals, so a caller can send them in one pipeline with them.
+def following_query(context_tools: Sequence[str]) -> Query | None:
+    """What usually follows the last context tool (rows for ``graph_scores``); None without context.
+
+    Independent of the text signals, so a caller can send it in one pipeline with them.
     """
     context = _context(context_tools)
     if not context:
-        return []
-    return [
-        (GRAPH_FOLLOWING_SQL, {"node": context[-1], "limit": NEXT_TOOLS}),
-        (GRAPH_RELATED_SQL, {"context": context}),
-    ]
+        return None
+    return GRAPH_FOLLOWING_SQL, {"node": context[-1], "limit": NEXT_TOOLS}
+
+
+def related_query(context_tools: Sequence[str], *, candidates: Sequence[str]) -> Query | None:
+    """Adamic-Adar of ``candidates`` to the context (rows for ``graph_scores``); None if empty.
+
+    ``candidates`` must hold every tool ``graph_scores`` may score: the text signals'
+    candidates and the tools of the following query.
+    """
+    context = _context(context_tools)
+    pool = [c for c in dict.fromkeys(candidates) if c not in context]
+    if not context or not pool:
+        return None
+    return GRAPH_RELATED_SQL, {"context": context, "candidates": pool}
 
 
 def graph_scores(
@@ -164,15 +181,18 @@ def context_graph_scores(
     conn: psycopg.Connection[Any], *, context_tools: Sequence[str], candidates: Sequence[str]
 ) -> GraphScores:
     """``graph_scores`` with its two queries run on ``conn`` (one round trip each)."""
-    queries = graph_queries(context_tools)
-    if not queries:
+    following = following_query(context_tools)
+    if following is None:
         return GraphScores()
-    (following_sql, following_params), (related_sql, related_params) = queries
+    following_rows = conn.execute(*following).fetchall()
+    related = related_query(
+        context_tools, candidates=[*candidates, *(r["id"] for r in following_rows)]
+    )
     return graph_scores(
         context_tools=context_tools,
         candidates=candidates,
-        following_rows=conn.execute(following_sql, following_params).fetchall(),
-        related_rows=conn.execute(related_sql, related_params).fetchall(),
+        following_rows=following_rows,
+        related_rows=conn.execute(*related).fetchall() if related else [],
     )
 
 

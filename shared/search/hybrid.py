@@ -10,12 +10,17 @@ import numpy as np
 import psycopg
 
 from shared.search.fusion import Signal, explain, fuse
-from shared.search.graph_signals import GraphScores, graph_queries, graph_scores
+from shared.search.graph_signals import (
+    GraphScores,
+    following_query,
+    graph_scores,
+    related_query,
+)
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
+    WORD_INDEXES,
     LexicalHit,
-    lexical_hits,
-    lexical_query,
+    version_of_row,
     words_of_row,
 )
 from shared.search.query import query_clauses
@@ -56,39 +61,53 @@ def hybrid_tool_search(
     candidates = max(MIN_CANDIDATES, 3 * limit)
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
-    graph_sql = graph_queries(context_tools)
+    following_sql = following_query(context_tools)
     # autocommit: a transaction of its own keeps the local ef_search; otherwise the
     # caller's transaction does (the setting ends with it), without extra round trips.
     scope = conn.transaction() if conn.autocommit else nullcontext()
     with scope:
-        # Three round trips: the query's words (the lexical statement needs them), then
-        # every signal in one pipeline, then the winners' details.
+        # Three round trips: everything that needs only the request; then what needs the
+        # candidates (pageranks of lexical-only hits, Adamic-Adar of the pool); then the
+        # winners' details. Lexical scoring is in memory between the first two.
         with conn.pipeline():
             # HNSW returns at most ef_search rows (pgvector default 40).
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
             words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
-        lexical_sql = lexical_query(
-            conn, words=words_of_row(words_cur.fetchone()), limit=candidates
-        )
-        with conn.pipeline():
             nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
-            lexical_cur = conn.execute(*lexical_sql) if lexical_sql else None
-            graph_curs = [conn.execute(sql, params) for sql, params in graph_sql]
+            following_cur = conn.execute(*following_sql) if following_sql else None
+        words_row = words_cur.fetchone()
         semantic, clause_best, pageranks = _nearest_results(nearest_cur.fetchall())
+        following_rows = following_cur.fetchall() if following_cur else []
+        pageranks.update((r["id"], float(r["pagerank"] or 0.0)) for r in following_rows)
+        index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
         lexical = {
-            hit.id: hit for hit in lexical_hits(lexical_cur.fetchall() if lexical_cur else [])
+            hit.id: hit for hit in index.search(words=words_of_row(words_row), limit=candidates)
         }
-        pageranks.update((hit.id, hit.pagerank) for hit in lexical.values())
         pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
+        unknown = [t for t in lexical if t not in pageranks]
+        related_sql = related_query(
+            context_tools, candidates=[*pool, *(r["id"] for r in following_rows)]
+        )
+        related_rows: list[Row] = []
+        if unknown or related_sql:
+            with conn.pipeline():
+                pagerank_cur = conn.execute(_PAGERANKS_SQL, {"ids": unknown}) if unknown else None
+                related_cur = conn.execute(*related_sql) if related_sql else None
+            if pagerank_cur:
+                pageranks.update(
+                    (r["id"], float(r["pagerank"] or 0.0)) for r in pagerank_cur.fetchall()
+                )
+            related_rows = related_cur.fetchall() if related_cur else []
+        # A lexical hit whose tool was deleted since the words were loaded has no row.
+        lexical = {t: hit for t, hit in lexical.items() if t in pageranks}
+        pool = [t for t in pool if t in pageranks]
         graph = GraphScores()
-        if graph_curs:
-            following_rows = graph_curs[0].fetchall()
-            pageranks.update((r["id"], float(r["pagerank"] or 0.0)) for r in following_rows)
+        if following_sql:
             graph = graph_scores(
                 context_tools=context_tools,
                 candidates=pool,
                 following_rows=following_rows,
-                related_rows=graph_curs[1].fetchall(),
+                related_rows=related_rows,
             )
         # Graph-scored tools are pool members or followers: every pagerank is known.
         pool = list(dict.fromkeys([*pool, *graph.score]))
@@ -177,6 +196,9 @@ def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, d
     params: dict[str, Any] = {f"q{i}": v for i, v in enumerate(vectors)}
     params["limit"] = limit
     return "\nUNION ALL\n".join(parts), params
+
+
+_PAGERANKS_SQL = "SELECT id, pagerank FROM tools WHERE id = ANY(%(ids)s)"
 
 
 def _nearest_results(

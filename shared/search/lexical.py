@@ -1,37 +1,56 @@
-"""IDF-weighted full-text tool search over ``tools.search_doc`` (Postgres FTS, OR semantics).
+"""IDF-weighted lexical tool search over ``tools.search_doc``, from an in-memory inverted index.
 
 Postgres' ts_rank has no inverse document frequency, so a long request's common
 words ("get", "file") count as much as its rare ones ("wechat", "pdf"). Here every
 query word scores idf * field weight (name > server > description) in each tool
 that contains it, summed — BM25's idea without length normalisation.
+
+The words of every tool (``search_doc`` and ``name_doc``, migrations 0002-0003)
+change only when tools are synced, and ``search_state.tools_version`` (migration
+0004) changes with them: each process keeps the postings in memory and reloads
+them when the version it reads with the query's words differs. Scoring a long
+request is then a few array additions instead of thousands of heap rows (~5 ms
+at 10k tools in SQL).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from shared.search.query import lexeme_words
 
-# Words in more than this share of tools are dropped from the query: they match
-# thousands of rows at scale (cost) and barely discriminate (idf ≈ 0.2 at 20 %).
+# Words in more than this share of tools are dropped from the query: they barely
+# discriminate (idf ≈ 0.2 at 20 %).
 MAX_DOC_FRACTION = 0.2
-# Document frequencies change only when tools are synced; recomputing them (ts_stat
-# scans every tool) at most once a minute keeps the per-query cost at a dict lookup.
-DF_TTL_S = 60.0
 # Field weights of the setweight() labels in migration 0002: name A, server B, description C.
 FIELD_WEIGHTS = {"A": 1.0, "B": 0.5, "C": 0.3}
+
+# The query's words and the version of the tools' words, in one round trip.
+QUERY_LEXEMES_SQL = """
+SELECT tsvector_to_array(to_tsvector('english', %s)) AS lexemes,
+       (SELECT tools_version FROM search_state) AS version
+"""
+# Every tool's words, and which of them are in its name (A) or in its name or server.
+_WORDS_SQL = """
+SELECT id, tsvector_to_array(search_doc) AS words,
+       ARRAY(SELECT lexeme FROM unnest(name_doc) WHERE 'A' = ANY(weights)) AS in_name,
+       tsvector_to_array(name_doc) AS in_name_or_server
+  FROM tools
+ WHERE search_doc IS NOT NULL
+ ORDER BY id COLLATE "C"
+"""
 
 
 @dataclass(frozen=True)
 class LexicalHit:
-    """One tool's lexical score and the query words it contains."""
+    """One tool's lexical score and the query words it contains (rarest first)."""
 
     id: str
     score: float
@@ -39,78 +58,130 @@ class LexicalHit:
     pagerank: float = 0.0
 
 
-class _DocFrequencies:
-    """Per-database cache of lexeme → number of tools containing it."""
+@dataclass(frozen=True)
+class WordIndex:
+    """Postings of one database's tools: row numbers follow the ids' byte order."""
+
+    version: Any
+    ids: list[str]
+    # word → rows of the tools containing it anywhere (C weight for every match)
+    postings: dict[str, np.ndarray]
+    # word → (rows whose name or server holds it, extra weight of each: name A, else B)
+    bonus: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.ids)
+
+    def frequency(self, word: str) -> int:
+        rows = self.postings.get(word)
+        return 0 if rows is None else len(rows)
+
+    def search(self, *, words: Sequence[str], limit: int) -> list[LexicalHit]:
+        """Top ``limit`` tools by summed idf * field weight, ties by id."""
+        kept = [
+            w
+            for w in dict.fromkeys(words)
+            if 0 < self.frequency(w) <= max(1, MAX_DOC_FRACTION * self.total)
+        ]
+        if not kept:
+            return []
+        weights = {w: idf(total=self.total, frequency=self.frequency(w)) for w in kept}
+        kept.sort(key=lambda w: (-weights[w], w))
+        scores = np.zeros(self.total)
+        # Description weight for every match first, then the name/server extras, rarest
+        # word first: the order the former SQL summed in, so equal tools stay equal.
+        for w in kept:
+            scores[self.postings[w]] += weights[w] * FIELD_WEIGHTS["C"]
+        for w in kept:
+            if w in self.bonus:
+                rows, extra = self.bonus[w]
+                scores[rows] += weights[w] * extra
+        matched = np.flatnonzero(scores)
+        top = matched[np.lexsort((matched, -scores[matched]))][:limit]
+        contains = {w: _contains(self.postings[w], top) for w in kept}
+        return [
+            LexicalHit(
+                id=self.ids[row],
+                score=float(scores[row]),
+                words=[w for w in kept if contains[w][i]],
+            )
+            for i, row in enumerate(top.tolist())
+        ]
+
+
+def _contains(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` are in ``sorted_rows`` (postings are built in ascending order)."""
+    at = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
+    return np.asarray(sorted_rows[at] == rows)
+
+
+def build_index(*, version: Any, rows: Sequence[Any]) -> WordIndex:
+    """A ``WordIndex`` from ``_WORDS_SQL`` rows (sorted by id)."""
+    postings: dict[str, list[int]] = {}
+    bonus: dict[str, tuple[list[int], list[float]]] = {}
+    a_extra = FIELD_WEIGHTS["A"] - FIELD_WEIGHTS["C"]
+    b_extra = FIELD_WEIGHTS["B"] - FIELD_WEIGHTS["C"]
+    ids: list[str] = []
+    for row_number, row in enumerate(rows):
+        ids.append(row["id"])
+        for word in row["words"] or []:
+            postings.setdefault(word, []).append(row_number)
+        in_name = set(row["in_name"] or [])
+        for word in row["in_name_or_server"] or []:
+            rows_of, extras = bonus.setdefault(word, ([], []))
+            rows_of.append(row_number)
+            extras.append(a_extra if word in in_name else b_extra)
+    return WordIndex(
+        version=version,
+        ids=ids,
+        postings={w: np.asarray(r, dtype=np.int64) for w, r in postings.items()},
+        bonus={
+            w: (np.asarray(r, dtype=np.int64), np.asarray(e, dtype=np.float64))
+            for w, (r, e) in bonus.items()
+        },
+    )
+
+
+class _WordIndexes:
+    """Per-database ``WordIndex`` cache, reloaded when ``search_state.tools_version`` moves."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_db: dict[str, tuple[float, int, dict[str, int]]] = {}
+        self._by_db: dict[str, WordIndex] = {}
 
-    def get(self, conn: psycopg.Connection[Any]) -> tuple[int, dict[str, int]]:
+    def get(self, conn: psycopg.Connection[Any], *, version: Any) -> WordIndex:
+        """The index of ``conn``'s database as of ``version`` (read before calling)."""
         key = f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
-        now = time.monotonic()
         with self._lock:
             cached = self._by_db.get(key)
-        if cached and now - cached[0] < DF_TTL_S:
-            return cached[1], cached[2]
-        total = _scalar(conn, "SELECT count(*) AS n FROM tools WHERE search_doc IS NOT NULL")
-        rows = conn.execute(
-            "SELECT word, ndoc FROM ts_stat('SELECT search_doc FROM tools')"
-        ).fetchall()
-        frequencies = {_get(row, "word", 0): int(_get(row, "ndoc", 1)) for row in rows}
+        if cached is not None and cached.version == version:
+            return cached
+        # Read after the version: a sync committing in between makes the next search
+        # reload once more, never keeps words older than their version.
+        rows = conn.execute(_WORDS_SQL).fetchall()
+        index = build_index(version=version, rows=[_as_dict(r) for r in rows])
         with self._lock:
-            self._by_db[key] = (now, total, frequencies)
-        return total, frequencies
+            self._by_db[key] = index
+        return index
 
     def clear(self) -> None:
         with self._lock:
             self._by_db.clear()
 
 
-DOC_FREQUENCIES = _DocFrequencies()
-
-# Every match counts idf * C; a word in the name (A) or server (B) adds the difference
-# to its field's weight. Both parts are plain-lexeme GIN lookups: no weighted tsquery is
-# checked against a whole search_doc (that recheck was ~5 µs a row, most of the cost),
-# and only the few rows whose small name_doc (migration 0003) holds the word get a
-# weighted check. Same scores as testing A, then B, then C on search_doc.
-_LEXICAL_SQL = """
-WITH q AS (
-    SELECT word, idf, to_tsquery('simple', word) AS anywhere,
-           to_tsquery('simple', word || ':A') AS in_name
-      FROM unnest(%(words)s::text[], %(idf)s::float8[]) AS u(word, idf)
-), parts AS (
-    SELECT t.id, q.word, q.idf, q.idf * %(c)s AS part, t.pagerank
-      FROM q JOIN tools AS t ON t.search_doc @@ q.anywhere
-    UNION ALL
-    SELECT t.id, NULL, 0,
-           q.idf * CASE WHEN t.name_doc @@ q.in_name THEN %(a_extra)s ELSE %(b_extra)s END,
-           NULL
-      FROM q JOIN tools AS t ON t.name_doc @@ q.anywhere
-)
-SELECT id, sum(part) AS score,
-       array_agg(word ORDER BY idf DESC) FILTER (WHERE word IS NOT NULL) AS words,
-       max(pagerank) AS pagerank
-  FROM parts
- GROUP BY id
- ORDER BY score DESC, id
- LIMIT %(limit)s
-"""
-
-
-QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('english', %s)) AS lexemes"
-
-
-def query_words(conn: psycopg.Connection[Any], *, query: str) -> list[str]:
-    """The query's stemmed words (Postgres' english stemmer and stop list), split to plain words."""
-    row = conn.execute(QUERY_LEXEMES_SQL, (query,)).fetchone()
-    return words_of_row(row)
+WORD_INDEXES = _WordIndexes()
 
 
 def words_of_row(row: Any) -> list[str]:
-    """``query_words`` from a row of ``QUERY_LEXEMES_SQL`` (for callers that pipeline it)."""
+    """The query's stemmed words from a row of ``QUERY_LEXEMES_SQL``, split to plain words."""
     lexemes = _get(row, "lexemes", 0) if row else []
     return lexeme_words(lexemes or [])
+
+
+def version_of_row(row: Any) -> Any:
+    """The tools' word version from a row of ``QUERY_LEXEMES_SQL``."""
+    return _get(row, "version", 1) if row else None
 
 
 def idf(*, total: int, frequency: int) -> float:
@@ -122,46 +193,9 @@ def lexical_tool_search(
     conn: psycopg.Connection[Any], *, query: str, limit: int
 ) -> list[LexicalHit]:
     """Top ``limit`` tools by summed idf * field weight of the query words they contain."""
-    statement = lexical_query(conn, words=query_words(conn, query=query), limit=limit)
-    if statement is None:
-        return []
-    return lexical_hits(conn.execute(*statement).fetchall())
-
-
-def lexical_query(
-    conn: psycopg.Connection[Any], *, words: Sequence[str], limit: int
-) -> tuple[str, dict[str, Any]] | None:
-    """The statement ``lexical_hits`` reads, for ``query_words``; None when no word can match.
-
-    Split from running it so a caller can send it in one pipeline with other queries.
-    """
-    total, frequencies = DOC_FREQUENCIES.get(conn)
-    if total == 0:
-        return None
-    kept = [w for w in words if 0 < frequencies.get(w, 0) <= max(1, MAX_DOC_FRACTION * total)]
-    if not kept:
-        return None
-    return _LEXICAL_SQL, {
-        "words": kept,
-        "idf": [idf(total=total, frequency=frequencies[w]) for w in kept],
-        "c": FIELD_WEIGHTS["C"],
-        "a_extra": FIELD_WEIGHTS["A"] - FIELD_WEIGHTS["C"],
-        "b_extra": FIELD_WEIGHTS["B"] - FIELD_WEIGHTS["C"],
-        "limit": limit,
-    }
-
-
-def lexical_hits(rows: Sequence[Any]) -> list[LexicalHit]:
-    """Hits from the rows of ``lexical_query``'s statement, best first."""
-    return [
-        LexicalHit(
-            id=_get(r, "id", 0),
-            score=float(_get(r, "score", 1)),
-            words=_get(r, "words", 2),
-            pagerank=float(_get(r, "pagerank", 3) or 0.0),
-        )
-        for r in rows
-    ]
+    row = conn.execute(QUERY_LEXEMES_SQL, (query,)).fetchone()
+    index = WORD_INDEXES.get(conn, version=version_of_row(row))
+    return index.search(words=words_of_row(row), limit=limit)
 
 
 def _get(row: Any, key: str, index: int) -> Any:
@@ -169,6 +203,7 @@ def _get(row: Any, key: str, index: int) -> Any:
     return row[key] if isinstance(row, dict) else row[index]
 
 
-def _scalar(conn: psycopg.Connection[Any], sql: str) -> int:
-    row = conn.execute(sql).fetchone()
-    return int(_get(row, "n", 0)) if row else 0
+def _as_dict(row: Any) -> dict[str, Any]:
+    if isinstance(row, dict):
+        return row
+    return dict(zip(("id", "words", "in_name", "in_name_or_server"), row, strict=True))

@@ -22,18 +22,28 @@ def record_shown(
     execution_id: str | None = None,
 ) -> int:
     """One `suggestion_feedback` row per suggestion shown (used unknown yet); the caller commits."""
-    if not suggestions:
-        return 0
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO suggestion_feedback (tenant_id, execution_id, kind, suggested_id, "
-            "score, reason) VALUES (%s, %s, %s, %s, %s, %s)",
-            [
-                (tenant_id, execution_id, s["type"], str(s["id"]), float(s["score"]), s["reason"])
-                for s in suggestions
-            ],
-        )
-    return len(suggestions)
+    return record_shown_many(conn, shown=[(tenant_id, execution_id, suggestions)])
+
+
+def record_shown_many(
+    conn: psycopg.Connection[Any],
+    *,
+    shown: Sequence[tuple[str, str | None, Sequence[dict[str, Any]]]],
+) -> int:
+    """``record_shown`` for many (tenant, execution id, suggestions) at once."""
+    rows = [
+        (tenant_id, execution_id, s["type"], str(s["id"]), float(s["score"]), s["reason"])
+        for tenant_id, execution_id, suggestions in shown
+        for s in suggestions
+    ]
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO suggestion_feedback (tenant_id, execution_id, kind, suggested_id, "
+                "score, reason) VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+    return len(rows)
 
 
 def mark_used(
@@ -48,21 +58,37 @@ def mark_used(
     A used capability suggestion is a true positive for the `suggestions` threshold.
     Suggestions shown for the same execution that is now using them do not count.
     """
-    if not used_ids:
+    return mark_used_many(conn, uses=[(tenant_id, execution_id, used_ids)])
+
+
+def mark_used_many(
+    conn: psycopg.Connection[Any],
+    *,
+    uses: Sequence[tuple[str, str | None, Sequence[str]]],
+) -> int:
+    """``mark_used`` for many (tenant, execution id, used ids) at once: one UPDATE."""
+    pairs = [
+        (tenant_id, execution_id, str(used))
+        for tenant_id, execution_id, used_ids in uses
+        for used in used_ids
+    ]
+    if not pairs:
         return 0
     rows = conn.execute(
         """
-        UPDATE suggestion_feedback SET used = true
-         WHERE tenant_id = %(tenant)s AND used IS NULL AND suggested_id = ANY(%(ids)s)
-           AND created_at > now() - make_interval(secs => %(window)s)
-           AND (%(execution)s::uuid IS NULL OR execution_id IS DISTINCT FROM %(execution)s::uuid)
-        RETURNING kind
+        UPDATE suggestion_feedback AS f SET used = true
+          FROM unnest(%(tenants)s::text[], %(executions)s::uuid[], %(ids)s::text[])
+               AS u(tenant_id, execution_id, id)
+         WHERE f.tenant_id = u.tenant_id AND f.used IS NULL AND f.suggested_id = u.id
+           AND f.created_at > now() - make_interval(secs => %(window)s)
+           AND (u.execution_id IS NULL OR f.execution_id IS DISTINCT FROM u.execution_id)
+        RETURNING f.tenant_id, f.kind
         """,
         {
-            "tenant": tenant_id,
-            "ids": [str(i) for i in used_ids],
+            "tenants": [p[0] for p in pairs],
+            "executions": [p[1] for p in pairs],
+            "ids": [p[2] for p in pairs],
             "window": USE_WINDOW_S,
-            "execution": execution_id,
         },
     ).fetchall()
     for row in rows:
@@ -71,7 +97,7 @@ def mark_used(
                 conn,
                 context=Context.SUGGESTIONS,
                 kind=Outcome.TRUE_POSITIVE,
-                tenant_id=tenant_id,
+                tenant_id=row["tenant_id"],
                 detail="suggested capability was used",
             )
     return len(rows)

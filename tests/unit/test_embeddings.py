@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from shared.config import Settings
@@ -61,3 +62,13 @@ def test_text_hash_depends_on_model_and_text() -> None:
     assert base != text_hash(model="m2", text="hello")
     assert base != text_hash(model="m1", text="hello ")
     assert text_hash(model="a", text="bc") != text_hash(model="ab", text="c")
+
+
+def test_embed_agrees_with_the_models_own_encode(embedder: Embedder) -> None:
+    """The direct (bf16 where native) forward pass stays what sentence-transformers computes."""
+    texts = ["fetch invoices and store them", "what is the weather in Paris tomorrow", "x"]
+    reference = np.asarray(
+        embedder._load().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    )
+    fast = np.asarray(embedder.embed(texts))
+    assert (fast * reference).sum(axis=1).min() > 0.999

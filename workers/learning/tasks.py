@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 import psycopg
+from celery_batches import SimpleRequest
 
 from shared import metrics
 from shared.config import get_settings
-from shared.executions.events import LEARNED, publish_event
+from shared.executions.events import LEARNED, publish_events
 from shared.learning.graph_store import graph_fingerprint, refresh_metrics
-from shared.learning.ingest import ingest_execution as ingest
+from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
 from workers.learning import resources
+from workers.learning.batching import REQUEUE, ReliableBatches
 from workers.learning.celery_app import app
 
 log = logging.getLogger(__name__)
+_settings = get_settings()
+# Pause before handing back a batch the database could not take, so a requeued
+# message does not spin while it is away.
+REQUEUE_BACKOFF_S = 1.0
 
 
 @app.task(name=TaskName.PING, ignore_result=False)
@@ -29,37 +36,87 @@ def ping() -> str:
 
 @app.task(
     name=TaskName.INGEST_EXECUTION,
-    # Idempotent (executions.learned_at is set in the same transaction), so a message
-    # whose worker died is redelivered and applied exactly once.
-    acks_late=True,
-    reject_on_worker_lost=True,
-    # Only connection-level failures are worth retrying; bad data would fail again.
-    autoretry_for=(psycopg.OperationalError,),
-    retry_backoff=True,
-    max_retries=5,
+    base=ReliableBatches,
+    # Buffered messages go to one pool process as a list: when this many arrived, or
+    # this long after the first. The worker's prefetch covers a full batch (celery_app).
+    flush_every=_settings.learning_batch_size,
+    flush_interval=_settings.learning_batch_wait_ms / 1000,
 )
-def ingest_execution(execution_id: str) -> str:
-    """Turn one finished execution into graph edges and (maybe) a capability."""
+def ingest_execution(requests: list[SimpleRequest]) -> str | None:
+    """Turn finished executions (one message each: ``[execution_id]``) into graph and capabilities.
+
+    Idempotent (executions.learned_at is set in the same transaction), so a batch
+    whose worker died is redelivered and applied exactly once. A database that is
+    away requeues the batch; a batch that fails on its data is retried one
+    execution at a time, so one bad row cannot hold back the others.
+    """
     started = time.perf_counter()
+    ids = [_execution_id(r) for r in requests]
+    try:
+        results = _ingest([i for i in ids if i is not None])
+    except psycopg.OperationalError:
+        log.warning("database unavailable; requeueing %d ingestion(s)", len(ids), exc_info=True)
+        time.sleep(REQUEUE_BACKOFF_S)  # a requeued message comes straight back
+        return REQUEUE
+    except Exception:
+        log.exception("batch of %d ingestion(s) failed; retrying one at a time", len(ids))
+        results = {}
+        for execution_id in ids:
+            if execution_id is None:
+                continue
+            try:
+                results.update(_ingest([execution_id]))
+            except Exception:
+                log.exception("ingestion of execution %s failed", execution_id)
+    _report(results, seconds=time.perf_counter() - started)
+    log.debug("ingested a batch of %d in %.1f ms", len(ids), (time.perf_counter() - started) * 1000)
+    return None
+
+
+def _execution_id(request: SimpleRequest) -> str | None:
+    args = request.args or (request.kwargs or {}).get("execution_id")
+    value = args[0] if isinstance(args, list | tuple) and args else args
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        log.error("ingest_execution message %s has no execution id: %r", request.id, request.args)
+        return None
+
+
+def _ingest(ids: list[str]) -> dict[str, IngestResult]:
+    if not ids:
+        return {}
     with resources.db_pool().connection() as conn:
-        result = ingest(conn, execution_id=execution_id, embedder=resources.embedder())
+        results = ingest_executions(conn, execution_ids=ids, embedder=resources.embedder())
         conn.commit()
+    return results
+
+
+def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
+    """Metrics for the batch, and each execution's `learned` event (its response waits on it)."""
+    done = {i: r for i, r in results.items() if r.outcome not in NOTHING_DONE}
+    if not done:
+        return
     client = resources.redis_client()
-    if result.outcome in {"missing", "already_ingested", "not_finished"}:
-        return result.outcome
-    metrics.incr(client, "traces_ingested_total")
-    if result.outcome == "learned":
-        metrics.incr(client, "capabilities_learned_total")
-    elif result.outcome == "updated":
-        metrics.incr(client, "capabilities_updated_total")
-    if result.verdict == "tool_failures":
-        metrics.incr(client, "capabilities_skipped_tool_failures_total")
-    metrics.observe(client, "ingestion_latency_seconds", time.perf_counter() - started)
-    event: dict[str, Any] = {"type": LEARNED, "outcome": result.outcome}
-    if result.failed_tools:
-        event["failed_tools"] = result.failed_tools
-    publish_event(client, execution_id=execution_id, event=event)
-    return result.outcome
+    outcomes = [r.outcome for r in done.values()]
+    metrics.incr(client, "traces_ingested_total", len(done))
+    for outcome, counter in (
+        ("learned", "capabilities_learned_total"),
+        ("updated", "capabilities_updated_total"),
+    ):
+        if n := outcomes.count(outcome):
+            metrics.incr(client, counter, n)
+    if n := sum(1 for r in done.values() if r.verdict == "tool_failures"):
+        metrics.incr(client, "capabilities_skipped_tool_failures_total", n)
+    # Each trace waited for the whole batch: that is its ingestion latency.
+    metrics.observe(client, "ingestion_latency_seconds", seconds, count=len(done))
+    events = []
+    for execution_id, result in done.items():
+        event: dict[str, Any] = {"type": LEARNED, "outcome": result.outcome}
+        if result.failed_tools:
+            event["failed_tools"] = result.failed_tools
+        events.append((execution_id, event))
+    publish_events(client, events=events)
 
 
 @app.task(

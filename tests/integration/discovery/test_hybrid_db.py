@@ -6,7 +6,7 @@ import numpy as np
 
 from shared.db import connect
 from shared.search.hybrid import hybrid_tool_search
-from shared.search.lexical import DOC_FREQUENCIES
+from shared.search.lexical import WORD_INDEXES
 from tests.integration.discovery.helpers import DIM, insert_edge, insert_tool
 
 FILLER = [
@@ -26,7 +26,7 @@ def _random_vector(rng: np.random.Generator) -> np.ndarray:
 
 def _catalogue(pg_url: str) -> np.random.Generator:
     rng = np.random.default_rng(7)
-    DOC_FREQUENCIES.clear()
+    WORD_INDEXES.clear()
     with connect(pg_url) as conn:
         for tool_id, description in FILLER:
             insert_tool(

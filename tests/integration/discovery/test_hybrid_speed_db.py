@@ -11,7 +11,7 @@ from shared.db import connect
 from shared.graph.metrics import adamic_adar, build_graph, out_neighbours, undirected_projection
 from shared.search.graph_signals import NEXT_TOOLS, context_graph_scores
 from shared.search.hybrid import hybrid_tool_search
-from shared.search.lexical import DOC_FREQUENCIES, FIELD_WEIGHTS, lexical_tool_search
+from shared.search.lexical import FIELD_WEIGHTS, WORD_INDEXES, lexical_tool_search
 from tests.integration.discovery.helpers import DIM, insert_tool
 
 KINDS = ("sequence", "co_used", "contains", "calls")
@@ -66,7 +66,7 @@ def test_sql_graph_scores_match_networkx(pg_url: str) -> None:
 
 
 def test_lexical_score_weighs_the_field_holding_the_word(pg_url: str) -> None:
-    DOC_FREQUENCIES.clear()
+    WORD_INDEXES.clear()
     with connect(pg_url) as conn:
         insert_tool(conn, tool_id="misc:zebra_tool", description="Something", embedding=None)
         insert_tool(conn, tool_id="zebra:other", description="Something else", embedding=None)
@@ -89,7 +89,7 @@ def test_more_candidates_than_the_hnsw_default_in_any_transaction_mode(
     # pgvector's HNSW returns at most ef_search (default 40) rows: the search raises it
     # for its own statements, with or without a caller's transaction.
     rng = np.random.default_rng(5)
-    DOC_FREQUENCIES.clear()
+    WORD_INDEXES.clear()
     with connect(pg_url) as conn:
         for i in range(70):
             insert_tool(conn, tool_id=f"s:t{i}", description="plain", embedding=_unit(rng))
@@ -106,3 +106,34 @@ def test_more_candidates_than_the_hnsw_default_in_any_transaction_mode(
     assert all(h["scores"]["semantic"] is not None for h in hits)
     if autocommit:  # the raised setting did not leak out of the search's own transaction
         assert setting is not None and setting["hnsw.ef_search"] == "40"
+
+
+def test_lexical_search_sees_synced_and_removed_tools_at_once(pg_url: str) -> None:
+    # The words are cached per process; a tool change moves search_state's version.
+    WORD_INDEXES.clear()
+    with connect(pg_url) as conn:
+        for i in range(10):
+            insert_tool(conn, tool_id=f"misc:filler{i}", description="Unrelated", embedding=None)
+        assert lexical_tool_search(conn, query="quokka", limit=5) == []
+        insert_tool(conn, tool_id="zoo:find_quokka", description="Finds one", embedding=None)
+        assert [h.id for h in lexical_tool_search(conn, query="quokka", limit=5)] == [
+            "zoo:find_quokka"
+        ]
+        conn.execute("UPDATE tools SET description = 'Finds a wombat' WHERE id = 'misc:filler0'")
+        conn.commit()
+        assert [h.id for h in lexical_tool_search(conn, query="wombat", limit=5)] == [
+            "misc:filler0"
+        ]
+        conn.execute("DELETE FROM tools WHERE id = 'zoo:find_quokka'")
+        conn.commit()
+        assert lexical_tool_search(conn, query="quokka", limit=5) == []
+
+
+def test_pagerank_updates_keep_the_cached_words(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        insert_tool(conn, tool_id="zoo:find_quokka", description="Finds one", embedding=None)
+        before = conn.execute("SELECT tools_version FROM search_state").fetchone()
+        conn.execute("UPDATE tools SET pagerank = 0.5, available = false")
+        conn.commit()
+        after = conn.execute("SELECT tools_version FROM search_state").fetchone()
+    assert before == after

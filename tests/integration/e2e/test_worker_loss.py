@@ -94,7 +94,7 @@ def test_learning_worker_killed_mid_ingest_applies_it_exactly_once(e2e: E2EStack
             with e2e.db() as observer:
                 row = observer.execute(
                     "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE 'SELECT * FROM executions WHERE id%'"
+                    "AND query LIKE 'SELECT id, tenant_id, status%FROM executions WHERE id = ANY%'"
                 ).fetchone()
             return bool(row) and int(row["n"]) > 0  # type: ignore[call-overload]
 

@@ -1,0 +1,258 @@
+"""Batch ingestion against real Postgres: a batch teaches exactly what one-at-a-time would."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from shared.config import Settings
+from shared.db import connect
+from shared.embeddings import Embedder, get_embedder
+from shared.learning.ingest import IngestResult, ingest_executions
+
+CODE_A = "d = await mcp.bench.fetch(id=args['id'])\nreturn await mcp.bench.store(value=d)"
+# The same program as CODE_A, formatted differently: the same capability.
+CODE_A_REFORMATTED = (
+    "d = await mcp.bench.fetch(id = args['id'])  # fetch first\n\n"
+    "return await mcp.bench.store(value = d)"
+)
+CODE_B = "return await mcp.bench.fetch(id=args.get('id', 'x1'))"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return get_embedder(Settings(env="test"))
+
+
+@pytest.fixture
+def conn(pg_url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    with connect(pg_url) as c:
+        c.execute(
+            "INSERT INTO mcp_servers (name, transport, config) VALUES ('bench', 'stdio', '{}')"
+        )
+        for tool, schema in (
+            ("fetch", {"type": "object", "properties": {"id": {"type": "string"}}}),
+            ("store", {"type": "object", "properties": {"value": {}}}),
+        ):
+            c.execute(
+                "INSERT INTO tools (id, server, name, input_schema, schema_hash) "
+                "VALUES (%s, 'bench', %s, %s, 'h')",
+                (f"bench:{tool}", tool, Jsonb(schema)),
+            )
+        c.commit()
+        yield c
+
+
+def trace(*calls: tuple[str, bool]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, (tool, ok) in enumerate(calls):
+        base = {"call_id": f"c{n}", "tool": tool, "parent": None}
+        events.append({"type": "tool_start", **base, "ts": 100.0 + n})
+        events.append(
+            {"type": "tool_end", **base, "ts": 100.5 + n, "duration_ms": 1.0, "ok": ok,
+             "error": None if ok else {"type": "tool_error", "message": "boom"}}
+        )  # fmt: skip
+    return events
+
+
+BOTH_OK = trace(("bench:fetch", True), ("bench:store", True))
+
+
+def add_execution(
+    conn: psycopg.Connection[dict[str, Any]],
+    *,
+    code: str,
+    intent: str | None,
+    events: list[dict[str, Any]],
+    tenant: str = "default",
+    duration_ms: float = 10.0,
+    capability_id: str | None = None,
+    status: str = "succeeded",
+) -> str:
+    row = conn.execute(
+        "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, duration_ms, "
+        "capability_id, finished_at) VALUES (%s, %s, %s, %s, 30, %s, %s, %s, now()) RETURNING id",
+        (tenant, status, code, intent, Jsonb(events), duration_ms, capability_id),
+    ).fetchone()
+    conn.commit()
+    assert row is not None
+    return str(row["id"])
+
+
+def ingest(
+    conn: psycopg.Connection[dict[str, Any]], ids: list[str], embedder: Embedder
+) -> dict[str, IngestResult]:
+    results = ingest_executions(conn, execution_ids=ids, embedder=embedder)
+    conn.commit()
+    return results
+
+
+def edge_counts(conn: psycopg.Connection[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
+    rows = conn.execute("SELECT src, dst, kind, count FROM tool_edges").fetchall()
+    return {(r["src"], r["dst"], r["kind"]): r["count"] for r in rows}
+
+
+def capability_edges(
+    conn: psycopg.Connection[dict[str, Any]], tenant: str
+) -> dict[tuple[str, str, str], int]:
+    """A tenant's capability → tool edges, by code hash (ids differ between tenants)."""
+    rows = conn.execute(
+        "SELECT c.code_hash, e.dst, e.kind, e.count FROM tool_edges e "
+        "JOIN capabilities c ON e.src = 'cap:' || c.id WHERE c.tenant_id = %s",
+        (tenant,),
+    ).fetchall()
+    return {(r["code_hash"], r["dst"], r["kind"]): r["count"] for r in rows}
+
+
+def capability(conn: psycopg.Connection[dict[str, Any]], code_of: str) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT c.* FROM capabilities c JOIN executions e ON e.code = %s "
+        "AND (e.extras->'capability'->>'id')::uuid = c.id LIMIT 1",
+        (code_of,),
+    ).fetchone()
+    assert row is not None, code_of
+    return row
+
+
+def test_one_batch_learns_creates_updates_reruns_and_skips_each_execution_once(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    a1 = add_execution(conn, code=CODE_A, intent="fetch a record and store it", events=BOTH_OK)
+    a2 = add_execution(
+        conn, code=CODE_A_REFORMATTED, intent="copy a record", events=BOTH_OK, duration_ms=30.0
+    )
+    b1 = add_execution(
+        conn, code=CODE_B, intent="fetch one record", events=trace(("bench:fetch", True))
+    )
+    failed = add_execution(
+        conn,
+        code="return await mcp.bench.store(value=1)",
+        intent="store a value",
+        events=trace(("bench:fetch", True), ("bench:store", False)),
+    )
+    missing = str(uuid.uuid4())
+    results = ingest(conn, [a1, a2, b1, failed, missing, a1], embedder)
+
+    assert list(results) == [a1, a2, b1, failed, missing]
+    assert {i: r.outcome for i, r in results.items()} == {
+        a1: "learned",
+        a2: "updated",
+        b1: "learned",
+        failed: "skipped",
+        missing: "missing",
+    }
+    assert results[failed].failed_tools == ["bench:store"]
+    cap_a = capability(conn, CODE_A)
+    assert (cap_a["usage_count"], cap_a["success_count"], cap_a["avg_duration_ms"]) == (2, 2, 20.0)
+    assert cap_a["intent"] == "fetch a record and store it"  # the first run names it
+    assert cap_a["parameters_schema"]["properties"]["id"]["type"] == "string"  # from bench:fetch
+    cap_b = capability(conn, CODE_B)
+    assert cap_b["usage_count"] == 1
+    assert cap_b["parameters_schema"].get("required", []) == []  # defaulted argument
+    assert cap_a["id"] != cap_b["id"]
+    # Each execution's response sees the capability as of its own run.
+    extras = {
+        r["id"]: r["extras"]
+        for r in conn.execute(
+            "SELECT id::text, extras FROM executions WHERE id = ANY(%s::uuid[])", ([a1, a2],)
+        ).fetchall()
+    }
+    assert extras[a1]["capability"]["status"] == "created"
+    assert extras[a1]["capability"]["usage_count"] == 1
+    assert extras[a2]["capability"]["status"] == "updated"
+    assert extras[a2]["capability"]["usage_count"] == 2
+    # The failed run saved nothing but still taught the graph.
+    edges = edge_counts(conn)
+    assert edges[("bench:fetch", "bench:store", "sequence")] == 3  # a1, a2 and the failed run
+    assert conn.execute("SELECT count(*) AS n FROM capabilities").fetchone() == {"n": 2}
+    unlearned = conn.execute(
+        "SELECT count(*) AS n FROM executions WHERE learned_at IS NULL"
+    ).fetchone()
+    assert unlearned == {"n": 0}
+
+    # Redelivered: nothing changes.
+    again = ingest(conn, [a1, a2, b1, failed], embedder)
+    assert {r.outcome for r in again.values()} == {"already_ingested"}
+    assert capability(conn, CODE_A)["usage_count"] == 2
+    edge = conn.execute(
+        "SELECT count FROM tool_edges WHERE kind = 'sequence' AND src = 'bench:fetch'"
+    ).fetchone()
+    assert edge == {"count": 3}
+
+
+def test_reruns_and_known_code_in_one_batch_fold_into_the_capability_stats(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    first = add_execution(conn, code=CODE_A, intent="fetch a record and store it", events=BOTH_OK)
+    ingest(conn, [first], embedder)
+    cap_id = str(capability(conn, CODE_A)["id"])
+    known = add_execution(conn, code=CODE_A, intent="again", events=BOTH_OK, duration_ms=40.0)
+    rerun_ok = add_execution(
+        conn, code=CODE_A, intent=None, events=BOTH_OK, capability_id=cap_id, duration_ms=10.0
+    )
+    rerun_failed = add_execution(
+        conn,
+        code=CODE_A,
+        intent=None,
+        events=trace(("bench:fetch", False)),
+        capability_id=cap_id,
+        status="failed",
+        duration_ms=20.0,
+    )
+    results = ingest(conn, [known, rerun_ok, rerun_failed], embedder)
+
+    assert [r.outcome for r in results.values()] == ["updated", "rerun", "rerun"]
+    cap = capability(conn, CODE_A)
+    assert (cap["usage_count"], cap["success_count"], cap["failure_count"]) == (4, 3, 1)
+    assert cap["success_rate"] == pytest.approx(0.75)
+    assert cap["avg_duration_ms"] == pytest.approx((10.0 + 40.0 + 10.0 + 20.0) / 4)
+    # The failed re-run was a false positive of the match: the threshold moved up.
+    outcomes = conn.execute(
+        "SELECT samples FROM adaptive_thresholds WHERE context = 'capability_matching'"
+    ).fetchone()
+    assert outcomes is not None and outcomes["samples"][-2:] == ["true_positive", "false_positive"]
+
+
+def test_a_batch_teaches_the_same_as_one_execution_at_a_time(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    runs = [
+        (CODE_A, "fetch a record and store it", BOTH_OK, 10.0),
+        (CODE_B, "fetch one record", trace(("bench:fetch", True)), 5.0),
+        (CODE_A_REFORMATTED, "copy a record", BOTH_OK, 30.0),
+        (CODE_A, "fetch and store", trace(("bench:fetch", True), ("bench:store", False)), 7.0),
+        (CODE_B, "fetch one record", trace(("bench:fetch", True)), 15.0),
+    ]
+
+    def learn(tenant: str, *, batch: bool) -> dict[str, tuple[Any, ...]]:
+        ids = [
+            add_execution(conn, code=c, intent=i, events=t, tenant=tenant, duration_ms=d)
+            for c, i, t, d in runs
+        ]
+        if batch:
+            ingest(conn, ids, embedder)
+        else:
+            for execution_id in ids:
+                ingest(conn, [execution_id], embedder)
+        rows = conn.execute(
+            "SELECT code_hash, name, usage_count, success_count, failure_count, success_rate, "
+            "avg_duration_ms, tools_used, parameters_schema, code FROM capabilities "
+            "WHERE tenant_id = %s",
+            (tenant,),
+        ).fetchall()
+        return {r["code_hash"]: tuple(r.values()) for r in rows}
+
+    one_at_a_time = learn("one", batch=False)
+    edges_after_one = edge_counts(conn)
+    batched = learn("batch", batch=True)
+    edges_after_both = edge_counts(conn)
+    assert batched == one_at_a_time
+    assert len(batched) == 2
+    tool_edges = {k: v for k, v in edges_after_one.items() if not k[0].startswith("cap:")}
+    assert tool_edges and all(edges_after_both[k] == 2 * v for k, v in tool_edges.items())
+    assert capability_edges(conn, "batch") == capability_edges(conn, "one") != {}
