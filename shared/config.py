@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dim: int | None = None
+    # Intra-op threads of each process's embedding model. One by default: every
+    # process that embeds (gateway, toolhost, learning workers) shares the machine, and
+    # a busy second thread makes a pass slower, not faster. A host that runs learning
+    # workers alone may give them its cores.
+    embedding_threads: int = Field(default=1, ge=1, le=256)
     mcp_config: Path | None = None
 
     gateway_host: str = "127.0.0.1"

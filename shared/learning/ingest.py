@@ -30,7 +30,7 @@ from shared.learning.feedback import (
     NewCapability,
     SuggestionRequest,
     detect_false_negatives,
-    rerun_outcome,
+    rerun_outcomes,
     suggestions_for,
 )
 from shared.learning.graph_store import upsert_edges
@@ -181,17 +181,15 @@ def _threshold_feedback(
 ) -> None:
     """Re-runs confirm or refute their match; new capabilities may reveal a missed one."""
     created: list[NewCapability] = []
+    reruns: list[tuple[str, str, bool]] = []
     for row in rows:
         execution_id = str(row["id"])
         done = capabilities.get(execution_id)
         if done is None:
             continue
         if done.outcome == "rerun":
-            rerun_outcome(
-                conn,
-                tenant_id=row["tenant_id"],
-                capability_name=done.capability["name"],
-                ok=_rerun_ok(decisions[execution_id]),
+            reruns.append(
+                (row["tenant_id"], done.capability["name"], _rerun_ok(decisions[execution_id]))
             )
         elif done.embedding is not None:
             created.append(
@@ -202,6 +200,7 @@ def _threshold_feedback(
                     tools_used=decisions[execution_id].tools_used,
                 )
             )
+    rerun_outcomes(conn, reruns=reruns)
     detect_false_negatives(conn, created=created)
 
 

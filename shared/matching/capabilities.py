@@ -18,6 +18,10 @@ UNRELIABLE_FACTOR = 0.1
 RELIABLE_ABOVE = 0.9
 RELIABLE_FACTOR = 1.2
 MAX_SCORE = 1.0
+# HNSW candidates per false-negative lookup: the nearest is usually the new capability
+# itself (excluded), and a near miss is a feedback signal, not an answer: 10 is plenty
+# and a third of the default's cost.
+NEAR_MISS_EF_SEARCH = 10
 # Nearest neighbours fetched before re-scoring: reliability can reorder them, and a
 # boosted capability a few places down the semantic list may overtake.
 CANDIDATE_FACTOR = 4
@@ -128,7 +132,7 @@ def best_below_threshold_many(
     if not queries:
         return []
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
-    with index_scans_only(conn):
+    with index_scans_only(conn, ef_search=NEAR_MISS_EF_SEARCH):
         rows = _nearest_reliable(conn, queries=queries, tenant_id=tenant_id, rate=min_success_rate)
     out: list[dict[str, Any] | None] = [None] * len(queries)
     for row in rows:
@@ -155,7 +159,7 @@ def _nearest_reliable(
     return conn.execute(
         """
         SELECT q.i, c.id, c.success_rate, c.tools_used, c.semantic
-          FROM unnest(%(vectors)s::text[]::vector[], %(excluded)s::text[])
+          FROM unnest(%(vectors)s::vector[], %(excluded)s::text[])
                WITH ORDINALITY AS q(v, excluded, i)
           CROSS JOIN LATERAL (
               SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> q.v) AS semantic
@@ -167,14 +171,9 @@ def _nearest_reliable(
                LIMIT 1) AS c
         """,
         {
-            "vectors": [_vector_text(v) for _, v in queries],
+            "vectors": [np.asarray(v, dtype=np.float32) for _, v in queries],
             "excluded": [",".join(str(i) for i in ids) for ids, _ in queries],
             "tenant": tenant_id,
             "rate": rate,
         },
     ).fetchall()
-
-
-def _vector_text(vector: Sequence[float]) -> str:
-    """pgvector's text form of a vector ('[x,y,...]'), for arrays of vectors in one parameter."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"

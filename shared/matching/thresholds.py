@@ -127,19 +127,43 @@ def record_outcome(
     The row is locked for the read-modify-write, so concurrent learning workers
     each apply their outcome instead of overwriting each other's.
     """
+    return record_outcomes(conn, context=context, outcomes=[(kind, detail)], tenant_id=tenant_id)
+
+
+def record_outcomes(
+    conn: psycopg.Connection[Any],
+    *,
+    context: Context | str,
+    outcomes: Sequence[tuple[Outcome | str, str]],
+    tenant_id: str = DEFAULT_TENANT,
+) -> float:
+    """``record_outcome`` for (kind, detail) pairs in order, with one lock and one write.
+
+    The same rule, applied outcome after outcome; each change is logged with its reason.
+    """
     ctx = Context(context).value
     with conn.transaction():
         value, samples = _lock_row(conn, tenant_id=tenant_id, context=ctx)
-        update = apply_outcome(value=value, samples=samples, outcome=kind)
+        changes = []
+        for kind, detail in outcomes:
+            update = apply_outcome(value=value, samples=samples, outcome=kind)
+            if update.reason is not None:
+                reason = f"{update.reason}; {detail}" if detail else update.reason
+                changes.append((tenant_id, ctx, value, update.value, reason))
+            value, samples = update.value, update.samples
         conn.execute(
             "UPDATE adaptive_thresholds SET value = %s, samples = %s, updated_at = now() "
             "WHERE tenant_id = %s AND context = %s",
-            (update.value, Jsonb(update.samples), tenant_id, ctx),
+            (value, Jsonb(samples), tenant_id, ctx),
         )
-        if update.reason is not None:
-            reason = f"{update.reason}; {detail}" if detail else update.reason
-            _log(conn, tenant_id=tenant_id, context=ctx, old=value, new=update.value, reason=reason)
-    return update.value
+        if changes:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO adaptive_threshold_changes "
+                    "(tenant_id, context, old_value, new_value, reason) VALUES (%s, %s, %s, %s, %s)",
+                    changes,
+                )
+    return value
 
 
 def threshold_changes(

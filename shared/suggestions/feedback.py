@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from shared.matching.thresholds import DEFAULT_TENANT, Context, Outcome, record_outcome
+from shared.matching.thresholds import DEFAULT_TENANT, Context, Outcome, record_outcomes
 
 # A suggestion counts as used only if the use comes soon after it was shown; later
 # uses say nothing about the suggestion.
@@ -37,12 +37,13 @@ def record_shown_many(
         for s in suggestions
     ]
     if rows:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO suggestion_feedback (tenant_id, execution_id, kind, suggested_id, "
-                "score, reason) VALUES (%s, %s, %s, %s, %s, %s)",
-                rows,
-            )
+        columns = list(zip(*rows, strict=True))
+        conn.execute(
+            "INSERT INTO suggestion_feedback (tenant_id, execution_id, kind, suggested_id, "
+            "score, reason) SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], "
+            "%s::text[], %s::float8[], %s::text[])",
+            [list(c) for c in columns],
+        )
     return len(rows)
 
 
@@ -91,13 +92,16 @@ def mark_used_many(
             "window": USE_WINDOW_S,
         },
     ).fetchall()
+    used_capabilities: dict[str, int] = {}
     for row in rows:
         if row["kind"] == "capability":
-            record_outcome(
-                conn,
-                context=Context.SUGGESTIONS,
-                kind=Outcome.TRUE_POSITIVE,
-                tenant_id=row["tenant_id"],
-                detail="suggested capability was used",
-            )
+            tenant = row["tenant_id"]
+            used_capabilities[tenant] = used_capabilities.get(tenant, 0) + 1
+    for tenant, count in used_capabilities.items():
+        record_outcomes(
+            conn,
+            context=Context.SUGGESTIONS,
+            outcomes=[(Outcome.TRUE_POSITIVE, "suggested capability was used")] * count,
+            tenant_id=tenant,
+        )
     return len(rows)
