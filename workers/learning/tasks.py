@@ -69,7 +69,7 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
             except Exception:
                 log.exception("ingestion of execution %s failed", execution_id)
     _report(results, seconds=time.perf_counter() - started)
-    log.debug("ingested a batch of %d in %.1f ms", len(ids), (time.perf_counter() - started) * 1000)
+    log.info("ingested a batch of %d in %.1f ms", len(ids), (time.perf_counter() - started) * 1000)
     return None
 
 

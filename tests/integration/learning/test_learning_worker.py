@@ -1,0 +1,63 @@
+"""A real learning worker: buffered messages are ingested as batches, and bad ones stay alone."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from shared.broker import make_celery
+from shared.config import Settings
+from shared.db import connect
+from shared.queues import TaskName
+from tests.conftest import WorkerProcess
+from tests.integration.learning.test_ingest_batch_db import BOTH_OK, add_execution
+
+CODE = "d = await mcp.bench.fetch(id=args['id'])\nreturn await mcp.bench.store(value=d)"
+
+
+def wait_until(check: Callable[[], bool], *, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
+    settings: Settings, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    with connect(settings.database_url or "") as conn:
+        ids = [
+            add_execution(conn, code=CODE, intent="fetch a record and store it", events=BOTH_OK)
+            for _ in range(30)
+        ]
+    app = make_celery("test", settings=settings)
+    try:
+        # Queued before the worker starts: it finds them all at once.
+        app.send_task(TaskName.INGEST_EXECUTION, args=["not-a-uuid"])
+        app.send_task(TaskName.INGEST_EXECUTION, args=[])
+        for execution_id in ids:
+            app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+        worker = celery_worker("workers.learning.celery_app", "learning")
+
+        def learned() -> Any:
+            with connect(settings.database_url or "") as conn:
+                row = conn.execute(
+                    "SELECT count(*) AS n FROM executions WHERE learned_at IS NOT NULL"
+                ).fetchone()
+            return row is not None and row["n"] == len(ids)
+
+        wait_until(learned, what="30 executions learned")
+    finally:
+        app.close()
+    with connect(settings.database_url or "") as conn:
+        cap = conn.execute("SELECT usage_count FROM capabilities").fetchall()
+    assert cap == [{"usage_count": 30}]
+    log = worker.log()
+    sizes = [int(m) for m in re.findall(r"ingested a batch of (\d+)", log)]
+    assert sum(sizes) == len(ids) + 2 and max(sizes) > 1  # not one message at a time
+    assert "has no execution id" in log  # the malformed ones were named and dropped
+    assert worker.proc.poll() is None
