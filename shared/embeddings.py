@@ -90,6 +90,15 @@ class Embedder:
             vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
         return [vectors[i] for i in range(len(texts))]
 
+    def encode_reference(self, texts: Sequence[str]) -> list[list[float]]:
+        """The model's own float32 ``encode``: what ``embed`` approximates (cosine > 0.9999),
+        for baselines and checks."""
+        return _encode(self._load(), texts, batch_size=self.batch_size) if texts else []
+
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (loads the model)."""
+        return self._load().tokenizer
+
     def _fast_transformer(self) -> Any:
         model = self._load()
         with self._lock:

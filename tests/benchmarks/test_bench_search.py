@@ -25,7 +25,10 @@ def test_bench_search_shape() -> None:
     assert all(0.0 <= v <= 1.0 for v in recall["hybrid"].values())
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
-    assert latency["total_ms"]["p95"] >= latency["total_ms"]["p50"] > 0
+    assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}
+    for timed in latency["query_sets"].values():
+        assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
+        assert timed["tokens_embedded"]["p50"] > 0
 
 
 def test_match_set_is_big_enough() -> None:
