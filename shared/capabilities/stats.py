@@ -1,4 +1,4 @@
-"""Capability usage statistics, updated one run at a time (pure; SQL upserts mirror it)."""
+"""Capability usage statistics, updated one run at a time (pure; learning batches fold runs with it)."""
 
 from __future__ import annotations
 

@@ -178,7 +178,12 @@ class _Update:
         self.changes: dict[str, Any] = {}
 
     def add(
-        self, execution_id: str, *, ok: bool, duration_ms: float | None, learned: Any = None
+        self,
+        execution_id: str,
+        *,
+        ok: bool,
+        duration_ms: float | None,
+        learned: LearnedRun | None = None,
     ) -> None:
         self.stats = record_run(self.stats, ok=ok, duration_ms=duration_ms)
         self.steps.append((execution_id, "updated" if learned else "rerun", self.stats))

@@ -1,4 +1,4 @@
-"""What one ingested execution teaches the adaptive thresholds and the suggestion engine."""
+"""What ingested executions teach the adaptive thresholds and the suggestion engine."""
 
 from __future__ import annotations
 
