@@ -30,6 +30,11 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(orjson.loads, conn)
 
 
+def database_key(conn: psycopg.Connection[Any]) -> str:
+    """host:port/dbname of a connection: the key for per-database, per-process caches."""
+    return f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
+
+
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:
     """One connection returning dict rows, with the vector type registered."""
     try:

@@ -62,12 +62,8 @@ class Embedder:
         if transformer is None:
             return _encode(model, texts, batch_size=self.batch_size)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors: dict[int, list[float]] = {}
-        for start in range(0, len(order), self.batch_size):
-            group = order[start : start + self.batch_size]
-            batch = [texts[i] for i in group]
-            vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
-        return [vectors[i] for i in range(len(texts))]
+        groups = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return _forward_groups(model, transformer, texts, groups)
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
         """``embed`` for a search request's few texts, grouped for latency rather than size.
@@ -84,11 +80,7 @@ class Embedder:
             min(len(ids), model.max_seq_length or len(ids))
             for ids in model.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
         ]
-        vectors: dict[int, list[float]] = {}
-        for group in length_groups(lengths):
-            batch = [texts[i] for i in group]
-            vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
-        return [vectors[i] for i in range(len(texts))]
+        return _forward_groups(model, transformer, texts, length_groups(lengths))
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[float]]:
         """The model's own float32 ``encode``: what ``embed`` approximates (cosine > 0.9999),
@@ -188,6 +180,17 @@ def length_groups(lengths: Sequence[int]) -> list[list[int]]:
         groups.insert(0, order[i:j])
         j = i
     return groups
+
+
+def _forward_groups(
+    model: SentenceTransformer, transformer: Any, texts: Sequence[str], groups: list[list[int]]
+) -> list[list[float]]:
+    """One forward pass per group of indices into ``texts``; vectors back in input order."""
+    vectors: dict[int, list[float]] = {}
+    for group in groups:
+        batch = [texts[i] for i in group]
+        vectors.update(zip(group, _forward(model, transformer, batch), strict=True))
+    return [vectors[i] for i in range(len(texts))]
 
 
 def _forward(model: SentenceTransformer, transformer: Any, texts: list[str]) -> list[list[float]]:

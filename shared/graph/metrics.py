@@ -1,4 +1,8 @@
-"""Graph metrics over ``tool_edges`` with networkx: weighted PageRank, Louvain communities, Adamic-Adar."""
+"""Graph metrics over ``tool_edges``: weighted PageRank, Louvain communities, Adamic-Adar.
+
+networkx is the graph model (suggestions, Adamic-Adar, next tools); the whole-graph
+refresh computes from the summed edge weights directly (sparse PageRank, igraph Louvain).
+"""
 
 from __future__ import annotations
 
@@ -84,33 +88,14 @@ def _undirected_weights(
     return weights
 
 
-def pagerank(graph: nx.DiGraph) -> dict[str, float]:
-    """Weighted PageRank; {} for an empty graph."""
-    if graph.number_of_nodes() == 0:
-        return {}
-    return dict(nx.pagerank(graph, alpha=PAGERANK_ALPHA, weight="weight"))
-
-
-def communities(undirected: nx.Graph, *, seed: int = LOUVAIN_SEED) -> dict[str, int]:
-    """Louvain community per node, numbered by size (largest first, ties by smallest node id).
-
-    Louvain runs in igraph's C implementation (``community_multilevel``): networkx's pure
-    Python Louvain alone takes 2.2-7 s at 10k nodes / 100k edges, igraph 0.1-0.6 s for
-    the same modularity. networkx stays the graph model everywhere else.
-    """
-    return _louvain(
-        nodes=undirected.nodes,
-        weights={
-            (a, b) if a <= b else (b, a): float(w)
-            for a, b, w in undirected.edges(data="weight", default=1.0)
-        },
-        seed=seed,
-    )
-
-
 def _louvain(
     *, nodes: Iterable[str], weights: Mapping[tuple[str, str], float], seed: int
 ) -> dict[str, int]:
+    """Louvain community per node, numbered by size (largest first, ties by smallest node id).
+
+    igraph's C ``community_multilevel``: networkx's pure Python Louvain alone took
+    2.2-7 s at 10k nodes / 100k edges, igraph 0.1-0.6 s for the same modularity.
+    """
     import random
 
     import igraph

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from shared.db import database_key
 from shared.matching.capabilities import best_below_threshold_many
 from shared.matching.thresholds import (
     MIN_THRESHOLD,
@@ -108,7 +109,7 @@ class SuggestionCache:
         )
 
     def get(self, conn: Conn, *, tenant_id: str, tools: Sequence[str]) -> list[dict[str, Any]]:
-        key = (_database(conn), tenant_id, tuple(tools))
+        key = (database_key(conn), tenant_id, tuple(tools))
         now = time.monotonic()
         hit = self._entries.get(key)
         if hit is not None and now - hit[0] < self.ttl_s:
@@ -122,10 +123,6 @@ class SuggestionCache:
 
     def clear(self) -> None:
         self._entries.clear()
-
-
-def _database(conn: Conn) -> str:
-    return f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
 
 
 SUGGESTIONS = SuggestionCache()

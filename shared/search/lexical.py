@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from shared.db import database_key
 from shared.search.query import lexeme_words
 
 # Words in more than this share of tools are dropped from the query: they barely
@@ -152,7 +153,7 @@ class _WordIndexes:
 
     def get(self, conn: psycopg.Connection[Any], *, version: Any) -> WordIndex:
         """The index of ``conn``'s database as of ``version`` (read before calling)."""
-        key = f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
+        key = database_key(conn)
         with self._lock:
             cached = self._by_db.get(key)
         if cached is not None and cached.version == version:

@@ -74,8 +74,8 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
 
 
 def _execution_id(request: SimpleRequest) -> str | None:
-    args = request.args or (request.kwargs or {}).get("execution_id")
-    value = args[0] if isinstance(args, list | tuple) and args else args
+    # Sent as args=[execution_id]; a keyword call is accepted too.
+    value = request.args[0] if request.args else (request.kwargs or {}).get("execution_id")
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:

@@ -10,11 +10,9 @@ import pytest
 from shared.graph.metrics import (
     adamic_adar,
     build_graph,
-    communities,
     compute_metrics,
     directed_weights,
     out_neighbours,
-    pagerank,
     undirected_projection,
     weighted_pagerank,
 )
@@ -48,15 +46,15 @@ def test_pagerank_favours_the_tool_everything_flows_into() -> None:
     rows = [(f"t:{i}", "t:hub", "sequence", 1.0) for i in range(5)] + [
         ("t:0", "t:1", "sequence", 1.0)
     ]
-    ranks = pagerank(build_graph(rows))
+    ranks = compute_metrics(rows=rows).pagerank
     assert max(ranks, key=ranks.__getitem__) == "t:hub"
     assert abs(sum(ranks.values()) - 1.0) < 1e-6
 
 
 def test_pagerank_uses_weights() -> None:
-    ranks = pagerank(
-        build_graph([("t:a", "t:b", "sequence", 9.0), ("t:a", "t:c", "sequence", 1.0)])
-    )
+    ranks = compute_metrics(
+        rows=[("t:a", "t:b", "sequence", 9.0), ("t:a", "t:c", "sequence", 1.0)]
+    ).pagerank
     assert ranks["t:b"] > ranks["t:c"]
 
 
@@ -102,8 +100,8 @@ def test_out_neighbours_are_ranked_by_weight() -> None:
 
 
 def test_communities_on_graph_with_isolated_pair() -> None:
-    undirected = undirected_projection(build_graph([("a:x", "b:y", "sequence", 1.0)]))
-    assert communities(undirected) == {"a:x": 0, "b:y": 0}
+    metrics = compute_metrics(rows=[("a:x", "b:y", "sequence", 1.0)])
+    assert metrics.community == {"a:x": 0, "b:y": 0}
 
 
 def test_weighted_pagerank_is_networkx_pagerank() -> None:
