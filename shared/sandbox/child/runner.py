@@ -217,6 +217,9 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
     done["stdout_truncated"] = session.capture.truncated
     head = json.dumps(done, separators=(",", ":"), ensure_ascii=False)
     writer.write(wire.encode_raw(head[:-1] + ',"result":' + result_json + "}"))
+    # drain() is flow control: it returns once the buffer is under the low-water mark, not
+    # empty, and serve() then _exits. A zero limit makes it wait until every byte is sent.
+    writer.transport.set_write_buffer_limits(high=0)
     await writer.drain()
     replies.cancel()
 
