@@ -70,3 +70,36 @@ def test_embed_agrees_with_the_models_own_encode(embedder: Embedder) -> None:
     reference = np.asarray(embedder.encode_reference(texts))
     fast = np.asarray(embedder.embed(texts))
     assert (fast * reference).sum(axis=1).min() > 0.999
+
+
+def test_query_passes_agree_with_the_models_own_encode(embedder: Embedder) -> None:
+    """Grouped query passes (padded batches, a text past the model's 256-token limit) too."""
+    texts = [
+        "read a file",
+        "summarise the quarterly report and email it to the finance team",
+        "find flights",
+        " ".join(["invoice"] * 400),  # truncated to max_seq_length, as encode does
+    ]
+    reference = np.asarray(embedder.encode_reference(texts))
+    fast = np.asarray(embedder.embed_query(texts))
+    assert (fast * reference).sum(axis=1).min() > 0.999
+
+
+def test_lean_bert_encoder_matches_the_module_exactly_in_float32(embedder: Embedder) -> None:
+    """The lean encoder is the same computation: in float32 it equals the module's forward."""
+    import torch
+
+    from shared.embeddings.bert import BertEncoder
+    from shared.embeddings.encoders import ModuleEncoder, fast_encoder
+
+    model = embedder._load()
+    assert isinstance(fast_encoder(model), BertEncoder)  # MiniLM is a BertModel
+    batch = model.tokenizer(
+        ["fetch invoices and store them", "x", "what is the weather in Paris tomorrow"],
+        padding=True,
+        return_tensors="pt",
+    )
+    module = model[0].auto_model
+    lean = BertEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
+    plain = ModuleEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
+    assert torch.allclose(lean, plain, atol=1e-5)
