@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -37,9 +39,12 @@ class Embedder:
         expected_dim: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 1,
+        query_workers: int = 1,
     ) -> None:
         self.model_name = model_name
         self.threads = threads
+        self.query_workers = query_workers
+        self._pool: ThreadPoolExecutor | None = None
         self.expected_dim = expected_dim
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None
@@ -69,21 +74,30 @@ class Embedder:
         return _forward_groups(model, encoder, texts, groups)
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        """``embed`` for a search request's few texts, grouped for latency rather than size.
+        """``embed`` for a search request's few texts, planned for latency rather than size.
 
-        Groups the texts into forward passes by token count (``length_groups``), so
-        short clauses are not padded to a long query.
+        The texts are tokenised once and cut into forward passes by token count, so short
+        clauses are not padded to a long query; with ``query_workers`` > 1 the passes run
+        side by side on that many threads (``query_plan``), each pass on one core.
         """
         if not texts:
             return []
         model, encoder = self._load(), self._fast_encoder()
         if encoder is None:
             return _encode(model, texts, batch_size=self.batch_size)
-        lengths = [
-            min(len(ids), model.max_seq_length or len(ids))
-            for ids in model.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+        ids: list[list[int]] = model.tokenizer(
+            list(texts), truncation=True, max_length=model.max_seq_length
+        )["input_ids"]
+        pad = int(model.tokenizer.pad_token_id or 0)
+        plan = query_plan([len(i) for i in ids], workers=self.query_workers)
+        vectors: dict[int, list[float]] = {}
+        jobs = [
+            self._query_pool().submit(_passes, encoder, ids, passes, pad) for passes in plan[1:]
         ]
-        return _forward_groups(model, encoder, texts, length_groups(lengths))
+        vectors.update(_passes(encoder, ids, plan[0], pad))  # this thread takes one share
+        for job in jobs:
+            vectors.update(job.result())
+        return [vectors[i] for i in range(len(texts))]
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[float]]:
         """The model's own float32 ``encode``: what ``embed`` approximates (cosine > 0.9999),
@@ -93,6 +107,15 @@ class Embedder:
     def tokenizer(self) -> Any:
         """The model's tokenizer (loads the model)."""
         return self._load().tokenizer
+
+    def _query_pool(self) -> ThreadPoolExecutor:
+        # Created on first use, after any fork: a thread pool does not survive one.
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=max(1, self.query_workers - 1), thread_name_prefix="embed-query"
+                )
+            return self._pool
 
     def _fast_encoder(self) -> Encoder | None:
         model = self._load()
@@ -164,28 +187,54 @@ def _load_model(model_name: str, *, threads: int) -> SentenceTransformer:
 PASS_COST_TOKENS = 12.0
 
 
-def length_groups(lengths: Sequence[int]) -> list[list[int]]:
-    """Indices of ``lengths`` split into batches minimising passes x fixed cost + padded tokens.
+def query_plan(lengths: Sequence[int], *, workers: int = 1) -> list[list[list[int]]]:
+    """Forward passes for texts of these token counts, as one list of passes per worker.
 
-    Texts are sorted by length and cut into contiguous runs (optimal for this cost:
-    a batch pads to its longest text); at most a handful of texts, so exhaustive DP.
+    A pass pads to its longest text and costs ``PASS_COST_TOKENS`` + rows x longest;
+    the plan minimises the busiest worker's cost, then the total (less CPU). Texts are
+    sorted by length and cut into contiguous runs (optimal for this cost), and a request
+    has a handful of texts, so every cut and every assignment of runs is tried.
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    best: list[tuple[float, int]] = [(0.0, 0)]  # best[j]: (cost of first j sorted, cut)
-    for j in range(1, len(order) + 1):
-        best.append(
-            min(
-                (best[i][0] + PASS_COST_TOKENS + (j - i) * lengths[order[j - 1]], i)
-                for i in range(j)
-            )
-        )
-    groups: list[list[int]] = []
-    j = len(order)
-    while j > 0:
-        i = best[j][1]
-        groups.insert(0, order[i:j])
-        j = i
-    return groups
+    n, workers = len(order), max(1, workers)
+    best: tuple[tuple[float, float], list[list[list[int]]]] | None = None
+    for cuts in range(1 << max(0, n - 1)):  # bit k set: a pass ends after the k-th text
+        runs, start = [], 0
+        for k in range(n):
+            if k == n - 1 or cuts >> k & 1:
+                runs.append(order[start : k + 1])
+                start = k + 1
+        costs = [PASS_COST_TOKENS + len(run) * lengths[run[-1]] for run in runs]
+        for owners in itertools.product(range(min(workers, len(runs))), repeat=len(runs)):
+            load = [0.0] * workers
+            for owner, cost in zip(owners, costs, strict=True):
+                load[owner] += cost
+            key = (max(load), sum(costs))
+            if best is None or key < best[0]:
+                shares: list[list[list[int]]] = [[] for _ in range(workers)]
+                for owner, run in zip(owners, runs, strict=True):
+                    shares[owner].append(run)
+                best = (key, [share for share in shares if share])
+    return best[1] if best else [[]]
+
+
+def _passes(
+    encoder: Encoder, ids: Sequence[list[int]], passes: list[list[int]], pad: int
+) -> dict[int, list[float]]:
+    """Run ``passes`` (lists of indices into ``ids``) one after another; vectors by index."""
+    import torch
+
+    vectors: dict[int, list[float]] = {}
+    for group in passes:
+        width = max(len(ids[i]) for i in group)
+        input_ids = torch.full((len(group), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        for row, i in enumerate(group):
+            input_ids[row, : len(ids[i])] = torch.tensor(ids[i])
+            mask[row, : len(ids[i])] = 1
+        out = encoder.encode(input_ids, mask).numpy().astype(np.float32).tolist()
+        vectors.update(zip(group, out, strict=True))
+    return vectors
 
 
 def _forward_groups(
@@ -233,6 +282,7 @@ def get_embedder(settings: Settings) -> Embedder:
                 model_name=settings.embedding_model,
                 expected_dim=settings.vector_dim,
                 threads=settings.embedding_threads,
+                query_workers=settings.query_embedding_workers,
             )
         return _embedders[key]
 
