@@ -1,7 +1,7 @@
 """Graph signals for tool search relative to the tools already in use (Adamic-Adar, next step).
 
-Computed in SQL over ``tool_edges`` around the context: building a networkx graph of
-the 2-hop neighbourhood per query cost ~20 ms at 100k edges.
+Computed from the in-memory graph (``graph_snapshot``); the suggestion engine's
+neighbourhood load reads ``tool_edges`` around a few nodes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+
+from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL
 
 # Edges loaded around the context: enough for any realistic neighbourhood, a cap so
 # a context tool that is a hub of a huge graph cannot make one search slow.
@@ -63,109 +65,31 @@ def load_neighbourhood(conn: psycopg.Connection[Any], *, nodes: Sequence[str]) -
     ).fetchall()
 
 
-# Undirected edges as build_graph + undirected_projection see them: either way, with a
-# positive weight, never a self loop. Migration 0004's partial indexes hold exactly these
-# rows (with dst/src, kind and weight), so every lookup below is an index-only scan.
-_EDGE = "tool_edges WHERE weight > 0 AND dst <> src AND"
-
-# Adamic-Adar of the candidates to the context, summed over the context nodes:
-# Σ_c Σ_{z ∈ N(c) ∩ N(x)} 1 / ln deg(z). Only candidates are scored (graph_scores reads
-# no other tool), so the work is the candidates' and the context's own edges plus the
-# degree of their common neighbours, never every edge two hops out (a hub in the
-# context made that thousands of rows). A common neighbour has degree ≥ 2, so ln > 0.
-GRAPH_RELATED_SQL = f"""
-WITH cn AS (
-    SELECT src AS c, dst AS z FROM {_EDGE} src = ANY(%(context)s::text[])
-    UNION
-    SELECT dst, src FROM {_EDGE} dst = ANY(%(context)s::text[])
-),
-xz AS (
-    SELECT src AS x, dst AS z FROM {_EDGE} src = ANY(%(candidates)s::text[])
-       AND dst IN (SELECT z FROM cn)
-    UNION
-    SELECT dst, src FROM {_EDGE} dst = ANY(%(candidates)s::text[])
-       AND src IN (SELECT z FROM cn)
-),
-deg AS (
-    SELECT z, count(*) AS d FROM (
-        SELECT src AS z, dst AS n FROM {_EDGE} src = ANY(ARRAY(SELECT DISTINCT z FROM xz))
-        UNION
-        SELECT dst, src FROM {_EDGE} dst = ANY(ARRAY(SELECT DISTINCT z FROM xz))
-    ) AS e
-    GROUP BY z
-)
-SELECT xz.x AS id, sum(1.0 / ln(deg.d)) AS score
-  FROM cn JOIN xz ON xz.z = cn.z JOIN deg ON deg.z = cn.z
- WHERE xz.x <> cn.c
- GROUP BY xz.x
-"""
-
-# Successors of one node by summed weight ("what usually comes next"); co_used rows are
-# stored once per pair and count both ways, as in build_graph.
-GRAPH_FOLLOWING_SQL = f"""
-SELECT e.id, sum(e.weight) AS weight, max(t.pagerank) AS pagerank FROM (
-    SELECT dst AS id, weight FROM {_EDGE} src = %(node)s
-    UNION ALL
-    SELECT src, weight FROM {_EDGE} dst = %(node)s AND kind = 'co_used'
-) AS e
-LEFT JOIN tools AS t ON t.id = e.id
-GROUP BY e.id
-ORDER BY weight DESC, e.id
-LIMIT %(limit)s
-"""
-
-Query = tuple[str, dict[str, Any]]
-
-
-def following_query(context_tools: Sequence[str]) -> Query | None:
-    """What usually follows the last context tool (rows for ``graph_scores``); None without context.
-
-    Independent of the text signals, so a caller can send it in one pipeline with them.
-    """
-    context = _context(context_tools)
-    if not context:
-        return None
-    return GRAPH_FOLLOWING_SQL, {"node": context[-1], "limit": NEXT_TOOLS}
-
-
-def related_query(context_tools: Sequence[str], *, candidates: Sequence[str]) -> Query | None:
-    """Adamic-Adar of ``candidates`` to the context (rows for ``graph_scores``); None if empty.
-
-    ``candidates`` must hold every tool ``graph_scores`` may score: the text signals'
-    candidates and the tools of the following query.
-    """
-    context = _context(context_tools)
-    pool = [c for c in dict.fromkeys(candidates) if c not in context]
-    if not context or not pool:
-        return None
-    return GRAPH_RELATED_SQL, {"context": context, "candidates": pool}
-
-
 def graph_scores(
     *,
     context_tools: Sequence[str],
     candidates: Sequence[str],
-    following_rows: Sequence[Any],
-    related_rows: Sequence[Any],
+    following: Sequence[tuple[str, float]],
+    related: dict[str, float],
 ) -> GraphScores:
     """Adamic-Adar of candidates to the context, plus "often follows" for the last context tool.
 
-    Out-neighbours of the last context tool join the candidates, so the graph can
-    propose a next step that neither text signal found. Empty on an empty graph.
+    ``following`` is (tool, summed weight) after the last context tool, best first;
+    ``related`` the Adamic-Adar of the candidates and those tools. Out-neighbours join
+    the candidates, so the graph can propose a next step that neither text signal
+    found. Empty on an empty graph.
     """
     context = _context(context_tools)
     if not context:
         return GraphScores()
     last = context[-1]
-    following = [(r["id"], float(r["weight"])) for r in following_rows]
     top_weight = max((w for _, w in following), default=0.0)
-    related_all = {r["id"]: float(r["score"]) for r in related_rows}
     pool = [c for c in dict.fromkeys([*candidates, *(t for t, _ in following)]) if c not in context]
     pool = [c for c in pool if not c.startswith("cap:")]  # capabilities are not tools
     score: dict[str, float] = {}
     reasons: dict[str, list[str]] = {}
     for tool in pool:
-        value = related_all.get(tool, 0.0)
+        value = related.get(tool, 0.0)
         if value > 0:
             score[tool] = value
             reasons.setdefault(tool, []).append(
@@ -183,19 +107,18 @@ def graph_scores(
 def context_graph_scores(
     conn: psycopg.Connection[Any], *, context_tools: Sequence[str], candidates: Sequence[str]
 ) -> GraphScores:
-    """``graph_scores`` with its two queries run on ``conn`` (one round trip each)."""
-    following = following_query(context_tools)
-    if following is None:
+    """``graph_scores`` from the graph snapshot of ``conn``'s database (current version)."""
+    context = _context(context_tools)
+    if not context:
         return GraphScores()
-    following_rows = conn.execute(*following).fetchall()
-    related = related_query(
-        context_tools, candidates=[*candidates, *(r["id"] for r in following_rows)]
-    )
+    row = conn.execute(GRAPH_VERSION_SQL).fetchone()
+    graph = GRAPH_SNAPSHOTS.get(conn, version=str(row["version"]) if row else "")
+    following = graph.following(context[-1], limit=NEXT_TOOLS)
     return graph_scores(
-        context_tools=context_tools,
+        context_tools=context,
         candidates=candidates,
-        following_rows=following_rows,
-        related_rows=conn.execute(*related).fetchall() if related else [],
+        following=following,
+        related=graph.adamic_adar(context, [*candidates, *(t for t, _ in following)]),
     )
 
 

@@ -10,12 +10,8 @@ import numpy as np
 import psycopg
 
 from shared.search.fusion import Signal, explain, fuse
-from shared.search.graph_signals import (
-    GraphScores,
-    following_query,
-    graph_scores,
-    related_query,
-)
+from shared.search.graph_signals import NEXT_TOOLS, GraphScores, graph_scores
+from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
     WORD_INDEXES,
@@ -61,54 +57,54 @@ def hybrid_tool_search(
     candidates = max(MIN_CANDIDATES, 3 * limit)
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
-    following_sql = following_query(context_tools)
+    context = list(dict.fromkeys(t for t in context_tools if t))
     # autocommit: a transaction of its own keeps the local ef_search; otherwise the
     # caller's transaction does (the setting ends with it), without extra round trips.
     scope = conn.transaction() if conn.autocommit else nullcontext()
     with scope:
-        # Three round trips: everything that needs only the request; then what needs the
-        # candidates (pageranks of lexical-only hits, Adamic-Adar of the pool); then the
-        # winners' details. Lexical scoring is in memory between the first two.
+        # Three round trips: everything that needs only the request; then the pageranks
+        # of tools only the words or the graph found; then the winners' details. Lexical
+        # scoring and the graph signals are in memory between the first two.
         with conn.pipeline():
             # HNSW returns at most ef_search rows (pgvector default 40).
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
             words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
             nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
-            following_cur = conn.execute(*following_sql) if following_sql else None
+            graph_cur = conn.execute(GRAPH_VERSION_SQL) if context else None
         words_row = words_cur.fetchone()
         semantic, clause_best, pageranks = _nearest_results(nearest_cur.fetchall())
-        following_rows = following_cur.fetchall() if following_cur else []
-        pageranks.update((r["id"], float(r["pagerank"] or 0.0)) for r in following_rows)
         index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
         lexical = {
             hit.id: hit for hit in index.search(words=words_of_row(words_row), limit=candidates)
         }
         pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
-        unknown = [t for t in lexical if t not in pageranks]
-        related_sql = related_query(
-            context_tools, candidates=[*pool, *(r["id"] for r in following_rows)]
-        )
-        related_rows: list[Row] = []
-        if unknown or related_sql:
-            with conn.pipeline():
-                pagerank_cur = conn.execute(_PAGERANKS_SQL, {"ids": unknown}) if unknown else None
-                related_cur = conn.execute(*related_sql) if related_sql else None
-            if pagerank_cur:
-                pageranks.update(
-                    (r["id"], float(r["pagerank"] or 0.0)) for r in pagerank_cur.fetchall()
-                )
-            related_rows = related_cur.fetchall() if related_cur else []
-        # A lexical hit whose tool was deleted since the words were loaded has no row.
-        lexical = {t: hit for t, hit in lexical.items() if t in pageranks}
-        pool = [t for t in pool if t in pageranks]
         graph = GraphScores()
-        if following_sql:
-            graph = graph_scores(
-                context_tools=context_tools,
-                candidates=pool,
-                following_rows=following_rows,
-                related_rows=related_rows,
+        if graph_cur is not None:
+            version_row = graph_cur.fetchone()
+            snapshot = GRAPH_SNAPSHOTS.get(
+                conn, version=str(version_row["version"]) if version_row else ""
             )
+            following = snapshot.following(context[-1], limit=NEXT_TOOLS)
+            graph = graph_scores(
+                context_tools=context,
+                candidates=pool,
+                following=following,
+                related=snapshot.adamic_adar(context, [*pool, *(t for t, _ in following)]),
+            )
+        unknown = [t for t in dict.fromkeys([*lexical, *graph.score]) if t not in pageranks]
+        if unknown:
+            pageranks.update(
+                (r["id"], float(r["pagerank"] or 0.0))
+                for r in conn.execute(_PAGERANKS_SQL, {"ids": unknown}).fetchall()
+            )
+        # A hit whose tool was deleted since the words or the graph were loaded has no
+        # row (and capability nodes of the graph are not tools).
+        lexical = {t: hit for t, hit in lexical.items() if t in pageranks}
+        graph = GraphScores(
+            score={t: v for t, v in graph.score.items() if t in pageranks},
+            reasons={t: r for t, r in graph.reasons.items() if t in pageranks},
+        )
+        pool = [t for t in pool if t in pageranks]
         # Graph-scored tools are pool members or followers: every pagerank is known.
         pool = list(dict.fromkeys([*pool, *graph.score]))
         pageranks = {t: pageranks.get(t, 0.0) for t in pool}

@@ -22,7 +22,7 @@ def _unit(rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_sql_graph_scores_match_networkx(pg_url: str) -> None:
+def test_graph_scores_match_networkx(pg_url: str) -> None:
     rnd = random.Random(3)
     nodes = [f"s{i % 4}:t{i}" for i in range(40)] + ["cap:c1"]
     rows = []
