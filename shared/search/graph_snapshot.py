@@ -14,6 +14,7 @@ searches use the previous snapshot, so no request waits for a big reload.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -242,6 +243,11 @@ class GraphSnapshots:
         with self._lock:
             self._by_db.clear()
 
+    def forget_reloads(self) -> None:
+        """Drop the marks of reloads in progress (their threads are gone after a fork)."""
+        self._lock = threading.Lock()  # a parent thread may have held it at the fork
+        self._reloading = set()
+
     def _store(self, key: str, snapshot: GraphSnapshot) -> GraphSnapshot:
         with self._lock:
             self._by_db[key] = snapshot
@@ -274,3 +280,5 @@ def _conninfo(conn: psycopg.Connection[Any]) -> str:
 
 
 GRAPH_SNAPSHOTS = GraphSnapshots()
+# A reload thread does not survive a fork: a child must not wait for one forever.
+os.register_at_fork(after_in_child=GRAPH_SNAPSHOTS.forget_reloads)
