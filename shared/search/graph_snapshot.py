@@ -52,14 +52,14 @@ class GraphSnapshot:
     """The graph at one version: undirected neighbour sets and ranked successors, as CSR arrays."""
 
     version: str
-    ids: list[str]  # node index -> id, in id order
-    index: dict[str, int]
-    neighbour_ptr: (
-        np.ndarray
-    )  # neighbours of node i: neighbours[neighbour_ptr[i]:neighbour_ptr[i+1]]
+    ids: list[str]  # node position -> id, in id order
+    index: dict[str, int]  # id -> node position
+    # Distinct undirected neighbours of node i: neighbours[neighbour_ptr[i]:neighbour_ptr[i + 1]].
+    neighbour_ptr: np.ndarray
     neighbours: np.ndarray
-    inverse_log_degree: np.ndarray  # 1 / ln(degree), 0 where the degree is below 2
-    successor_ptr: np.ndarray  # successors of i by summed weight desc, then id
+    inverse_log_degree: np.ndarray  # 1 / ln(degree); 0 where the degree is below 2
+    # Successors of node i, by summed weight (desc) then id, laid out the same way.
+    successor_ptr: np.ndarray
     successors: np.ndarray
     successor_weights: np.ndarray
     load_ms: float
