@@ -8,7 +8,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg.rows import dict_row
@@ -69,9 +69,11 @@ class Embedder:
         model, encoder = self._load(), self._fast_encoder()
         if encoder is None:
             return _encode(model, texts, batch_size=self.batch_size)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ids = _token_ids(model, texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         groups = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        return _forward_groups(model, encoder, texts, groups)
+        vectors = _passes(encoder, ids, groups, _pad_id(model))
+        return [vectors[i] for i in range(len(texts))]
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
         """``embed`` for a search request's few texts, planned for latency rather than size.
@@ -85,10 +87,7 @@ class Embedder:
         model, encoder = self._load(), self._fast_encoder()
         if encoder is None:
             return _encode(model, texts, batch_size=self.batch_size)
-        ids: list[list[int]] = model.tokenizer(
-            list(texts), truncation=True, max_length=model.max_seq_length
-        )["input_ids"]
-        pad = int(model.tokenizer.pad_token_id or 0)
+        ids, pad = _token_ids(model, texts), _pad_id(model)
         plan = query_plan([len(i) for i in ids], workers=self.query_workers)
         vectors: dict[int, list[float]] = {}
         jobs = [
@@ -221,7 +220,8 @@ def query_plan(lengths: Sequence[int], *, workers: int = 1) -> list[list[list[in
 def _passes(
     encoder: Encoder, ids: Sequence[list[int]], passes: list[list[int]], pad: int
 ) -> dict[int, list[float]]:
-    """Run ``passes`` (lists of indices into ``ids``) one after another; vectors by index."""
+    """Run ``passes`` (lists of indices into ``ids``, each padded to its longest) one after
+    another; vectors by index."""
     import torch
 
     vectors: dict[int, list[float]] = {}
@@ -237,23 +237,16 @@ def _passes(
     return vectors
 
 
-def _forward_groups(
-    model: SentenceTransformer, encoder: Encoder, texts: Sequence[str], groups: list[list[int]]
-) -> list[list[float]]:
-    """One forward pass per group of indices into ``texts``; vectors back in input order."""
-    vectors: dict[int, list[float]] = {}
-    for group in groups:
-        batch = [texts[i] for i in group]
-        vectors.update(zip(group, _forward(model, encoder, batch), strict=True))
-    return [vectors[i] for i in range(len(texts))]
+def _token_ids(model: SentenceTransformer, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each text, cut at the model's limit as ``encode`` does."""
+    ids: list[list[int]] = model.tokenizer(
+        list(texts), truncation=True, max_length=model.max_seq_length
+    )["input_ids"]
+    return ids
 
 
-def _forward(model: SentenceTransformer, encoder: Encoder, texts: list[str]) -> list[list[float]]:
-    batch = model.tokenizer(
-        texts, padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="pt"
-    )
-    vectors = encoder.encode(batch["input_ids"], batch["attention_mask"])
-    return cast(list[list[float]], vectors.numpy().astype(np.float32).tolist())
+def _pad_id(model: SentenceTransformer) -> int:
+    return int(model.tokenizer.pad_token_id or 0)
 
 
 def _encode(

@@ -108,9 +108,7 @@ class BertEncoder:
                 x = F.layer_norm(out, (self.hidden,), *layer.output_norm, self.eps).view(
                     batch, length, self.hidden
                 )
-            weights = attention_mask.unsqueeze(-1).to(torch.float32)
-            pooled = (x.float() * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
-            return F.normalize(pooled, dim=1)  # mean pooling over real tokens, unit length
+            return mean_pool(x.float(), attention_mask)
 
     def _layer(self, layer: Any) -> _Layer:
         attention = layer.attention
@@ -152,3 +150,10 @@ class BertEncoder:
         except (AttributeError, RuntimeError):
             return _Linear(weight, bias, packed=False)
         return _Linear(packed, bias, packed=True)
+
+
+def mean_pool(tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean over real tokens, then unit length: the model's Pooling and Normalize modules."""
+    mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+    pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+    return F.normalize(pooled, dim=1)

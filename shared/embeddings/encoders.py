@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
-from shared.embeddings.bert import BertEncoder
+from shared.embeddings.bert import BertEncoder, mean_pool
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -37,13 +37,6 @@ class ModuleEncoder:
                 input_ids=input_ids, attention_mask=attention_mask
             ).last_hidden_state.float()
             return mean_pool(tokens, attention_mask)
-
-
-def mean_pool(tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean over real tokens, then unit length: the model's Pooling and Normalize modules."""
-    mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
-    pooled = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=1)
 
 
 def fast_encoder(model: SentenceTransformer) -> Encoder | None:

@@ -12,7 +12,12 @@ from typing import Any
 
 import psycopg
 
-from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL
+from shared.search.graph_snapshot import (
+    GRAPH_SNAPSHOTS,
+    GRAPH_VERSION_SQL,
+    GraphSnapshot,
+    graph_version,
+)
 
 # Edges loaded around the context: enough for any realistic neighbourhood, a cap so
 # a context tool that is a hub of a huge graph cannot make one search slow.
@@ -79,7 +84,7 @@ def graph_scores(
     the candidates, so the graph can propose a next step that neither text signal
     found. Empty on an empty graph.
     """
-    context = _context(context_tools)
+    context = distinct_context(context_tools)
     if not context:
         return GraphScores()
     last = context[-1]
@@ -104,15 +109,13 @@ def graph_scores(
     return GraphScores(score=score, reasons=reasons)
 
 
-def context_graph_scores(
-    conn: psycopg.Connection[Any], *, context_tools: Sequence[str], candidates: Sequence[str]
+def snapshot_graph_scores(
+    graph: GraphSnapshot, *, context_tools: Sequence[str], candidates: Sequence[str]
 ) -> GraphScores:
-    """``graph_scores`` from the graph snapshot of ``conn``'s database (current version)."""
-    context = _context(context_tools)
+    """``graph_scores`` for ``candidates`` from an in-memory graph."""
+    context = distinct_context(context_tools)
     if not context:
         return GraphScores()
-    row = conn.execute(GRAPH_VERSION_SQL).fetchone()
-    graph = GRAPH_SNAPSHOTS.get(conn, version=str(row["version"]) if row else "")
     following = graph.following(context[-1], limit=NEXT_TOOLS)
     return graph_scores(
         context_tools=context,
@@ -122,5 +125,16 @@ def context_graph_scores(
     )
 
 
-def _context(context_tools: Sequence[str]) -> list[str]:
+def context_graph_scores(
+    conn: psycopg.Connection[Any], *, context_tools: Sequence[str], candidates: Sequence[str]
+) -> GraphScores:
+    """``graph_scores`` from the graph snapshot of ``conn``'s database (current version)."""
+    if not distinct_context(context_tools):
+        return GraphScores()
+    graph = GRAPH_SNAPSHOTS.get(conn, version=graph_version(conn.execute(GRAPH_VERSION_SQL)))
+    return snapshot_graph_scores(graph, context_tools=context_tools, candidates=candidates)
+
+
+def distinct_context(context_tools: Sequence[str]) -> list[str]:
+    """The context tools, each once, in order, without empty ids."""
     return list(dict.fromkeys(t for t in context_tools if t))

@@ -42,6 +42,13 @@ SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text
   FROM tool_edges_writes
 """
 
+
+def graph_version(cursor: Any) -> str:
+    """The version from a cursor that ran ``GRAPH_VERSION_SQL`` (dict rows)."""
+    row = cursor.fetchone()
+    return str(row["version"]) if row else ""
+
+
 # Graph edges as build_graph sees them: a positive weight, never a self loop. Migration
 # 0004's partial index on (src) INCLUDE (dst, kind, weight) answers this from the index.
 _EDGES_SQL = "SELECT src, dst, kind, weight FROM tool_edges WHERE weight > 0 AND dst <> src"
@@ -103,21 +110,6 @@ class GraphSnapshot:
 
     def _neighbours(self, node: int) -> np.ndarray:
         return self.neighbours[self.neighbour_ptr[node] : self.neighbour_ptr[node + 1]]
-
-
-def snapshot_of_rows(*, version: str, rows: Sequence[tuple[str, str, str, float]]) -> GraphSnapshot:
-    """A snapshot of edge rows (src, dst, kind, weight), filtered like ``_EDGES_SQL``."""
-    edges = [r for r in rows if r[3] > 0 and r[0] != r[1]]
-    ids = sorted({node for src, dst, _, _ in edges for node in (src, dst)})
-    index = {node: i for i, node in enumerate(ids)}
-    return build_snapshot(
-        version=version,
-        ids=ids,
-        src=np.array([index[r[0]] for r in edges], dtype=np.int64),
-        dst=np.array([index[r[1]] for r in edges], dtype=np.int64),
-        co_used=np.array([r[2] == "co_used" for r in edges], dtype=bool),
-        weight=np.array([r[3] for r in edges], dtype=np.float64),
-    )
 
 
 def build_snapshot(
@@ -260,8 +252,8 @@ class GraphSnapshots:
                 # over collation-aware sorts spilled to disk (400 -> 170 ms at 100k edges).
                 conn.execute("SET work_mem = '64MB'")
                 conn.execute("SET enable_mergejoin = off")
-                row = conn.execute(GRAPH_VERSION_SQL).fetchone()
-                self._store(key, load_snapshot(conn, version=str(row["version"]) if row else ""))
+                version = graph_version(conn.execute(GRAPH_VERSION_SQL))
+                self._store(key, load_snapshot(conn, version=version))
         except psycopg.Error as exc:  # the next stale search tries again
             log.warning("graph snapshot reload failed: %s", exc)
         finally:

@@ -10,8 +10,8 @@ import numpy as np
 import psycopg
 
 from shared.search.fusion import Signal, explain, fuse
-from shared.search.graph_signals import NEXT_TOOLS, GraphScores, graph_scores
-from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL
+from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
+from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
     WORD_INDEXES,
@@ -57,7 +57,6 @@ def hybrid_tool_search(
     candidates = max(MIN_CANDIDATES, 3 * limit)
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
-    context = list(dict.fromkeys(t for t in context_tools if t))
     # autocommit: a transaction of its own keeps the local ef_search; otherwise the
     # caller's transaction does (the setting ends with it), without extra round trips.
     scope = conn.transaction() if conn.autocommit else nullcontext()
@@ -70,7 +69,7 @@ def hybrid_tool_search(
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
             words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
             nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
-            graph_cur = conn.execute(GRAPH_VERSION_SQL) if context else None
+            graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
         words_row = words_cur.fetchone()
         semantic, clause_best, pageranks = _nearest_results(nearest_cur.fetchall())
         index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
@@ -80,17 +79,8 @@ def hybrid_tool_search(
         pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
         graph = GraphScores()
         if graph_cur is not None:
-            version_row = graph_cur.fetchone()
-            snapshot = GRAPH_SNAPSHOTS.get(
-                conn, version=str(version_row["version"]) if version_row else ""
-            )
-            following = snapshot.following(context[-1], limit=NEXT_TOOLS)
-            graph = graph_scores(
-                context_tools=context,
-                candidates=pool,
-                following=following,
-                related=snapshot.adamic_adar(context, [*pool, *(t for t, _ in following)]),
-            )
+            snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
+            graph = snapshot_graph_scores(snapshot, context_tools=context_tools, candidates=pool)
         unknown = [t for t in dict.fromkeys([*lexical, *graph.score]) if t not in pageranks]
         if unknown:
             pageranks.update(

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from shared.graph.metrics import adamic_adar, build_graph, out_neighbours, undirected_projection
-from shared.search.graph_snapshot import snapshot_of_rows
+from shared.search.graph_snapshot import GraphSnapshot, build_snapshot
 
 KINDS = ("sequence", "co_used", "contains", "calls")
+
+
+def snapshot_of_rows(*, version: str, rows: Sequence[tuple[str, str, str, float]]) -> GraphSnapshot:
+    """A snapshot of edge rows (src, dst, kind, weight), filtered as the database load is."""
+    edges = [r for r in rows if r[3] > 0 and r[0] != r[1]]
+    ids = sorted({node for src, dst, _, _ in edges for node in (src, dst)})
+    index = {node: i for i, node in enumerate(ids)}
+    return build_snapshot(
+        version=version,
+        ids=ids,
+        src=np.array([index[r[0]] for r in edges], dtype=np.int64),
+        dst=np.array([index[r[1]] for r in edges], dtype=np.int64),
+        co_used=np.array([r[2] == "co_used" for r in edges], dtype=bool),
+        weight=np.array([r[3] for r in edges], dtype=np.float64),
+    )
 
 
 def _random_rows(seed: int) -> list[tuple[str, str, str, float]]:
