@@ -35,6 +35,19 @@ def database_key(conn: psycopg.Connection[Any]) -> str:
     return f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
 
 
+@contextmanager
+def autocommit(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """``conn`` in autocommit mode for the block, then as it was (pooled connections
+    go back to the pool the way the next user expects them)."""
+    previous = conn.autocommit
+    conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        if not conn.closed:
+            conn.autocommit = previous
+
+
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:
     """One connection returning dict rows, with the vector type registered."""
     try:

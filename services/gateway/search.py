@@ -10,6 +10,7 @@ from typing import Any
 from anyio import to_thread
 
 from services.gateway.config import GatewayState
+from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 
@@ -54,7 +55,8 @@ async def search_tools(
     vectors = await to_thread.run_sync(QUERY_EMBEDDINGS.get, embedder, query)
 
     def search() -> list[dict[str, Any]]:
-        with state.pool.connection() as conn:
+        # Read-only: in autocommit, the search is two round trips without BEGIN/COMMIT.
+        with state.pool.connection() as pooled, autocommit(pooled) as conn:
             return hybrid_tool_search(
                 conn,
                 query=query,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from shared.search.lexical import (
     version_of_row,
     words_of_row,
 )
+from shared.search.pageranks import PAGERANK_VERSION_SQL, PAGERANKS, pagerank_version
 from shared.search.query import query_clauses
 
 # Each signal contributes its top candidates; 50 is well past where RRF (k=10) gives a
@@ -28,6 +28,8 @@ MIN_CANDIDATES = 50
 # query's embedding, its clauses' embeddings and the lexical match count alike; the
 # graph counts as much when the caller gives context tools; PageRank is a weak prior
 # that only reorders near-ties (central tools are a little more likely).
+# Details are read for this many tools past ``limit``, in case some were just deleted.
+DETAIL_SPARES = 5
 WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
 
 Row = dict[str, Any]
@@ -57,73 +59,60 @@ def hybrid_tool_search(
     candidates = max(MIN_CANDIDATES, 3 * limit)
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
-    # autocommit: a transaction of its own keeps the local ef_search; otherwise the
-    # caller's transaction does (the setting ends with it), without extra round trips.
-    scope = conn.transaction() if conn.autocommit else nullcontext()
-    with scope:
-        # Three round trips: everything that needs only the request; then the pageranks
-        # of tools only the words or the graph found; then the winners' details. Lexical
-        # scoring and the graph signals are in memory between the first two.
-        with conn.pipeline():
-            # HNSW returns at most ef_search rows (pgvector default 40).
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
-            words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
-            nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
-            graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
-        words_row = words_cur.fetchone()
-        semantic, clause_best, pageranks = _nearest_results(nearest_cur.fetchall())
-        index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
-        lexical = {
-            hit.id: hit for hit in index.search(words=words_of_row(words_row), limit=candidates)
-        }
-        pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
-        graph = GraphScores()
-        if graph_cur is not None:
-            snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
-            graph = snapshot_graph_scores(snapshot, context_tools=context_tools, candidates=pool)
-        unknown = [t for t in dict.fromkeys([*lexical, *graph.score]) if t not in pageranks]
-        if unknown:
-            pageranks.update(
-                (r["id"], float(r["pagerank"] or 0.0))
-                for r in conn.execute(_PAGERANKS_SQL, {"ids": unknown}).fetchall()
-            )
-        # A hit whose tool was deleted since the words or the graph were loaded has no
-        # row (and capability nodes of the graph are not tools).
-        lexical = {t: hit for t, hit in lexical.items() if t in pageranks}
+    # Two round trips: everything that needs only the request, then the winners'
+    # details; words, PageRanks and the graph are in memory between them. A round trip
+    # costs far more than its statements here (the server's core has gone idle), so
+    # on an autocommit connection there is no BEGIN/COMMIT either: a pipeline's
+    # statements share one implicit transaction up to its Sync, which is what keeps
+    # the local ef_search to them. In the caller's transaction, the setting ends with it.
+    with conn.pipeline():
+        # HNSW returns at most ef_search rows (pgvector default 40).
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+        words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
+        ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
+        nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
+        graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
+    words_row = words_cur.fetchone()
+    semantic, clause_best = _nearest_results(nearest_cur.fetchall())
+    index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
+    pageranks = PAGERANKS.get(conn, version=pagerank_version(ranks_cur))
+    lexical = {hit.id: hit for hit in index.search(words=words_of_row(words_row), limit=candidates)}
+    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
+    graph = GraphScores()
+    if graph_cur is not None:
+        snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
+        graph = snapshot_graph_scores(snapshot, context_tools=context_tools, candidates=pool)
+        # Capability nodes are not tools, and an edge may outlive its tool.
         graph = GraphScores(
-            score={t: v for t, v in graph.score.items() if t in pageranks},
-            reasons={t: r for t, r in graph.reasons.items() if t in pageranks},
+            score={t: v for t, v in graph.score.items() if t in index.known},
+            reasons={t: r for t, r in graph.reasons.items() if t in index.known},
         )
-        pool = [t for t in pool if t in pageranks]
-        # Graph-scored tools are pool members or followers: every pagerank is known.
-        pool = list(dict.fromkeys([*pool, *graph.score]))
-        pageranks = {t: pageranks.get(t, 0.0) for t in pool}
-        signals = [
-            Signal("semantic", list(semantic), WEIGHTS["semantic"]),
-            Signal("clauses", _by_value(clause_best), WEIGHTS["clauses"]),
-            Signal("lexical", list(lexical), WEIGHTS["lexical"]),
-            Signal("graph", graph.ranked(), WEIGHTS["graph"]),
-            Signal(
-                "pagerank",
-                [t for t in _by_value(pageranks) if pageranks[t] > 0],
-                WEIGHTS["pagerank"],
-            ),
-        ]
-        fused = fuse(signals)
-        top = sorted(fused, key=lambda t: (-fused[t], t))[:limit]
-        details = _details(conn, ids=top, vector=vector)
-    ranks = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
+    pool = list(dict.fromkeys([*pool, *graph.score]))
+    ranks = {t: pageranks.of(t) for t in pool}
+    signals = [
+        Signal("semantic", list(semantic), WEIGHTS["semantic"]),
+        Signal("clauses", _by_value(clause_best), WEIGHTS["clauses"]),
+        Signal("lexical", list(lexical), WEIGHTS["lexical"]),
+        Signal("graph", graph.ranked(), WEIGHTS["graph"]),
+        Signal("pagerank", [t for t in _by_value(ranks) if ranks[t] > 0], WEIGHTS["pagerank"]),
+    ]
+    fused = fuse(signals)
+    ranked = sorted(fused, key=lambda t: (-fused[t], t))
+    # A few spares: a tool deleted since the words were loaded has no row any more.
+    details = _details(conn, ids=ranked[: limit + DETAIL_SPARES], vector=vector)
+    top = [t for t in ranked[: limit + DETAIL_SPARES] if t in details][:limit]
+    positions = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
     return [
         _hit(
             details[t],
             fused=fused[t],
+            pagerank=ranks[t],
             clause_sim=clause_best.get(t),
             lexical=lexical.get(t),
             graph=graph,
-            ranks={name: r[t] for name, r in ranks.items() if t in r},
+            ranks={name: p[t] for name, p in positions.items() if t in p},
         )
         for t in top
-        if t in details
     ]
 
 
@@ -131,6 +120,7 @@ def _hit(
     row: Row,
     *,
     fused: float,
+    pagerank: float,
     clause_sim: float | None,
     lexical: LexicalHit | None,
     graph: GraphScores,
@@ -142,7 +132,6 @@ def _hit(
         semantic = max(float(semantic), clause_sim)
     if "clauses" in ranks:
         ranks.setdefault("semantic", ranks["clauses"])
-    pagerank = float(row["pagerank"] or 0.0)
     return {
         "id": tool_id,
         "server": row["server"],
@@ -173,7 +162,7 @@ def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, d
     A UNION ALL of one HNSW-ordered subquery per vector, so each uses the index.
     """
     parts = [
-        f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim, pagerank FROM tools
+        f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim FROM tools
               WHERE embedding IS NOT NULL
               ORDER BY embedding <=> %(q{i})s
               LIMIT %(limit)s)"""
@@ -184,25 +173,18 @@ def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, d
     return "\nUNION ALL\n".join(parts), params
 
 
-_PAGERANKS_SQL = "SELECT id, pagerank FROM tools WHERE id = ANY(%(ids)s)"
-
-
-def _nearest_results(
-    rows: Sequence[Row],
-) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """(query's nearest by similarity, best clause similarity per tool, their pageranks)."""
+def _nearest_results(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, float]]:
+    """(query's nearest by similarity, best clause similarity per tool)."""
     semantic: dict[str, float] = {}
     clause_best: dict[str, float] = {}
-    pageranks: dict[str, float] = {}
     # Rows of each subquery arrive in distance order, query's first.
     for r in sorted(rows, key=lambda r: (r["v"], -float(r["sim"]), r["id"])):
         sim = float(r["sim"])
-        pageranks[r["id"]] = float(r["pagerank"] or 0.0)
         if r["v"] == 0:
             semantic[r["id"]] = sim
         else:
             clause_best[r["id"]] = max(sim, clause_best.get(r["id"], -1.0))
-    return semantic, clause_best, pageranks
+    return semantic, clause_best
 
 
 def _details(
@@ -212,7 +194,7 @@ def _details(
         return {}
     rows = conn.execute(
         """
-        SELECT id, server, name, description, input_schema, available, pagerank,
+        SELECT id, server, name, description, input_schema, available,
                CASE WHEN embedding IS NULL THEN NULL ELSE 1 - (embedding <=> %(q)s) END AS semantic
           FROM tools WHERE id = ANY(%(ids)s)
         """,

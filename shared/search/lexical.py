@@ -69,6 +69,7 @@ class WordIndex:
     postings: dict[str, np.ndarray]
     # word → (rows whose name or server holds it, extra weight of each: name A, else B)
     bonus: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    known: frozenset[str] = frozenset()  # the ids, for membership
 
     @property
     def total(self) -> int:
@@ -136,6 +137,7 @@ def build_index(*, version: Any, rows: Sequence[Any]) -> WordIndex:
     return WordIndex(
         version=version,
         ids=ids,
+        known=frozenset(ids),
         postings={w: np.asarray(r, dtype=np.int64) for w, r in postings.items()},
         bonus={
             w: (np.asarray(r, dtype=np.int64), np.asarray(e, dtype=np.float64))

@@ -137,3 +137,46 @@ def test_pagerank_updates_keep_the_cached_words(pg_url: str) -> None:
         conn.commit()
         after = conn.execute("SELECT tools_version FROM search_state").fetchone()
     assert before == after
+
+
+def test_search_ranks_by_pageranks_a_refresh_just_wrote(pg_url: str) -> None:
+    # PageRanks are cached per process too; the refresh's UPDATE moves their version,
+    # not the words' (so the words are not reloaded for it).
+    with connect(pg_url) as conn:
+        for i in range(10):
+            insert_tool(conn, tool_id=f"misc:filler{i}", description="Unrelated", embedding=None)
+        insert_tool(conn, tool_id="zoo:a_quokka", description="Finds a quokka", embedding=None)
+        insert_tool(conn, tool_id="zoo:b_quokka", description="Finds a quokka", embedding=None)
+    with connect(pg_url, autocommit=True) as conn:
+
+        def ranked() -> list[tuple[str, float]]:
+            hits = hybrid_tool_search(conn, query="quokka", query_embedding=[0.0] * DIM, limit=2)
+            return [(h["id"], h["scores"]["pagerank"]) for h in hits]
+
+        assert ranked() == [("zoo:a_quokka", 0.0), ("zoo:b_quokka", 0.0)]  # a tie, by id
+        words = conn.execute("SELECT tools_version FROM search_state").fetchone()
+        conn.execute("UPDATE tools SET pagerank = 0.25 WHERE id = 'zoo:b_quokka'")
+        assert ranked() == [("zoo:b_quokka", 0.25), ("zoo:a_quokka", 0.0)]
+        conn.execute("UPDATE tools SET pagerank = 0 WHERE id = 'zoo:b_quokka'")
+        assert ranked() == [("zoo:a_quokka", 0.0), ("zoo:b_quokka", 0.0)]
+        assert conn.execute("SELECT tools_version FROM search_state").fetchone() == words
+
+
+def test_graph_hits_are_only_tools_that_still_exist(pg_url: str) -> None:
+    # Edges outlive the tools of a removed server; the graph must not bring them back.
+    with connect(pg_url) as conn:
+        insert_tool(conn, tool_id="fs:read", description="Reads a file", embedding=None)
+        insert_tool(conn, tool_id="fs:write", description="Writes a file", embedding=None)
+        for dst in ("fs:write", "gone:upload", "cap:00000000-0000-0000-0000-000000000001"):
+            conn.execute(
+                "INSERT INTO tool_edges (src, dst, kind, weight, count) "
+                "VALUES ('fs:read', %s, 'sequence', 3, 3)",
+                (dst,),
+            )
+        conn.commit()
+    with connect(pg_url, autocommit=True) as conn:
+        hits = hybrid_tool_search(
+            conn, query="zzqx", query_embedding=[0.0] * DIM, limit=5, context_tools=["fs:read"]
+        )
+    assert [h["id"] for h in hits] == ["fs:write"]
+    assert "often follows fs:read" in hits[0]["why"]
