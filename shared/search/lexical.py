@@ -16,7 +16,6 @@ at 10k tools in SQL).
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +23,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from shared.db import database_key
 from shared.search.query import lexeme_words
+from shared.search.versioned import VersionedCache
 
 # Words in more than this share of tools are dropped from the query: they barely
 # discriminate (idf ≈ 0.2 at 20 %).
@@ -63,7 +62,6 @@ class LexicalHit:
 class WordIndex:
     """Postings of one database's tools: row numbers follow the ids' byte order."""
 
-    version: Any
     ids: list[str]
     # word → rows of the tools containing it anywhere (C weight for every match)
     postings: dict[str, np.ndarray]
@@ -118,7 +116,7 @@ def _contains(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_rows[at] == rows)
 
 
-def build_index(*, version: Any, rows: Sequence[Any]) -> WordIndex:
+def build_index(*, rows: Sequence[Any]) -> WordIndex:
     """A ``WordIndex`` from ``_WORDS_SQL`` rows (sorted by id)."""
     postings: dict[str, list[int]] = {}
     bonus: dict[str, tuple[list[int], list[float]]] = {}
@@ -135,7 +133,6 @@ def build_index(*, version: Any, rows: Sequence[Any]) -> WordIndex:
             rows_of.append(row_number)
             extras.append(a_extra if word in in_name else b_extra)
     return WordIndex(
-        version=version,
         ids=ids,
         known=frozenset(ids),
         postings={w: np.asarray(r, dtype=np.int64) for w, r in postings.items()},
@@ -146,34 +143,13 @@ def build_index(*, version: Any, rows: Sequence[Any]) -> WordIndex:
     )
 
 
-class _WordIndexes:
-    """Per-database ``WordIndex`` cache, reloaded when ``search_state.tools_version`` moves."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_db: dict[str, WordIndex] = {}
-
-    def get(self, conn: psycopg.Connection[Any], *, version: Any) -> WordIndex:
-        """The index of ``conn``'s database as of ``version`` (read before calling)."""
-        key = database_key(conn)
-        with self._lock:
-            cached = self._by_db.get(key)
-        if cached is not None and cached.version == version:
-            return cached
-        # Read after the version: a sync committing in between makes the next search
-        # reload once more, never keeps words older than their version.
-        rows = conn.execute(_WORDS_SQL).fetchall()
-        index = build_index(version=version, rows=[_as_dict(r) for r in rows])
-        with self._lock:
-            self._by_db[key] = index
-        return index
-
-    def clear(self) -> None:
-        with self._lock:
-            self._by_db.clear()
+def load_index(conn: psycopg.Connection[Any]) -> WordIndex:
+    """Every tool's words, read now."""
+    return build_index(rows=[_as_dict(r) for r in conn.execute(_WORDS_SQL).fetchall()])
 
 
-WORD_INDEXES = _WordIndexes()
+# Reloaded when ``search_state.tools_version`` moves.
+WORD_INDEXES = VersionedCache(load_index)
 
 
 def words_of_row(row: Any) -> list[str]:

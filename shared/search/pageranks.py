@@ -10,13 +10,12 @@ search's first statements differs.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from shared.db import database_key
+from shared.search.versioned import VersionedCache
 
 # Read in the search's first round trip, next to its other statements.
 PAGERANK_VERSION_SQL = "SELECT version FROM pagerank_state"
@@ -29,9 +28,8 @@ SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(pagerank), '{}')
 
 @dataclass(frozen=True)
 class PageRanks:
-    """Every tool's PageRank as of ``version`` (0.0 for tools the graph does not hold)."""
+    """Every tool's PageRank (0.0 for tools the graph does not hold)."""
 
-    version: Any
     ranks: dict[str, float]
 
     def of(self, tool_id: str) -> float:
@@ -46,33 +44,14 @@ def pagerank_version(cursor: psycopg.Cursor[Any]) -> Any:
     return row["version"] if isinstance(row, dict) else row[0]
 
 
-class _PageRankCache:
-    """Per-database ``PageRanks``, reloaded when ``pagerank_state.version`` moves."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_db: dict[str, PageRanks] = {}
-
-    def get(self, conn: psycopg.Connection[Any], *, version: Any) -> PageRanks:
-        """The PageRanks of ``conn``'s database as of ``version`` (read before calling)."""
-        key = database_key(conn)
-        with self._lock:
-            cached = self._by_db.get(key)
-        if cached is not None and cached.version == version:
-            return cached
-        # Read after the version: a refresh committing in between makes the next search
-        # reload once more, never keeps ranks older than their version.
-        with conn.cursor() as cur:
-            row = cur.execute(_PAGERANKS_SQL).fetchone()
-        ids, ranks = (row["ids"], row["ranks"]) if isinstance(row, dict) else row
-        loaded = PageRanks(version=version, ranks=dict(zip(ids, map(float, ranks), strict=True)))
-        with self._lock:
-            self._by_db[key] = loaded
-        return loaded
-
-    def clear(self) -> None:
-        with self._lock:
-            self._by_db.clear()
+def load_pageranks(conn: psycopg.Connection[Any]) -> PageRanks:
+    """Every tool's PageRank, read now."""
+    with conn.cursor() as cur:
+        row = cur.execute(_PAGERANKS_SQL).fetchone()  # an aggregate: always one row
+    assert row is not None
+    ids, ranks = (row["ids"], row["ranks"]) if isinstance(row, dict) else row
+    return PageRanks(ranks=dict(zip(ids, map(float, ranks), strict=True)))
 
 
-PAGERANKS = _PageRankCache()
+# Reloaded when ``pagerank_state.version`` moves.
+PAGERANKS = VersionedCache(load_pageranks)

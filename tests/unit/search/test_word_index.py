@@ -28,7 +28,7 @@ def _index() -> WordIndex:
         _row("pdf:tool", ["tool"], name=("tool",), server=("pdf",)),
     ]
     rows += [_row(f"z:filler{i}", ["file", "other"]) for i in range(16)]
-    return build_index(version="v1", rows=sorted(rows, key=lambda r: r["id"]))
+    return build_index(rows=sorted(rows, key=lambda r: r["id"]))
 
 
 def test_a_word_counts_most_in_the_name_then_the_server_then_the_description() -> None:

@@ -1,0 +1,43 @@
+"""Per-process, per-database caches of search data that a version in the database vouches for."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import psycopg
+
+from shared.db import database_key
+
+T = TypeVar("T")
+
+
+class VersionedCache(Generic[T]):
+    """``load(conn)`` per database, kept while the version the caller read stays the same.
+
+    The caller reads the version (with its other statements) before ``get``; the load
+    runs after it, so a write committing in between makes the next call load once
+    more and never keeps data older than its version.
+    """
+
+    def __init__(self, load: Callable[[psycopg.Connection[Any]], T]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._by_db: dict[str, tuple[Any, T]] = {}
+
+    def get(self, conn: psycopg.Connection[Any], *, version: Any) -> T:
+        """The data of ``conn``'s database as of ``version``."""
+        key = database_key(conn)
+        with self._lock:
+            cached = self._by_db.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        value = self._load(conn)
+        with self._lock:
+            self._by_db[key] = (version, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_db.clear()
