@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,6 +12,7 @@ from services.gateway import errors
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
+from services.gateway.search import warm_up
 from shared.config import Settings, get_settings
 
 
@@ -25,6 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = GatewayState.open(settings)
         holder["state"] = state
         app.state.gateway = state
+        threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
         try:
             async with mcp.session_manager.run():
                 yield

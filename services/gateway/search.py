@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from anyio import to_thread
+from psycopg_pool import PoolClosed
 
 from services.gateway.config import GatewayState
 from shared.db import autocommit
@@ -45,6 +47,28 @@ class QueryEmbeddings:
 
 
 QUERY_EMBEDDINGS = QueryEmbeddings()
+
+log = logging.getLogger(__name__)
+
+
+def warm_up(state: GatewayState) -> None:
+    """Load what a search needs before the first one comes: the model (~6 s cold), the
+    tools' words, their PageRanks and the graph. Runs once, in the background, at start."""
+    try:
+        embedder = get_embedder(state.settings)
+        vectors = embedder.embed_query(["warm up"])
+        with state.pool.connection() as pooled, autocommit(pooled) as conn:
+            hybrid_tool_search(
+                conn,
+                query="warm up",
+                query_embedding=vectors[0],
+                limit=1,
+                context_tools=["warm:up"],  # reads the graph too
+            )
+    except PoolClosed:  # the gateway stopped first
+        return
+    except Exception as exc:  # the first search loads instead
+        log.warning("search warm-up stopped: %s", exc)
 
 
 async def search_tools(

@@ -38,6 +38,12 @@ class VersionedCache(Generic[T]):
             self._by_db[key] = (version, value)
         return value
 
+    def current(self, conn: psycopg.Connection[Any], *, version: Any) -> bool:
+        """True when ``get`` with this version would not load."""
+        with self._lock:
+            cached = self._by_db.get(database_key(conn))
+        return cached is not None and cached[0] == version
+
     def clear(self) -> None:
         with self._lock:
             self._by_db.clear()
