@@ -35,12 +35,35 @@ log = logging.getLogger(__name__)
 SYNC_RELOAD_MS = 25.0
 
 # The database's oid too: a database dropped and made again under the same name starts
-# counting from zero again.
+# counting from zero again. And the reader's own transaction id if it has written: a
+# graph read with its uncommitted edges is then cached under a version nobody else
+# will read, even when its writes roll back and others' bring the sum back to it.
 GRAPH_VERSION_SQL = """
 SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text
-       || ':' || coalesce(sum(writes), 0)::text AS version
+       || ':' || coalesce(sum(writes), 0)::text
+       || coalesce(':' || pg_current_xact_id_if_assigned()::text, '') AS version
   FROM tool_edges_writes
 """
+
+# Each backend that ever wrote edges keeps a row; those of ended backends are folded
+# into row 0, which keeps the sum (the version does not move) and the table as small
+# as the set of connections alive.
+_FOLD_ENDED_WRITERS_SQL = """
+WITH ended AS (
+    DELETE FROM tool_edges_writes AS w
+     WHERE w.backend_pid <> 0
+       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = w.backend_pid)
+    RETURNING w.writes
+)
+INSERT INTO tool_edges_writes (backend_pid, writes)
+SELECT 0, sum(writes) FROM ended HAVING count(*) > 0
+ON CONFLICT (backend_pid) DO UPDATE SET writes = tool_edges_writes.writes + EXCLUDED.writes
+"""
+
+
+def fold_ended_writers(conn: psycopg.Connection[Any]) -> None:
+    """Fold the write counts of backends that have ended into one row (same version)."""
+    conn.execute(_FOLD_ENDED_WRITERS_SQL)
 
 
 def graph_version(cursor: Any) -> str:

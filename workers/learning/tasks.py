@@ -17,6 +17,7 @@ from shared.learning.graph_store import graph_fingerprint, refresh_metrics
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
+from shared.search.graph_snapshot import fold_ended_writers
 from workers.learning import resources
 from workers.learning.batching import REQUEUE, ReliableBatches
 from workers.learning.celery_app import app
@@ -129,6 +130,8 @@ def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
     """PageRank + Louvain over the whole graph; skipped cheaply when no edge changed."""
     client = resources.redis_client()
     with resources.db_pool().connection() as conn:
+        fold_ended_writers(conn)  # housekeeping of the graph version, even when skipped
+        conn.commit()
         fingerprint = graph_fingerprint(conn)
         if not force and client.get(GRAPH_FINGERPRINT_KEY) == fingerprint.encode():
             return {"skipped": True, "fingerprint": fingerprint}

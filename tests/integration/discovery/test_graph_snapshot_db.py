@@ -82,3 +82,38 @@ def test_concurrent_edge_writers_do_not_wait_for_each_other(pg_url: str) -> None
             "SELECT count(*) AS n, sum(writes) AS w FROM tool_edges_writes"
         ).fetchone()
     assert row is not None and row["n"] == 2 and row["w"] == 2
+
+
+def test_a_graph_read_with_edges_that_rolled_back_is_not_reused(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        insert_edge(conn, src="a:read", dst="b:summarise", weight=2.0)
+        conn.execute(
+            "INSERT INTO tool_edges (src, dst, kind, weight, count) "
+            "VALUES ('a:read', 'x:phantom', 'sequence', 9, 1)"
+        )
+        # Its own search sees its own uncommitted edge...
+        scores = context_graph_scores(conn, context_tools=["a:read"], candidates=[])
+        assert set(scores.score) == {"b:summarise", "x:phantom"}
+        conn.rollback()
+    # ...and after the rollback another single-statement write brings the write count
+    # back to the same sum: the phantom edge must not come back with it.
+    with connect(pg_url) as conn:
+        insert_edge(conn, src="a:read", dst="c:mail", weight=2.0)
+    assert _following(pg_url) == {"b:summarise": 1.0, "c:mail": 1.0}
+
+
+def test_ended_writers_fold_into_one_row_without_moving_the_version(pg_url: str) -> None:
+    for dst in ("b:summarise", "c:mail", "d:draft"):  # three connections, three backends
+        with connect(pg_url) as conn:
+            insert_edge(conn, src="a:read", dst=dst, weight=1.0)
+    with connect(pg_url) as conn:
+        version = graph_snapshot.graph_version(conn.execute(graph_snapshot.GRAPH_VERSION_SQL))
+        rows = conn.execute("SELECT count(*) AS n FROM tool_edges_writes").fetchone()
+        assert rows is not None and rows["n"] == 3
+        graph_snapshot.fold_ended_writers(conn)
+        conn.commit()
+        left = conn.execute("SELECT backend_pid, writes FROM tool_edges_writes").fetchall()
+        assert left == [{"backend_pid": 0, "writes": 3}]
+        again = graph_snapshot.graph_version(conn.execute(graph_snapshot.GRAPH_VERSION_SQL))
+    assert again == version
+    assert _following(pg_url) == {"b:summarise": 1.0, "c:mail": 1.0, "d:draft": 1.0}
