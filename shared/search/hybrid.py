@@ -28,9 +28,9 @@ MIN_CANDIDATES = 50
 # query's embedding, its clauses' embeddings and the lexical match count alike; the
 # graph counts as much when the caller gives context tools; PageRank is a weak prior
 # that only reorders near-ties (central tools are a little more likely).
+WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
 # Details are read for this many tools past ``limit``, in case some were just deleted.
 DETAIL_SPARES = 5
-WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
 
 Row = dict[str, Any]
 
