@@ -55,16 +55,9 @@ def warm_up(state: GatewayState) -> None:
     """Load what a search needs before the first one comes: the model (~6 s cold), the
     tools' words, their PageRanks and the graph. Runs once, in the background, at start."""
     try:
-        embedder = get_embedder(state.settings)
-        vectors = embedder.embed_query(["warm up"])
-        with state.pool.connection() as pooled, autocommit(pooled) as conn:
-            hybrid_tool_search(
-                conn,
-                query="warm up",
-                query_embedding=vectors[0],
-                limit=1,
-                context_tools=["warm:up"],  # reads the graph too
-            )
+        vectors = get_embedder(state.settings).embed_query(["warm up"])
+        # A context tool, so the graph is read too.
+        _search(state, query="warm up", vectors=vectors, limit=1, context_tools=["warm:up"])
     except PoolClosed:  # the gateway stopped first
         return
     except Exception as exc:  # the first search loads instead
@@ -77,17 +70,29 @@ async def search_tools(
     """Best tools for a task in words: semantic + lexical + graph signals, each hit explained."""
     embedder = get_embedder(state.settings)
     vectors = await to_thread.run_sync(QUERY_EMBEDDINGS.get, embedder, query)
+    return await to_thread.run_sync(
+        lambda: _search(
+            state, query=query, vectors=vectors, limit=limit, context_tools=context_tools
+        )
+    )
 
-    def search() -> list[dict[str, Any]]:
-        # Read-only: in autocommit, the search is two round trips without BEGIN/COMMIT.
-        with state.pool.connection() as pooled, autocommit(pooled) as conn:
-            return hybrid_tool_search(
-                conn,
-                query=query,
-                query_embedding=vectors[0],
-                clause_embeddings=vectors[1:],
-                limit=limit,
-                context_tools=context_tools,
-            )
 
-    return await to_thread.run_sync(search)
+def _search(
+    state: GatewayState,
+    *,
+    query: str,
+    vectors: list[list[float]],
+    limit: int,
+    context_tools: Sequence[str],
+) -> list[dict[str, Any]]:
+    """``hybrid_tool_search`` on a pooled connection, given ``[query, *clauses]`` vectors."""
+    # Read-only: in autocommit, the search is two round trips without BEGIN/COMMIT.
+    with state.pool.connection() as pooled, autocommit(pooled) as conn:
+        return hybrid_tool_search(
+            conn,
+            query=query,
+            query_embedding=vectors[0],
+            clause_embeddings=vectors[1:],
+            limit=limit,
+            context_tools=context_tools,
+        )
