@@ -32,7 +32,7 @@ from shared.broker import make_celery
 from shared.config import Settings, settings_to_env
 from shared.db import connect, migrate
 from shared.graph.metrics import compute_metrics
-from shared.learning.graph_store import refresh_metrics
+from shared.graph.store import refresh_metrics
 from shared.queues import Queue, TaskName
 
 TOOLS = ("bench:fetch", "bench:store")

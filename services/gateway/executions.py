@@ -13,9 +13,11 @@ from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
 from shared.errors import DependencyError, ValidationFailed
 from shared.executions.events import FINISHED, LEARNED
-from shared.executions.models import TERMINAL, ExecutionRequest
+from shared.executions.models import ExecutionRequest
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import create_execution, finish_execution, get_execution
 from shared.queues import TaskName
+from shared.tools.store import get_tools
 
 Row = dict[str, Any]
 
@@ -56,8 +58,7 @@ def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
     if not tools:
         return []
     with state.pool.connection() as conn:
-        rows = conn.execute("SELECT id FROM tools WHERE id = ANY(%s)", (tools,)).fetchall()
-    known = {r["id"] for r in rows}
+        known = get_tools(conn, ids=tools)
     return [t for t in tools if t not in known]
 
 
@@ -94,9 +95,9 @@ async def submit_execution(
                 finish_execution(
                     conn,
                     execution_id=execution_id,
-                    status="rejected",
+                    status=ExecutionStatus.REJECTED,
                     error={"type": "broker_unavailable", "message": reason},
-                    from_statuses=("queued",),
+                    from_statuses=(ExecutionStatus.QUEUED,),
                 )
 
         await to_thread.run_sync(reject)
@@ -143,7 +144,11 @@ async def wait_for_finish(
 
 
 def _learning_pending(row: Row) -> bool:
-    return row["status"] == "succeeded" and bool(row["intent"]) and row["learned_at"] is None
+    return (
+        row["status"] == ExecutionStatus.SUCCEEDED
+        and bool(row["intent"])
+        and row["learned_at"] is None
+    )
 
 
 async def _fetch(state: GatewayState, execution_id: str) -> Row:

@@ -10,13 +10,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from services.gateway.config import GatewayState
-from services.gateway.routes.capabilities import (
+from services.gateway.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
     execute_capability,
     search_capabilities,
 )
+from services.gateway.config import GatewayState
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 

@@ -19,6 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from shared.config import Settings
+from shared.tools import store as tools_store
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def sync_server_tools(
     """Upsert the server's tools, delete vanished ones, embed new or edited ones."""
     result = SyncResult(server=server)
     ids = {f"{server}:{t.name}": t for t in tools}
-    existing = _existing(conn, server)
+    existing = tools_store.server_tools(conn, server=server)
     # Embed outside the transaction: the first call may load a model for seconds, and the
     # advisory lock below must not be held meanwhile.
     stale = [
@@ -75,7 +76,9 @@ def sync_server_tools(
     result.embedded = len(new_vectors)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agentcards:tools:{server}",))
-        existing = _existing(conn, server)  # again, under the lock: another replica may have won
+        existing = tools_store.server_tools(
+            conn, server=server
+        )  # again, under the lock: another replica may have won
         for tool_id, spec in ids.items():
             digest = schema_hash(spec.input_schema)
             before = existing.get(tool_id)
@@ -83,30 +86,22 @@ def sync_server_tools(
                 result.added.append(tool_id)
             elif before["schema_hash"] != digest:
                 result.schema_changes.append((tool_id, before["schema_hash"], digest))
-            conn.execute(
-                """
-                INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
-                                   embedding, available, updated_at)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, true, now())
-                ON CONFLICT (id) DO UPDATE SET
-                    description = EXCLUDED.description,
-                    input_schema = EXCLUDED.input_schema,
-                    schema_hash = EXCLUDED.schema_hash,
-                    embedding = COALESCE(EXCLUDED.embedding, tools.embedding),
-                    available = true,
-                    updated_at = now()
-                """,
-                (
-                    tool_id, server, spec.name, spec.description, Jsonb(spec.input_schema),
-                    digest, _vector(new_vectors.get(tool_id)),
-                ),
-            )  # fmt: skip
+            tools_store.upsert_tool(
+                conn,
+                tool_id=tool_id,
+                server=server,
+                name=spec.name,
+                description=spec.description,
+                input_schema=spec.input_schema,
+                schema_hash=digest,
+                embedding=new_vectors.get(tool_id),
+            )
         vanished = [tool_id for tool_id in existing if tool_id not in ids]
         for tool_id in vanished:
             # Deleted, so the event fires once; traces keep the id as plain text, and a
             # tool that comes back is re-embedded from the embedding cache.
             result.schema_changes.append((tool_id, existing[tool_id]["schema_hash"], None))
-        conn.execute("DELETE FROM tools WHERE id = ANY(%s)", (vanished,))
+        tools_store.delete_tools(conn, ids=vanished)
         conn.execute(
             "UPDATE mcp_servers SET tool_count = %s, updated_at = now() WHERE name = %s",
             (len(ids), server),
@@ -136,33 +131,12 @@ def record_server_state(
             (server, transport, Jsonb(config), state, last_error),
         )
         if state != "ready":
-            conn.execute(
-                "UPDATE tools SET available = false, updated_at = now() "
-                "WHERE server = %s AND available",
-                (server,),
-            )
+            tools_store.mark_server_unavailable(conn, server=server)
         conn.execute(
             "UPDATE mcp_servers SET tool_count = "
             "(SELECT count(*) FROM tools WHERE server = %s AND available) WHERE name = %s",
             (server, server),
         )
-
-
-def _existing(conn: psycopg.Connection[Any], server: str) -> dict[str, dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT id, schema_hash, embedding IS NULL AS missing_embedding, "
-        "name || ': ' || description AS text FROM tools WHERE server = %s",
-        (server,),
-    ).fetchall()
-    return {row["id"]: dict(row) for row in rows}
-
-
-def _vector(values: list[float] | None) -> Any:
-    if values is None:
-        return None
-    import numpy as np
-
-    return np.asarray(values, dtype=np.float32)
 
 
 class LazyEmbedder:

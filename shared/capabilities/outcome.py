@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared.executions.status import ExecutionStatus
 from shared.graph.trace import (
     ToolCall,
     TraceEvent,
@@ -14,7 +15,6 @@ from shared.graph.trace import (
     tool_calls_from_trace,
 )
 
-SUCCEEDED = "succeeded"  # executions.status of a run whose code finished without raising
 # What a lost call (start recorded, no end) reports: the bridge never got an answer.
 LOST_CALL_MESSAGE = "no result recorded for this call (lost or cut off by the deadline)"
 
@@ -59,7 +59,7 @@ def decide_learning(
     failures = tool_failures_from_calls(calls)
     tools_used = list(dict.fromkeys(call.tool for call in calls))
     failed_tools = list(dict.fromkeys(item["tool"] for item in failures))
-    if status != SUCCEEDED:
+    if status != ExecutionStatus.SUCCEEDED:
         verdict = Verdict.EXECUTION_FAILED
     elif not (intent and intent.strip()):
         verdict = Verdict.NO_INTENT

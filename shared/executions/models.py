@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
+from shared.executions.status import ExecutionStatus
 from shared.graph.trace import tool_calls_from_trace as trace_tool_calls
 
-TERMINAL = frozenset({"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"})
-Status = Literal[
-    "queued", "running", "succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"
-]
 TOOL_ID_PATTERN = r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$"
 
 
@@ -73,7 +70,7 @@ class ExecutionView(BaseModel):
     """An execution as returned by the REST API and MCP tools."""
 
     id: str
-    status: Status
+    status: ExecutionStatus
     intent: str | None = None
     result: Any = None
     error: ErrorInfo | None = None

@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 
 from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
+from shared.executions.status import ExecutionStatus
 
 Row = dict[str, Any]
 
@@ -76,12 +77,17 @@ def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker:
     return conn.execute(
         """
         UPDATE executions
-           SET status = 'running', started_at = now(), worker = %(worker)s,
+           SET status = %(running)s, started_at = now(), worker = %(worker)s,
                queued_ms = EXTRACT(EPOCH FROM (clock_timestamp() - created_at)) * 1000
-         WHERE id = %(id)s AND status = 'queued'
+         WHERE id = %(id)s AND status = %(queued)s
         RETURNING *
         """,
-        {"id": execution_id, "worker": worker},
+        {
+            "id": execution_id,
+            "worker": worker,
+            "running": ExecutionStatus.RUNNING,
+            "queued": ExecutionStatus.QUEUED,
+        },
     ).fetchone()
 
 
@@ -89,14 +95,14 @@ def finish_execution(
     conn: psycopg.Connection[Row],
     *,
     execution_id: str,
-    status: str,
+    status: ExecutionStatus,
     result: Any = None,
     error: dict[str, Any] | None = None,
     stdout: str = "",
     stdout_truncated: bool = False,
     trace: list[dict[str, Any]] | None = None,
     duration_ms: float | None = None,
-    from_statuses: tuple[str, ...] = ("running",),
+    from_statuses: tuple[ExecutionStatus, ...] = (ExecutionStatus.RUNNING,),
 ) -> Row | None:
     """Store the terminal state; only from the given statuses, so a finish happens once."""
     return conn.execute(

@@ -18,9 +18,10 @@ from psycopg.types.json import Jsonb
 
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
 from shared.embeddings import Embedder
-from shared.executions.models import TERMINAL
+from shared.executions.status import TERMINAL
 from shared.graph.edges import Edge, derive_edges
-from shared.learning.capability_store import (
+from shared.graph.store import upsert_edges
+from shared.learning.capability_runs import (
     CapabilityOutcome,
     LearnedRun,
     Rerun,
@@ -33,7 +34,6 @@ from shared.learning.feedback import (
     rerun_outcomes,
     suggestions_for,
 )
-from shared.learning.graph_store import upsert_edges
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import psycopg
 
+from shared.capabilities import store
+from shared.config import DEFAULT_TENANT
 from shared.db import index_scans_only
-from shared.matching.thresholds import DEFAULT_TENANT, Context, get_threshold
+from shared.matching.thresholds import Context, get_threshold
 
 # ADR-038 reliability factors: an unreliable capability (< 50 % success) is all but
 # hidden, a proven one (> 90 %) gets a boost that can lift a near-miss paraphrase.
@@ -50,21 +51,12 @@ def match_capabilities(
 ) -> dict[str, Any]:
     """Capabilities whose score reaches the tenant's adaptive threshold, best first (AC5 shape)."""
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
-    rows = conn.execute(
-        """
-        SELECT id, name, description, intent, code, parameters_schema, success_rate,
-               usage_count, tools_used, 1 - (intent_embedding <=> %(q)s) AS semantic
-          FROM capabilities
-         WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-         ORDER BY intent_embedding <=> %(q)s
-         LIMIT %(n)s
-        """,
-        {
-            "q": np.asarray(intent_embedding, dtype=np.float32),
-            "tenant": tenant_id,
-            "n": max(limit, 1) * CANDIDATE_FACTOR,
-        },
-    ).fetchall()
+    rows = store.nearest(
+        conn,
+        intent_embedding=intent_embedding,
+        tenant_id=tenant_id,
+        n=max(limit, 1) * CANDIDATE_FACTOR,
+    )
     scored = []
     for row in rows:
         semantic = float(row["semantic"])
@@ -133,7 +125,9 @@ def best_below_threshold_many(
         return []
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
     with index_scans_only(conn, ef_search=NEAR_MISS_EF_SEARCH):
-        rows = _nearest_reliable(conn, queries=queries, tenant_id=tenant_id, rate=min_success_rate)
+        rows = store.nearest_reliable(
+            conn, queries=queries, tenant_id=tenant_id, min_success_rate=min_success_rate
+        )
     out: list[dict[str, Any] | None] = [None] * len(queries)
     for row in rows:
         semantic = float(row["semantic"])
@@ -147,33 +141,3 @@ def best_below_threshold_many(
                 "tools_used": list(row["tools_used"] or []),
             }
     return out
-
-
-def _nearest_reliable(
-    conn: psycopg.Connection[Any],
-    *,
-    queries: Sequence[tuple[Sequence[str], list[float]]],
-    tenant_id: str,
-    rate: float,
-) -> list[Any]:
-    return conn.execute(
-        """
-        SELECT q.i, c.id, c.success_rate, c.tools_used, c.semantic
-          FROM unnest(%(vectors)s::vector[], %(excluded)s::text[])
-               WITH ORDINALITY AS q(v, excluded, i)
-          CROSS JOIN LATERAL (
-              SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> q.v) AS semantic
-                FROM capabilities
-               WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-                 AND success_rate >= %(rate)s
-                 AND NOT (id::text = ANY(string_to_array(q.excluded, ',')))
-               ORDER BY intent_embedding <=> q.v
-               LIMIT 1) AS c
-        """,
-        {
-            "vectors": [np.asarray(v, dtype=np.float32) for _, v in queries],
-            "excluded": [",".join(str(i) for i in ids) for ids, _ in queries],
-            "tenant": tenant_id,
-            "rate": rate,
-        },
-    ).fetchall()

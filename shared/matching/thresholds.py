@@ -17,6 +17,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.config import DEFAULT_TENANT
+
 
 class Context(StrEnum):
     """Where a threshold applies."""
@@ -40,7 +42,6 @@ WINDOW = 50  # outcomes remembered: recent behaviour, not the whole history
 # One outcome moves the threshold by BASE_STEP; the step grows to BASE_STEP * 2 when
 # the window is dominated by the same kind of error (a systematic bias, not noise).
 BASE_STEP = 0.02
-DEFAULT_TENANT = "default"
 
 
 @dataclass(frozen=True)

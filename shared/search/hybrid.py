@@ -20,6 +20,7 @@ from shared.search.lexical import (
 )
 from shared.search.pageranks import PAGERANK_VERSION_SQL, PAGERANKS, pagerank_version
 from shared.search.query import query_clauses
+from shared.tools.store import get_tools
 
 # Each signal contributes its top candidates; 50 is well past where RRF (k=10) gives a
 # tool a meaningful share, and it bounds the HNSW search (ef_search is raised to it).
@@ -99,7 +100,7 @@ def hybrid_tool_search(
     fused = fuse(signals)
     ranked = sorted(fused, key=lambda t: (-fused[t], t))
     # A few spares: a tool deleted since the words were loaded has no row any more.
-    details = _details(conn, ids=ranked[: limit + DETAIL_SPARES], vector=vector)
+    details = get_tools(conn, ids=ranked[: limit + DETAIL_SPARES], similar_to=vector)
     top = [t for t in ranked[: limit + DETAIL_SPARES] if t in details][:limit]
     positions = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
     return [
@@ -185,22 +186,6 @@ def _nearest_results(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, f
         else:
             clause_best[r["id"]] = max(sim, clause_best.get(r["id"], -1.0))
     return semantic, clause_best
-
-
-def _details(
-    conn: psycopg.Connection[Any], *, ids: list[str], vector: np.ndarray
-) -> dict[str, Row]:
-    if not ids:
-        return {}
-    rows = conn.execute(
-        """
-        SELECT id, server, name, description, input_schema, available,
-               CASE WHEN embedding IS NULL THEN NULL ELSE 1 - (embedding <=> %(q)s) END AS semantic
-          FROM tools WHERE id = ANY(%(ids)s)
-        """,
-        {"q": vector, "ids": ids},
-    ).fetchall()
-    return {r["id"]: r for r in rows}
 
 
 def _by_value(scores: dict[str, float]) -> list[str]:

@@ -14,10 +14,13 @@ from typing import Any
 
 import psycopg
 
+from shared.capabilities.store import community_capabilities, max_usage_count
+from shared.config import DEFAULT_TENANT
 from shared.graph.edges import CAPABILITY_PREFIX
 from shared.graph.metrics import adamic_adar, build_graph, out_neighbours, undirected_projection
-from shared.matching.thresholds import DEFAULT_TENANT, Context, get_threshold
+from shared.matching.thresholds import Context, get_threshold
 from shared.search.graph_signals import load_neighbourhood
+from shared.tools.store import get_tools
 
 MAX_SUGGESTIONS = 5  # story 7.4 AC9
 SUCCESS_WEIGHT = 0.6  # story 7.4: success_rate * 0.6 + normalized_usage * 0.4
@@ -74,32 +77,15 @@ def suggest(
 def _community_capabilities(
     conn: psycopg.Connection[Any], *, context: list[str], tenant_id: str
 ) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT id, community FROM tools WHERE id = ANY(%s)", (context,)).fetchall()
-    community = dominant_community([r["community"] for r in rows])
+    tools = get_tools(conn, ids=context)
+    community = dominant_community([t["community"] for t in tools.values()])
     if community is None:
         return []
     threshold = get_threshold(conn, context=Context.SUGGESTIONS, tenant_id=tenant_id)
-    max_usage_row = conn.execute(
-        "SELECT coalesce(max(usage_count), 0) AS m FROM capabilities WHERE tenant_id = %s",
-        (tenant_id,),
-    ).fetchone()
-    max_usage = int(max_usage_row["m"]) if max_usage_row else 0
-    # In the community: the capability node itself was placed there by Louvain, or
-    # (before the next graph refresh) one of the tools it uses was.
-    caps = conn.execute(
-        """
-        SELECT c.id, c.name, c.description, c.success_rate, c.usage_count
-          FROM capabilities c
-         WHERE c.tenant_id = %(tenant)s
-           AND (c.community = %(community)s OR EXISTS (
-                 SELECT 1 FROM jsonb_array_elements_text(c.tools_used) AS u(tool)
-                   JOIN tools t ON t.id = u.tool
-                  WHERE t.community = %(community)s))
-         ORDER BY c.usage_count DESC, c.success_rate DESC, c.id
-         LIMIT %(n)s
-        """,
-        {"tenant": tenant_id, "community": community, "n": CAPABILITIES_PER_COMMUNITY},
-    ).fetchall()
+    max_usage = max_usage_count(conn, tenant_id=tenant_id)
+    caps = community_capabilities(
+        conn, tenant_id=tenant_id, community=community, limit=CAPABILITIES_PER_COMMUNITY
+    )
     out = []
     for cap in caps:
         score = combined_score(

@@ -7,7 +7,8 @@ from typing import Any
 
 import psycopg
 
-from shared.matching.thresholds import DEFAULT_TENANT, Context, Outcome, record_outcomes
+from shared.config import DEFAULT_TENANT
+from shared.matching.thresholds import Context, Outcome, record_outcomes
 
 # A suggestion counts as used only if the use comes soon after it was shown; later
 # uses say nothing about the suggestion.

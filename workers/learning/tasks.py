@@ -13,7 +13,7 @@ from celery_batches import SimpleRequest
 from shared import metrics
 from shared.config import get_settings
 from shared.executions.events import LEARNED, publish_events
-from shared.learning.graph_store import graph_fingerprint, refresh_metrics
+from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName

@@ -11,13 +11,16 @@ from typing import Any
 import psycopg
 
 from shared.capabilities.references import referenced_capabilities
+from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
 from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
+from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.rpc.client import RpcClient
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.tools.store import get_tools, list_tools
 from workers.sandbox import resources
 from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
 from workers.sandbox.tools import ToolResult, ToolSpec
@@ -60,12 +63,9 @@ def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
     """The execution's tool scope: the listed tools, or every known tool when none was listed."""
     with resources.db_pool().connection() as conn:
         if row["tools"] is None:
-            rows = conn.execute("SELECT id, description, input_schema FROM tools").fetchall()
+            rows = list_tools(conn)
         else:
-            rows = conn.execute(
-                "SELECT id, description, input_schema FROM tools WHERE id = ANY(%s)",
-                (list(row["tools"]),),
-            ).fetchall()
+            rows = list(get_tools(conn, ids=row["tools"]).values())
     return {
         r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
         for r in rows
@@ -83,10 +83,7 @@ def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
     found: dict[str, CapabilitySource] = {}
     with resources.db_pool().connection() as conn:
         while wanted and len(found) < MAX_INJECTED_CAPABILITIES:
-            rows = conn.execute(
-                "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s)",
-                (row["tenant_id"], sorted(wanted)),
-            ).fetchall()
+            rows = capabilities_by_name(conn, tenant_id=row["tenant_id"], names=sorted(wanted))
             wanted = set()
             for cap in rows:
                 found[cap["name"]] = CapabilitySource(id=str(cap["id"]), code=cap["code"])
@@ -132,7 +129,7 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         with contextlib.suppress(asyncio.CancelledError):
             await run
         outcome = ExecutionOutcome(
-            status="cancelled",
+            status=ExecutionStatus.CANCELLED,
             error={"type": "cancelled", "message": "cancelled on request; tool calls already "
                    "made are not undone"},
             duration_ms=(time.monotonic() - started) * 1000,
@@ -161,7 +158,7 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
         except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
             conn.rollback()
             fields.update(
-                status="failed",
+                status=ExecutionStatus.FAILED,
                 result=None,
                 error={
                     "type": "output_limit",

@@ -11,6 +11,7 @@ from celery import Task
 
 from shared.config import get_settings
 from shared.executions.events import FINISHED, publish_event
+from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, finish_execution, get_execution
 from shared.queues import Queue, TaskName
 from workers.sandbox import resources
@@ -60,7 +61,7 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
     if current is None:
         log.warning("execution %s does not exist; message dropped", execution_id)
         return "missing"
-    if current["status"] != "running":
+    if current["status"] != ExecutionStatus.RUNNING:
         log.info("execution %s already %s; redelivery ignored", execution_id, current["status"])
         return str(current["status"])
     # Running but we just received its message again: the worker that held it died.
@@ -68,7 +69,7 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
     finished = finish_execution(
         conn,
         execution_id=execution_id,
-        status="worker_lost",
+        status=ExecutionStatus.WORKER_LOST,
         error={
             "type": "worker_lost",
             "message": "the sandbox worker running this execution died; it was not re-run "
@@ -80,7 +81,7 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
         publish_event(
             resources.redis_client(),
             execution_id=execution_id,
-            event={"type": FINISHED, "status": "worker_lost"},
+            event={"type": FINISHED, "status": ExecutionStatus.WORKER_LOST},
         )
         app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
-    return "worker_lost"
+    return ExecutionStatus.WORKER_LOST

@@ -9,8 +9,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from services.gateway.deps import State
+from shared.capabilities.store import graph_nodes
 from shared.config import DEFAULT_TENANT
 from shared.graph.edges import CAPABILITY_PREFIX
+from shared.graph.store import heaviest_edges
+from shared.tools.store import list_tools
 
 router = APIRouter(tags=["dashboard"])
 
@@ -25,18 +28,9 @@ def dashboard() -> HTMLResponse:
 def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> dict[str, Any]:
     """Nodes (tools, capabilities) with PageRank and community; the heaviest edges."""
     with state.pool.connection() as conn:
-        tools = conn.execute(
-            "SELECT id, server, name, pagerank, community, available FROM tools"
-        ).fetchall()
-        caps = conn.execute(
-            "SELECT id, name, usage_count, success_rate, pagerank, community, tools_used "
-            "FROM capabilities WHERE tenant_id = %s",
-            (DEFAULT_TENANT,),
-        ).fetchall()
-        edges = conn.execute(
-            "SELECT src, dst, kind, weight, count FROM tool_edges ORDER BY weight DESC LIMIT %s",
-            (max_edges,),
-        ).fetchall()
+        tools = list_tools(conn)
+        caps = graph_nodes(conn, tenant_id=DEFAULT_TENANT)
+        edges = heaviest_edges(conn, limit=max_edges)
     nodes = [{"id": t["id"], "kind": "tool", "label": t["id"], **_metrics(t)} for t in tools]
     nodes += [
         {

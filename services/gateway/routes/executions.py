@@ -17,7 +17,8 @@ from services.gateway.executions import submit_execution, wait_for_finish
 from shared.errors import Conflict, NotFound
 from shared.executions.cancel import request_cancel
 from shared.executions.events import FINISHED, publish_event
-from shared.executions.models import TERMINAL, ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import finish_execution, get_execution
 from shared.graph.trace import event_type
 
@@ -64,9 +65,9 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
             return finish_execution(
                 conn,
                 execution_id=execution_id,
-                status="cancelled",
+                status=ExecutionStatus.CANCELLED,
                 error={"type": "cancelled", "message": "cancelled before it started"},
-                from_statuses=("queued",),
+                from_statuses=(ExecutionStatus.QUEUED,),
             )
 
     finished = await to_thread.run_sync(cancel_queued)
@@ -75,7 +76,7 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
             lambda: publish_event(
                 state.redis,
                 execution_id=execution_id,
-                event={"type": FINISHED, "status": "cancelled"},
+                event={"type": FINISHED, "status": ExecutionStatus.CANCELLED},
             )
         )
         row = finished

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.deps import State
 from services.gateway.search import search_tools as run_search
+from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 
@@ -26,10 +27,7 @@ class ToolSearchRequest(BaseModel):
 @router.get("/tools", summary="Every known tool with its server and availability")
 def list_tools(state: State) -> dict[str, Any]:
     with state.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT id, server, name, description, input_schema, available, pagerank, community "
-            "FROM tools ORDER BY id"
-        ).fetchall()
+        rows = tools_store.list_tools(conn)
     return {"tools": rows, "total": len(rows)}
 
 

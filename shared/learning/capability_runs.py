@@ -1,8 +1,8 @@
-"""`capabilities` rows for a batch of ingested runs: eager upsert by code hash, re-run stats.
+"""A batch of ingested runs applied to their capabilities: eager upsert by code hash, re-run stats.
 
-One batch takes one row lock per capability (in id order, so concurrent batches
-cannot deadlock on each other), folds every run of that capability into its stats
-with ``shared.capabilities.stats.record_run`` and writes the result once; new
+One batch takes one row lock per capability (``shared.capabilities.store``, in id
+order), folds every run of that capability into its stats with
+``shared.capabilities.stats.record_run`` and writes the result once; new
 capabilities get their intent embeddings in one model call.
 """
 
@@ -13,26 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.capabilities import store
 from shared.capabilities.naming import capability_description, capability_name, unique_name
 from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import infer_parameters_schema
 from shared.capabilities.stats import CapabilityStats, record_run
+from shared.capabilities.store import STATS_FIELDS as _STATS_FIELDS
 from shared.embeddings import Embedder, embed_cached
+from shared.tools.store import get_tools
 
 Conn = psycopg.Connection[dict[str, Any]]
-
-# Returned to clients and stored in execution extras.
-SUMMARY_COLUMNS = (
-    "id, name, description, usage_count, success_count, failure_count, success_rate, "
-    "avg_duration_ms, tools_used, parameters_schema, promoted_at"
-)
-_STATS_FIELDS = ("usage_count", "success_count", "failure_count", "success_rate", "avg_duration_ms")
-# Columns a learned run may change on a known capability, with their SQL types.
-_CHANGE_TYPES = {"code": "text", "parameters_schema": "jsonb", "tools_used": "jsonb"}
 
 
 @dataclass(frozen=True)
@@ -74,12 +67,7 @@ def cached_code_hash(code: str) -> str:
 
 def tool_schemas(conn: Conn, *, tools: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Input schemas of the given tool ids, for parameter inference."""
-    if not tools:
-        return {}
-    rows = conn.execute(
-        "SELECT id, input_schema FROM tools WHERE id = ANY(%s)", (list(tools),)
-    ).fetchall()
-    return {r["id"]: r["input_schema"] for r in rows}
+    return {t: row["input_schema"] for t, row in get_tools(conn, ids=tools).items()}
 
 
 def apply_capability_runs(
@@ -139,26 +127,8 @@ class _Locked:
 
 
 def _lock(conn: Conn, *, ids: Sequence[str], keys: Sequence[tuple[str, str]]) -> _Locked:
-    """Lock (FOR UPDATE, id order) the capabilities with these ids or (tenant, code hash) keys."""
-    if not ids and not keys:
-        return _Locked({}, {})
-    rows = conn.execute(
-        f"""
-        SELECT {SUMMARY_COLUMNS}, tenant_id, code_hash, code FROM capabilities
-         WHERE id IN (SELECT id FROM capabilities WHERE id = ANY(%(ids)s::uuid[])
-                      UNION
-                      SELECT c.id FROM capabilities AS c
-                        JOIN unnest(%(tenants)s::text[], %(hashes)s::text[]) AS k(t, h)
-                          ON c.tenant_id = k.t AND c.code_hash = k.h)
-         ORDER BY id
-           FOR UPDATE
-        """,
-        {
-            "ids": list(dict.fromkeys(ids)),
-            "tenants": [t for t, _ in keys],
-            "hashes": [h for _, h in keys],
-        },
-    ).fetchall()
+    """Lock the capabilities with these ids or (tenant, code hash) keys, indexed both ways."""
+    rows = store.lock_capabilities(conn, ids=ids, keys=keys)
     return _Locked(
         by_id={str(r["id"]): r for r in rows},
         by_key={(r["tenant_id"], r["code_hash"]): r for r in rows},
@@ -212,36 +182,12 @@ class _Update:
 
 def _write_updates(conn: Conn, updates: Sequence[_Update]) -> dict[str, dict[str, Any]]:
     """Store each update's final stats and changes (rows stay locked); summaries by id."""
-    if not updates:
-        return {}
-    columns = sorted({c for u in updates for c in u.changes})
-    # Column names come from our own code, never from input: safe to format in.
-    extra = "".join(
-        f", {c} = CASE WHEN %({c}_set)s THEN %({c})s::{_CHANGE_TYPES[c]} ELSE {c} END"
-        for c in columns
+    return store.update_capabilities(
+        conn,
+        updates=[
+            (u.id, {f: getattr(u.stats, f) for f in _STATS_FIELDS}, u.changes) for u in updates
+        ],
     )
-    params = []
-    for u in sorted(updates, key=lambda u: u.id):
-        p: dict[str, Any] = {"id": u.id, **{f: getattr(u.stats, f) for f in _STATS_FIELDS}}
-        for c in columns:
-            p[f"{c}_set"] = c in u.changes
-            p[c] = u.changes.get(c)
-        params.append(p)
-    with conn.cursor() as cur:
-        cur.executemany(
-            f"""
-            UPDATE capabilities
-               SET usage_count = %(usage_count)s, success_count = %(success_count)s,
-                   failure_count = %(failure_count)s, success_rate = %(success_rate)s,
-                   avg_duration_ms = %(avg_duration_ms)s, last_used = now(),
-                   updated_at = now(){extra}
-             WHERE id = %(id)s
-            RETURNING {SUMMARY_COLUMNS}
-            """,
-            params,
-            returning=True,
-        )
-        return {str(row["id"]): row for row in _all_results(cur)}
 
 
 def _insert_new(
@@ -276,7 +222,7 @@ def _insert_new(
                 "hash": key[1],
                 "code": runs[-1].code,
                 "intent": first.intent,
-                "vec": np.asarray(vector, dtype=np.float32),
+                "vec": vector,
                 "name": name,
                 "desc": capability_description(intent=first.intent, tools_used=first.tools_used),
                 "schema": Jsonb(schema),
@@ -284,23 +230,7 @@ def _insert_new(
                 **{f: getattr(stats, f) for f in _STATS_FIELDS},
             }
         )
-    with conn.cursor() as cur:
-        cur.executemany(
-            f"""
-            INSERT INTO capabilities (tenant_id, code_hash, code, intent, intent_embedding,
-                                      name, description, parameters_schema, tools_used,
-                                      usage_count, success_count, failure_count, success_rate,
-                                      avg_duration_ms, last_used)
-            VALUES (%(tenant)s, %(hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s, %(desc)s,
-                    %(schema)s, %(tools)s, %(usage_count)s, %(success_count)s,
-                    %(failure_count)s, %(success_rate)s, %(avg_duration_ms)s, now())
-            ON CONFLICT (tenant_id, code_hash) DO NOTHING
-            RETURNING {SUMMARY_COLUMNS}, tenant_id, code_hash
-            """,
-            params,
-            returning=True,
-        )
-        inserted = list(_all_results(cur))
+    inserted = store.insert_capabilities(conn, rows=params)
     vector_of = dict(zip(groups, vectors, strict=True))
     out: dict[str, CapabilityOutcome] = {}
     for row in inserted:
@@ -321,12 +251,7 @@ def _names(conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]]) -> li
         (key, capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
         for key, runs in groups.items()
     ]
-    rows = conn.execute(
-        "SELECT tenant_id, name FROM capabilities "
-        "WHERE (tenant_id, name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
-        ([k[0] for k, _ in wanted], [n for _, n in wanted]),
-    ).fetchall()
-    taken = {(r["tenant_id"], r["name"]) for r in rows}
+    taken = store.taken_names(conn, wanted=[(key[0], name) for key, name in wanted])
     names = []
     for (tenant, key_hash), name in wanted:
         if (tenant, name) in taken:
@@ -344,14 +269,6 @@ def _schemas(conn: Conn, *, runs: Sequence[LearnedRun]) -> list[dict[str, Any]]:
         )
         for r in runs
     ]
-
-
-def _all_results(cur: psycopg.Cursor[Any]) -> Any:
-    """Every row of an ``executemany(..., returning=True)``, statement after statement."""
-    while True:
-        yield from cur.fetchall()
-        if not cur.nextset():
-            break
 
 
 def _with_stats(row: dict[str, Any], stats: CapabilityStats) -> dict[str, Any]:

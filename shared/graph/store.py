@@ -1,4 +1,8 @@
-"""`tool_edges` upserts and graph-metric storage: the SQL side of shared.graph."""
+"""Rows of the `tool_edges` table: edge upserts, reads, node removal; graph metrics refreshed.
+
+The PageRank and community columns live on `tools` and `capabilities`; their stores
+write them (``set_graph_metrics``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from typing import Any
 
 import psycopg
 
+from shared.capabilities import store as capabilities_store
 from shared.graph.edges import CAPABILITY_PREFIX, Edge
 from shared.graph.metrics import GraphMetrics, compute_metrics
 from shared.graph.weights import KIND_WEIGHTS, EdgeKind
+from shared.tools import store as tools_store
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -78,23 +84,22 @@ def refresh_metrics(conn: Conn) -> GraphMetrics:
         for node in metrics.pagerank
         if node.startswith(CAPABILITY_PREFIX)
     ]
-    with conn.cursor() as cur:
-        # Nodes that left the graph (pruned capabilities' edges) fall back to neutral.
-        cur.execute("UPDATE tools SET pagerank = 0, community = NULL WHERE community IS NOT NULL")
-        cur.execute(
-            "UPDATE capabilities SET pagerank = 0, community = NULL WHERE community IS NOT NULL"
-        )
-        if tool_rows:
-            cur.execute("CREATE TEMP TABLE _m (id text, pr float8, comm int) ON COMMIT DROP")
-            with cur.copy("COPY _m (id, pr, comm) FROM STDIN") as copy:
-                for row in tool_rows:
-                    copy.write_row(row)
-            cur.execute(
-                "UPDATE tools t SET pagerank = m.pr, community = m.comm FROM _m m WHERE t.id = m.id"
-            )
-        if cap_rows:
-            cur.executemany(
-                "UPDATE capabilities SET pagerank = %s, community = %s WHERE id::text = %s",
-                [(pr, comm, cap_id) for cap_id, pr, comm in cap_rows],
-            )
+    # Nodes that left the graph (pruned capabilities' edges) fall back to neutral.
+    tools_store.set_graph_metrics(conn, rows=tool_rows)
+    capabilities_store.set_graph_metrics(conn, rows=cap_rows)
     return metrics
+
+
+def heaviest_edges(conn: Conn, *, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` heaviest edges (src, dst, kind, weight, count)."""
+    return conn.execute(
+        "SELECT src, dst, kind, weight, count FROM tool_edges ORDER BY weight DESC LIMIT %s",
+        (limit,),
+    ).fetchall()
+
+
+def delete_nodes(conn: Conn, *, nodes: Sequence[str]) -> None:
+    """Remove every edge into or out of these nodes."""
+    conn.execute(
+        "DELETE FROM tool_edges WHERE src = ANY(%(n)s) OR dst = ANY(%(n)s)", {"n": list(nodes)}
+    )

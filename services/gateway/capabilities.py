@@ -1,0 +1,120 @@
+"""Capabilities as the gateway serves them (REST and MCP): search by intent, load, run, list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.gateway.config import GatewayState
+from services.gateway.executions import submit_execution, wait_for_finish
+from shared.capabilities import store
+from shared.config import DEFAULT_TENANT
+from shared.embeddings import get_embedder
+from shared.errors import NotFound, ValidationFailed
+from shared.executions.models import ExecutionRequest
+from shared.matching.capabilities import match_capabilities
+from shared.matching.validate_args import validate_args
+from shared.suggestions import record_shown, suggest
+
+Row = dict[str, Any]
+
+
+class CapabilitySearchRequest(BaseModel):
+    """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool (no threshold: adaptive)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    intent: str = Field(min_length=1, max_length=2000, description="what you want to do")
+    include_suggestions: bool = Field(default=False, description="add related suggestions")
+    limit: int = Field(default=5, ge=1, le=20)
+
+
+class CapabilityExecuteRequest(BaseModel):
+    """`POST /v1/capabilities/{id}/execute`: arguments checked against the inferred schema."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    args: dict[str, Any] = Field(default_factory=dict)
+    wait: bool = Field(default=False, description="block until the execution finishes")
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+async def search_capabilities(
+    state: GatewayState, *, body: CapabilitySearchRequest, tenant_id: str = DEFAULT_TENANT
+) -> Row:
+    """Match capabilities to the intent; suggestions from the matches' tools when asked."""
+    (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [body.intent])
+
+    def run() -> Row:
+        with state.pool.connection() as conn:
+            found = match_capabilities(
+                conn, intent_embedding=vector, tenant_id=tenant_id, limit=body.limit
+            )
+            if body.include_suggestions:
+                context = [t for c in found["capabilities"] for t in (c.get("tools_used") or [])]
+                suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
+                matched = {c["id"] for c in found["capabilities"]}
+                suggestions = [s for s in suggestions if s["id"] not in matched]
+                record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+                found["suggestions"] = suggestions
+            return found
+
+    return await to_thread.run_sync(run)
+
+
+def load_capability(state: GatewayState, *, ref: str, tenant_id: str = DEFAULT_TENANT) -> Row:
+    """A capability by id, else by name; NotFound otherwise."""
+    with state.pool.connection() as conn:
+        row = store.get_capability(conn, ref=ref, tenant_id=tenant_id)
+    if row is None:
+        raise NotFound(
+            f"no capability with id or name {ref!r}: find one with POST /v1/capabilities/search",
+            id=ref,
+        )
+    return row
+
+
+async def execute_capability(
+    state: GatewayState,
+    *,
+    ref: str,
+    body: CapabilityExecuteRequest,
+    tenant_id: str = DEFAULT_TENANT,
+) -> Row:
+    """Check args against the capability's schema, then run its code as a normal execution."""
+    cap = await to_thread.run_sync(lambda: load_capability(state, ref=ref, tenant_id=tenant_id))
+    problems = validate_args(schema=cap["parameters_schema"], args=body.args)
+    if not problems.ok:
+        raise ValidationFailed(
+            f"arguments do not fit capability {cap['name']!r}: {problems.message()}",
+            capability_id=str(cap["id"]),
+            parameters_schema=cap["parameters_schema"],
+            **problems.to_dict(),
+        )
+    request = ExecutionRequest(
+        code=cap["code"], intent=cap["intent"], args=body.args, timeout_s=body.timeout_s
+    )
+    row = await submit_execution(state, request=request, capability_id=str(cap["id"]))
+    if body.wait:
+        row = await wait_for_finish(
+            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
+        )
+    return row
+
+
+def list_capabilities(
+    state: GatewayState,
+    *,
+    limit: int,
+    offset: int,
+    min_success_rate: float,
+    tenant_id: str = DEFAULT_TENANT,
+) -> Row:
+    """One page of capabilities, most used first, and the total at that success rate."""
+    with state.pool.connection() as conn:
+        rows, total = store.list_capabilities(
+            conn, tenant_id=tenant_id, min_success_rate=min_success_rate, limit=limit, offset=offset
+        )
+    return {"capabilities": [{**r, "id": str(r["id"])} for r in rows], "total": total}

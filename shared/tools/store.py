@@ -1,0 +1,116 @@
+"""Rows of the `tools` table: lookups by id, the listing, the toolhost's sync writes, graph metrics.
+
+Keyword-only functions over the caller's connection (and so its transaction). The search
+index's own ranking queries (vector and full-text nearest neighbours, PageRanks) stay in
+``shared.search``: they are how search ranks, not how a tool is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+Conn = psycopg.Connection[Any]
+Row = dict[str, Any]
+
+# What a reader gets for one tool; the embedding stays in the table (search reads it there).
+TOOL_COLUMNS = "id, server, name, description, input_schema, available, pagerank, community"
+
+
+def get_tools(
+    conn: Conn, *, ids: Sequence[str], similar_to: np.ndarray | None = None
+) -> dict[str, Row]:
+    """The known tools among ``ids``, by id; with ``similar_to``, each row's cosine
+    similarity to that vector as ``semantic`` (None for a tool without an embedding)."""
+    if not ids:
+        return {}
+    semantic = (
+        ", CASE WHEN embedding IS NULL THEN NULL ELSE 1 - (embedding <=> %(q)s) END AS semantic"
+        if similar_to is not None
+        else ""
+    )
+    rows = conn.execute(
+        f"SELECT {TOOL_COLUMNS}{semantic} FROM tools WHERE id = ANY(%(ids)s)",
+        {"ids": list(ids), "q": similar_to},
+    ).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def list_tools(conn: Conn) -> list[Row]:
+    """Every known tool, by id."""
+    return conn.execute(f"SELECT {TOOL_COLUMNS} FROM tools ORDER BY id").fetchall()
+
+
+def server_tools(conn: Conn, *, server: str) -> dict[str, Row]:
+    """A server's stored tools by id: schema hash, the searched text, whether it lacks a vector."""
+    rows = conn.execute(
+        "SELECT id, schema_hash, embedding IS NULL AS missing_embedding, "
+        "name || ': ' || description AS text FROM tools WHERE server = %s",
+        (server,),
+    ).fetchall()
+    return {row["id"]: dict(row) for row in rows}
+
+
+def upsert_tool(
+    conn: Conn,
+    *,
+    tool_id: str,
+    server: str,
+    name: str,
+    description: str,
+    input_schema: dict[str, Any],
+    schema_hash: str,
+    embedding: list[float] | None,
+) -> None:
+    """Insert or refresh one listed tool (available again); a missing vector keeps the old one."""
+    conn.execute(
+        """
+        INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
+                           embedding, available, updated_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, true, now())
+        ON CONFLICT (id) DO UPDATE SET
+            description = EXCLUDED.description,
+            input_schema = EXCLUDED.input_schema,
+            schema_hash = EXCLUDED.schema_hash,
+            embedding = COALESCE(EXCLUDED.embedding, tools.embedding),
+            available = true,
+            updated_at = now()
+        """,
+        (
+            tool_id, server, name, description, Jsonb(input_schema), schema_hash,
+            None if embedding is None else np.asarray(embedding, dtype=np.float32),
+        ),
+    )  # fmt: skip
+
+
+def delete_tools(conn: Conn, *, ids: Sequence[str]) -> None:
+    """Forget these tools (a server stopped listing them)."""
+    conn.execute("DELETE FROM tools WHERE id = ANY(%s)", (list(ids),))
+
+
+def mark_server_unavailable(conn: Conn, *, server: str) -> None:
+    """Every tool of a server that is not ready becomes unavailable (kept for search history)."""
+    conn.execute(
+        "UPDATE tools SET available = false, updated_at = now() WHERE server = %s AND available",
+        (server,),
+    )
+
+
+def set_graph_metrics(conn: Conn, *, rows: Sequence[tuple[str, float, int | None]]) -> None:
+    """Store (id, PageRank, community) per tool; tools left out fall back to neutral."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE tools SET pagerank = 0, community = NULL WHERE community IS NOT NULL")
+        if not rows:
+            return
+        # COPY into a temp table and one joined UPDATE: thousands of tools in one statement.
+        cur.execute("CREATE TEMP TABLE _m (id text, pr float8, comm int) ON COMMIT DROP")
+        with cur.copy("COPY _m (id, pr, comm) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cur.execute(
+            "UPDATE tools t SET pagerank = m.pr, community = m.comm FROM _m m WHERE t.id = m.id"
+        )
