@@ -18,6 +18,7 @@ import httpx
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
 from shared.db import connect
+from shared.executions.status import ExecutionStatus
 from shared.queues import Queue, TaskName
 
 CODE = "return await mcp._bench.echo(n=args['n'])"
@@ -80,7 +81,7 @@ def _submit(client: httpx.Client, i: int) -> dict[str, Any]:
         "/v1/executions", params={"wait": "true"}, json={"code": CODE, "args": {"n": i}}
     )
     body: dict[str, Any] = response.json()
-    if body.get("status") != "succeeded" or body.get("result") != {"n": i}:
+    if body.get("status") != ExecutionStatus.SUCCEEDED or body.get("result") != {"n": i}:
         raise RuntimeError(f"bench execution failed: {body}")
     return body
 

@@ -9,6 +9,7 @@ import subprocess
 import time
 from typing import Any
 
+from shared.executions.status import ExecutionStatus
 from shared.sandbox.fsplan import build_plan
 from shared.sandbox.launcher import Launcher
 from shared.sandbox.limits import SandboxLimits
@@ -120,7 +121,7 @@ async def _starts(launcher: Launcher, limits: SandboxLimits, n: int, warm: bool)
                 await asyncio.sleep(0.002)
         t0 = time.monotonic()
         outcome = await run_in_sandbox(code=_FIRST_INSTRUCTION, limits=limits, launcher=launcher)
-        if outcome.status != "succeeded":
+        if outcome.status != ExecutionStatus.SUCCEEDED:
             raise RuntimeError(f"benchmark execution failed: {outcome.error}")
         samples.append((float(outcome.result) - t0) * 1000)
     return samples
@@ -139,7 +140,7 @@ async def _bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) ->
         limits=limits,
         launcher=launcher,
     )
-    if outcome.status != "succeeded":
+    if outcome.status != ExecutionStatus.SUCCEEDED:
         raise RuntimeError(f"benchmark execution failed: {outcome.error}")
     return [float(x) for x in outcome.result]
 
@@ -159,7 +160,7 @@ async def _capability_overhead(launcher: Launcher, limits: SandboxLimits, n: int
         launcher=launcher,
         capability_sources=sources,
     )
-    if outcome.status != "succeeded":
+    if outcome.status != ExecutionStatus.SUCCEEDED:
         raise RuntimeError(f"benchmark execution failed: {outcome.error}")
     warm = max(10, n // 20)  # first calls compile the callee and warm caches
     calls, direct = outcome.result["calls"][warm:], outcome.result["direct"][warm:]

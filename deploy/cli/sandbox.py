@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from shared.config import get_settings
+from shared.executions.status import ExecutionStatus
 from shared.sandbox.limits import SandboxLimits
 
 sandbox_app = typer.Typer(help="Run code in the isolated sandbox.", no_args_is_help=True)
@@ -50,4 +51,4 @@ def run(
     """Run FILE in the sandbox and print one JSON document; exit 1 unless it succeeded."""
     result = run_file(file, args, timeout)
     typer.echo(json.dumps(result, default=str))
-    raise typer.Exit(0 if result["status"] == "succeeded" else 1)
+    raise typer.Exit(0 if result["status"] == ExecutionStatus.SUCCEEDED else 1)

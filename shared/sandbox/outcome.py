@@ -5,8 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from shared.executions.status import ExecutionStatus
+
 # `cancelled` is set by the worker when a cancel request stops the run, never by the child.
-Status = Literal["succeeded", "failed", "timeout", "cancelled"]
+Status = Literal[
+    ExecutionStatus.SUCCEEDED,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.TIMEOUT,
+    ExecutionStatus.CANCELLED,
+]
 
 # Error types a finished execution can carry; each names the limit or layer hit.
 ERROR_TYPES = frozenset(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import SandboxError
+from shared.executions.status import ExecutionStatus
 from shared.sandbox.child import wire
 from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
@@ -127,7 +128,7 @@ def _child_limits(limits: SandboxLimits) -> dict[str, int]:
 def _failed(kind: str, message: str, started: float, **extra: Any) -> ExecutionOutcome:
     extra = {k: v for k, v in extra.items() if v is not None}
     return ExecutionOutcome(
-        status="timeout" if kind == "timeout" else "failed",
+        status=ExecutionStatus.TIMEOUT if kind == "timeout" else ExecutionStatus.FAILED,
         error=error(kind, message, **extra),
         duration_ms=round((time.monotonic() - started) * 1000, 3),
     )
@@ -169,7 +170,7 @@ class _Session:
 
     async def run(self, start_frame: str, started: float) -> ExecutionOutcome:
         """Send ``start`` and serve the child until done, death, timeout or a protocol violation."""
-        outcome = ExecutionOutcome(status="failed", layers=self.proc.layers)
+        outcome = ExecutionOutcome(status=ExecutionStatus.FAILED, layers=self.proc.layers)
         self.started_wall = time.time()
         self.deadline_wall = self.started_wall + self.limits.wall_time_s
         self.proc.writer.write(wire.encode_raw(start_frame))
@@ -181,12 +182,12 @@ class _Session:
             else:
                 self._apply_done(done, outcome)
         except TimeoutError:
-            outcome.status = "timeout"
+            outcome.status = ExecutionStatus.TIMEOUT
             outcome.error = error(
                 "timeout", f"wall time limit of {self.limits.wall_time_s:g}s exceeded"
             )
         except (wire.WireError, ProtocolViolation) as exc:
-            outcome.status = "failed"
+            outcome.status = ExecutionStatus.FAILED
             outcome.error = error("protocol_error", f"malformed message from the sandbox: {exc}")
         except (ConnectionError, OSError) as exc:
             outcome.error = (
@@ -409,7 +410,7 @@ class _Session:
             raise ProtocolViolation("done needs boolean ok and stdout_truncated")
         outcome.stdout_truncated = truncated
         if ok:
-            outcome.status = "succeeded"
+            outcome.status = ExecutionStatus.SUCCEEDED
             outcome.result = frame.get("result")
             return
         err = frame.get("error")
@@ -418,7 +419,7 @@ class _Session:
         message, tb = err.get("message"), err.get("traceback")
         if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
             raise ProtocolViolation("error message and traceback must be strings")
-        outcome.status = "failed"
+        outcome.status = ExecutionStatus.FAILED
         outcome.error = error(err["type"], message[:4000])
         if tb:
             outcome.error["traceback"] = tb[-16000:]
