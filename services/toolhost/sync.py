@@ -18,6 +18,7 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared import tool_ids
 from shared.config import Settings
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def sync_server_tools(
 ) -> SyncResult:
     """Upsert the server's tools, delete vanished ones, embed new or edited ones."""
     result = SyncResult(server=server)
-    ids = {f"{server}:{t.name}": t for t in tools}
+    ids = {tool_ids.make(server, t.name): t for t in tools}
     existing = _existing(conn, server)
     # Embed outside the transaction: the first call may load a model for seconds, and the
     # advisory lock below must not be held meanwhile.
