@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,13 @@ import redis
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings
 from tests.conftest import TEMPLATE_DB, settings_env, with_database
-from tests.integration.mcp_servers import example_server, memory_server, time_server, write_config
+from tests.integration.mcp_servers import (
+    example_server,
+    install_memory_server,
+    memory_server,
+    time_server,
+    write_config,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 E2E_REDIS_DB = 0  # the per-test redis_url fixture cycles through 1..15
@@ -177,18 +183,26 @@ def running_stack(
             conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
 
 
-@pytest.fixture(scope="module")
-def e2e(
-    embedded_pg: EmbeddedPostgres,
-    redis_server: EmbeddedRedis,
-    memory_server_bin: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[E2EStack]:
-    tmp = tmp_path_factory.mktemp("e2e")
-    servers = {
+def stack_fixture(servers: Callable[[Path], dict[str, Any]], **options: Any) -> Any:
+    """A module-scoped fixture running its own stack: ``servers(tmp)``, ``running_stack`` options."""
+
+    @pytest.fixture(scope="module")
+    def stack(
+        embedded_pg: EmbeddedPostgres,
+        redis_server: EmbeddedRedis,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[E2EStack]:
+        tmp = tmp_path_factory.mktemp("e2e")
+        with running_stack(embedded_pg, redis_server, tmp, servers(tmp), **options) as running:
+            yield running
+
+    return stack
+
+
+e2e = stack_fixture(
+    lambda tmp: {
         "example": example_server(tmp),
         "time": time_server(),
-        "memory": memory_server(memory_server_bin, tmp),
+        "memory": memory_server(install_memory_server(), tmp),
     }
-    with running_stack(embedded_pg, redis_server, tmp, servers) as stack:
-        yield stack
+)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
-from tests.integration.e2e.conftest import E2EStack, running_stack
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
 
 CALL_DEADLINE_S = 1.0  # AGENTCARDS_TOOL_CALL_TIMEOUT_S of this stack's sandbox worker
@@ -26,35 +24,26 @@ return out
 """
 
 
-@pytest.fixture(scope="module")
-def stack(
-    embedded_pg: EmbeddedPostgres,
-    redis_server: EmbeddedRedis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[E2EStack]:
-    tmp = tmp_path_factory.mktemp("tool-failures")
-    servers = {
+stack = stack_fixture(
+    lambda tmp: {
         "example": example_server(tmp),
         "down": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
-    }
-    with running_stack(
-        embedded_pg,
-        redis_server,
-        tmp,
-        servers,
-        synced_servers=1,  # `down` never starts
-        learning=False,
-        tool_call_timeout_s=CALL_DEADLINE_S,
-    ) as running:
-        # Tools the scope check knows but no live server answers: one the example server
-        # does not offer, one on the server that never starts.
-        with running.db() as conn:
-            conn.execute(
-                "INSERT INTO tools (id, server, name, schema_hash) VALUES "
-                "('example:vanished', 'example', 'vanished', 'x'), "
-                "('down:anything', 'down', 'anything', 'x')"
-            )
-        yield running
+    },
+    synced_servers=1,  # `down` never starts
+    learning=False,
+    tool_call_timeout_s=CALL_DEADLINE_S,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def unanswered_tools(stack: E2EStack) -> None:
+    """Tools the scope check knows but no live server answers (example lacks one, down is down)."""
+    with stack.db() as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, schema_hash) VALUES "
+            "('example:vanished', 'example', 'vanished', 'x'), "
+            "('down:anything', 'down', 'anything', 'x') ON CONFLICT (id) DO NOTHING"
+        )
 
 
 def _run(stack: E2EStack, code: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -153,15 +153,16 @@ out
 """
 
 
+async def _catch_types(run: Run, calls: list[list[str]], backend: Any, **kw: Any) -> Any:
+    """Run CATCH_TYPES over ``calls`` ([server, tool]), every one of them granted."""
+    tools = {f"{s}:{t}": ToolSpec(f"{s}:{t}") for s, t in calls}
+    return await run(CATCH_TYPES, args={"calls": calls}, tools=tools, backend=backend, **kw)
+
+
 async def test_backend_failure_types_reach_agent_code_and_the_trace(run: Run) -> None:
     kinds = ["timeout", "unknown_tool", "server_unavailable", "internal_error", "tool_error"]
     calls = [["f", kind] for kind in [*kinds, "made_up"]]
-    outcome = await run(
-        CATCH_TYPES,
-        args={"calls": calls},
-        tools={f"f:{t}": ToolSpec(f"f:{t}") for _, t in calls},
-        backend=_FailingBackend(),
-    )
+    outcome = await _catch_types(run, calls, _FailingBackend())
     assert outcome.status == "succeeded", outcome.error
     # Each keeps its type; a type outside the vocabulary becomes tool_error.
     expected = {f"f:{kind}": kind for kind in kinds} | {"f:made_up": "tool_error"}
@@ -182,12 +183,8 @@ async def test_an_uncaught_tool_failure_fails_the_execution_with_its_type(run: R
 
 
 async def test_a_backend_overrunning_the_call_deadline_is_a_timeout(run: Run, limits) -> None:
-    outcome = await run(
-        CATCH_TYPES,
-        args={"calls": [["deaf", "call"]]},
-        tools={"deaf:call": ToolSpec("deaf:call")},
-        backend=_DeafBackend(),
-        limits=replace(limits, tool_call_timeout_s=0.2),
+    outcome = await _catch_types(
+        run, [["deaf", "call"]], _DeafBackend(), limits=replace(limits, tool_call_timeout_s=0.2)
     )
     assert outcome.status == "succeeded", outcome.error
     assert outcome.result == {"deaf:call": "timeout"}
@@ -195,12 +192,7 @@ async def test_a_backend_overrunning_the_call_deadline_is_a_timeout(run: Run, li
 
 async def test_the_bridge_refuses_tool_ids_outside_the_rule_even_if_granted(run: Run) -> None:
     calls = [["srv", "get/x"], ["a.b", "x"], ["srv", "get.x"]]
-    outcome = await run(
-        CATCH_TYPES,
-        args={"calls": calls},
-        tools={f"{s}:{t}": ToolSpec(f"{s}:{t}") for s, t in calls},
-        backend=_OkBackend(),
-    )
+    outcome = await _catch_types(run, calls, _OkBackend())
     assert outcome.status == "succeeded", outcome.error
     assert outcome.result == {
         "srv:get/x": "tool_not_allowed",
