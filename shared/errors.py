@@ -1,14 +1,92 @@
-"""The small exception tree. Errors that cross a boundary carry a stable ``type``."""
+"""The failure vocabulary and the small exception tree: every error that crosses a boundary is ``{type, message}``.
+
+Stdlib only: the sandbox child imports this module (its interpreter has no site-packages).
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
+
+
+class ErrorType(StrEnum):
+    """Why something failed: the ``type`` of every structured error; stable wire names callers branch on."""
+
+    # A tool call (RPC replies, the bridge's refusals, ToolCallError.type in agent code).
+    TOOL_ERROR = "tool_error"  # the MCP server answered with isError=true, or the call broke
+    TIMEOUT = "timeout"  # a deadline passed (tool call: before pickup, during, or reply lost)
+    UNKNOWN_TOOL = "unknown_tool"  # no configured server offers this tool id
+    SERVER_UNAVAILABLE = "server_unavailable"  # the server is down or died mid-call
+    TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
+    TOOL_CALL_LIMIT = "tool_call_limit"  # more calls than the execution may make
+    TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
+    INVALID_REQUEST = "invalid_request"  # the RPC request itself is malformed
+    INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
+    # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
+    RUNTIME_ERROR = "runtime_error"  # agent code raised
+    MEMORY_LIMIT = "memory_limit"
+    CPU_LIMIT = "cpu_limit"
+    OUTPUT_LIMIT = "output_limit"  # result or stdout over its size limit
+    CAPABILITY_CYCLE = "capability_cycle"  # inline capabilities: A -> B -> A
+    CAPABILITY_DEPTH_EXCEEDED = "capability_depth_exceeded"  # nested past the depth limit
+    PROTOCOL_ERROR = "protocol_error"  # the child sent a malformed frame
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # an isolation layer failed: fail closed
+    CANCELLED = "cancelled"
+    WORKER_LOST = "worker_lost"  # the worker running it died
+    BROKER_UNAVAILABLE = "broker_unavailable"  # the execution could not be queued
+    LOST = "lost"  # a tool call with a recorded start and no end
+    # A request to the gateway or a service.
+    VALIDATION_ERROR = "validation_error"
+    INVALID_JSON = "invalid_json"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    DEPENDENCY_ERROR = "dependency_error"
+    CONFIG_ERROR = "config_error"
+
+
+# What a tool call may end with; the bridge passes these to agent code and the trace as
+# they came (any other type from a backend becomes tool_error).
+TOOL_CALL_ERRORS = frozenset(
+    {
+        ErrorType.TOOL_ERROR,
+        ErrorType.TIMEOUT,
+        ErrorType.UNKNOWN_TOOL,
+        ErrorType.SERVER_UNAVAILABLE,
+        ErrorType.TOOL_NOT_ALLOWED,
+        ErrorType.TOOL_CALL_LIMIT,
+        ErrorType.TOOL_ARGS_TOO_LARGE,
+        ErrorType.INVALID_REQUEST,
+        ErrorType.INTERNAL_ERROR,
+    }
+)
+
+# What an untrusted child may claim about its own failure (its ``done`` frame, a capability
+# end): its own limits, capability refusals, or a tool call's failure it did not catch. The
+# bridge alone decides the status (a wall-time ``timeout`` status is never the child's say)
+# and the trusted-side types (protocol_error, sandbox_unavailable).
+CHILD_ERRORS = TOOL_CALL_ERRORS | {
+    ErrorType.RUNTIME_ERROR,
+    ErrorType.MEMORY_LIMIT,
+    ErrorType.CPU_LIMIT,
+    ErrorType.OUTPUT_LIMIT,
+    ErrorType.CAPABILITY_CYCLE,
+    ErrorType.CAPABILITY_DEPTH_EXCEEDED,
+}
+
+
+def error_dict(type_: str, message: str, **details: Any) -> dict[str, Any]:
+    """The structured error ``{"type", "message", **details}``; details that are None are left out."""
+    return {
+        "type": str(type_),
+        "message": message,
+        **{k: v for k, v in details.items() if v is not None},
+    }
 
 
 class AgentCardsError(Exception):
     """Raised for any failure AgentCards itself reports; ``type`` is the wire name."""
 
-    type = "internal_error"
+    type = ErrorType.INTERNAL_ERROR
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -17,49 +95,46 @@ class AgentCardsError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """Structured form for HTTP, MCP and sandbox replies."""
-        out: dict[str, Any] = {"type": self.type, "message": self.message}
-        if self.details:
-            out["details"] = self.details
-        return out
+        return error_dict(self.type, self.message, details=self.details or None)
 
 
 class ConfigError(AgentCardsError):
     """Raised when settings or a config file are invalid; the message says what to fix."""
 
-    type = "config_error"
+    type = ErrorType.CONFIG_ERROR
 
 
 class DependencyError(AgentCardsError):
     """Raised when Postgres, Redis or another required server is unreachable or unfit."""
 
-    type = "dependency_error"
+    type = ErrorType.DEPENDENCY_ERROR
 
 
 class ValidationFailed(AgentCardsError):
     """Raised when client input is rejected before anything is recorded."""
 
-    type = "validation_error"
+    type = ErrorType.VALIDATION_ERROR
 
 
 class NotFound(AgentCardsError):
     """Raised when an execution, tool or capability id does not exist."""
 
-    type = "not_found"
+    type = ErrorType.NOT_FOUND
 
 
 class Conflict(AgentCardsError):
     """Raised when a request contradicts the current state (cancelling a finished execution)."""
 
-    type = "conflict"
+    type = ErrorType.CONFLICT
 
 
 class SandboxError(AgentCardsError):
     """Raised when the sandbox cannot be set up (an isolation layer failed: fail closed)."""
 
-    type = "sandbox_unavailable"
+    type = ErrorType.SANDBOX_UNAVAILABLE
 
 
 class ToolError(AgentCardsError):
-    """Raised when a tool call fails; ``type`` distinguishes why (see shared.rpc)."""
+    """Raised when a tool call fails; ``type`` distinguishes why (see ErrorType)."""
 
-    type = "tool_error"
+    type = ErrorType.TOOL_ERROR

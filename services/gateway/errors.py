@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
-from shared.errors import AgentCardsError, Conflict, DependencyError, NotFound, ValidationFailed
+from shared.errors import (
+    AgentCardsError,
+    Conflict,
+    DependencyError,
+    ErrorType,
+    NotFound,
+    ValidationFailed,
+    error_dict,
+)
 
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
@@ -20,10 +31,17 @@ STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
 
 def error_body(type_: str, message: str, details: Any = None) -> dict[str, Any]:
     """The structured error body."""
-    error: dict[str, Any] = {"type": type_, "message": message}
-    if details is not None:
-        error["details"] = details
-    return {"error": error}
+    return {"error": error_dict(type_, message, details=details)}
+
+
+def mcp_error(exc: AgentCardsError | ValidationError) -> ToolError:
+    """The MCP tools' failure: the same ``{type, message, details?}`` as REST, as the error's text."""
+    body = (
+        exc.to_dict()
+        if isinstance(exc, AgentCardsError)
+        else error_dict(ErrorType.VALIDATION_ERROR, str(exc))
+    )
+    return ToolError(json.dumps(body, default=str))
 
 
 def install(app: FastAPI) -> None:
@@ -52,6 +70,10 @@ def install(app: FastAPI) -> None:
             + "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems[:5])
         )
         return JSONResponse(
-            error_body("invalid_json" if invalid_json else "validation_error", message, problems),
+            error_body(
+                ErrorType.INVALID_JSON if invalid_json else ErrorType.VALIDATION_ERROR,
+                message,
+                problems,
+            ),
             400 if invalid_json else 422,
         )

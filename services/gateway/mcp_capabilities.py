@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from services.gateway.capabilities import (
@@ -17,6 +15,7 @@ from services.gateway.capabilities import (
     search_capabilities,
 )
 from services.gateway.config import GatewayState
+from services.gateway.errors import mcp_error
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 
@@ -44,10 +43,8 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
             return await search_capabilities(get_state(), body=body)
-        except ValidationError as exc:
-            raise ToolError(_error("validation_error", str(exc))) from exc
-        except AgentCardsError as exc:
-            raise ToolError(json.dumps(exc.to_dict(), default=str)) from exc
+        except (ValidationError, AgentCardsError) as exc:
+            raise mcp_error(exc) from exc
 
     @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
     async def execute_capability_tool(
@@ -56,12 +53,6 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
         try:
             body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
             row = await execute_capability(get_state(), ref=capability_id, body=body)
-        except ValidationError as exc:
-            raise ToolError(_error("validation_error", str(exc))) from exc
-        except AgentCardsError as exc:
-            raise ToolError(json.dumps(exc.to_dict(), default=str)) from exc
+        except (ValidationError, AgentCardsError) as exc:
+            raise mcp_error(exc) from exc
         return view_from_row(row).model_dump(mode="json")
-
-
-def _error(type_: str, message: str) -> str:
-    return json.dumps({"type": type_, "message": message})

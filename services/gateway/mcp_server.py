@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from services.gateway import mcp_capabilities
 from services.gateway.config import GatewayState
+from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
 from services.gateway.search import search_tools as run_search
-from shared.errors import AgentCardsError, NotFound
+from shared.errors import AgentCardsError, NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest, view_from_row
 from shared.executions.store import get_execution
 
@@ -67,10 +66,8 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
                 code=code, intent=intent, args=args or {}, tools=tools, timeout_s=timeout_s
             )
             row = await submit_execution(state, request=request)
-        except ValidationError as exc:
-            raise ToolError(_error_json("validation_error", str(exc))) from exc
-        except AgentCardsError as exc:
-            raise ToolError(json.dumps(exc.to_dict())) from exc
+        except (ValidationError, AgentCardsError) as exc:
+            raise mcp_error(exc) from exc
 
         async def on_event(event: dict[str, Any]) -> None:
             if event.get("type") == "progress":
@@ -95,7 +92,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         query: str, limit: int = 10, context_tools: list[str] | None = None
     ) -> dict[str, Any]:
         if not query.strip():
-            raise ToolError(_error_json("validation_error", "query must not be empty"))
+            raise mcp_error(ValidationFailed("query must not be empty"))
         hits = await run_search(
             get_state(),
             query=query,
@@ -129,8 +126,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
 
         row = await to_thread.run_sync(load)
         if row is None:
-            error = NotFound(f"no execution with id {execution_id!r}")
-            raise ToolError(json.dumps(error.to_dict()))
+            raise mcp_error(NotFound(f"no execution with id {execution_id!r}"))
         return view_from_row(row).model_dump(mode="json")
 
     mcp_capabilities.register(server, get_state)
@@ -158,7 +154,3 @@ async def serve_stdio(settings: Any) -> None:
         await build_mcp_server(lambda: state).run_stdio_async()
     finally:
         await state.close()
-
-
-def _error_json(type_: str, message: str) -> str:
-    return json.dumps({"type": type_, "message": message})

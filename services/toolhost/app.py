@@ -28,6 +28,7 @@ from services.toolhost.sync import (
     record_server_state,
     sync_server_tools,
 )
+from shared import tool_ids
 from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
@@ -149,9 +150,17 @@ class Toolhost:
             await asyncio.to_thread(write)
 
     async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
+        # A tool whose name breaks the MCP tool-name rule could never be called through the
+        # gateway or the bridge, so it is not listed either.
+        skipped = [t.name for t in tools if not tool_ids.is_tool_name(t.name)]
+        if skipped:
+            log.warning(
+                "server %s: not listing tools %s: %s", server, skipped[:10], tool_ids.TOOL_NAME_RULE
+            )
         specs = [
             ToolSpec(name=t.name, description=t.description or "", input_schema=t.input_schema)
             for t in tools
+            if tool_ids.is_tool_name(t.name)
         ]
 
         def write() -> Any:

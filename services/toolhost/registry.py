@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shared import tool_ids
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
@@ -54,8 +56,11 @@ class ToolRegistry:
 
     def resolve(self, tool_id: str) -> tuple[Backend, str]:
         """The backend and the tool's own name; UnknownTool if the server is not configured."""
-        server, _, name = tool_id.partition(":")
+        try:
+            server, name = tool_ids.parse(tool_id)
+        except ValueError as exc:
+            raise UnknownTool(str(exc)) from None
         backend = self._backends.get(server)
-        if backend is None or not name:
+        if backend is None:
             raise UnknownTool(f"no configured MCP server named {server!r} (tool {tool_id})")
         return backend, name

@@ -19,10 +19,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
+from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_reply_key
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
-    ErrorType,
     RpcReply,
     RpcRequest,
     decode_request,

@@ -9,17 +9,13 @@ names the file, the server and the key.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from shared import tool_ids
 from shared.errors import ConfigError
-
-# Server names become the first half of tool ids (`server:tool`) and the sandbox attribute
-# `mcp.<server>`; a leading underscore is reserved for in-process servers (`_bench`).
-SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 class StdioServer(BaseModel):
@@ -98,10 +94,14 @@ def parse_servers(data: Any, *, source: str = "MCP config") -> dict[str, ServerC
         raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(unknown)}")
     servers: dict[str, ServerConfig] = {}
     for name, raw in data["mcpServers"].items():
-        if not SERVER_NAME.match(name):
+        if not tool_ids.is_server_name(name):
             raise ConfigError(
-                f"{source}: server name {name!r} must match {SERVER_NAME.pattern} "
-                "(it becomes part of tool ids)"
+                f"{source}: server name {name!r} is not allowed: {tool_ids.SERVER_NAME_RULE}"
+            )
+        if name.startswith("_"):
+            raise ConfigError(
+                f"{source}: server name {name!r} is not allowed: a leading '_' is reserved "
+                "for in-process servers"
             )
         config = _parse_one(name, raw, source=source)
         if not config.disabled:

@@ -18,6 +18,7 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared import tool_ids
 from shared.config import Settings
 from shared.tools import store as tools_store
 
@@ -60,7 +61,7 @@ def sync_server_tools(
 ) -> SyncResult:
     """Upsert the server's tools, delete vanished ones, embed new or edited ones."""
     result = SyncResult(server=server)
-    ids = {f"{server}:{t.name}": t for t in tools}
+    ids = {tool_ids.make(server, t.name): t for t in tools}
     existing = tools_store.server_tools(conn, server=server)
     # Embed outside the transaction: the first call may load a model for seconds, and the
     # advisory lock below must not be held meanwhile.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
 from shared.graph.trace import (
     ToolCall,
@@ -91,7 +92,7 @@ def tool_failures_from_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
         if call.ok:
             continue
         if call.ok is None:
-            out.append({"tool": call.tool, "error": LOST_CALL_MESSAGE, "type": "lost"})
+            out.append({"tool": call.tool, "error": LOST_CALL_MESSAGE, "type": ErrorType.LOST})
         else:
             message = call.error_message or call.error_type or "tool call failed"
             out.append({"tool": call.tool, "error": message, "type": call.error_type})

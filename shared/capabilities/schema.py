@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import Field, create_model
 
+from shared import tool_ids
+
 ARGS_NAME = "args"
 MCP_NAME = "mcp"
 
@@ -230,13 +232,11 @@ class _Analyzer:
 
     def _tool_schema(self, tool_id: str) -> Mapping[str, Any] | None:
         entry = self.tool_schemas.get(tool_id)
-        if entry is None:
-            # Server names may use '-' where the proxy attribute must use '_'.
-            wanted = tool_id.replace("-", "_")
-            for key, value in self.tool_schemas.items():
-                if key.replace("-", "_") == wanted:
-                    entry = value
-                    break
+        if entry is None:  # `mcp.google_maps.search` names `google-maps:search`
+            entry = next(
+                (v for k, v in self.tool_schemas.items() if tool_ids.same_python_name(k, tool_id)),
+                None,
+            )
         if entry is None:
             return None
         nested = entry.get("input_schema")
@@ -294,7 +294,7 @@ def _mcp_tool_id(func: ast.AST) -> str | None:
         and isinstance(func.value, ast.Attribute)
         and _is_name(func.value.value, MCP_NAME)
     ):
-        return f"{func.value.attr}:{func.attr}"
+        return tool_ids.make(func.value.attr, func.attr)
     return None
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared import tool_ids
 from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
+from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
 from shared.graph.trace import tool_calls_from_trace as trace_tool_calls
-
-TOOL_ID_PATTERN = r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$"
 
 
 class ExecutionRequest(BaseModel):
@@ -31,13 +31,11 @@ class ExecutionRequest(BaseModel):
     @field_validator("tools")
     @classmethod
     def _tool_ids(cls, v: list[str] | None) -> list[str] | None:
-        import re
-
         if v is None:
             return v
-        bad = [t for t in v if not re.match(TOOL_ID_PATTERN, t)]
+        bad = [t for t in v if not tool_ids.is_tool_id(t)]
         if bad:
-            raise ValueError(f"tool ids must look like 'server:tool': {bad[:5]}")
+            raise ValueError(f"{tool_ids.TOOL_ID_RULE}: {bad[:5]}")
         return list(dict.fromkeys(v))
 
 
@@ -94,7 +92,8 @@ def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
         error = None
         if not call.ok:
             error = ErrorInfo(
-                type=call.error_type or ("lost" if call.ok is None else "tool_error"),
+                type=call.error_type
+                or (ErrorType.LOST if call.ok is None else ErrorType.TOOL_ERROR),
                 message=call.error_message or LOST_CALL_MESSAGE,
             )
         views.append(

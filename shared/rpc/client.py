@@ -16,8 +16,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_reply_key
-from shared.rpc.protocol import ErrorType, RpcReply, RpcRequest, decode_reply, encode
+from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
 # the time went) usually wins the race against the client's synthesized one.

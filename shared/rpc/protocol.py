@@ -7,30 +7,16 @@ ms only shifts when a call is declared late, it never makes one run twice).
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared import tool_ids
+from shared.errors import ErrorType
 
 PROTOCOL_VERSION: Literal[1] = 1
-
-# `server:tool`; the server part is a config key (see services.toolhost.servers), the tool
-# part is whatever the MCP server calls it, so only the separator is constrained here.
-TOOL_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}:[^\s:][^\s]{0,127}$"
 CALL_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-
-
-class ErrorType(StrEnum):
-    """Why a call failed; callers branch on these, so they are stable wire names."""
-
-    TOOL_ERROR = "tool_error"  # the MCP server answered with isError=true
-    TIMEOUT = "timeout"  # the deadline passed (before pickup, during the call, or reply lost)
-    UNKNOWN_TOOL = "unknown_tool"  # no configured server offers this tool id
-    SERVER_UNAVAILABLE = "server_unavailable"  # the server is down or died mid-call
-    TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
-    INVALID_REQUEST = "invalid_request"  # the request itself is malformed
-    INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
 
 
 class RpcError(BaseModel):
@@ -38,7 +24,7 @@ class RpcError(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: ErrorType
+    type: ErrorType  # a tool call's failure: one of shared.errors.TOOL_CALL_ERRORS
     message: str
 
 
@@ -50,20 +36,26 @@ class RpcRequest(BaseModel):
     v: Literal[1] = PROTOCOL_VERSION
     call_id: str = Field(pattern=CALL_ID_PATTERN)
     execution_id: str = Field(min_length=1, max_length=64)
-    tool: str = Field(pattern=TOOL_ID_PATTERN)
+    tool: str = Field(description="`server:tool` (see shared.tool_ids)")
     args: dict[str, Any] = Field(default_factory=dict)
     deadline: float = Field(gt=0, description="absolute Unix time after which the call is void")
     allowed: list[str] | None = None
 
+    @field_validator("tool")
+    @classmethod
+    def _tool_id(cls, v: str) -> str:
+        tool_ids.parse(v)  # ValueError naming the rule
+        return v
+
     @property
     def server(self) -> str:
         """The server part of the tool id."""
-        return self.tool.split(":", 1)[0]
+        return tool_ids.parse(self.tool).server
 
     @property
     def tool_name(self) -> str:
         """The tool's own name on its server."""
-        return self.tool.split(":", 1)[1]
+        return tool_ids.parse(self.tool).name
 
 
 class RpcReply(BaseModel):

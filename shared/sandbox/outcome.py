@@ -15,47 +15,6 @@ Status = Literal[
     ExecutionStatus.CANCELLED,
 ]
 
-# Error types a finished execution can carry; each names the limit or layer hit.
-ERROR_TYPES = frozenset(
-    {
-        "timeout",
-        "memory_limit",
-        "cpu_limit",
-        "output_limit",
-        "tool_call_limit",
-        "tool_args_too_large",
-        "protocol_error",
-        "sandbox_unavailable",
-        "runtime_error",
-        "tool_error",
-        "tool_not_allowed",
-        "validation_error",
-        "capability_cycle",
-        "capability_depth_exceeded",
-    }
-)
-
-# What a child may claim about its own failure in its ``done`` frame.
-CHILD_ERROR_TYPES = frozenset(
-    {
-        "runtime_error",
-        "memory_limit",
-        "cpu_limit",
-        "output_limit",
-        "tool_error",
-        "tool_not_allowed",
-        "tool_call_limit",
-        "tool_args_too_large",
-        "capability_cycle",  # inline capabilities: A -> B -> A
-        "capability_depth_exceeded",  # inline capabilities nested past the depth limit
-    }
-)
-
-
-def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-    """A structured error dict (``type``, ``message`` and optional details such as ``traceback``)."""
-    return {"type": kind, "message": message, **extra}
-
 
 @dataclass(slots=True)
 class ExecutionOutcome:
@@ -63,7 +22,7 @@ class ExecutionOutcome:
 
     status: Status
     result: Any = None
-    error: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # shared.errors.error_dict: type, message, details
     stdout: str = ""
     stdout_truncated: bool = False
     trace: list[dict[str, Any]] = field(default_factory=list)

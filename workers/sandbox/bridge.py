@@ -10,24 +10,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import SandboxError
+from shared import tool_ids
+from shared.errors import CHILD_ERRORS, TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.child import wire
 from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
-from shared.sandbox.outcome import CHILD_ERROR_TYPES, ExecutionOutcome, error
+from shared.sandbox.outcome import ExecutionOutcome
 from workers.sandbox.tools import ToolBackend, ToolResult, ToolSpec
 from workers.sandbox.trace import EventCallback, TraceRecorder
 
 log = logging.getLogger(__name__)
 
-_TOOL_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}:[A-Za-z0-9_.\-]{1,128}$")
+# The backend must give up by the call's deadline (its own `timeout` reply says where the
+# time went); this backstop fires only for a backend that overruns it.
+_BACKEND_GRACE_S = 0.5
 _MAX_PROGRESS_EVENTS = 10_000  # beyond this progress reports are dropped, not an error
 # Capability calls are cheap in-child function calls, so a loop can make millions.
 # The stored trace keeps the first 2,000 (the same order as the default 1,000 tool
@@ -71,11 +73,13 @@ async def run_in_sandbox(
     """
     started = time.monotonic()
     if len(code.encode()) > limits.code_bytes:
-        return _failed("validation_error", f"code exceeds {limits.code_bytes} bytes", started)
+        return _failed(
+            ErrorType.VALIDATION_ERROR, f"code exceeds {limits.code_bytes} bytes", started
+        )
     try:
         args_json = wire.dumps_bounded(dict(args or {}), max_bytes=limits.tool_args_bytes)
     except wire.WireError as exc:
-        return _failed("validation_error", f"args: {exc}", started)
+        return _failed(ErrorType.VALIDATION_ERROR, f"args: {exc}", started)
     caps = {
         name: {"id": src.id, "code": src.code} for name, src in (capability_sources or {}).items()
     }
@@ -84,7 +88,9 @@ async def run_in_sandbox(
         proc = await launcher.spawn(limits)
     except SandboxError as exc:
         log.error("sandbox unavailable: %s", exc.message)
-        return _failed("sandbox_unavailable", exc.message, started, layer=exc.details.get("layer"))
+        return _failed(
+            ErrorType.SANDBOX_UNAVAILABLE, exc.message, started, layer=exc.details.get("layer")
+        )
     try:
         missing = proc.missing_layers
         if missing:
@@ -92,7 +98,7 @@ async def run_in_sandbox(
             if not limits.degraded_ok:
                 log.error("sandbox refused to run: isolation layers missing (%s)", detail)
                 outcome = _failed(
-                    "sandbox_unavailable",
+                    ErrorType.SANDBOX_UNAVAILABLE,
                     f"isolation layers unavailable: {', '.join(missing)} ({detail}); "
                     "fix the host or set AGENTCARDS_SANDBOX_DEGRADED_OK=true to accept the risk",
                     started,
@@ -125,11 +131,10 @@ def _child_limits(limits: SandboxLimits) -> dict[str, int]:
     }
 
 
-def _failed(kind: str, message: str, started: float, **extra: Any) -> ExecutionOutcome:
-    extra = {k: v for k, v in extra.items() if v is not None}
+def _failed(kind: ErrorType, message: str, started: float, **extra: Any) -> ExecutionOutcome:
     return ExecutionOutcome(
-        status=ExecutionStatus.TIMEOUT if kind == "timeout" else ExecutionStatus.FAILED,
-        error=error(kind, message, **extra),
+        status=ExecutionStatus.FAILED,
+        error=error_dict(kind, message, **extra),
         duration_ms=round((time.monotonic() - started) * 1000, 3),
     )
 
@@ -183,17 +188,19 @@ class _Session:
                 self._apply_done(done, outcome)
         except TimeoutError:
             outcome.status = ExecutionStatus.TIMEOUT
-            outcome.error = error(
-                "timeout", f"wall time limit of {self.limits.wall_time_s:g}s exceeded"
+            outcome.error = error_dict(
+                ErrorType.TIMEOUT, f"wall time limit of {self.limits.wall_time_s:g}s exceeded"
             )
         except (wire.WireError, ProtocolViolation) as exc:
             outcome.status = ExecutionStatus.FAILED
-            outcome.error = error("protocol_error", f"malformed message from the sandbox: {exc}")
+            outcome.error = error_dict(
+                ErrorType.PROTOCOL_ERROR, f"malformed message from the sandbox: {exc}"
+            )
         except (ConnectionError, OSError) as exc:
             outcome.error = (
                 self._classify_death()
                 if self._died()
-                else error("protocol_error", f"channel to the sandbox failed: {exc}")
+                else error_dict(ErrorType.PROTOCOL_ERROR, f"channel to the sandbox failed: {exc}")
             )
         self._cancel_pending()
         self._close_capabilities(outcome.error)
@@ -318,8 +325,8 @@ class _Session:
             kind, message = err.get("type"), err.get("message")
             if not isinstance(kind, str) or not isinstance(message, str):
                 raise ProtocolViolation("capability error needs string type and message")
-            kind = kind if kind in CHILD_ERROR_TYPES else "runtime_error"
-            err = error(kind, message[:2000])
+            kind = kind if kind in CHILD_ERRORS else ErrorType.RUNTIME_ERROR
+            err = error_dict(kind, message[:2000])
         call_id, cap_id, name, parent, start_ts, recorded = opened
         if recorded:
             duration_ms = max(float(duration_us), 0.0) / 1000
@@ -338,7 +345,7 @@ class _Session:
 
     def _close_capabilities(self, err: dict[str, Any] | None) -> None:
         """Calls the child never reported ending (killed, timed out, or left running) end with the run."""
-        kind = err["type"] if err else "runtime_error"
+        kind = err["type"] if err else ErrorType.RUNTIME_ERROR
         now = time.time()
         for call_id, cap_id, name, parent, start_ts, recorded in self.capabilities_open.values():
             if recorded:
@@ -349,21 +356,28 @@ class _Session:
                     parent,
                     ts=now,
                     duration_ms=(now - start_ts) * 1000,
-                    error=error(kind, "the execution ended before the capability returned"),
+                    error=error_dict(kind, "the execution ended before the capability returned"),
                 )
         self.capabilities_open.clear()
 
     def _refusal(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
         if self.calls > self.limits.max_tool_calls:
-            return error("tool_call_limit", f"more than {self.limits.max_tool_calls} tool calls")
-        if not _TOOL_ID.match(tool) or tool not in self.tools or self.backend is None:
-            return error(
-                "tool_not_allowed", f"tool {tool[:200]!r} is not granted to this execution"
+            return error_dict(
+                ErrorType.TOOL_CALL_LIMIT, f"more than {self.limits.max_tool_calls} tool calls"
+            )
+        if not tool_ids.is_tool_id(tool):
+            return error_dict(
+                ErrorType.TOOL_NOT_ALLOWED,
+                f"tool {tool[:200]!r} is not granted to this execution: {tool_ids.TOOL_ID_RULE}",
+            )
+        if tool not in self.tools or self.backend is None:
+            return error_dict(
+                ErrorType.TOOL_NOT_ALLOWED, f"tool {tool!r} is not granted to this execution"
             )
         try:
             wire.check_value(args, max_bytes=self.limits.tool_args_bytes)
         except wire.WireError as exc:
-            return error("tool_args_too_large", f"arguments to {tool}: {exc}")
+            return error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
         return None
 
     async def _invoke(
@@ -372,10 +386,10 @@ class _Session:
         assert self.backend is not None
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
-            async with asyncio.timeout(max(0.0, deadline - time.time())):
+            async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
                 result = await self.backend.call(tool, args, deadline)
         except TimeoutError:
-            result = ToolResult.failure(f"{tool} timed out")
+            result = ToolResult.failure(f"{tool} timed out", ErrorType.TIMEOUT)
         except Exception as exc:  # a broken backend must not take the bridge down
             log.exception("tool backend failed for %s", tool)
             result = ToolResult.failure(f"backend failure: {type(exc).__name__}")
@@ -390,7 +404,7 @@ class _Session:
         try:
             value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
         except wire.WireError as exc:
-            err = error("tool_error", f"result of {tool} rejected: {exc}")
+            err = error_dict(ErrorType.TOOL_ERROR, f"result of {tool} rejected: {exc}")
             self.trace.tool_end(call_id, tool, parent, err)
             self._reply_error(cid, tool, err)
             return
@@ -414,15 +428,15 @@ class _Session:
             outcome.result = frame.get("result")
             return
         err = frame.get("error")
-        if not isinstance(err, dict) or err.get("type") not in CHILD_ERROR_TYPES:
+        if not isinstance(err, dict) or err.get("type") not in CHILD_ERRORS:
             raise ProtocolViolation("done needs an error with a known type")
         message, tb = err.get("message"), err.get("traceback")
         if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
             raise ProtocolViolation("error message and traceback must be strings")
         outcome.status = ExecutionStatus.FAILED
-        outcome.error = error(err["type"], message[:4000])
-        if tb:
-            outcome.error["traceback"] = tb[-16000:]
+        outcome.error = error_dict(
+            err["type"], message[:4000], traceback=tb[-16000:] if tb else None
+        )
 
     def _died(self) -> bool:
         return self.proc.reader.at_eof()
@@ -431,18 +445,25 @@ class _Session:
         """The child vanished without ``done``: say which limit killed it if we can tell."""
         cg = self.proc.cgroup
         if cg is not None and cg.memory_exceeded():
-            return error("memory_limit", "memory limit exceeded (the sandbox was killed)")
+            return error_dict(
+                ErrorType.MEMORY_LIMIT, "memory limit exceeded (the sandbox was killed)"
+            )
         cpu = cg.cpu_seconds() if cg is not None else None
         if cpu is not None and cpu >= self.limits.cpu_time_s * 0.9:
-            return error("cpu_limit", f"CPU time limit of {self.limits.cpu_time_s}s exceeded")
-        return error("runtime_error", "the sandbox process exited without a result")
+            return error_dict(
+                ErrorType.CPU_LIMIT, f"CPU time limit of {self.limits.cpu_time_s}s exceeded"
+            )
+        return error_dict(ErrorType.RUNTIME_ERROR, "the sandbox process exited without a result")
 
     def _cancel_pending(self) -> None:
         for call_id, tool, parent, task in self.pending.values():
             if task is not None:
                 task.cancel()
             self.trace.tool_end(
-                call_id, tool, parent, error("tool_error", "cancelled: execution ended")
+                call_id,
+                tool,
+                parent,
+                error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended"),
             )
         self.pending.clear()
 
@@ -465,7 +486,9 @@ def _is_number_or_none(value: Any) -> bool:
 
 
 def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
+    """The backend's error as the child and the trace get it: its type kept when it is a tool-call type."""
     if not isinstance(err, dict):
-        return error("tool_error", "tool call failed")
-    kind = err.get("type") if err.get("type") in CHILD_ERROR_TYPES else "tool_error"
-    return error(str(kind), str(err.get("message", "tool call failed"))[:2000])
+        return error_dict(ErrorType.TOOL_ERROR, "tool call failed")
+    kind = err.get("type")
+    kind = kind if kind in TOOL_CALL_ERRORS else ErrorType.TOOL_ERROR
+    return error_dict(kind, str(err.get("message", "tool call failed"))[:2000])

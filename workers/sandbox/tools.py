@@ -9,6 +9,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from shared import tool_ids
+from shared.errors import ErrorType, error_dict
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -21,7 +24,7 @@ class ToolSpec:
     @property
     def server(self) -> str:
         """The MCP server part of the id."""
-        return self.id.split(":", 1)[0]
+        return tool_ids.parse(self.id).server
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +41,9 @@ class ToolResult:
         return cls(True, value, None)
 
     @classmethod
-    def failure(cls, message: str, kind: str = "tool_error") -> ToolResult:
-        """A failed call; ``kind`` is the structured error type."""
-        return cls(False, None, {"type": kind, "message": message})
+    def failure(cls, message: str, kind: str = ErrorType.TOOL_ERROR) -> ToolResult:
+        """A failed call; ``kind`` is the structured error type (shared.errors.ErrorType)."""
+        return cls(False, None, error_dict(kind, message))
 
 
 @runtime_checkable
@@ -68,8 +71,7 @@ class LocalToolRegistry:
 
     def register(self, tool_id: str, fn: ToolFunc, description: str = "") -> None:
         """Add ``fn`` as tool ``server:tool``; it receives the call's keyword arguments."""
-        if tool_id.count(":") != 1:
-            raise ValueError(f"tool id must be 'server:tool', got {tool_id!r}")
+        tool_ids.parse(tool_id)  # ValueError naming the rule
         self._tools[tool_id] = fn
         self._descriptions[tool_id] = description or (inspect.getdoc(fn) or "").split("\n")[0]
 
@@ -78,16 +80,18 @@ class LocalToolRegistry:
         return {tid: ToolSpec(tid, self._descriptions[tid]) for tid in self._tools}
 
     async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
-        """Run the tool; exceptions become ``tool_error`` results, overrunning the deadline too."""
+        """Run the tool; exceptions become ``tool_error`` results, overrunning the deadline ``timeout``."""
         fn = self._tools.get(tool_id)
         if fn is None:
-            return ToolResult.failure(f"unknown tool {tool_id}")
+            return ToolResult.failure(f"unknown tool {tool_id}", ErrorType.UNKNOWN_TOOL)
         try:
             value = fn(**args)
             if inspect.isawaitable(value):
                 value = await asyncio.wait_for(value, max(0.0, deadline - time.time()))
         except TimeoutError:
-            return ToolResult.failure(f"{tool_id} did not answer before its deadline")
+            return ToolResult.failure(
+                f"{tool_id} did not answer before its deadline", ErrorType.TIMEOUT
+            )
         except Exception as exc:
             return ToolResult.failure(f"{type(exc).__name__}: {exc}"[:2000])
         return ToolResult.success(value)

@@ -1,1 +1,1 @@
-"""Code that runs inside the sandbox (zygote, confinement, runner); stdlib only, never imports the project."""
+"""Code that runs inside the sandbox (zygote, confinement, runner); stdlib only: from the project it imports shared.errors alone."""

@@ -6,11 +6,13 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from shared.errors import ErrorType
+
 _PROGRESS_MESSAGE_CHARS = 1_000
 
 
 class ToolCallError(Exception):
-    """Raised in agent code when a tool call fails; ``type`` is the structured error type."""
+    """Raised in agent code when a tool call fails; ``type`` says why (timeout, unknown_tool, ... see ErrorType)."""
 
     __module__ = "builtins"  # tracebacks show "ToolCallError", not our package path
 
@@ -25,19 +27,19 @@ class CapabilityError(Exception):
     """Raised in agent code when a capability call is refused; ``type`` is the structured error type."""
 
     __module__ = "builtins"
-    type = "runtime_error"
+    type = ErrorType.RUNTIME_ERROR
 
 
 class CapabilityCycleError(CapabilityError):
     """Raised when a capability would call one already running in its own call chain (a -> b -> a)."""
 
-    type = "capability_cycle"
+    type = ErrorType.CAPABILITY_CYCLE
 
 
 class CapabilityDepthError(CapabilityError):
     """Raised when nested capability calls would go deeper than the depth limit."""
 
-    type = "capability_depth_exceeded"
+    type = ErrorType.CAPABILITY_DEPTH_EXCEEDED
 
 
 class Caller(Protocol):

@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from shared.errors import ErrorType, error_dict
 from shared.sandbox.child import api, usercode
 
 # Nesting beyond 8 capabilities is runaway recursion in practice (the learned graphs
@@ -100,7 +101,7 @@ class InlineCapabilities:
             events, self._events = self._events, []
             self._send({"op": "capability_events", "events": events})
 
-    def _end(self, seq: int, t0: int, error: dict[str, str] | None) -> None:
+    def _end(self, seq: int, t0: int, error: dict[str, Any] | None) -> None:
         t1 = time.perf_counter_ns()
         self._events.append(["e", seq, (t1 - t0) // 1000, error])
         if len(self._events) >= _FLUSH_EVENTS or t1 - self._flushed_at > _FLUSH_NS:
@@ -115,10 +116,10 @@ class InlineCapabilities:
         return code
 
 
-def _error(exc: BaseException) -> dict[str, str]:
-    kind = "runtime_error"
+def _error(exc: BaseException) -> dict[str, Any]:
+    kind: str = ErrorType.RUNTIME_ERROR
     if isinstance(exc, (api.ToolCallError, api.CapabilityError)):
         kind = exc.type
     elif isinstance(exc, MemoryError):
-        kind = "memory_limit"
-    return {"type": kind, "message": usercode.exception_message(exc)[:_ERROR_MESSAGE_CHARS]}
+        kind = ErrorType.MEMORY_LIMIT
+    return error_dict(kind, usercode.exception_message(exc)[:_ERROR_MESSAGE_CHARS])

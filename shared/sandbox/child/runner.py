@@ -13,16 +13,11 @@ import socket
 import sys
 from typing import Any
 
+from shared.errors import ErrorType, error_dict
 from shared.sandbox.child import api, inline, usercode, wire
 
 _START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
 _STDOUT_FRAME = 64 << 10
-_ERROR_TYPES_FROM_TOOLS = {
-    "tool_error",
-    "tool_not_allowed",
-    "tool_call_limit",
-    "tool_args_too_large",
-}
 
 
 class CpuLimitExceeded(BaseException):
@@ -164,7 +159,7 @@ class Session(api.Caller):
                     err = frame.get("error") or {}
                     future.set_exception(
                         api.ToolCallError(
-                            str(err.get("type", "tool_error")),
+                            str(err.get("type", ErrorType.TOOL_ERROR)),
                             str(err.get("message", "tool call failed")),
                             str(frame.get("tool", "?")),
                         )
@@ -195,22 +190,22 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
         )
         if len(result_json.encode()) > session.result_bytes:
             result_json = "null"
-            done = _error("output_limit", f"result exceeds {session.result_bytes} bytes")
+            done = _error(ErrorType.OUTPUT_LIMIT, f"result exceeds {session.result_bytes} bytes")
         else:
             done = {"op": "done", "ok": True}
     except api.ToolCallError as exc:
-        kind = exc.type if exc.type in _ERROR_TYPES_FROM_TOOLS else "tool_error"
-        done = _error(kind, f"{exc.tool}: {exc.message}"[:4000], exc, session)
+        # The call's own type (timeout, unknown_tool, ...); the bridge checks it is one a child may claim.
+        done = _error(exc.type, f"{exc.tool}: {exc.message}"[:4000], exc, session)
     except api.CapabilityError as exc:
         done = _error(exc.type, str(exc)[:4000], exc, session)
     except MemoryError as exc:
-        done = _error("memory_limit", "memory limit exceeded", exc, session)
+        done = _error(ErrorType.MEMORY_LIMIT, "memory limit exceeded", exc, session)
     except CpuLimitExceeded as exc:
-        done = _error("cpu_limit", "CPU time limit exceeded", exc, session)
+        done = _error(ErrorType.CPU_LIMIT, "CPU time limit exceeded", exc, session)
     except (ValueError, TypeError, RecursionError) as exc:
-        done = _error("runtime_error", usercode.exception_message(exc), exc, session)
+        done = _error(ErrorType.RUNTIME_ERROR, usercode.exception_message(exc), exc, session)
     except BaseException as exc:  # agent code may raise anything, SystemExit included
-        done = _error("runtime_error", usercode.exception_message(exc), exc, session)
+        done = _error(ErrorType.RUNTIME_ERROR, usercode.exception_message(exc), exc, session)
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     session.capture.drain_pending()
     session.inline.flush()
@@ -227,11 +222,11 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
 def _error(
     kind: str, message: str, exc: BaseException | None = None, session: Session | None = None
 ) -> dict[str, Any]:
-    error: dict[str, Any] = {"type": kind, "message": message}
+    tb = None
     if exc is not None and session is not None:
         with contextlib.suppress(Exception):
-            error["traceback"] = usercode.format_user_traceback(exc, session.sources)
-    return {"op": "done", "ok": False, "error": error}
+            tb = usercode.format_user_traceback(exc, session.sources)
+    return {"op": "done", "ok": False, "error": error_dict(kind, message, traceback=tb)}
 
 
 def serve(

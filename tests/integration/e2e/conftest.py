@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -20,7 +22,13 @@ import redis
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings
 from tests.conftest import TEMPLATE_DB, settings_env, with_database
-from tests.integration.mcp_servers import example_server, memory_server, time_server, write_config
+from tests.integration.mcp_servers import (
+    example_server,
+    install_memory_server,
+    memory_server,
+    time_server,
+    write_config,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 E2E_REDIS_DB = 0  # the per-test redis_url fixture cycles through 1..15
@@ -108,54 +116,57 @@ def wait_until(
     raise AssertionError(f"timed out waiting for {what}\n{tail}")
 
 
-@pytest.fixture(scope="module")
-def e2e(
+@contextlib.contextmanager
+def running_stack(
     embedded_pg: EmbeddedPostgres,
     redis_server: EmbeddedRedis,
-    memory_server_bin: Path,
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp: Path,
+    servers: dict[str, Any],
+    *,
+    redis_db: int = E2E_REDIS_DB,
+    synced_servers: int | None = None,
+    learning: bool = True,
+    **settings: Any,
 ) -> Iterator[E2EStack]:
-    tmp = tmp_path_factory.mktemp("e2e")
+    """Gateway, toolhost with ``servers``, sandbox (and learning) workers on a fresh database."""
     dbname = f"e2e_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {dbname} TEMPLATE {TEMPLATE_DB}")
-    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{E2E_REDIS_DB}"
+    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{redis_db}"
     redis.Redis.from_url(redis_url).flushdb()
-    config = write_config(
-        tmp / "mcp.json",
-        {
-            "example": example_server(tmp),
-            "time": time_server(),
-            "memory": memory_server(memory_server_bin, tmp),
-        },
-    )
+    config = write_config(tmp / "mcp.json", servers)
     port = free_port()
-    settings = Settings(
-        database_url=with_database(embedded_pg.url, dbname),
-        redis_url=redis_url,
-        env="test",
-        home=tmp / "home",
-        mcp_config=config,
-        gateway_port=port,
-        sandbox_wall_time_s=20,
+    stack = E2EStack(
+        settings=Settings(
+            database_url=with_database(embedded_pg.url, dbname),
+            redis_url=redis_url,
+            env="test",
+            home=tmp / "home",
+            mcp_config=config,
+            gateway_port=port,
+            **{"sandbox_wall_time_s": 20, **settings},
+        ),
+        gateway_url=f"http://127.0.0.1:{port}",
+        tmp=tmp,
     )
-    stack = E2EStack(settings=settings, gateway_url=f"http://127.0.0.1:{port}", tmp=tmp)
+    wanted = len(servers) if synced_servers is None else synced_servers
     try:
         toolhost = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
         gateway = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
         stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
-        stack.start_worker(
-            "learning", "workers.learning.celery_app", "learning,maintenance", concurrency=1
-        )
+        if learning:
+            stack.start_worker(
+                "learning", "workers.learning.celery_app", "learning,maintenance", concurrency=1
+            )
 
         def tools_synced() -> bool:
             with stack.db() as conn:
                 row = conn.execute(
                     "SELECT count(DISTINCT server) AS n FROM tools WHERE available"
                 ).fetchone()
-            return bool(row) and int(row["n"]) >= 3  # type: ignore[call-overload]
+            return bool(row) and int(row["n"]) >= wanted  # type: ignore[call-overload]
 
-        wait_until(tools_synced, what="tools of 3 servers synced", proc=toolhost)
+        wait_until(tools_synced, what=f"tools of {wanted} servers synced", proc=toolhost)
 
         def gateway_healthy() -> bool:
             try:
@@ -170,3 +181,28 @@ def e2e(
             proc.stop()
         with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+
+
+def stack_fixture(servers: Callable[[Path], dict[str, Any]], **options: Any) -> Any:
+    """A module-scoped fixture running its own stack: ``servers(tmp)``, ``running_stack`` options."""
+
+    @pytest.fixture(scope="module")
+    def stack(
+        embedded_pg: EmbeddedPostgres,
+        redis_server: EmbeddedRedis,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[E2EStack]:
+        tmp = tmp_path_factory.mktemp("e2e")
+        with running_stack(embedded_pg, redis_server, tmp, servers(tmp), **options) as running:
+            yield running
+
+    return stack
+
+
+e2e = stack_fixture(
+    lambda tmp: {
+        "example": example_server(tmp),
+        "time": time_server(),
+        "memory": memory_server(install_memory_server(), tmp),
+    }
+)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+from typing import Any
 
 from tests.integration.sandbox.conftest import Run
+from workers.sandbox.tools import ToolResult, ToolSpec
 
 
 async def test_out_of_scope_tool_is_refused_and_traced(run: Run, host_intact) -> None:
@@ -113,3 +116,88 @@ async def test_trace_events_have_the_documented_shape(run: Run) -> None:
     assert end["ok"] is True and end["error"] is None and end["duration_ms"] >= 0
     assert end2["ok"] is False and end2["error"]["type"] == "tool_error"
     assert "ZeroDivisionError" in end2["error"]["message"]
+
+
+class _FailingBackend:
+    """Fails every call ``f:<type>`` with that structured type, as a toolhost reply would."""
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        kind = tool_id.partition(":")[2]
+        return ToolResult.failure(f"failed as {kind}", kind=kind)
+
+
+class _OkBackend:
+    """Answers every call with its tool id."""
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        return ToolResult.success(tool_id)
+
+
+class _DeafBackend:
+    """Ignores the deadline it is given (a broken backend): the bridge's backstop ends the call."""
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        await asyncio.sleep(60)
+        return ToolResult.success(None)
+
+
+CATCH_TYPES = """
+out = {}
+for server, tool in args["calls"]:
+    try:
+        await mcp[server][tool]()
+        out[server + ":" + tool] = "ok"
+    except Exception as exc:
+        out[server + ":" + tool] = exc.type
+out
+"""
+
+
+async def _catch_types(run: Run, calls: list[list[str]], backend: Any, **kw: Any) -> Any:
+    """Run CATCH_TYPES over ``calls`` ([server, tool]), every one of them granted."""
+    tools = {f"{s}:{t}": ToolSpec(f"{s}:{t}") for s, t in calls}
+    return await run(CATCH_TYPES, args={"calls": calls}, tools=tools, backend=backend, **kw)
+
+
+async def test_backend_failure_types_reach_agent_code_and_the_trace(run: Run) -> None:
+    kinds = ["timeout", "unknown_tool", "server_unavailable", "internal_error", "tool_error"]
+    calls = [["f", kind] for kind in [*kinds, "made_up"]]
+    outcome = await _catch_types(run, calls, _FailingBackend())
+    assert outcome.status == "succeeded", outcome.error
+    # Each keeps its type; a type outside the vocabulary becomes tool_error.
+    expected = {f"f:{kind}": kind for kind in kinds} | {"f:made_up": "tool_error"}
+    assert outcome.result == expected
+    ends = {e["tool"]: e["error"]["type"] for e in outcome.trace if e["type"] == "tool_end"}
+    assert ends == expected
+
+
+async def test_an_uncaught_tool_failure_fails_the_execution_with_its_type(run: Run) -> None:
+    outcome = await run(
+        "await mcp.f.unknown_tool()",
+        tools={"f:unknown_tool": ToolSpec("f:unknown_tool")},
+        backend=_FailingBackend(),
+    )
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == "unknown_tool"
+    assert "f:unknown_tool" in outcome.error["message"]
+
+
+async def test_a_backend_overrunning_the_call_deadline_is_a_timeout(run: Run, limits) -> None:
+    outcome = await _catch_types(
+        run, [["deaf", "call"]], _DeafBackend(), limits=replace(limits, tool_call_timeout_s=0.2)
+    )
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == {"deaf:call": "timeout"}
+
+
+async def test_the_bridge_refuses_tool_ids_outside_the_rule_even_if_granted(run: Run) -> None:
+    calls = [["srv", "get/x"], ["a.b", "x"], ["srv", "get.x"]]
+    outcome = await _catch_types(run, calls, _OkBackend())
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == {
+        "srv:get/x": "tool_not_allowed",
+        "a.b:x": "tool_not_allowed",
+        "srv:get.x": "ok",
+    }
+    refusal = next(e for e in outcome.trace if e["type"] == "tool_end" and e["tool"] == "a.b:x")
+    assert "tool ids look like 'server:tool'" in refusal["error"]["message"]

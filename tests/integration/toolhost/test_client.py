@@ -8,9 +8,9 @@ import orjson
 import pytest
 import redis
 
+from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS
 from shared.rpc.client import RpcClient
-from shared.rpc.protocol import ErrorType
 
 pytestmark = pytest.mark.integration
 

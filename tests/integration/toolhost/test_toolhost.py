@@ -18,10 +18,11 @@ import redis
 from services.toolhost.sync import schema_hash
 from shared.config import Settings
 from shared.db import connect
+from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, TOOLS_CHANGED_CHANNEL, rpc_reply_key
 from shared.rpc.client import RpcClient
 from shared.rpc.events import ToolSchemaChanged
-from shared.rpc.protocol import ErrorType, RpcReply, decode_reply
+from shared.rpc.protocol import RpcReply, decode_reply
 from tests.integration.mcp_servers import (
     ToolhostProcess,
     example_server,
