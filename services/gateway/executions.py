@@ -11,7 +11,7 @@ from anyio import to_thread
 
 from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
-from shared.errors import DependencyError, ValidationFailed
+from shared.errors import DependencyError, ErrorType, ValidationFailed, error_dict
 from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
@@ -96,7 +96,7 @@ async def submit_execution(
                     conn,
                     execution_id=execution_id,
                     status=ExecutionStatus.REJECTED,
-                    error={"type": "broker_unavailable", "message": reason},
+                    error=error_dict(ErrorType.BROKER_UNAVAILABLE, reason),
                     from_statuses=(ExecutionStatus.QUEUED,),
                 )
 

@@ -13,6 +13,7 @@ import psycopg
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
+from shared.errors import ErrorType, error_dict
 from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
@@ -130,8 +131,9 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             await run
         outcome = ExecutionOutcome(
             status=ExecutionStatus.CANCELLED,
-            error={"type": "cancelled", "message": "cancelled on request; tool calls already "
-                   "made are not undone"},
+            error=error_dict(
+                ErrorType.CANCELLED, "cancelled on request; tool calls already made are not undone"
+            ),
             duration_ms=(time.monotonic() - started) * 1000,
         )  # fmt: skip
     store_outcome(execution_id=execution_id, outcome=outcome)
@@ -160,10 +162,7 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
             fields.update(
                 status=ExecutionStatus.FAILED,
                 result=None,
-                error={
-                    "type": "output_limit",
-                    "message": f"result cannot be stored as JSON: {exc}",
-                },
+                error=error_dict(ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"),
             )
             finish_execution(conn, execution_id=execution_id, **fields)
         conn.commit()

@@ -10,6 +10,7 @@ from typing import Any
 from celery import Task
 
 from shared.config import get_settings
+from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, finish_execution, get_execution
@@ -70,11 +71,11 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
         conn,
         execution_id=execution_id,
         status=ExecutionStatus.WORKER_LOST,
-        error={
-            "type": "worker_lost",
-            "message": "the sandbox worker running this execution died; it was not re-run "
+        error=error_dict(
+            ErrorType.WORKER_LOST,
+            "the sandbox worker running this execution died; it was not re-run "
             "because tool calls may have had side effects — submit it again if safe",
-        },
+        ),
     )
     conn.commit()
     if finished is not None:

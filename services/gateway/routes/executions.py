@@ -14,7 +14,7 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway.deps import State
 from services.gateway.events import EventFollower
 from services.gateway.executions import submit_execution, wait_for_finish
-from shared.errors import Conflict, NotFound
+from shared.errors import Conflict, ErrorType, NotFound, error_dict
 from shared.executions.cancel import request_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
@@ -66,7 +66,7 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
                 conn,
                 execution_id=execution_id,
                 status=ExecutionStatus.CANCELLED,
-                error={"type": "cancelled", "message": "cancelled before it started"},
+                error=error_dict(ErrorType.CANCELLED, "cancelled before it started"),
                 from_statuses=(ExecutionStatus.QUEUED,),
             )
 
