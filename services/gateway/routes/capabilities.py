@@ -16,6 +16,7 @@ from services.gateway.executions import submit_execution, wait_for_finish
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import TERMINAL, ExecutionRequest, view_from_row
+from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
 from shared.matching.thresholds import DEFAULT_TENANT
 from shared.matching.validate_args import validate_args
@@ -145,7 +146,10 @@ async def execute(
     )
 
 
-@router.get("/api/capabilities", summary="Learned capabilities, most used first")
+@router.get(
+    "/api/capabilities",
+    summary="Learned capabilities, most used first; `degraded` when a tool they use is unavailable",
+)
 def list_capabilities(
     state: State,
     limit: int = Query(50, ge=1, le=500),
@@ -165,6 +169,7 @@ def list_capabilities(
             """,
             {"tenant": DEFAULT_TENANT, "rate": min_success_rate, "limit": limit, "offset": offset},
         ).fetchall()
+        rows = mark_availability(conn, capabilities=rows)
         total_row = conn.execute(
             "SELECT count(*) AS n FROM capabilities WHERE tenant_id = %s AND success_rate >= %s",
             (DEFAULT_TENANT, min_success_rate),

@@ -23,7 +23,7 @@ def dashboard() -> HTMLResponse:
 
 @router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")
 def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> dict[str, Any]:
-    """Nodes (tools, capabilities) with PageRank and community; the heaviest edges."""
+    """Nodes (tools with availability, capabilities) with PageRank and community; the heaviest edges."""
     with state.pool.connection() as conn:
         tools = conn.execute(
             "SELECT id, server, name, pagerank, community, available FROM tools"
@@ -37,7 +37,16 @@ def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> di
             "SELECT src, dst, kind, weight, count FROM tool_edges ORDER BY weight DESC LIMIT %s",
             (max_edges,),
         ).fetchall()
-    nodes = [{"id": t["id"], "kind": "tool", "label": t["id"], **_metrics(t)} for t in tools]
+    nodes = [
+        {
+            "id": t["id"],
+            "kind": "tool",
+            "label": t["id"],
+            "available": t["available"],
+            **_metrics(t),
+        }
+        for t in tools
+    ]
     nodes += [
         {
             "id": f"{CAPABILITY_PREFIX}{c['id']}",

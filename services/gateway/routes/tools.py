@@ -23,12 +23,14 @@ class ToolSearchRequest(BaseModel):
     context_tools: list[str] = Field(default_factory=list, description="tools already in use")
 
 
-@router.get("/tools", summary="Every known tool with its server and availability")
+@router.get("/tools", summary="Every known tool with its server, availability and server state")
 def list_tools(state: State) -> dict[str, Any]:
+    """Unavailable tools are listed too (``server_state`` says why: down, removed…)."""
     with state.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT id, server, name, description, input_schema, available, pagerank, community "
-            "FROM tools ORDER BY id"
+            "SELECT t.id, t.server, t.name, t.description, t.input_schema, t.available, "
+            "t.pagerank, t.community, s.state AS server_state "
+            "FROM tools t LEFT JOIN mcp_servers s ON s.name = t.server ORDER BY t.id"
         ).fetchall()
     return {"tools": rows, "total": len(rows)}
 
@@ -42,7 +44,10 @@ async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
     return {"query": body.query, "hits": hits}
 
 
-@router.get("/servers", summary="Downstream MCP servers and their connection state")
+@router.get(
+    "/servers",
+    summary="Downstream MCP servers and their state (`removed`: left the configuration)",
+)
 def list_servers(state: State) -> dict[str, Any]:
     with state.pool.connection() as conn:
         rows = conn.execute(
