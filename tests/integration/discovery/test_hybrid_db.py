@@ -102,3 +102,31 @@ def test_context_tools_bring_in_what_usually_follows(pg_url: str) -> None:
     assert "often follows files:read_file" in guided[0]["why"]
     assert plain[0]["id"] != "notes:list_notes" or plain[0]["scores"]["graph"] == 0.0
     assert "files:read_file" not in [h["id"] for h in guided if h["scores"]["graph"] > 0]
+
+
+def test_unavailable_tools_are_never_offered(pg_url: str) -> None:
+    _catalogue(pg_url)
+    best = "weather:getWeatherForecast"
+    with connect(pg_url) as conn:
+        insert_edge(conn, src="files:read_file", dst=best, weight=3.0)
+        row = conn.execute("SELECT embedding FROM tools WHERE id = %s", (best,)).fetchone()
+        assert row is not None
+        query = [float(x) for x in row["embedding"].to_list()]
+
+        def search() -> list[str]:
+            hits = hybrid_tool_search(
+                conn,
+                query="weather forecast",
+                query_embedding=query,
+                limit=5,
+                context_tools=["files:read_file"],
+            )
+            assert all(h["available"] for h in hits)
+            return [h["id"] for h in hits]
+
+        assert search()[0] == best  # first by every signal: words, embedding, graph
+        with conn.transaction():  # its server went down or left the configuration
+            conn.execute("UPDATE tools SET available = false WHERE server = 'weather'")
+        found = search()
+    assert best not in found
+    assert len(found) == 5  # the others still fill the page
