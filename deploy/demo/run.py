@@ -23,6 +23,9 @@ from shared.errors import DependencyError
 
 console = Console()
 
+# What the session's code calls; all must be available on a running stack to use it.
+DEMO_TOOLS = ("example:list_files", "example:read_file", "example:fail")
+
 
 def example_config(folder: Path) -> Path:
     """An mcpServers file with the project's example server, run by this interpreter."""
@@ -34,54 +37,78 @@ def example_config(folder: Path) -> Path:
 
 @contextmanager
 def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
-    """(gateway URL, settings, started_here): a running stack that has the example tools, else a new one."""
+    """(gateway URL, settings, started_here): a running stack serving the example tools, else a new one."""
     state = StackState.load(settings.run_dir)
     if state and pid_alive(state.supervisor_pid) and "gateway" in state.urls:
         url = state.urls["gateway"]
-        try:
-            tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
-        except (httpx.HTTPError, KeyError, ValueError):
-            tools = []
-        if any(t["id"].startswith("example:") for t in tools):
+        missing = _missing_example_tools(url)
+        if not missing:
             running = settings.model_copy(
                 update={"database_url": state.database_url, "redis_url": state.redis_url}
             )
             yield url, running, False
             return
         console.print(
-            "[yellow]the running stack has no example server; starting a temporary one[/]"
+            f"the running stack cannot serve the demo ({missing}); starting a temporary one"
         )
     settings.home.mkdir(parents=True, exist_ok=True)
     config = example_config(settings.home)
     console.print("starting a temporary stack (embedded Postgres + Redis, all processes)…")
     with temporary_stack(mcp_config=config) as handle:
-        with console.status("waiting for the example server's tools…"):
-            _wait_for_tools(handle.gateway_url)
+        _wait_for_tools(handle.gateway_url)
         yield handle.gateway_url, handle.settings, True
+
+
+def _missing_example_tools(url: str) -> str:
+    """Why the stack at ``url`` cannot run the demo's code, or "" when it can.
+
+    Tools are checked for availability, not presence: a server dropped from the
+    configuration keeps its rows (unavailable) and would fail every step.
+    """
+    try:
+        tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        return f"its gateway did not list tools: {exc}"
+    available = {t["id"] for t in tools if t.get("available")}
+    missing = [t for t in DEMO_TOOLS if t not in available]
+    return f"no available {', '.join(missing)}" if missing else ""
 
 
 def _wait_for_tools(url: str, timeout_s: float = 60) -> None:
     """The toolhost syncs tools (with embeddings) right after it connects; wait for them."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
-        if any(t["id"] == "example:read_file" for t in tools):
-            return
-        time.sleep(0.2)
-    raise DependencyError(f"the example MCP server's tools did not appear within {timeout_s:.0f}s")
+    missing = "not checked yet"
+    with console.status("waiting for the example server's tools…"):
+        while time.monotonic() < deadline:
+            missing = _missing_example_tools(url)
+            if not missing:
+                return
+            time.sleep(0.2)
+    raise DependencyError(
+        f"the example MCP server's tools were not available within {timeout_s:.0f}s: {missing}"
+    )
 
 
 def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
     """Play the session with a live display; returns the facts it gathered."""
     started = time.perf_counter()
     with demo_stack(settings) as (url, stack_settings, started_here):
-        live = Live(_table([]), console=console, refresh_per_second=8)
-        with live:
+        # Live only on a terminal, and transient: the summary below is the one table
+        # left on screen (piped, a Live prints its last frame, a second copy).
+        live = Live(_table([]), console=console, refresh_per_second=8, transient=True)
+        if console.is_terminal:
+            live.start()
+        try:
             session = Session(
                 gateway_url=url, settings=stack_settings, on_change=lambda s: live.update(_table(s))
             )
             facts = session.run()
+        finally:
+            live.stop()
         console.print(_table(session.steps, title="summary"))
+        failed = [s for s in session.steps if s.status != "ok"]
+        for step in failed:
+            console.print(f"[red]step failed:[/] {step.title}: {step.detail}", soft_wrap=True)
         console.print(f"dashboard: {url}/dashboard   API docs: {url}/docs")
         console.print(f"demo took {time.perf_counter() - started:.1f}s")
         if started_here and keep:
@@ -91,8 +118,7 @@ def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
                     time.sleep(1)
             except KeyboardInterrupt:
                 pass
-        failed = [s.title for s in session.steps if s.status != "ok"]
-        facts["failed_steps"] = failed
+        facts["failed_steps"] = [s.title for s in failed]
         return facts
 
 

@@ -31,6 +31,10 @@ return {"files": len(files)}
 """
 
 
+class StepFailed(Exception):
+    """Raised when a step's outcome is not what the demo shows: the step is reported failed."""
+
+
 @dataclass
 class Step:
     """One line of the live display and of the summary table."""
@@ -70,7 +74,10 @@ class Session:
                 try:
                     step.detail = action(client)
                     step.status = "ok"
-                except Exception as exc:  # show the failure and go on: it is a demo
+                except StepFailed as exc:  # show the failure and go on: it is a demo
+                    step.status = "failed"
+                    step.detail = str(exc)
+                except Exception as exc:  # a bug or a dropped connection: the same, named
                     step.status = "failed"
                     step.detail = f"{type(exc).__name__}: {exc}"
                 step.seconds = time.perf_counter() - started
@@ -79,6 +86,8 @@ class Session:
 
     def search_tools(self, client: httpx.Client) -> str:
         hits = _ok(client.post("/v1/tools/search", json={"query": "read a text file", "limit": 3}))
+        if not hits["hits"]:
+            raise StepFailed("the search found no tool for 'read a text file'")
         top = hits["hits"][0]
         return f"top hit {top['id']} (score {top['score']:.3f}: {top['why']})"
 
@@ -88,8 +97,12 @@ class Session:
             "intent": "count the words in a sample text file",
             "args": {"name": "welcome.txt"},
         }
-        run = _ok(client.post("/v1/executions", params={"wait": "true"}, json=body))
+        run = _succeeded(client.post("/v1/executions", params={"wait": "true"}, json=body))
         cap = run.get("capability") or {}
+        if not cap.get("id"):
+            raise StepFailed(
+                f"the run succeeded but no capability was saved (execution {run['id']})"
+            )
         self.facts["capability"] = cap
         schema = ", ".join(
             f"{k}: {v.get('type', 'any')}"
@@ -101,25 +114,30 @@ class Session:
         )
 
     def paraphrase(self, client: httpx.Client) -> str:
+        cap = self._capability()
         paraphrase = "tell me the number of words in a text file"
         found = _ok(client.post("/v1/capabilities/search", json={"intent": paraphrase}))
         unrelated = _ok(
             client.post("/v1/capabilities/search", json={"intent": "book a table for two tonight"})
         )
         self.facts["match"] = found
-        miss = f"unrelated intent: {unrelated['total_found']} matches"
-        if not found["capabilities"]:
-            return f"no match above threshold {found['threshold_used']:.2f}; {miss}"
-        best = found["capabilities"][0]
+        best = next((c for c in found["capabilities"] if c["id"] == cap["id"]), None)
+        if best is None:
+            raise StepFailed(
+                f"{paraphrase!r} did not match {cap['name']!r} "
+                f"(threshold {found['threshold_used']:.2f})"
+            )
+        if best.get("degraded"):
+            raise StepFailed(f"{cap['name']!r} matched but is degraded: {best['missing_tools']}")
         return (
             f"{paraphrase!r} matched {best['name']!r}: score {best['score']:.3f} (semantic "
             f"{best['semantic_score']:.3f} x reliability 1.2) >= threshold "
-            f"{found['threshold_used']:.2f}; {miss}"
+            f"{found['threshold_used']:.2f}; unrelated intent: {unrelated['total_found']} matches"
         )
 
     def rerun(self, client: httpx.Client) -> str:
-        cap = self.facts.get("capability") or {}
-        run = _ok(
+        cap = self._capability()
+        run = _succeeded(
             client.post(
                 f"/v1/capabilities/{cap['id']}/execute",
                 params={"wait": "true"},
@@ -127,6 +145,8 @@ class Session:
             )
         )
         bad = client.post(f"/v1/capabilities/{cap['id']}/execute", json={"args": {"nam": "x"}})
+        if bad.status_code != 422:
+            raise StepFailed(f"bad args gave HTTP {bad.status_code}, not 422: {bad.text[:200]}")
         return (
             f"{run['status']}: {run['result']['words']} words in recipes.md; bad args -> "
             f"{bad.status_code} {bad.json()['error']['message'][:60]}"
@@ -134,13 +154,17 @@ class Session:
 
     def failing_tool(self, client: httpx.Client) -> str:
         body = {"code": FLAKY, "intent": "list the files then archive them"}
-        run = _ok(client.post("/v1/executions", params={"wait": "true"}, json=body))
+        run = _succeeded(client.post("/v1/executions", params={"wait": "true"}, json=body))
+        failed_tools = [f["tool"] for f in run["tool_failures"]]
+        if failed_tools != ["example:fail"]:
+            raise StepFailed(f"expected example:fail to fail, tool_failures were {failed_tools}")
+        if run.get("capability"):
+            raise StepFailed("a run with a failed tool call was saved as a capability")
         failures = ", ".join(f"{f['tool']} ({f['error']})" for f in run["tool_failures"])
-        saved = "saved" if run.get("capability") else "not saved"
-        return f"{run['status']}, tool_failures: {failures}; capability {saved}"
+        return f"{run['status']}, tool_failures: {failures}; capability not saved"
 
     def suggestions(self, client: httpx.Client) -> str:
-        run = _ok(
+        run = _succeeded(
             client.post(
                 "/v1/executions",
                 params={"wait": "true"},
@@ -156,6 +180,14 @@ class Session:
         return "; ".join(
             f"{s['type']} {s.get('name') or s['id']} ({s['score']:.2f})" for s in items[:3]
         )
+
+    def _capability(self) -> dict[str, Any]:
+        cap: dict[str, Any] = self.facts.get("capability") or {}
+        if not cap.get("id"):
+            raise StepFailed(
+                "needs the capability of 'first run becomes a capability', which failed"
+            )
+        return cap
 
     def refresh_graph(self, client: httpx.Client) -> str:
         app = make_celery("agentcards-demo", settings=self.settings)
@@ -177,6 +209,16 @@ class Session:
 
 def _ok(response: httpx.Response) -> dict[str, Any]:
     if response.status_code >= 400:
-        raise RuntimeError(f"HTTP {response.status_code}: {response.text[:300]}")
+        raise StepFailed(f"HTTP {response.status_code}: {response.text[:300]}")
     data: dict[str, Any] = response.json()
     return data
+
+
+def _succeeded(response: httpx.Response) -> dict[str, Any]:
+    """The finished execution, or StepFailed saying how it ended and why."""
+    run = _ok(response)
+    if run.get("status") != "succeeded":
+        error = run.get("error") or {}
+        reason = f"{error.get('type', 'error')}: {error.get('message', '')}".strip(": ")
+        raise StepFailed(f"execution {run.get('id')} {run.get('status')}: {reason}")
+    return run

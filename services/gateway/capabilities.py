@@ -14,6 +14,7 @@ from shared.config import DEFAULT_TENANT
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
+from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
 from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
@@ -117,4 +118,5 @@ def list_capabilities(
         rows, total = store.list_capabilities(
             conn, tenant_id=tenant_id, min_success_rate=min_success_rate, limit=limit, offset=offset
         )
+        rows = mark_availability(conn, capabilities=rows)
     return {"capabilities": [{**r, "id": str(r["id"])} for r in rows], "total": total}

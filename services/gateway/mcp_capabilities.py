@@ -24,7 +24,9 @@ Find reusable capabilities: code that already ran successfully for a similar int
 Give `intent` in one sentence. Matches are scored semantic similarity * reliability
 against an adaptive threshold (returned as threshold_used). Each match has its id, code,
 parameters_schema, success_rate and usage_count; run one with execute_capability
-instead of writing new code. `include_suggestions` adds related tools/capabilities."""
+instead of writing new code. A match marked `degraded` uses tools that are unavailable
+now (`missing_tools`) and is listed after the runnable ones.
+`include_suggestions` adds related tools/capabilities."""
 
 EXECUTE_DESCRIPTION = """\
 Run a learned capability by id (or name) with `args` matching its parameters_schema.

@@ -25,6 +25,7 @@ from services.toolhost.sessions import ServerConnection
 from services.toolhost.sync import (
     LazyEmbedder,
     ToolSpec,
+    mark_removed_servers,
     record_server_state,
     sync_server_tools,
 )
@@ -80,6 +81,7 @@ class Toolhost:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain calls and close every session."""
+        await self._mark_removed()
         tasks = [asyncio.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections]
         serving = asyncio.create_task(self.rpc.serve(), name="rpc")
         beating = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
@@ -107,6 +109,22 @@ class Toolhost:
             await self._redis.aclose()
             self._pool.close()
             log.info("toolhost stopped after %d calls", self.rpc.handled)
+
+    async def _mark_removed(self) -> None:
+        """Before connecting: servers that left the config must not look ready (ghosts)."""
+        configured = [c.name for c in self.connections]
+
+        def write() -> list[str]:
+            with self._pool.connection() as conn:
+                return mark_removed_servers(conn=conn, configured=configured)
+
+        try:
+            removed = await asyncio.to_thread(write)
+        except Exception:  # the servers still connect; the next start tries again
+            log.exception("marking the servers that left the configuration failed")
+            return
+        if removed:
+            log.info("servers no longer configured, their tools unavailable: %s", removed)
 
     async def _first_attempts(self) -> None:
         for connection in self.connections:

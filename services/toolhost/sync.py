@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,9 @@ from shared.tools import store as tools_store
 log = logging.getLogger(__name__)
 
 Embed = Callable[[list[str]], list[list[float]] | None]
+
+REMOVED_STATE = "removed"
+REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,29 @@ def record_server_state(
             "(SELECT count(*) FROM tools WHERE server = %s AND available) WHERE name = %s",
             (server, server),
         )
+
+
+def mark_removed_servers(
+    *, conn: psycopg.Connection[Any], configured: Collection[str]
+) -> list[str]:
+    """Servers that left the configuration become ``removed`` and their tools unavailable.
+
+    Rows are kept, not deleted: executions, edges and capabilities refer to the ids, and a
+    server that comes back is upserted to ``connecting`` and its tools to available again.
+    """
+    names = sorted(configured)
+    with conn.transaction():
+        removed = conn.execute(
+            """
+            UPDATE mcp_servers SET state = %(state)s, last_error = %(reason)s, tool_count = 0,
+                   updated_at = now()
+             WHERE NOT (name = ANY(%(names)s)) AND state <> %(state)s
+            RETURNING name
+            """,
+            {"state": REMOVED_STATE, "reason": REMOVED_REASON, "names": names},
+        ).fetchall()
+        tools_store.mark_unavailable_except(conn, servers=names)
+    return sorted(row["name"] for row in removed)
 
 
 class LazyEmbedder:

@@ -150,7 +150,7 @@ def community_capabilities(conn: Conn, *, tenant_id: str, community: int, limit:
     """
     return conn.execute(
         """
-        SELECT c.id, c.name, c.description, c.success_rate, c.usage_count
+        SELECT c.id, c.name, c.description, c.success_rate, c.usage_count, c.tools_used
           FROM capabilities c
          WHERE c.tenant_id = %(tenant)s
            AND (c.community = %(community)s OR EXISTS (

@@ -10,6 +10,7 @@ import psycopg
 from shared.capabilities import store
 from shared.config import DEFAULT_TENANT
 from shared.db import index_scans_only
+from shared.matching.availability import missing_tools, unavailable_tools
 from shared.matching.thresholds import Context, get_threshold
 
 # ADR-038 reliability factors: an unreliable capability (< 50 % success) is all but
@@ -49,7 +50,7 @@ def match_capabilities(
     tenant_id: str = DEFAULT_TENANT,
     limit: int = 5,
 ) -> dict[str, Any]:
-    """Capabilities whose score reaches the tenant's adaptive threshold, best first (AC5 shape)."""
+    """Capabilities whose score reaches the tenant's adaptive threshold, runnable then best first."""
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
     rows = store.nearest(
         conn,
@@ -63,7 +64,18 @@ def match_capabilities(
         score = match_score(semantic=semantic, success_rate=float(row["success_rate"]))
         if score >= threshold:
             scored.append((score, semantic, row))
-    scored.sort(key=lambda item: (-item[0], -item[1], str(item[2]["id"])))
+    unavailable = unavailable_tools(
+        conn, tool_ids=(t for _, _, row in scored for t in (row["tools_used"] or []))
+    )
+    missing = {
+        str(row["id"]): missing_tools(row["tools_used"], unavailable=unavailable)
+        for _, _, row in scored
+    }
+    # Runnable first: a degraded capability (a tool's server is down or left the
+    # configuration) would fail if run, whatever its score.
+    scored.sort(
+        key=lambda item: (bool(missing[str(item[2]["id"])]), -item[0], -item[1], str(item[2]["id"]))
+    )
     return {
         "capabilities": [
             {
@@ -78,6 +90,8 @@ def match_capabilities(
                 "usage_count": int(row["usage_count"]),
                 "score": round(score, 4),
                 "semantic_score": round(semantic, 4),
+                "degraded": bool(missing[str(row["id"])]),
+                "missing_tools": missing[str(row["id"])],
             }
             for score, semantic, row in scored[:limit]
         ],

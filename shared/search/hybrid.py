@@ -32,6 +32,9 @@ MIN_CANDIDATES = 50
 WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
 # Details are read for this many tools past ``limit``, in case some were just deleted.
 DETAIL_SPARES = 5
+# Tools whose server is down or left the configuration: never recommended (partial
+# index of migration 0008; normally no rows).
+UNAVAILABLE_SQL = "SELECT coalesce(array_agg(id), '{}') AS ids FROM tools WHERE NOT available"
 
 Row = dict[str, Any]
 
@@ -72,21 +75,29 @@ def hybrid_tool_search(
         words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
         ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
         nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
+        unavailable_cur = conn.execute(UNAVAILABLE_SQL)
         graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
     words_row = words_cur.fetchone()
     semantic, clause_best = _nearest_results(nearest_cur.fetchall())
+    unavailable = _unavailable(unavailable_cur.fetchone())
     index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
     pageranks = PAGERANKS.get(conn, version=pagerank_version(ranks_cur))
-    lexical = {hit.id: hit for hit in index.search(words=words_of_row(words_row), limit=candidates)}
+    lexical = {
+        hit.id: hit
+        for hit in index.search(words=words_of_row(words_row), limit=candidates)
+        if hit.id not in unavailable
+    }
     pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
     graph = GraphScores()
     if graph_cur is not None:
         snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
         graph = snapshot_graph_scores(snapshot, context_tools=context_tools, candidates=pool)
-        # Capability nodes are not tools, and an edge may outlive its tool.
+        # Capability nodes are not tools, an edge may outlive its tool, and an
+        # unavailable tool keeps its edges.
+        usable = {t for t in graph.score if t in index.known and t not in unavailable}
         graph = GraphScores(
-            score={t: v for t, v in graph.score.items() if t in index.known},
-            reasons={t: r for t, r in graph.reasons.items() if t in index.known},
+            score={t: v for t, v in graph.score.items() if t in usable},
+            reasons={t: r for t, r in graph.reasons.items() if t in usable},
         )
     pool = list(dict.fromkeys([*pool, *graph.score]))
     ranks = {t: pageranks.of(t) for t in pool}
@@ -99,8 +110,9 @@ def hybrid_tool_search(
     ]
     fused = fuse(signals)
     ranked = sorted(fused, key=lambda t: (-fused[t], t))
-    # A few spares: a tool deleted since the words were loaded has no row any more.
-    details = get_tools(conn, ids=ranked[: limit + DETAIL_SPARES], similar_to=vector)
+    # A few spares: a tool deleted (or gone unavailable) since the words were loaded.
+    found = get_tools(conn, ids=ranked[: limit + DETAIL_SPARES], similar_to=vector)
+    details = {tool_id: row for tool_id, row in found.items() if row["available"]}
     top = [t for t in ranked[: limit + DETAIL_SPARES] if t in details][:limit]
     positions = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
     return [
@@ -164,7 +176,7 @@ def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, d
     """
     parts = [
         f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim FROM tools
-              WHERE embedding IS NOT NULL
+              WHERE embedding IS NOT NULL AND available
               ORDER BY embedding <=> %(q{i})s
               LIMIT %(limit)s)"""
         for i in range(len(vectors))
@@ -186,6 +198,10 @@ def _nearest_results(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, f
         else:
             clause_best[r["id"]] = max(sim, clause_best.get(r["id"], -1.0))
     return semantic, clause_best
+
+
+def _unavailable(row: Row | None) -> frozenset[str]:
+    return frozenset(row["ids"]) if row else frozenset()
 
 
 def _by_value(scores: dict[str, float]) -> list[str]:

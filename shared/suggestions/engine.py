@@ -18,6 +18,7 @@ from shared.capabilities.store import community_capabilities, max_usage_count
 from shared.config import DEFAULT_TENANT
 from shared.graph.edges import CAPABILITY_PREFIX
 from shared.graph.metrics import adamic_adar, build_graph, out_neighbours, undirected_projection
+from shared.matching.availability import missing_tools, unavailable_tools
 from shared.matching.thresholds import Context, get_threshold
 from shared.search.graph_signals import load_neighbourhood
 from shared.tools.store import get_tools
@@ -53,15 +54,25 @@ def suggest(
     tenant_id: str = DEFAULT_TENANT,
     limit: int = MAX_SUGGESTIONS,
 ) -> list[dict[str, Any]]:
-    """At most ``limit`` suggestions {type, id, name, score, reason}, best first, deduplicated."""
+    """At most ``limit`` suggestions {type, id, name, score, reason}, best first, deduplicated.
+
+    Tools that cannot be called now are left out; capabilities that use one are kept,
+    marked ``degraded`` with their ``missing_tools``, after every runnable suggestion.
+    """
     context = list(dict.fromkeys(t for t in context_tools if t))
     if not context:
         return []
-    found = [
-        *_community_capabilities(conn, context=context, tenant_id=tenant_id),
-        *_graph_tools(conn, context=context),
-    ]
-    found.sort(key=lambda s: (-s["score"], s["type"], s["id"]))
+    capabilities = _community_capabilities(conn, context=context, tenant_id=tenant_id)
+    tools = _graph_tools(conn, context=context)
+    unavailable = unavailable_tools(
+        conn,
+        tool_ids=[*(t["id"] for t in tools), *(u for c in capabilities for u in c["tools_used"])],
+    )
+    for cap in capabilities:
+        cap["missing_tools"] = missing_tools(cap.pop("tools_used"), unavailable=unavailable)
+        cap["degraded"] = bool(cap["missing_tools"])
+    found = [*capabilities, *(t for t in tools if t["id"] not in unavailable)]
+    found.sort(key=lambda s: (s.get("degraded", False), -s["score"], s["type"], s["id"]))
     seen: set[str] = set(context)
     out: list[dict[str, Any]] = []
     for item in found:
@@ -102,6 +113,7 @@ def _community_capabilities(
                 "name": cap["name"],
                 "description": cap["description"],
                 "score": round(score, 4),
+                "tools_used": list(cap["tools_used"] or []),
                 "reason": f"proven in the same tool community as {context[0]} "
                 f"(success {float(cap['success_rate']):.0%}, used {int(cap['usage_count'])}*; "
                 f"score {score:.2f} ≥ threshold {threshold:.2f})",

@@ -41,8 +41,22 @@ def get_tools(
 
 
 def list_tools(conn: Conn) -> list[Row]:
-    """Every known tool, by id."""
-    return conn.execute(f"SELECT {TOOL_COLUMNS} FROM tools ORDER BY id").fetchall()
+    """Every known tool, by id, with its server's state (``server_state``: why it is unavailable)."""
+    columns = ", ".join(f"t.{c.strip()}" for c in TOOL_COLUMNS.split(","))
+    return conn.execute(
+        f"SELECT {columns}, s.state AS server_state "
+        "FROM tools t LEFT JOIN mcp_servers s ON s.name = t.server ORDER BY t.id"
+    ).fetchall()
+
+
+def available_ids(conn: Conn, *, ids: Sequence[str]) -> set[str]:
+    """The ids among ``ids`` of tools that can be called now."""
+    if not ids:
+        return set()
+    rows = conn.execute(
+        "SELECT id FROM tools WHERE id = ANY(%s) AND available", (list(ids),)
+    ).fetchall()
+    return {row["id"] for row in rows}
 
 
 def server_tools(conn: Conn, *, server: str) -> dict[str, Row]:
@@ -97,6 +111,15 @@ def mark_server_unavailable(conn: Conn, *, server: str) -> None:
     conn.execute(
         "UPDATE tools SET available = false, updated_at = now() WHERE server = %s AND available",
         (server,),
+    )
+
+
+def mark_unavailable_except(conn: Conn, *, servers: Sequence[str]) -> None:
+    """Every tool of a server not among ``servers`` (it left the configuration) becomes unavailable."""
+    conn.execute(
+        "UPDATE tools SET available = false, updated_at = now() "
+        "WHERE NOT (server = ANY(%s)) AND available",
+        (list(servers),),
     )
 
 

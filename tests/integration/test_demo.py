@@ -1,25 +1,133 @@
-"""`agentcards demo` on a fresh home: the whole showcase runs and every step succeeds."""
+"""`agentcards demo`: on a fresh home, and on a running stack it cannot or can only partly use."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
+
+from deploy.launcher.embedded import free_port
+from deploy.launcher.state import StackState
+from shared.config import Settings
+from tests.conftest import server_dir
+from tests.integration.mcp_servers import example_server, time_server, wait_for, write_config
+
+AGENTCARDS = [sys.executable, "-m", "deploy.cli.main"]
+HEADER = "what happened"  # the step table's column header: once per printed table
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env |= {"AGENTCARDS_HOME": str(home), "COLUMNS": "220", "HF_HUB_OFFLINE": "1"}
+    return env | extra
+
+
+def _demo(env: dict[str, str]) -> tuple[int, str]:
+    """Run the demo with stdout piped, as CI and `| tee` do."""
+    done = subprocess.run(
+        [*AGENTCARDS, "demo"], env=env, capture_output=True, text=True, timeout=400
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr
+
+
+def _summary_row(out: str, step: str) -> str:
+    summary = out.split("summary")[-1]
+    return next(line for line in summary.splitlines() if step in line)
 
 
 def test_demo_plays_every_step(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
-    env |= {"AGENTCARDS_HOME": str(tmp_path / "home"), "COLUMNS": "220", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "deploy.cli.main", "demo"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
+    code, out = _demo(_env(tmp_path / "home"))
+    assert code == 0, out[-4000:]
     assert "capability 'count_words_sample_text_file' (created)" in out
     assert "matched 'count_words_sample_text_file'" in out and "unrelated intent: 0 matches" in out
     assert "27 words in recipes.md" in out and "bad args -> 422" in out
     assert "tool_failures: example:fail" in out and "capability not saved" in out
     assert "/dashboard" in out
     assert "failed" not in out.split("summary")[-1]
+    assert out.count(HEADER) == 1, out  # piped: the summary alone, not the live frame too
+
+
+@contextmanager
+def _running_stack(home: Path, servers: dict[str, Any]) -> Iterator[tuple[str, dict[str, str]]]:
+    """`agentcards up` with these MCP servers until each is ready; `agentcards down` after."""
+    env = _env(
+        home,
+        AGENTCARDS_MCP_CONFIG=str(write_config(home / f"mcp-{len(servers)}.json", servers)),
+        AGENTCARDS_GATEWAY_PORT=str(free_port()),
+        AGENTCARDS_FLOWER_PORT=str(free_port()),
+        AGENTCARDS_EMBEDDED_REDIS_PORT=str(free_port()),
+        AGENTCARDS_SANDBOX_WORKERS="1",
+    )
+    log = home / "up.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen([*AGENTCARDS, "up"], env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        try:
+            state = wait_for(lambda: _healthy(proc, log, home), timeout_s=180, what="all healthy")
+            url = state.urls["gateway"]
+            wait_for(lambda: _ready(url, servers), timeout_s=120, what=f"{sorted(servers)} ready")
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}; `agentcards up` said:\n{log.read_text()[-3000:]}"
+            ) from exc
+        yield url, env
+    finally:
+        subprocess.run([*AGENTCARDS, "down"], env=env, capture_output=True, timeout=60)
+        proc.wait(60)
+
+
+def _healthy(proc: subprocess.Popen[bytes], log: Path, home: Path) -> StackState | None:
+    assert proc.poll() is None, "`agentcards up` exited"
+    if "all healthy" not in log.read_text():
+        return None
+    return StackState.load(Settings(home=home).run_dir)
+
+
+def _ready(url: str, servers: dict[str, Any]) -> bool:
+    listed = httpx.get(f"{url}/v1/servers", timeout=5).json()["servers"]
+    return {s["name"] for s in listed if s["state"] == "ready"} >= set(servers)
+
+
+def test_demo_on_running_stacks_never_reports_a_failure_as_ok(tmp_path: Path) -> None:
+    home = server_dir("demo")  # embedded Postgres must be reachable by its own user
+    empty = home / "no-sample-files"
+    empty.mkdir()
+    broken = example_server(tmp_path, EXAMPLE_SAMPLE_DIR=str(empty))
+    try:
+        # 1. The running stack serves `example`, but without its sample files: the demo
+        #    uses it, the first run fails for real, and so do the steps that need it.
+        with _running_stack(home, {"example": broken, "time": time_server()}):
+            code, out = _demo(_env(home))
+        assert code != 0, out[-4000:]
+        assert "starting a temporary stack" not in out
+        first = "first run becomes a capability"
+        assert re.search(rf"step failed: {first}: execution \S+ failed: .*no such file", out), out
+        assert "failed" in _summary_row(out, first) and " ok " not in _summary_row(out, first)
+        for later in ("a paraphrased intent matches it", "re-run the capability with other args"):
+            assert "failed" in _summary_row(out, later), out
+            assert f"step failed: {later}: needs the capability of '{first}'" in out
+        assert " ok " in _summary_row(out, "a failing tool: run reported, not saved")
+        assert out.count(HEADER) == 1, out
+
+        # 2. Restarted without `example` (still in its database, now removed): the demo
+        #    sees that the stack cannot serve it and plays every step on a temporary one.
+        with _running_stack(home, {"time": time_server()}) as (url, env):
+            servers = httpx.get(f"{url}/v1/servers", timeout=5).json()["servers"]
+            assert {s["name"]: s["state"] for s in servers}["example"] == "removed"
+            code, out = _demo(env)
+        assert code == 0, out[-4000:]
+        assert "the running stack cannot serve the demo (no available example:" in out
+        assert "starting a temporary stack" in out
+        assert "capability 'count_words_sample_text_file' (created)" in out
+        assert "failed" not in out.split("summary")[-1]
+        assert out.count(HEADER) == 1, out
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -44,7 +44,10 @@ async def execute(
     )
 
 
-@router.get("/api/capabilities", summary="Learned capabilities, most used first")
+@router.get(
+    "/api/capabilities",
+    summary="Learned capabilities, most used first; `degraded` when a tool they use is unavailable",
+)
 def list_capabilities(
     state: State,
     limit: int = Query(50, ge=1, le=500),

@@ -26,12 +26,21 @@ def dashboard() -> HTMLResponse:
 
 @router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")
 def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> dict[str, Any]:
-    """Nodes (tools, capabilities) with PageRank and community; the heaviest edges."""
+    """Nodes (tools with availability, capabilities) with PageRank and community; the heaviest edges."""
     with state.pool.connection() as conn:
         tools = list_tools(conn)
         caps = graph_nodes(conn, tenant_id=DEFAULT_TENANT)
         edges = heaviest_edges(conn, limit=max_edges)
-    nodes = [{"id": t["id"], "kind": "tool", "label": t["id"], **_metrics(t)} for t in tools]
+    nodes = [
+        {
+            "id": t["id"],
+            "kind": "tool",
+            "label": t["id"],
+            "available": t["available"],
+            **_metrics(t),
+        }
+        for t in tools
+    ]
     nodes += [
         {
             "id": f"{CAPABILITY_PREFIX}{c['id']}",

@@ -24,8 +24,9 @@ class ToolSearchRequest(BaseModel):
     context_tools: list[str] = Field(default_factory=list, description="tools already in use")
 
 
-@router.get("/tools", summary="Every known tool with its server and availability")
+@router.get("/tools", summary="Every known tool with its server, availability and server state")
 def list_tools(state: State) -> dict[str, Any]:
+    """Unavailable tools are listed too (``server_state`` says why: down, removed…)."""
     with state.pool.connection() as conn:
         rows = tools_store.list_tools(conn)
     return {"tools": rows, "total": len(rows)}
@@ -40,7 +41,10 @@ async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
     return {"query": body.query, "hits": hits}
 
 
-@router.get("/servers", summary="Downstream MCP servers and their connection state")
+@router.get(
+    "/servers",
+    summary="Downstream MCP servers and their state (`removed`: left the configuration)",
+)
 def list_servers(state: State) -> dict[str, Any]:
     with state.pool.connection() as conn:
         rows = conn.execute(

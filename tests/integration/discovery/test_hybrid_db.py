@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import psycopg
 
 from shared.db import connect
 from shared.search.hybrid import hybrid_tool_search
@@ -39,6 +42,15 @@ def _catalogue(pg_url: str) -> np.random.Generator:
             embedding=_random_vector(rng),
         )
     return rng
+
+
+def _after_reading_a_file(
+    conn: psycopg.Connection[Any], *, query: str, vector: list[float], limit: int
+) -> list[dict[str, Any]]:
+    """A search made right after files:read_file was used (the graph signal takes part)."""
+    return hybrid_tool_search(
+        conn, query=query, query_embedding=vector, limit=limit, context_tools=["files:read_file"]
+    )
 
 
 def test_lexically_exact_tool_ranks_first(pg_url: str) -> None:
@@ -90,15 +102,31 @@ def test_context_tools_bring_in_what_usually_follows(pg_url: str) -> None:
         insert_edge(conn, src="files:read_file", dst="files:write_file", weight=1.0)
         query = [float(x) for x in _random_vector(rng)]
         plain = hybrid_tool_search(conn, query="zzqx", query_embedding=query, limit=3)
-        guided = hybrid_tool_search(
-            conn,
-            query="zzqx",
-            query_embedding=query,
-            limit=3,
-            context_tools=["files:read_file"],
-        )
+        guided = _after_reading_a_file(conn, query="zzqx", vector=query, limit=3)
     assert guided[0]["id"] == "notes:list_notes"
     assert guided[0]["scores"]["graph"] > 0
     assert "often follows files:read_file" in guided[0]["why"]
     assert plain[0]["id"] != "notes:list_notes" or plain[0]["scores"]["graph"] == 0.0
     assert "files:read_file" not in [h["id"] for h in guided if h["scores"]["graph"] > 0]
+
+
+def test_unavailable_tools_are_never_offered(pg_url: str) -> None:
+    _catalogue(pg_url)
+    best = "weather:getWeatherForecast"
+    with connect(pg_url) as conn:
+        insert_edge(conn, src="files:read_file", dst=best, weight=3.0)
+        row = conn.execute("SELECT embedding FROM tools WHERE id = %s", (best,)).fetchone()
+        assert row is not None
+        query = [float(x) for x in row["embedding"].to_list()]
+
+        def search() -> list[str]:
+            hits = _after_reading_a_file(conn, query="weather forecast", vector=query, limit=5)
+            assert all(h["available"] for h in hits)
+            return [h["id"] for h in hits]
+
+        assert search()[0] == best  # first by every signal: words, embedding, graph
+        with conn.transaction():  # its server went down or left the configuration
+            conn.execute("UPDATE tools SET available = false WHERE server = 'weather'")
+        found = search()
+    assert best not in found
+    assert len(found) == 5  # the others still fill the page

@@ -89,3 +89,21 @@ def test_feedback_marks_used_suggestions(pg_url: str) -> None:
     assert used == 1
     assert {r["suggested_id"]: r["used"] for r in rows}["text:summarize"] is True
     assert sum(1 for r in rows if r["used"] is None) == len(shown) - 1
+
+
+def test_unavailable_tools_are_not_suggested_and_their_capabilities_are_degraded(
+    pg_url: str,
+) -> None:
+    caps = _learned_graph(pg_url)
+    with connect(pg_url) as conn:
+        before = suggest(conn, context_tools=["files:read_file"], tenant_id="default")
+        with conn.transaction():  # the server of text:summarize left the configuration
+            conn.execute("UPDATE tools SET available = false WHERE id = 'text:summarize'")
+        after = suggest(conn, context_tools=["files:read_file"], tenant_id="default")
+    assert before[0]["id"] == caps["proven"] and before[0]["degraded"] is False
+    ids = [s["id"] for s in after]
+    assert "text:summarize" in [s["id"] for s in before] and "text:summarize" not in ids
+    proven = after[-1]  # after every runnable suggestion, whatever its score
+    assert proven["id"] == caps["proven"] and len(after) > 1
+    assert proven["degraded"] is True and proven["missing_tools"] == ["text:summarize"]
+    assert not any(s.get("degraded") for s in after[:-1])
