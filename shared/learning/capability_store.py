@@ -37,7 +37,7 @@ _CHANGE_TYPES = {"code": "text", "parameters_schema": "jsonb", "tools_used": "js
 
 @dataclass(frozen=True)
 class LearnedRun:
-    """A successful run with an intent whose every tool call succeeded (ADR-043)."""
+    """A successful run with an intent whose every tool call succeeded (all or nothing)."""
 
     execution_id: str
     tenant_id: str

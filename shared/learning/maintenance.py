@@ -10,12 +10,12 @@ from shared.capabilities.stats import PROMOTION_MIN_SUCCESS_RATE, PROMOTION_MIN_
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-# Pruning (ADR-028): emergent capabilities used once and untouched this long are noise.
+# Pruning: emergent capabilities used once and untouched this long are noise.
 PRUNE_IDLE_DAYS = 30
 
 
 def promote_capabilities(conn: Conn) -> int:
-    """Set promoted_at on capabilities that meet ADR-028's bar; returns how many were promoted."""
+    """Set promoted_at on capabilities used ≥ 3 times with > 70 % success; returns how many."""
     cur = conn.execute(
         """
         UPDATE capabilities SET promoted_at = now()

@@ -1,4 +1,4 @@
-"""Capability matching (story 7.3a): semantic similarity * reliability against the adaptive threshold."""
+"""Capability matching: semantic similarity * reliability against the adaptive threshold."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import psycopg
 from shared.db import index_scans_only
 from shared.matching.thresholds import DEFAULT_TENANT, Context, get_threshold
 
-# ADR-038 reliability factors: an unreliable capability (< 50 % success) is all but
+# Score = similarity * reliability: an unreliable capability (< 50 % success) is all but
 # hidden, a proven one (> 90 %) gets a boost that can lift a near-miss paraphrase.
 UNRELIABLE_BELOW = 0.5
 UNRELIABLE_FACTOR = 0.1
@@ -48,7 +48,7 @@ def match_capabilities(
     tenant_id: str = DEFAULT_TENANT,
     limit: int = 5,
 ) -> dict[str, Any]:
-    """Capabilities whose score reaches the tenant's adaptive threshold, best first (AC5 shape)."""
+    """Capabilities reaching the tenant's adaptive threshold, best first, with threshold_used."""
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
     rows = conn.execute(
         """
