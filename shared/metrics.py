@@ -20,7 +20,7 @@ from shared.queues import METRICS_PREFIX
 COUNTERS = {
     "capabilities_learned_total": "Capabilities created from successful executions",
     "capabilities_updated_total": "Successful re-runs of known capability code",
-    "capabilities_skipped_tool_failures_total": "Executions not saved because a tool failed (ADR-043)",
+    "capabilities_skipped_tool_failures_total": "Executions not saved because a tool call failed",
     "capabilities_pruned_total": "Emergent capabilities deleted by pruning",
     "capabilities_promoted_total": "Capabilities promoted (used >= 3 times, success rate > 0.7)",
     "traces_ingested_total": "Execution traces ingested by learning workers",

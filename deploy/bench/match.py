@@ -24,6 +24,7 @@ from shared.db import connect
 from shared.embeddings import get_embedder
 from shared.matching.capabilities import match_capabilities
 from shared.matching.thresholds import Context, get_threshold, set_threshold
+from shared.offline import go_offline
 
 DATA = Path(__file__).parent / "data" / "match_set.json"
 SUCCESS_RATES = (1.0, 0.8, 0.6)  # one third boosted by reliability, the rest neutral
@@ -140,4 +141,5 @@ def run(*, path: Path = DATA) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    go_offline()
     print(json.dumps(run(), indent=2))

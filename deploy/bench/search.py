@@ -35,6 +35,7 @@ from shared.config import Settings
 from shared.db import connect, migrate
 from shared.embeddings import Embedder, get_embedder
 from shared.graph.metrics import compute_metrics
+from shared.offline import go_offline
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 
 KS = (5, 10, 20)
@@ -376,4 +377,5 @@ def run(
 
 
 if __name__ == "__main__":
+    go_offline()
     print(json.dumps(run(), indent=2))

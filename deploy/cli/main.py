@@ -18,9 +18,13 @@ from rich.table import Table
 from deploy.launcher.state import StackState, pid_alive
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError
+from shared.offline import go_offline
 
 if TYPE_CHECKING:
     from deploy.launcher.supervisor import Stack
+
+# Every command (bench, demo, the stack it starts) runs offline.
+go_offline()
 
 app = typer.Typer(
     help="AgentCards: an MCP gateway that runs agent code in sandboxes and learns from it.",

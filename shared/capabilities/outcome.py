@@ -1,4 +1,4 @@
-"""ADR-043: a run becomes a capability only if it succeeded, had an intent and every tool call succeeded."""
+"""A run becomes a capability only if it succeeded, had an intent and every tool call succeeded."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Verdict(StrEnum):
     LEARN = "learn"
     EXECUTION_FAILED = "execution_failed"
     NO_INTENT = "no_intent"
-    TOOL_FAILURES = "tool_failures"  # ADR-043; counts in capabilities_skipped_tool_failures_total
+    TOOL_FAILURES = "tool_failures"  # counts in capabilities_skipped_tool_failures_total
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def decide_learning(
     trace: Sequence[TraceEvent],
     tool_calls: Sequence[Mapping[str, Any]] | None = None,
 ) -> LearningDecision:
-    """Learn vs skip for one finished execution (ADR-043 all-or-nothing rule).
+    """Learn vs skip for one finished execution: all tool calls succeeded, or no capability.
 
     Tool calls come from the trace; the ``tool_calls`` summary is used only when the
     trace holds no tool events. A call with a start but no end counts as failed.
@@ -78,8 +78,8 @@ def tool_failures(
 ) -> list[dict[str, Any]]:
     """The response's ``tool_failures``: ``[{"tool", "error", "type"}]``, one per failed call.
 
-    ADR-043's format is ``{"tool": "gmail:get_profile", "error": "MCP server not
-    connected"}``; ``type`` (the structured error type, or None) is added so agents
+    Each names the tool and its error (``{"tool": "gmail:get_profile", "error": "MCP server
+    not connected"}``); ``type`` (the structured error type, or None) is added so agents
     can tell a timeout from a refusal.
     """
     return tool_failures_from_calls(_calls(trace=trace, tool_calls=tool_calls))

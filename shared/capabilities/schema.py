@@ -1,4 +1,4 @@
-"""Parameter schema inference (story 7.2b): which ``args`` a capability reads and their JSON types.
+"""Parameter schema inference: which ``args`` a capability reads and their JSON types.
 
 Sandbox code receives its parameters as ``args`` and calls tools as
 ``mcp.<server>.<tool>(**kwargs)``. We read the code with ``ast`` (never run it):

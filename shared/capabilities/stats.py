@@ -42,7 +42,7 @@ def record_run(stats: CapabilityStats, *, ok: bool, duration_ms: float | None) -
     )
 
 
-# Promotion (ADR-028, kept as a quality signal): used at least 3 times, > 70 % success.
+# Promotion, kept as a quality signal: a capability proven by use (at least 3 runs, > 70 % success).
 PROMOTION_MIN_USAGE = 3
 PROMOTION_MIN_SUCCESS_RATE = 0.7
 

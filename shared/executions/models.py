@@ -57,7 +57,7 @@ class ToolCallView(BaseModel):
 
 
 class ToolFailure(BaseModel):
-    """ADR-043: a failed tool surfaced to the agent even when the code itself succeeded."""
+    """A failed tool call surfaced to the agent even when the code itself succeeded."""
 
     tool: str
     error: str

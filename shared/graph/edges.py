@@ -1,4 +1,4 @@
-"""Graph edges taught by one execution trace (ADR-028 learning; failed calls teach too, ADR-043)."""
+"""Graph edges taught by one execution trace; failed calls teach too (unlike capabilities)."""
 
 from __future__ import annotations
 

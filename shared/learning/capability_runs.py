@@ -30,7 +30,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 
 @dataclass(frozen=True)
 class LearnedRun:
-    """A successful run with an intent whose every tool call succeeded (ADR-043)."""
+    """A successful run with an intent whose every tool call succeeded (all or nothing)."""
 
     execution_id: str
     tenant_id: str

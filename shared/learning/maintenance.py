@@ -13,12 +13,12 @@ from shared.graph.store import delete_nodes
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-# Pruning (ADR-028): emergent capabilities used once and untouched this long are noise.
+# Pruning: emergent capabilities used once and untouched this long are noise.
 PRUNE_IDLE_DAYS = 30
 
 
 def promote_capabilities(conn: Conn) -> int:
-    """Set promoted_at on capabilities that meet ADR-028's bar; returns how many were promoted."""
+    """Set promoted_at on capabilities used ≥ 3 times with > 70 % success; returns how many."""
     return store.promote(
         conn, min_usage=PROMOTION_MIN_USAGE, min_success_rate=PROMOTION_MIN_SUCCESS_RATE
     )

@@ -1,4 +1,4 @@
-"""Capability matching (story 7.3a): semantic similarity * reliability against the adaptive threshold."""
+"""Capability matching: semantic similarity * reliability against the adaptive threshold."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from shared.db import index_scans_only
 from shared.matching.availability import missing_tools, unavailable_tools
 from shared.matching.thresholds import Context, get_threshold
 
-# ADR-038 reliability factors: an unreliable capability (< 50 % success) is all but
+# Score = similarity * reliability: an unreliable capability (< 50 % success) is all but
 # hidden, a proven one (> 90 %) gets a boost that can lift a near-miss paraphrase.
 UNRELIABLE_BELOW = 0.5
 UNRELIABLE_FACTOR = 0.1
@@ -50,7 +50,7 @@ def match_capabilities(
     tenant_id: str = DEFAULT_TENANT,
     limit: int = 5,
 ) -> dict[str, Any]:
-    """Capabilities whose score reaches the tenant's adaptive threshold, runnable then best first."""
+    """Capabilities reaching the tenant's adaptive threshold, runnable first, then best first."""
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
     rows = store.nearest(
         conn,

@@ -23,12 +23,12 @@ from shared.matching.thresholds import Context, get_threshold
 from shared.search.graph_signals import load_neighbourhood
 from shared.tools.store import get_tools
 
-MAX_SUGGESTIONS = 5  # story 7.4 AC9
-SUCCESS_WEIGHT = 0.6  # story 7.4: success_rate * 0.6 + normalized_usage * 0.4
+MAX_SUGGESTIONS = 5  # a few the agent will read, best first; more is noise
+SUCCESS_WEIGHT = 0.6  # score = success_rate * 0.6 + normalized_usage * 0.4: reliability first
 USAGE_WEIGHT = 0.4
 CAPABILITIES_PER_COMMUNITY = 10  # read before filtering; at most 5 survive anyway
-RELATED_PER_TOOL = 3  # Adamic-Adar neighbours per context tool (seed ADR-028)
-NEXT_TOOLS = 2  # out-neighbours of the last context tool (seed ADR-028)
+RELATED_PER_TOOL = 3  # Adamic-Adar neighbours per context tool
+NEXT_TOOLS = 2  # out-neighbours of the last context tool: its likely next steps
 # Adamic-Adar of 2 (two common neighbours of degree e²) reads as full confidence.
 AA_FULL_CONFIDENCE = 2.0
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shared.config import Settings
-from shared.embeddings import Embedder, get_embedder, query_plan, text_hash
+from shared.embeddings import Embedder, get_embedder, text_hash
 from shared.errors import ConfigError
 
 
@@ -103,22 +103,6 @@ def test_lean_bert_encoder_matches_the_module_exactly_in_float32(embedder: Embed
     lean = BertEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
     plain = ModuleEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
     assert torch.allclose(lean, plain, atol=1e-5)
-
-
-def test_query_plan_keeps_one_short_text_in_one_pass() -> None:
-    assert query_plan([10], workers=2) == [[[0]]]
-
-
-def test_query_plan_does_not_pad_short_clauses_to_a_long_query() -> None:
-    # One worker: the four clauses share a pass, the 60-token query has its own.
-    assert query_plan([60, 15, 14, 12, 10], workers=1) == [[[4, 3, 2, 1], [0]]]
-
-
-def test_query_plan_puts_passes_side_by_side_on_two_workers() -> None:
-    plan = query_plan([60, 15, 14, 12, 10], workers=2)
-    assert sorted(sorted(i for p in share for i in p) for share in plan) == [[0], [1, 2, 3, 4]]
-    # Two texts of similar length: one each, rather than one padded pass on one worker.
-    assert sorted(query_plan([40, 38], workers=2)) == [[[0]], [[1]]]
 
 
 def test_embed_query_gives_the_same_vectors_with_one_or_two_workers() -> None:

@@ -10,7 +10,11 @@ from celery.signals import worker_process_init
 
 from shared.broker import make_celery
 from shared.config import get_settings
+from shared.offline import go_offline
 from workers.learning.schedule import BEAT_SCHEDULE
+
+# Workers, beat and Flower import this module first; the pool processes inherit it.
+go_offline()
 
 app = make_celery("agentcards-learning")
 app.conf.include = ["workers.learning.tasks"]

@@ -17,7 +17,7 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 300.0,
         "options": {"queue": Queue.MAINTENANCE, "expires": 290},
     },
-    # ADR-028 promotion (used ≥ 3 times, success rate > 0.7): a quality signal that
+    # Promotion (used ≥ 3 times, success rate > 0.7): a quality signal that
     # changes slowly, so hourly.
     "promote-patterns": {
         "task": TaskName.PROMOTE_PATTERNS,

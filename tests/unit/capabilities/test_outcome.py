@@ -1,4 +1,4 @@
-"""ADR-043: a capability is saved only when the run succeeded with an intent and every tool call succeeded."""
+"""A capability is saved only if the run succeeded with an intent and every tool call succeeded."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_all_tools_succeeded_learns_with_every_tool_in_call_order() -> None:
 
 
 def test_one_failed_tool_skips_the_capability_and_names_the_failures() -> None:
-    # ADR-043's example: the code caught the errors, so the run itself "succeeded".
+    # Two servers not connected: the code caught the errors, so the run itself "succeeded".
     trace = (
         TraceBuilder()
         .tool("gmail:get_profile", ok=False, error="MCP server not connected")

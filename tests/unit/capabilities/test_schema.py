@@ -1,4 +1,4 @@
-"""Parameter schema inference (story 7.2b): what a caller of a learned capability must pass."""
+"""Parameter schema inference: what a caller of a learned capability must pass."""
 
 from __future__ import annotations
 

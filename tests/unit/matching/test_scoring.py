@@ -1,4 +1,4 @@
-"""Semantic * reliability scoring (ADR-038 factors)."""
+"""Semantic * reliability scoring: < 50 % success all but hides a capability, > 90 % boosts it."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import pytest
 from services.gateway.search import QueryEmbeddings
 from shared.config import Settings
 from shared.embeddings import Embedder, get_embedder
+from shared.embeddings.plan import MAX_PLAN_TEXTS
 from shared.search.hybrid import embed_texts_for_query
 
 
@@ -47,3 +48,11 @@ def test_repeated_queries_are_embedded_once_and_old_ones_evicted() -> None:
     cache.get(embedder, "c")  # evicts the least recently used: the first query
     cache.get(embedder, "read a file and then send it by mail")
     assert len(embedder.calls) == 4
+
+
+def test_more_texts_than_the_planner_takes_are_embedded_in_batches() -> None:
+    embedder = get_embedder(Settings(embedding_model="all-MiniLM-L6-v2"))
+    texts = [f"step {i} of a long batch" for i in range(MAX_PLAN_TEXTS + 1)]
+    fast = np.asarray(embedder.embed_query(texts))
+    assert fast.shape == (MAX_PLAN_TEXTS + 1, 384)
+    assert (fast * np.asarray(embedder.embed(texts))).sum(axis=1).min() > 0.9999
