@@ -69,11 +69,10 @@ class Task:
 
 
 def data_dir() -> Path:
-    """LiveMCPBench data: $AGENTCARDS_LIVEMCPBENCH_DIR, else ../shared/data/livemcpbench."""
+    """LiveMCPBench data: $AGENTCARDS_LIVEMCPBENCH_DIR, else the copy shipped beside this file."""
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV])
-    repo_root = Path(__file__).resolve().parents[2]
-    return repo_root.parent / "shared" / "data" / "livemcpbench"
+    return Path(__file__).resolve().parent / "data" / "livemcpbench"
 
 
 def load_catalogue(directory: Path) -> list[Tool]:
