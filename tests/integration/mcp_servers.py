@@ -59,6 +59,17 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
     return {"command": str(binary), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
 
 
+def hanging_server() -> dict[str, Any]:
+    """Config entry for a real process that starts and never answers `initialize`."""
+    return {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}
+
+
+def crashing_server(message: str) -> dict[str, Any]:
+    """Config entry for a real process that writes ``message`` to stderr and exits with 3."""
+    code = f"import sys; print('starting'); print({message!r}, file=sys.stderr); sys.exit(3)"
+    return {"command": sys.executable, "args": ["-c", code]}
+
+
 def write_config(path: Path, servers: dict[str, Any]) -> Path:
     """Write an mcpServers file and return its path."""
     path.write_text(json.dumps({"mcpServers": servers}))
