@@ -165,7 +165,12 @@ def _parse_one(name: str, raw: Any) -> ServerConfig:
         key = ".".join(str(p) for p in first["loc"]) or "(server)"
         if first["type"] == "missing":
             kind = "a stdio" if model is StdioServer else "an HTTP"
-            raise _Invalid(at, f"{where}: missing '{key}' ({kind} server needs it)") from exc
+            text = f"{where}: missing '{key}' ({kind} server needs it)"
+            extra = next((e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"), None)
+            if extra:  # most likely a typo of the missing key: point at it
+                text += f"; unknown key '{'.'.join(str(p) for p in extra)}'"
+                at = (*at, *extra)
+            raise _Invalid(at, text) from exc
         inside = (*at, *first["loc"])
         if first["type"] == "extra_forbidden":
             raise _Invalid(inside, f"{where}: unknown key '{key}'") from exc
