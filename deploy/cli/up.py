@@ -5,8 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 
 from rich.console import Console
@@ -14,7 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from deploy.launcher.health import server_lines, wait_healthy
+from deploy.launcher.health import server_lines, wait_healthy, watch
 from deploy.launcher.supervisor import Stack
 from shared.config import Settings
 
@@ -58,7 +56,7 @@ def run_up(settings: Settings, *, timeout_s: float, console: Console) -> None:
 
         if wait_healthy(stack, timeout_s=timeout_s, on_check=show, stopped=stopped):
             _announce(stack, time.monotonic() - started, console)
-            _watch(stack, on_check=show, stopped=stopped)
+            watch(stack, check_every_s=WATCH_CHECK_EVERY_S, on_check=show, stopped=stopped)
         if live:
             live.stop()
         console.print("stopping…")
@@ -67,19 +65,6 @@ def run_up(settings: Settings, *, timeout_s: float, console: Console) -> None:
             live.stop()
         stack.stop()
     console.print("stopped; data kept in " + str(settings.home))
-
-
-def _watch(stack: Stack, *, on_check: Callable[[Stack], None], stopped: Callable[[], bool]) -> None:
-    """Restart crashed children at once and re-check health now and then, until asked to stop."""
-    last_check = time.monotonic()
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        while not stopped():
-            stack.reap_and_restart()
-            if time.monotonic() - last_check >= WATCH_CHECK_EVERY_S:
-                stack.check_health(pool)
-                last_check = time.monotonic()
-                on_check(stack)
-            time.sleep(0.2)
 
 
 def _print_server_changes(stack: Stack, shown: dict[str, str], console: Console) -> None:

@@ -24,26 +24,41 @@ def wait_healthy(
 
     The toolhost counts as healthy once every configured MCP server is ready or has
     failed (see ``shared.rpc.heartbeat``), so this also waits for the servers.
-    ``on_check`` runs after every round of checks (live display).
     """
-    deadline = time.monotonic() + timeout_s
+    return watch(stack, healthy_within_s=timeout_s, on_check=on_check, stopped=stopped)
+
+
+def watch(
+    stack: Stack,
+    *,
+    check_every_s: float = CHECK_EVERY_S,
+    healthy_within_s: float | None = None,
+    on_check: Callable[[Stack], None] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Restart crashed children and check health every ``check_every_s`` until ``stopped()``.
+
+    With ``healthy_within_s``, return True as soon as all are healthy, and raise naming
+    the laggards past that deadline. ``on_check`` runs after every round (live display).
+    """
+    deadline = time.monotonic() + (healthy_within_s or 0.0)
     last_check = 0.0
     with ThreadPoolExecutor(max_workers=8) as pool:
         while not stopped():
             stack.reap_and_restart()
-            if time.monotonic() - last_check >= CHECK_EVERY_S:
+            if time.monotonic() - last_check >= check_every_s:
                 stack.check_health(pool)
                 last_check = time.monotonic()
                 if on_check:
                     on_check(stack)
-                if stack.all_healthy():
+                if healthy_within_s is not None and stack.all_healthy():
                     return True
-                if last_check > deadline:
+                if healthy_within_s is not None and last_check > deadline:
                     failing = {
                         c.spec.name: c.health.detail for c in stack.children if not c.health.ok
                     }
                     raise DependencyError(
-                        f"stack not healthy after {timeout_s:.0f}s: {failing} "
+                        f"stack not healthy after {healthy_within_s:.0f}s: {failing} "
                         f"(logs in {stack.run_dir / 'logs'})",
                         failing=failing,
                     )

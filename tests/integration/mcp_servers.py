@@ -76,6 +76,15 @@ def write_config(path: Path, servers: dict[str, Any]) -> Path:
     return path
 
 
+CRASH_MESSAGE = "fatal: MEMORY_API_KEY is not set"
+
+
+def example_and_crashing_config(tmp_path: Path) -> Path:
+    """A config with the example server and ``crashy``, which exits saying CRASH_MESSAGE."""
+    servers = {"example": example_server(tmp_path), "crashy": crashing_server(CRASH_MESSAGE)}
+    return write_config(tmp_path / "mcp.json", servers)
+
+
 class ToolhostProcess:
     """A real toolhost process started for a test."""
 

@@ -6,7 +6,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +13,9 @@ import httpx
 import pytest
 
 from tests.conftest import server_dir
-from tests.integration.foundation.test_cli_up import AGENTCARDS, _env, _processes_using
+from tests.integration.foundation.test_cli_up import AGENTCARDS, _env, _processes_using, start_up
 from tests.integration.mcp_servers import (
+    CRASH_MESSAGE,
     crashing_server,
     example_server,
     hanging_server,
@@ -24,7 +24,6 @@ from tests.integration.mcp_servers import (
 
 pytestmark = pytest.mark.integration
 
-CRASH_MESSAGE = "fatal: MEMORY_API_KEY is not set"
 
 TYPO = """{
   "mcpServers": {
@@ -84,18 +83,8 @@ def stack_with_failing_servers(
         },
     )
     env = _env(home, AGENTCARDS_MCP_CONFIG=str(config), AGENTCARDS_MCP_CONNECT_TIMEOUT_S="15")
-    out = tmp_path / "up.log"
-    proc = subprocess.Popen(
-        [*AGENTCARDS, "up", "--timeout", "240"], env=env, stdout=out.open("w"),
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc, text = start_up(env, tmp_path / "up.log", args=("--timeout", "240"))
     try:
-        deadline = time.monotonic() + 300
-        while "dashboard" not in out.read_text() and proc.poll() is None:
-            assert time.monotonic() < deadline, out.read_text()[-3000:]
-            time.sleep(0.5)
-        text = out.read_text()
-        assert "dashboard" in text, text[-3000:]
         yield text, env, home
     finally:
         if proc.poll() is None:

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from tests.conftest import server_dir
-from tests.integration.foundation.test_cli_up import AGENTCARDS, _env, _processes_using
+from tests.integration.foundation.test_cli_up import AGENTCARDS, _env, _processes_using, start_up
 
 pytestmark = pytest.mark.integration
 
@@ -65,17 +65,8 @@ def test_clean_clone_up_two_servers_one_execution_down(tmp_path: Path) -> None:
         env=env, cwd=clone, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert where.stdout.startswith(str(clone)), where.stdout  # the clone's code runs
-    out = tmp_path / "up.log"
-    proc = subprocess.Popen(
-        [*AGENTCARDS, *up[1:]], env=env, cwd=clone, stdout=out.open("w"),
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc, text = start_up(env, tmp_path / "up.log", args=tuple(up[2:]), cwd=clone)
     try:
-        deadline = time.monotonic() + 300
-        while "dashboard" not in out.read_text() and proc.poll() is None:
-            assert time.monotonic() < deadline, out.read_text()[-3000:]
-            time.sleep(0.5)
-        text = out.read_text()
         assert "all healthy" in text, text[-3000:]
         assert "mcp example      ready" in text and "mcp time         ready" in text, text
         assert "example, time: ready" in text

@@ -8,16 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.integration.mcp_servers import (
-    ToolhostProcess,
-    crashing_server,
-    example_server,
-    write_config,
-)
+from tests.integration import mcp_servers as real
 
 pytestmark = pytest.mark.integration
 
-Start = Callable[..., ToolhostProcess]
+Start = Callable[..., real.ToolhostProcess]
 
 
 def test_no_toolhost_is_503_naming_it(client: TestClient) -> None:
@@ -40,9 +35,8 @@ def test_crash_looping_toolhost_is_503(client: TestClient, toolhost: Start, tmp_
 def test_each_server_listed_with_state_and_last_error(
     client: TestClient, toolhost: Start, tmp_path: Path
 ) -> None:
-    message = "fatal: MEMORY_API_KEY is not set"
-    config = {"example": example_server(tmp_path), "crashy": crashing_server(message)}
-    toolhost(write_config(tmp_path / "mcp.json", config))
+    message = real.CRASH_MESSAGE
+    toolhost(real.example_and_crashing_config(tmp_path))
     response = client.get("/healthz")
     # A failed server does not take the gateway out of service: 200, but "degraded".
     assert response.status_code == 200

@@ -10,17 +10,11 @@ import pytest
 
 from shared.config import Settings
 from shared.db import connect
-from tests.integration.mcp_servers import (
-    ToolhostProcess,
-    crashing_server,
-    example_server,
-    hanging_server,
-    write_config,
-)
+from tests.integration import mcp_servers as real
 
 pytestmark = pytest.mark.integration
 
-Start = Callable[..., ToolhostProcess]
+Start = Callable[..., real.ToolhostProcess]
 
 
 def _server_row(settings: Settings, name: str) -> dict[str, Any]:
@@ -33,9 +27,9 @@ def _server_row(settings: Settings, name: str) -> dict[str, Any]:
 def test_hanging_server_times_out_with_a_clear_error(
     settings: Settings, tmp_path: Path, toolhost: Start
 ) -> None:
-    config = {"example": example_server(tmp_path), "stuck": hanging_server()}
+    config = {"example": real.example_server(tmp_path), "stuck": real.hanging_server()}
     host = toolhost(
-        write_config(tmp_path / "mcp.json", config),
+        real.write_config(tmp_path / "mcp.json", config),
         extra_env={"AGENTCARDS_MCP_CONNECT_TIMEOUT_S": "10"},
     )
     beat = host.wait_ready()  # ready once the stuck server's first attempt timed out
@@ -50,9 +44,8 @@ def test_hanging_server_times_out_with_a_clear_error(
 def test_crashing_server_stderr_is_in_last_error(
     settings: Settings, tmp_path: Path, toolhost: Start
 ) -> None:
-    message = "fatal: MEMORY_API_KEY is not set"
-    config = {"example": example_server(tmp_path), "crashy": crashing_server(message)}
-    host = toolhost(write_config(tmp_path / "mcp.json", config))
+    message = real.CRASH_MESSAGE
+    host = toolhost(real.example_and_crashing_config(tmp_path))
     beat = host.wait_ready()
     assert beat["servers"]["crashy"] in {"down", "connecting"}
     assert message in beat["errors"]["crashy"]
