@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     # embedding from 15.6 to 11.7 ms (p50) on two cores; one pass gains nothing.
     query_embedding_workers: int = Field(default=2, ge=1, le=16)
     mcp_config: Path | None = None
+    # An MCP server that has not answered `initialize` and `tools/list` by then is marked
+    # down with this reason (and retried with backoff): a hung server must not hold `up`.
+    mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=3600)
 
     gateway_host: str = "127.0.0.1"
     gateway_port: int = Field(default=8420, ge=1, le=65535)

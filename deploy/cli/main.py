@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
-from types import FrameType
-from typing import TYPE_CHECKING
+from typing import NoReturn
 
 import typer
 from rich.console import Console
-from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
-from deploy.launcher.state import StackState, pid_alive
+from deploy.launcher.state import pid_alive, running_stack
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError
 from shared.offline import go_offline
-
-if TYPE_CHECKING:
-    from deploy.launcher.supervisor import Stack
 
 # Every command (bench, demo, the stack it starts) runs offline.
 go_offline()
@@ -48,125 +42,42 @@ def _settings() -> Settings:
         return get_settings()
     except AgentCardsError as exc:
         _fail(exc)
-        raise  # unreachable; keeps mypy aware
 
 
-def _fail(exc: BaseException) -> None:
-    err.print(f"[bold red]error:[/] {getattr(exc, 'message', None) or exc}")
+def _fail(exc: BaseException) -> NoReturn:
+    message = str(getattr(exc, "message", None) or exc)
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, as written
     raise typer.Exit(code=1)
 
 
 @app.command()
 def up(
-    timeout: float = typer.Option(120.0, help="seconds to wait for every process to be healthy"),
+    timeout: float = typer.Option(
+        120.0, help="seconds to wait for every process and every MCP server to be ready or failed"
+    ),
 ) -> None:
     """Start the whole stack (embedded Postgres and Redis unless URLs are set); Ctrl-C stops it."""
-    from deploy.launcher.supervisor import Stack
+    from deploy.cli.up import run_up
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = _settings()
-    stack = Stack(settings)
-    stop_requested = False
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stop_requested
-        stop_requested = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    started = time.monotonic()
     try:
-        stack.preflight()
-        with console.status("starting Postgres and Redis, applying migrations…"):
-            stack.start_dependencies()
-        example = stack.use_example_servers_if_unconfigured()
-        if example:
-            console.print(f"no AGENTCARDS_MCP_CONFIG: serving the example MCP server ({example})")
-        stack.start_processes()
-    except AgentCardsError as exc:
-        stack.stop()
+        run_up(settings, timeout_s=timeout, console=console)
+    except Exception as exc:  # everything started is stopped by now: say why in one line
         _fail(exc)
-    except Exception as exc:  # anything unexpected still leaves no process behind
-        stack.stop()
-        _fail(exc)
-
-    healthy_at: float | None = None
-    live = (
-        Live(_status_table(stack), console=console, auto_refresh=False)
-        if console.is_terminal
-        else None
-    )
-    try:
-        if live:
-            live.start()
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            last_check = 0.0
-            while not stop_requested:
-                stack.reap_and_restart()
-                if time.monotonic() - last_check >= (1.0 if healthy_at is None else 5.0):
-                    stack.check_health(pool)
-                    last_check = time.monotonic()
-                    if healthy_at is None and stack.all_healthy():
-                        healthy_at = time.monotonic() - started
-                        _announce(stack, healthy_at)
-                    elif healthy_at is None and time.monotonic() - started > timeout:
-                        failing = [c.spec.name for c in stack.children if not c.health.ok]
-                        raise AgentCardsError(
-                            f"not healthy after {timeout:.0f}s: {', '.join(failing)} "
-                            f"(logs in {settings.run_dir / 'logs'})"
-                        )
-                    if live:
-                        live.update(_status_table(stack), refresh=True)
-                time.sleep(0.2)
-    except AgentCardsError as exc:
-        if live:
-            live.stop()
-        stack.stop()
-        _fail(exc)
-    finally:
-        if live:
-            live.stop()
-    console.print("stopping…")
-    stack.stop()
-    console.print("stopped; data kept in " + str(settings.home))
-
-
-def _announce(stack: Stack, seconds: float) -> None:
-    console.print(f"[bold green]all healthy[/] in {seconds:.1f}s")
-    for child in stack.children:
-        if child.spec.url:
-            console.print(f"  {child.spec.name:<16} {child.spec.url}")
-    gateway = next((c.spec.url for c in stack.children if c.spec.name == "gateway"), None)
-    if gateway:
-        console.print(f"  {'api docs':<16} {gateway}/docs")
-    sys.stdout.flush()
-
-
-def _status_table(stack: Stack) -> Table:
-    table = Table(title="agentcards", expand=False)
-    for col in ("process", "pid", "health", "detail", "restarts"):
-        table.add_column(col)
-    for child in stack.children:
-        mark = "[green]healthy[/]" if child.health.ok else "[red]unhealthy[/]"
-        pid = str(child.proc.pid) if child.proc else "-"
-        table.add_row(child.spec.name, pid, mark, child.health.detail, str(child.restarts))
-    return table
 
 
 @app.command()
 def status() -> None:
-    """Report each process and dependency as healthy or not, with the reason."""
-    from deploy.launcher.processes import stack_specs
+    """Report each process, dependency and MCP server as healthy or not, with the reason."""
+    from deploy.launcher.processes import read_servers, stack_specs
     from shared.db import ping
 
     settings = _settings()
-    state = StackState.load(settings.run_dir)
-    if state is None or not pid_alive(state.supervisor_pid):
-        err.print("no stack is running (start one with `agentcards up`)")
-        raise typer.Exit(code=1)
-    resolved = settings.model_copy(
-        update={"database_url": state.database_url, "redis_url": state.redis_url}
-    )
+    try:
+        state, resolved = running_stack(settings)
+    except AgentCardsError as exc:
+        _fail(exc)
     table = Table(title=f"agentcards (supervisor pid {state.supervisor_pid})")
     for col in ("part", "pid", "health", "detail"):
         table.add_column(col)
@@ -194,11 +105,17 @@ def status() -> None:
             health = results[spec.name].result()
             rows.append((spec.name, str(child_pid), health.ok, health.detail))
     for name, shown_pid, ok, detail in rows:
-        table.add_row(name, shown_pid, "[green]healthy[/]" if ok else "[red]unhealthy[/]", detail)
+        mark = "[green]healthy[/]" if ok else "[red]unhealthy[/]"
+        table.add_row(name, shown_pid, mark, escape(detail))
+    servers = read_servers(resolved)
+    for server in servers.values():
+        ready = server.state == "ready"
+        mark = "[green]ready[/]" if ready else f"[red]{escape(server.state)}[/]"
+        table.add_row(f"mcp {server.name}", "-", mark, escape(server.error or ""))
     console.print(table)
     for name, url in state.urls.items():
         console.print(f"  {name:<10} {url}")
-    if not all(ok for _, _, ok, _ in rows):
+    if not all(ok for _, _, ok, _ in rows) or any(s.state != "ready" for s in servers.values()):
         raise typer.Exit(code=1)
 
 
@@ -241,16 +158,16 @@ def migrate() -> None:
 @app.command()
 def mcp() -> None:
     """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack."""
+    settings = _settings()
+    if not (settings.database_url and settings.redis_url):  # else: a stack this home did not start
+        try:
+            _, settings = running_stack(settings)
+        except AgentCardsError as exc:
+            _fail(exc)
     import asyncio
 
     from services.gateway.mcp_server import serve_stdio
 
-    settings = _settings()
-    state = StackState.load(settings.run_dir)
-    if not (settings.database_url and settings.redis_url) and state is not None:
-        settings = settings.model_copy(
-            update={"database_url": state.database_url, "redis_url": state.redis_url}
-        )
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         asyncio.run(serve_stdio(settings))

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deploy.launcher.embedded import free_port
+from deploy.launcher.health import wait_healthy
 from deploy.launcher.supervisor import Stack
 from shared.config import Settings
-from shared.errors import DependencyError
 
 
 @dataclass
@@ -60,18 +58,3 @@ def temporary_stack(
     finally:
         stack.stop()
         shutil.rmtree(home, ignore_errors=True)
-
-
-def wait_healthy(stack: Stack, *, timeout_s: float) -> None:
-    """Poll every child's health until all are healthy, or raise naming the laggards."""
-    deadline = time.monotonic() + timeout_s
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        while True:
-            stack.reap_and_restart()
-            stack.check_health(pool)
-            if stack.all_healthy():
-                return
-            if time.monotonic() > deadline:
-                failing = {c.spec.name: c.health.detail for c in stack.children if not c.health.ok}
-                raise DependencyError(f"stack not healthy after {timeout_s:.0f}s: {failing}")
-            time.sleep(0.3)

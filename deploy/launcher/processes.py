@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 import redis
 
 from shared.config import Settings
-from shared.queues import HEARTBEAT_PREFIX, Queue
+from shared.queues import Queue
+from shared.rpc.heartbeat import (
+    ServerHealth,
+    read_toolhost_beats,
+    server_health,
+    toolhost_health,
+)
 
 PY = sys.executable
 
@@ -131,13 +137,21 @@ def check_flower(settings: Settings) -> Health:
 
 
 def check_toolhost(settings: Settings) -> Health:
-    """A toolhost heartbeat key in Redis (written every few seconds with a short TTL)."""
+    """A ready toolhost heartbeat: every configured MCP server is ready or has failed once."""
     try:
-        client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2)
-        keys = list(client.scan_iter(match=f"{HEARTBEAT_PREFIX}toolhost:*", count=100))
+        health = toolhost_health(redis.Redis.from_url(settings.redis_url or "", socket_timeout=2))
     except redis.RedisError as exc:
         return Health(False, f"redis: {exc}")
-    return Health(True, f"{len(keys)} replica(s) alive") if keys else Health(False, "no heartbeat")
+    return Health(health.ok, health.detail)
+
+
+def read_servers(settings: Settings) -> dict[str, ServerHealth]:
+    """Each MCP server's state and last error, as the toolhosts report them (none if unknown)."""
+    try:
+        client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2)
+        return server_health(read_toolhost_beats(client))
+    except redis.RedisError:
+        return {}  # the toolhost check reports Redis itself
 
 
 def check_alive_only(settings: Settings) -> Health:

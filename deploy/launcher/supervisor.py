@@ -19,11 +19,13 @@ from typing import IO
 import redis
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, port_in_use
-from deploy.launcher.processes import Health, ProcessSpec, stack_specs
-from deploy.launcher.state import StackState, pid_alive
+from deploy.launcher.processes import Health, ProcessSpec, read_servers, stack_specs
+from deploy.launcher.state import StackState, pid_alive, running_settings
+from services.toolhost.servers import load_servers
 from shared.config import Settings, settings_to_env
 from shared.db import check_pgvector_available, migrate, redact
 from shared.errors import ConfigError, DependencyError
+from shared.rpc.heartbeat import ServerHealth
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class Stack:
         self.children: list[Child] = []
         self.database_url = settings.database_url or ""
         self.redis_url = settings.redis_url or ""
+        self.mcp_servers: list[str] = []  # names in the config, once preflight read it
+        self.servers: dict[str, ServerHealth] = {}  # as the toolhosts' heartbeats report them
 
     # -- start -------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -78,6 +82,8 @@ class Stack:
                 f"MCP servers config {self.settings.mcp_config} does not exist: fix "
                 "AGENTCARDS_MCP_CONFIG or unset it"
             )
+        # The toolhost would exit on a broken file and be restarted forever: refuse it now.
+        self.mcp_servers = list(load_servers(self.settings.mcp_config))
         for what, port, var in (
             ("gateway", self.settings.gateway_port, "AGENTCARDS_GATEWAY_PORT"),
             ("Flower", self.settings.flower_port, "AGENTCARDS_FLOWER_PORT"),
@@ -134,6 +140,7 @@ class Stack:
         server = {"command": sys.executable, "args": ["-m", "deploy.examples.example_server"]}
         path.write_text(json.dumps({"mcpServers": {"example": server}}, indent=2))
         self.settings = self.settings.model_copy(update={"mcp_config": path})
+        self.mcp_servers = ["example"]
         return path
 
     def start_processes(self) -> None:
@@ -168,6 +175,7 @@ class Stack:
             embedded_redis_pid=self.redis.process.pid if self.redis else None,
             processes={c.spec.name: c.proc.pid for c in self.children if c.proc},
             urls={c.spec.name: c.spec.url for c in self.children if c.spec.url},
+            settings=running_settings(self.settings),
         ).save(self.run_dir)
 
     # -- watch -------------------------------------------------------------------------
@@ -180,6 +188,7 @@ class Stack:
         """Run every child's probe concurrently; a dead process is unhealthy whatever it said."""
         settings = self.resolved_settings()
         futures = {c.spec.name: pool.submit(c.spec.check, settings) for c in self.children}
+        self.servers = read_servers(settings)
         for child in self.children:
             result = futures[child.spec.name].result()
             if child.proc is None or child.proc.poll() is not None:

@@ -13,7 +13,6 @@ import time
 from collections import defaultdict
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 from mcp import types
 
@@ -33,20 +32,25 @@ from shared import tool_ids
 from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
-from shared.queues import HEARTBEAT_PREFIX, TOOLS_CHANGED_CHANNEL
+from shared.queues import TOOLS_CHANGED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
+from shared.rpc.heartbeat import (
+    HEARTBEAT_EVERY_S,
+    HEARTBEAT_TTL_S,
+    ToolhostBeat,
+    read_toolhost_beats,
+    toolhost_key,
+)
 
 log = logging.getLogger("agentcards.toolhost")
 
-HEARTBEAT_EVERY_S = 5.0
-HEARTBEAT_TTL_S = 15  # three missed beats and `agentcards status` reports the replica gone
 DRAIN_TIMEOUT_S = 10.0
 POLL_GRACE_S = 2.0  # one BLPOP poll (1 s) plus slack, so the pop loop exits on its own
 
 
 def heartbeat_key() -> str:
-    """This replica's heartbeat key: ``…heartbeat:toolhost:<hostname>:<pid>``."""
-    return f"{HEARTBEAT_PREFIX}toolhost:{socket.gethostname()}:{os.getpid()}"
+    """This replica's heartbeat key."""
+    return toolhost_key(socket.gethostname(), os.getpid())
 
 
 class Toolhost:
@@ -67,7 +71,11 @@ class Toolhost:
             self.registry.add(bench_server())
         self.connections = [
             ServerConnection(
-                name=name, config=config, on_tools=self._on_tools, on_state=self._on_state
+                name=name,
+                config=config,
+                on_tools=self._on_tools,
+                on_state=self._on_state,
+                connect_timeout_s=settings.mcp_connect_timeout_s,
             )
             for name, config in servers.items()
         ]
@@ -139,16 +147,17 @@ class Toolhost:
             await asyncio.sleep(HEARTBEAT_EVERY_S)
 
     async def _beat(self) -> None:
-        body = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started_at": self._started_at,
-            "ready": self._ready,
-            "inflight": self.rpc.inflight,
-            "handled": self.rpc.handled,
-            "servers": {b.name: b.state for b in self.registry.backends()},
-        }
-        await self._redis.set(heartbeat_key(), orjson.dumps(body), ex=HEARTBEAT_TTL_S)
+        beat = ToolhostBeat(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=self._started_at,
+            ready=self._ready,
+            inflight=self.rpc.inflight,
+            handled=self.rpc.handled,
+            servers={b.name: b.state for b in self.registry.backends()},
+            errors={c.name: c.last_error for c in self.connections if c.last_error},
+        )
+        await self._redis.set(heartbeat_key(), beat.encode(), ex=HEARTBEAT_TTL_S)
 
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
         config = next(c.config for c in self.connections if c.name == server)
@@ -166,6 +175,8 @@ class Toolhost:
 
         async with self._db_locks[server]:
             await asyncio.to_thread(write)
+        # Beat now, not in up to 5 s: `agentcards up` shows each server's state as it changes.
+        await self._beat()
 
     async def _on_tools(self, server: str, tools: list[types.Tool]) -> None:
         # A tool whose name breaks the MCP tool-name rule could never be called through the
@@ -215,11 +226,8 @@ def check() -> int:
 
     settings = get_settings()
     client = redis.Redis.from_url(settings.require_urls()[1], socket_timeout=3)
-    pattern = f"{HEARTBEAT_PREFIX}toolhost:{socket.gethostname()}:*"
-    for key in client.scan_iter(match=pattern):
-        raw = client.get(key)
-        if raw and orjson.loads(raw).get("ready"):
-            return 0
+    if any(beat.ready for beat in read_toolhost_beats(client, host=socket.gethostname())):
+        return 0
     print(f"toolhost: no ready heartbeat for {socket.gethostname()}", file=sys.stderr)
     return 1
 

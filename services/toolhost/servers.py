@@ -69,7 +69,10 @@ ServerConfig = StdioServer | HttpServer
 
 
 def load_servers(path: Path | None) -> dict[str, ServerConfig]:
-    """The enabled servers of the config file (none when no file is configured)."""
+    """The enabled servers of the config file (none when no file is configured).
+
+    Every error names the file, the line and the column of what is wrong.
+    """
     if path is None:
         return {}
     try:
@@ -80,47 +83,82 @@ def load_servers(path: Path | None) -> dict[str, ServerConfig]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"MCP config {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
-    return parse_servers(data, source=str(path))
+            f"MCP config {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            file=str(path), line=exc.lineno, column=exc.colno,
+        ) from exc  # fmt: skip
+    try:
+        return _parse(data)
+    except _Invalid as exc:
+        line, column = json_position(text, exc.at)
+        raise ConfigError(
+            f"MCP config {path} line {line} column {column}: {exc.text}",
+            file=str(path), line=line, column=column,
+        ) from exc  # fmt: skip
 
 
 def parse_servers(data: Any, *, source: str = "MCP config") -> dict[str, ServerConfig]:
     """Validate an already-decoded config; every error names the server and the key."""
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
-        raise ConfigError(f'{source}: expected an object {{"mcpServers": {{"name": {{...}}}}}}')
+    try:
+        return _parse(data)
+    except _Invalid as exc:
+        raise ConfigError(f"{source}: {exc.text}", at=list(exc.at)) from exc
+
+
+class _Invalid(Exception):
+    """What is wrong (``text``) and where: ``at`` is the JSON path of the offending key."""
+
+    def __init__(self, at: tuple[str | int, ...], text: str) -> None:
+        super().__init__(text)
+        self.at = at
+        self.text = text
+
+
+def _parse(data: Any) -> dict[str, ServerConfig]:
+    if not isinstance(data, dict):
+        raise _Invalid((), 'expected an object {"mcpServers": {"name": {...}}}')
+    if "mcpServers" not in data:
+        found = ", ".join(repr(k) for k in data) or "none"
+        at: tuple[str, ...] = (next(iter(data)),) if data else ()
+        raise _Invalid(at, f'expected the top-level key "mcpServers" (found {found})')
+    if not isinstance(data["mcpServers"], dict):
+        raise _Invalid(("mcpServers",), '"mcpServers" must be an object {"name": {...}}')
     unknown = sorted(set(data) - {"mcpServers"})
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(unknown)}")
+        raise _Invalid((unknown[0],), f"unknown top-level key(s) {', '.join(unknown)}")
     servers: dict[str, ServerConfig] = {}
     for name, raw in data["mcpServers"].items():
         if not tool_ids.is_server_name(name):
-            raise ConfigError(
-                f"{source}: server name {name!r} is not allowed: {tool_ids.SERVER_NAME_RULE}"
+            raise _Invalid(
+                ("mcpServers", name),
+                f"server name {name!r} is not allowed: {tool_ids.SERVER_NAME_RULE}",
             )
         if name.startswith("_"):
-            raise ConfigError(
-                f"{source}: server name {name!r} is not allowed: a leading '_' is reserved "
-                "for in-process servers"
+            raise _Invalid(
+                ("mcpServers", name),
+                f"server name {name!r} is not allowed: a leading '_' is reserved "
+                "for in-process servers",
             )
-        config = _parse_one(name, raw, source=source)
+        config = _parse_one(name, raw)
         if not config.disabled:
             servers[name] = config
     return servers
 
 
-def _parse_one(name: str, raw: Any, *, source: str) -> ServerConfig:
-    where = f"{source}: server {name!r}"
+def _parse_one(name: str, raw: Any) -> ServerConfig:
+    at: tuple[str | int, ...] = ("mcpServers", name)
+    where = f"server {name!r}"
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected an object with 'command' or 'url'")
+        raise _Invalid(at, f"{where}: expected an object with 'command' or 'url'")
     if "command" in raw and "url" in raw:
-        raise ConfigError(f"{where}: give either 'command' (stdio) or 'url' (HTTP), not both")
+        raise _Invalid(at, f"{where}: give either 'command' (stdio) or 'url' (HTTP), not both")
     if "url" in raw or raw.get("type") in {"http", "streamable-http", "streamableHttp"}:
         model: type[StdioServer] | type[HttpServer] = HttpServer
     elif "command" in raw or raw.get("type") in {None, "stdio"}:
         model = StdioServer
     else:
-        raise ConfigError(f"{where}: unsupported type {raw.get('type')!r} (stdio or http)")
+        raise _Invalid(
+            (*at, "type"), f"{where}: unsupported type {raw.get('type')!r} (stdio or http)"
+        )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -128,7 +166,57 @@ def _parse_one(name: str, raw: Any, *, source: str) -> ServerConfig:
         key = ".".join(str(p) for p in first["loc"]) or "(server)"
         if first["type"] == "missing":
             kind = "a stdio" if model is StdioServer else "an HTTP"
-            raise ConfigError(f"{where}: missing '{key}' ({kind} server needs it)") from exc
+            text = f"{where}: missing '{key}' ({kind} server needs it)"
+            extra = next((e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"), None)
+            if extra:  # most likely a typo of the missing key: point at it
+                text += f"; unknown key '{'.'.join(str(p) for p in extra)}'"
+                at = (*at, *extra)
+            raise _Invalid(at, text) from exc
+        inside = (*at, *first["loc"])
         if first["type"] == "extra_forbidden":
-            raise ConfigError(f"{where}: unknown key '{key}'") from exc
-        raise ConfigError(f"{where}: '{key}': {first['msg']}") from exc
+            raise _Invalid(inside, f"{where}: unknown key '{key}'") from exc
+        raise _Invalid(inside, f"{where}: '{key}': {first['msg']}") from exc
+
+
+def json_position(text: str, at: tuple[str | int, ...]) -> tuple[int, int]:
+    """1-based line and column of the key (or list item) at JSON path ``at`` in valid ``text``.
+
+    Walks as far down the path as the document goes; the root when ``at`` is empty.
+    """
+    decoder = json.JSONDecoder()
+    pos = found = _skip_space(text, 0)
+    for step in at:
+        opener = text[pos : pos + 1]
+        if opener not in {"{", "["}:
+            break
+        pos, index, hit = _skip_space(text, pos + 1), 0, False
+        key: str | int
+        while text[pos : pos + 1] not in {"}", "]", ""}:
+            item_at, key = pos, index  # a list item is found by its index
+            if opener == "{":
+                key, pos = _scan_string(text, pos + 1)
+                pos = _skip_space(text, _skip_space(text, pos) + 1)  # past the ':'
+            if key == step:
+                found, hit = item_at, True
+                break
+            _, pos = decoder.raw_decode(text, pos)
+            pos = _skip_space(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos = _skip_space(text, pos + 1)
+            index += 1
+        if not hit:
+            break
+    line = text.count("\n", 0, found) + 1
+    return line, found - (text.rfind("\n", 0, found) + 1) + 1
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _scan_string(text: str, pos: int) -> tuple[str, int]:
+    """The JSON string starting after the quote at ``pos - 1``, and the index past it."""
+    value, end = json.decoder.scanstring(text, pos)  # type: ignore[attr-defined]
+    return str(value), int(end)

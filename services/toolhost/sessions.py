@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,7 +25,8 @@ from mcp.shared.message import SessionMessage
 
 from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
 from services.toolhost.results import error_text, tool_value
-from services.toolhost.servers import HttpServer, ServerConfig
+from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
+from services.toolhost.stderr import StderrTail
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +78,19 @@ class ServerConnection:
         await self._set_state("connecting", None)
         while True:
             connected_at = time.monotonic()
+            stderr = StderrTail(self.name) if isinstance(self.config, StdioServer) else None
             try:
-                await self._serve_once()
+                await self._serve_once(stderr)
                 error = "the server closed the connection"
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 error = _describe(exc)
+            finally:
+                if stderr:
+                    stderr.close()
+            if stderr and (tail := await asyncio.to_thread(stderr.tail)):
+                error = f"{error}; stderr: {tail}"
             self._session = None
             await self._set_state("down", error)
             self.first_attempt_done.set()
@@ -120,11 +128,11 @@ class ServerConnection:
             return ToolResult(ok=False, error=error_text(result))
         return ToolResult(ok=True, value=tool_value(result, output_schema=spec.output_schema))
 
-    async def _serve_once(self) -> None:
+    async def _serve_once(self, stderr: StderrTail | None) -> None:
         """One connection's lifetime: connect, list tools, wait until it dies."""
         self._dead = asyncio.Event()
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(_transport(self.config))
+            read, write = await stack.enter_async_context(_transport(self.config, stderr))
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop relay + pinger
             # Relay the server's messages so that end-of-stream (the server exited) is seen.
@@ -135,9 +143,14 @@ class ServerConnection:
             session = await stack.enter_async_context(
                 ClientSession(relay_read, write, message_handler=self._on_message)
             )
-            with anyio.fail_after(self._connect_timeout_s):
+            with anyio.move_on_after(self._connect_timeout_s) as waited:
                 await session.initialize()
                 tools = await _list_all_tools(session)
+            if waited.cancelled_caught:
+                raise ConnectTimeout(
+                    f"no answer to initialize and tools/list within {self._connect_timeout_s:g}s "
+                    "(AGENTCARDS_MCP_CONNECT_TIMEOUT_S); the server hangs or starts slowly"
+                )
             self.tools = {t.name: t for t in tools}
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
@@ -196,8 +209,14 @@ class ServerConnection:
             log.exception("recording state %s of server %s failed", state, self.name)
 
 
+class ConnectTimeout(Exception):
+    """Raised when a server does not finish the MCP handshake in time."""
+
+
 @asynccontextmanager
-async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+async def _transport(
+    config: ServerConfig, stderr: StderrTail | None
+) -> AsyncIterator[tuple[Any, Any]]:
     if isinstance(config, HttpServer):
         import httpx2
 
@@ -211,7 +230,7 @@ async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
     params = StdioServerParameters(
         command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
     )
-    async with stdio_client(params) as streams:
+    async with stdio_client(params, errlog=stderr.file if stderr else sys.stderr) as streams:
         yield streams[0], streams[1]
 
 
@@ -230,6 +249,8 @@ async def _list_all_tools(session: ClientSession) -> list[types.Tool]:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"{exc.error.message} (code {exc.error.code})"
+    if isinstance(exc, ConnectTimeout):
+        return str(exc)
     if isinstance(exc, TimeoutError):
         return "timed out"
     if isinstance(exc, BaseExceptionGroup):

@@ -59,10 +59,30 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
     return {"command": str(binary), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
 
 
+def hanging_server() -> dict[str, Any]:
+    """Config entry for a real process that starts and never answers `initialize`."""
+    return {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}
+
+
+def crashing_server(message: str) -> dict[str, Any]:
+    """Config entry for a real process that writes ``message`` to stderr and exits with 3."""
+    code = f"import sys; print('starting'); print({message!r}, file=sys.stderr); sys.exit(3)"
+    return {"command": sys.executable, "args": ["-c", code]}
+
+
 def write_config(path: Path, servers: dict[str, Any]) -> Path:
     """Write an mcpServers file and return its path."""
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
+
+
+CRASH_MESSAGE = "fatal: MEMORY_API_KEY is not set"
+
+
+def example_and_crashing_config(tmp_path: Path) -> Path:
+    """A config with the example server and ``crashy``, which exits saying CRASH_MESSAGE."""
+    servers = {"example": example_server(tmp_path), "crashy": crashing_server(CRASH_MESSAGE)}
+    return write_config(tmp_path / "mcp.json", servers)
 
 
 class ToolhostProcess:

@@ -58,6 +58,25 @@ def _processes_using(home: Path) -> list[psutil.Process]:
     return [p for p in found if p.pid != os.getpid()]
 
 
+def start_up(
+    env: dict[str, str], log: Path, *, args: tuple[str, ...] = (), cwd: Path | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """`agentcards up` in the background, once it printed its URLs (or exited): process, output."""
+    proc = subprocess.Popen(
+        [*AGENTCARDS, "up", *args], env=env, cwd=cwd, stdout=log.open("w"),
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while "dashboard" not in log.read_text() and proc.poll() is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+        time.sleep(0.5)
+    text = log.read_text()
+    assert "dashboard" in text, text[-3000:]
+    return proc, text
+
+
 def _run_up_expecting_failure(env: dict[str, str], home: Path) -> str:
     result = subprocess.run(
         [*AGENTCARDS, "up", "--timeout", "60"], env=env, capture_output=True, text=True, timeout=120

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import redis
 from fastapi.testclient import TestClient
 
 from shared.config import Settings
 from shared.db import connect
+from tests.integration.mcp_servers import ToolhostProcess, example_server, write_config
 
 
 def _executions(settings: Settings) -> int:
@@ -102,7 +106,11 @@ def test_a_valid_submission_is_recorded_and_queued_once_per_idempotency_key(
     assert _queued_messages(settings) == 1
 
 
-def test_healthz_reports_both_dependencies(client: TestClient) -> None:
+def test_healthz_reports_both_dependencies(
+    client: TestClient, toolhost: Callable[..., ToolhostProcess], tmp_path: Path
+) -> None:
+    # /healthz is 200 only with a ready toolhost too (see test_healthz.py).
+    toolhost(write_config(tmp_path / "mcp.json", {"example": example_server(tmp_path)}))
     response = client.get("/healthz")
     assert response.status_code == 200
     body = response.json()

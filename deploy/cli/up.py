@@ -1,0 +1,123 @@
+"""`agentcards up` on screen: start the stack, show each MCP server as it settles, then the URLs."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from types import FrameType
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from deploy.launcher.health import server_lines, wait_healthy, watch
+from deploy.launcher.supervisor import Stack
+from shared.config import Settings
+
+WATCH_CHECK_EVERY_S = 5.0  # once healthy, a slower beat: the checks cost a Celery ping each
+
+
+def run_up(settings: Settings, *, timeout_s: float, console: Console) -> None:
+    """Start everything, wait until healthy, watch until SIGINT/SIGTERM; always stop what started."""
+    stack = Stack(settings)
+    stop_requested = False
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    started = time.monotonic()
+    live = None
+    try:
+        stack.preflight()  # a broken mcpServers file ends here, before anything slow
+        with console.status("starting Postgres and Redis, applying migrations…"):
+            stack.start_dependencies()
+        example = stack.use_example_servers_if_unconfigured()
+        if example:
+            console.print(f"no AGENTCARDS_MCP_CONFIG: serving the example MCP server ({example})")
+        stack.start_processes()
+        shown: dict[str, str] = {}
+        if console.is_terminal:
+            live = Live(status_table(stack), console=console, auto_refresh=False)
+            live.start()
+
+        def show(stack: Stack) -> None:
+            if live:
+                live.update(status_table(stack), refresh=True)
+            else:  # piped: one line per MCP server each time its state changes
+                _print_server_changes(stack, shown, console)
+
+        def stopped() -> bool:
+            return stop_requested
+
+        if wait_healthy(stack, timeout_s=timeout_s, on_check=show, stopped=stopped):
+            _announce(stack, time.monotonic() - started, console)
+            watch(stack, check_every_s=WATCH_CHECK_EVERY_S, on_check=show, stopped=stopped)
+        if live:
+            live.stop()
+        console.print("stopping…")
+    finally:
+        if live:
+            live.stop()
+        stack.stop()
+    console.print("stopped; data kept in " + str(settings.home))
+
+
+def _print_server_changes(stack: Stack, shown: dict[str, str], console: Console) -> None:
+    for name, line in server_lines(stack).items():
+        if line != "starting" and shown.get(name) != line:
+            console.print(f"  mcp {name:<12} {escape(line)}", soft_wrap=True)
+            shown[name] = line
+    sys.stdout.flush()
+
+
+def _announce(stack: Stack, seconds: float, console: Console) -> None:
+    """What the README promises: the URLs, then which MCP servers failed and why."""
+    lines = server_lines(stack)
+    failed = [name for name, line in lines.items() if line != "ready"]
+    if failed:
+        console.print(
+            f"[bold yellow]running[/] in {seconds:.1f}s, but {len(failed)} of {len(lines)} "
+            "MCP server(s) failed"
+        )
+    else:
+        console.print(f"[bold green]all healthy[/] in {seconds:.1f}s")
+    urls = {c.spec.name: c.spec.url for c in stack.children if c.spec.url}
+    if gateway := urls.get("gateway"):
+        console.print(f"  {'gateway':<16} {gateway}")
+        console.print(f"  {'api docs':<16} {gateway}/docs")
+        console.print(f"  {'dashboard':<16} {gateway}/dashboard")
+    if flower := urls.get("flower"):
+        console.print(f"  {'flower':<16} {flower}")
+    if ready := [name for name in lines if name not in failed]:
+        console.print(f"  {'MCP servers':<16} {', '.join(ready)}: ready")
+    for name in failed:
+        server = stack.servers.get(name)
+        why = server.error if server and server.error else lines[name]
+        console.print(f"  {'failed':<16} {name}: {escape(why)}", soft_wrap=True)
+    if failed:
+        console.print(
+            f"  fix them in {stack.settings.mcp_config} (the toolhost keeps retrying); "
+            "`agentcards status` shows their state"
+        )
+    sys.stdout.flush()
+
+
+def status_table(stack: Stack) -> Table:
+    """The live table of a terminal `up`: each process, then each MCP server."""
+    table = Table(title="agentcards", expand=False)
+    for col in ("process", "pid", "health", "detail", "restarts"):
+        table.add_column(col)
+    for child in stack.children:
+        mark = "[green]healthy[/]" if child.health.ok else "[red]unhealthy[/]"
+        pid = str(child.proc.pid) if child.proc else "-"
+        table.add_row(child.spec.name, pid, mark, escape(child.health.detail), str(child.restarts))
+    for name, line in server_lines(stack).items():
+        state, _, why = line.partition(": ")
+        mark = f"[green]{state}[/]" if state == "ready" else f"[yellow]{escape(state)}[/]"
+        table.add_row(f"mcp {name}", "-", mark, escape(why), "-")
+    return table

@@ -1,0 +1,137 @@
+"""Toolhost heartbeats: each replica writes one expiring Redis key; health checks read them all.
+
+The body says whether the replica is ready (every configured MCP server had its first
+connection attempt, success or not) and each server's state and last error, so the
+gateway's /healthz, `agentcards up` and `agentcards status` report the same truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis
+
+from shared.queues import HEARTBEAT_PREFIX
+
+TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
+HEARTBEAT_EVERY_S = 5.0
+HEARTBEAT_TTL_S = 15  # three missed beats and the replica counts as gone
+
+# Worst first: with several replicas, a server is reported in its worst state anywhere,
+# since a call routed to that replica would fail.
+_SEVERITY = {"down": 0, "connecting": 1, "ready": 2}
+
+
+def toolhost_key(host: str, pid: int) -> str:
+    """One replica's key: ``…heartbeat:toolhost:<hostname>:<pid>``."""
+    return f"{HEARTBEAT_PREFIX}toolhost:{host}:{pid}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHealth:
+    """One MCP server as a replica sees it: connecting | ready | down, and why not ready."""
+
+    name: str
+    state: str
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Not ready after at least one attempt (it keeps retrying with backoff)."""
+        return self.state != "ready" and self.error is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolhostBeat:
+    """The body of one replica's heartbeat."""
+
+    pid: int
+    host: str
+    started_at: float
+    ready: bool
+    inflight: int = 0
+    handled: int = 0
+    servers: dict[str, str] = field(default_factory=dict)  # name -> state
+    errors: dict[str, str | None] = field(default_factory=dict)  # name -> last error
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "pid": self.pid,
+                "host": self.host,
+                "started_at": self.started_at,
+                "ready": self.ready,
+                "inflight": self.inflight,
+                "handled": self.handled,
+                "servers": self.servers,
+                "errors": self.errors,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> ToolhostBeat:
+        body: dict[str, Any] = orjson.loads(raw)
+        return cls(
+            pid=int(body["pid"]),
+            host=str(body["host"]),
+            started_at=float(body["started_at"]),
+            ready=bool(body["ready"]),
+            inflight=int(body.get("inflight", 0)),
+            handled=int(body.get("handled", 0)),
+            servers=dict(body.get("servers") or {}),
+            errors=dict(body.get("errors") or {}),
+        )
+
+
+def read_toolhost_beats(client: redis.Redis, *, host: str | None = None) -> list[ToolhostBeat]:
+    """Every live replica's heartbeat (those of ``host`` only when given)."""
+    pattern = f"{HEARTBEAT_PREFIX}toolhost:{host}:*" if host else TOOLHOST_PATTERN
+    beats = []
+    for key in client.scan_iter(match=pattern, count=100):
+        raw = client.get(key)
+        if raw:  # expired between SCAN and GET
+            beats.append(ToolhostBeat.decode(raw))
+    return beats
+
+
+def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:
+    """Each configured server in its worst state across the ready replicas, sorted by name."""
+    merged: dict[str, ServerHealth] = {}
+    for beat in beats:
+        for name, state in beat.servers.items():
+            seen = ServerHealth(name, state, beat.errors.get(name))
+            known = merged.get(name)
+            if known is None or _SEVERITY.get(state, 0) < _SEVERITY.get(known.state, 0):
+                merged[name] = seen
+    return dict(sorted(merged.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolhostHealth:
+    """What a health check reports about the toolhosts and their MCP servers."""
+
+    ok: bool
+    detail: str
+    servers: dict[str, ServerHealth]
+
+
+def toolhost_health(client: redis.Redis) -> ToolhostHealth:
+    """Healthy when a replica is ready: every configured server is ready or has failed once."""
+    beats = read_toolhost_beats(client)
+    ready = [b for b in beats if b.ready]
+    if not beats:
+        return ToolhostHealth(False, "no toolhost heartbeat (not started, or crash-looping)", {})
+    servers = server_health(ready or beats)
+    if not ready:
+        waiting = [s.name for s in servers.values() if s.state == "connecting" and not s.error]
+        detail = "connecting to " + ", ".join(waiting) if waiting else "starting"
+        return ToolhostHealth(False, detail, servers)
+    failed = [s.name for s in servers.values() if s.state != "ready"]
+    detail = (
+        f"{len(ready)} replica(s) ready; {len(servers) - len(failed)}/{len(servers)} servers ready"
+    )
+    if failed:
+        detail += f" (not ready: {', '.join(failed)})"
+    return ToolhostHealth(True, detail, servers)
