@@ -36,9 +36,13 @@ class ErrorType(StrEnum):
     BROKER_UNAVAILABLE = "broker_unavailable"  # the execution could not be queued
     LOST = "lost"  # a tool call with a recorded start and no end
     # A request to the gateway or a service.
-    VALIDATION_ERROR = "validation_error"
+    VALIDATION_ERROR = "validation_error"  # a field is wrong (NUL in text, wrong type...)
     INVALID_JSON = "invalid_json"
-    NOT_FOUND = "not_found"
+    NESTING_LIMIT = "nesting_limit"  # JSON nested deeper than the cap, refused before parsing
+    BODY_TOO_LARGE = "body_too_large"  # a request body over the cap, refused before reading it all
+    NOT_FOUND = "not_found"  # no such execution, capability, or path
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BAD_REQUEST = "bad_request"  # any other malformed HTTP request
     CONFLICT = "conflict"
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
@@ -114,6 +118,18 @@ class ValidationFailed(AgentCardsError):
     """Raised when client input is rejected before anything is recorded."""
 
     type = ErrorType.VALIDATION_ERROR
+
+
+class NestingTooDeep(ValidationFailed):
+    """Raised when a JSON body or value nests deeper than its cap (the sandbox's wire limit)."""
+
+    type = ErrorType.NESTING_LIMIT
+
+
+class BodyTooLarge(AgentCardsError):
+    """Raised when a request body is larger than any valid request could be."""
+
+    type = ErrorType.BODY_TOO_LARGE
 
 
 class NotFound(AgentCardsError):

@@ -9,11 +9,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.gateway import errors
+from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
 from services.gateway.search import warm_up
 from shared.config import Settings, get_settings
+from shared.inputs import body_bytes_cap
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -42,6 +44,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(
+        BodyGuard,
+        max_body_bytes=body_bytes_cap(
+            code_bytes=settings.sandbox_code_bytes, args_bytes=settings.sandbox_tool_args_bytes
+        ),
+    )
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)

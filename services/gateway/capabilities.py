@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from anyio import to_thread
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
@@ -14,6 +14,7 @@ from shared.config import DEFAULT_TENANT
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
+from shared.inputs import RequestModel
 from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
 from shared.matching.validate_args import validate_args
@@ -22,20 +23,16 @@ from shared.suggestions import record_shown, suggest
 Row = dict[str, Any]
 
 
-class CapabilitySearchRequest(BaseModel):
+class CapabilitySearchRequest(RequestModel):
     """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool (no threshold: adaptive)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     intent: str = Field(min_length=1, max_length=2000, description="what you want to do")
     include_suggestions: bool = Field(default=False, description="add related suggestions")
     limit: int = Field(default=5, ge=1, le=20)
 
 
-class CapabilityExecuteRequest(BaseModel):
+class CapabilityExecuteRequest(RequestModel):
     """`POST /v1/capabilities/{id}/execute`: arguments checked against the inferred schema."""
-
-    model_config = ConfigDict(extra="forbid")
 
     args: dict[str, Any] = Field(default_factory=dict)
     wait: bool = Field(default=False, description="block until the execution finishes")
@@ -67,6 +64,10 @@ async def search_capabilities(
 
 def load_capability(state: GatewayState, *, ref: str, tenant_id: str = DEFAULT_TENANT) -> Row:
     """A capability by id, else by name; NotFound otherwise."""
+    if "\x00" in ref:  # Postgres text cannot hold NUL: refuse before querying
+        raise ValidationFailed(
+            "a capability id or name must not contain a NUL character", field="capability_id"
+        )
     with state.pool.connection() as conn:
         row = store.get_capability(conn, ref=ref, tenant_id=tenant_id)
     if row is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -10,9 +12,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from shared.errors import (
     AgentCardsError,
+    BodyTooLarge,
     Conflict,
     DependencyError,
     ErrorType,
@@ -21,11 +25,21 @@ from shared.errors import (
     error_dict,
 )
 
+log = logging.getLogger(__name__)
+
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
     NotFound: 404,
     Conflict: 409,
+    BodyTooLarge: 413,
     DependencyError: 503,
+}
+# Starlette's own refusals (no route, wrong method, unreadable body) in our vocabulary.
+TYPE_BY_STATUS = {
+    400: ErrorType.BAD_REQUEST,
+    404: ErrorType.NOT_FOUND,
+    405: ErrorType.METHOD_NOT_ALLOWED,
+    413: ErrorType.BODY_TOO_LARGE,
 }
 
 
@@ -34,13 +48,42 @@ def error_body(type_: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": error_dict(type_, message, details=details)}
 
 
+def error_response(exc: AgentCardsError) -> JSONResponse:
+    """The envelope and status for one of our errors."""
+    status = next((s for t, s in STATUS_BY_TYPE.items() if isinstance(exc, t)), 500)
+    return JSONResponse(error_body(exc.type, exc.message, exc.details or None), status)
+
+
+def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
+    """Pydantic's errors as ``{field, problem, type}``; a NUL's path inside a field extends it."""
+    problems = []
+    for e in errors:
+        loc = [p for p in e.get("loc", ()) if p != "body"]
+        loc += (e.get("ctx") or {}).get("path") or []
+        problems.append(
+            {
+                "field": ".".join(str(p) for p in loc),
+                "problem": e.get("msg", ""),
+                "type": e.get("type", ""),
+            }
+        )
+    return problems
+
+
+def problems_message(problems: list[dict[str, str]]) -> str:
+    """One line naming up to five bad fields."""
+    return "invalid request: " + "; ".join(
+        f"{p['field'] or 'body'}: {p['problem']}" for p in problems[:5]
+    )
+
+
 def mcp_error(exc: AgentCardsError | ValidationError) -> ToolError:
     """The MCP tools' failure: the same ``{type, message, details?}`` as REST, as the error's text."""
-    body = (
-        exc.to_dict()
-        if isinstance(exc, AgentCardsError)
-        else error_dict(ErrorType.VALIDATION_ERROR, str(exc))
-    )
+    if isinstance(exc, AgentCardsError):
+        body = exc.to_dict()
+    else:
+        problems = validation_problems(exc.errors())
+        body = error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
     return ToolError(json.dumps(body, default=str))
 
 
@@ -49,26 +92,35 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(AgentCardsError)
     async def _agentcards(request: Request, exc: AgentCardsError) -> JSONResponse:
-        status = next((s for t, s in STATUS_BY_TYPE.items() if isinstance(exc, t)), 500)
-        return JSONResponse(error_body(exc.type, exc.message, exc.details or None), status)
+        return error_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        type_ = TYPE_BY_STATUS.get(exc.status_code, ErrorType.BAD_REQUEST)
+        message = (
+            f"no route {request.method} {request.url.path}: see /docs for the API"
+            if exc.status_code == 404
+            else f"{request.method} is not allowed on {request.url.path}: see /docs"
+            if exc.status_code == 405
+            else str(exc.detail)
+        )
+        return JSONResponse(
+            error_body(type_, message), exc.status_code, headers=dict(exc.headers or {})
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body(ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details"),
+            500,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            {
-                "field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"),
-                "problem": e.get("msg", ""),
-                "type": e.get("type", ""),
-            }
-            for e in exc.errors()
-        ]
+        problems = validation_problems(exc.errors())
         invalid_json = any(p["type"] == "json_invalid" for p in problems)
-        message = (
-            "request body is not valid JSON"
-            if invalid_json
-            else "invalid request: "
-            + "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems[:5])
-        )
+        message = "request body is not valid JSON" if invalid_json else problems_message(problems)
         return JSONResponse(
             error_body(
                 ErrorType.INVALID_JSON if invalid_json else ErrorType.VALIDATION_ERROR,

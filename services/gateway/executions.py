@@ -6,7 +6,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from anyio import to_thread
 
 from services.gateway.config import GatewayState
@@ -16,6 +15,7 @@ from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import create_execution, finish_execution, get_execution
+from shared.inputs import check_value
 from shared.queues import TaskName
 from shared.tools.store import get_tools
 
@@ -38,12 +38,8 @@ def validate_request(state: GatewayState, request: ExecutionRequest) -> float:
             field="code",
             limit=settings.sandbox_code_bytes,
         )
-    args_size = len(orjson.dumps(request.args))
-    if args_size > settings.sandbox_tool_args_bytes:
-        raise ValidationFailed(
-            f"args are {args_size} bytes; the limit is {settings.sandbox_tool_args_bytes}",
-            field="args",
-        )
+    # The same check the sandbox makes before starting the child (depth, size, JSON-ness).
+    check_value(request.args, field="args", max_bytes=settings.sandbox_tool_args_bytes)
     timeout_s = request.timeout_s or settings.sandbox_wall_time_s
     if timeout_s > settings.sandbox_max_wall_time_s:
         raise ValidationFailed(

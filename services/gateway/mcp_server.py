@@ -10,11 +10,13 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
+from starlette.routing import Route
 
 from services.gateway import mcp_capabilities
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
 from shared.errors import AgentCardsError, NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest, view_from_row
@@ -93,11 +95,14 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
     ) -> dict[str, Any]:
         if not query.strip():
             raise mcp_error(ValidationFailed("query must not be empty"))
+        try:
+            body = ToolSearchRequest(
+                query=query, limit=max(1, min(limit, 50)), context_tools=context_tools or []
+            )
+        except ValidationError as exc:
+            raise mcp_error(exc) from exc
         hits = await run_search(
-            get_state(),
-            query=query,
-            limit=max(1, min(limit, 50)),
-            context_tools=context_tools or [],
+            get_state(), query=body.query, limit=body.limit, context_tools=body.context_tools
         )
         return {
             "tools": [
@@ -134,17 +139,19 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
 
 
 def mount_mcp(app: FastAPI, server: MCPServer, *, host: str) -> None:
-    """Serve streamable HTTP at exactly /mcp (mounted last, so REST routes match first)."""
+    """Serve streamable HTTP at exactly /mcp.
+
+    A route, not a mount at "/": a catch-all mount would answer every unknown path and
+    wrong method with the SDK app's plain-text 404 instead of our 404/405 envelope.
+    """
     loopback = host in {"127.0.0.1", "localhost", "::1"}
     security = (
         None if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     )
-    app.mount(
-        "/",
-        server.streamable_http_app(
-            streamable_http_path="/mcp", host=host, transport_security=security
-        ),
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, transport_security=security
     )
+    app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
 
 
 async def serve_stdio(settings: Any) -> None:

@@ -10,15 +10,25 @@ from typing import Any
 
 from anyio import to_thread
 from psycopg_pool import PoolClosed
+from pydantic import Field
 
 from services.gateway.config import GatewayState
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
+from shared.inputs import RequestModel
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 
 # Agents repeat searches (retries, the same step in many runs); an embedding costs
 # 10-40 ms and a cached one nothing. 512 queries of at most 5 vectors of 384 floats: 4 MB.
 QUERY_CACHE_SIZE = 512
+
+
+class ToolSearchRequest(RequestModel):
+    """`POST /v1/tools/search` and the MCP `search_tools` tool."""
+
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(default=10, ge=1, le=100)
+    context_tools: list[str] = Field(default_factory=list, description="tools already in use")
 
 
 class QueryEmbeddings:

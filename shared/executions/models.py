@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from shared import tool_ids
 from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
 from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
 from shared.graph.trace import tool_calls_from_trace as trace_tool_calls
+from shared.inputs import RequestModel
 
 
-class ExecutionRequest(BaseModel):
+class ExecutionRequest(RequestModel):
     """`POST /v1/executions` and the MCP `execute_code` tool."""
-
-    model_config = ConfigDict(extra="forbid")
 
     code: str = Field(min_length=1, description="Python run as the body of an async function")
     intent: str | None = Field(default=None, max_length=2000, description="what the code is for")

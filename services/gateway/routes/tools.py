@@ -5,23 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.deps import State
+from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
 from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
-
-
-class ToolSearchRequest(BaseModel):
-    """`POST /v1/tools/search`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1, max_length=2000)
-    limit: int = Field(default=10, ge=1, le=100)
-    context_tools: list[str] = Field(default_factory=list, description="tools already in use")
 
 
 @router.get("/tools", summary="Every known tool with its server, availability and server state")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from shared.config import Settings
 from shared.db import connect
+from shared.inputs import BODY_DEPTH, VALUE_DEPTH, body_bytes_cap
+from shared.sandbox.child import wire
+from tests.conftest import WorkerProcess
 from tests.integration.mcp_servers import ToolhostProcess, example_server, write_config
 
 
@@ -156,3 +161,128 @@ def test_dashboard_and_graph_api_serve_what_the_page_draws(
         {"src": "s:a", "dst": "s:b", "kind": "sequence", "weight": 1.0, "count": 1}
     ]
     assert client.get("/api/capabilities").json()["total"] == 0
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """An args object nesting ``levels`` levels as the sandbox wire counts them (args itself is 1)."""
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def _nested_text(levels: int) -> bytes:
+    """The same as JSON text, built without recursion (100k levels cannot go through json.dumps)."""
+    return b'{"code":"return 1","args":' + b'{"a":' * (levels - 1) + b"{}" + b"}" * levels
+
+
+def _assert_envelope(response: Any, status: int, type_: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert error["type"] == type_ and error["message"]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"code": "return 1\x00"}, "code"),
+        ({"code": "return 1", "intent": "add\x00"}, "intent"),
+        ({"code": "return 1", "args": {"a": {"b": "x\x00y"}}}, "args.a.b"),
+        ({"code": "return 1", "args": {"a": [1, "\x00"]}}, "args.a.1"),
+        ({"code": "return 1", "args": {"a": {"b\x00": 1}}}, "args.a.b\\u0000"),
+        ({"code": "return 1", "idempotency_key": "k\x00"}, "idempotency_key"),
+    ],
+)
+def test_nul_in_any_text_field_is_a_422_naming_the_field(
+    client: TestClient, settings: Settings, body: dict[str, Any], field: str
+) -> None:
+    error = _assert_envelope(client.post("/v1/executions", json=body), 422, "validation_error")
+    assert [d["field"] for d in error["details"]] == [field]
+    assert "NUL" in error["message"] and field in error["message"]
+    _assert_nothing_recorded(settings)
+
+
+def test_nul_in_searches_and_urls_is_a_422(client: TestClient) -> None:
+    for path, body, field in [
+        ("/v1/tools/search", {"query": "add\x00"}, "query"),
+        ("/v1/tools/search", {"query": "add", "context_tools": ["a:\x00"]}, "context_tools.0"),
+        ("/v1/capabilities/search", {"intent": "add\x00"}, "intent"),
+        ("/v1/capabilities/x/execute", {"args": {"\x00": 1}}, "args.\\u0000"),
+    ]:
+        error = _assert_envelope(client.post(path, json=body), 422, "validation_error")
+        assert [d["field"] for d in error["details"]] == [field]
+    error = _assert_envelope(
+        client.post("/v1/capabilities/a%00b/execute", json={}), 422, "validation_error"
+    )
+    assert error["details"]["field"] == "path"
+    error = _assert_envelope(
+        client.get("/api/capabilities?min_success_rate=%00"), 422, "validation_error"
+    )
+    assert error["details"]["field"] == "query"
+
+
+@pytest.mark.parametrize("levels", [65, 253, 254, 1000, 100_000])
+def test_args_nested_past_the_sandbox_limit_are_a_422_naming_the_limit(
+    client: TestClient, settings: Settings, levels: int
+) -> None:
+    response = client.post(
+        "/v1/executions",
+        content=_nested_text(levels),
+        headers={"content-type": "application/json"},
+    )
+    error = _assert_envelope(response, 422, "nesting_limit")
+    assert str(VALUE_DEPTH) in error["message"]
+    assert error["details"]["limit"] in (VALUE_DEPTH, BODY_DEPTH)
+    _assert_nothing_recorded(settings)
+
+
+def test_the_gateway_nesting_cap_is_the_sandbox_wire_cap() -> None:
+    assert VALUE_DEPTH == wire.MAX_DEPTH
+    wire.dumps_bounded(_nested(VALUE_DEPTH), max_bytes=1 << 20)
+    with pytest.raises(wire.ValueTooDeep):
+        wire.dumps_bounded(_nested(VALUE_DEPTH + 1), max_bytes=1 << 20)
+
+
+def test_args_at_the_nesting_limit_are_accepted_and_run(
+    client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    celery_worker("workers.sandbox.celery_app", "executions")
+    code = "depth = 0\nv = args\nwhile isinstance(v, dict) and 'a' in v:\n    v = v['a']\n    depth += 1\nreturn depth + 1"
+    response = client.post(
+        "/v1/executions",
+        json={"code": code, "args": _nested(VALUE_DEPTH), "wait": True, "timeout_s": 30},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "succeeded", response.json()
+    assert response.json()["result"] == VALUE_DEPTH
+
+
+def test_a_body_over_the_size_cap_is_a_413(client: TestClient, settings: Settings) -> None:
+    cap = body_bytes_cap(
+        code_bytes=settings.sandbox_code_bytes, args_bytes=settings.sandbox_tool_args_bytes
+    )
+    response = client.post(
+        "/v1/executions", content=b" " * (cap + 1), headers={"content-type": "application/json"}
+    )
+    error = _assert_envelope(response, 413, "body_too_large")
+    assert error["details"]["limit"] == cap
+    _assert_nothing_recorded(settings)
+
+
+def test_unknown_paths_and_wrong_methods_get_the_envelope(client: TestClient) -> None:
+    _assert_envelope(client.get("/v1/executions"), 405, "method_not_allowed")
+    _assert_envelope(client.delete("/v1/tools"), 405, "method_not_allowed")
+    error = _assert_envelope(client.get("/v1/nothing-here"), 404, "not_found")
+    assert "/v1/nothing-here" in error["message"]
+    _assert_envelope(client.get("/"), 404, "not_found")
+
+
+def test_a_body_that_is_not_json_gets_the_envelope(client: TestClient, settings: Settings) -> None:
+    for content in (b"", b"[1, 2", b"\xff\xfe", b'{"code": "return 1"} trailing', b"null"):
+        response = client.post(
+            "/v1/executions", content=content, headers={"content-type": "application/json"}
+        )
+        assert 400 <= response.status_code < 500, response.text
+        assert set(response.json()["error"]) >= {"type", "message"}
+    _assert_nothing_recorded(settings)
