@@ -85,10 +85,7 @@ def test_a_deeply_nested_mcp_message_is_refused_before_parsing(
     levels = 100_000
     body = (
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_code",'
-        b'"arguments":{"code":"return 1","args":'
-        + b"[" * levels
-        + b"]" * levels
-        + b"}}}"
+        b'"arguments":{"code":"return 1","args":' + b"[" * levels + b"]" * levels + b"}}}"
     )
     response = client.post(
         "/mcp",
