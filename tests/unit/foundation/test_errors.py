@@ -19,6 +19,7 @@ def test_wire_names_are_stable() -> None:
         "capability_depth_exceeded", "protocol_error", "sandbox_unavailable", "cancelled",
         "worker_lost", "broker_unavailable", "lost", "validation_error", "invalid_json",
         "not_found", "conflict", "dependency_error", "config_error",
+        "nesting_limit", "body_too_large", "method_not_allowed", "bad_request",
     }  # fmt: skip
 
 
