@@ -125,7 +125,10 @@ def busy_cgroups() -> list[str]:
     for controller in ("memory", "pids"):
         base = cgroups.ROOT / controller / cgroups.PARENT
         for group in base.iterdir() if base.is_dir() else []:
-            procs = (group / "cgroup.procs").read_text().split() if group.is_dir() else []
+            try:
+                procs = (group / "cgroup.procs").read_text().split()
+            except OSError:  # removed between listing and reading (ENOENT, ENODEV): not busy
+                continue
             if procs and str(group) not in spares:
                 out.append(str(group))
     return out
