@@ -12,6 +12,7 @@ import json
 import os
 import struct
 from collections.abc import Mapping
+from json.encoder import encode_basestring  # C-accelerated; the ensure_ascii=False form
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -48,13 +49,28 @@ def encode_with(msg: Mapping[str, Any], raw: Mapping[str, str]) -> bytes:
     (from :func:`dumps_bounded`): a big payload is copied into the frame, never re-encoded."""
     if not raw.keys().isdisjoint(msg.keys()):
         raise ValueError(f"members both encoded and raw: {sorted(set(raw) & set(msg))}")
-    chunks = [("{" + ",".join(f"{_dumps(k)}:{_dumps(v)}" for k, v in msg.items())).encode()]
-    sep = "," if msg else ""
+    head = ",".join([f"{encode_basestring(k)}:{_member(v)}" for k, v in msg.items()])
+    chunks = [b"{", head.encode()]
+    sep = b"," if head else b""
     for key, text in raw.items():
-        chunks += (f"{sep}{_dumps(key)}:".encode(), text.encode())
-        sep = ","
+        chunks += (sep, encode_basestring(key).encode(), b":", text.encode())
+        sep = b","
     chunks.append(b"}")
     return b"".join([HEADER.pack(sum(map(len, chunks))), *chunks])
+
+
+def _member(value: Any) -> str:
+    """JSON text of one member value: scalars written as json writes them, anything else encoded."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return _dumps(value)
 
 
 def utf8_size(text: str) -> int:
