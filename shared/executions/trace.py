@@ -52,7 +52,7 @@ class _Event:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolStart(_Event):
     """A tool call was received from the child."""
 
@@ -63,7 +63,7 @@ class ToolStart(_Event):
     ts: float  # epoch seconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolEnd(_Event):
     """A tool call finished, ok when ``error`` is None."""
 
@@ -77,7 +77,7 @@ class ToolEnd(_Event):
     error: dict[str, Any] | None  # shared.errors.error_dict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CapabilityStart(_Event):
     """An inline capability call began."""
 
@@ -89,7 +89,7 @@ class CapabilityStart(_Event):
     ts: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CapabilityEnd(_Event):
     """An inline capability call returned (ok when ``error`` is None) or raised."""
 
@@ -104,7 +104,7 @@ class CapabilityEnd(_Event):
     error: dict[str, Any] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TraceTruncated(_Event):
     """Past ``limit`` calls of kind ``what`` the trace stops recording them (learning ignores it)."""
 
@@ -114,7 +114,7 @@ class TraceTruncated(_Event):
     ts: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Progress(_Event):
     """A progress report from agent code (forwarded, not stored)."""
 

@@ -56,7 +56,7 @@ class CapabilitySource:
     code: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _PendingCall:
     """A tool call sent to the backend and not answered yet."""
 
@@ -66,7 +66,7 @@ class _PendingCall:
     task: asyncio.Task[None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _OpenCapability:
     """A capability call the child started and has not ended; ``start`` is None past the trace cap."""
 

@@ -27,7 +27,7 @@ class ProtocolViolation(Exception):
     """Raised when a frame from the child is well-formed JSON but not a valid message."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallMessage:
     """``tool_call``: the child asks the bridge to call ``tool`` (reply keyed by ``id``)."""
 
@@ -37,14 +37,14 @@ class ToolCallMessage:
     parent: str | None  # the calling capability's id, as the child claims it
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StdoutMessage:
     """``stdout``: a chunk of what agent code printed."""
 
     data: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProgressMessage:
     """``progress``: a report from ``progress(message, done, total)``."""
 
@@ -53,7 +53,7 @@ class ProgressMessage:
     total: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CapabilityStartMessage:
     """``["s", seq, name, parent name, ts µs]`` inside ``capability_events``."""
 
@@ -63,7 +63,7 @@ class CapabilityStartMessage:
     ts_us: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CapabilityEndMessage:
     """``["e", seq, duration µs, error]`` inside ``capability_events``."""
 
@@ -72,14 +72,14 @@ class CapabilityEndMessage:
     error: dict[str, Any] | None  # normalised: a child error type, a bounded message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CapabilityEventsMessage:
     """``capability_events``: a batch of capability starts and ends, in the child's order."""
 
     events: list[CapabilityStartMessage | CapabilityEndMessage]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DoneMessage:
     """``done``: the code returned ``result`` (``ok``) or failed with ``error``."""
 
