@@ -64,20 +64,6 @@ class ToolStart(_Event):
 
 
 @dataclass(slots=True)
-class ToolEnd(_Event):
-    """A tool call finished, ok when ``error`` is None."""
-
-    kind: ClassVar[EventType] = EventType.TOOL_END
-    call_id: str
-    tool: str
-    parent: str | None
-    ts: float
-    duration_ms: float
-    ok: bool
-    error: dict[str, Any] | None  # shared.errors.error_dict
-
-
-@dataclass(slots=True)
 class CapabilityStart(_Event):
     """An inline capability call began."""
 
@@ -89,19 +75,40 @@ class CapabilityStart(_Event):
     ts: float
 
 
-@dataclass(slots=True)
-class CapabilityEnd(_Event):
-    """An inline capability call returned (ok when ``error`` is None) or raised."""
+_END_OF = {
+    EventType.TOOL_START: EventType.TOOL_END,
+    EventType.CAPABILITY_START: EventType.CAPABILITY_END,
+}
 
-    kind: ClassVar[EventType] = EventType.CAPABILITY_END
-    call_id: str
-    capability_id: str
-    name: str
-    parent: str | None
+
+@dataclass(slots=True)
+class CallEnd:
+    """A tool or capability call finished, ok when ``error`` is None: ``tool_end`` or ``capability_end``.
+
+    Stored as its start's fields with ``type`` and ``ts`` replaced, plus ``duration_ms``,
+    ``ok`` and ``error``.
+    """
+
+    start: ToolStart | CapabilityStart
     ts: float
     duration_ms: float
-    ok: bool
-    error: dict[str, Any] | None
+    error: dict[str, Any] | None  # shared.errors.error_dict
+
+    @property
+    def kind(self) -> EventType:
+        """``tool_end`` or ``capability_end``."""
+        return _END_OF[self.start.kind]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored JSON object."""
+        out = self.start.as_dict()
+        out["type"], out["ts"] = self.kind.value, self.ts
+        out["duration_ms"], out["ok"], out["error"] = (
+            self.duration_ms,
+            self.error is None,
+            self.error,
+        )
+        return out
 
 
 @dataclass(slots=True)
@@ -125,7 +132,7 @@ class Progress(_Event):
     ts: float
 
 
-Event = ToolStart | ToolEnd | CapabilityStart | CapabilityEnd | TraceTruncated | Progress
+Event = ToolStart | CapabilityStart | CallEnd | TraceTruncated | Progress
 EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 
@@ -135,43 +142,31 @@ class TraceRecorder:
     def __init__(self, on_event: EventCallback | None) -> None:
         self.events: list[dict[str, Any]] = []
         self._on_event = on_event
-        self._started: dict[str, float] = {}
+        self._started: dict[str, tuple[ToolStart, float]] = {}  # call id -> start, perf_counter
         self._tasks: set[asyncio.Future[Any]] = set()
 
     def tool_start(self, call_id: str, tool: str, parent: str | None) -> None:
         """A call was received from the child (recorded before any check, so refused calls show too)."""
-        self._started[call_id] = time.perf_counter()
-        self.record(ToolStart(call_id, tool, parent, time.time()))
+        start = ToolStart(call_id, tool, parent, time.time())
+        self._started[call_id] = (start, time.perf_counter())
+        self.record(start)
 
-    def tool_end(
-        self, call_id: str, tool: str, parent: str | None, error: dict[str, Any] | None
-    ) -> None:
-        """The call finished (ok when ``error`` is None); timed from its ``tool_start``."""
-        started = self._started.pop(call_id, time.perf_counter())
-        duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        self.record(ToolEnd(call_id, tool, parent, time.time(), duration_ms, error is None, error))
+    def tool_end(self, call_id: str, error: dict[str, Any] | None) -> None:
+        """The call ``call_id`` finished (ok when ``error`` is None); timed from its ``tool_start``."""
+        start, started = self._started.pop(call_id)
+        duration_ms = (time.perf_counter() - started) * 1000
+        self.end(start, ts=time.time(), duration_ms=duration_ms, error=error)
 
-    def capability_end(
+    def end(
         self,
-        start: CapabilityStart,
+        start: ToolStart | CapabilityStart,
         *,
         ts: float,
         duration_ms: float,
         error: dict[str, Any] | None,
     ) -> None:
-        """The call ``start`` recorded ended at ``ts`` (the child's measurement, already clamped)."""
-        self.record(
-            CapabilityEnd(
-                start.call_id,
-                start.capability_id,
-                start.name,
-                start.parent,
-                ts,
-                round(duration_ms, 3),
-                error is None,
-                error,
-            )
-        )
+        """The call ``start`` recorded ended at ``ts`` (for capabilities the child's clock, already clamped)."""
+        self.record(CallEnd(start, ts, round(duration_ms, 3), error))
 
     def record(self, event: Event) -> None:
         """Store ``event`` (progress is only forwarded) and forward it."""

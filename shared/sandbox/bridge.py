@@ -61,8 +61,6 @@ class _PendingCall:
     """A tool call sent to the backend and not answered yet."""
 
     call_id: str
-    tool: str
-    parent: str | None
     task: asyncio.Task[None]
 
 
@@ -276,11 +274,11 @@ class _Session:
         self.trace.tool_start(call_id, tool, parent)
         refusal = self._refusal(tool, args)
         if refusal is not None:
-            self.trace.tool_end(call_id, tool, parent, refusal)
+            self.trace.tool_end(call_id, refusal)
             self._reply_error(cid, tool, refusal)
             return
-        task = asyncio.create_task(self._invoke(cid, call_id, tool, args, parent))
-        self.pending[cid] = _PendingCall(call_id, tool, parent, task)
+        task = asyncio.create_task(self._invoke(cid, call_id, tool, args))
+        self.pending[cid] = _PendingCall(call_id, task)
 
     def _on_capability_events(self, message: messages.CapabilityEventsMessage) -> None:
         for event in message.events:
@@ -326,7 +324,7 @@ class _Session:
             end_ts, now = start.ts + duration_ms / 1000, time.time()
             if end_ts > now:  # a lying child: its call cannot have ended in the future
                 end_ts, duration_ms = now, (now - start.ts) * 1000
-            self.trace.capability_end(start, ts=end_ts, duration_ms=duration_ms, error=event.error)
+            self.trace.end(start, ts=end_ts, duration_ms=duration_ms, error=event.error)
 
     def _clamp_ts(self, ts_us: float) -> float:
         """The child's epoch-µs timestamp as seconds, kept inside this execution's span."""
@@ -338,7 +336,7 @@ class _Session:
         now = time.time()
         for opened in self.capabilities_open.values():
             if opened.start is not None:
-                self.trace.capability_end(
+                self.trace.end(
                     opened.start,
                     ts=now,
                     duration_ms=(now - opened.start.ts) * 1000,
@@ -366,9 +364,7 @@ class _Session:
             return error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
         return None
 
-    async def _invoke(
-        self, cid: int, call_id: str, tool: str, args: dict[str, Any], parent: str | None
-    ) -> None:
+    async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
         assert self.backend is not None
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
@@ -384,17 +380,17 @@ class _Session:
             result = ToolResult.failure("backend returned an invalid result")
         if not result.ok:
             err = _clean_error(result.error)
-            self.trace.tool_end(call_id, tool, parent, err)
+            self.trace.tool_end(call_id, err)
             self._reply_error(cid, tool, err)
             return
         try:
             value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
         except wire.WireError as exc:
             err = error_dict(ErrorType.TOOL_ERROR, f"result of {tool} rejected: {exc}")
-            self.trace.tool_end(call_id, tool, parent, err)
+            self.trace.tool_end(call_id, err)
             self._reply_error(cid, tool, err)
             return
-        self.trace.tool_end(call_id, tool, parent, None)
+        self.trace.tool_end(call_id, None)
         head = {"op": "tool_result", "id": cid, "ok": True}
         self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
 
@@ -433,7 +429,7 @@ class _Session:
         for call in self.pending.values():
             call.task.cancel()
             cancelled = error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended")
-            self.trace.tool_end(call.call_id, call.tool, call.parent, cancelled)
+            self.trace.tool_end(call.call_id, cancelled)
         self.pending.clear()
 
 

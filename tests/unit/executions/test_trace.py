@@ -27,12 +27,12 @@ def _record(recorder: TraceRecorder) -> None:
     recorder.record(outer)
     recorder.record(inner)
     recorder.tool_start("call-1", "fs:read", "cap-inner")
-    recorder.tool_end("call-1", "fs:read", "cap-inner", None)
+    recorder.tool_end("call-1", None)
     recorder.record(Progress("half", 1, 2, 1_700_000_001.0))
     recorder.tool_start("call-2", "fs:write", None)
-    recorder.tool_end("call-2", "fs:write", None, _BOOM)
-    recorder.capability_end(inner, ts=1_700_000_000.6, duration_ms=100.0004, error=None)
-    recorder.capability_end(outer, ts=1_700_000_001.0, duration_ms=1000.0, error=_BOOM)
+    recorder.tool_end("call-2", _BOOM)
+    recorder.end(inner, ts=1_700_000_000.6, duration_ms=100.0004, error=None)
+    recorder.end(outer, ts=1_700_000_001.0, duration_ms=1000.0, error=_BOOM)
     recorder.record(TraceTruncated("capability_calls", 2000, 1_700_000_001.0))
 
 
@@ -107,7 +107,7 @@ def test_async_callbacks_are_awaited_by_flush_and_failures_do_not_stop_recording
     async def scenario() -> TraceRecorder:
         recorder = TraceRecorder(on_event)
         recorder.tool_start("call-1", "fs:read", None)
-        recorder.tool_end("call-1", "fs:read", None, None)
+        recorder.tool_end("call-1", None)
         recorder.tool_start("call-2", "fs:read", None)
         await recorder.flush()
         return recorder
