@@ -78,6 +78,7 @@ def main(ctl_fd: int) -> NoReturn:
     # otherwise touch (and copy-on-write) every object page inherited from us.
     gc.collect()
     gc.freeze()
+    confine.sc.fix_malloc_thresholds()  # inherited by every fork
     _reply(ctl, {"ok": True, "pid": os.getpid(), "clean_env": clean_env})
     _serve(ctl, bpf)
 
