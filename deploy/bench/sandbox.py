@@ -10,9 +10,11 @@ import time
 from typing import Any
 
 from shared.executions.status import ExecutionStatus
+from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.fsplan import build_plan
 from shared.sandbox.launcher import Launcher
 from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.tools import LocalToolRegistry
 
 # The agent code's first statement reads the same CLOCK_MONOTONIC the host does
 # (no time namespace), so result - t0 is request-to-first-instruction.
@@ -111,8 +113,6 @@ def _alternatives(python: str, n: int) -> dict[str, Any]:
 
 
 async def _starts(launcher: Launcher, limits: SandboxLimits, n: int, warm: bool) -> list[float]:
-    from workers.sandbox.bridge import run_in_sandbox
-
     samples: list[float] = []
     for _ in range(n):
         if warm:
@@ -128,9 +128,6 @@ async def _starts(launcher: Launcher, limits: SandboxLimits, n: int, warm: bool)
 
 
 async def _bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) -> list[float]:
-    from workers.sandbox.bridge import run_in_sandbox
-    from workers.sandbox.tools import LocalToolRegistry
-
     registry = LocalToolRegistry({"bench:echo": lambda **kw: kw})
     outcome = await run_in_sandbox(
         code=_ECHO_LOOP,
@@ -147,8 +144,6 @@ async def _bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) ->
 
 async def _capability_overhead(launcher: Launcher, limits: SandboxLimits, n: int) -> list[float]:
     """Per-call overhead (µs) of ``await capabilities.noop()`` from inside another capability."""
-    from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
-
     sources = {
         "loop": CapabilitySource(id="bench-loop", code=_CAPABILITY_LOOP),
         "noop": CapabilitySource(id="bench-noop", code="None"),
@@ -197,8 +192,6 @@ def run(n: int = 200) -> dict[str, Any]:
             cold = await _starts(cold_launcher, limits, max(5, n // 4), warm=False)
             overhead = await _bridge_overhead(warm_launcher, limits, max(50, n * 5))
             cap_overhead = await _capability_overhead(warm_launcher, limits, max(200, n * 50))
-            from workers.sandbox.bridge import run_in_sandbox
-
             layers = (await run_in_sandbox(code="1", limits=limits, launcher=warm_launcher)).layers
             return {
                 "warm": warm,

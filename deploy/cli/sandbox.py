@@ -25,9 +25,7 @@ def run_file(
     path: Path, args_json: str | None = None, timeout: float | None = None
 ) -> dict[str, Any]:
     """Run ``path`` with the worker's settings and no tools; the finished-execution dict."""
-    from workers.sandbox.bridge import (
-        run_in_sandbox,  # deploy may import workers; keeps CLI start light
-    )
+    from shared.sandbox.bridge import run_in_sandbox  # imported here: keeps CLI start light
 
     args = json.loads(args_json) if args_json else {}
     if not isinstance(args, dict):

@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
-from shared.graph.trace import (
+from shared.executions.trace import (
     ToolCall,
     TraceEvent,
     tool_calls_from_summary,

@@ -10,7 +10,7 @@ from shared import tool_ids
 from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
 from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
-from shared.graph.trace import tool_calls_from_trace as trace_tool_calls
+from shared.executions.trace import tool_calls_from_trace as trace_tool_calls
 from shared.inputs import RequestModel
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations, pairwise
 
-from shared.graph.trace import TraceEvent, capability_calls_from_trace, tool_calls_from_trace
+from shared.executions.trace import TraceEvent, capability_calls_from_trace, tool_calls_from_trace
 from shared.graph.weights import EdgeKind
 
 CAPABILITY_PREFIX = "cap:"

@@ -366,10 +366,7 @@ class Launcher:
         if isinstance(child_errors, dict):
             errors.update({str(k): str(v)[:500] for k, v in child_errors.items()})
         layers["cgroup"] = cgroup is not None
-        marks = hello.get("marks")
-        return _RawChild(
-            ours, pid, pidfd, cgroup, layers, errors, marks if isinstance(marks, dict) else {}
-        )
+        return _RawChild(ours, pid, pidfd, cgroup, layers, errors)
 
 
 @dataclass(slots=True)
@@ -382,7 +379,6 @@ class _RawChild:
     cgroup: cgroups.Cgroup | None
     layers: dict[str, Any]
     errors: dict[str, str]
-    marks: dict[str, Any]
 
     def alive(self) -> bool:
         """False once the process exited (its pidfd turns readable)."""

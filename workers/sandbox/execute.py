@@ -19,12 +19,12 @@ from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.rpc.client import RpcClient
+from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.tools import ToolResult, ToolSpec
 from shared.tools.store import get_tools, list_tools
 from workers.sandbox import resources
-from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
-from workers.sandbox.tools import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 _rpc: RpcClient | None = None

@@ -20,7 +20,7 @@ from shared.executions.events import FINISHED, publish_event
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import finish_execution, get_execution
-from shared.graph.trace import event_type
+from shared.executions.trace import event_type
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 

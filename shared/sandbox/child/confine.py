@@ -90,9 +90,7 @@ def _no_new_privs() -> None:
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
 
 
-def confine_child(
-    cfg: dict[str, Any], bpf: bytes, report: Report, marks: dict[str, float] | None = None
-) -> None:
+def confine_child(cfg: dict[str, Any], bpf: bytes, report: Report) -> None:
     """Everything after the fork into the new pid namespace; failures are reported, not raised."""
     for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)  # the zygote ignores some; user code expects defaults

@@ -108,19 +108,19 @@ class Session(api.Caller):
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise TypeError(f"arguments to {tool} must be JSON-serialisable: {exc}") from None
-        if len(args_json.encode()) > self.tool_args_bytes:
+        if wire.utf8_size(args_json) > self.tool_args_bytes:
             raise api.ToolCallError(
                 "tool_args_too_large", f"arguments exceed {self.tool_args_bytes} bytes", tool
             )
-        self._next_id += 1
-        call_id = self._next_id
+        call_id = self._next_id + 1
+        head = {"op": "tool_call", "id": call_id, "tool": tool, "parent": self.inline.parent_id()}
+        frame = wire.encode_with(head, {"args": args_json})
+        self._next_id = call_id
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         self.capture.drain_pending()
         self.inline.flush()
-        parent = self.inline.parent_id()
-        head = json.dumps({"op": "tool_call", "id": call_id, "tool": tool, "parent": parent})
-        self._writer.write(wire.encode_raw(head[:-1] + ',"args":' + args_json + "}"))
+        self._writer.write(frame)
         try:
             return await future
         finally:
@@ -188,7 +188,7 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
         result_json = json.dumps(
             result, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
         )
-        if len(result_json.encode()) > session.result_bytes:
+        if wire.utf8_size(result_json) > session.result_bytes:
             result_json = "null"
             done = _error(ErrorType.OUTPUT_LIMIT, f"result exceeds {session.result_bytes} bytes")
         else:
@@ -210,8 +210,7 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
     session.capture.drain_pending()
     session.inline.flush()
     done["stdout_truncated"] = session.capture.truncated
-    head = json.dumps(done, separators=(",", ":"), ensure_ascii=False)
-    writer.write(wire.encode_raw(head[:-1] + ',"result":' + result_json + "}"))
+    writer.write(wire.encode_with(done, {"result": result_json}))
     # drain() is flow control: it returns once the buffer is under the low-water mark, not
     # empty, and serve() then _exits. A zero limit makes it wait until every byte is sent.
     writer.transport.set_write_buffer_limits(high=0)
@@ -229,11 +228,9 @@ def _error(
     return {"op": "done", "ok": False, "error": error_dict(kind, message, traceback=tb)}
 
 
-def serve(
-    chan_fd: int, layers: dict[str, Any], errors: dict[str, str], marks: dict[str, float]
-) -> None:
+def serve(chan_fd: int, layers: dict[str, Any], errors: dict[str, str]) -> None:
     """Say hello (the bridge reads our host pid from the socket credentials), wait for start, run, exit."""
-    hello = {"op": "hello", "layers": layers, "errors": errors, "marks": marks}
+    hello = {"op": "hello", "layers": layers, "errors": errors}
     wire.write_all(chan_fd, wire.encode(hello))
     start = wire.read_frame_blocking(chan_fd, _START_FRAME_MAX)
     if start is None or not isinstance(start.get("code"), str):

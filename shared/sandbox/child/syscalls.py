@@ -83,6 +83,25 @@ def _b(s: str | None) -> bytes | None:
     return None if s is None else os.fsencode(s)
 
 
+# glibc mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def fix_malloc_thresholds(*, mmap_bytes: int = 1 << 20, trim_bytes: int = 4 << 20) -> None:
+    """Pin glibc's mmap and trim thresholds (no syscall) so per-message buffers come from the heap.
+
+    asyncio reads each frame with a 256 KiB recv buffer. Past the default 128 KiB mmap
+    threshold, glibc serves it with mmap, shrinks it with mremap and frees it with munmap:
+    three syscalls (each through the seccomp filter) per message, ~40 µs a tool call. glibc
+    raises the threshold on its own only after some large mmapped block is freed, so
+    without this the cost depended on what the process happened to allocate first.
+    """
+    if hasattr(_libc, "mallopt"):  # glibc; other C libraries keep their defaults
+        _libc.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)
+        _libc.mallopt(_M_TRIM_THRESHOLD, trim_bytes)
+
+
 def unshare(flags: int) -> None:
     """Move the calling process into new namespaces."""
     _check(_libc.unshare(ctypes.c_int(flags)), "unshare")

@@ -1,7 +1,7 @@
 """Wire protocol between sandbox child and bridge: 4-byte big-endian length + one JSON object, decoded defensively.
 
-Child -> bridge ops: hello, tool_call, capability_events, progress, stdout, done.
-Bridge -> child ops: start, tool_result.
+Child -> bridge ops: hello, tool_call, capability_events, progress, stdout, done
+(their shapes: shared/sandbox/messages.py). Bridge -> child ops: start, tool_result.
 Stdlib only: the same module is imported inside the sandbox and by the trusted bridge.
 """
 
@@ -11,9 +11,13 @@ import asyncio
 import json
 import os
 import struct
+from collections.abc import Mapping
+from json.encoder import encode_basestring  # C-accelerated; the ensure_ascii=False form
 from typing import Any
 
 HEADER = struct.Struct(">I")
+# One encoder for every frame (json.dumps with options builds a new one per call).
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 # Deeper JSON than this is refused everywhere (tool args/results, results): the
 # C decoder would otherwise recurse ~1000 levels and walkers would go quadratic.
 MAX_DEPTH = 64
@@ -36,14 +40,42 @@ class ValueTooDeep(WireError):
 
 def encode(msg: dict[str, Any]) -> bytes:
     """One frame for ``msg`` (must be JSON-serialisable)."""
-    body = json.dumps(msg, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    body = _dumps(msg).encode()
     return HEADER.pack(len(body)) + body
 
 
-def encode_raw(body: str) -> bytes:
-    """One frame around already-encoded JSON text (avoids re-encoding big payloads)."""
-    raw = body.encode()
-    return HEADER.pack(len(raw)) + raw
+def encode_with(msg: Mapping[str, Any], raw: Mapping[str, str]) -> bytes:
+    """One frame for ``msg`` plus the members of ``raw``, whose values are JSON text already
+    (from :func:`dumps_bounded`): a big payload is copied into the frame, never re-encoded."""
+    if not raw.keys().isdisjoint(msg.keys()):
+        raise ValueError(f"members both encoded and raw: {sorted(set(raw) & set(msg))}")
+    head = ",".join([f"{encode_basestring(k)}:{_member(v)}" for k, v in msg.items()])
+    chunks = [b"{", head.encode()]
+    sep = b"," if head else b""
+    for key, text in raw.items():
+        chunks += (sep, encode_basestring(key).encode(), b":", text.encode())
+        sep = b","
+    chunks.append(b"}")
+    return b"".join([HEADER.pack(sum(map(len, chunks))), *chunks])
+
+
+def _member(value: Any) -> str:
+    """JSON text of one member value: scalars written as json writes them, anything else encoded."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return _dumps(value)
+
+
+def utf8_size(text: str) -> int:
+    """Bytes ``text`` takes as UTF-8, without encoding it when it is ASCII (O(1) in CPython)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -101,10 +133,10 @@ def dumps_bounded(value: Any, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> 
     """JSON text for ``value`` or a WireError; never spends more than O(max_bytes) work."""
     check_value(value, max_bytes=max_bytes, max_depth=max_depth)
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _dumps(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise WireError(f"not JSON-encodable: {str(exc)[:200]}") from None
-    if len(text.encode()) > max_bytes:  # escapes can grow strings past the walker's estimate
+    if utf8_size(text) > max_bytes:  # escapes can grow strings past the walker's estimate
         raise ValueTooLarge(f"larger than {max_bytes} bytes")
     return text
 

@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import sys
-import time
 from typing import Any, NoReturn
 
 from shared.sandbox.child import confine, fsview, runner
@@ -79,6 +78,7 @@ def main(ctl_fd: int) -> NoReturn:
     # otherwise touch (and copy-on-write) every object page inherited from us.
     gc.collect()
     gc.freeze()
+    confine.sc.fix_malloc_thresholds()  # inherited by every fork
     _reply(ctl, {"ok": True, "pid": os.getpid(), "clean_env": clean_env})
     _serve(ctl, bpf)
 
@@ -114,7 +114,6 @@ def _serve(ctl: socket.socket, bpf: bytes) -> NoReturn:
 
 def _execution(chan: int, cfg: dict[str, Any], bpf: bytes) -> NoReturn:
     """First fork: shed every fd but the channel, enter new namespaces, fork pid 1 of them."""
-    marks = {"fork": time.monotonic()}
     try:
         os.closerange(3, chan)
         os.closerange(chan + 1, 1 << 16)
@@ -129,14 +128,11 @@ def _execution(chan: int, cfg: dict[str, Any], bpf: bytes) -> NoReturn:
             os.close(devnull)
         report = confine.Report()
         report.step("namespaces", confine.enter_namespaces)
-        marks["unshare"] = time.monotonic()
         if os.fork():
             os._exit(0)
         report.layers["namespaces"] = bool(report.layers.get("namespaces")) and os.getpid() == 1
-        marks["fork2"] = time.monotonic()
-        confine.confine_child(cfg, bpf, report, marks)
-        marks["confined"] = time.monotonic()
-        runner.serve(chan, report.layers, report.errors, marks)
+        confine.confine_child(cfg, bpf, report)
+        runner.serve(chan, report.layers, report.errors)
     except BaseException:
         pass
     os._exit(70)

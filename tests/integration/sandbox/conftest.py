@@ -13,12 +13,12 @@ import psutil
 import pytest
 
 from shared.sandbox import cgroups
+from shared.sandbox.bridge import run_in_sandbox
 from shared.sandbox.fsplan import SANDBOX_UID
 from shared.sandbox.launcher import get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
-from workers.sandbox.bridge import run_in_sandbox
-from workers.sandbox.tools import LocalToolRegistry
+from shared.sandbox.tools import LocalToolRegistry
 
 SECRET = "S3cretPassw0rd-do-not-leak"
 SECRET_URL = f"postgresql://u:{SECRET}@db.internal:5432/agentcards"

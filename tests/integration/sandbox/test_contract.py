@@ -6,9 +6,9 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.launcher import get_launcher
 from tests.integration.sandbox.conftest import Run
-from workers.sandbox.bridge import CapabilitySource, run_in_sandbox
 
 EXPECTED_LAYERS = {
     "fresh_interpreter", "clean_env", "filesystem_view", "unprivileged_user", "namespaces",

@@ -8,11 +8,11 @@ import pytest
 
 from shared.graph.edges import derive_edges
 from shared.graph.weights import EdgeKind
+from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.child.inline import MAX_DEPTH
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.tools import LocalToolRegistry
 from tests.integration.sandbox.conftest import Run
-from workers.sandbox.bridge import CapabilitySource
-from workers.sandbox.tools import LocalToolRegistry
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from shared.sandbox.tools import ToolResult, ToolSpec
 from tests.integration.sandbox.conftest import Run
-from workers.sandbox.tools import ToolResult, ToolSpec
 
 
 async def test_out_of_scope_tool_is_refused_and_traced(run: Run, host_intact) -> None:

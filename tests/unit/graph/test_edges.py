@@ -123,8 +123,9 @@ def test_edge_weight_grows_with_count_but_sublinearly() -> None:
     assert edge_weight(kind=EdgeKind.CONTAINS, count=0) == 0.0
 
 
-def test_events_keyed_event_instead_of_type_teach_the_same_edges() -> None:
-    # workers/sandbox/trace.py writes {"event": "tool_start", ...}.
+def test_only_the_type_key_names_an_event() -> None:
+    # Early builds keyed events by "event"; that spelling is no longer read (issue 12).
     trace = TraceBuilder().tool("fs:read").tool("fs:write", ok=False).events
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
-    assert derive_edges(trace=renamed) == derive_edges(trace=trace) != []
+    assert derive_edges(trace=trace) != []
+    assert derive_edges(trace=renamed) == []

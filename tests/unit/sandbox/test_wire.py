@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -66,3 +67,38 @@ def test_read_frame_enforces_cap_and_truncation() -> None:
         asyncio.run(read(wire.encode({"a": "x" * 200}), 100))
     with pytest.raises(wire.WireError):
         asyncio.run(read(wire.encode({"a": 1})[:-2], 100))
+
+
+@pytest.mark.parametrize(
+    ("msg", "raw"),
+    [
+        ({"op": "tool_result", "id": 3, "ok": True}, {"value": '{"a":[1,"é"]}'}),
+        ({"op": "start", "code": 'print("é")\n', "limits": {}}, {"args": "{}"}),
+        ({}, {"result": "null"}),
+        ({"op": "x"}, {}),
+        ({"op": "done"}, {"a": "1", "b": '"two"'}),
+    ],
+)
+def test_encode_with_frames_raw_members_as_json(msg: dict[str, Any], raw: dict[str, str]) -> None:
+    frame = wire.encode_with(msg, raw)
+    (size,) = wire.HEADER.unpack(frame[: wire.HEADER.size])
+    assert size == len(frame) - wire.HEADER.size
+    decoded = wire.decode(frame[wire.HEADER.size :])
+    assert decoded == {**msg, **{key: json.loads(text) for key, text in raw.items()}}
+    assert list(decoded) == [*msg, *raw]  # encoded members first, in order
+
+
+def test_encode_with_copies_a_large_payload_unchanged() -> None:
+    payload = wire.dumps_bounded({"rows": ["x" * 1000] * 1000, "ü": 1}, max_bytes=4 << 20)
+    frame = wire.encode_with({"op": "tool_result", "id": 1, "ok": True}, {"value": payload})
+    assert frame.endswith(b',"value":' + payload.encode() + b"}")
+
+
+def test_encode_with_refuses_a_member_given_twice() -> None:
+    with pytest.raises(ValueError, match="value"):
+        wire.encode_with({"value": 1}, {"value": "2"})
+
+
+@pytest.mark.parametrize("text", ["", "ascii", "é", "日本語", "x" * 1000 + "€"])
+def test_utf8_size_is_the_encoded_length(text: str) -> None:
+    assert wire.utf8_size(text) == len(text.encode())

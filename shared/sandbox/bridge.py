@@ -1,29 +1,37 @@
 """Trusted side of one execution: spawns the confined child, serves its tool calls, enforces limits, records the trace.
 
 Public entry point: :func:`run_in_sandbox`. Nothing the child prints is parsed as a
-trace; every event is recorded here. Any malformed frame ends the execution with
-``protocol_error``; the calling process never raises because of what a child sent.
+trace; every event is recorded here. Every frame is checked by its validator in
+:mod:`shared.sandbox.messages`; a malformed one ends the execution with
+``protocol_error``, and the calling process never raises because of what a child sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from shared import tool_ids
-from shared.errors import CHILD_ERRORS, TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
+from shared.errors import TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
 from shared.executions.status import ExecutionStatus
+from shared.executions.trace import (
+    CapabilityStart,
+    EventCallback,
+    Progress,
+    TraceRecorder,
+    TraceTruncated,
+)
+from shared.sandbox import messages
 from shared.sandbox.child import wire
 from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
-from workers.sandbox.tools import ToolBackend, ToolResult, ToolSpec
-from workers.sandbox.trace import EventCallback, TraceRecorder
+from shared.sandbox.tools import ToolBackend, ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +45,7 @@ _MAX_PROGRESS_EVENTS = 10_000  # beyond this progress reports are dropped, not a
 _MAX_TRACED_CAPABILITY_CALLS = 2_000
 # Calls started but not ended (gather fan-out). Bounds the bridge's memory per child.
 _MAX_OPEN_CAPABILITY_CALLS = 100_000
-_MAX_EVENTS_PER_FRAME = 4_096  # the child sends at most 256; more is a protocol error
-
-
-class ProtocolViolation(Exception):
-    """Raised when a frame from the child is well-formed JSON but not a valid message."""
+_MAX_PROGRESS_MESSAGE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,21 @@ class CapabilitySource:
 
     id: str
     code: str
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    """A tool call sent to the backend and not answered yet."""
+
+    call_id: str
+    task: asyncio.Task[None]
+
+
+@dataclass(slots=True)
+class _OpenCapability:
+    """A capability call the child started and has not ended; ``start`` is None past the trace cap."""
+
+    start: CapabilityStart | None
 
 
 async def run_in_sandbox(
@@ -115,8 +134,7 @@ async def run_in_sandbox(
         cap_ids = {name: src["id"] for name, src in caps.items()}
         session = _Session(proc, limits, tools or {}, backend, TraceRecorder(on_event), cap_ids)
         start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
-        head = wire.encode(start)[wire.HEADER.size :].decode()
-        return await session.run(head[:-1] + ',"args":' + args_json + "}", started)
+        return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
         await proc.destroy()
         launcher.prepare(limits)
@@ -165,20 +183,19 @@ class _Session:
         self.stdout_truncated = False
         self.calls = 0
         self.progress_events = 0
-        self.pending: dict[int, tuple[str, str, str | None, asyncio.Task[None] | None]] = {}
+        self.pending: dict[int, _PendingCall] = {}  # child's call id -> the call
         self.deadline_wall = 0.0
         self.started_wall = 0.0
         self.capability_calls = 0
         self.capability_seq = 0
-        # child seq -> (call_id, capability_id, name, parent id, start ts, recorded)
-        self.capabilities_open: dict[int, tuple[str, str, str, str | None, float, bool]] = {}
+        self.capabilities_open: dict[int, _OpenCapability] = {}  # child's seq -> the call
 
-    async def run(self, start_frame: str, started: float) -> ExecutionOutcome:
+    async def run(self, start_frame: bytes, started: float) -> ExecutionOutcome:
         """Send ``start`` and serve the child until done, death, timeout or a protocol violation."""
         outcome = ExecutionOutcome(status=ExecutionStatus.FAILED, layers=self.proc.layers)
         self.started_wall = time.time()
         self.deadline_wall = self.started_wall + self.limits.wall_time_s
-        self.proc.writer.write(wire.encode_raw(start_frame))
+        self.proc.writer.write(start_frame)
         try:
             async with asyncio.timeout(self.limits.wall_time_s):
                 done = await self._loop()
@@ -212,29 +229,25 @@ class _Session:
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
 
-    async def _loop(self) -> dict[str, Any] | None:
+    async def _loop(self) -> messages.DoneMessage | None:
         while True:
             frame = await wire.read_frame(self.proc.reader, self.limits.frame_bytes)
             if frame is None:
                 return None
-            op = frame.get("op")
-            if op == "tool_call":
-                self._on_tool_call(frame)
-            elif op == "capability_events":
-                self._on_capability_events(frame)
-            elif op == "stdout":
-                self._on_stdout(frame)
-            elif op == "progress":
-                self._on_progress(frame)
-            elif op == "done":
-                return frame
-            else:
-                raise ProtocolViolation(f"unknown op {str(op)[:40]!r}")
+            match messages.parse(frame):
+                case messages.DoneMessage() as done:
+                    return done
+                case messages.ToolCallMessage() as call:
+                    self._on_tool_call(call)
+                case messages.CapabilityEventsMessage() as events:
+                    self._on_capability_events(events)
+                case messages.StdoutMessage() as stdout:
+                    self._on_stdout(stdout)
+                case messages.ProgressMessage() as progress:
+                    self._on_progress(progress)
 
-    def _on_stdout(self, frame: dict[str, Any]) -> None:
-        data = frame.get("data")
-        if not isinstance(data, str):
-            raise ProtocolViolation("stdout data must be a string")
+    def _on_stdout(self, message: messages.StdoutMessage) -> None:
+        data = message.data
         raw = data.encode("utf-8", "replace")
         if len(raw) > self.stdout_left:
             raw = raw[: self.stdout_left]
@@ -244,25 +257,16 @@ class _Session:
         if data:
             self.stdout.append(data)
 
-    def _on_progress(self, frame: dict[str, Any]) -> None:
-        message, done, total = frame.get("message"), frame.get("done"), frame.get("total")
-        if not isinstance(message, str) or not all(_is_number_or_none(v) for v in (done, total)):
-            raise ProtocolViolation("progress needs a string message and numeric done/total")
+    def _on_progress(self, message: messages.ProgressMessage) -> None:
         self.progress_events += 1
         if self.progress_events <= _MAX_PROGRESS_EVENTS:
-            self.trace.progress(message[:1000], done, total)
+            text = message.message[:_MAX_PROGRESS_MESSAGE]
+            self.trace.record(Progress(text, message.done, message.total, time.time()))
 
-    def _on_tool_call(self, frame: dict[str, Any]) -> None:
-        cid, tool, args, parent = (
-            frame.get("id"),
-            frame.get("tool"),
-            frame.get("args"),
-            frame.get("parent"),
-        )
-        if not isinstance(cid, int) or isinstance(cid, bool) or cid in self.pending:
+    def _on_tool_call(self, message: messages.ToolCallMessage) -> None:
+        cid, tool, args, parent = message.id, message.tool, message.args, message.parent
+        if cid in self.pending:
             raise ProtocolViolation("tool_call needs a fresh integer id")
-        if not isinstance(tool, str) or len(tool) > 256 or not isinstance(args, dict):
-            raise ProtocolViolation("tool_call needs a tool id string and an args object")
         if parent is not None and parent not in self.granted_capability_ids:
             raise ProtocolViolation("tool_call parent must be null or a granted capability id")
         self.calls += 1
@@ -270,92 +274,72 @@ class _Session:
         self.trace.tool_start(call_id, tool, parent)
         refusal = self._refusal(tool, args)
         if refusal is not None:
-            self.trace.tool_end(call_id, tool, parent, refusal)
+            self.trace.tool_end(call_id, refusal)
             self._reply_error(cid, tool, refusal)
             return
-        task = asyncio.create_task(self._invoke(cid, call_id, tool, args, parent))
-        self.pending[cid] = (call_id, tool, parent, task)
+        task = asyncio.create_task(self._invoke(cid, call_id, tool, args))
+        self.pending[cid] = _PendingCall(call_id, task)
 
-    def _on_capability_events(self, frame: dict[str, Any]) -> None:
-        events = frame.get("events")
-        if not isinstance(events, list) or not 0 < len(events) <= _MAX_EVENTS_PER_FRAME:
-            raise ProtocolViolation("capability_events needs a non-empty list of events")
-        for event in events:
-            if isinstance(event, list) and len(event) == 5 and event[0] == "s":
-                self._on_capability_start(event[1], event[2], event[3], event[4])
-            elif isinstance(event, list) and len(event) == 4 and event[0] == "e":
-                self._on_capability_end(event[1], event[2], event[3])
+    def _on_capability_events(self, message: messages.CapabilityEventsMessage) -> None:
+        for event in message.events:
+            if isinstance(event, messages.CapabilityStartMessage):
+                self._on_capability_start(event)
             else:
-                raise ProtocolViolation('capability events are ["s", 4 items] or ["e", 3 items]')
+                self._on_capability_end(event)
 
-    def _on_capability_start(self, seq: Any, name: Any, parent: Any, ts_us: Any) -> None:
+    def _on_capability_start(self, event: messages.CapabilityStartMessage) -> None:
         # The child can only mislabel its own trace; the ids it names must be granted ones.
-        if not _is_int(seq) or seq <= self.capability_seq:
+        if event.seq <= self.capability_seq:
             raise ProtocolViolation("capability start needs a fresh increasing integer seq")
-        if not isinstance(name, str) or name not in self.capability_ids:
+        if event.name not in self.capability_ids:
             raise ProtocolViolation("capability start names a capability not granted")
-        if parent is not None and (
-            not isinstance(parent, str) or parent not in self.capability_ids
-        ):
+        if event.parent is not None and event.parent not in self.capability_ids:
             raise ProtocolViolation("capability parent must be null or a granted capability")
         if len(self.capabilities_open) >= _MAX_OPEN_CAPABILITY_CALLS:
             raise ProtocolViolation("too many capability calls open at once")
-        self.capability_seq = seq
+        self.capability_seq = event.seq
         self.capability_calls += 1
-        recorded = self.capability_calls <= _MAX_TRACED_CAPABILITY_CALLS
-        call_id = f"cap-call-{self.capability_calls}"
-        cap_id = self.capability_ids[name]
-        parent_id = None if parent is None else self.capability_ids[parent]
-        start_ts = self._clamp_ts(ts_us)
-        self.capabilities_open[seq] = (call_id, cap_id, name, parent_id, start_ts, recorded)
-        if recorded:
-            self.trace.capability_start(call_id, cap_id, name, parent_id, start_ts)
+        start = None
+        if self.capability_calls <= _MAX_TRACED_CAPABILITY_CALLS:
+            start = CapabilityStart(
+                call_id=f"cap-call-{self.capability_calls}",
+                capability_id=self.capability_ids[event.name],
+                name=event.name,
+                parent=None if event.parent is None else self.capability_ids[event.parent],
+                ts=self._clamp_ts(event.ts_us),
+            )
+            self.trace.record(start)
         elif self.capability_calls == _MAX_TRACED_CAPABILITY_CALLS + 1:
-            self.trace.truncated("capability_calls", _MAX_TRACED_CAPABILITY_CALLS)
+            limit = _MAX_TRACED_CAPABILITY_CALLS
+            self.trace.record(TraceTruncated("capability_calls", limit, time.time()))
+        self.capabilities_open[event.seq] = _OpenCapability(start)
 
-    def _on_capability_end(self, seq: Any, duration_us: Any, err: Any) -> None:
-        opened = self.capabilities_open.pop(seq, None) if _is_int(seq) else None
+    def _on_capability_end(self, event: messages.CapabilityEndMessage) -> None:
+        opened = self.capabilities_open.pop(event.seq, None)
         if opened is None:
             raise ProtocolViolation("capability end for a call that is not open")
-        if not _is_number(duration_us):
-            raise ProtocolViolation("capability end needs a numeric duration")
-        if err is not None:
-            if not isinstance(err, dict):
-                raise ProtocolViolation("capability error must be an object or null")
-            kind, message = err.get("type"), err.get("message")
-            if not isinstance(kind, str) or not isinstance(message, str):
-                raise ProtocolViolation("capability error needs string type and message")
-            kind = kind if kind in CHILD_ERRORS else ErrorType.RUNTIME_ERROR
-            err = error_dict(kind, message[:2000])
-        call_id, cap_id, name, parent, start_ts, recorded = opened
-        if recorded:
-            duration_ms = max(float(duration_us), 0.0) / 1000
-            end_ts, now = start_ts + duration_ms / 1000, time.time()
+        start = opened.start
+        if start is not None:
+            duration_ms = max(event.duration_us, 0.0) / 1000
+            end_ts, now = start.ts + duration_ms / 1000, time.time()
             if end_ts > now:  # a lying child: its call cannot have ended in the future
-                end_ts, duration_ms = now, (now - start_ts) * 1000
-            self.trace.capability_end(
-                call_id, cap_id, name, parent, ts=end_ts, duration_ms=duration_ms, error=err
-            )
+                end_ts, duration_ms = now, (now - start.ts) * 1000
+            self.trace.end(start, ts=end_ts, duration_ms=duration_ms, error=event.error)
 
-    def _clamp_ts(self, ts_us: Any) -> float:
+    def _clamp_ts(self, ts_us: float) -> float:
         """The child's epoch-µs timestamp as seconds, kept inside this execution's span."""
-        if not _is_number(ts_us):
-            raise ProtocolViolation("capability start needs a numeric timestamp")
-        return min(max(float(ts_us) / 1e6, self.started_wall), time.time())
+        return min(max(ts_us / 1e6, self.started_wall), time.time())
 
     def _close_capabilities(self, err: dict[str, Any] | None) -> None:
         """Calls the child never reported ending (killed, timed out, or left running) end with the run."""
         kind = err["type"] if err else ErrorType.RUNTIME_ERROR
         now = time.time()
-        for call_id, cap_id, name, parent, start_ts, recorded in self.capabilities_open.values():
-            if recorded:
-                self.trace.capability_end(
-                    call_id,
-                    cap_id,
-                    name,
-                    parent,
+        for opened in self.capabilities_open.values():
+            if opened.start is not None:
+                self.trace.end(
+                    opened.start,
                     ts=now,
-                    duration_ms=(now - start_ts) * 1000,
+                    duration_ms=(now - opened.start.ts) * 1000,
                     error=error_dict(kind, "the execution ended before the capability returned"),
                 )
         self.capabilities_open.clear()
@@ -380,9 +364,7 @@ class _Session:
             return error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
         return None
 
-    async def _invoke(
-        self, cid: int, call_id: str, tool: str, args: dict[str, Any], parent: str | None
-    ) -> None:
+    async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
         assert self.backend is not None
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
@@ -398,45 +380,33 @@ class _Session:
             result = ToolResult.failure("backend returned an invalid result")
         if not result.ok:
             err = _clean_error(result.error)
-            self.trace.tool_end(call_id, tool, parent, err)
+            self.trace.tool_end(call_id, err)
             self._reply_error(cid, tool, err)
             return
         try:
             value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
         except wire.WireError as exc:
             err = error_dict(ErrorType.TOOL_ERROR, f"result of {tool} rejected: {exc}")
-            self.trace.tool_end(call_id, tool, parent, err)
+            self.trace.tool_end(call_id, err)
             self._reply_error(cid, tool, err)
             return
-        self.trace.tool_end(call_id, tool, parent, None)
-        self.proc.writer.write(
-            wire.encode_raw(f'{{"op":"tool_result","id":{cid},"ok":true,"value":{value_json}}}')
-        )
+        self.trace.tool_end(call_id, None)
+        head = {"op": "tool_result", "id": cid, "ok": True}
+        self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
 
     def _reply_error(self, cid: int, tool: str, err: dict[str, Any]) -> None:
         self.proc.writer.write(
             wire.encode({"op": "tool_result", "id": cid, "ok": False, "tool": tool, "error": err})
         )
 
-    def _apply_done(self, frame: dict[str, Any], outcome: ExecutionOutcome) -> None:
-        ok, truncated = frame.get("ok"), frame.get("stdout_truncated", False)
-        if not isinstance(ok, bool) or not isinstance(truncated, bool):
-            raise ProtocolViolation("done needs boolean ok and stdout_truncated")
-        outcome.stdout_truncated = truncated
-        if ok:
+    def _apply_done(self, done: messages.DoneMessage, outcome: ExecutionOutcome) -> None:
+        outcome.stdout_truncated = done.stdout_truncated
+        if done.ok:
             outcome.status = ExecutionStatus.SUCCEEDED
-            outcome.result = frame.get("result")
-            return
-        err = frame.get("error")
-        if not isinstance(err, dict) or err.get("type") not in CHILD_ERRORS:
-            raise ProtocolViolation("done needs an error with a known type")
-        message, tb = err.get("message"), err.get("traceback")
-        if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
-            raise ProtocolViolation("error message and traceback must be strings")
-        outcome.status = ExecutionStatus.FAILED
-        outcome.error = error_dict(
-            err["type"], message[:4000], traceback=tb[-16000:] if tb else None
-        )
+            outcome.result = done.result
+        else:
+            outcome.status = ExecutionStatus.FAILED
+            outcome.error = done.error
 
     def _died(self) -> bool:
         return self.proc.reader.at_eof()
@@ -456,33 +426,11 @@ class _Session:
         return error_dict(ErrorType.RUNTIME_ERROR, "the sandbox process exited without a result")
 
     def _cancel_pending(self) -> None:
-        for call_id, tool, parent, task in self.pending.values():
-            if task is not None:
-                task.cancel()
-            self.trace.tool_end(
-                call_id,
-                tool,
-                parent,
-                error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended"),
-            )
+        for call in self.pending.values():
+            call.task.cancel()
+            cancelled = error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended")
+            self.trace.tool_end(call.call_id, cancelled)
         self.pending.clear()
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    """A finite JSON number that converts to float (huge ints would overflow)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value.bit_length() <= 64
-    return isinstance(value, float) and math.isfinite(value)
-
-
-def _is_number_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
@@ -490,5 +438,5 @@ def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(err, dict):
         return error_dict(ErrorType.TOOL_ERROR, "tool call failed")
     kind = err.get("type")
-    kind = kind if kind in TOOL_CALL_ERRORS else ErrorType.TOOL_ERROR
+    kind = kind if isinstance(kind, str) and kind in TOOL_CALL_ERRORS else ErrorType.TOOL_ERROR
     return error_dict(kind, str(err.get("message", "tool call failed"))[:2000])
