@@ -173,7 +173,6 @@ class LazyEmbedder:
         self._settings = settings
         self._lock = threading.Lock()
         self._embedder: Any = None
-        self._unavailable = False
 
     def embed(self, *, conn: psycopg.Connection[Any], texts: list[str]) -> list[list[float]] | None:
         """Vectors for ``texts`` (through the shared cache), or None when no embedder exists."""
@@ -186,14 +185,8 @@ class LazyEmbedder:
 
     def _get(self) -> Any:
         with self._lock:
-            if self._embedder is None and not self._unavailable:
-                try:
-                    from shared.embeddings import get_embedder
-                except ImportError:
-                    # shared/embeddings.py is written by another engineer; until it lands,
-                    # tools are stored without vectors (semantic search skips them).
-                    log.warning("shared.embeddings not available: tools stored without embeddings")
-                    self._unavailable = True
-                    return None
+            if self._embedder is None:
+                from shared.embeddings import get_embedder
+
                 self._embedder = get_embedder(self._settings)
             return self._embedder

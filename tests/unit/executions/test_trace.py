@@ -51,7 +51,7 @@ def test_recorded_events_read_back_after_storage() -> None:
         "cap-inner",
         True,
     )
-    assert read.error_type is None and read.duration_ms is not None and read.duration_ms >= 0
+    assert read.error_type is None and isinstance(read.duration_ms, float)  # carried through
     assert (write.tool, write.parent, write.ok) == ("fs:write", None, False)
     assert (write.error_type, write.error_message) == ("timeout", "30 s")
     assert read.ts is not None and write.ts is not None and read.ts <= write.ts
