@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from services.gateway.config import GatewayState
+from shared.auth.principal import ANONYMOUS, Principal
 
 
 def get_state(request: Request) -> GatewayState:
@@ -16,3 +17,12 @@ def get_state(request: Request) -> GatewayState:
 
 
 State = Annotated[GatewayState, Depends(get_state)]
+
+
+def get_principal(request: Request) -> Principal:
+    """The caller, set on the request by the auth layer; anonymous when auth is not in use."""
+    principal: Principal = getattr(request.state, "principal", ANONYMOUS)
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
