@@ -16,8 +16,11 @@ import redis
 from shared.queues import HEARTBEAT_PREFIX
 
 TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
-HEARTBEAT_EVERY_S = 5.0
-HEARTBEAT_TTL_S = 15  # three missed beats and the replica counts as gone
+# A beat every second: health checks and callers waiting on a
+# reply notice a dead replica within ~5 s (one SET per second per replica; five missed
+# beats, so a replica whose loop stalls briefly is not declared dead).
+HEARTBEAT_EVERY_S = 1.0
+HEARTBEAT_TTL_S = 5
 
 # Worst first: with several replicas, a server is reported in its worst state anywhere,
 # since a call routed to that replica would fail.

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from functools import lru_cache
 
+import redis
 import redis.asyncio as aioredis
 
 from shared.clients import db_pool, redis_client
 from shared.config import get_settings
+from shared.executions.liveness import Heartbeat
 
-__all__ = ["async_redis_client", "db_pool", "event_loop", "redis_client"]
+__all__ = ["async_redis_client", "db_pool", "event_loop", "heartbeat", "redis_client"]
 
 
 _async_redis: aioredis.Redis | None = None
@@ -28,3 +30,11 @@ def async_redis_client() -> aioredis.Redis:
 def event_loop() -> asyncio.AbstractEventLoop:
     """One loop per worker process, reused by every task (keeps async clients warm)."""
     return asyncio.new_event_loop()
+
+
+@lru_cache(maxsize=1)
+def heartbeat() -> Heartbeat:
+    """This pool process's heartbeat thread (own client: a beat never waits behind a task)."""
+    url = get_settings().require_urls()[1]
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    return Heartbeat(client).start()
