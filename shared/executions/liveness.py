@@ -18,6 +18,7 @@ import orjson
 import redis
 
 from shared.queues import HEARTBEAT_PREFIX
+from shared.rpc.heartbeat import read_heartbeats
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,7 @@ class SandboxBeat:
 
 def read_sandbox_beats(client: redis.Redis) -> list[SandboxBeat]:
     """Every live sandbox worker process's heartbeat."""
-    beats = []
-    for key in client.scan_iter(match=SANDBOX_PATTERN, count=100):
-        raw = client.get(key)
-        if raw:  # expired between SCAN and GET
-            beats.append(SandboxBeat.decode(raw))
-    return beats
+    return [SandboxBeat.decode(raw) for raw in read_heartbeats(client, SANDBOX_PATTERN)]
 
 
 def alive(client: redis.Redis, workers: list[str]) -> set[str]:

@@ -91,12 +91,17 @@ class ToolhostBeat:
 def read_toolhost_beats(client: redis.Redis, *, host: str | None = None) -> list[ToolhostBeat]:
     """Every live replica's heartbeat (those of ``host`` only when given)."""
     pattern = f"{HEARTBEAT_PREFIX}toolhost:{host}:*" if host else TOOLHOST_PATTERN
-    beats = []
+    return [ToolhostBeat.decode(raw) for raw in read_heartbeats(client, pattern)]
+
+
+def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes]:
+    """The bodies of every live heartbeat key matching ``pattern``."""
+    bodies = []
     for key in client.scan_iter(match=pattern, count=100):
         raw = client.get(key)
         if raw:  # expired between SCAN and GET
-            beats.append(ToolhostBeat.decode(raw))
-    return beats
+            bodies.append(raw)
+    return bodies
 
 
 def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:
