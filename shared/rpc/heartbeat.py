@@ -94,9 +94,9 @@ def read_toolhost_beats(client: redis.Redis, *, host: str | None = None) -> list
     return [ToolhostBeat.decode(raw) for raw in read_heartbeats(client, pattern)]
 
 
-def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes]:
+def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes | str]:
     """The bodies of every live heartbeat key matching ``pattern``."""
-    bodies = []
+    bodies: list[bytes | str] = []
     for key in client.scan_iter(match=pattern, count=100):
         raw = client.get(key)
         if raw:  # expired between SCAN and GET
