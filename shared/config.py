@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     celery_visibility_timeout_s: int = Field(default=900, ge=10)
     rpc_reply_ttl_s: int = Field(default=60, ge=1)
     tool_call_timeout_s: float = Field(default=30.0, gt=0)
+    # A queued execution no worker claimed for this long ends as `timeout`
+    # (queue_timeout, never run). Longer than the visibility timeout, so a message held by
+    # a worker that died is redelivered (and run) before its execution is given up.
+    execution_queue_max_s: float = Field(default=1800.0, gt=0)
 
     # A learning worker ingests the messages it has buffered as one batch: when this
     # many have arrived, or this long after the first (the latency of a lone message).

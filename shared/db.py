@@ -71,8 +71,13 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
 DictConnection = psycopg.Connection[dict[str, Any]]
 
 
-def make_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> ConnectionPool[DictConnection]:
-    """A connection pool of dict-row connections with pgvector registered."""
+def make_pool(
+    url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0
+) -> ConnectionPool[DictConnection]:
+    """A connection pool of dict-row connections with pgvector registered.
+
+    ``timeout``: how long a caller waits for a connection (PoolTimeout after it).
+    """
     return ConnectionPool(
         psycopg_url(url),
         connection_class=DictConnection,
@@ -80,6 +85,7 @@ def make_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> ConnectionPo
         max_size=max_size,
         kwargs={"row_factory": dict_row},
         configure=_configure,
+        timeout=timeout,
         open=True,
     )
 

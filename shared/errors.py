@@ -22,6 +22,9 @@ class ErrorType(StrEnum):
     TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
     INVALID_REQUEST = "invalid_request"  # the RPC request itself is malformed
     INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
+    # The toolhost serving the call died or the RPC channel broke mid-call: the call may
+    # have run, and it is never replayed (at most once).
+    TOOL_UNAVAILABLE = "tool_unavailable"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
     MEMORY_LIMIT = "memory_limit"
@@ -33,6 +36,8 @@ class ErrorType(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # an isolation layer failed: fail closed
     CANCELLED = "cancelled"
     WORKER_LOST = "worker_lost"  # the worker running it died
+    QUEUE_TIMEOUT = "queue_timeout"  # queued too long without a worker; it never ran
+    STORE_FAILED = "store_failed"  # the worker could not record the outcome (database/broker)
     BROKER_UNAVAILABLE = "broker_unavailable"  # the execution could not be queued
     LOST = "lost"  # a tool call with a recorded start and no end
     # A request to the gateway or a service.
@@ -46,6 +51,7 @@ class ErrorType(StrEnum):
     CONFLICT = "conflict"
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
+    UNAVAILABLE = "unavailable"  # a dependency (Redis, Postgres) is down: retry after a pause
 
 
 # What a tool call may end with; the bridge passes these to agent code and the trace as
@@ -61,6 +67,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.TOOL_ARGS_TOO_LARGE,
         ErrorType.INVALID_REQUEST,
         ErrorType.INTERNAL_ERROR,
+        ErrorType.TOOL_UNAVAILABLE,
     }
 )
 

@@ -24,6 +24,7 @@ class TaskName(StrEnum):
     REFRESH_GRAPH_METRICS = "agentcards.refresh_graph_metrics"
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
+    REAP_EXECUTIONS = "agentcards.reap_executions"
     PING = "agentcards.ping"
     SANDBOX_PING = "agentcards.sandbox_ping"
 
@@ -34,6 +35,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.REFRESH_GRAPH_METRICS: {"queue": Queue.MAINTENANCE},
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
+    TaskName.REAP_EXECUTIONS: {"queue": Queue.MAINTENANCE},
 }
 
 # Redis keys and pub/sub channels (arq style: every prefix in one place).
@@ -46,6 +48,8 @@ TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change event
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
+REAP_SUSPECT_PREFIX = KEY_PREFIX + "reap:suspect:"  # + execution_id; when its worker went missing
+RPC_CLAIM_PREFIX = KEY_PREFIX + "rpc:claim:"  # + call_id; the toolhost replica running the call
 
 
 def events_channel(execution_id: str) -> str:
@@ -71,3 +75,13 @@ def cancel_key(execution_id: str) -> str:
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"
+
+
+def reap_suspect_key(execution_id: str) -> str:
+    """When the reaper first saw the worker of a running execution missing."""
+    return f"{REAP_SUSPECT_PREFIX}{execution_id}"
+
+
+def rpc_claim_key(call_id: str) -> str:
+    """Which toolhost replica (its heartbeat key) popped one tool call."""
+    return f"{RPC_CLAIM_PREFIX}{call_id}"

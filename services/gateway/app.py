@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from services.gateway import errors
 from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
+from services.gateway.dependencies import OutageGuard
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
 from services.gateway.search import warm_up
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             code_bytes=settings.sandbox_code_bytes, args_bytes=settings.sandbox_tool_args_bytes
         ),
     )
+    app.add_middleware(OutageGuard)  # outermost but BodyGuard: refuse before reading bodies
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)

@@ -8,10 +8,18 @@ import redis
 import redis.asyncio as aioredis
 from celery import Celery
 from psycopg_pool import ConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
 
+from services.gateway.dependencies import DependencyProbe
 from shared.broker import make_celery
+from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
 from shared.db import DictConnection, make_pool, migrate
+
+# A request waits at most this long for a pooled Postgres connection (then 503); the
+# probe (services.gateway.dependencies) usually answers 503 before that.
+POOL_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -23,21 +31,39 @@ class GatewayState:
     redis: redis.Redis
     aredis: aioredis.Redis
     celery: Celery
+    probe: DependencyProbe
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:
         """Apply migrations and open every client (HTTP app and stdio MCP server alike)."""
         database_url, redis_url = settings.require_urls()
         migrate(settings)
+        celery = make_celery("agentcards-gateway", settings=settings)
+        # Publishing to a dead broker: fail in about a second (503), never retry for long.
+        celery.conf.broker_connection_timeout = 1
+        celery.conf.task_publish_retry_policy = {
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        }
         return cls(
             settings=settings,
-            pool=make_pool(database_url, min_size=1, max_size=10),
-            redis=redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2),
-            aredis=aioredis.Redis.from_url(redis_url, socket_connect_timeout=2),
-            celery=make_celery("agentcards-gateway", settings=settings),
+            pool=make_pool(database_url, min_size=1, max_size=10, timeout=POOL_TIMEOUT_S),
+            redis=redis.Redis.from_url(
+                redis_url, socket_timeout=5, socket_connect_timeout=1, retry=fast_retry()
+            ),
+            aredis=aioredis.Redis.from_url(
+                redis_url,
+                socket_connect_timeout=1,
+                retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
+            ),
+            celery=celery,
+            probe=DependencyProbe(redis_url=redis_url, database_url=database_url).start(),
         )
 
     async def close(self) -> None:
+        self.probe.stop()
         self.pool.close()
         self.redis.close()
         await self.aredis.aclose()

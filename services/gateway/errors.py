@@ -7,6 +7,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import kombu.exceptions
+import psycopg
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -26,6 +29,8 @@ from shared.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 2  # what a 503 tells clients: the dependency probe runs every 0.5 s
 
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
@@ -51,7 +56,32 @@ def error_body(type_: str, message: str, details: Any = None) -> dict[str, Any]:
 def error_response(exc: AgentCardsError) -> JSONResponse:
     """The envelope and status for one of our errors."""
     status = next((s for t, s in STATUS_BY_TYPE.items() if isinstance(exc, t)), 500)
-    return JSONResponse(error_body(exc.type, exc.message, exc.details or None), status)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse(
+        error_body(exc.type, exc.message, exc.details or None), status, headers=headers
+    )
+
+
+def unavailable_response(name: str, error: str) -> JSONResponse:
+    """503 + Retry-After in our envelope: a dependency is down; the request did nothing."""
+    return JSONResponse(
+        error_body(
+            ErrorType.UNAVAILABLE,
+            f"{name} is unavailable ({error}); retry after {RETRY_AFTER_S}s — resubmitting "
+            "an execution with the same idempotency_key never runs it twice",
+            {"dependency": name},
+        ),
+        503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+# Connection-level failures of a dependency (while the probe has not noticed yet).
+_OUTAGES: tuple[tuple[type[Exception], str], ...] = (
+    (redis.RedisError, "redis"),
+    (psycopg.OperationalError, "postgres"),  # includes psycopg_pool.PoolTimeout
+    (kombu.exceptions.OperationalError, "redis"),  # the task broker
+)
 
 
 def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
@@ -107,6 +137,14 @@ def install(app: FastAPI) -> None:
         return JSONResponse(
             error_body(type_, message), exc.status_code, headers=dict(exc.headers or {})
         )
+
+    async def _outage(request: Request, exc: Exception) -> JSONResponse:
+        name = next(n for t, n in _OUTAGES if isinstance(exc, t))
+        log.warning("%s failed on %s %s: %s", name, request.method, request.url.path, exc)
+        return unavailable_response(name, f"{type(exc).__name__}: {str(exc)[:200]}")
+
+    for kind, _ in _OUTAGES:
+        app.add_exception_handler(kind, _outage)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,6 +14,7 @@ from services.gateway.events import EventFollower
 from shared.errors import DependencyError, ErrorType, ValidationFailed, error_dict
 from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import ExecutionRequest
+from shared.executions.reaper import reap_stale
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import create_execution, finish_execution, get_execution
 from shared.inputs import check_value
@@ -20,6 +22,7 @@ from shared.queues import TaskName
 from shared.tools.store import get_tools
 
 Row = dict[str, Any]
+log = logging.getLogger(__name__)
 
 # How long past its own timeout a waiting client keeps waiting: queueing and sandbox
 # start-up; after that it gets the still-running execution and can poll.
@@ -152,6 +155,31 @@ async def _fetch(state: GatewayState, execution_id: str) -> Row:
         with state.pool.connection() as conn:
             row = get_execution(conn, execution_id=execution_id)
         assert row is not None
-        return row
+        return reap_if_stale(state, row)
 
     return await to_thread.run_sync(load)
+
+
+def reap_if_stale(state: GatewayState, row: Row) -> Row:
+    """A queued/running row whose worker died (or that nobody came for) ends now, with the reason.
+
+    So a client reading or waiting on an execution never waits for the beat's next pass.
+    """
+    if row["status"] in TERMINAL:
+        return row
+    with state.pool.connection() as conn:
+        reaped = reap_stale(
+            conn,
+            state.redis,
+            queue_max_s=state.settings.execution_queue_max_s,
+            execution_id=str(row["id"]),
+            on_finished=lambda execution_id: _enqueue_ingest(state, execution_id),
+        )
+    return reaped[0] if reaped else row
+
+
+def _enqueue_ingest(state: GatewayState, execution_id: str) -> None:
+    try:
+        state.celery.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+    except Exception:  # kombu raises several connection errors; the row is final already
+        log.warning("could not enqueue ingestion of reaped execution %s", execution_id)

@@ -82,7 +82,10 @@ class Toolhost:
         for connection in self.connections:
             self.registry.add(connection)
         self.rpc = RpcServer(
-            redis_url=redis_url, registry=self.registry, reply_ttl_s=settings.rpc_reply_ttl_s
+            redis_url=redis_url,
+            registry=self.registry,
+            reply_ttl_s=settings.rpc_reply_ttl_s,
+            claim_as=heartbeat_key(),
         )
         self._ready = False
         self._started_at = time.time()

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from shared.errors import ErrorType
-from shared.queues import RPC_REQUESTS, rpc_reply_key
+from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
     RpcReply,
@@ -46,8 +46,12 @@ class RpcServer:
         registry: ToolRegistry,
         reply_ttl_s: int,
         max_concurrency: int = 64,
+        claim_as: str | None = None,
     ) -> None:
         self._registry = registry
+        # Our heartbeat key, written on each call's claim key before it runs: a caller
+        # whose reply is late sees the claim outlive our heartbeat and stops waiting.
+        self._claim_as = claim_as
         self._reply_ttl_s = reply_ttl_s
         # The popping connection blocks, so it is separate from the one replies go out on.
         self._pop = aioredis.Redis.from_url(
@@ -132,8 +136,19 @@ class RpcServer:
                 )
             )
             return
+        await self._claim(request)
         reply = await self._execute(request, started)
         await self._send(reply)
+
+    async def _claim(self, request: RpcRequest) -> None:
+        """Record which replica runs the call (one SET; expires with the call's reply)."""
+        if self._claim_as is None:
+            return
+        ttl = max(1, int(request.deadline - time.time()) + self._reply_ttl_s)
+        try:
+            await self._out.set(rpc_claim_key(request.call_id), self._claim_as, ex=ttl)
+        except RedisError as exc:  # the reply cannot go out either; the caller times out
+            log.warning("could not claim call %s: %s", request.call_id, exc)
 
     async def _execute(self, request: RpcRequest, started: float) -> RpcReply:
         call_id, tool = request.call_id, request.tool

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import redis
 import redis.asyncio as aioredis
 
 from shared.queues import cancel_key
 
+log = logging.getLogger(__name__)
+
 # A request outlives any execution's wall time (at most an hour, see Settings).
 CANCEL_TTL_S = 3600
+# While Redis is unreachable the watch retries this often (capped); a cancel request sent
+# meanwhile is still seen: the flag key is checked again after every reconnect.
+_RETRY_MAX_S = 2.0
 
 
 def request_cancel(client: redis.Redis, *, execution_id: str) -> None:
@@ -21,11 +30,31 @@ def request_cancel(client: redis.Redis, *, execution_id: str) -> None:
 
 
 async def wait_for_cancel(client: aioredis.Redis, *, execution_id: str) -> None:
-    """Return once cancellation was requested (subscribe first, then check the flag: no race)."""
+    """Return only once cancellation was requested; a lost Redis connection is never a request.
+
+    Redis errors (broker down, restarting) are retried with backoff until the caller
+    cancels this coroutine, so an outage leaves the execution running rather than
+    killing it as if someone had asked.
+    """
+    failures = 0
+    while True:
+        try:
+            await _watch_once(client, execution_id=execution_id)
+            return
+        except redis.RedisError as exc:
+            failures += 1
+            delay = min(_RETRY_MAX_S, 0.1 * 2**failures)
+            if failures == 1:
+                log.warning("cancel watch of %s lost Redis (%s); retrying", execution_id, exc)
+            await asyncio.sleep(delay)
+
+
+async def _watch_once(client: aioredis.Redis, *, execution_id: str) -> None:
+    """Subscribe first, then check the flag (no race); returns when a request is seen."""
     key = cancel_key(execution_id)
     pubsub = client.pubsub()
-    await pubsub.subscribe(key)
     try:
+        await pubsub.subscribe(key)
         if await client.exists(key):
             return
         while True:
@@ -33,4 +62,5 @@ async def wait_for_cancel(client: aioredis.Redis, *, execution_id: str) -> None:
             if message is not None or await client.exists(key):
                 return
     finally:
-        await pubsub.aclose()
+        with contextlib.suppress(redis.RedisError):  # the connection is already gone
+            await pubsub.aclose()

@@ -1,8 +1,10 @@
 """Async client of the RPC channel, used by the sandbox bridge: push a call, wait for its reply.
 
 At-most-once: a request is pushed exactly once and never retried. If no reply arrives by
-the deadline (toolhost gone, reply lost) the caller gets a ``timeout`` error; the late
-reply, if any, expires on its own key (settings.rpc_reply_ttl_s).
+the deadline the caller gets a ``timeout`` error; the late reply, if any, expires on its
+own key (settings.rpc_reply_ttl_s). While waiting, the caller checks every
+``CHECK_EVERY_S`` that the replica which claimed the call still beats: a toolhost killed
+mid-call ends the call at once as ``tool_unavailable`` (it may have run; not replayed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from shared.errors import ErrorType
-from shared.queues import RPC_REQUESTS, rpc_reply_key
+from shared.queues import HEARTBEAT_PREFIX, RPC_REQUESTS, rpc_claim_key, rpc_reply_key
 from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
@@ -25,6 +27,9 @@ from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
 REPLY_GRACE_S = 0.2
 # Redis rounds BLPOP timeouts to milliseconds and treats 0 as "forever": never send less.
 MIN_BLOCK_S = 0.01
+# A reply not back after this long makes the caller look at the claiming replica's
+# heartbeat, then wait this long again; most calls answer within the first wait.
+CHECK_EVERY_S = 1.0
 
 
 class RpcClient:
@@ -99,11 +104,24 @@ class RpcClient:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.lpush(RPC_REQUESTS, payload)
-                pipe.blpop([key], timeout=max(MIN_BLOCK_S, remaining + REPLY_GRACE_S))
+                pipe.blpop([key], timeout=_block_for(deadline))
                 _, popped = await pipe.execute()
+            while popped is None and time.time() < deadline + REPLY_GRACE_S:
+                lost = await self._claimant_gone(call_id)
+                if lost:
+                    return fail(
+                        ErrorType.TOOL_UNAVAILABLE,
+                        f"the toolhost running {tool} stopped ({lost}); the call may have run "
+                        "and is not retried",
+                    )
+                popped = await self._redis.blpop([key], timeout=_block_for(deadline))
         except RedisError as exc:
             # The push may or may not have happened; retrying could run the tool twice.
-            return fail(ErrorType.INTERNAL_ERROR, f"RPC channel unavailable (Redis): {exc}")
+            return fail(
+                ErrorType.TOOL_UNAVAILABLE,
+                f"RPC channel unavailable (Redis: {exc}); {tool} may or may not have run "
+                "and is not retried",
+            )
         if popped is None:
             return fail(
                 ErrorType.TIMEOUT, f"no reply from a toolhost for {tool} before the deadline"
@@ -112,3 +130,17 @@ class RpcClient:
             return decode_reply(popped[1])
         except ValueError as exc:
             return fail(ErrorType.INTERNAL_ERROR, f"malformed reply for {tool}: {exc}")
+
+    async def _claimant_gone(self, call_id: str) -> str | None:
+        """Why the replica that popped this call is gone, or None (alive, or not popped yet)."""
+        claimant = await self._redis.get(rpc_claim_key(call_id))
+        if claimant is None or await self._redis.exists(claimant):
+            return None
+        name = claimant.decode() if isinstance(claimant, bytes) else str(claimant)
+        return f"no heartbeat from {name.removeprefix(HEARTBEAT_PREFIX)}"
+
+
+def _block_for(deadline: float) -> float:
+    """The next BLPOP wait: until the deadline (plus grace), at most ``CHECK_EVERY_S``."""
+    remaining = deadline - time.time() + REPLY_GRACE_S
+    return max(MIN_BLOCK_S, min(CHECK_EVERY_S, remaining))

@@ -16,8 +16,11 @@ import redis
 from shared.queues import HEARTBEAT_PREFIX
 
 TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
-HEARTBEAT_EVERY_S = 5.0
-HEARTBEAT_TTL_S = 15  # three missed beats and the replica counts as gone
+# A beat every second: health checks and callers waiting on a
+# reply notice a dead replica within ~5 s (one SET per second per replica; five missed
+# beats, so a replica whose loop stalls briefly is not declared dead).
+HEARTBEAT_EVERY_S = 1.0
+HEARTBEAT_TTL_S = 5
 
 # Worst first: with several replicas, a server is reported in its worst state anywhere,
 # since a call routed to that replica would fail.
@@ -88,12 +91,17 @@ class ToolhostBeat:
 def read_toolhost_beats(client: redis.Redis, *, host: str | None = None) -> list[ToolhostBeat]:
     """Every live replica's heartbeat (those of ``host`` only when given)."""
     pattern = f"{HEARTBEAT_PREFIX}toolhost:{host}:*" if host else TOOLHOST_PATTERN
-    beats = []
+    return [ToolhostBeat.decode(raw) for raw in read_heartbeats(client, pattern)]
+
+
+def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes | str]:
+    """The bodies of every live heartbeat key matching ``pattern``."""
+    bodies: list[bytes | str] = []
     for key in client.scan_iter(match=pattern, count=100):
         raw = client.get(key)
         if raw:  # expired between SCAN and GET
-            beats.append(ToolhostBeat.decode(raw))
-    return beats
+            bodies.append(raw)
+    return bodies
 
 
 def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:

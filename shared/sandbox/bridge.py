@@ -426,10 +426,16 @@ class _Session:
         return error_dict(ErrorType.RUNTIME_ERROR, "the sandbox process exited without a result")
 
     def _cancel_pending(self) -> None:
+        # The request already went out: the tool may well have run (its reply is what
+        # is missing), so the trace must not claim it did not. Never replayed.
         for call in self.pending.values():
             call.task.cancel()
-            cancelled = error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended")
-            self.trace.tool_end(call.call_id, cancelled)
+            unknown = error_dict(
+                ErrorType.LOST,
+                "the execution ended before this call's reply arrived; "
+                "the tool may have run (not undone, not retried)",
+            )
+            self.trace.tool_end(call.call_id, unknown)
         self.pending.clear()
 
 

@@ -9,6 +9,15 @@ from celery.schedules import crontab
 from shared.queues import Queue, TaskName
 
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    # Executions whose sandbox worker died (heartbeat gone) or hung past its deadline,
+    # and queued ones nobody came for, end with the reason. Every 5 s: a dead worker's
+    # executions end within ~10 s (heartbeat TTL + confirmation + this period); the
+    # pass is one indexed query when nothing is stale. Expires: a backlog never piles up.
+    "reap-executions": {
+        "task": TaskName.REAP_EXECUTIONS,
+        "schedule": 5.0,
+        "options": {"queue": Queue.MAINTENANCE, "expires": 5},
+    },
     # PageRank + Louvain feed search and suggestions; every 5 minutes keeps them fresh
     # while a refresh (≤ 2 s at 10k tools / 100k edges) costs little, and it skips
     # itself when no edge changed. Expires so a backlog never runs stale refreshes.

@@ -13,6 +13,7 @@ from celery_batches import SimpleRequest
 from shared import metrics
 from shared.config import get_settings
 from shared.executions.events import LEARNED, publish_events
+from shared.executions.reaper import reap_stale
 from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
@@ -176,3 +177,20 @@ def prune_capabilities(dry_run: bool = False) -> dict[str, Any]:
         "dry_run": dry_run,
         "deleted" if not dry_run else "would_delete": count,
     }
+
+
+@app.task(name=TaskName.REAP_EXECUTIONS, acks_late=True, reject_on_worker_lost=True)
+def reap_executions() -> int:
+    """End executions whose worker died or hung, and queued ones no worker came for.
+
+    Idempotent: each is finished at most once (``finish_execution`` from the state read).
+    """
+    settings = get_settings()
+    with resources.db_pool().connection() as conn:
+        reaped = reap_stale(
+            conn,
+            resources.redis_client(),
+            queue_max_s=settings.execution_queue_max_s,
+            on_finished=lambda execution_id: ingest_execution.delay(execution_id),
+        )
+    return len(reaped)

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import psycopg
+from redis.exceptions import RedisError
 
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
@@ -25,6 +26,7 @@ from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolResult, ToolSpec
 from shared.tools.store import get_tools, list_tools
 from workers.sandbox import resources
+from workers.sandbox.retry import with_db_retry
 
 log = logging.getLogger(__name__)
 _rpc: RpcClient | None = None
@@ -62,11 +64,13 @@ def rpc_client(settings: Settings) -> RpcClient:
 
 def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
     """The execution's tool scope: the listed tools, or every known tool when none was listed."""
-    with resources.db_pool().connection() as conn:
+
+    def load(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["tools"] is None:
-            rows = list_tools(conn)
-        else:
-            rows = list(get_tools(conn, ids=row["tools"]).values())
+            return list_tools(conn)
+        return list(get_tools(conn, ids=row["tools"]).values())
+
+    rows = with_db_retry(load, what="load tools")
     return {
         r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
         for r in rows
@@ -80,9 +84,10 @@ MAX_INJECTED_CAPABILITIES = 64
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
     """The capabilities the code calls, and those they call, by name, for inline injection."""
-    wanted = referenced_capabilities(row["code"])
-    found: dict[str, CapabilitySource] = {}
-    with resources.db_pool().connection() as conn:
+
+    def load(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, CapabilitySource]:
+        wanted = referenced_capabilities(row["code"])
+        found: dict[str, CapabilitySource] = {}
         while wanted and len(found) < MAX_INJECTED_CAPABILITIES:
             rows = capabilities_by_name(conn, tenant_id=row["tenant_id"], names=sorted(wanted))
             wanted = set()
@@ -90,7 +95,9 @@ def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
                 found[cap["name"]] = CapabilitySource(id=str(cap["id"]), code=cap["code"])
                 wanted |= referenced_capabilities(cap["code"])
             wanted -= set(found)
-    return found
+        return found
+
+    return with_db_retry(load, what="load capabilities")
 
 
 async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> str:
@@ -121,6 +128,10 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         wait_for_cancel(resources.async_redis_client(), execution_id=execution_id)
     )
     await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    if not run.done() and watch.exception() is not None:
+        # The watch broke (not a request): the run goes on, uncancellable but not killed.
+        log.error("cancel watch of %s failed: %r", execution_id, watch.exception())
+        await asyncio.wait({run})
     if run.done():
         watch.cancel()
         outcome = run.result()
@@ -137,9 +148,12 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             duration_ms=(time.monotonic() - started) * 1000,
         )  # fmt: skip
     store_outcome(execution_id=execution_id, outcome=outcome)
-    publish_event(
-        redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}
-    )
+    try:
+        publish_event(
+            redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}
+        )
+    except RedisError as exc:  # waiting clients also poll the row
+        log.warning("could not announce the end of %s: %s", execution_id, exc)
     return outcome.status
 
 
@@ -154,7 +168,8 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
         "trace": outcome.trace,
         "duration_ms": outcome.duration_ms,
     }
-    with resources.db_pool().connection() as conn:
+
+    def store(conn: psycopg.Connection[dict[str, Any]]) -> None:
         try:
             finish_execution(conn, execution_id=execution_id, **fields)
         except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
@@ -166,3 +181,6 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
             )
             finish_execution(conn, execution_id=execution_id, **fields)
         conn.commit()
+
+    # Postgres down or restarting: the outcome waits here rather than being lost.
+    with_db_retry(store, what="store")

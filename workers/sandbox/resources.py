@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from functools import lru_cache
 
+import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
 
-from shared.clients import db_pool, redis_client
+from shared.clients import FAST_RETRIES, db_pool, fast_retry, redis_client
 from shared.config import get_settings
+from shared.executions.liveness import Heartbeat
 
-__all__ = ["async_redis_client", "db_pool", "event_loop", "redis_client"]
+__all__ = ["async_redis_client", "db_pool", "event_loop", "heartbeat", "redis_client"]
 
 
 _async_redis: aioredis.Redis | None = None
@@ -20,7 +24,11 @@ def async_redis_client() -> aioredis.Redis:
     """Async client for cancellation watches; bound to this process's event loop."""
     global _async_redis
     if _async_redis is None:
-        _async_redis = aioredis.Redis.from_url(get_settings().require_urls()[1])
+        _async_redis = aioredis.Redis.from_url(
+            get_settings().require_urls()[1],
+            socket_connect_timeout=1,
+            retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
+        )
     return _async_redis
 
 
@@ -28,3 +36,13 @@ def async_redis_client() -> aioredis.Redis:
 def event_loop() -> asyncio.AbstractEventLoop:
     """One loop per worker process, reused by every task (keeps async clients warm)."""
     return asyncio.new_event_loop()
+
+
+@lru_cache(maxsize=1)
+def heartbeat() -> Heartbeat:
+    """This pool process's heartbeat thread (own client: a beat never waits behind a task)."""
+    url = get_settings().require_urls()[1]
+    client = redis.Redis.from_url(
+        url, socket_timeout=1, socket_connect_timeout=1, retry=fast_retry()
+    )
+    return Heartbeat(client).start()

@@ -13,7 +13,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from services.gateway.deps import State
 from services.gateway.events import EventFollower
-from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.executions import reap_if_stale, submit_execution, wait_for_finish
 from shared.errors import Conflict, ErrorType, NotFound, error_dict
 from shared.executions.cancel import request_cancel
 from shared.executions.events import FINISHED, publish_event
@@ -43,8 +43,9 @@ async def create(state: State, body: ExecutionRequest, wait: bool = Query(False)
 
 @router.get("/{execution_id}", response_model=ExecutionView, summary="One execution")
 async def read(state: State, execution_id: str) -> ExecutionView:
-    """The execution as stored; 404 for an unknown id."""
-    return view_from_row(await _load(state, execution_id))
+    """The execution as stored (a stale one is reaped first); 404 for an unknown id."""
+    row = await _load(state, execution_id)
+    return view_from_row(await to_thread.run_sync(reap_if_stale, state, row))
 
 
 @router.post(

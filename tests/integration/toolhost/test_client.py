@@ -46,5 +46,5 @@ async def test_past_deadline_and_out_of_scope_are_not_sent(redis_url: str) -> No
 async def test_redis_down_is_a_structured_error() -> None:
     async with RpcClient("redis://127.0.0.1:1/0") as client:
         reply = await client.call(execution_id="e", tool="a:b", args={}, deadline=time.time() + 2)
-    assert reply.error and reply.error.type == ErrorType.INTERNAL_ERROR
+    assert reply.error and reply.error.type == ErrorType.TOOL_UNAVAILABLE
     assert "Redis" in reply.error.message
