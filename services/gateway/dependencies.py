@@ -23,7 +23,10 @@ from shared.db import psycopg_url
 log = logging.getLogger(__name__)
 
 PROBE_EVERY_S = 0.5
-PROBE_TIMEOUT_S = 0.5
+PROBE_TIMEOUT_S = 1.0
+# A dependency is marked down after this many failed probes in a row: one slow answer on a
+# loaded host is not an outage, and two probes still mark a real one within ~1.5 s.
+FAILURES_TO_MARK_DOWN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ class DependencyProbe:
         self._database_url = psycopg_url(database_url)
         self._pg: psycopg.Connection[object] | None = None
         self._down: dict[str, str] = {}
+        self._failures: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dependency-probe", daemon=True)
 
@@ -83,6 +87,9 @@ class DependencyProbe:
                     with contextlib.suppress(psycopg.Error):
                         self._pg.close()
                 self._pg = None
+            for name in ("redis", "postgres"):
+                self._failures[name] = self._failures.get(name, 0) + 1 if name in down else 0
+            down = {n: e for n, e in down.items() if self._failures[n] >= FAILURES_TO_MARK_DOWN}
             if down.keys() != self._down.keys():
                 log.warning("dependencies down: %s", down or "none (recovered)")
             self._down = down
@@ -93,8 +100,8 @@ class DependencyProbe:
             self._pg = psycopg.connect(
                 self._database_url,
                 autocommit=True,
-                connect_timeout=1,
-                options="-c statement_timeout=500",
+                connect_timeout=2,
+                options="-c statement_timeout=1000",
             )
         self._pg.execute("SELECT 1")
 
