@@ -46,6 +46,14 @@ TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change event
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
+CACHE_PREFIX = KEY_PREFIX + "cache:"  # result cache (shared.cache)
+CACHE_ENTRY_PREFIX = CACHE_PREFIX + "l1:"  # + tenant + ":" + digest; L1 entries (with TTL)
+CACHE_INDEX_PREFIX = (
+    CACHE_PREFIX + "idx:"
+)  # + tool:<id> | server:<name> | tenant:<id>; sets of L1 keys
+CACHE_GENERATION_PREFIX = CACHE_PREFIX + "gen:"  # + server; bumped by every write-invalidation
+CACHE_STATS_PREFIX = CACHE_PREFIX + "stats:"  # + tenant; hash of hits/misses per level
+CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one event each
 
 
 def events_channel(execution_id: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from celery import Task
 
+from shared.cache.runs import invalidate_possible_writes
 from shared.config import get_settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_event
@@ -66,7 +67,9 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
         log.info("execution %s already %s; redelivery ignored", execution_id, current["status"])
         return str(current["status"])
     # Running but we just received its message again: the worker that held it died.
-    # At most once: the code may have called tools with side effects, so never re-run.
+    # At most once: the code may have called tools with side effects, so never re-run,
+    # and whatever it could have written is no longer served from the cache.
+    invalidate_possible_writes(conn, resources.redis_client(), row=current)
     finished = finish_execution(
         conn,
         execution_id=execution_id,
