@@ -24,6 +24,7 @@ class TaskName(StrEnum):
     REFRESH_GRAPH_METRICS = "agentcards.refresh_graph_metrics"
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
+    EXPIRE_CACHE = "agentcards.expire_cache"
     PING = "agentcards.ping"
     SANDBOX_PING = "agentcards.sandbox_ping"
 
@@ -34,6 +35,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.REFRESH_GRAPH_METRICS: {"queue": Queue.MAINTENANCE},
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
+    TaskName.EXPIRE_CACHE: {"queue": Queue.MAINTENANCE},
 }
 
 # Redis keys and pub/sub channels (arq style: every prefix in one place).

@@ -11,6 +11,7 @@ import psycopg
 from celery_batches import SimpleRequest
 
 from shared import metrics
+from shared.cache.invalidate import Trigger, invalidate
 from shared.config import get_settings
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
@@ -176,3 +177,12 @@ def prune_capabilities(dry_run: bool = False) -> dict[str, Any]:
         "dry_run": dry_run,
         "deleted" if not dry_run else "would_delete": count,
     }
+
+
+@app.task(name=TaskName.EXPIRE_CACHE, acks_late=True, reject_on_worker_lost=True)
+def expire_cache() -> int:
+    """Delete expired capability-cache rows, logged per tenant (idempotent: a re-run finds none)."""
+    with resources.db_pool().connection() as conn:
+        return invalidate(
+            conn, resources.redis_client(), trigger=Trigger.TTL, scope="expired", expired=True
+        )
