@@ -96,12 +96,7 @@ def invalidate_writes(conn: Conn, client: redis.Redis, *, run: Finished, cache: 
     policies = cache.scope.policies
     # Without a whole trace, any server the run could write to may have been written.
     written = written_servers(calls, policies) if _complete(run) else writable_servers(policies)
-    if not written:
-        return 0
-    return invalidate(
-        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(sorted(written)),
-        servers=written,
-    )  # fmt: skip
+    return _invalidate_servers(conn, client, written)
 
 
 def remember(
@@ -215,9 +210,13 @@ def after_failure(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) ->
 def invalidate_possible_writes(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> int:
     """A run whose trace is lost (its worker died): every server it could write is invalidated."""
     written = writable_servers(load_scope(conn, tools=row["tools"]).policies)
-    if not written:
+    return _invalidate_servers(conn, client, written)
+
+
+def _invalidate_servers(conn: Conn, client: redis.Redis, servers: set[str]) -> int:
+    if not servers:
         return 0
     return invalidate(
-        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(sorted(written)),
-        servers=written,
+        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(sorted(servers)),
+        servers=servers,
     )  # fmt: skip
