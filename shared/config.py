@@ -92,6 +92,15 @@ class Settings(BaseSettings):
     learning_batch_size: int = Field(default=200, ge=1, le=10_000)
     learning_batch_wait_ms: float = Field(default=25.0, gt=0, le=10_000)
 
+    # Result cache: how long an entry lives when no tool it used says otherwise (an
+    # `agentcards.cache` block in the MCP config overrides per server or tool; 0 = never).
+    cache_ttl_s: int = Field(default=300, ge=0, le=30 * 86400)
+    # A capability's results live longer by default, still capped by its tools' overrides.
+    capability_cache_ttl_s: int = Field(default=3600, ge=0, le=30 * 86400)
+    # L3: an intent nearly identical (cosine >= 0.95) to a cached capability's, with the
+    # same args, gets that result. Off by default: similar words can still mean other data.
+    intent_cache: bool = False
+
     pruning_enabled: bool = False
     log_level: str = "INFO"
 

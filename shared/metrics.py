@@ -30,6 +30,12 @@ GAUGES = {
     "graph_nodes": "Nodes in the tool graph at the last refresh",
     "graph_edges": "Edges in the tool graph at the last refresh",
 }
+# Counters with one label, kept as Redis hashes (field = label value).
+LABELLED_COUNTERS = {
+    "cache_hits_total": ("level", "Result cache hits by level (execution, capability, intent)"),
+    "cache_misses_total": ("level", "Result cache lookups that found nothing, by level"),
+    "cache_invalidations_total": ("trigger", "Result cache entries invalidated, by trigger"),
+}
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
 HISTOGRAMS = {
     "ingestion_latency_seconds": (
@@ -43,6 +49,12 @@ def incr(client: redis.Redis, name: str, amount: int = 1) -> None:
     """Add to a counter."""
     assert name in COUNTERS, name
     client.incrby(METRICS_PREFIX + name, amount)
+
+
+def incr_labelled(client: redis.Redis, name: str, label: str, amount: int = 1) -> None:
+    """Add to one label's value of a labelled counter."""
+    assert name in LABELLED_COUNTERS, name
+    client.hincrby(METRICS_PREFIX + name, label, amount)
 
 
 def set_gauge(client: redis.Redis, name: str, value: float) -> None:
@@ -81,11 +93,25 @@ class RedisMetricsCollector(Collector):
                 )
             else:
                 yield GaugeMetricFamily(f"agentcards_{name}", GAUGES[name], value=value)
+        labelled = {}
+        for name, (label, doc) in LABELLED_COUNTERS.items():
+            labelled[name] = _decoded(self.client.hgetall(METRICS_PREFIX + name))
+            family = CounterMetricFamily(
+                f"agentcards_{name.removesuffix('_total')}", doc, labels=[label]
+            )
+            for label_value, count in sorted(labelled[name].items()):
+                family.add_metric([label_value], count)
+            yield family
+        rate = GaugeMetricFamily(
+            "agentcards_cache_hit_rate", "Result cache hits / lookups, by level", labels=["level"]
+        )
+        hits, misses = labelled["cache_hits_total"], labelled["cache_misses_total"]
+        for level in sorted(set(hits) | set(misses)):
+            lookups = hits.get(level, 0.0) + misses.get(level, 0.0)
+            rate.add_metric([level], hits.get(level, 0.0) / lookups if lookups else 0.0)
+        yield rate
         for name, (doc, buckets) in HISTOGRAMS.items():
-            raw_hash = self.client.hgetall(METRICS_PREFIX + name)
-            data = {
-                (k.decode() if isinstance(k, bytes) else k): float(v) for k, v in raw_hash.items()
-            }
+            data = _decoded(self.client.hgetall(METRICS_PREFIX + name))
             cumulative = 0.0
             points = []
             for bound in [*map(str, buckets), "+Inf"]:
@@ -94,3 +120,7 @@ class RedisMetricsCollector(Collector):
             yield HistogramMetricFamily(
                 f"agentcards_{name}", doc, buckets=points, sum_value=data.get("sum", 0.0)
             )
+
+
+def _decoded(raw_hash: Any) -> dict[str, float]:
+    return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in raw_hash.items()}

@@ -25,6 +25,7 @@ class TaskName(StrEnum):
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
     REAP_EXECUTIONS = "agentcards.reap_executions"
+    EXPIRE_CACHE = "agentcards.expire_cache"
     PING = "agentcards.ping"
     SANDBOX_PING = "agentcards.sandbox_ping"
 
@@ -36,6 +37,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
     TaskName.REAP_EXECUTIONS: {"queue": Queue.MAINTENANCE},
+    TaskName.EXPIRE_CACHE: {"queue": Queue.MAINTENANCE},
 }
 
 # Redis keys and pub/sub channels (arq style: every prefix in one place).
@@ -50,6 +52,14 @@ METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram bucke
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
 REAP_SUSPECT_PREFIX = KEY_PREFIX + "reap:suspect:"  # + execution_id; when its worker went missing
 RPC_CLAIM_PREFIX = KEY_PREFIX + "rpc:claim:"  # + call_id; the toolhost replica running the call
+CACHE_PREFIX = KEY_PREFIX + "cache:"  # result cache (shared.cache)
+CACHE_ENTRY_PREFIX = CACHE_PREFIX + "l1:"  # + tenant + ":" + digest; L1 entries (with TTL)
+CACHE_INDEX_PREFIX = (
+    CACHE_PREFIX + "idx:"
+)  # + tool:<id> | server:<name> | tenant:<id>; sets of L1 keys
+CACHE_GENERATION_PREFIX = CACHE_PREFIX + "gen:"  # + server; bumped by every write-invalidation
+CACHE_STATS_PREFIX = CACHE_PREFIX + "stats:"  # + tenant; hash of hits/misses per level
+CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one event each
 
 
 def events_channel(execution_id: str) -> str:

@@ -56,3 +56,9 @@ def search() -> None:
 def match() -> None:
     """Capability matching accuracy on paraphrases and false matches on unrelated intents."""
     _run("match")
+
+
+@bench_app.command("cache")
+def cache(n: int = typer.Option(200, help="requests per measured configuration")) -> None:
+    """One capability: miss, L1 hit and L2 hit latency end to end, beside a no-op Celery task."""
+    _run("cache", n=n)

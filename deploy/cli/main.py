@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, mcp, sandbox, bench, demo."""
+"""The `agentcards` command: up, status, down, mcp, sandbox, cache, bench, demo."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ err = Console(stderr=True)
 
 def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
+    from deploy.cli.cache import cache_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
+    app.add_typer(cache_app, name="cache", help="The result cache: clear, stats.")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 

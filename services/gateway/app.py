@@ -13,7 +13,15 @@ from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.dependencies import OutageGuard
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
-from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
+from services.gateway.routes import (
+    cache,
+    capabilities,
+    dashboard,
+    executions,
+    health,
+    metrics,
+    tools,
+)
 from services.gateway.search import warm_up
 from shared.config import Settings, get_settings
 from shared.inputs import body_bytes_cap
@@ -56,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(executions.router)
     app.include_router(tools.router)
     app.include_router(capabilities.router)
+    app.include_router(cache.router)
     app.include_router(metrics.router)
     app.include_router(dashboard.router)
     mount_mcp(app, mcp, host=settings.gateway_host)

@@ -14,6 +14,7 @@ from shared.config import DEFAULT_TENANT
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
+from shared.executions.status import TERMINAL
 from shared.inputs import RequestModel
 from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
@@ -37,6 +38,9 @@ class CapabilityExecuteRequest(RequestModel):
     args: dict[str, Any] = Field(default_factory=dict)
     wait: bool = Field(default=False, description="block until the execution finishes")
     timeout_s: float | None = Field(default=None, gt=0)
+    no_cache: bool = Field(
+        default=False, description="run it even when a cached result exists (and refresh that)"
+    )
 
 
 async def search_capabilities(
@@ -96,10 +100,16 @@ async def execute_capability(
             **problems.to_dict(),
         )
     request = ExecutionRequest(
-        code=cap["code"], intent=cap["intent"], args=body.args, timeout_s=body.timeout_s
+        code=cap["code"],
+        intent=cap["intent"],
+        args=body.args,
+        timeout_s=body.timeout_s,
+        no_cache=body.no_cache,
     )
-    row = await submit_execution(state, request=request, capability_id=str(cap["id"]))
-    if body.wait:
+    row = await submit_execution(
+        state, request=request, capability_id=str(cap["id"]), tenant_id=tenant_id
+    )
+    if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
             state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
         )

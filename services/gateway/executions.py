@@ -9,8 +9,10 @@ from typing import Any
 
 from anyio import to_thread
 
+from services.gateway.cache import answer_from_cache
 from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
+from shared.config import DEFAULT_TENANT
 from shared.errors import DependencyError, ErrorType, ValidationFailed, error_dict
 from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import ExecutionRequest
@@ -62,20 +64,41 @@ def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
 
 
 async def submit_execution(
-    state: GatewayState, *, request: ExecutionRequest, capability_id: str | None = None
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    capability_id: str | None = None,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> Row:
-    """Record a queued execution and enqueue it; idempotent on `idempotency_key`."""
+    """Answer from the result cache (a succeeded row at once), else record a queued execution
+    and enqueue it; idempotent on `idempotency_key`."""
     timeout_s = validate_request(state, request)
     missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
     if missing:
         raise ValidationFailed(
             f"unknown tools in scope: {', '.join(missing)} (see GET /v1/tools)", tools=missing
         )
+    if not request.no_cache:
+        hit = await to_thread.run_sync(
+            lambda: answer_from_cache(
+                state,
+                request=request,
+                tenant_id=tenant_id,
+                timeout_s=timeout_s,
+                capability_id=capability_id,
+            )
+        )
+        if hit is not None:
+            return hit
 
     def create() -> tuple[Row, bool]:
         with state.pool.connection() as conn:
             return create_execution(
-                conn, request=request, timeout_s=timeout_s, capability_id=capability_id
+                conn,
+                request=request,
+                timeout_s=timeout_s,
+                capability_id=capability_id,
+                tenant_id=tenant_id,
             )
 
     row, created = await to_thread.run_sync(create)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import ValidationError
 
 from services.gateway.capabilities import (
@@ -15,7 +15,9 @@ from services.gateway.capabilities import (
     search_capabilities,
 )
 from services.gateway.config import GatewayState
+from services.gateway.deps import get_principal
 from services.gateway.errors import mcp_error
+from shared.auth.principal import ANONYMOUS
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 
@@ -32,7 +34,15 @@ EXECUTE_DESCRIPTION = """\
 Run a learned capability by id (or name) with `args` matching its parameters_schema.
 Arguments are checked first: missing, unknown or mistyped ones are reported without
 running anything. Waits for the result and returns the execution (status, result,
-error, stdout, tool_calls, tool_failures)."""
+error, stdout, tool_calls, tool_failures). A result cached from an identical earlier run
+comes back at once with `cache_hit` set (only runs whose tools are all read-only are
+cached); pass `no_cache: true` to run it anyway."""
+
+
+def caller_tenant(ctx: Context) -> str:
+    """The tenant of an MCP call: the HTTP request's principal; anonymous over stdio."""
+    request = getattr(ctx.request_context, "request", None)
+    return (get_principal(request) if request is not None else ANONYMOUS).tenant_id
 
 
 def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
@@ -50,11 +60,19 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
 
     @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
     async def execute_capability_tool(
-        capability_id: str, args: dict[str, Any] | None = None, timeout_s: float | None = None
+        capability_id: str,
+        ctx: Context,
+        args: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        no_cache: bool = False,
     ) -> dict[str, Any]:
         try:
-            body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
-            row = await execute_capability(get_state(), ref=capability_id, body=body)
+            body = CapabilityExecuteRequest(
+                args=args or {}, wait=True, timeout_s=timeout_s, no_cache=no_cache
+            )
+            row = await execute_capability(
+                get_state(), ref=capability_id, body=body, tenant_id=caller_tenant(ctx)
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
         return view_from_row(row).model_dump(mode="json")

@@ -20,6 +20,7 @@ from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
 from shared.errors import AgentCardsError, NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest, view_from_row
+from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution
 
 EXECUTE_CODE_DESCRIPTION = """\
@@ -42,7 +43,8 @@ How to write the code:
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback}, stdout, tool_calls,
-tool_failures, duration_ms."""
+tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools are all
+read-only is answered from the cache (pass no_cache=true to run anyway)."""
 
 
 def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
@@ -61,13 +63,21 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         args: dict[str, Any] | None = None,
         tools: list[str] | None = None,
         timeout_s: float | None = None,
+        no_cache: bool = False,
     ) -> dict[str, Any]:
         state = get_state()
         try:
             request = ExecutionRequest(
-                code=code, intent=intent, args=args or {}, tools=tools, timeout_s=timeout_s
+                code=code,
+                intent=intent,
+                args=args or {},
+                tools=tools,
+                timeout_s=timeout_s,
+                no_cache=no_cache,
             )
-            row = await submit_execution(state, request=request)
+            row = await submit_execution(
+                state, request=request, tenant_id=mcp_capabilities.caller_tenant(ctx)
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
@@ -79,9 +89,10 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
                     str(event.get("message") or ""),
                 )
 
-        row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
-        )
+        if row["status"] not in TERMINAL:
+            row = await wait_for_finish(
+                state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
+            )
         return view_from_row(row).model_dump(mode="json")
 
     @server.tool(

@@ -11,8 +11,8 @@ import socket
 import sys
 import time
 from collections import defaultdict
-from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 from mcp import types
 
@@ -23,12 +23,14 @@ from services.toolhost.servers import ServerConfig, load_servers
 from services.toolhost.sessions import ServerConnection
 from services.toolhost.sync import (
     LazyEmbedder,
+    SyncResult,
     ToolSpec,
     mark_removed_servers,
     record_server_state,
     sync_server_tools,
 )
 from shared import tool_ids
+from shared.cache.invalidate import Trigger, invalidate
 from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
@@ -62,6 +64,7 @@ class Toolhost:
         database_url, redis_url = settings.require_urls()
         self._settings = settings
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
+        self._sync_redis = redis.Redis.from_url(redis_url, socket_timeout=10)  # cache invalidation
         self._pool = make_pool(database_url, min_size=1, max_size=4)
         self._embedder = LazyEmbedder(settings)
         # Per-server lock: state and tool writes run in threads and must land in order.
@@ -118,6 +121,7 @@ class Toolhost:
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()
             await self._redis.aclose()
+            self._sync_redis.close()
             self._pool.close()
             log.info("toolhost stopped after %d calls", self.rpc.handled)
 
@@ -189,13 +193,23 @@ class Toolhost:
             log.warning(
                 "server %s: not listing tools %s: %s", server, skipped[:10], tool_ids.TOOL_NAME_RULE
             )
+        block = next(c.config.agentcards for c in self.connections if c.name == server)
         specs = [
-            ToolSpec(name=t.name, description=t.description or "", input_schema=t.input_schema)
+            ToolSpec(
+                name=t.name,
+                description=t.description or "",
+                input_schema=t.input_schema,
+                annotations=t.annotations.model_dump(by_alias=True, exclude_none=True)
+                if t.annotations
+                else {},
+                output_schema=t.output_schema,
+                cache_override=block.cache_override(t.name),
+            )
             for t in tools
             if tool_ids.is_tool_name(t.name)
         ]
 
-        def write() -> Any:
+        def write() -> SyncResult:
             with self._pool.connection() as conn:
                 return sync_server_tools(
                     conn=conn,
@@ -211,6 +225,7 @@ class Toolhost:
             # The session keeps serving calls; the next connect or list_changed syncs again.
             log.exception("syncing the tools of %s into Postgres failed", server)
             return
+        await self._invalidate_changed(result)
         now = time.time()
         for tool_id, old, new in result.schema_changes:
             event = ToolSchemaChanged(
@@ -221,6 +236,28 @@ class Toolhost:
             "synced %s: %d tools (%d new, %d schema changes, %d embedded)",
             server, len(specs), len(result.added), len(result.schema_changes), result.embedded,
         )  # fmt: skip
+
+    async def _invalidate_changed(self, result: SyncResult) -> None:
+        """Cached results that used a changed or vanished tool are dropped, each logged."""
+        changes = [
+            (Trigger.SCHEMA_CHANGE if new else Trigger.TOOL_REMOVED, tool_id)
+            for tool_id, _, new in result.schema_changes
+        ] + [(Trigger.POLICY_CHANGE, tool_id) for tool_id in result.policy_changes]
+        if not changes:
+            return
+
+        def run() -> None:
+            with self._pool.connection() as conn:
+                for trigger, tool_id in changes:
+                    invalidate(
+                        conn, self._sync_redis, trigger=trigger, scope=f"tool:{tool_id}",
+                        tools=[tool_id],
+                    )  # fmt: skip
+
+        try:
+            await asyncio.to_thread(run)
+        except Exception:  # the sync itself stands; the entries still expire by TTL
+            log.exception("invalidating the cache for %s's changed tools failed", result.server)
 
 
 def check() -> int:

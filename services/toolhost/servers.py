@@ -2,7 +2,8 @@
 
 ``{"mcpServers": {"name": {"command", "args", "env", "cwd"} | {"url", "headers"}}}``; an
 optional ``"type"`` (``stdio`` | ``http`` | ``streamable-http``) and ``"disabled"`` are
-accepted because desktop clients write them. Anything else is refused with a message that
+accepted because desktop clients write them, and ``"agentcards"`` holds our own settings
+(``shared.cache.config``: cache TTLs and read-only overrides; other clients ignore it). Anything else is refused with a message that
 names the file, the server and the key.
 """
 
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared import tool_ids
+from shared.cache.config import AgentcardsBlock
 from shared.errors import ConfigError
 
 
@@ -29,6 +31,7 @@ class StdioServer(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     disabled: bool = False
+    agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -48,6 +51,7 @@ class HttpServer(BaseModel):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     disabled: bool = False
+    agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
 
     @field_validator("url")
     @classmethod

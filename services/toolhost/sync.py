@@ -37,15 +37,20 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    annotations: dict[str, Any] = field(default_factory=dict)  # MCP hints (readOnlyHint...)
+    output_schema: dict[str, Any] | None = None
+    cache_override: dict[str, Any] = field(default_factory=dict)  # the operator's agentcards block
 
 
 @dataclass(slots=True)
 class SyncResult:
-    """What one sync changed; ``schema_changes`` are (tool id, old hash, new hash or None)."""
+    """What one sync changed; ``schema_changes`` are (tool id, old hash, new hash or None);
+    ``policy_changes`` are tools whose annotations or cache override changed."""
 
     server: str
     added: list[str] = field(default_factory=list)
     schema_changes: list[tuple[str, str, str | None]] = field(default_factory=list)
+    policy_changes: list[str] = field(default_factory=list)
     embedded: int = 0
 
 
@@ -90,6 +95,11 @@ def sync_server_tools(
                 result.added.append(tool_id)
             elif before["schema_hash"] != digest:
                 result.schema_changes.append((tool_id, before["schema_hash"], digest))
+            elif (before["annotations"], before["cache_override"]) != (
+                spec.annotations,
+                spec.cache_override,
+            ):
+                result.policy_changes.append(tool_id)
             tools_store.upsert_tool(
                 conn,
                 tool_id=tool_id,
@@ -99,6 +109,9 @@ def sync_server_tools(
                 input_schema=spec.input_schema,
                 schema_hash=digest,
                 embedding=new_vectors.get(tool_id),
+                annotations=spec.annotations,
+                output_schema=spec.output_schema,
+                cache_override=spec.cache_override,
             )
         vanished = [tool_id for tool_id in existing if tool_id not in ids]
         for tool_id in vanished:

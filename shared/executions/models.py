@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -26,6 +26,9 @@ class ExecutionRequest(RequestModel):
     timeout_s: float | None = Field(default=None, gt=0, description="wall-time limit in seconds")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
     wait: bool = Field(default=False, description="block until the execution finishes")
+    no_cache: bool = Field(
+        default=False, description="run it even when a cached result exists (and refresh that)"
+    )
 
     @field_validator("tools")
     @classmethod
@@ -81,7 +84,13 @@ class ExecutionView(BaseModel):
     finished_at: str | None = None
     capability: dict[str, Any] | None = None
     suggestions: list[dict[str, Any]] = Field(default_factory=list)
-    cache_hit: bool = False
+    cache_hit: Literal["execution", "capability", "intent"] | None = Field(
+        default=None, description="which cache level answered; null when the code ran"
+    )
+    cached_at: str | None = Field(default=None, description="when the reused result was made")
+    source_execution_id: str | None = Field(
+        default=None, description="the execution whose result was reused"
+    )
 
 
 def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
@@ -109,6 +118,7 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
     calls = tool_calls_from_trace(trace)
     failures = [ToolFailure(**f) for f in tool_failures(trace=trace)]
     error = row.get("error")
+    extras = row.get("extras") or {}
     return ExecutionView(
         id=str(row["id"]),
         status=row["status"],
@@ -123,7 +133,9 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         queued_ms=row.get("queued_ms"),
         created_at=row["created_at"].isoformat() if row.get("created_at") else None,
         finished_at=row["finished_at"].isoformat() if row.get("finished_at") else None,
-        capability=(row.get("extras") or {}).get("capability"),
-        suggestions=(row.get("extras") or {}).get("suggestions") or [],
-        cache_hit=bool((row.get("extras") or {}).get("cache_hit")),
+        capability=extras.get("capability"),
+        suggestions=extras.get("suggestions") or [],
+        cache_hit=extras.get("cache_hit"),
+        cached_at=extras.get("cached_at"),
+        source_execution_id=extras.get("source_execution_id"),
     )

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import redis
 
+from shared.cache.runs import invalidate_possible_writes
 from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_events
 from shared.executions.liveness import BEAT_TTL_S, alive
@@ -60,6 +61,9 @@ def reap_stale(
         finished = _finish_one(conn, row, dead=dead)
         if finished is not None:
             reaped.append(finished)
+            if finished["status"] == ExecutionStatus.WORKER_LOST:
+                # Before it is announced: whatever the lost run wrote is not served stale.
+                invalidate_possible_writes(conn, client, row=row)
     conn.commit()
     if reaped:
         events = [(str(r["id"]), {"type": FINISHED, "status": r["status"]}) for r in reaped]
@@ -80,7 +84,7 @@ def _candidates(
     """Running rows started over a beat ago (their worker must be beating by now) and expired queued rows."""
     return conn.execute(
         """
-        SELECT id, status, worker, timeout_s,
+        SELECT id, status, worker, timeout_s, tools,
                status = 'running'
                  AND now() > started_at + make_interval(secs => timeout_s + %(grace)s)
                  AS overdue

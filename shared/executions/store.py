@@ -49,12 +49,58 @@ def create_execution(
     ).fetchone()
     if row is not None:
         return row, True
+    return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+
+
+def record_cache_hit(
+    conn: psycopg.Connection[Row],
+    *,
+    request: ExecutionRequest,
+    timeout_s: float,
+    tenant_id: str,
+    capability_id: str | None,
+    result: Any,
+    stdout: str,
+    extras: dict[str, Any],
+) -> tuple[Row, bool]:
+    """Record an execution answered from the cache: succeeded at once, no sandbox run, so
+    usage and audit still see it. Idempotent on the key like ``create_execution``."""
+    row = conn.execute(
+        """
+        INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
+                                idempotency_key, capability_id, status, result, stdout, extras,
+                                started_at, finished_at, duration_ms, queued_ms)
+        VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
+                %(cap)s, %(status)s, %(result)s, %(stdout)s, %(extras)s, now(), now(), 0, 0)
+        ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+        RETURNING *
+        """,
+        {
+            "tenant": tenant_id,
+            "code": request.code,
+            "intent": request.intent,
+            "args": Jsonb(request.args),
+            "tools": Jsonb(request.tools) if request.tools is not None else None,
+            "timeout": timeout_s,
+            "key": request.idempotency_key,
+            "cap": capability_id,
+            "status": ExecutionStatus.SUCCEEDED,
+            "result": Jsonb(result) if result is not None else None,
+            "stdout": stdout,
+            "extras": Jsonb(extras),
+        },
+    ).fetchone()
+    if row is not None:
+        return row, True
+    return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+
+
+def _by_idempotency_key(conn: psycopg.Connection[Row], *, tenant_id: str, key: str | None) -> Row:
     existing = conn.execute(
-        "SELECT * FROM executions WHERE tenant_id = %s AND idempotency_key = %s",
-        (tenant_id, request.idempotency_key),
+        "SELECT * FROM executions WHERE tenant_id = %s AND idempotency_key = %s", (tenant_id, key)
     ).fetchone()
     assert existing is not None  # the conflict proves it exists
-    return existing, False
+    return existing
 
 
 def get_execution(

@@ -18,7 +18,10 @@ Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
 
 # What a reader gets for one tool; the embedding stays in the table (search reads it there).
-TOOL_COLUMNS = "id, server, name, description, input_schema, available, pagerank, community"
+TOOL_COLUMNS = (
+    "id, server, name, description, input_schema, available, pagerank, community, "
+    "annotations, output_schema, cache_override"
+)
 
 
 def get_tools(
@@ -60,10 +63,11 @@ def available_ids(conn: Conn, *, ids: Sequence[str]) -> set[str]:
 
 
 def server_tools(conn: Conn, *, server: str) -> dict[str, Row]:
-    """A server's stored tools by id: schema hash, the searched text, whether it lacks a vector."""
+    """A server's stored tools by id: schema hash, cache settings, the searched text, whether it
+    lacks a vector."""
     rows = conn.execute(
-        "SELECT id, schema_hash, embedding IS NULL AS missing_embedding, "
-        "name || ': ' || description AS text FROM tools WHERE server = %s",
+        "SELECT id, schema_hash, embedding IS NULL AS missing_embedding, annotations, "
+        "cache_override, name || ': ' || description AS text FROM tools WHERE server = %s",
         (server,),
     ).fetchall()
     return {row["id"]: dict(row) for row in rows}
@@ -79,26 +83,51 @@ def upsert_tool(
     input_schema: dict[str, Any],
     schema_hash: str,
     embedding: list[float] | None,
+    annotations: dict[str, Any] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    cache_override: dict[str, Any] | None = None,
 ) -> None:
     """Insert or refresh one listed tool (available again); a missing vector keeps the old one."""
     conn.execute(
         """
         INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
-                           embedding, available, updated_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, true, now())
+                           embedding, annotations, output_schema, cache_override,
+                           available, updated_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, true, now())
         ON CONFLICT (id) DO UPDATE SET
             description = EXCLUDED.description,
             input_schema = EXCLUDED.input_schema,
             schema_hash = EXCLUDED.schema_hash,
             embedding = COALESCE(EXCLUDED.embedding, tools.embedding),
+            annotations = EXCLUDED.annotations,
+            output_schema = EXCLUDED.output_schema,
+            cache_override = EXCLUDED.cache_override,
             available = true,
             updated_at = now()
         """,
         (
             tool_id, server, name, description, Jsonb(input_schema), schema_hash,
             None if embedding is None else np.asarray(embedding, dtype=np.float32),
+            Jsonb(annotations or {}),
+            None if output_schema is None else Jsonb(output_schema),
+            Jsonb(cache_override or {}),
         ),
     )  # fmt: skip
+
+
+def cache_settings(conn: Conn, *, ids: Sequence[str] | None) -> dict[str, Row]:
+    """Schema hash, annotations and cache override of the tools in ``ids`` (every tool for None),
+    by id: what the result cache keys on and decides with."""
+    if ids is None:
+        rows = conn.execute(
+            "SELECT id, schema_hash, annotations, cache_override FROM tools"
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT id, schema_hash, annotations, cache_override FROM tools WHERE id = ANY(%s)",
+            (list(ids),),
+        ).fetchall()
+    return {r["id"]: r for r in rows}
 
 
 def delete_tools(conn: Conn, *, ids: Sequence[str]) -> None:

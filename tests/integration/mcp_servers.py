@@ -59,6 +59,26 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
     return {"command": str(binary), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
 
 
+def filesystem_server(root: Path) -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-filesystem` (npm) serving ``root``."""
+    binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-filesystem"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `bash tests/npm/install.sh`")
+    root.mkdir(parents=True, exist_ok=True)
+    return {"command": str(binary), "args": [str(root.resolve())]}
+
+
+def cache_test_server(folder: Path, **entry: Any) -> dict[str, Any]:
+    """Config entry for tests/integration/cache_server.py, controlled through ``folder``."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.integration.cache_server"],
+        "env": {"CACHE_TEST_DIR": str(folder)},
+        "cwd": str(REPO),
+        **entry,
+    }
+
+
 def hanging_server() -> dict[str, Any]:
     """Config entry for a real process that starts and never answers `initialize`."""
     return {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}

@@ -40,4 +40,11 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": crontab(minute=17, hour=3),
         "options": {"queue": Queue.MAINTENANCE, "expires": 3600},
     },
+    # Expired result-cache rows: reads already skip them, so this only reclaims space and
+    # logs the expiry; once a minute keeps the table near its live size.
+    "expire-cache": {
+        "task": TaskName.EXPIRE_CACHE,
+        "schedule": 60.0,
+        "options": {"queue": Queue.MAINTENANCE, "expires": 55},
+    },
 }

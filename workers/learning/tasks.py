@@ -11,6 +11,7 @@ import psycopg
 from celery_batches import SimpleRequest
 
 from shared import metrics
+from shared.cache.invalidate import Trigger, invalidate
 from shared.config import get_settings
 from shared.executions.events import LEARNED, publish_events
 from shared.executions.reaper import reap_stale
@@ -194,3 +195,12 @@ def reap_executions() -> int:
             on_finished=lambda execution_id: ingest_execution.delay(execution_id),
         )
     return len(reaped)
+
+
+@app.task(name=TaskName.EXPIRE_CACHE, acks_late=True, reject_on_worker_lost=True)
+def expire_cache() -> int:
+    """Delete expired capability-cache rows, logged per tenant (idempotent: a re-run finds none)."""
+    with resources.db_pool().connection() as conn:
+        return invalidate(
+            conn, resources.redis_client(), trigger=Trigger.TTL, scope="expired", expired=True
+        )

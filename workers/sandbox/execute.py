@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 from redis.exceptions import RedisError
 
+from shared.cache import runs as cache_runs
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
@@ -105,6 +107,8 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     execution_id = str(row["id"])
     redis = resources.redis_client()
     tools = granted_tools(row)
+    with resources.db_pool().connection() as conn:
+        cache = cache_runs.prepare(conn, redis, row=row)
     limits = SandboxLimits.from_settings(settings, wall_time_s=row["timeout_s"])
 
     def on_event(event: dict[str, Any]) -> None:
@@ -147,7 +151,22 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             ),
             duration_ms=(time.monotonic() - started) * 1000,
         )  # fmt: skip
-    store_outcome(execution_id=execution_id, outcome=outcome)
+    finished = cache_runs.Finished(
+        status=outcome.status,
+        result=outcome.result,
+        stdout=outcome.stdout,
+        stdout_truncated=outcome.stdout_truncated,
+        trace=outcome.trace,
+    )
+    # Before the execution is reported finished: what it wrote must not be read back stale.
+    with resources.db_pool().connection() as conn:
+        try:
+            cache_runs.invalidate_writes(conn, redis, run=finished, cache=cache)
+        except Exception:  # logged loudly; the outcome must still be stored and announced
+            conn.rollback()
+            log.exception("invalidating what execution %s wrote failed", execution_id)
+    status = store_outcome(execution_id=execution_id, outcome=outcome)
+    remember_result(row=row, run=replace(finished, status=status), cache=cache, settings=settings)
     try:
         publish_event(
             redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}
@@ -157,8 +176,25 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     return outcome.status
 
 
-def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
-    """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error."""
+def remember_result(
+    *, row: dict[str, Any], run: cache_runs.Finished, cache: cache_runs.RunCache, settings: Settings
+) -> None:
+    """Cache the stored outcome where the rules allow; a failed capability run may end its
+    cached results (three in a row). Never fails the execution: it is stored already."""
+    redis = resources.redis_client()
+    with resources.db_pool().connection() as conn:
+        try:
+            cache_runs.remember(conn, redis, row=row, run=run, cache=cache, settings=settings)
+            if run.status != ExecutionStatus.SUCCEEDED:
+                cache_runs.after_failure(conn, redis, row=row)
+        except Exception:
+            conn.rollback()
+            log.exception("caching the result of execution %s failed", row["id"])
+
+
+def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
+    """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error.
+    Returns the status stored."""
     fields: dict[str, Any] = {
         "status": outcome.status,
         "result": outcome.result,
@@ -184,3 +220,4 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
 
     # Postgres down or restarting: the outcome waits here rather than being lost.
     with_db_retry(store, what="store")
+    return str(fields["status"])

@@ -9,6 +9,7 @@ import redis
 from celery import Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
+from shared.cache.runs import invalidate_possible_writes
 from shared.config import get_settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_event
@@ -147,6 +148,8 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
         return ExecutionStatus.RUNNING
     # Running, its worker silent, and we just received its message again: the worker died.
     # At most once: the code may have called tools with side effects, so never re-run.
+    # Whatever it could have written is no longer served from the cache.
+    invalidate_possible_writes(conn, resources.redis_client(), row=current)
     finished = finish_execution(
         conn,
         execution_id=execution_id,

@@ -1,0 +1,145 @@
+"""L1, the execution cache in Redis: one expiring entry per (tenant, digest), indexed by the
+tools and servers it used so invalidation finds it.
+
+Store-then-check: a run reads each server's generation before it starts; after storing its
+entry it reads them again and deletes the entry if one moved. An invalidation bumps the
+generation before deleting, so either it sees the new entry or the run sees the bump: a
+result read before a write is never left behind after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+import redis
+
+from shared.cache.keys import entry_key, generation_key, index_key, tenant_of
+
+# Index sets outlive any entry (TTLs are capped at a week); stale members of expired
+# entries are harmless (DEL of a missing key) and go with the set.
+INDEX_TTL_S = 8 * 86400
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResult:
+    """What a hit returns: the stored result and where it came from."""
+
+    result: Any
+    stdout: str
+    tools_used: list[str]
+    cached_at: float  # epoch seconds
+    source_execution_id: str
+    capability_id: str | None = None
+
+
+def get_entry(client: redis.Redis, *, tenant_id: str, digest: str) -> CachedResult | None:
+    """The tenant's live entry for this digest (Redis drops expired ones)."""
+    raw = client.get(entry_key(tenant_id, digest))
+    if raw is None:
+        return None
+    return CachedResult(**orjson.loads(raw))
+
+
+def read_generations(client: redis.Redis, servers: Sequence[str]) -> dict[str, int]:
+    """The current generation of each server (0 when never invalidated)."""
+    if not servers:
+        return {}
+    values = client.mget([generation_key(s) for s in servers])
+    return {s: int(v or 0) for s, v in zip(servers, values, strict=True)}
+
+
+def put_entry(
+    client: redis.Redis,
+    *,
+    tenant_id: str,
+    digest: str,
+    entry: CachedResult,
+    ttl_s: int,
+    servers: Sequence[str],
+    generations: Mapping[str, int],
+) -> bool:
+    """Store an entry unless a server it used was invalidated since the run began; True if kept."""
+    key = entry_key(tenant_id, digest)
+    pipe = client.pipeline(transaction=False)
+    pipe.set(key, orjson.dumps(asdict(entry)), ex=ttl_s)
+    for index in _indexes(tenant_id, entry.tools_used, servers):
+        pipe.sadd(index, key)
+        pipe.expire(index, INDEX_TTL_S)
+    pipe.execute()
+    if read_generations(client, list(servers)) != {s: generations.get(s, 0) for s in servers}:
+        client.delete(key)
+        return False
+    return True
+
+
+def bump_generations(client: redis.Redis, servers: Iterable[str]) -> None:
+    """Mark the servers invalidated: runs that began before now store nothing they read."""
+    pipe = client.pipeline(transaction=False)
+    for server in servers:
+        pipe.incr(generation_key(server))
+    pipe.execute()
+
+
+def delete_entries(
+    client: redis.Redis,
+    *,
+    tools: Iterable[str] = (),
+    servers: Iterable[str] = (),
+    tenant_id: str | None = None,
+) -> dict[str, int]:
+    """Delete the entries that used any of ``tools`` or ``servers`` (of one tenant, or all), or
+    every entry of ``tenant_id`` when neither is given; the count deleted per tenant."""
+    indexes = [index_key("tool", t) for t in tools] + [index_key("server", s) for s in servers]
+    if not indexes and tenant_id is not None:
+        indexes = [index_key("tenant", tenant_id)]
+    if not indexes:
+        return {}
+    keys: set[str] = set()
+    for members in _smembers(client, indexes):
+        keys |= {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+    if tenant_id is not None:
+        keys = {k for k in keys if tenant_of(k) == tenant_id}
+    ordered = sorted(keys)
+    pipe = client.pipeline(transaction=False)
+    for key in ordered:
+        pipe.delete(key)
+    counts: dict[str, int] = {}
+    for key, deleted in zip(ordered, pipe.execute(), strict=True):
+        if deleted:
+            counts[tenant_of(key)] = counts.get(tenant_of(key), 0) + 1
+    return counts
+
+
+def count_entries(client: redis.Redis, *, tenant_id: str) -> int:
+    """Live entries of a tenant (its index may still name expired ones)."""
+    members = client.smembers(index_key("tenant", tenant_id))
+    if not members:
+        return 0
+    pipe = client.pipeline(transaction=False)
+    for member in members:
+        pipe.exists(member)
+    return sum(int(x) for x in pipe.execute())
+
+
+def now() -> float:
+    """Epoch seconds, as entries record them."""
+    return time.time()
+
+
+def _indexes(tenant_id: str, tools: Iterable[str], servers: Iterable[str]) -> list[str]:
+    return [
+        index_key("tenant", tenant_id),
+        *(index_key("tool", t) for t in tools),
+        *(index_key("server", s) for s in servers),
+    ]
+
+
+def _smembers(client: redis.Redis, indexes: Sequence[str]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for index in indexes:
+        pipe.smembers(index)
+    return list(pipe.execute())

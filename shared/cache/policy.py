@@ -1,0 +1,122 @@
+"""Which results may be reused and for how long, and which runs wrote: pure rules, no I/O.
+
+A run is cacheable only when it succeeded, its stdout was not truncated, every tool call it
+made succeeded, every tool it called is read-only (annotation or operator override) and none
+is configured ``ttl_s: 0``. A capability's ``cache_config`` may opt out or shorten, never in.
+Read-only is not unchanging (``get_current_time`` is read-only), hence the TTLs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared import tool_ids
+from shared.executions.status import ExecutionStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """How the cache treats one tool: read-only or not, and the operator's TTL (None = default)."""
+
+    read_only: bool
+    ttl_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call of a run: ``ok`` is None when it was lost (it may have happened)."""
+
+    tool: str
+    ok: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether a run's result may be stored, why not, and for how long."""
+
+    cacheable: bool
+    reason: str
+    ttl_s: int = 0
+    tools_used: tuple[str, ...] = ()
+    servers: tuple[str, ...] = ()
+
+
+def tool_policy(
+    *, annotations: Mapping[str, Any] | None, override: Mapping[str, Any] | None
+) -> ToolPolicy:
+    """The operator's ``read_only`` wins over ``readOnlyHint``; only an explicit ``true`` counts."""
+    override = override or {}
+    read_only = override.get("read_only")
+    if read_only is None:
+        read_only = (annotations or {}).get("readOnlyHint") is True
+    ttl = override.get("ttl_s")
+    return ToolPolicy(read_only=bool(read_only), ttl_s=int(ttl) if ttl is not None else None)
+
+
+def decide(
+    *,
+    status: str,
+    stdout_truncated: bool,
+    calls: Iterable[Call],
+    policies: Mapping[str, ToolPolicy],
+    default_ttl_s: int,
+    capability_config: Mapping[str, Any] | None = None,
+) -> Decision:
+    """Apply the safety rules to one finished run; ``default_ttl_s`` is the level's default."""
+    if status != ExecutionStatus.SUCCEEDED:
+        return Decision(False, f"the run ended {status}")
+    if stdout_truncated:
+        return Decision(False, "the run's stdout was truncated")
+    config = capability_config or {}
+    if config.get("enabled") is False or config.get("ttl_s") == 0:
+        return Decision(False, "the capability's cache_config opts out")
+    ttl = default_ttl_s
+    used: list[str] = []
+    for call in calls:
+        if call.ok is not True:
+            return Decision(False, f"tool call {call.tool} failed or was lost")
+        policy = policies.get(call.tool)
+        if policy is None:
+            return Decision(False, f"tool {call.tool} is unknown")
+        if not policy.read_only:
+            return Decision(False, f"tool {call.tool} is not read-only")
+        if policy.ttl_s == 0:
+            return Decision(False, f"tool {call.tool} is configured ttl_s: 0")
+        ttl = min(ttl, policy.ttl_s if policy.ttl_s is not None else default_ttl_s)
+        if call.tool not in used:
+            used.append(call.tool)
+    if isinstance(config.get("ttl_s"), int):
+        ttl = min(ttl, int(config["ttl_s"]))
+    if ttl <= 0:
+        return Decision(False, "caching is off (TTL 0)")
+    return Decision(True, "cacheable", ttl, tuple(used), tuple(sorted(servers_of(used))))
+
+
+def written_servers(calls: Iterable[Call], policies: Mapping[str, ToolPolicy]) -> set[str]:
+    """Servers a run may have written to: a call to a tool that is not read-only (or unknown)
+    that did not certainly fail (a lost call may have happened)."""
+    servers = set()
+    for call in calls:
+        policy = policies.get(call.tool)
+        if (policy is None or not policy.read_only) and call.ok is not False:
+            servers |= servers_of([call.tool])
+    return servers
+
+
+def writable_servers(policies: Mapping[str, ToolPolicy]) -> set[str]:
+    """Servers with a tool that is not read-only: what a run with no trace (cancelled, lost)
+    may have written to."""
+    return servers_of(tool for tool, policy in policies.items() if not policy.read_only)
+
+
+def servers_of(tools: Iterable[str]) -> set[str]:
+    """The servers of ``server:tool`` ids (malformed ids are skipped)."""
+    servers = set()
+    for tool in tools:
+        try:
+            servers.add(tool_ids.parse(tool)[0])
+        except ValueError:
+            continue
+    return servers

@@ -1,0 +1,222 @@
+"""The cache around one sandbox run, on the worker: what it may reuse before, and after it ends
+(before it is reported finished) the invalidation its writes call for and the entries it leaves."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import redis
+
+from shared.cache import entries, store
+from shared.cache.invalidate import Trigger, invalidate
+from shared.cache.keys import execution_digest, params_hash, scope_digest
+from shared.cache.policy import (
+    Call,
+    Decision,
+    ToolPolicy,
+    decide,
+    servers_of,
+    tool_policy,
+    writable_servers,
+    written_servers,
+)
+from shared.config import Settings
+from shared.executions.status import ExecutionStatus
+from shared.executions.trace import EventType, event_type, tool_calls_from_trace
+from shared.tools.store import cache_settings
+
+log = logging.getLogger(__name__)
+Conn = psycopg.Connection[Any]
+
+# A capability that fails this many runs in a row loses its cached results.
+FAILURE_STREAK = 3
+FAILED = {ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.WORKER_LOST}
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The tools an execution may call, as the cache sees them."""
+
+    policies: dict[str, ToolPolicy]
+    digest: str  # the schema hashes of the tools in scope (part of the L1 key)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCache:
+    """Read before the run: its scope, and each server's generation (see entries.py)."""
+
+    scope: Scope
+    generations: dict[str, int]
+    capability_config: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What the cache needs of a finished run."""
+
+    status: str
+    result: Any
+    stdout: str
+    stdout_truncated: bool
+    trace: list[dict[str, Any]]
+
+
+def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:
+    """Policies and the L1 scope digest of ``tools`` (every known tool when None)."""
+    rows = cache_settings(conn, ids=tools)
+    return Scope(
+        policies={
+            tool_id: tool_policy(annotations=r["annotations"], override=r["cache_override"])
+            for tool_id, r in rows.items()
+        },
+        digest=scope_digest({tool_id: r["schema_hash"] for tool_id, r in rows.items()}),
+    )
+
+
+def prepare(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> RunCache:
+    """Before the sandbox starts: the scope and the generations its servers are at."""
+    scope = load_scope(conn, tools=row["tools"])
+    config = None
+    if row.get("capability_id"):
+        found = conn.execute(
+            "SELECT cache_config FROM capabilities WHERE id = %s", (row["capability_id"],)
+        ).fetchone()
+        config = dict(found["cache_config"] or {}) if found else None
+    generations = entries.read_generations(client, sorted(servers_of(scope.policies)))
+    return RunCache(scope=scope, generations=generations, capability_config=config)
+
+
+def invalidate_writes(conn: Conn, client: redis.Redis, *, run: Finished, cache: RunCache) -> int:
+    """Invalidate every entry that used a server the run may have written; how many."""
+    calls = _calls(run)
+    policies = cache.scope.policies
+    # Without a whole trace, any server the run could write to may have been written.
+    written = written_servers(calls, policies) if _complete(run) else writable_servers(policies)
+    return _invalidate_servers(conn, client, written)
+
+
+def remember(
+    conn: Conn,
+    client: redis.Redis,
+    *,
+    row: Mapping[str, Any],
+    run: Finished,
+    cache: RunCache,
+    settings: Settings,
+) -> None:
+    """Store the run's result in L1 (and L2 for a capability) where the rules allow."""
+    if not _complete(run):
+        return
+    execution_id, tenant_id = str(row["id"]), str(row["tenant_id"])
+    calls = _calls(run)
+
+    def decision(default_ttl_s: int, config: Mapping[str, Any] | None = None) -> Decision:
+        return decide(
+            status=run.status,
+            stdout_truncated=run.stdout_truncated,
+            calls=calls,
+            policies=cache.scope.policies,
+            default_ttl_s=default_ttl_s,
+            capability_config=config,
+        )
+
+    l1 = decision(settings.cache_ttl_s)
+    if l1.cacheable:
+        entries.put_entry(
+            client,
+            tenant_id=tenant_id,
+            digest=execution_digest(code=row["code"], args=row["args"], scope=cache.scope.digest),
+            entry=entries.CachedResult(
+                result=run.result, stdout=run.stdout, tools_used=list(l1.tools_used),
+                cached_at=entries.now(), source_execution_id=execution_id,
+                capability_id=str(row["capability_id"]) if row.get("capability_id") else None,
+            ),
+            ttl_s=l1.ttl_s,
+            servers=l1.servers,
+            generations=cache.generations,
+        )  # fmt: skip
+    if not row.get("capability_id") or cache.capability_config is None:
+        return
+    l2 = decision(settings.capability_cache_ttl_s, cache.capability_config)
+    if l2.cacheable:
+        _put_capability_entry(conn, client, row=row, run=run, decision_ttl=l2.ttl_s,
+                              tools=l2.tools_used, servers=l2.servers, cache=cache)  # fmt: skip
+    else:
+        log.debug("execution %s not cached: %s", execution_id, l2.reason)
+
+
+def _calls(run: Finished) -> list[Call]:
+    return [Call(tool=c.tool, ok=c.ok) for c in tool_calls_from_trace(run.trace)]
+
+
+def _complete(run: Finished) -> bool:
+    """The trace names every call (a cancelled run's trace is lost; a long one may be cut)."""
+    return run.status != ExecutionStatus.CANCELLED and not any(
+        event_type(e) == EventType.TRACE_TRUNCATED for e in run.trace
+    )
+
+
+def _put_capability_entry(
+    conn: Conn,
+    client: redis.Redis,
+    *,
+    row: Mapping[str, Any],
+    run: Finished,
+    decision_ttl: int,
+    tools: tuple[str, ...],
+    servers: tuple[str, ...],
+    cache: RunCache,
+) -> None:
+    """Upsert, commit, then re-check the generations (entries.py explains the order)."""
+    entry_id = store.put_entry(
+        conn,
+        tenant_id=str(row["tenant_id"]),
+        capability_id=str(row["capability_id"]),
+        params_hash=params_hash(row["args"]),
+        result=run.result,
+        stdout=run.stdout,
+        tools_used=tools,
+        servers=servers,
+        source_execution_id=str(row["id"]),
+        ttl_s=decision_ttl,
+    )
+    conn.commit()
+    if entry_id is None:
+        return
+    now = entries.read_generations(client, list(servers))
+    if now != {s: cache.generations.get(s, 0) for s in servers}:
+        store.delete_entry(conn, entry_id=entry_id)
+        conn.commit()
+
+
+def after_failure(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> int:
+    """A capability whose last three runs failed loses its cached results; how many."""
+    capability_id = row.get("capability_id")
+    if not capability_id:
+        return 0
+    statuses = store.latest_statuses(conn, capability_id=str(capability_id), n=FAILURE_STREAK)
+    if len(statuses) < FAILURE_STREAK or not all(s in FAILED for s in statuses):
+        return 0
+    return invalidate(
+        conn, client, trigger=Trigger.FAILURES, scope=f"capability:{capability_id}",
+        capability_id=str(capability_id),
+    )  # fmt: skip
+
+
+def invalidate_possible_writes(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> int:
+    """A run whose trace is lost (its worker died): every server it could write is invalidated."""
+    written = writable_servers(load_scope(conn, tools=row["tools"]).policies)
+    return _invalidate_servers(conn, client, written)
+
+
+def _invalidate_servers(conn: Conn, client: redis.Redis, servers: set[str]) -> int:
+    if not servers:
+        return 0
+    return invalidate(
+        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(sorted(servers)),
+        servers=servers,
+    )  # fmt: skip

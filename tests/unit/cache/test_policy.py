@@ -1,0 +1,132 @@
+"""The cacheability rules, one test per rule, and the keys."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from shared.cache.config import AgentcardsBlock
+from shared.cache.keys import entry_key, execution_digest, params_hash, scope_digest, tenant_of
+from shared.cache.policy import (
+    Call,
+    ToolPolicy,
+    decide,
+    tool_policy,
+    writable_servers,
+    written_servers,
+)
+
+READ = ToolPolicy(read_only=True)
+POLICIES = {
+    "files:read_text_file": READ,
+    "files:write_file": ToolPolicy(read_only=False),
+    "time:get_current_time": ToolPolicy(read_only=True, ttl_s=0),
+    "files:short": ToolPolicy(read_only=True, ttl_s=30),
+}
+
+
+def _decide(*calls: Call, status: str = "succeeded", truncated: bool = False, **kw: object):
+    return decide(status=status, stdout_truncated=truncated, calls=calls, policies=POLICIES,
+                  default_ttl_s=300, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_a_successful_read_only_run_is_cached_for_the_default_ttl() -> None:
+    decision = _decide(Call("files:read_text_file", True))
+    assert decision.cacheable and decision.ttl_s == 300
+    assert decision.servers == ("files",)
+
+
+def test_only_succeeded_runs_are_cached() -> None:
+    assert not _decide(Call("files:read_text_file", True), status="failed").cacheable
+
+
+def test_a_truncated_stdout_is_never_cached() -> None:
+    assert not _decide(Call("files:read_text_file", True), truncated=True).cacheable
+
+
+def test_a_tool_that_is_not_read_only_is_never_cached() -> None:
+    decision = _decide(Call("files:read_text_file", True), Call("files:write_file", True))
+    assert not decision.cacheable and "not read-only" in decision.reason
+
+
+def test_a_tool_configured_ttl_0_is_never_cached() -> None:
+    assert not _decide(Call("time:get_current_time", True)).cacheable
+
+
+def test_a_failed_or_lost_call_is_never_cached() -> None:
+    assert not _decide(Call("files:read_text_file", False)).cacheable
+    assert not _decide(Call("files:read_text_file", None)).cacheable
+
+
+def test_an_unknown_tool_is_never_cached() -> None:
+    assert not _decide(Call("other:thing", True)).cacheable
+
+
+def test_the_smallest_tool_ttl_wins() -> None:
+    assert _decide(Call("files:read_text_file", True), Call("files:short", True)).ttl_s == 30
+
+
+def test_a_capability_may_opt_out_or_shorten_but_never_in() -> None:
+    read = Call("files:read_text_file", True)
+    assert not _decide(read, capability_config={"enabled": False}).cacheable
+    assert not _decide(read, capability_config={"ttl_s": 0}).cacheable
+    assert _decide(read, capability_config={"ttl_s": 10}).ttl_s == 10
+    assert _decide(read, capability_config={"ttl_s": 10_000}).ttl_s == 300
+    write = Call("files:write_file", True)
+    assert not _decide(write, capability_config={"enabled": True}).cacheable
+
+
+def test_read_only_comes_from_the_annotation_unless_overridden() -> None:
+    assert tool_policy(annotations={"readOnlyHint": True}, override={}).read_only
+    assert not tool_policy(annotations={}, override={}).read_only
+    assert not tool_policy(
+        annotations={"readOnlyHint": True}, override={"read_only": False}
+    ).read_only
+    assert tool_policy(annotations={}, override={"read_only": True, "ttl_s": 5}) == ToolPolicy(
+        True, 5
+    )
+
+
+def test_writes_are_successful_or_lost_calls_to_non_read_only_tools() -> None:
+    calls = [Call("files:read_text_file", True), Call("files:write_file", True)]
+    assert written_servers(calls, POLICIES) == {"files"}
+    assert written_servers([Call("files:write_file", False)], POLICIES) == set()
+    assert written_servers([Call("files:write_file", None)], POLICIES) == {"files"}
+    assert written_servers([Call("mystery:tool", True)], POLICIES) == {"mystery"}
+    assert writable_servers(POLICIES) == {"files"}
+
+
+def test_keys_ignore_formatting_and_key_order_but_not_args_schemas_or_tenants() -> None:
+    scope = scope_digest({"files:read_text_file": "h1"})
+    a = execution_digest(code="x = 1\nreturn x", args={"a": 1, "b": 2}, scope=scope)
+    assert a == execution_digest(code="x=1  # same\nreturn x", args={"b": 2, "a": 1}, scope=scope)
+    assert a != execution_digest(code="x = 1\nreturn x", args={"a": 2, "b": 2}, scope=scope)
+    other = scope_digest({"files:read_text_file": "h2"})
+    assert a != execution_digest(code="x = 1\nreturn x", args={"a": 1, "b": 2}, scope=other)
+    assert params_hash({"a": 1}) != params_hash({"a": "1"})
+    assert entry_key("t1", a) != entry_key("t2", a)
+    assert tenant_of(entry_key("acme:eu", a)) == "acme:eu"
+
+
+def test_the_agentcards_block_merges_server_and_tool_settings() -> None:
+    block = AgentcardsBlock.model_validate(
+        {
+            "cache": {
+                "ttl_s": 600,
+                "tools": {"read_file": {"ttl_s": 30}, "log": {"read_only": False}},
+            }
+        }
+    )
+    assert block.cache_override("read_file") == {"ttl_s": 30}
+    assert block.cache_override("log") == {"ttl_s": 600, "read_only": False}
+    assert block.cache_override("other") == {"ttl_s": 600}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"cache": {"ttl": 1}}, {"cache": {"ttl_s": -1}}, {"cache": {"ttl_s": "30"}},
+     {"cache": {"tools": {"x": {"read_only": "no"}}}}, {"other": {}}],
+)  # fmt: skip
+def test_bad_keys_and_values_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        AgentcardsBlock.model_validate(bad)
