@@ -46,6 +46,7 @@ TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change event
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
+RATE_PREFIX = KEY_PREFIX + "rate:"  # + kind + ":" + API key id; per-key limit windows (zsets)
 
 
 def events_channel(execution_id: str) -> str:
@@ -71,3 +72,13 @@ def cancel_key(execution_id: str) -> str:
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"
+
+
+def executions_window_key(key_id: str) -> str:
+    """Sorted set of one API key's execution submissions in the last minute (score: time)."""
+    return f"{RATE_PREFIX}executions:{key_id}"
+
+
+def running_executions_key(key_id: str) -> str:
+    """Sorted set of one API key's in-flight executions (score: when the slot expires)."""
+    return f"{RATE_PREFIX}running:{key_id}"

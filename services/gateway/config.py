@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio as aioredis
 from celery import Celery
 from psycopg_pool import ConnectionPool
 
+from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import DictConnection, make_pool, migrate
@@ -23,6 +24,8 @@ class GatewayState:
     redis: redis.Redis
     aredis: aioredis.Redis
     celery: Celery
+    # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
+    auth: PrincipalCache = field(default_factory=PrincipalCache)
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:

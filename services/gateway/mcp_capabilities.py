@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import ValidationError
 
 from services.gateway.capabilities import (
@@ -16,6 +16,7 @@ from services.gateway.capabilities import (
 )
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
+from shared.auth.principal import Principal
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 
@@ -35,26 +36,38 @@ running anything. Waits for the result and returns the execution (status, result
 error, stdout, tool_calls, tool_failures)."""
 
 
-def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
-    """Add the capability tools to ``server``; ``get_state`` yields the opened clients."""
+def register(
+    server: MCPServer,
+    get_state: Callable[[], GatewayState],
+    principal_of: Callable[[Context], Awaitable[Principal]],
+) -> None:
+    """Add the capability tools to ``server``; ``get_state`` yields the opened clients and
+    ``principal_of`` the caller (a tool error when it has no valid key)."""
 
     @server.tool(name="search_capabilities", description=SEARCH_DESCRIPTION)
     async def search_capabilities_tool(
-        intent: str, include_suggestions: bool = False
+        intent: str, ctx: Context, include_suggestions: bool = False
     ) -> dict[str, Any]:
+        principal = await principal_of(ctx)
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
-            return await search_capabilities(get_state(), body=body)
+            return await search_capabilities(get_state(), body=body, principal=principal)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
     @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
     async def execute_capability_tool(
-        capability_id: str, args: dict[str, Any] | None = None, timeout_s: float | None = None
+        capability_id: str,
+        ctx: Context,
+        args: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
+        principal = await principal_of(ctx)
         try:
             body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
-            row = await execute_capability(get_state(), ref=capability_id, body=body)
+            row = await execute_capability(
+                get_state(), ref=capability_id, body=body, principal=principal
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
         return view_from_row(row).model_dump(mode="json")

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from shared.auth.audit import finish_audit
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
@@ -165,4 +166,8 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
                 error=error_dict(ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"),
             )
             finish_execution(conn, execution_id=execution_id, **fields)
+        # The audit row learns the tools called, in the transaction that ends the execution.
+        finish_audit(
+            conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace
+        )
         conn.commit()
