@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, mcp, sandbox, bench, demo."""
+"""The `agentcards` command: up, status, down, mcp, keys, audit, sandbox, bench, demo."""
 
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ err = Console(stderr=True)
 
 def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
+    from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
+    app.add_typer(keys_app, name="keys")
+    app.add_typer(audit_app, name="audit")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 
@@ -157,7 +160,10 @@ def migrate() -> None:
 
 @app.command()
 def mcp() -> None:
-    """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack."""
+    """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack.
+
+    When the stack has API keys, set AGENTCARDS_API_KEY to one.
+    """
     settings = _settings()
     if not (settings.database_url and settings.redis_url):  # else: a stack this home did not start
         try:
