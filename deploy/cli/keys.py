@@ -66,7 +66,9 @@ def create(
         typer.Option(help="tool pattern the key may call (server:tool, server:*); repeatable"),
     ] = None,
     rate: Annotated[str | None, typer.Option(help="executions per minute, e.g. 60/min")] = None,
-    tool_rate: Annotated[str | None, typer.Option(help="tool calls per minute, e.g. 600/min")] = None,
+    tool_rate: Annotated[
+        str | None, typer.Option(help="tool calls per minute, e.g. 600/min")
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="executions in flight at once")] = None,
     name: Annotated[str | None, typer.Option(help="a label for `keys list`")] = None,
     admin: Annotated[bool, typer.Option(help="may read the tenant's audit log")] = False,

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.gateway import errors
-from services.gateway.auth import AuthGate, bind_refusal, keys_exist_now, warn_if_auth_off
+from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
@@ -44,7 +44,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if refusal:
             await state.close()
             raise ConfigError(refusal)
-        warn_if_auth_off(settings)
         holder["state"] = state
         app.state.gateway = state
         threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
@@ -94,6 +93,8 @@ def main() -> None:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
+    if warning := auth_off_warning(settings):
+        print(warning, file=sys.stderr, flush=True)
     uvicorn.run(
         create_app(settings),
         host=settings.gateway_host,

@@ -9,7 +9,6 @@ is safe only because the gateway then refuses to listen beyond loopback (``bind_
 from __future__ import annotations
 
 import ipaddress
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,6 @@ from shared.auth.store import active_keys_exist
 from shared.config import Settings
 from shared.db import connect
 from shared.errors import AgentCardsError, DependencyError, Unauthorized
-
-log = logging.getLogger(__name__)
 
 # Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
 OPEN_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/dashboard"})
@@ -155,15 +152,14 @@ def keys_exist_now(settings: Settings) -> bool:
             return False
 
 
-def warn_if_auth_off(settings: Settings) -> None:
-    """Say loudly, at start, that nobody's key is checked."""
-    if not settings.auth:
-        log.warning(
-            "AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of %s:%s runs as "
-            "tenant 'default' without limits",
-            settings.gateway_host,
-            settings.gateway_port,
-        )
+def auth_off_warning(settings: Settings) -> str | None:
+    """The line the gateway prints at start when nobody's key is checked (AUTH=off)."""
+    if settings.auth:
+        return None
+    return (
+        f"WARNING: AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of "
+        f"{settings.gateway_host}:{settings.gateway_port} runs as tenant 'default' without limits"
+    )
 
 
 def _pooled(state: GatewayState) -> Callable[[], Any]:

@@ -167,7 +167,5 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> None:
             )
             finish_execution(conn, execution_id=execution_id, **fields)
         # The audit row learns the tools called, in the transaction that ends the execution.
-        finish_audit(
-            conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace
-        )
+        finish_audit(conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace)
         conn.commit()

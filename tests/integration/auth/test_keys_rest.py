@@ -48,9 +48,7 @@ def test_no_key_means_loopback_anonymous_as_before(client: TestClient) -> None:
     assert client.get("/healthz").status_code in (200, 503)  # no toolhost here: 503 is honest
 
 
-def test_once_a_key_exists_rest_sse_and_mcp_need_it(
-    settings: Settings, make_key: MakeKey
-) -> None:
+def test_once_a_key_exists_rest_sse_and_mcp_need_it(settings: Settings, make_key: MakeKey) -> None:
     key_id, auth = make_key("acme")
     revoked_id, revoked = make_key("acme", name="old")
     _revoke(settings, revoked_id)
@@ -155,7 +153,9 @@ def test_one_tenant_never_sees_another_tenants_anything(
         for ref in (cap_a, "parse_yaml_a"):
             refused = client.post(f"/v1/capabilities/{ref}/execute", json={}, headers=b)
             assert refused.status_code == 404, refused.text
-        assert client.post(f"/v1/capabilities/{cap_b}/execute", json={}, headers=b).status_code == 202
+        assert (
+            client.post(f"/v1/capabilities/{cap_b}/execute", json={}, headers=b).status_code == 202
+        )
 
 
 def test_rate_and_concurrency_limits_answer_429_with_retry_after(
@@ -165,7 +165,12 @@ def test_rate_and_concurrency_limits_answer_429_with_retry_after(
     _, one_at_a_time = make_key("acme", max_concurrent=1)
     with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
         for _ in range(2):
-            assert client.post("/v1/executions", json={"code": "return 1"}, headers=per_min).status_code == 202
+            assert (
+                client.post(
+                    "/v1/executions", json={"code": "return 1"}, headers=per_min
+                ).status_code
+                == 202
+            )
         over = client.post("/v1/executions", json={"code": "return 1"}, headers=per_min)
         assert over.status_code == 429
         assert 1 <= int(over.headers["retry-after"]) <= 60
@@ -178,7 +183,12 @@ def test_rate_and_concurrency_limits_answer_429_with_retry_after(
         assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
         assert busy.json()["error"]["details"]["limit"] == "max_concurrent"
         # Once the first has ended (cancelled while queued), its slot is free again.
-        assert client.post(f"/v1/executions/{first.json()['id']}/cancel", headers=one_at_a_time).status_code == 200
+        assert (
+            client.post(
+                f"/v1/executions/{first.json()['id']}/cancel", headers=one_at_a_time
+            ).status_code
+            == 200
+        )
         again = client.post("/v1/executions", json={"code": "return 3"}, headers=one_at_a_time)
         assert again.status_code == 202, again.text
         # An idempotent repeat starts nothing, so it takes no slot either.
@@ -200,7 +210,9 @@ def test_audit_log_records_executions_searches_and_key_changes(
     _, user = make_key("acme", name="second")
     with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
         run = client.post(
-            "/v1/executions", json={"code": "return 1", "args": {"secret": "hunter2"}}, headers=admin
+            "/v1/executions",
+            json={"code": "return 1", "args": {"secret": "hunter2"}},
+            headers=admin,
         ).json()
         client.post("/v1/tools/search", json={"query": "add numbers"}, headers=admin)
         client.post("/v1/capabilities/search", json={"intent": "add numbers"}, headers=admin)

@@ -110,5 +110,8 @@ def test_bind_refusal_names_the_ways_out() -> None:
     assert message is not None
     assert "agentcards keys create" in message and "AGENTCARDS_AUTH=off" in message
     assert bind_refusal(public, keys_exist=True) is None
-    assert bind_refusal(Settings(gateway_host="0.0.0.0", auth=False, env="test"), keys_exist=False) is None
+    assert (
+        bind_refusal(Settings(gateway_host="0.0.0.0", auth=False, env="test"), keys_exist=False)
+        is None
+    )
     assert bind_refusal(Settings(env="test"), keys_exist=False) is None
