@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     embedded_redis_port: int = Field(default=6390, ge=1, le=65535)
     flower_basic_auth: SecretStr | None = None
     secret_key: SecretStr = SecretStr("changeme")
+    # API keys: once one exists every request needs one. `false` (AGENTCARDS_AUTH=off)
+    # serves everyone as the default tenant, on any bind address; logged as a warning.
+    auth: bool = True
+    # /healthz and /metrics answer loopback clients without a key; `true` opens them to all.
+    public_health: bool = False
+    # The key `agentcards mcp` (stdio) and the CLI's HTTP clients send.
+    api_key: SecretStr | None = None
 
     sandbox_workers: int = Field(default=2, ge=1, description="sandbox worker concurrency for `up`")
     sandbox_wall_time_s: float = Field(default=30.0, gt=0, le=3600)

@@ -49,6 +49,9 @@ class ErrorType(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     BAD_REQUEST = "bad_request"  # any other malformed HTTP request
     CONFLICT = "conflict"
+    UNAUTHORIZED = "unauthorized"  # no API key, or an unknown or revoked one
+    FORBIDDEN = "forbidden"  # the key is valid but may not do this (admin-only routes)
+    RATE_LIMITED = "rate_limited"  # the key's executions/min or concurrency limit is reached
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
     UNAVAILABLE = "unavailable"  # a dependency (Redis, Postgres) is down: retry after a pause
@@ -149,6 +152,28 @@ class Conflict(AgentCardsError):
     """Raised when a request contradicts the current state (cancelling a finished execution)."""
 
     type = ErrorType.CONFLICT
+
+
+class Unauthorized(AgentCardsError):
+    """Raised when a request carries no valid API key and the gateway requires one."""
+
+    type = ErrorType.UNAUTHORIZED
+
+
+class Forbidden(AgentCardsError):
+    """Raised when a valid key asks for something it may not do (an admin-only route)."""
+
+    type = ErrorType.FORBIDDEN
+
+
+class RateLimited(AgentCardsError):
+    """Raised when a key is over one of its limits; ``retry_after_s`` says when to try again."""
+
+    type = ErrorType.RATE_LIMITED
+
+    def __init__(self, message: str, *, retry_after_s: int, **details: Any) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, **details)
+        self.retry_after_s = retry_after_s
 
 
 class SandboxError(AgentCardsError):

@@ -60,6 +60,7 @@ CACHE_INDEX_PREFIX = (
 CACHE_GENERATION_PREFIX = CACHE_PREFIX + "gen:"  # + server; bumped by every write-invalidation
 CACHE_STATS_PREFIX = CACHE_PREFIX + "stats:"  # + tenant; hash of hits/misses per level
 CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one event each
+RATE_PREFIX = KEY_PREFIX + "rate:"  # + kind + ":" + API key id; per-key limit windows (zsets)
 
 
 def events_channel(execution_id: str) -> str:
@@ -95,3 +96,13 @@ def reap_suspect_key(execution_id: str) -> str:
 def rpc_claim_key(call_id: str) -> str:
     """Which toolhost replica (its heartbeat key) popped one tool call."""
     return f"{RPC_CLAIM_PREFIX}{call_id}"
+
+
+def executions_window_key(key_id: str) -> str:
+    """Sorted set of one API key's execution submissions in the last minute (score: time)."""
+    return f"{RATE_PREFIX}executions:{key_id}"
+
+
+def running_executions_key(key_id: str) -> str:
+    """Sorted set of one API key's in-flight executions (score: when the slot expires)."""
+    return f"{RATE_PREFIX}running:{key_id}"

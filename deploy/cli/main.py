@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, mcp, sandbox, cache, bench, demo."""
+"""The `agentcards` command: up, status, down, mcp, keys, audit, sandbox, cache, bench, demo."""
 
 from __future__ import annotations
 
@@ -32,10 +32,13 @@ err = Console(stderr=True)
 def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
     from deploy.cli.cache import cache_app
+    from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(cache_app, name="cache", help="The result cache: clear, stats.")
+    app.add_typer(keys_app, name="keys")
+    app.add_typer(audit_app, name="audit")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 
@@ -159,7 +162,10 @@ def migrate() -> None:
 
 @app.command()
 def mcp() -> None:
-    """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack."""
+    """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack.
+
+    When the stack has API keys, set AGENTCARDS_API_KEY to one.
+    """
     settings = _settings()
     if not (settings.database_url and settings.redis_url):  # else: a stack this home did not start
         try:

@@ -62,7 +62,14 @@ def pid_alive(pid: int | None) -> bool:
 
 # What `status`, `mcp` and `demo` need to reach a stack another shell started, whatever
 # their own environment says: where it listens, and which MCP servers it was given.
-_RUNNING = ("gateway_host", "gateway_port", "flower_port", "embedded_redis_port", "mcp_config")
+_RUNNING = (
+    "gateway_host",
+    "gateway_port",
+    "flower_port",
+    "embedded_redis_port",
+    "mcp_config",
+    "auth",  # so `agentcards mcp` checks keys exactly when the stack does
+)
 
 
 def running_settings(settings: Settings) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,11 +10,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.gateway import errors
+from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.dependencies import OutageGuard
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import (
+    audit,
     cache,
     capabilities,
     dashboard,
@@ -23,7 +26,9 @@ from services.gateway.routes import (
     tools,
 )
 from services.gateway.search import warm_up
+from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
+from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
 
 
@@ -36,6 +41,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = GatewayState.open(settings)
+        with state.pool.connection() as conn:
+            refusal = bind_refusal(settings, keys_exist=active_keys_exist(conn))
+        if refusal:
+            await state.close()
+            raise ConfigError(refusal)
         holder["state"] = state
         app.state.gateway = state
         threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
@@ -59,7 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             code_bytes=settings.sandbox_code_bytes, args_bytes=settings.sandbox_tool_args_bytes
         ),
     )
-    app.add_middleware(OutageGuard)  # outermost but BodyGuard: refuse before reading bodies
+    app.add_middleware(OutageGuard)  # refuse before reading bodies while a dependency is down
+    # Added last, so it runs first: no body is read for a caller without a valid key.
+    app.add_middleware(AuthGate, settings=settings)
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)
@@ -67,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(cache.router)
     app.include_router(metrics.router)
     app.include_router(dashboard.router)
+    app.include_router(audit.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
     return app
 
@@ -76,6 +89,16 @@ def main() -> None:
     import uvicorn
 
     settings = get_settings()
+    # Checked before listening, so a refusal is one line and no socket was ever open.
+    try:
+        refusal = bind_refusal(settings, keys_exist=settings.auth and keys_exist_now(settings))
+    except AgentCardsError as exc:  # Postgres unreachable: say so in one line
+        refusal = exc.message
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        raise SystemExit(2)
+    if warning := auth_off_warning(settings):
+        print(warning, file=sys.stderr, flush=True)
     uvicorn.run(
         create_app(settings),
         host=settings.gateway_host,

@@ -9,8 +9,9 @@ from pydantic import Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
+from shared.auth.audit import AuditAction, record_audit
+from shared.auth.principal import Principal
 from shared.capabilities import store
-from shared.config import DEFAULT_TENANT
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
@@ -44,13 +45,22 @@ class CapabilityExecuteRequest(RequestModel):
 
 
 async def search_capabilities(
-    state: GatewayState, *, body: CapabilitySearchRequest, tenant_id: str = DEFAULT_TENANT
+    state: GatewayState, *, body: CapabilitySearchRequest, principal: Principal
 ) -> Row:
-    """Match capabilities to the intent; suggestions from the matches' tools when asked."""
+    """Match the tenant's capabilities to the intent; suggestions from the matches' tools when asked."""
     (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [body.intent])
+    tenant_id = principal.tenant_id
 
     def run() -> Row:
         with state.pool.connection() as conn:
+            record_audit(
+                conn,
+                tenant_id=tenant_id,
+                key_id=principal.key_id,
+                action=AuditAction.SEARCH,
+                args=body.model_dump(mode="json"),
+                details={"kind": "capabilities"},
+            )
             found = match_capabilities(
                 conn, intent_embedding=vector, tenant_id=tenant_id, limit=body.limit
             )
@@ -66,7 +76,7 @@ async def search_capabilities(
     return await to_thread.run_sync(run)
 
 
-def load_capability(state: GatewayState, *, ref: str, tenant_id: str = DEFAULT_TENANT) -> Row:
+def load_capability(state: GatewayState, *, ref: str, tenant_id: str) -> Row:
     """A capability by id, else by name; NotFound otherwise."""
     if "\x00" in ref:  # Postgres text cannot hold NUL: refuse before querying
         raise ValidationFailed(
@@ -87,9 +97,10 @@ async def execute_capability(
     *,
     ref: str,
     body: CapabilityExecuteRequest,
-    tenant_id: str = DEFAULT_TENANT,
+    principal: Principal,
 ) -> Row:
     """Check args against the capability's schema, then run its code as a normal execution."""
+    tenant_id = principal.tenant_id
     cap = await to_thread.run_sync(lambda: load_capability(state, ref=ref, tenant_id=tenant_id))
     problems = validate_args(schema=cap["parameters_schema"], args=body.args)
     if not problems.ok:
@@ -107,7 +118,7 @@ async def execute_capability(
         no_cache=body.no_cache,
     )
     row = await submit_execution(
-        state, request=request, capability_id=str(cap["id"]), tenant_id=tenant_id
+        state, request=request, principal=principal, capability_id=str(cap["id"])
     )
     if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
@@ -122,7 +133,7 @@ def list_capabilities(
     limit: int,
     offset: int,
     min_success_rate: float,
-    tenant_id: str = DEFAULT_TENANT,
+    tenant_id: str,
 ) -> Row:
     """One page of capabilities, most used first, and the total at that success rate."""
     with state.pool.connection() as conn:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio as aioredis
@@ -12,6 +12,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
 from services.gateway.dependencies import DependencyProbe
+from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
@@ -32,6 +33,8 @@ class GatewayState:
     aredis: aioredis.Redis
     celery: Celery
     probe: DependencyProbe
+    # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
+    auth: PrincipalCache = field(default_factory=PrincipalCache)
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:

@@ -23,7 +23,10 @@ from shared.errors import (
     Conflict,
     DependencyError,
     ErrorType,
+    Forbidden,
     NotFound,
+    RateLimited,
+    Unauthorized,
     ValidationFailed,
     error_dict,
 )
@@ -38,6 +41,9 @@ STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     Conflict: 409,
     BodyTooLarge: 413,
     DependencyError: 503,
+    Unauthorized: 401,
+    Forbidden: 403,
+    RateLimited: 429,
 }
 # Starlette's own refusals (no route, wrong method, unreadable body) in our vocabulary.
 TYPE_BY_STATUS = {
@@ -56,7 +62,13 @@ def error_body(type_: str, message: str, details: Any = None) -> dict[str, Any]:
 def error_response(exc: AgentCardsError) -> JSONResponse:
     """The envelope and status for one of our errors."""
     status = next((s for t, s in STATUS_BY_TYPE.items() if isinstance(exc, t)), 500)
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    headers = {}
+    if status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = 'Bearer realm="agentcards"'
+    elif isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_s)
     return JSONResponse(
         error_body(exc.type, exc.message, exc.details or None), status, headers=headers
     )

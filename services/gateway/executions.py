@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import redis
 from anyio import to_thread
 
 from services.gateway.cache import answer_from_cache
 from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
-from shared.config import DEFAULT_TENANT
+from shared.auth import limits
+from shared.auth.audit import AuditAction, record_audit
+from shared.auth.principal import Principal
 from shared.errors import DependencyError, ErrorType, ValidationFailed, error_dict
 from shared.executions.events import FINISHED, LEARNED
 from shared.executions.models import ExecutionRequest
 from shared.executions.reaper import reap_stale
 from shared.executions.status import TERMINAL, ExecutionStatus
-from shared.executions.store import create_execution, finish_execution, get_execution
+from shared.executions.store import (
+    create_execution,
+    finish_execution,
+    finished_executions,
+    get_execution,
+)
 from shared.inputs import check_value
 from shared.queues import TaskName
 from shared.tools.store import get_tools
@@ -63,45 +71,99 @@ def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
     return [t for t in tools if t not in known]
 
 
+def reserve_slot(
+    state: GatewayState, *, principal: Principal, timeout_s: float
+) -> limits.Reservation | None:
+    """The key's executions/min and concurrency checked (RateLimited past either), a slot taken."""
+    if not limits.limited(principal):
+        return None
+
+    def finished(ids: Sequence[str]) -> list[str]:
+        with state.pool.connection() as conn:
+            return finished_executions(conn, ids=ids, tenant_id=principal.tenant_id)
+
+    try:
+        return limits.reserve(
+            state.redis, principal=principal, timeout_s=timeout_s, finished=finished
+        )
+    except redis.RedisError as exc:
+        raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc
+
+
 async def submit_execution(
     state: GatewayState,
     *,
     request: ExecutionRequest,
+    principal: Principal,
     capability_id: str | None = None,
-    tenant_id: str = DEFAULT_TENANT,
 ) -> Row:
     """Answer from the result cache (a succeeded row at once), else record a queued execution
-    and enqueue it; idempotent on `idempotency_key`."""
+    (and its audit row) and enqueue it; idempotent on `idempotency_key`."""
     timeout_s = validate_request(state, request)
     missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
     if missing:
         raise ValidationFailed(
             f"unknown tools in scope: {', '.join(missing)} (see GET /v1/tools)", tools=missing
         )
+    slot = await to_thread.run_sync(
+        lambda: reserve_slot(state, principal=principal, timeout_s=timeout_s)
+    )
     if not request.no_cache:
-        hit = await to_thread.run_sync(
-            lambda: answer_from_cache(
-                state,
-                request=request,
-                tenant_id=tenant_id,
-                timeout_s=timeout_s,
-                capability_id=capability_id,
+        try:
+            hit = await to_thread.run_sync(
+                lambda: answer_from_cache(
+                    state,
+                    request=request,
+                    tenant_id=principal.tenant_id,
+                    timeout_s=timeout_s,
+                    capability_id=capability_id,
+                )
             )
-        )
+        except BaseException:
+            if slot is not None:
+                await to_thread.run_sync(lambda: limits.release(state.redis, reservation=slot))
+            raise
         if hit is not None:
+            await to_thread.run_sync(
+                lambda: _audit_hit(state, principal=principal, request=request, row=hit)
+            )
+            if slot is not None:  # a hit is a (finished) execution: it counts against the rate
+                await to_thread.run_sync(
+                    lambda: _settle(state, slot=slot, execution_id=str(hit["id"]))
+                )
             return hit
 
     def create() -> tuple[Row, bool]:
         with state.pool.connection() as conn:
-            return create_execution(
+            row, created = create_execution(
                 conn,
                 request=request,
                 timeout_s=timeout_s,
+                tenant_id=principal.tenant_id,
                 capability_id=capability_id,
-                tenant_id=tenant_id,
             )
+            if created:  # in the same transaction: no execution without its audit row
+                record_audit(
+                    conn,
+                    tenant_id=principal.tenant_id,
+                    key_id=principal.key_id,
+                    action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
+                    execution_id=str(row["id"]),
+                    args={"code": request.code, "args": request.args, "tools": request.tools},
+                    details={"capability_id": capability_id} if capability_id else None,
+                )
+            return row, created
 
-    row, created = await to_thread.run_sync(create)
+    try:
+        row, created = await to_thread.run_sync(create)
+    except BaseException:
+        if slot is not None:
+            await to_thread.run_sync(lambda: limits.release(state.redis, reservation=slot))
+        raise
+    if slot is not None:
+        await to_thread.run_sync(
+            lambda: _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
+        )
     if not created:
         return row
     execution_id = str(row["id"])
@@ -163,6 +225,32 @@ async def wait_for_finish(
                     break
             row = await _fetch(state, execution_id)
         return row
+
+
+def _audit_hit(
+    state: GatewayState, *, principal: Principal, request: ExecutionRequest, row: Row
+) -> None:
+    """A cache hit is an execution too: audited like one, with the level it came from."""
+    capability_id = row.get("capability_id")
+    with state.pool.connection() as conn:
+        record_audit(
+            conn,
+            tenant_id=principal.tenant_id,
+            key_id=principal.key_id,
+            action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
+            execution_id=str(row["id"]),
+            args={"code": request.code, "args": request.args, "tools": request.tools},
+            details={"cache_hit": row.get("cache_hit"), "capability_id": capability_id},
+        )
+        conn.commit()
+
+
+def _settle(state: GatewayState, *, slot: limits.Reservation, execution_id: str | None) -> None:
+    """Bind the slot to the new execution; an idempotent repeat started nothing: give it back."""
+    if execution_id is None:
+        limits.release(state.redis, reservation=slot)
+    else:
+        limits.bind(state.redis, reservation=slot, execution_id=execution_id)
 
 
 def _learning_pending(row: Row) -> bool:

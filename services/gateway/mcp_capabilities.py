@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -15,9 +15,8 @@ from services.gateway.capabilities import (
     search_capabilities,
 )
 from services.gateway.config import GatewayState
-from services.gateway.deps import get_principal
 from services.gateway.errors import mcp_error
-from shared.auth.principal import ANONYMOUS
+from shared.auth.principal import Principal
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 
@@ -39,22 +38,22 @@ comes back at once with `cache_hit` set (only runs whose tools are all read-only
 cached); pass `no_cache: true` to run it anyway."""
 
 
-def caller_tenant(ctx: Context) -> str:
-    """The tenant of an MCP call: the HTTP request's principal; anonymous over stdio."""
-    request = getattr(ctx.request_context, "request", None)
-    return (get_principal(request) if request is not None else ANONYMOUS).tenant_id
-
-
-def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
-    """Add the capability tools to ``server``; ``get_state`` yields the opened clients."""
+def register(
+    server: MCPServer,
+    get_state: Callable[[], GatewayState],
+    principal_of: Callable[[Context], Awaitable[Principal]],
+) -> None:
+    """Add the capability tools to ``server``; ``get_state`` yields the opened clients and
+    ``principal_of`` the caller (a tool error when it has no valid key)."""
 
     @server.tool(name="search_capabilities", description=SEARCH_DESCRIPTION)
     async def search_capabilities_tool(
-        intent: str, include_suggestions: bool = False
+        intent: str, ctx: Context, include_suggestions: bool = False
     ) -> dict[str, Any]:
+        principal = await principal_of(ctx)
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
-            return await search_capabilities(get_state(), body=body)
+            return await search_capabilities(get_state(), body=body, principal=principal)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
@@ -66,12 +65,13 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
         timeout_s: float | None = None,
         no_cache: bool = False,
     ) -> dict[str, Any]:
+        principal = await principal_of(ctx)
         try:
             body = CapabilityExecuteRequest(
                 args=args or {}, wait=True, timeout_s=timeout_s, no_cache=no_cache
             )
             row = await execute_capability(
-                get_state(), ref=capability_id, body=body, tenant_id=caller_tenant(ctx)
+                get_state(), ref=capability_id, body=body, principal=principal
             )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc

@@ -13,12 +13,17 @@ from pydantic import ValidationError
 from starlette.routing import Route
 
 from services.gateway import mcp_capabilities
+from services.gateway.audit import audit
+from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
+from services.gateway.deps import mcp_principal
 from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
 from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
-from shared.errors import AgentCardsError, NotFound, ValidationFailed
+from shared.auth.audit import AuditAction
+from shared.auth.principal import Principal
+from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized, ValidationFailed
 from shared.executions.models import ExecutionRequest, view_from_row
 from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution
@@ -47,8 +52,20 @@ tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools 
 read-only is answered from the cache (pass no_cache=true to run anyway)."""
 
 
-def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
-    """The MCP server with AgentCards' tools; `get_state` yields the opened clients."""
+def build_mcp_server(
+    get_state: Callable[[], GatewayState], *, stdio_key: str | None = None
+) -> MCPServer:
+    """The MCP server with AgentCards' tools; `get_state` yields the opened clients.
+
+    Over HTTP each tool call runs as its request's principal; over stdio as ``stdio_key``'s.
+    """
+
+    async def principal_of(ctx: Context) -> Principal:
+        try:
+            return await mcp_principal(ctx, state=get_state(), stdio_key=stdio_key)
+        except AgentCardsError as exc:
+            raise mcp_error(exc) from exc
+
     server: MCPServer = MCPServer(
         name="agentcards",
         instructions="Search tools with search_tools, then run Python that calls them with "
@@ -66,6 +83,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         no_cache: bool = False,
     ) -> dict[str, Any]:
         state = get_state()
+        principal = await principal_of(ctx)
         try:
             request = ExecutionRequest(
                 code=code,
@@ -75,9 +93,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
                 timeout_s=timeout_s,
                 no_cache=no_cache,
             )
-            row = await submit_execution(
-                state, request=request, tenant_id=mcp_capabilities.caller_tenant(ctx)
-            )
+            row = await submit_execution(state, request=request, principal=principal)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
@@ -102,8 +118,9 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
     )
     async def search_tools(
-        query: str, limit: int = 10, context_tools: list[str] | None = None
+        query: str, ctx: Context, limit: int = 10, context_tools: list[str] | None = None
     ) -> dict[str, Any]:
+        principal = await principal_of(ctx)
         if not query.strip():
             raise mcp_error(ValidationFailed("query must not be empty"))
         try:
@@ -112,6 +129,13 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
             )
         except ValidationError as exc:
             raise mcp_error(exc) from exc
+        await audit(
+            get_state(),
+            principal=principal,
+            action=AuditAction.SEARCH,
+            args=body.model_dump(mode="json"),
+            details={"kind": "tools"},
+        )
         hits = await run_search(
             get_state(), query=body.query, limit=body.limit, context_tools=body.context_tools
         )
@@ -133,19 +157,20 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         name="get_execution",
         description="Fetch an execution by id (status, result, error, stdout, tool calls).",
     )
-    async def get_execution_tool(execution_id: str) -> dict[str, Any]:
+    async def get_execution_tool(execution_id: str, ctx: Context) -> dict[str, Any]:
         state = get_state()
+        tenant_id = (await principal_of(ctx)).tenant_id
 
         def load() -> dict[str, Any] | None:
             with state.pool.connection() as conn:
-                return get_execution(conn, execution_id=execution_id)
+                return get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
 
         row = await to_thread.run_sync(load)
         if row is None:
             raise mcp_error(NotFound(f"no execution with id {execution_id!r}"))
         return view_from_row(row).model_dump(mode="json")
 
-    mcp_capabilities.register(server, get_state)
+    mcp_capabilities.register(server, get_state, principal_of)
     return server
 
 
@@ -166,9 +191,31 @@ def mount_mcp(app: FastAPI, server: MCPServer, *, host: str) -> None:
 
 
 async def serve_stdio(settings: Any) -> None:
-    """`agentcards mcp`: the same server over stdio, for desktop MCP clients."""
+    """`agentcards mcp`: the same server over stdio, for desktop MCP clients.
+
+    When the stack has API keys, AGENTCARDS_API_KEY must hold a valid one: refused at start
+    (ConfigError) otherwise, and re-checked on every call (revocation applies within seconds).
+    """
     state = GatewayState.open(settings)
     try:
-        await build_mcp_server(lambda: state).run_stdio_async()
+        key = settings.api_key.get_secret_value() if settings.api_key else None
+        if settings.auth:
+            try:
+                await to_thread.run_sync(lambda: resolve_sync(state.auth, token=key, state=state))
+            except Unauthorized as exc:
+                raise ConfigError(_stdio_refusal(has_key=key is not None)) from exc
+        await build_mcp_server(lambda: state, stdio_key=key).run_stdio_async()
     finally:
         await state.close()
+
+
+def _stdio_refusal(*, has_key: bool) -> str:
+    if has_key:
+        return (
+            "AGENTCARDS_API_KEY is unknown or revoked: set it to an active key "
+            "(`agentcards keys list`, `agentcards keys create --tenant <tenant>`)"
+        )
+    return (
+        "this stack has API keys: set AGENTCARDS_API_KEY to one "
+        "(`agentcards keys create --tenant <tenant>` prints a new key)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -10,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
-from shared.executions.status import ExecutionStatus
+from shared.executions.status import TERMINAL, ExecutionStatus
 
 Row = dict[str, Any]
 
@@ -116,6 +117,34 @@ def get_execution(
     return conn.execute(
         "SELECT * FROM executions WHERE id = %s AND tenant_id = %s", (execution_id, tenant_id)
     ).fetchone()
+
+
+def list_executions(conn: psycopg.Connection[Row], *, tenant_id: str, limit: int) -> list[Row]:
+    """A tenant's newest executions, newest first."""
+    return conn.execute(
+        "SELECT * FROM executions WHERE tenant_id = %s ORDER BY created_at DESC LIMIT %s",
+        (tenant_id, limit),
+    ).fetchall()
+
+
+def finished_executions(
+    conn: psycopg.Connection[Row], *, ids: Sequence[str], tenant_id: str
+) -> list[str]:
+    """Those of ``ids`` (strings that may not be uuids) naming a tenant's finished executions."""
+    valid = []
+    for i in ids:
+        try:
+            valid.append(str(UUID(i)))
+        except ValueError:
+            continue
+    if not valid:
+        return []
+    rows = conn.execute(
+        "SELECT id FROM executions WHERE id = ANY(%s::uuid[]) AND tenant_id = %s "
+        "AND status = ANY(%s)",
+        (valid, tenant_id, [str(s) for s in TERMINAL]),
+    ).fetchall()
+    return [str(r["id"]) for r in rows]
 
 
 def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker: str) -> Row | None:

@@ -90,11 +90,19 @@ def refresh_metrics(conn: Conn) -> GraphMetrics:
     return metrics
 
 
-def heaviest_edges(conn: Conn, *, limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` heaviest edges (src, dst, kind, weight, count)."""
+def heaviest_edges(conn: Conn, *, limit: int, tenant_id: str) -> list[dict[str, Any]]:
+    """The ``limit`` heaviest edges (src, dst, kind, weight, count) a tenant may see: between
+    tools (shared) or touching only its own capabilities."""
     return conn.execute(
-        "SELECT src, dst, kind, weight, count FROM tool_edges ORDER BY weight DESC LIMIT %s",
-        (limit,),
+        """
+        WITH mine AS (SELECT %(prefix)s || id::text AS node FROM capabilities
+                       WHERE tenant_id = %(tenant)s)
+        SELECT src, dst, kind, weight, count FROM tool_edges
+         WHERE (NOT starts_with(src, %(prefix)s) OR src IN (SELECT node FROM mine))
+           AND (NOT starts_with(dst, %(prefix)s) OR dst IN (SELECT node FROM mine))
+         ORDER BY weight DESC LIMIT %(limit)s
+        """,
+        {"prefix": CAPABILITY_PREFIX, "tenant": tenant_id, "limit": limit},
     ).fetchall()
 
 

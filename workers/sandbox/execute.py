@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from redis.exceptions import RedisError
 
+from shared.auth.audit import finish_audit
 from shared.cache import runs as cache_runs
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
@@ -216,6 +217,8 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
                 error=error_dict(ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"),
             )
             finish_execution(conn, execution_id=execution_id, **fields)
+        # The audit row learns the tools called, in the transaction that ends the execution.
+        finish_audit(conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace)
         conn.commit()
 
     # Postgres down or restarting: the outcome waits here rather than being lost.

@@ -19,9 +19,9 @@ Row = dict[str, Any]
 
 
 @router.post("/v1/capabilities/search", summary="Find proven code for an intent")
-async def search(state: State, body: CapabilitySearchRequest) -> Row:
-    """Capabilities scored semantic * reliability at or above the adaptive threshold."""
-    return await service.search_capabilities(state, body=body)
+async def search(state: State, principal: CurrentPrincipal, body: CapabilitySearchRequest) -> Row:
+    """The tenant's capabilities scored semantic * reliability at or above the adaptive threshold."""
+    return await service.search_capabilities(state, body=body, principal=principal)
 
 
 @router.post(
@@ -39,7 +39,7 @@ async def execute(
     if wait:
         body = body.model_copy(update={"wait": True})
     row = await service.execute_capability(
-        state, ref=capability_ref, body=body, tenant_id=principal.tenant_id
+        state, ref=capability_ref, body=body, principal=principal
     )
     view = view_from_row(row)
     return JSONResponse(
@@ -53,10 +53,15 @@ async def execute(
 )
 def list_capabilities(
     state: State,
+    principal: CurrentPrincipal,
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0),
     min_success_rate: float = Query(0.0, ge=0.0, le=1.0),
 ) -> Row:
     return service.list_capabilities(
-        state, limit=limit, offset=offset, min_success_rate=min_success_rate
+        state,
+        limit=limit,
+        offset=offset,
+        min_success_rate=min_success_rate,
+        tenant_id=principal.tenant_id,
     )

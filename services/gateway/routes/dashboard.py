@@ -8,9 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from services.gateway.deps import State
+from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities.store import graph_nodes
-from shared.config import DEFAULT_TENANT
 from shared.graph.edges import CAPABILITY_PREFIX
 from shared.graph.store import heaviest_edges
 from shared.tools.store import list_tools
@@ -25,12 +24,15 @@ def dashboard() -> HTMLResponse:
 
 
 @router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")
-def hypergraph(state: State, max_edges: int = Query(2000, ge=1, le=20000)) -> dict[str, Any]:
-    """Nodes (tools with availability, capabilities) with PageRank and community; the heaviest edges."""
+def hypergraph(
+    state: State, principal: CurrentPrincipal, max_edges: int = Query(2000, ge=1, le=20000)
+) -> dict[str, Any]:
+    """Nodes (tools with availability, the tenant's capabilities) with PageRank and community;
+    the heaviest edges among them (tool edges are shared, other tenants' capabilities left out)."""
     with state.pool.connection() as conn:
         tools = list_tools(conn)
-        caps = graph_nodes(conn, tenant_id=DEFAULT_TENANT)
-        edges = heaviest_edges(conn, limit=max_edges)
+        caps = graph_nodes(conn, tenant_id=principal.tenant_id)
+        edges = heaviest_edges(conn, limit=max_edges, tenant_id=principal.tenant_id)
     nodes = [
         {
             "id": t["id"],

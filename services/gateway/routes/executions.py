@@ -14,12 +14,13 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway.deps import CurrentPrincipal, State
 from services.gateway.events import EventFollower
 from services.gateway.executions import reap_if_stale, submit_execution, wait_for_finish
+from shared.auth.audit import finish_audit
 from shared.errors import Conflict, ErrorType, NotFound, error_dict
 from shared.executions.cancel import request_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.status import TERMINAL, ExecutionStatus
-from shared.executions.store import finish_execution, get_execution
+from shared.executions.store import finish_execution, get_execution, list_executions
 from shared.executions.trace import event_type
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -36,7 +37,7 @@ async def create(
 ) -> JSONResponse:
     """Answer from the cache, or validate, record and enqueue; with `wait` block until the
     execution is terminal."""
-    row = await submit_execution(state, request=body, tenant_id=principal.tenant_id)
+    row = await submit_execution(state, request=body, principal=principal)
     if (wait or body.wait) and row["status"] not in TERMINAL:
         row = await wait_for_finish(state, execution_id=str(row["id"]), timeout_s=row["timeout_s"])
     view = view_from_row(row)
@@ -44,10 +45,25 @@ async def create(
     return JSONResponse(view.model_dump(mode="json"), status_code=status)
 
 
+@router.get("", summary="The caller's tenant's newest executions, newest first")
+async def list_recent(
+    state: State, principal: CurrentPrincipal, limit: int = Query(20, ge=1, le=200)
+) -> dict[str, Any]:
+    """Newest first; only the caller's tenant's executions."""
+
+    def load() -> list[dict[str, Any]]:
+        with state.pool.connection() as conn:
+            return list_executions(conn, tenant_id=principal.tenant_id, limit=limit)
+
+    rows = await to_thread.run_sync(load)
+    return {"executions": [view_from_row(r).model_dump(mode="json") for r in rows]}
+
+
 @router.get("/{execution_id}", response_model=ExecutionView, summary="One execution")
-async def read(state: State, execution_id: str) -> ExecutionView:
-    """The execution as stored (a stale one is reaped first); 404 for an unknown id."""
-    row = await _load(state, execution_id)
+async def read(state: State, principal: CurrentPrincipal, execution_id: str) -> ExecutionView:
+    """The execution as stored (a stale one is reaped first); 404 for an unknown id or another
+    tenant's."""
+    row = await _load(state, execution_id, tenant_id=principal.tenant_id)
     return view_from_row(await to_thread.run_sync(reap_if_stale, state, row))
 
 
@@ -56,9 +72,12 @@ async def read(state: State, execution_id: str) -> ExecutionView:
     response_model=ExecutionView,
     summary="Cancel an execution: at once when queued, by killing its sandbox when running",
 )
-async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> JSONResponse:
+async def cancel(
+    state: State, principal: CurrentPrincipal, execution_id: str, wait: bool = Query(False)
+) -> JSONResponse:
     """202 while a running execution is being stopped (200 when finished); 409 if already over."""
-    row = await _load(state, execution_id)
+    tenant_id = principal.tenant_id
+    row = await _load(state, execution_id, tenant_id=tenant_id)
     if row["status"] in TERMINAL:
         raise Conflict(
             f"execution {execution_id} already ended as {row['status']}", status=row["status"]
@@ -66,13 +85,18 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
 
     def cancel_queued() -> dict[str, Any] | None:
         with state.pool.connection() as conn:
-            return finish_execution(
+            done = finish_execution(
                 conn,
                 execution_id=execution_id,
                 status=ExecutionStatus.CANCELLED,
                 error=error_dict(ErrorType.CANCELLED, "cancelled before it started"),
                 from_statuses=(ExecutionStatus.QUEUED,),
             )
+            if done is not None:
+                finish_audit(
+                    conn, execution_id=execution_id, status=ExecutionStatus.CANCELLED, trace=[]
+                )
+            return done
 
     finished = await to_thread.run_sync(cancel_queued)
     if finished is not None:
@@ -89,7 +113,7 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
         if wait:
             row = await wait_for_finish(state, execution_id=execution_id, timeout_s=10)
         else:
-            row = await _load(state, execution_id)
+            row = await _load(state, execution_id, tenant_id=tenant_id)
     view = view_from_row(row)
     return JSONResponse(
         view.model_dump(mode="json"), status_code=200 if view.status in TERMINAL else 202
@@ -99,18 +123,20 @@ async def cancel(state: State, execution_id: str, wait: bool = Query(False)) -> 
 @router.get("/{execution_id}/events", summary="Server-sent events of one execution")
 async def events(
     state: State,
+    principal: CurrentPrincipal,
     execution_id: str,
     last_event_id: Annotated[int, Header(alias="Last-Event-ID")] = 0,
 ) -> EventSourceResponse:
     """Progress, tool/capability start and end, then `execution.finished`; replayed from the start
     (or after `Last-Event-ID`) for late subscribers, then live."""
-    await _load(state, execution_id)  # 404 before opening a stream
+    tenant_id = principal.tenant_id
+    await _load(state, execution_id, tenant_id=tenant_id)  # 404 before opening a stream
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
         async with EventFollower(
             state, execution_id=execution_id, after_seq=last_event_id
         ) as follow:
-            row = await _load(state, execution_id)
+            row = await _load(state, execution_id, tenant_id=tenant_id)
             if row["status"] in TERMINAL and not follow.replayed_any:
                 # The event log expired: replay the stored trace instead.
                 for event in row.get("trace") or []:
@@ -142,10 +168,10 @@ def _finished_event(row: dict[str, Any]) -> dict[str, Any]:
     return {"event": FINISHED, "data": orjson.dumps(data).decode()}
 
 
-async def _load(state: State, execution_id: str) -> dict[str, Any]:
+async def _load(state: State, execution_id: str, *, tenant_id: str) -> dict[str, Any]:
     def load() -> dict[str, Any] | None:
         with state.pool.connection() as conn:
-            return get_execution(conn, execution_id=execution_id)
+            return get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
 
     row = await to_thread.run_sync(load)
     if row is None:

@@ -6,9 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.gateway.deps import State
+from services.gateway.audit import audit
+from services.gateway.deps import CurrentPrincipal, State
 from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
+from shared.auth.audit import AuditAction
 from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
@@ -23,8 +25,17 @@ def list_tools(state: State) -> dict[str, Any]:
 
 
 @router.post("/tools/search", summary="Find tools for a task described in words")
-async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
+async def search_tools(
+    state: State, principal: CurrentPrincipal, body: ToolSearchRequest
+) -> dict[str, Any]:
     """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
+    await audit(
+        state,
+        principal=principal,
+        action=AuditAction.SEARCH,
+        args=body.model_dump(mode="json"),
+        details={"kind": "tools"},
+    )
     hits = await run_search(
         state, query=body.query, limit=body.limit, context_tools=body.context_tools
     )

@@ -6,14 +6,14 @@
 columns after what it records (trigger, scope, count).
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-11-24
 """
 
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

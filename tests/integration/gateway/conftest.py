@@ -13,5 +13,6 @@ from shared.config import Settings
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
+    # A loopback client, as on the machine that runs the stack (/healthz is open to it).
+    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as test_client:
         yield test_client

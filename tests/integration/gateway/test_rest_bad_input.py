@@ -271,7 +271,7 @@ def test_a_body_over_the_size_cap_is_a_413(client: TestClient, settings: Setting
 
 
 def test_unknown_paths_and_wrong_methods_get_the_envelope(client: TestClient) -> None:
-    _assert_envelope(client.get("/v1/executions"), 405, "method_not_allowed")
+    _assert_envelope(client.put("/v1/executions"), 405, "method_not_allowed")
     _assert_envelope(client.delete("/v1/tools"), 405, "method_not_allowed")
     error = _assert_envelope(client.get("/v1/nothing-here"), 404, "not_found")
     assert "/v1/nothing-here" in error["message"]

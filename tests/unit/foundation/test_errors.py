@@ -21,6 +21,7 @@ def test_wire_names_are_stable() -> None:
         "not_found", "conflict", "dependency_error", "config_error",
         "nesting_limit", "body_too_large", "method_not_allowed", "bad_request",
         "tool_unavailable", "queue_timeout", "store_failed", "unavailable",
+        "unauthorized", "forbidden", "rate_limited",
     }  # fmt: skip
 
 

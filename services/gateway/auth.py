@@ -1,0 +1,166 @@
+"""Who is calling: each request's bearer key resolved to a principal; loopback-only without keys.
+
+Once any key is active, every route but the docs needs ``Authorization: Bearer <key>``
+(`/healthz` and `/metrics` too, except from loopback clients or with
+AGENTCARDS_PUBLIC_HEALTH). With no key, callers are the anonymous default tenant, which
+is safe only because the gateway then refuses to listen beyond loopback (``bind_refusal``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from anyio import to_thread
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.gateway.config import GatewayState
+from services.gateway.errors import error_response
+from shared.auth.cache import MISSING, PrincipalCache
+from shared.auth.principal import ANONYMOUS, Principal
+from shared.auth.store import active_keys_exist
+from shared.config import Settings
+from shared.db import connect
+from shared.errors import AgentCardsError, DependencyError, Unauthorized
+
+# Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
+OPEN_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/dashboard"})
+HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
+CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (a bind address or a client address) is this machine only."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The key in ``Authorization: Bearer <key>``; None without that header."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthorized("the Authorization header must be `Bearer <API key>`")
+            return token.strip()
+    return None
+
+
+def anonymous_or_refuse(*, keys_exist: bool, loopback_only: bool) -> Principal:
+    """A request without a key: the default tenant when no key exists and we serve loopback only."""
+    if keys_exist:
+        raise Unauthorized(
+            "this gateway requires an API key: send `Authorization: Bearer <key>` "
+            f"({CREATE_KEY_HINT})"
+        )
+    if not loopback_only:
+        raise Unauthorized(
+            f"no API key exists and this gateway listens beyond loopback: {CREATE_KEY_HINT}"
+        )
+    return ANONYMOUS
+
+
+def known(principal: Principal | None) -> Principal:
+    """The principal of a presented key, or 401 for an unknown or revoked one."""
+    if principal is None:
+        raise Unauthorized(f"the API key is unknown or revoked: check it, or {CREATE_KEY_HINT}")
+    return principal
+
+
+def resolve_sync(cache: PrincipalCache, *, token: str | None, state: GatewayState) -> Principal:
+    """The principal for ``token`` (or for no key), querying Postgres on a cache miss."""
+    pooled = _pooled(state)
+    loopback_only = is_loopback(state.settings.gateway_host)
+    try:
+        if token is None:
+            exists = cache.keys_exist(connect=pooled)
+            return anonymous_or_refuse(keys_exist=exists, loopback_only=loopback_only)
+        return known(cache.lookup(token, connect=pooled))
+    except psycopg.Error as exc:  # PoolTimeout included
+        raise DependencyError(
+            f"cannot check the API key: PostgreSQL is unavailable ({exc})"
+        ) from exc
+
+
+async def resolve(state: GatewayState, *, token: str | None) -> Principal:
+    """``resolve_sync`` without leaving the event loop when the answer is cached (the usual case)."""
+    cache = state.auth
+    loopback_only = is_loopback(state.settings.gateway_host)
+    if token is None:
+        exists = cache.cached_keys_exist()
+        if exists is not None:
+            return anonymous_or_refuse(keys_exist=exists, loopback_only=loopback_only)
+    else:
+        found = cache.cached(token)
+        if found is not MISSING:
+            return known(found)  # type: ignore[arg-type]
+    return await to_thread.run_sync(lambda: resolve_sync(cache, token=token, state=state))
+
+
+class AuthGate:
+    """ASGI middleware: sets ``scope["state"]["principal"]`` or answers 401 in our envelope."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.settings.auth or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] in HEALTH_PATHS and (
+            self.settings.public_health or is_loopback((scope.get("client") or ("",))[0])
+        ):
+            await self.app(scope, receive, send)
+            return
+        try:
+            state: GatewayState = scope["app"].state.gateway
+            principal = await resolve(state, token=bearer_token(scope.get("headers") or []))
+        except AgentCardsError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+def bind_refusal(settings: Settings, *, keys_exist: bool) -> str | None:
+    """Why the gateway must not start on this address (no key, beyond loopback), or None."""
+    if not settings.auth or keys_exist or is_loopback(settings.gateway_host):
+        return None
+    return (
+        f"refusing to listen on {settings.gateway_host}: no API key exists, so anyone who "
+        f"reaches it would run code; {CREATE_KEY_HINT}, or set AGENTCARDS_GATEWAY_HOST=127.0.0.1, "
+        "or AGENTCARDS_AUTH=off to serve without keys"
+    )
+
+
+def keys_exist_now(settings: Settings) -> bool:
+    """Whether any key is active, on a fresh connection (before the app and its pool exist)."""
+    database_url, _ = settings.require_urls()
+    with connect(database_url) as conn:
+        try:
+            return active_keys_exist(conn)
+        except psycopg.errors.UndefinedTable:  # a database not migrated yet has no keys
+            return False
+
+
+def auth_off_warning(settings: Settings) -> str | None:
+    """The line the gateway prints at start when nobody's key is checked (AUTH=off)."""
+    if settings.auth:
+        return None
+    return (
+        f"WARNING: AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of "
+        f"{settings.gateway_host}:{settings.gateway_port} runs as tenant 'default' without limits"
+    )
+
+
+def _pooled(state: GatewayState) -> Callable[[], Any]:
+    return lambda: state.pool.connection(timeout=5)

@@ -1,0 +1,96 @@
+"""The audit log: who (key, tenant) did what, when, with which tools; arguments only as a hash.
+
+One row per execution (written in the transaction that records it, completed with the
+tools it called when it finishes), per search, and per key created or revoked. Rows are
+never updated except to fill in an execution's outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shared.executions.trace import tool_calls_from_trace
+
+Conn = psycopg.Connection[Any]
+Row = dict[str, Any]
+
+AUDIT_COLUMNS = (
+    "id, created_at, tenant_id, key_id, action, execution_id, args_hash, details, status, "
+    "tools, finished_at"
+)
+
+
+class AuditAction(StrEnum):
+    """What a row records (the table's CHECK constraint lists the same names)."""
+
+    EXECUTE = "execute"
+    CAPABILITY_EXECUTE = "capability_execute"
+    SEARCH = "search"
+    KEY_CREATE = "key_create"
+    KEY_REVOKE = "key_revoke"
+    CACHE_CLEAR = "cache_clear"
+
+
+def args_hash(args: Any) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces): equal arguments, equal hash."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_audit(
+    conn: Conn,
+    *,
+    tenant_id: str,
+    action: AuditAction | str,
+    key_id: str | None = None,
+    execution_id: str | None = None,
+    args: Any = None,
+    details: dict[str, Any] | None = None,
+) -> int:
+    """Append one row on the caller's connection (and so in its transaction); its id."""
+    row = conn.execute(
+        "INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details) "
+        "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            tenant_id,
+            key_id,
+            str(AuditAction(action)),
+            execution_id,
+            args_hash(args) if args is not None else None,
+            Jsonb(details or {}),
+        ),
+    ).fetchone()
+    assert row is not None
+    return int(row["id"] if isinstance(row, dict) else row[0])
+
+
+def finish_audit(
+    conn: Conn, *, execution_id: str, status: str, trace: list[dict[str, Any]] | None
+) -> None:
+    """Fill an execution's row with its terminal status and each tool call's outcome."""
+    tools = [
+        {"tool": c.tool, "ok": bool(c.ok), "error_type": c.error_type}
+        for c in tool_calls_from_trace(trace or [])
+    ]
+    conn.execute(
+        "UPDATE audit_log SET status = %s, tools = %s, finished_at = now() WHERE execution_id = %s",
+        (str(status), Jsonb(tools), execution_id),
+    )
+
+
+def list_audit(conn: Conn, *, tenant_id: str | None, limit: int) -> list[Row]:
+    """The newest ``limit`` rows, newest first; of one tenant, or of all when ``tenant_id`` is None."""
+    if tenant_id is None:
+        return conn.execute(
+            f"SELECT {AUDIT_COLUMNS} FROM audit_log ORDER BY id DESC LIMIT %s", (limit,)
+        ).fetchall()
+    return conn.execute(
+        f"SELECT {AUDIT_COLUMNS} FROM audit_log WHERE tenant_id = %s ORDER BY id DESC LIMIT %s",
+        (tenant_id, limit),
+    ).fetchall()

@@ -1,0 +1,143 @@
+"""Rows of the `api_keys` table: issue (key shown once), list, revoke, resolve a hash to a principal."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from shared.auth.audit import AuditAction, record_audit
+from shared.auth.keys import check_tenant, check_tool_patterns, hash_key, new_key, shown_prefix
+from shared.auth.principal import Principal
+from shared.errors import Conflict, NotFound, ValidationFailed
+
+Conn = psycopg.Connection[Any]
+Row = dict[str, Any]
+
+KEY_COLUMNS = (
+    "id, tenant_id, name, key_prefix, tool_patterns, executions_per_min, tool_calls_per_min, "
+    "max_concurrent, admin, created_at, revoked_at"
+)
+
+
+def issue_key(
+    conn: Conn,
+    *,
+    tenant_id: str,
+    name: str | None = None,
+    tool_patterns: list[str] | None = None,
+    executions_per_min: int | None = None,
+    tool_calls_per_min: int | None = None,
+    max_concurrent: int | None = None,
+    admin: bool = False,
+) -> tuple[Row, str]:
+    """Store a new key (hashed) and audit it; returns the row and the key, its only copy."""
+    try:
+        check_tenant(tenant_id)
+        patterns = check_tool_patterns(tool_patterns)
+    except ValueError as exc:
+        raise ValidationFailed(str(exc)) from exc
+    for option, value in (
+        ("executions_per_min", executions_per_min),
+        ("tool_calls_per_min", tool_calls_per_min),
+        ("max_concurrent", max_concurrent),
+    ):
+        if value is not None and value < 1:
+            raise ValidationFailed(f"{option} must be at least 1 (omit it for no limit)")
+    key = new_key()
+    row = conn.execute(
+        f"""
+        INSERT INTO api_keys (tenant_id, name, key_hash, key_prefix, tool_patterns,
+                              executions_per_min, tool_calls_per_min, max_concurrent, admin)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+        RETURNING {KEY_COLUMNS}
+        """,
+        (
+            tenant_id,
+            name or f"{tenant_id} key",
+            hash_key(key),
+            shown_prefix(key),
+            list(patterns) if patterns is not None else None,
+            executions_per_min,
+            tool_calls_per_min,
+            max_concurrent,
+            admin,
+        ),
+    ).fetchone()
+    assert row is not None
+    record_audit(
+        conn,
+        tenant_id=tenant_id,
+        action=AuditAction.KEY_CREATE,
+        key_id=str(row["id"]),
+        details={"name": row["name"], "admin": admin, "tool_patterns": row["tool_patterns"]},
+    )
+    return row, key
+
+
+def list_keys(conn: Conn, *, tenant_id: str | None = None) -> list[Row]:
+    """Every key (never its hash), oldest first; of one tenant when given."""
+    if tenant_id is None:
+        return conn.execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at").fetchall()
+    return conn.execute(
+        f"SELECT {KEY_COLUMNS} FROM api_keys WHERE tenant_id = %s ORDER BY created_at",
+        (tenant_id,),
+    ).fetchall()
+
+
+def revoke_key(conn: Conn, *, key_id: str) -> Row:
+    """Mark a key revoked (and audit it); NotFound for an unknown id, Conflict if already revoked."""
+    try:
+        UUID(key_id)
+    except ValueError:
+        raise NotFound(f"no API key with id {key_id!r}: see `agentcards keys list`") from None
+    row = conn.execute(
+        f"UPDATE api_keys SET revoked_at = now() WHERE id = %s AND revoked_at IS NULL "
+        f"RETURNING {KEY_COLUMNS}",
+        (key_id,),
+    ).fetchone()
+    if row is None:
+        exists = conn.execute("SELECT revoked_at FROM api_keys WHERE id = %s", (key_id,)).fetchone()
+        if exists is None:
+            raise NotFound(f"no API key with id {key_id!r}: see `agentcards keys list`")
+        raise Conflict(f"API key {key_id} was already revoked at {exists['revoked_at']}")
+    record_audit(
+        conn,
+        tenant_id=row["tenant_id"],
+        action=AuditAction.KEY_REVOKE,
+        key_id=key_id,
+        details={"name": row["name"]},
+    )
+    return row
+
+
+def principal_for_hash(conn: Conn, *, key_hash: str) -> Principal | None:
+    """The principal of the active key with this hash; None for unknown or revoked keys."""
+    row = conn.execute(
+        f"SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
+        (key_hash,),
+    ).fetchone()
+    return principal_from_row(row) if row is not None else None
+
+
+def principal_from_row(row: Row) -> Principal:
+    """The principal a key row grants."""
+    patterns = row["tool_patterns"]
+    return Principal(
+        tenant_id=row["tenant_id"],
+        key_id=str(row["id"]),
+        tool_patterns=tuple(patterns) if patterns is not None else None,
+        executions_per_min=row["executions_per_min"],
+        tool_calls_per_min=row["tool_calls_per_min"],
+        max_concurrent=row["max_concurrent"],
+        admin=bool(row["admin"]),
+    )
+
+
+def active_keys_exist(conn: Conn) -> bool:
+    """Whether any key is active: then every request needs one."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM api_keys WHERE revoked_at IS NULL) AS any"
+    ).fetchone()
+    return bool(row and (row["any"] if isinstance(row, dict) else row[0]))
