@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from services.gateway.config import GatewayState
+from shared.auth.audit import AuditAction, record_audit
 from shared.cache import entries, store
 from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.keys import execution_digest, params_hash
@@ -109,10 +110,12 @@ def clear(
     state: GatewayState,
     *,
     tenant_id: str,
+    key_id: str | None = None,
     capability_id: str | None = None,
     server: str | None = None,
 ) -> int:
-    """Manual invalidation of the tenant's entries (of one capability, or that used a server)."""
+    """Manual invalidation of the tenant's entries (of one capability, or that used a server),
+    audited as a cache clear."""
     scope = (
         f"capability:{capability_id}"
         if capability_id
@@ -121,10 +124,16 @@ def clear(
         else "tenant"
     )
     with state.pool.connection() as conn:
-        return invalidate(
+        count = invalidate(
             conn, state.redis, trigger=Trigger.MANUAL, scope=scope, tenant_id=tenant_id,
             capability_id=capability_id, servers=[server] if server else [],
         )  # fmt: skip
+        record_audit(
+            conn, tenant_id=tenant_id, key_id=key_id, action=AuditAction.CACHE_CLEAR,
+            details={"scope": scope, "invalidated": count},
+        )  # fmt: skip
+        conn.commit()
+        return count
 
 
 def stats(state: GatewayState, *, tenant_id: str) -> Row:

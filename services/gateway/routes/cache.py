@@ -34,7 +34,9 @@ async def clear(
 ) -> dict[str, Any]:
     """Every entry of the caller's tenant, both levels; logged as a manual invalidation."""
     count = await to_thread.run_sync(
-        lambda: service.clear(state, tenant_id=principal.tenant_id, server=server)
+        lambda: service.clear(
+            state, tenant_id=principal.tenant_id, key_id=principal.key_id, server=server
+        )
     )
     return {"invalidated": count, "scope": f"server:{server}" if server else "tenant"}
 
@@ -49,7 +51,12 @@ async def clear_capability(
 
     def run() -> dict[str, Any]:
         cap = load_capability(state, ref=capability_ref, tenant_id=principal.tenant_id)
-        count = service.clear(state, tenant_id=principal.tenant_id, capability_id=str(cap["id"]))
+        count = service.clear(
+            state,
+            tenant_id=principal.tenant_id,
+            key_id=principal.key_id,
+            capability_id=str(cap["id"]),
+        )
         return {"invalidated": count, "scope": f"capability:{cap['id']}"}
 
     return await to_thread.run_sync(run)
