@@ -20,6 +20,7 @@ def test_wire_names_are_stable() -> None:
         "worker_lost", "broker_unavailable", "lost", "validation_error", "invalid_json",
         "not_found", "conflict", "dependency_error", "config_error",
         "nesting_limit", "body_too_large", "method_not_allowed", "bad_request",
+        "syntax_error", "result_not_json",
     }  # fmt: skip
 
 
