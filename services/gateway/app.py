@@ -7,12 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from services.gateway import errors
 from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
+from services.gateway.routes.docs import docs_router
+from services.gateway.security_headers import SecurityHeaders
 from services.gateway.search import warm_up
 from shared.config import Settings, get_settings
 from shared.inputs import body_bytes_cap
@@ -42,14 +45,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Run agent-written Python against MCP tools in isolated sandboxes; "
         "reuse what worked.",
         lifespan=lifespan,
+        docs_url=None,  # served by routes/docs.py, with a CSP that fits each page
+        redoc_url=None,
     )
     errors.install(app)
+    docs, page_policies = docs_router(title=app.title, openapi_url=app.openapi_url or "")
+    # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
     app.add_middleware(
         BodyGuard,
         max_body_bytes=body_bytes_cap(
             code_bytes=settings.sandbox_code_bytes, args_bytes=settings.sandbox_tool_args_bytes
         ),
     )
+    if settings.cors_origin_list:  # off by default: no Access-Control-* header at all
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["content-type", "authorization", "x-api-key", "mcp-session-id"],
+            expose_headers=["mcp-session-id"],
+        )
+    app.add_middleware(SecurityHeaders, page_policies=page_policies)
+    app.include_router(docs)
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)
