@@ -15,8 +15,8 @@ from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
 from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
 from services.gateway.routes.docs import docs_router
-from services.gateway.security_headers import SecurityHeaders
 from services.gateway.search import warm_up
+from services.gateway.security_headers import SecurityHeaders
 from shared.config import Settings, get_settings
 from shared.inputs import body_bytes_cap
 

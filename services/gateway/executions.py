@@ -125,7 +125,9 @@ async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[s
             )
         assert row is not None  # created by this request a moment ago, not yet enqueued
         publish_event(
-            state.redis, execution_id=execution_id, event={"type": FINISHED, "status": row["status"]}
+            state.redis,
+            execution_id=execution_id,
+            event={"type": FINISHED, "status": row["status"]},
         )
         return row
 

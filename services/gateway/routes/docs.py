@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Callable
 
 from fastapi import APIRouter
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -32,7 +33,7 @@ def docs_router(*, title: str, openapi_url: str) -> tuple[APIRouter, dict[str, s
     return router, {path: _policy(bytes(page.body).decode()) for path, page in pages.items()}
 
 
-def _serve(body: bytes) -> object:
+def _serve(body: bytes) -> Callable[[], HTMLResponse]:
     def page() -> HTMLResponse:
         return HTMLResponse(body)
 

@@ -1,36 +1,30 @@
-"""One real stack for the fuzz suites: gateway, toolhost (the example server), sandbox worker."""
+"""One real stack for the fuzz suites (gateway, toolhost with the example server, sandbox worker) and who calls."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
-from tests.integration.e2e.conftest import E2EStack, running_stack
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
 
+# Short wall times: fuzzed executions (with ``wait``) end in seconds, not minutes. One
+# stack for the REST and the MCP fuzz modules.
+fuzz_stack = stack_fixture(
+    lambda tmp: {"example": example_server(tmp)},
+    scope="package",
+    learning=False,
+    sandbox_wall_time_s=2,
+    sandbox_max_wall_time_s=3,
+)
 
-@pytest.fixture(scope="package")  # one stack for the REST and the MCP fuzz modules
-def fuzz_stack(
-    embedded_pg: EmbeddedPostgres,
-    redis_server: EmbeddedRedis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[E2EStack]:
-    """Short wall times: fuzzed executions (with ``wait``) end in seconds, not minutes."""
-    tmp = tmp_path_factory.mktemp("fuzz")
-    servers = {"example": example_server(tmp)}
-    with running_stack(
-        embedded_pg,
-        redis_server,
-        tmp,
-        servers,
-        learning=False,
-        sandbox_wall_time_s=2,
-        sandbox_max_wall_time_s=3,
-    ) as stack:
-        yield stack
-
+# Bounded generation only: no shrinking or replay, so a run's length is predictable.
+FUZZ_SETTINGS = settings(
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 
 # Who calls: today only without a key. The API-key work adds "valid_key" here (a fixture
 # param that creates a key and returns its header); every fuzz test then runs as both.

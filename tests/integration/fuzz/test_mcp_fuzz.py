@@ -7,14 +7,14 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis_jsonschema import from_schema
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.e2e.conftest import E2EStack
-from tests.integration.fuzz.conftest import assert_gateway_survived
+from tests.integration.fuzz.conftest import FUZZ_SETTINGS, assert_gateway_survived
 
 EXAMPLES = 20  # per tool: five tools, ~100 calls
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -25,13 +25,8 @@ def _examples(schema: dict[str, Any]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
 
     @given(from_schema(schema))
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @FUZZ_SETTINGS
+    @settings(max_examples=EXAMPLES)
     def collect(value: dict[str, Any]) -> None:
         found.append(value)
 
@@ -62,7 +57,9 @@ async def test_generated_tool_inputs_get_results_or_tool_errors(
                     tool_errors += 1
                     text = result.content[0].text  # type: ignore[union-attr]
                     assert "internal error" not in text.lower(), (tool.name, arguments, text)
-    print(f"\nmcp fuzz: {calls} calls, {tool_errors} tool errors, {protocol_errors} protocol errors")
+    print(
+        f"\nmcp fuzz: {calls} calls, {tool_errors} tool errors, {protocol_errors} protocol errors"
+    )
     assert calls >= 5 * EXAMPLES // 2
     assert_gateway_survived(fuzz_stack)
 
@@ -121,7 +118,9 @@ def test_malformed_json_rpc_is_a_protocol_error_never_a_5xx(
             assert "error" in body, body
         # The session still works after the bad message.
         ping = client.post(
-            "/mcp", content=json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}), headers=headers
+            "/mcp",
+            content=json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}),
+            headers=headers,
         )
         assert ping.status_code == 200, ping.text[:500]
     assert_gateway_survived(fuzz_stack)

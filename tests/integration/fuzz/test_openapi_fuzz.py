@@ -7,12 +7,12 @@ from collections import Counter
 from typing import Any
 
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from tests.integration.e2e.conftest import E2EStack
-from tests.integration.fuzz.conftest import assert_gateway_survived
+from tests.integration.fuzz.conftest import FUZZ_SETTINGS, assert_gateway_survived
 
 # Per operation and generation mode (valid and invalid input): ~15 operations x 2 x 15
 # examples is ~450 requests, one to two minutes on CI's two cores.
@@ -40,31 +40,8 @@ def test_every_operation_survives_fuzzing(
     assert len(operations) >= 10, [op.label for op in operations]
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-
-            @given(case=operation.as_strategy(generation_mode=mode))
-            @settings(
-                max_examples=EXAMPLES,
-                deadline=None,
-                database=None,
-                phases=[Phase.generate],
-                suppress_health_check=list(HealthCheck),
-            )
-            def probe(case: Any) -> None:
-                response = case.call(
-                    base_url=fuzz_stack.gateway_url, headers=caller_headers, timeout=60
-                )
-                stats["examples"] += 1
-                stats[f"{response.status_code // 100}xx"] += 1
-                where = f"{case.method} {case.formatted_path} ({mode})"
-                if response.status_code >= 500:
-                    problems.append(f"{where}: {response.status_code} {response.content[:300]!r}")
-                elif response.status_code >= 400:
-                    problem = envelope_problem(response.status_code, response.content)
-                    if problem:
-                        problems.append(f"{where}: {problem}")
-
             try:
-                probe()
+                _fuzz(operation, mode, fuzz_stack.gateway_url, caller_headers, stats, problems)
             except Unsatisfiable:  # nothing to make invalid (an operation without input)
                 assert mode is GenerationMode.NEGATIVE, operation.label
                 stats["no_negative_cases"] += 1
@@ -72,3 +49,31 @@ def test_every_operation_survives_fuzzing(
     print(f"\nschemathesis: {dict(stats)}")  # the summary CI logs show with -s / -rA
     assert stats["5xx"] == 0 and not problems, "\n".join(problems[:20])
     assert_gateway_survived(fuzz_stack)
+
+
+def _fuzz(
+    operation: Any,
+    mode: GenerationMode,
+    base_url: str,
+    headers: dict[str, str],
+    stats: Counter[str],
+    problems: list[str],
+) -> None:
+    """EXAMPLES requests for one operation in one mode; 5xx and non-envelope 4xx go to problems."""
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @FUZZ_SETTINGS
+    @settings(max_examples=EXAMPLES)
+    def probe(case: Any) -> None:
+        response = case.call(base_url=base_url, headers=headers, timeout=60)
+        stats["examples"] += 1
+        stats[f"{response.status_code // 100}xx"] += 1
+        where = f"{case.method} {case.formatted_path} ({mode})"
+        if response.status_code >= 500:
+            problems.append(f"{where}: {response.status_code} {response.content[:300]!r}")
+        elif response.status_code >= 400:
+            problem = envelope_problem(response.status_code, response.content)
+            if problem:
+                problems.append(f"{where}: {problem}")
+
+    probe()

@@ -13,7 +13,9 @@ from shared.sandbox.child.result import ResultNotJson, ResultTooLarge, encode_re
 
 def test_json_values_and_the_documented_conversions() -> None:
     value = {"a": (1, 2.5, None, True), 3: "three", "c": collections.OrderedDict(k="v")}
-    assert encode_result(value, max_bytes=1000) == '{"a":[1,2.5,null,true],"3":"three","c":{"k":"v"}}'
+    assert (
+        encode_result(value, max_bytes=1000) == '{"a":[1,2.5,null,true],"3":"three","c":{"k":"v"}}'
+    )
 
 
 @pytest.mark.parametrize(
@@ -30,7 +32,9 @@ def test_json_values_and_the_documented_conversions() -> None:
         ([10**5000], "result[0]", "int"),
     ],
 )
-def test_non_json_is_refused_naming_path_and_type(value: object, path: str, python_type: str) -> None:
+def test_non_json_is_refused_naming_path_and_type(
+    value: object, path: str, python_type: str
+) -> None:
     with pytest.raises(ResultNotJson) as caught:
         encode_result(value, max_bytes=1 << 20)
     assert (caught.value.path, caught.value.python_type) == (path, python_type)
