@@ -25,8 +25,7 @@ def _examples(schema: dict[str, Any]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
 
     @given(from_schema(schema))
-    @FUZZ_SETTINGS
-    @settings(max_examples=EXAMPLES)
+    @settings(FUZZ_SETTINGS, max_examples=EXAMPLES)
     def collect(value: dict[str, Any]) -> None:
         found.append(value)
 

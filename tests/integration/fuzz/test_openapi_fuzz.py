@@ -62,8 +62,7 @@ def _fuzz(
     """EXAMPLES requests for one operation in one mode; 5xx and non-envelope 4xx go to problems."""
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @FUZZ_SETTINGS
-    @settings(max_examples=EXAMPLES)
+    @settings(FUZZ_SETTINGS, max_examples=EXAMPLES)
     def probe(case: Any) -> None:
         response = case.call(base_url=base_url, headers=headers, timeout=60)
         stats["examples"] += 1
