@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=3600)
 
     gateway_host: str = "127.0.0.1"
+    # Browser origins allowed to call the API cross-origin, comma-separated
+    # ("https://app.example.com,http://localhost:3000"). Empty (the default): CORS is off,
+    # no page on another origin can read a response.
+    cors_origins: str = ""
     gateway_port: int = Field(default=8420, ge=1, le=65535)
     flower_port: int = Field(default=5555, ge=1, le=65535)
     embedded_redis_port: int = Field(default=6390, ge=1, le=65535)
@@ -123,6 +127,18 @@ class Settings(BaseSettings):
             )
         return v
 
+    @field_validator("cors_origins")
+    @classmethod
+    def _check_cors_origins(cls, v: str) -> str:
+        for origin in filter(None, (o.strip() for o in v.split(","))):
+            parts = urlsplit(origin)
+            if parts.scheme not in {"http", "https"} or not parts.netloc or parts.path:
+                raise ValueError(
+                    f"AGENTCARDS_CORS_ORIGINS: {origin!r} is not an origin like "
+                    "https://app.example.com (scheme and host, no path)"
+                )
+        return v
+
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, v: str | None) -> str | None:
@@ -158,6 +174,11 @@ class Settings(BaseSettings):
                         f"AGENTCARDS_{name} uses a placeholder password; set a real one"
                     )
         return self
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        """The allowed CORS origins; empty when CORS is off."""
+        return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
 
     @property
     def vector_dim(self) -> int:

@@ -27,6 +27,8 @@ class ErrorType(StrEnum):
     TOOL_UNAVAILABLE = "tool_unavailable"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
+    SYNTAX_ERROR = "syntax_error"  # agent code does not compile (details: line, column)
+    RESULT_NOT_JSON = "result_not_json"  # the result holds a set, bytes, NaN... (details: path)
     MEMORY_LIMIT = "memory_limit"
     CPU_LIMIT = "cpu_limit"
     OUTPUT_LIMIT = "output_limit"  # result or stdout over its size limit
@@ -80,6 +82,8 @@ TOOL_CALL_ERRORS = frozenset(
 # and the trusted-side types (protocol_error, sandbox_unavailable).
 CHILD_ERRORS = TOOL_CALL_ERRORS | {
     ErrorType.RUNTIME_ERROR,
+    ErrorType.SYNTAX_ERROR,
+    ErrorType.RESULT_NOT_JSON,
     ErrorType.MEMORY_LIMIT,
     ErrorType.CPU_LIMIT,
     ErrorType.OUTPUT_LIMIT,

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
@@ -25,7 +26,9 @@ from services.gateway.routes import (
     metrics,
     tools,
 )
+from services.gateway.routes.docs import docs_router
 from services.gateway.search import warm_up
+from services.gateway.security_headers import SecurityHeaders
 from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
@@ -61,8 +64,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Run agent-written Python against MCP tools in isolated sandboxes; "
         "reuse what worked.",
         lifespan=lifespan,
+        docs_url=None,  # served by routes/docs.py, with a CSP that fits each page
+        redoc_url=None,
     )
     errors.install(app)
+    docs, page_policies = docs_router(title=app.title, openapi_url=app.openapi_url or "")
+    # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
     app.add_middleware(
         BodyGuard,
         max_body_bytes=body_bytes_cap(
@@ -70,8 +77,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
     )
     app.add_middleware(OutageGuard)  # refuse before reading bodies while a dependency is down
-    # Added last, so it runs first: no body is read for a caller without a valid key.
+    # Outside the body and outage guards: no body is read for a caller without a valid key.
     app.add_middleware(AuthGate, settings=settings)
+    if settings.cors_origin_list:  # off by default: no Access-Control-* header at all
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["content-type", "authorization", "x-api-key", "mcp-session-id"],
+            expose_headers=["mcp-session-id"],
+        )
+    app.add_middleware(SecurityHeaders, page_policies=page_policies)
+    app.include_router(docs)
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)

@@ -26,7 +26,17 @@ from shared.db import connect
 from shared.errors import AgentCardsError, DependencyError, Unauthorized
 
 # Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
-OPEN_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/dashboard"})
+OPEN_PATHS = frozenset(
+    {
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/openapi.json",
+        "/dashboard",
+        "/static/dashboard.js",
+        "/static/dashboard.css",
+    }
+)
 HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 

@@ -41,15 +41,20 @@ How to write the code:
   `args.get("limit", 10)` or `args.path`. Use args for anything that varies between
   runs, so the code can be reused as a capability.
 - The result is the value of a top-level `return` (else the last expression); it must
-  be JSON-serializable. `print` output is captured and returned as `stdout`.
+  be JSON: dict, list, str, int, float, bool, None. Tuples become lists and int dict keys
+  become strings; anything else (a set, bytes, a datetime, an object, NaN) fails with
+  `result_not_json` naming where, e.g. `result['a'][2] is a set`: convert it first
+  (`sorted(s)`, `d.isoformat()`). `print` output is captured and returned as `stdout`.
+- Code that does not parse fails with `syntax_error`; `error.details` has its `line`
+  and `column`.
 - `progress("message", done=3, total=10)` reports progress.
 - No network, no files outside /tmp, no subprocesses: everything external goes through
   `mcp.*` tools.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
-The response has status, result, error {type, message, traceback}, stdout, tool_calls,
-tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools are all
-read-only is answered from the cache (pass no_cache=true to run anyway)."""
+The response has status, result, error {type, message, traceback, details}, stdout,
+tool_calls, tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools
+are all read-only is answered from the cache (pass no_cache=true to run anyway)."""
 
 
 def build_mcp_server(

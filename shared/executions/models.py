@@ -47,6 +47,7 @@ class ErrorInfo(BaseModel):
     type: str
     message: str
     traceback: str | None = None
+    details: dict[str, Any] | None = None
 
 
 class ToolCallView(BaseModel):

@@ -21,6 +21,10 @@ _MAX_EVENTS_PER_FRAME = 4_096  # the child sends at most 256; more is a protocol
 _MAX_CAPABILITY_ERROR = 2_000
 _MAX_ERROR_MESSAGE = 4_000
 _MAX_TRACEBACK = 16_000  # the end is kept: it names the failing line
+# An error's details (a syntax error's line and column, a bad result's path): a few
+# scalars, each string capped; anything else from the child is dropped, not trusted.
+_MAX_DETAILS = 8
+_MAX_DETAIL_CHARS = 500
 
 
 class ProtocolViolation(Exception):
@@ -189,9 +193,27 @@ def parse_done(frame: dict[str, Any]) -> DoneMessage:
     if not isinstance(message, str) or not (tb is None or isinstance(tb, str)):
         raise ProtocolViolation("error message and traceback must be strings")
     error = error_dict(
-        kind, message[:_MAX_ERROR_MESSAGE], traceback=tb[-_MAX_TRACEBACK:] if tb else None
+        kind,
+        message[:_MAX_ERROR_MESSAGE],
+        traceback=tb[-_MAX_TRACEBACK:] if tb else None,
+        details=_details(err.get("details")),
     )
     return DoneMessage(False, truncated, None, error)
+
+
+def _details(raw: Any) -> dict[str, str | int] | None:
+    """The scalar details of a child's error (str keys; str or int values), bounded; else None."""
+    if not isinstance(raw, dict):
+        return None
+    kept: dict[str, str | int] = {}
+    for key, value in list(raw.items())[:_MAX_DETAILS]:
+        if not isinstance(key, str) or len(key) > 64:
+            continue
+        if isinstance(value, str):
+            kept[key] = value[:_MAX_DETAIL_CHARS]
+        elif _is_int(value) and abs(value) < 1 << 53:
+            kept[key] = value
+    return kept or None
 
 
 _VALIDATORS: dict[str, Callable[[dict[str, Any]], ChildMessage]] = {

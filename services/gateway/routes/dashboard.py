@@ -6,7 +6,7 @@ from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, Query
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities.store import graph_nodes
@@ -19,8 +19,22 @@ router = APIRouter(tags=["dashboard"])
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard() -> HTMLResponse:
-    page = resources.files("services.gateway") / "static" / "dashboard.html"
-    return HTMLResponse(page.read_text())
+    return HTMLResponse(_static("dashboard.html"))
+
+
+# The page's script and style are files, not inline: its CSP allows scripts from 'self' only.
+@router.get("/static/dashboard.js", include_in_schema=False)
+def dashboard_js() -> Response:
+    return Response(_static("dashboard.js"), media_type="text/javascript")
+
+
+@router.get("/static/dashboard.css", include_in_schema=False)
+def dashboard_css() -> Response:
+    return Response(_static("dashboard.css"), media_type="text/css")
+
+
+def _static(name: str) -> str:
+    return (resources.files("services.gateway") / "static" / name).read_text()
 
 
 @router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from shared.errors import ErrorType, error_dict
-from shared.sandbox.child import api, inline, usercode, wire
+from shared.sandbox.child import api, inline, result, usercode, wire
 
 _START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
 _STDOUT_FRAME = 64 << 10
@@ -180,32 +180,7 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
     session.sources[usercode.MAIN_FILENAME] = start["code"].splitlines()
     signal.signal(signal.SIGXCPU, _on_sigxcpu)
     sys.stdout = sys.stderr = session.capture
-    done: dict[str, Any]
-    result_json = "null"
-    try:
-        func = usercode.compile_body(start["code"], session.namespace(start.get("args")))
-        result = await func()
-        result_json = json.dumps(
-            result, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
-        )
-        if wire.utf8_size(result_json) > session.result_bytes:
-            result_json = "null"
-            done = _error(ErrorType.OUTPUT_LIMIT, f"result exceeds {session.result_bytes} bytes")
-        else:
-            done = {"op": "done", "ok": True}
-    except api.ToolCallError as exc:
-        # The call's own type (timeout, unknown_tool, ...); the bridge checks it is one a child may claim.
-        done = _error(exc.type, f"{exc.tool}: {exc.message}"[:4000], exc, session)
-    except api.CapabilityError as exc:
-        done = _error(exc.type, str(exc)[:4000], exc, session)
-    except MemoryError as exc:
-        done = _error(ErrorType.MEMORY_LIMIT, "memory limit exceeded", exc, session)
-    except CpuLimitExceeded as exc:
-        done = _error(ErrorType.CPU_LIMIT, "CPU time limit exceeded", exc, session)
-    except (ValueError, TypeError, RecursionError) as exc:
-        done = _error(ErrorType.RUNTIME_ERROR, usercode.exception_message(exc), exc, session)
-    except BaseException as exc:  # agent code may raise anything, SystemExit included
-        done = _error(ErrorType.RUNTIME_ERROR, usercode.exception_message(exc), exc, session)
+    done, result_json = await _execute(start, session)
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     session.capture.drain_pending()
     session.inline.flush()
@@ -218,14 +193,49 @@ async def _run(chan_fd: int, start: dict[str, Any]) -> None:
     replies.cancel()
 
 
+async def _execute(start: dict[str, Any], session: Session) -> tuple[dict[str, Any], str]:
+    """Compile and run the body; the ``done`` frame and the result's JSON text ("null" on failure)."""
+    try:
+        try:
+            func = usercode.compile_body(start["code"], session.namespace(start.get("args")))
+        except SyntaxError as exc:  # IndentationError too; a SyntaxError the code raises is not
+            return {"op": "done", "ok": False, "error": usercode.syntax_error(exc)}, "null"
+        value = await func()
+        # Strict: a set or an object is refused by name, never stringified (result.py).
+        result_json = result.encode_result(value, max_bytes=session.result_bytes)
+        return {"op": "done", "ok": True}, result_json
+    except result.ResultNotJson as exc:
+        details = {"path": exc.path, "python_type": exc.python_type}
+        return _error(ErrorType.RESULT_NOT_JSON, str(exc)[:4000], details=details), "null"
+    except result.ResultTooLarge as exc:
+        return _error(ErrorType.OUTPUT_LIMIT, str(exc)[:4000]), "null"
+    except api.ToolCallError as exc:
+        # The call's own type (timeout, unknown_tool, ...); the bridge checks it is one a child may claim.
+        return _error(exc.type, f"{exc.tool}: {exc.message}"[:4000], exc, session), "null"
+    except api.CapabilityError as exc:
+        return _error(exc.type, str(exc)[:4000], exc, session), "null"
+    except MemoryError as exc:
+        return _error(ErrorType.MEMORY_LIMIT, "memory limit exceeded", exc, session), "null"
+    except CpuLimitExceeded as exc:
+        return _error(ErrorType.CPU_LIMIT, "CPU time limit exceeded", exc, session), "null"
+    except BaseException as exc:  # agent code may raise anything, SystemExit included
+        message = usercode.exception_message(exc)
+        return _error(ErrorType.RUNTIME_ERROR, message, exc, session), "null"
+
+
 def _error(
-    kind: str, message: str, exc: BaseException | None = None, session: Session | None = None
+    kind: str,
+    message: str,
+    exc: BaseException | None = None,
+    session: Session | None = None,
+    details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     tb = None
     if exc is not None and session is not None:
         with contextlib.suppress(Exception):
             tb = usercode.format_user_traceback(exc, session.sources)
-    return {"op": "done", "ok": False, "error": error_dict(kind, message, traceback=tb)}
+    error = error_dict(kind, message, traceback=tb, details=details)
+    return {"op": "done", "ok": False, "error": error}
 
 
 def serve(chan_fd: int, layers: dict[str, Any], errors: dict[str, str]) -> None:

@@ -9,6 +9,8 @@ import types
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from shared.errors import ErrorType, error_dict
+
 MAIN_FILENAME = "<agent-code>"
 _FN_NAME = "__agentcards_main__"
 _MAX_TRACEBACK_CHARS = 16_000
@@ -67,6 +69,33 @@ def compile_code(source: str, filename: str = MAIN_FILENAME) -> types.CodeType:
             "'yield' is not allowed at the top level of agent code", (filename, 1, 1, "")
         )
     return code
+
+
+def syntax_error(exc: SyntaxError) -> dict[str, Any]:
+    """The structured ``syntax_error`` for code that does not compile: where, and what to fix."""
+    line, column = exc.lineno or 1, exc.offset or 1
+    text = (exc.text or "").rstrip("\n")
+    details: dict[str, Any] = {"line": line, "column": column, "text": text[:200]}
+    if exc.end_lineno is not None and exc.end_offset is not None:
+        details |= {"end_line": exc.end_lineno, "end_column": exc.end_offset}
+    message = f"{type(exc).__name__} at line {line}, column {column}: {exc.msg}"
+    return error_dict(ErrorType.SYNTAX_ERROR, message[:_MAX_MESSAGE_CHARS], details=details)
+
+
+def find_syntax_error(source: str) -> dict[str, Any] | None:
+    """The ``syntax_error`` the sandbox would report for ``source``, else None; parses, runs nothing.
+
+    The parser's errors (incl. IndentationError) only: a few the compiler finds later
+    (``nonlocal`` at top level) are left to the sandbox, which reports them the same way.
+    Line numbers are the code's own: the async wrapper is built from the parsed tree.
+    """
+    try:
+        ast.parse(source, MAIN_FILENAME, mode="exec")
+    except SyntaxError as exc:
+        return syntax_error(exc)
+    except (RecursionError, MemoryError, ValueError):  # too complex to judge here: the sandbox will
+        return None
+    return None
 
 
 def format_user_traceback(exc: BaseException, sources: dict[str, list[str]]) -> str:

@@ -73,6 +73,11 @@ def _member(value: Any) -> str:
     return _dumps(value)
 
 
+def encode_value(value: Any) -> str:
+    """Compact JSON text of a value already walked (by :func:`check_value` or the result check)."""
+    return _dumps(value)
+
+
 def utf8_size(text: str) -> int:
     """Bytes ``text`` takes as UTF-8, without encoding it when it is ASCII (O(1) in CPython)."""
     return len(text) if text.isascii() else len(text.encode())

@@ -183,10 +183,12 @@ def running_stack(
             conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
 
 
-def stack_fixture(servers: Callable[[Path], dict[str, Any]], **options: Any) -> Any:
-    """A module-scoped fixture running its own stack: ``servers(tmp)``, ``running_stack`` options."""
+def stack_fixture(
+    servers: Callable[[Path], dict[str, Any]], *, scope: str = "module", **options: Any
+) -> Any:
+    """A fixture (module-scoped by default) running its own stack: ``servers(tmp)``, ``running_stack`` options."""
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope=scope)  # type: ignore[call-overload]
     def stack(
         embedded_pg: EmbeddedPostgres,
         redis_server: EmbeddedRedis,

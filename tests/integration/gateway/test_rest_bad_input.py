@@ -154,7 +154,9 @@ def test_dashboard_and_graph_api_serve_what_the_page_draws(
         conn.commit()
     page = client.get("/dashboard")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    assert "/api/graph/hypergraph" in page.text and "/api/capabilities" in page.text
+    script = client.get("/static/dashboard.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert "/api/graph/hypergraph" in script.text and "/api/capabilities" in script.text
     graph = client.get("/api/graph/hypergraph").json()
     assert {n["id"] for n in graph["nodes"]} == {"s:a", "s:b"}
     assert graph["edges"] == [

@@ -46,11 +46,59 @@ async def test_exception_traceback_shows_only_user_lines(run: Run) -> None:
     assert "shared/sandbox" not in tb and "asyncio" not in tb
 
 
-async def test_syntax_error_is_reported(run: Run) -> None:
-    outcome = await run("x = (1,\n")
+async def test_syntax_error_is_reported_with_its_line_and_column(run: Run) -> None:
+    outcome = await run("x = 1\ny = (1,\n")
     assert outcome.status == "failed"
-    assert outcome.error is not None and outcome.error["type"] == "runtime_error"
+    assert outcome.error is not None and outcome.error["type"] == "syntax_error"
     assert "SyntaxError" in outcome.error["message"]
+    assert outcome.error["details"]["line"] == 2 and outcome.error["details"]["column"] == 5
+
+
+async def test_indentation_error_is_a_syntax_error_at_the_users_line(run: Run) -> None:
+    outcome = await run("x = 1\nif x:\nreturn x\n")
+    assert outcome.error is not None and outcome.error["type"] == "syntax_error"
+    assert outcome.error["message"].startswith("IndentationError at line 3")
+    assert outcome.error["details"]["line"] == 3
+
+
+async def test_a_syntax_error_the_code_raises_at_run_time_stays_a_runtime_error(run: Run) -> None:
+    outcome = await run("compile('x x', 'inner', 'exec')")
+    assert outcome.error is not None and outcome.error["type"] == "runtime_error"
+
+
+async def test_a_result_that_is_not_json_fails_naming_where_and_what(run: Run) -> None:
+    outcome = await run("{'a': [1, 2, {3}]}")
+    assert outcome.status == "failed" and outcome.result is None
+    assert outcome.error is not None and outcome.error["type"] == "result_not_json"
+    assert outcome.error["message"].startswith("result['a'][2] is a set")
+    assert outcome.error["details"] == {"path": "result['a'][2]", "python_type": "set"}
+
+
+async def test_non_json_results_are_refused_not_stringified(run: Run) -> None:
+    cases = {
+        "{1, 2, 3}": "set",
+        "b'raw'": "bytes",
+        "float('nan')": "float",
+        "import datetime\ndatetime.date(2024, 1, 2)": "date",
+        "class Point: pass\nPoint()": "Point",
+        "{(1, 2): 'pair'}": "tuple",
+    }
+    for code, python_type in cases.items():
+        outcome = await run(code)
+        assert outcome.error is not None and outcome.error["type"] == "result_not_json", code
+        assert outcome.error["details"]["python_type"] == python_type
+
+
+async def test_json_results_by_the_documented_rule(run: Run) -> None:
+    outcome = await run("import collections\n{'t': (1, 2), 2: collections.Counter('aa')}")
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == {"t": [1, 2], "2": {"a": 2}}
+
+
+async def test_a_cyclic_result_is_refused_at_the_depth_limit(run: Run) -> None:
+    outcome = await run("x = []\nx.append(x)\nx")
+    assert outcome.error is not None and outcome.error["type"] == "output_limit"
+    assert "nests deeper than 64 levels" in outcome.error["message"]
 
 
 async def test_print_is_captured(run: Run) -> None:

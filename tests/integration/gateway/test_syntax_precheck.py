@@ -1,0 +1,44 @@
+"""Code that does not parse fails at submission as ``syntax_error`` at the user's line, never queued."""
+
+from __future__ import annotations
+
+import redis
+from fastapi.testclient import TestClient
+
+from shared.config import Settings
+
+
+def _queued(settings: Settings) -> int:
+    return int(redis.Redis.from_url(settings.redis_url or "").llen("executions"))
+
+
+def test_a_syntax_error_fails_at_once_with_line_and_column(
+    client: TestClient, settings: Settings
+) -> None:
+    response = client.post("/v1/executions", json={"code": "x = 1\nawait f(\n"})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "failed"
+    error = body["error"]
+    assert error["type"] == "syntax_error"
+    assert error["details"]["line"] == 2 and error["details"]["column"] == 8
+    assert error["message"].startswith("SyntaxError at line 2, column 8")
+    assert _queued(settings) == 0
+    stored = client.get(f"/v1/executions/{body['id']}").json()
+    assert stored["status"] == "failed" and stored["error"] == error
+
+
+def test_an_indentation_error_is_a_syntax_error(client: TestClient, settings: Settings) -> None:
+    response = client.post("/v1/executions", json={"code": "for i in range(3):\nprint(i)"})
+    error = response.json()["error"]
+    assert error["type"] == "syntax_error" and error["details"]["line"] == 2
+    assert error["message"].startswith("IndentationError")
+    assert _queued(settings) == 0
+
+
+def test_top_level_await_and_return_are_not_syntax_errors(
+    client: TestClient, settings: Settings
+) -> None:
+    response = client.post("/v1/executions", json={"code": "x = await f()\nreturn x"})
+    assert response.status_code == 202 and response.json()["status"] == "queued"
+    assert _queued(settings) == 1
