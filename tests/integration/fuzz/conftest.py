@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from shared.auth.store import issue_key
 from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
 
@@ -26,16 +27,20 @@ FUZZ_SETTINGS = settings(
     suppress_health_check=list(HealthCheck),
 )
 
-# Who calls: today only without a key. The API-key work adds "valid_key" here (a fixture
-# param that creates a key and returns its header); every fuzz test then runs as both.
-CALLERS = ["anonymous"]
+# Who calls: without a key (no key exists yet: the anonymous loopback default), then with a
+# valid admin key. Package-scoped, so pytest runs every fuzz test as the first caller before
+# creating the key that ends anonymous access.
+CALLERS = ["anonymous", "valid_key"]
 
 
-@pytest.fixture(params=CALLERS)
+@pytest.fixture(params=CALLERS, scope="package")
 def caller_headers(request: pytest.FixtureRequest, fuzz_stack: E2EStack) -> dict[str, str]:
     """Headers identifying the caller for one fuzz run."""
-    assert request.param == "anonymous"
-    return {}
+    if request.param == "anonymous":
+        return {}
+    with fuzz_stack.db() as conn:
+        _, key = issue_key(conn, tenant_id="fuzz", name="fuzz", admin=True)
+    return {"Authorization": f"Bearer {key}"}
 
 
 def assert_gateway_survived(stack: E2EStack) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis_jsonschema import from_schema
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.e2e.conftest import E2EStack
@@ -38,7 +39,11 @@ async def test_generated_tool_inputs_get_results_or_tool_errors(
 ) -> None:
     calls = protocol_errors = tool_errors = 0
     async with (
-        streamable_http_client(f"{fuzz_stack.gateway_url}/mcp") as (read, write),
+        create_mcp_http_client(headers=caller_headers) as http,
+        streamable_http_client(f"{fuzz_stack.gateway_url}/mcp", http_client=http) as (
+            read,
+            write,
+        ),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -63,7 +68,7 @@ async def test_generated_tool_inputs_get_results_or_tool_errors(
     assert_gateway_survived(fuzz_stack)
 
 
-def _session_id(client: httpx.Client) -> str:
+def _session_id(client: httpx.Client, headers: dict[str, str]) -> str:
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -74,7 +79,7 @@ def _session_id(client: httpx.Client) -> str:
             "clientInfo": {"name": "fuzz", "version": "0"},
         },
     }
-    response = client.post("/mcp", json=init, headers=MCP_HEADERS)
+    response = client.post("/mcp", json=init, headers=MCP_HEADERS | headers)
     assert response.status_code == 200, response.text
     return response.headers["mcp-session-id"]
 
@@ -107,7 +112,9 @@ def test_malformed_json_rpc_is_a_protocol_error_never_a_5xx(
     fuzz_stack: E2EStack, caller_headers: dict[str, str], name: str
 ) -> None:
     with fuzz_stack.client() as client:
-        headers = MCP_HEADERS | caller_headers | {"mcp-session-id": _session_id(client)}
+        headers = (
+            MCP_HEADERS | caller_headers | {"mcp-session-id": _session_id(client, caller_headers)}
+        )
         response = client.post("/mcp", content=MALFORMED[name], headers=headers)
         assert response.status_code < 500, (response.status_code, response.text[:500])
         if response.status_code >= 400 and response.headers.get("content-type", "").startswith(
