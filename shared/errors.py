@@ -20,6 +20,7 @@ class ErrorType(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
     TOOL_CALL_LIMIT = "tool_call_limit"  # more calls than the execution may make
     TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
+    RATE_LIMITED = "rate_limited"  # the caller's key made too many calls this minute
     INVALID_REQUEST = "invalid_request"  # the RPC request itself is malformed
     INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
@@ -59,6 +60,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.TOOL_NOT_ALLOWED,
         ErrorType.TOOL_CALL_LIMIT,
         ErrorType.TOOL_ARGS_TOO_LARGE,
+        ErrorType.RATE_LIMITED,
         ErrorType.INVALID_REQUEST,
         ErrorType.INTERNAL_ERROR,
     }
@@ -148,6 +150,12 @@ class SandboxError(AgentCardsError):
     """Raised when the sandbox cannot be set up (an isolation layer failed: fail closed)."""
 
     type = ErrorType.SANDBOX_UNAVAILABLE
+
+
+class ToolNotAllowed(AgentCardsError):
+    """Raised when a request names only tools outside the caller's allow-list."""
+
+    type = ErrorType.TOOL_NOT_ALLOWED
 
 
 class ToolError(AgentCardsError):

@@ -46,6 +46,8 @@ TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change event
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
+GRANT_PREFIX = KEY_PREFIX + "grant:"  # + execution_id; the tool scope the gateway granted
+TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-key counters
 
 
 def events_channel(execution_id: str) -> str:
@@ -71,3 +73,13 @@ def cancel_key(execution_id: str) -> str:
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"
+
+
+def grant_key(execution_id: str) -> str:
+    """The grant record of one execution: its tool scope and rate limit, written at submission."""
+    return f"{GRANT_PREFIX}{execution_id}"
+
+
+def tool_calls_key(caller: str, minute: int) -> str:
+    """Counter of one caller's tool calls in one clock minute (``int(time // 60)``)."""
+    return f"{TOOL_CALLS_PREFIX}{caller}:{minute}"

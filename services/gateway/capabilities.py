@@ -9,6 +9,7 @@ from pydantic import Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
+from shared.auth.principal import Principal
 from shared.capabilities import store
 from shared.config import DEFAULT_TENANT
 from shared.embeddings import get_embedder
@@ -83,9 +84,13 @@ async def execute_capability(
     *,
     ref: str,
     body: CapabilityExecuteRequest,
-    tenant_id: str = DEFAULT_TENANT,
+    principal: Principal,
 ) -> Row:
-    """Check args against the capability's schema, then run its code as a normal execution."""
+    """Check args against the capability's schema, then run its code as the caller's execution.
+
+    It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
+    """
+    tenant_id = principal.tenant_id
     cap = await to_thread.run_sync(lambda: load_capability(state, ref=ref, tenant_id=tenant_id))
     problems = validate_args(schema=cap["parameters_schema"], args=body.args)
     if not problems.ok:
@@ -98,7 +103,9 @@ async def execute_capability(
     request = ExecutionRequest(
         code=cap["code"], intent=cap["intent"], args=body.args, timeout_s=body.timeout_s
     )
-    row = await submit_execution(state, request=request, capability_id=str(cap["id"]))
+    row = await submit_execution(
+        state, request=request, principal=principal, capability_id=str(cap["id"])
+    )
     if body.wait:
         row = await wait_for_finish(
             state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from mcp.server.mcpserver import Context
 
 from services.gateway.config import GatewayState
 from shared.auth.principal import ANONYMOUS, Principal
@@ -26,3 +27,9 @@ def get_principal(request: Request) -> Principal:
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def mcp_principal(ctx: Context[Any, Any]) -> Principal:
+    """The caller of an MCP tool: its HTTP request's principal; anonymous over stdio (no request)."""
+    request = ctx.request_context.request
+    return get_principal(request) if isinstance(request, Request) else ANONYMOUS

@@ -21,6 +21,7 @@ from shared.errors import (
     DependencyError,
     ErrorType,
     NotFound,
+    ToolNotAllowed,
     ValidationFailed,
     error_dict,
 )
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
+    ToolNotAllowed: 403,
     NotFound: 404,
     Conflict: 409,
     BodyTooLarge: 413,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import ValidationError
 
 from services.gateway.capabilities import (
@@ -15,6 +15,7 @@ from services.gateway.capabilities import (
     search_capabilities,
 )
 from services.gateway.config import GatewayState
+from services.gateway.deps import mcp_principal
 from services.gateway.errors import mcp_error
 from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
@@ -50,11 +51,16 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
 
     @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
     async def execute_capability_tool(
-        capability_id: str, args: dict[str, Any] | None = None, timeout_s: float | None = None
+        capability_id: str,
+        ctx: Context,
+        args: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         try:
             body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
-            row = await execute_capability(get_state(), ref=capability_id, body=body)
+            row = await execute_capability(
+                get_state(), ref=capability_id, body=body, principal=mcp_principal(ctx)
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
         return view_from_row(row).model_dump(mode="json")

@@ -16,7 +16,8 @@ import orjson
 import pytest
 import redis
 
-from shared.config import Settings
+from shared.auth.grants import Grant, write_grant
+from shared.config import DEFAULT_TENANT, Settings
 from shared.queues import HEARTBEAT_PREFIX
 from tests.conftest import settings_env
 
@@ -153,6 +154,15 @@ def toolhost_factory(
     yield start
     for host in started:
         host.stop()
+
+
+def grant(redis_url: str, execution_id: str, **scope: Any) -> Grant:
+    """Write the grant record the gateway writes at submission (every tool unless ``scope`` narrows it)."""
+    record = Grant(tenant_id=DEFAULT_TENANT, **scope)
+    write_grant(
+        redis.Redis.from_url(redis_url), execution_id=execution_id, grant=record, timeout_s=600
+    )
+    return record
 
 
 def wait_for(

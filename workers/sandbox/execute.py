@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
@@ -18,12 +19,13 @@ from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
+from shared.queues import grant_key
 from shared.rpc.client import RpcClient
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolResult, ToolSpec
-from shared.tools.store import get_tools, list_tools
+from shared.tools.store import list_tools
 from workers.sandbox import resources
 
 log = logging.getLogger(__name__)
@@ -60,17 +62,21 @@ def rpc_client(settings: Settings) -> RpcClient:
     return _rpc
 
 
-def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
-    """The execution's tool scope: the listed tools, or every known tool when none was listed."""
+def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, ToolSpec], list[str]]:
+    """The execution's granted tools and every known tool id.
+
+    Granted: the row's listed tools (every known tool when none was listed) that its grant
+    record allows; no grant record (never written, or expired in the queue) grants nothing.
+    """
     with resources.db_pool().connection() as conn:
-        if row["tools"] is None:
-            rows = list_tools(conn)
-        else:
-            rows = list(get_tools(conn, ids=row["tools"]).values())
-    return {
+        rows = list_tools(conn)
+    listed = None if row["tools"] is None else set(row["tools"])
+    granted = {
         r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
         for r in rows
+        if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
     }
+    return granted, [r["id"] for r in rows]
 
 
 # Capabilities reachable from one execution's code (through nested calls) that are
@@ -97,7 +103,12 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     """Run a row already moved to `running`; store and announce its terminal state."""
     execution_id = str(row["id"])
     redis = resources.redis_client()
-    tools = granted_tools(row)
+    grant = read_grant(redis, execution_id=execution_id)
+    if grant is None:
+        log.warning("execution %s has no tool grant record: it may call no tools", execution_id)
+    else:  # the grant now lives as long as this run, not as long as a queue wait
+        redis.expire(grant_key(execution_id), int(row["timeout_s"]) + GRANT_RUN_SLACK_S)
+    tools, known = tool_scope(row, grant)
     limits = SandboxLimits.from_settings(settings, wall_time_s=row["timeout_s"])
 
     def on_event(event: dict[str, Any]) -> None:
@@ -109,6 +120,7 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             code=row["code"],
             args=row["args"],
             tools=tools,
+            known_tools=known,
             backend=RpcToolBackend(
                 client=rpc_client(settings), execution_id=execution_id, allowed=sorted(tools)
             ),
@@ -136,6 +148,7 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             ),
             duration_ms=(time.monotonic() - started) * 1000,
         )  # fmt: skip
+    redis.delete(grant_key(execution_id))  # runs never restart: the scope ends with this one
     store_outcome(execution_id=execution_id, outcome=outcome)
     publish_event(
         redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from services.gateway import capabilities as service
 from services.gateway.capabilities import CapabilityExecuteRequest, CapabilitySearchRequest
-from services.gateway.deps import State
+from services.gateway.deps import CurrentPrincipal, State
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 
@@ -30,6 +30,7 @@ async def search(state: State, body: CapabilitySearchRequest) -> Row:
 )
 async def execute(
     state: State,
+    principal: CurrentPrincipal,
     capability_ref: str,
     body: CapabilityExecuteRequest,
     wait: bool = Query(False),
@@ -37,7 +38,9 @@ async def execute(
     """202 with the queued execution, or 200 with the finished one when waiting."""
     if wait:
         body = body.model_copy(update={"wait": True})
-    row = await service.execute_capability(state, ref=capability_ref, body=body)
+    row = await service.execute_capability(
+        state, ref=capability_ref, body=body, principal=principal
+    )
     view = view_from_row(row)
     return JSONResponse(
         view.model_dump(mode="json"), status_code=200 if view.status in TERMINAL else 202

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
-from services.gateway.deps import State
+from services.gateway.deps import CurrentPrincipal, State
 from services.gateway.events import EventFollower
 from services.gateway.executions import submit_execution, wait_for_finish
 from shared.errors import Conflict, ErrorType, NotFound, error_dict
@@ -31,9 +31,11 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
     response_model=ExecutionView,
     summary="Run Python in a sandbox; 202 with the id, or the finished execution with wait=true",
 )
-async def create(state: State, body: ExecutionRequest, wait: bool = Query(False)) -> JSONResponse:
-    """Validate, record and enqueue; with `wait` block until the execution is terminal."""
-    row = await submit_execution(state, request=body)
+async def create(
+    state: State, principal: CurrentPrincipal, body: ExecutionRequest, wait: bool = Query(False)
+) -> JSONResponse:
+    """Validate, record and enqueue under the caller's tool scope; with `wait` block until terminal."""
+    row = await submit_execution(state, request=body, principal=principal)
     if wait or body.wait:
         row = await wait_for_finish(state, execution_id=str(row["id"]), timeout_s=row["timeout_s"])
     view = view_from_row(row)

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_wire_names_are_stable() -> None:
     assert {e.value for e in ErrorType} == {
         "tool_error", "timeout", "unknown_tool", "server_unavailable", "tool_not_allowed",
-        "tool_call_limit", "tool_args_too_large", "invalid_request", "internal_error",
+        "tool_call_limit", "tool_args_too_large", "rate_limited", "invalid_request",
+        "internal_error",
         "runtime_error", "memory_limit", "cpu_limit", "output_limit", "capability_cycle",
         "capability_depth_exceeded", "protocol_error", "sandbox_unavailable", "cancelled",
         "worker_lost", "broker_unavailable", "lost", "validation_error", "invalid_json",
