@@ -20,6 +20,7 @@ class ErrorType(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
     TOOL_CALL_LIMIT = "tool_call_limit"  # more calls than the execution may make
     TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
+    RATE_LIMITED = "rate_limited"  # a key's executions/min, concurrency or tool calls/min is reached
     INVALID_REQUEST = "invalid_request"  # the RPC request itself is malformed
     INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
     # The toolhost serving the call died or the RPC channel broke mid-call: the call may
@@ -53,7 +54,6 @@ class ErrorType(StrEnum):
     CONFLICT = "conflict"
     UNAUTHORIZED = "unauthorized"  # no API key, or an unknown or revoked one
     FORBIDDEN = "forbidden"  # the key is valid but may not do this (admin-only routes)
-    RATE_LIMITED = "rate_limited"  # the key's executions/min or concurrency limit is reached
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
     UNAVAILABLE = "unavailable"  # a dependency (Redis, Postgres) is down: retry after a pause
@@ -70,6 +70,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.TOOL_NOT_ALLOWED,
         ErrorType.TOOL_CALL_LIMIT,
         ErrorType.TOOL_ARGS_TOO_LARGE,
+        ErrorType.RATE_LIMITED,
         ErrorType.INVALID_REQUEST,
         ErrorType.INTERNAL_ERROR,
         ErrorType.TOOL_UNAVAILABLE,
@@ -184,6 +185,12 @@ class SandboxError(AgentCardsError):
     """Raised when the sandbox cannot be set up (an isolation layer failed: fail closed)."""
 
     type = ErrorType.SANDBOX_UNAVAILABLE
+
+
+class ToolNotAllowed(AgentCardsError):
+    """Raised when a request names only tools outside the caller's allow-list."""
+
+    type = ErrorType.TOOL_NOT_ALLOWED
 
 
 class ToolError(AgentCardsError):

@@ -61,6 +61,8 @@ CACHE_GENERATION_PREFIX = CACHE_PREFIX + "gen:"  # + server; bumped by every wri
 CACHE_STATS_PREFIX = CACHE_PREFIX + "stats:"  # + tenant; hash of hits/misses per level
 CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one event each
 RATE_PREFIX = KEY_PREFIX + "rate:"  # + kind + ":" + API key id; per-key limit windows (zsets)
+GRANT_PREFIX = KEY_PREFIX + "grant:"  # + execution_id; the tool scope the gateway granted
+TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-key counters
 
 
 def events_channel(execution_id: str) -> str:
@@ -106,3 +108,13 @@ def executions_window_key(key_id: str) -> str:
 def running_executions_key(key_id: str) -> str:
     """Sorted set of one API key's in-flight executions (score: when the slot expires)."""
     return f"{RATE_PREFIX}running:{key_id}"
+
+
+def grant_key(execution_id: str) -> str:
+    """The grant record of one execution: its tool scope and rate limit, written at submission."""
+    return f"{GRANT_PREFIX}{execution_id}"
+
+
+def tool_calls_key(caller: str, minute: int) -> str:
+    """Counter of one caller's tool calls in one clock minute (``int(time // 60)``)."""
+    return f"{TOOL_CALLS_PREFIX}{caller}:{minute}"

@@ -9,6 +9,7 @@ digits, ``_``, ``-``, ``.``; 1-128 characters). Stdlib only, like shared.errors.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 # A leading "_" is reserved for in-process servers (`_bench`); config files may not use it.
@@ -67,10 +68,35 @@ def make(server: str, name: str) -> str:
 
 
 def python_name(name: str) -> str:
-    """How agent code writes a server or tool name as an attribute (``mcp.my_server``): '-' becomes '_'."""
-    return name.replace("-", "_")
+    """How agent code writes a server or tool name as an attribute (``mcp.my_server.get_sum``).
+
+    The rule is ``-`` and ``.`` become ``_`` (``get-sum`` -> ``get_sum``, ``v1.list`` -> ``v1_list``);
+    the exact name stays reachable by subscript: ``mcp["my-server"]["get-sum"]``.
+    """
+    return name.replace("-", "_").replace(".", "_")
+
+
+def python_id(tool_id: str) -> str:
+    """The id agent code produces for a tool through attribute access: both parts mapped by ``python_name``."""
+    server, _, name = tool_id.partition(":")
+    return f"{python_name(server)}:{python_name(name)}"
 
 
 def same_python_name(a: str, b: str) -> bool:
     """True when two tool ids read the same as ``mcp.<server>.<tool>`` attributes."""
-    return python_name(a) == python_name(b)
+    return python_id(a) == python_id(b)
+
+
+def python_name_clashes(names: Iterable[str]) -> dict[str, list[str]]:
+    """Names that map to the same Python name, by the name kept: the first listed keeps it.
+
+    Agent code could not tell them apart as attributes, so the toolhost lists only the first
+    (``{"get-sum": ["get_sum"]}`` when a server lists ``get-sum`` then ``get_sum``).
+    """
+    first: dict[str, str] = {}
+    clashes: dict[str, list[str]] = {}
+    for name in names:
+        kept = first.setdefault(python_name(name), name)
+        if kept != name:
+            clashes.setdefault(kept, []).append(name)
+    return clashes

@@ -72,16 +72,32 @@ def _run_with(url: str, n: int) -> dict[str, Any]:
     }
 
 
+BENCH_EXECUTION = "bench"
+
+
+def _grant_bench(url: str) -> None:
+    """The toolhost serves only granted executions: grant the bench's calls ``_bench:*``."""
+    from shared.auth.grants import Grant, write_grant
+    from shared.config import DEFAULT_TENANT
+
+    grant = Grant(tenant_id=DEFAULT_TENANT, patterns=("_bench:*",))
+    write_grant(redis.Redis.from_url(url), execution_id=BENCH_EXECUTION, grant=grant, timeout_s=0)
+
+
 async def _channel_round_trips(url: str, n: int) -> list[float]:
     from shared.rpc.client import RpcClient
 
+    _grant_bench(url)
     samples: list[float] = []
     async with RpcClient(url, max_connections=4) as client:
         for i in range(WARMUP + n):
             args = {"i": i}
             started = time.perf_counter()
             reply = await client.call(
-                execution_id="bench", tool="_bench:echo", args=args, deadline=time.time() + 5
+                execution_id=BENCH_EXECUTION,
+                tool="_bench:echo",
+                args=args,
+                deadline=time.time() + 5,
             )
             elapsed = time.perf_counter() - started
             if not reply.ok or reply.result != args:

@@ -10,6 +10,7 @@ import numpy as np
 
 from services.gateway.config import GatewayState
 from shared.auth.audit import AuditAction, record_audit
+from shared.auth.patterns import cached_patterns
 from shared.cache import entries, store
 from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.keys import execution_digest, params_hash
@@ -32,8 +33,14 @@ def answer_from_cache(
     tenant_id: str,
     timeout_s: float,
     capability_id: str | None,
+    allowed: tuple[str, ...] | None = None,
 ) -> Row | None:
-    """The recorded hit for this submission, or None (a miss: run it)."""
+    """The recorded hit for this submission, or None (a miss: run it).
+
+    ``allowed`` is the caller's tool allow-list: an entry whose run used a tool outside it is
+    a miss, so a restricted key never reads what only a wider key's run could produce.
+    """
+    permitted = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
     with state.pool.connection() as conn:
         if capability_id is not None:
             entry = store.take_entry(
@@ -42,6 +49,8 @@ def answer_from_cache(
                 capability_id=capability_id,
                 params_hash=params_hash(request.args),
             )
+            if entry is not None and not all(map(permitted, entry["tools_used"] or [])):
+                entry = None
             record_lookup(state.redis, tenant_id=tenant_id, level=Level.CAPABILITY, hit=bool(entry))
             if entry is None:
                 return None
@@ -52,6 +61,8 @@ def answer_from_cache(
         scope = load_scope(conn, tools=request.tools)
         digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
         hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
+        if hit is not None and not all(map(permitted, hit.tools_used)):
+            hit = None
         record_lookup(state.redis, tenant_id=tenant_id, level=Level.EXECUTION, hit=bool(hit))
         if hit is not None:
             return _record(conn, request, tenant_id, timeout_s, hit.capability_id, Level.EXECUTION,
@@ -69,7 +80,10 @@ def answer_from_cache(
             min_similarity=INTENT_MIN_SIMILARITY,
         )
         # The cached run may only have used tools this request may call.
-        if near is not None and not set(near["tools_used"]) <= set(scope.policies):
+        if near is not None and not (
+            set(near["tools_used"]) <= set(scope.policies)
+            and all(map(permitted, near["tools_used"]))
+        ):
             near = None
         record_lookup(state.redis, tenant_id=tenant_id, level=Level.INTENT, hit=bool(near))
         if near is None:

@@ -99,7 +99,10 @@ async def execute_capability(
     body: CapabilityExecuteRequest,
     principal: Principal,
 ) -> Row:
-    """Check args against the capability's schema, then run its code as a normal execution."""
+    """Check args against the capability's schema, then run its code as the caller's execution.
+
+    It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
+    """
     tenant_id = principal.tenant_id
     cap = await to_thread.run_sync(lambda: load_capability(state, ref=ref, tenant_id=tenant_id))
     problems = validate_args(schema=cap["parameters_schema"], args=body.args)

@@ -26,6 +26,7 @@ from shared.errors import (
     Forbidden,
     NotFound,
     RateLimited,
+    ToolNotAllowed,
     Unauthorized,
     ValidationFailed,
     error_dict,
@@ -37,6 +38,7 @@ RETRY_AFTER_S = 2  # what a 503 tells clients: the dependency probe runs every 0
 
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
+    ToolNotAllowed: 403,
     NotFound: 404,
     Conflict: 409,
     BodyTooLarge: 413,

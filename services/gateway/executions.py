@@ -15,8 +15,16 @@ from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
 from shared.auth import limits
 from shared.auth.audit import AuditAction, finish_audit, record_audit
+from shared.auth.grants import Grant, write_grant
+from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
-from shared.errors import DependencyError, ErrorType, ValidationFailed, error_dict
+from shared.errors import (
+    DependencyError,
+    ErrorType,
+    ToolNotAllowed,
+    ValidationFailed,
+    error_dict,
+)
 from shared.executions.events import FINISHED, LEARNED, publish_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.reaper import reap_stale
@@ -95,6 +103,22 @@ def reserve_slot(
         raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc
 
 
+def scoped_request(request: ExecutionRequest, principal: Principal) -> ExecutionRequest:
+    """The request with its `tools` narrowed to the caller's allow-list; ToolNotAllowed when none is left.
+
+    A request without `tools` keeps None: its scope is every tool the patterns allow, checked
+    again by the worker and the toolhost against the grant record.
+    """
+    kept, refused = allowed_scope(request.tools, principal.tool_patterns)
+    if refused and not kept:
+        raise ToolNotAllowed(
+            f"tools not allowed for this API key: {', '.join(refused[:20])}; "
+            f"it may call {', '.join(principal.tool_patterns or ())}",
+            tools=refused,
+        )
+    return request if not refused else request.model_copy(update={"tools": kept})
+
+
 async def submit_execution(
     state: GatewayState,
     *,
@@ -103,13 +127,19 @@ async def submit_execution(
     capability_id: str | None = None,
 ) -> Row:
     """Answer from the result cache (a succeeded row at once), else record a queued execution
-    (and its audit row) and enqueue it; idempotent on `idempotency_key`."""
+    (and its audit row), grant it the caller's tool scope and enqueue it; idempotent on
+    `idempotency_key`.
+
+    The scope is the request's `tools` intersected with the principal's allow-list; a
+    capability run gets the caller's scope, never its author's.
+    """
     timeout_s = validate_request(state, request)
     missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
     if missing:
         raise ValidationFailed(
             f"unknown tools in scope: {', '.join(missing)} (see GET /v1/tools)", tools=missing
         )
+    request = scoped_request(request, principal)
     slot = await to_thread.run_sync(
         lambda: reserve_slot(state, principal=principal, timeout_s=timeout_s)
     )
@@ -122,6 +152,7 @@ async def submit_execution(
                     tenant_id=principal.tenant_id,
                     timeout_s=timeout_s,
                     capability_id=capability_id,
+                    allowed=principal.tool_patterns,
                 )
             )
         except BaseException:
@@ -177,11 +208,18 @@ async def submit_execution(
     execution_id = str(row["id"])
     if syntax is not None:
         return await _fail_at_once(state, execution_id=execution_id, error=syntax)
+    grant = Grant.for_principal(principal, tools=request.tools)
     try:
+        # The grant exists before the message does: a worker never sees a run without one.
+        await to_thread.run_sync(
+            lambda: write_grant(
+                state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s
+            )
+        )
         await to_thread.run_sync(
             lambda: state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
         )
-    except Exception as exc:  # broker down: never leave a queued row nobody will run
+    except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
         reason = f"could not enqueue: {exc}"
 
         def reject() -> None:

@@ -36,6 +36,12 @@ How to write the code:
 - Call tools as `await mcp.<server>.<tool>(**kwargs)`, e.g.
   `notes = await mcp.notes.list_notes()`. Tool ids are `server:tool` (find them with
   `search_tools`). Keyword arguments only, matching the tool's input schema.
+- Names with `-` or `.` are written with `_`: tool `get-sum` on server `my-server` is
+  `mcp.my_server.get_sum(...)`; the exact names also work: `mcp["my-server"]["get-sum"](...)`.
+- A failed call raises ToolCallError; its `.type` says why: `unknown_tool` (no such tool;
+  the message names the nearest ones), `tool_not_allowed` (outside this execution's
+  `tools` or your API key's allow-list), `rate_limited` (retry after the time it gives),
+  `timeout`, `server_unavailable`, `tool_error` (the tool itself failed).
 - Run independent calls concurrently: `a, b = await asyncio.gather(mcp.x.f(), mcp.y.g())`.
 - Parameters: pass `args` (a JSON object) and read them as `args["path"]`,
   `args.get("limit", 10)` or `args.path`. Use args for anything that varies between

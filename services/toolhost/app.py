@@ -193,6 +193,17 @@ class Toolhost:
             log.warning(
                 "server %s: not listing tools %s: %s", server, skipped[:10], tool_ids.TOOL_NAME_RULE
             )
+        valid = [t for t in tools if tool_ids.is_tool_name(t.name)]
+        # Agent code writes `get-sum` as mcp.<server>.get_sum; two names that read the same
+        # could not be told apart, so the first one the server lists keeps the name.
+        clashes = tool_ids.python_name_clashes(t.name for t in valid)
+        for kept, dropped in clashes.items():
+            log.warning(
+                "server %s: not listing tools %s: they read as mcp.%s.%s in agent code, "
+                "like %r, which the server lists first (rename them on the server)",
+                server, dropped, tool_ids.python_name(server), tool_ids.python_name(kept), kept,
+            )  # fmt: skip
+        hidden = {name for dropped in clashes.values() for name in dropped}
         block = next(c.config.agentcards for c in self.connections if c.name == server)
         specs = [
             ToolSpec(
@@ -205,8 +216,8 @@ class Toolhost:
                 output_schema=t.output_schema,
                 cache_override=block.cache_override(t.name),
             )
-            for t in tools
-            if tool_ids.is_tool_name(t.name)
+            for t in valid
+            if t.name not in hidden
         ]
 
         def write() -> SyncResult:

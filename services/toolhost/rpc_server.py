@@ -19,6 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
+from services.toolhost.scope import ScopeGuard
 from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
 from shared.rpc.protocol import (
@@ -58,6 +59,7 @@ class RpcServer:
             redis_url, socket_timeout=None, retry=Retry(NoBackoff(), 0)
         )
         self._out = aioredis.Redis.from_url(redis_url, socket_timeout=10)
+        self._scope = ScopeGuard(self._out)
         # Taken before each pop: a saturated replica stops popping and leaves the work to
         # other replicas instead of queueing it in memory.
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -164,6 +166,10 @@ class RpcServer:
             return fail(ErrorType.TIMEOUT, f"{tool}: deadline passed while queued; not run")
         if request.allowed is not None and tool not in request.allowed:
             return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
+        # The request's own `allowed` is the bridge's word; the grant record is the gateway's.
+        refusal = await self._scope.refusal(request)
+        if refusal is not None:
+            return fail(*refusal)
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):

@@ -130,6 +130,7 @@ def _parse(data: Any) -> dict[str, ServerConfig]:
     if unknown:
         raise _Invalid((unknown[0],), f"unknown top-level key(s) {', '.join(unknown)}")
     servers: dict[str, ServerConfig] = {}
+    python_names: dict[str, str] = {}  # mcp.<python name> -> the server name that has it
     for name, raw in data["mcpServers"].items():
         if not tool_ids.is_server_name(name):
             raise _Invalid(
@@ -143,8 +144,16 @@ def _parse(data: Any) -> dict[str, ServerConfig]:
                 "for in-process servers",
             )
         config = _parse_one(name, raw)
-        if not config.disabled:
-            servers[name] = config
+        if config.disabled:
+            continue
+        clash = python_names.setdefault(tool_ids.python_name(name), name)
+        if clash != name:
+            raise _Invalid(
+                ("mcpServers", name),
+                f"server names {clash!r} and {name!r} both read as "
+                f"mcp.{tool_ids.python_name(name)} in agent code ('-' reads as '_'); rename one",
+            )
+        servers[name] = config
     return servers
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared import tool_ids
 from shared.errors import TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import (
@@ -32,6 +31,7 @@ from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolBackend, ToolResult, ToolSpec
+from shared.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ async def run_in_sandbox(
     code: str,
     args: Mapping[str, Any] | None = None,
     tools: Mapping[str, ToolSpec] | None = None,
+    known_tools: Collection[str] | None = None,
     backend: ToolBackend | None = None,
     limits: SandboxLimits,
     on_event: EventCallback | None = None,
@@ -85,7 +86,10 @@ async def run_in_sandbox(
     """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
 
     ``tools`` are the only tool ids (``server:tool``) the code may call; ``backend``
-    serves them. ``capability_sources`` (name -> id + code) run inline in the child as
+    serves them. ``known_tools`` are every id that exists: a call outside ``tools`` is
+    ``tool_not_allowed`` for one of them and ``unknown_tool`` (with the nearest names) for any
+    other; without it every call outside ``tools`` is ``tool_not_allowed``. Python-name
+    spellings (``mcp.my_server.get_sum`` for ``my-server:get-sum``) resolve to the real id. ``capability_sources`` (name -> id + code) run inline in the child as
     ``capabilities.<name>(**kwargs)``. ``on_event`` receives tool_start/tool_end,
     capability_start/capability_end and progress events as they are recorded (sync or
     async callable); capability events arrive in small batches from the child.
@@ -132,7 +136,8 @@ async def run_in_sandbox(
                 detail,
             )
         cap_ids = {name: src["id"] for name, src in caps.items()}
-        session = _Session(proc, limits, tools or {}, backend, TraceRecorder(on_event), cap_ids)
+        catalog = ToolCatalog.build(tools or {}, known_tools)
+        session = _Session(proc, limits, catalog, backend, TraceRecorder(on_event), cap_ids)
         start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
@@ -164,15 +169,15 @@ class _Session:
         self,
         proc: SandboxProcess,
         limits: SandboxLimits,
-        tools: Mapping[str, ToolSpec],
+        catalog: ToolCatalog,
         backend: ToolBackend | None,
         trace: TraceRecorder,
         capability_ids: Mapping[str, str],
     ) -> None:
-        self.proc, self.limits, self.tools, self.backend, self.trace = (
+        self.proc, self.limits, self.catalog, self.backend, self.trace = (
             proc,
             limits,
-            tools,
+            catalog,
             backend,
             trace,
         )
@@ -271,8 +276,8 @@ class _Session:
             raise ProtocolViolation("tool_call parent must be null or a granted capability id")
         self.calls += 1
         call_id = f"call-{self.calls}"
+        tool, refusal = self._refusal(tool, args)
         self.trace.tool_start(call_id, tool, parent)
-        refusal = self._refusal(tool, args)
         if refusal is not None:
             self.trace.tool_end(call_id, refusal)
             self._reply_error(cid, tool, refusal)
@@ -344,25 +349,24 @@ class _Session:
                 )
         self.capabilities_open.clear()
 
-    def _refusal(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    def _refusal(self, requested: str, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """The real tool id the child means, and why the call may not go ahead (None: it may)."""
         if self.calls > self.limits.max_tool_calls:
-            return error_dict(
+            return requested, error_dict(
                 ErrorType.TOOL_CALL_LIMIT, f"more than {self.limits.max_tool_calls} tool calls"
             )
-        if not tool_ids.is_tool_id(tool):
-            return error_dict(
-                ErrorType.TOOL_NOT_ALLOWED,
-                f"tool {tool[:200]!r} is not granted to this execution: {tool_ids.TOOL_ID_RULE}",
-            )
-        if tool not in self.tools or self.backend is None:
-            return error_dict(
+        tool, refusal = self.catalog.resolve(requested)
+        if refusal is None and self.backend is None:
+            refusal = error_dict(
                 ErrorType.TOOL_NOT_ALLOWED, f"tool {tool!r} is not granted to this execution"
             )
+        if refusal is not None:
+            return tool, refusal
         try:
             wire.check_value(args, max_bytes=self.limits.tool_args_bytes)
         except wire.WireError as exc:
-            return error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
-        return None
+            return tool, error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
+        return tool, None
 
     async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
         assert self.backend is not None

@@ -16,27 +16,36 @@ import orjson
 import pytest
 import redis
 
-from shared.config import Settings
+from shared.auth.grants import Grant, write_grant
+from shared.config import DEFAULT_TENANT, Settings
 from shared.queues import HEARTBEAT_PREFIX
 from tests.conftest import settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 # Where CI installs the published npm server (see NPM_INSTALL below).
 NPM_PREFIX = Path(os.environ.get("AGENTCARDS_TEST_NPM_PREFIX", REPO / ".cache" / "npm"))
-NPM_INSTALL = [
-    "npm", "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund",
-    "@modelcontextprotocol/server-memory",
-]  # fmt: skip
+NPM_INSTALL = ["npm", "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund"]
+
+
+def install_npm_server(package: str, binary_name: str) -> Path:
+    """An npm MCP server's binary, installed into a project-local prefix once."""
+    binary = NPM_PREFIX / "node_modules" / ".bin" / binary_name
+    if not binary.exists():
+        command = [*NPM_INSTALL, package]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not binary.exists():
+            pytest.fail(f"`{' '.join(command)}` failed:\n{done.stderr[-2000:]}")
+    return binary
 
 
 def install_memory_server() -> Path:
-    """The `mcp-server-memory` binary from npm, installed into a project-local prefix once."""
-    binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-memory"
-    if not binary.exists():
-        done = subprocess.run(NPM_INSTALL, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0 or not binary.exists():
-            pytest.fail(f"`{' '.join(NPM_INSTALL)}` failed:\n{done.stderr[-2000:]}")
-    return binary
+    """The `mcp-server-memory` binary from npm (tests/npm/install.sh pins the version)."""
+    return install_npm_server("@modelcontextprotocol/server-memory", "mcp-server-memory")
+
+
+def install_everything_server() -> Path:
+    """The `mcp-server-everything` binary from npm: tools named like `get-sum`."""
+    return install_npm_server("@modelcontextprotocol/server-everything", "mcp-server-everything")
 
 
 def example_server(tmp_path: Path, **env: str) -> dict[str, Any]:
@@ -173,6 +182,15 @@ def toolhost_factory(
     yield start
     for host in started:
         host.stop()
+
+
+def grant(redis_url: str, execution_id: str, **scope: Any) -> Grant:
+    """Write the grant record the gateway writes at submission (every tool unless ``scope`` narrows it)."""
+    record = Grant(tenant_id=DEFAULT_TENANT, **scope)
+    write_grant(
+        redis.Redis.from_url(redis_url), execution_id=execution_id, grant=record, timeout_s=600
+    )
+    return record
 
 
 def wait_for(

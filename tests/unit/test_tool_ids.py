@@ -58,9 +58,17 @@ def test_tool_ids(tool_id: str, ok: bool) -> None:
             tool_ids.parse(tool_id)
 
 
-def test_python_names_map_dashes_only() -> None:
+def test_python_names_map_dashes_and_dots() -> None:
     assert tool_ids.same_python_name("google-maps:search", "google_maps:search")
-    assert not tool_ids.same_python_name("a.b:x", "a_b:x")
+    assert tool_ids.python_id("my-server:get-sum") == "my_server:get_sum"
+    assert tool_ids.python_id("s:v1.list-all") == "s:v1_list_all"
+    assert not tool_ids.same_python_name("s:get_sum", "s:getsum")
+
+
+def test_python_name_clashes_keep_the_first_listed() -> None:
+    names = ["get-sum", "echo", "get_sum", "get.sum", "list"]
+    assert tool_ids.python_name_clashes(names) == {"get-sum": ["get_sum", "get.sum"]}
+    assert tool_ids.python_name_clashes(["a", "b-c"]) == {}
 
 
 @pytest.mark.parametrize(("name", "ok"), SERVER_NAMES.items())

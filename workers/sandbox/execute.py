@@ -13,6 +13,7 @@ import psycopg
 from redis.exceptions import RedisError
 
 from shared.auth.audit import finish_audit
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
 from shared.cache import runs as cache_runs
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
@@ -22,12 +23,13 @@ from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
+from shared.queues import grant_key
 from shared.rpc.client import RpcClient
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolResult, ToolSpec
-from shared.tools.store import get_tools, list_tools
+from shared.tools.store import list_tools
 from workers.sandbox import resources
 from workers.sandbox.retry import with_db_retry
 
@@ -65,19 +67,20 @@ def rpc_client(settings: Settings) -> RpcClient:
     return _rpc
 
 
-def granted_tools(row: dict[str, Any]) -> dict[str, ToolSpec]:
-    """The execution's tool scope: the listed tools, or every known tool when none was listed."""
+def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, ToolSpec], list[str]]:
+    """The execution's granted tools and every known tool id.
 
-    def load(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
-        if row["tools"] is None:
-            return list_tools(conn)
-        return list(get_tools(conn, ids=row["tools"]).values())
-
-    rows = with_db_retry(load, what="load tools")
-    return {
+    Granted: the row's listed tools (every known tool when none was listed) that its grant
+    record allows; no grant record (never written, or expired in the queue) grants nothing.
+    """
+    rows = with_db_retry(list_tools, what="load tools")
+    listed = None if row["tools"] is None else set(row["tools"])
+    granted = {
         r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
         for r in rows
+        if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
     }
+    return granted, [r["id"] for r in rows]
 
 
 # Capabilities reachable from one execution's code (through nested calls) that are
@@ -107,7 +110,12 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     """Run a row already moved to `running`; store and announce its terminal state."""
     execution_id = str(row["id"])
     redis = resources.redis_client()
-    tools = granted_tools(row)
+    grant = read_grant(redis, execution_id=execution_id)
+    if grant is None:
+        log.warning("execution %s has no tool grant record: it may call no tools", execution_id)
+    else:  # the grant now lives as long as this run, not as long as a queue wait
+        redis.expire(grant_key(execution_id), int(row["timeout_s"]) + GRANT_RUN_SLACK_S)
+    tools, known = tool_scope(row, grant)
     with resources.db_pool().connection() as conn:
         cache = cache_runs.prepare(conn, redis, row=row)
     limits = SandboxLimits.from_settings(settings, wall_time_s=row["timeout_s"])
@@ -121,6 +129,7 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             code=row["code"],
             args=row["args"],
             tools=tools,
+            known_tools=known,
             backend=RpcToolBackend(
                 client=rpc_client(settings), execution_id=execution_id, allowed=sorted(tools)
             ),
@@ -152,6 +161,10 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             ),
             duration_ms=(time.monotonic() - started) * 1000,
         )  # fmt: skip
+    try:
+        redis.delete(grant_key(execution_id))  # runs never restart: the scope ends with this one
+    except RedisError as exc:  # it expires by itself shortly after the run's deadline
+        log.warning("could not drop the tool grant of %s: %s", execution_id, exc)
     finished = cache_runs.Finished(
         status=outcome.status,
         result=outcome.result,

@@ -35,8 +35,8 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
 async def create(
     state: State, principal: CurrentPrincipal, body: ExecutionRequest, wait: bool = Query(False)
 ) -> JSONResponse:
-    """Answer from the cache, or validate, record and enqueue; with `wait` block until the
-    execution is terminal."""
+    """Answer from the cache, or validate, record and enqueue under the caller's tool scope;
+    with `wait` block until the execution is terminal."""
     row = await submit_execution(state, request=body, principal=principal)
     if (wait or body.wait) and row["status"] not in TERMINAL:
         row = await wait_for_finish(state, execution_id=str(row["id"]), timeout_s=row["timeout_s"])

@@ -26,6 +26,7 @@ from shared.rpc.protocol import RpcReply, decode_reply
 from tests.integration.mcp_servers import (
     ToolhostProcess,
     example_server,
+    grant,
     memory_server,
     time_server,
     wait_for,
@@ -35,6 +36,12 @@ from tests.integration.mcp_servers import (
 pytestmark = pytest.mark.integration
 
 Start = Callable[..., ToolhostProcess]
+
+
+@pytest.fixture(autouse=True)
+def _granted(settings: Settings) -> None:
+    """Toolhosts serve only granted executions: grant every tool to the calls made here."""
+    grant(settings.redis_url or "", "test")
 
 
 async def call(

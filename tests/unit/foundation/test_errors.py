@@ -14,15 +14,15 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_wire_names_are_stable() -> None:
     assert {e.value for e in ErrorType} == {
         "tool_error", "timeout", "unknown_tool", "server_unavailable", "tool_not_allowed",
-        "tool_call_limit", "tool_args_too_large", "invalid_request", "internal_error",
+        "tool_call_limit", "tool_args_too_large", "rate_limited", "invalid_request",
+        "internal_error",
         "runtime_error", "memory_limit", "cpu_limit", "output_limit", "capability_cycle",
         "capability_depth_exceeded", "protocol_error", "sandbox_unavailable", "cancelled",
         "worker_lost", "broker_unavailable", "lost", "validation_error", "invalid_json",
         "not_found", "conflict", "dependency_error", "config_error",
         "nesting_limit", "body_too_large", "method_not_allowed", "bad_request",
         "tool_unavailable", "queue_timeout", "store_failed", "unavailable",
-        "unauthorized", "forbidden", "rate_limited",
-        "syntax_error", "result_not_json",
+        "unauthorized", "forbidden", "syntax_error", "result_not_json",
     }  # fmt: skip
 
 

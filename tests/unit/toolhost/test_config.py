@@ -65,3 +65,14 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"not valid JSON: .* line 1 column"):
         load_servers(bad)
     assert load_servers(None) == {}
+
+
+def test_server_names_that_read_the_same_in_agent_code_are_refused() -> None:
+    clash = {"mcpServers": {"my-server": {"command": "x"}, "my_server": {"command": "y"}}}
+    with pytest.raises(
+        ConfigError, match=r"'my-server' and 'my_server' both read as mcp\.my_server"
+    ):
+        parse_servers(clash)
+    # A disabled one takes no name.
+    clash["mcpServers"]["my_server"]["disabled"] = True
+    assert list(parse_servers(clash)) == ["my-server"]

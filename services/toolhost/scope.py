@@ -1,0 +1,97 @@
+"""The toolhost's own check of every RPC request: the execution's grant record and its caller's rate.
+
+The bridge already refuses calls outside an execution's scope, but anything that can push
+to the request list (a compromised worker, a forged message) reaches the toolhost too, so
+each request is checked here against the grant the gateway wrote at submission
+(``shared.auth.grants``). No grant, no call: fail closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from shared.auth.grants import Grant, load_grant
+from shared.errors import ErrorType
+from shared.queues import grant_key, tool_calls_key
+from shared.rpc.protocol import RpcRequest
+
+log = logging.getLogger(__name__)
+
+# A per-minute counter lives past its minute so a late INCR never starts a fresh window.
+COUNTER_TTL_S = 120
+
+
+def record_refusal(
+    *, request: RpcRequest, kind: ErrorType, reason: str, grant: Grant | None
+) -> None:
+    """Report one refused call (a structured warning; the place to also write an audit record)."""
+    log.warning(
+        "refused tool call %s to %s for execution %s: %s (%s)",
+        request.call_id, request.tool, request.execution_id, kind, reason,
+        extra={
+            "event": "tool_call_refused",
+            "error_type": str(kind),
+            "execution_id": request.execution_id,
+            "call_id": request.call_id,
+            "tool": request.tool,
+            "tenant_id": grant.tenant_id if grant else None,
+            "key_id": grant.key_id if grant else None,
+        },
+    )  # fmt: skip
+
+
+class ScopeGuard:
+    """Checks one request against its execution's grant and counts it against its caller's rate."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+
+    async def refusal(self, request: RpcRequest) -> tuple[ErrorType, str] | None:
+        """Why the call may not run (type, message), or None when it may."""
+        try:
+            grant = load_grant(await self._redis.get(grant_key(request.execution_id)))
+        except RedisError as exc:
+            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
+        if grant is None:
+            reason = (
+                f"execution {request.execution_id!r} has no tool grant (not submitted "
+                "through the gateway, or it already ended)"
+            )
+            return self._refuse(request, ErrorType.TOOL_NOT_ALLOWED, reason, grant)
+        if not grant.allows(request.tool):
+            reason = f"{request.tool} is not in this execution's tool scope"
+            return self._refuse(request, ErrorType.TOOL_NOT_ALLOWED, reason, grant)
+        if grant.tool_calls_per_min is not None:
+            return await self._rate(request, grant, grant.tool_calls_per_min)
+        return None
+
+    async def _rate(
+        self, request: RpcRequest, grant: Grant, limit: int
+    ) -> tuple[ErrorType, str] | None:
+        now = time.time()
+        key = tool_calls_key(grant.rate_key, int(now // 60))
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.incr(key)
+                pipe.expire(key, COUNTER_TTL_S)
+                count, _ = await pipe.execute()
+        except RedisError as exc:
+            return ErrorType.INTERNAL_ERROR, f"cannot count this call against the rate: {exc}"
+        if int(count) <= limit:
+            return None
+        retry_s = max(1, 60 - int(now % 60))  # fixed windows: the counter resets each minute
+        reason = (
+            f"this API key may make {limit} tool calls a minute and has used them; "
+            f"retry in {retry_s}s"
+        )
+        return self._refuse(request, ErrorType.RATE_LIMITED, reason, grant)
+
+    def _refuse(
+        self, request: RpcRequest, kind: ErrorType, reason: str, grant: Grant | None
+    ) -> tuple[ErrorType, str]:
+        record_refusal(request=request, kind=kind, reason=reason, grant=grant)
+        return kind, reason
