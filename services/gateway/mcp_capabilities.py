@@ -3,21 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
-from pydantic import ValidationError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field, ValidationError
 
+from services.gateway import mcp_logging
 from services.gateway.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
+    CapabilitySearchResponse,
     execute_capability,
     search_capabilities,
 )
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
+from services.gateway.mcp_tooling import (
+    READ_ONLY,
+    RUNS_CODE,
+    described,
+    execution_result,
+    principal,
+)
 from shared.errors import AgentCardsError
-from shared.executions.models import view_from_row
+from shared.executions.models import ExecutionView, view_from_row
+
+Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
+IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
+CapabilityRef = Annotated[
+    str,
+    Field(description="capability id or name (the prompt run_capability completes names)"),
+]
+CapabilityArgs = Annotated[dict[str, Any] | None, described(CapabilityExecuteRequest, "args")]
+TimeoutS = Annotated[float | None, described(CapabilityExecuteRequest, "timeout_s")]
 
 SEARCH_DESCRIPTION = """\
 Find reusable capabilities: code that already ran successfully for a similar intent.
@@ -38,23 +57,46 @@ error, stdout, tool_calls, tool_failures)."""
 def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
     """Add the capability tools to ``server``; ``get_state`` yields the opened clients."""
 
-    @server.tool(name="search_capabilities", description=SEARCH_DESCRIPTION)
+    @server.tool(
+        name="search_capabilities",
+        title="Search learned capabilities",
+        description=SEARCH_DESCRIPTION,
+        annotations=READ_ONLY,
+    )
     async def search_capabilities_tool(
-        intent: str, include_suggestions: bool = False
-    ) -> dict[str, Any]:
+        intent: Intent, ctx: Context, include_suggestions: IncludeSuggestions = False
+    ) -> CapabilitySearchResponse:
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
-            return await search_capabilities(get_state(), body=body)
+            return await search_capabilities(
+                get_state(), body=body, tenant_id=principal(ctx).tenant_id
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
-    @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
+    @server.tool(
+        name="execute_capability",
+        title="Run a learned capability",
+        description=EXECUTE_DESCRIPTION,
+        annotations=RUNS_CODE,
+    )
     async def execute_capability_tool(
-        capability_id: str, args: dict[str, Any] | None = None, timeout_s: float | None = None
-    ) -> dict[str, Any]:
+        capability_id: CapabilityRef,
+        ctx: Context,
+        args: CapabilityArgs = None,
+        timeout_s: TimeoutS = None,
+    ) -> Annotated[CallToolResult, ExecutionView]:
         try:
             body = CapabilityExecuteRequest(args=args or {}, wait=True, timeout_s=timeout_s)
-            row = await execute_capability(get_state(), ref=capability_id, body=body)
+            row = await execute_capability(
+                get_state(),
+                ref=capability_id,
+                body=body,
+                tenant_id=principal(ctx).tenant_id,
+                on_event=lambda event: mcp_logging.forward_event(ctx, event),
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-        return view_from_row(row).model_dump(mode="json")
+        view = view_from_row(row)
+        await mcp_logging.send_outcome(ctx, view)
+        return execution_result(view)

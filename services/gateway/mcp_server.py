@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+from mcp.types import CallToolResult
+from pydantic import Field, ValidationError
 from starlette.routing import Route
 
-from services.gateway import mcp_capabilities
+from services.gateway import mcp_capabilities, mcp_logging, mcp_prompts
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
-from services.gateway.search import ToolSearchRequest
-from services.gateway.search import search_tools as run_search
-from shared.errors import AgentCardsError, NotFound, ValidationFailed
-from shared.executions.models import ExecutionRequest, view_from_row
+from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
+from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
+from shared.errors import AgentCardsError, NotFound
+from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.store import get_execution
+
+# Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
+Code = Annotated[str, described(ExecutionRequest, "code")]
+Intent = Annotated[str | None, described(ExecutionRequest, "intent")]
+Args = Annotated[dict[str, Any] | None, described(ExecutionRequest, "args")]
+Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
+TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
+Query = Annotated[str, described(ToolSearchRequest, "query")]
+Limit = Annotated[int, described(ToolSearchRequest, "limit")]
+ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
+ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
+# A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
+ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
 EXECUTE_CODE_DESCRIPTION = """\
 Run Python code in an isolated sandbox that can call MCP tools, and return its result.
@@ -46,22 +60,28 @@ tool_failures, duration_ms."""
 
 
 def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
-    """The MCP server with AgentCards' tools; `get_state` yields the opened clients."""
+    """The MCP server with AgentCards' tools, prompts, completions and logging."""
     server: MCPServer = MCPServer(
         name="agentcards",
+        title="AgentCards",
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",
     )
 
-    @server.tool(name="execute_code", description=EXECUTE_CODE_DESCRIPTION)
+    @server.tool(
+        name="execute_code",
+        title="Run Python code with tools",
+        description=EXECUTE_CODE_DESCRIPTION,
+        annotations=RUNS_CODE,
+    )
     async def execute_code(
-        code: str,
+        code: Code,
         ctx: Context,
-        intent: str | None = None,
-        args: dict[str, Any] | None = None,
-        tools: list[str] | None = None,
-        timeout_s: float | None = None,
-    ) -> dict[str, Any]:
+        intent: Intent = None,
+        args: Args = None,
+        tools: Tools = None,
+        timeout_s: TimeoutS = None,
+    ) -> ExecutionResult:
         state = get_state()
         try:
             request = ExecutionRequest(
@@ -70,59 +90,40 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
             row = await submit_execution(state, request=request)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-
-        async def on_event(event: dict[str, Any]) -> None:
-            if event.get("type") == "progress":
-                await ctx.report_progress(
-                    float(event.get("done") or 0),
-                    float(event["total"]) if event.get("total") is not None else None,
-                    str(event.get("message") or ""),
-                )
-
         row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
+            state,
+            execution_id=str(row["id"]),
+            timeout_s=row["timeout_s"],
+            on_event=lambda event: mcp_logging.forward_event(ctx, event),
         )
-        return view_from_row(row).model_dump(mode="json")
+        view = view_from_row(row)
+        await mcp_logging.send_outcome(ctx, view)
+        return execution_result(view)
 
     @server.tool(
         name="search_tools",
+        title="Search tools",
         description="Find MCP tools for a task described in words. Returns tool ids "
         "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
         "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
+        annotations=READ_ONLY,
     )
     async def search_tools(
-        query: str, limit: int = 10, context_tools: list[str] | None = None
-    ) -> dict[str, Any]:
-        if not query.strip():
-            raise mcp_error(ValidationFailed("query must not be empty"))
+        query: Query, limit: Limit = 10, context_tools: ContextTools = None
+    ) -> ToolSearchResponse:
         try:
-            body = ToolSearchRequest(
-                query=query, limit=max(1, min(limit, 50)), context_tools=context_tools or []
-            )
+            body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
         except ValidationError as exc:
             raise mcp_error(exc) from exc
-        hits = await run_search(
-            get_state(), query=body.query, limit=body.limit, context_tools=body.context_tools
-        )
-        return {
-            "tools": [
-                {
-                    "id": h["id"],
-                    "description": h["description"],
-                    "input_schema": h["input_schema"],
-                    "available": h["available"],
-                    "score": round(float(h["score"]), 4),
-                    "why": h["why"],
-                }
-                for h in hits
-            ]
-        }
+        return await search_response(get_state(), body=body)
 
     @server.tool(
         name="get_execution",
+        title="Get an execution",
         description="Fetch an execution by id (status, result, error, stdout, tool calls).",
+        annotations=READ_ONLY,
     )
-    async def get_execution_tool(execution_id: str) -> dict[str, Any]:
+    async def get_execution_tool(execution_id: ExecutionId) -> ExecutionView:
         state = get_state()
 
         def load() -> dict[str, Any] | None:
@@ -131,10 +132,13 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
 
         row = await to_thread.run_sync(load)
         if row is None:
-            raise mcp_error(NotFound(f"no execution with id {execution_id!r}"))
-        return view_from_row(row).model_dump(mode="json")
+            raise mcp_error(NotFound(f"no execution with id {execution_id!r}", id=execution_id))
+        # Reading worked, so not an error even when the execution itself failed.
+        return view_from_row(row)
 
     mcp_capabilities.register(server, get_state)
+    mcp_prompts.register(server, get_state)
+    mcp_logging.register(server)
     return server
 
 

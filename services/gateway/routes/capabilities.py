@@ -8,8 +8,12 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway import capabilities as service
-from services.gateway.capabilities import CapabilityExecuteRequest, CapabilitySearchRequest
-from services.gateway.deps import State
+from services.gateway.capabilities import (
+    CapabilityExecuteRequest,
+    CapabilitySearchRequest,
+    CapabilitySearchResponse,
+)
+from services.gateway.deps import CurrentPrincipal, State
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 
@@ -19,9 +23,11 @@ Row = dict[str, Any]
 
 
 @router.post("/v1/capabilities/search", summary="Find proven code for an intent")
-async def search(state: State, body: CapabilitySearchRequest) -> Row:
+async def search(
+    state: State, principal: CurrentPrincipal, body: CapabilitySearchRequest
+) -> CapabilitySearchResponse:
     """Capabilities scored semantic * reliability at or above the adaptive threshold."""
-    return await service.search_capabilities(state, body=body)
+    return await service.search_capabilities(state, body=body, tenant_id=principal.tenant_id)
 
 
 @router.post(

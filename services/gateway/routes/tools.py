@@ -7,8 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from services.gateway.deps import State
-from services.gateway.search import ToolSearchRequest
-from services.gateway.search import search_tools as run_search
+from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
@@ -23,12 +22,9 @@ def list_tools(state: State) -> dict[str, Any]:
 
 
 @router.post("/tools/search", summary="Find tools for a task described in words")
-async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
+async def search_tools(state: State, body: ToolSearchRequest) -> ToolSearchResponse:
     """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
-    hits = await run_search(
-        state, query=body.query, limit=body.limit, context_tools=body.context_tools
-    )
-    return {"query": body.query, "hits": hits}
+    return await search_response(state, body=body)
 
 
 @router.get(
