@@ -15,6 +15,7 @@ from typing import Any, get_args
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
@@ -31,8 +32,8 @@ DEFAULT_LEVEL: LoggingLevel = "warning"
 LOGGER = "agentcards.execution"
 STDOUT_LOGGER = "agentcards.stdout"
 
-# The level each client session asked for; a session that ends drops out by itself.
-_levels: weakref.WeakKeyDictionary[ServerSession, LoggingLevel] = weakref.WeakKeyDictionary()
+# The level each client connection asked for; a connection that ends drops out by itself.
+_levels: weakref.WeakKeyDictionary[Connection, LoggingLevel] = weakref.WeakKeyDictionary()
 
 LogLine = tuple[LoggingLevel, dict[str, Any]]
 
@@ -43,13 +44,23 @@ def register(server: MCPServer) -> None:
     async def set_level(
         ctx: ServerRequestContext[Any], params: SetLevelRequestParams
     ) -> EmptyResult:
-        _levels[ctx.session] = params.level
+        _levels[connection_of(ctx.session)] = params.level
         return EmptyResult()
 
     # MCPServer has no public hook for this method; its low-level server does.
     server._lowlevel_server.add_request_handler(
         "logging/setLevel", SetLevelRequestParams, set_level
     )
+
+
+def connection_of(session: ServerSession) -> Connection:
+    """The client connection behind a request's session.
+
+    A ``ServerSession`` is built per request; the level set by one request must hold for
+    the connection's later ones, and only the session holds the connection (privately).
+    """
+    connection: Connection = session._connection
+    return connection
 
 
 def wanted(session: ServerSession, *, protocol_version: str, level: LoggingLevel) -> bool:
@@ -60,7 +71,7 @@ def wanted(session: ServerSession, *, protocol_version: str, level: LoggingLevel
     """
     if protocol_version in MODERN_PROTOCOL_VERSIONS:
         return True
-    floor = _levels.get(session, DEFAULT_LEVEL)
+    floor = _levels.get(connection_of(session), DEFAULT_LEVEL)
     return LEVELS.index(level) >= LEVELS.index(floor)
 
 

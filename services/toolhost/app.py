@@ -27,6 +27,7 @@ from services.toolhost.sync import (
     mark_removed_servers,
     record_server_state,
     sync_server_tools,
+    unavailable_reason,
 )
 from shared import tool_ids
 from shared.config import Settings, get_settings
@@ -187,10 +188,21 @@ class Toolhost:
                 "server %s: not listing tools %s: %s", server, skipped[:10], tool_ids.TOOL_NAME_RULE
             )
         specs = [
-            ToolSpec(name=t.name, description=t.description or "", input_schema=t.input_schema)
+            ToolSpec(
+                name=t.name,
+                description=t.description or "",
+                input_schema=t.input_schema,
+                unavailable_reason=unavailable_reason(t),
+            )
             for t in tools
             if tool_ids.is_tool_name(t.name)
         ]
+        for spec in specs:
+            if spec.unavailable_reason is not None:
+                log.warning(
+                    "server %s: tool %s is listed but unavailable: it %s",
+                    server, spec.name, spec.unavailable_reason,
+                )  # fmt: skip
 
         def write() -> Any:
             with self._pool.connection() as conn:

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from mcp import types
 from psycopg.types.json import Jsonb
 
 from shared import tool_ids
@@ -28,6 +29,12 @@ Embed = Callable[[list[str]], list[list[float]] | None]
 
 REMOVED_STATE = "removed"
 REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
+# Task-augmented calls (2025-11-25) are types-only in the mcp SDK (no tasks/get, tasks/result
+# dispatch), so such a tool cannot be called through AgentCards: listed, never callable.
+TASK_REQUIRED_REASON = (
+    "requires a task-augmented call (execution.taskSupport 'required'), which AgentCards "
+    "does not make; the server refuses a plain tools/call"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,14 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    unavailable_reason: str | None = None  # listed but never callable through AgentCards
+
+
+def unavailable_reason(tool: types.Tool) -> str | None:
+    """Why a listed tool cannot be called through AgentCards, or None when it can."""
+    if tool.execution is not None and tool.execution.task_support == "required":
+        return TASK_REQUIRED_REASON
+    return None
 
 
 @dataclass(slots=True)
@@ -99,6 +114,7 @@ def sync_server_tools(
                 input_schema=spec.input_schema,
                 schema_hash=digest,
                 embedding=new_vectors.get(tool_id),
+                available=spec.unavailable_reason is None,
             )
         vanished = [tool_id for tool_id in existing if tool_id not in ids]
         for tool_id in vanished:

@@ -79,24 +79,26 @@ def upsert_tool(
     input_schema: dict[str, Any],
     schema_hash: str,
     embedding: list[float] | None,
+    available: bool = True,
 ) -> None:
-    """Insert or refresh one listed tool (available again); a missing vector keeps the old one."""
+    """Insert or refresh one listed tool (available again unless it is never callable); a
+    missing vector keeps the old one."""
     conn.execute(
         """
         INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
                            embedding, available, updated_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, true, now())
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now())
         ON CONFLICT (id) DO UPDATE SET
             description = EXCLUDED.description,
             input_schema = EXCLUDED.input_schema,
             schema_hash = EXCLUDED.schema_hash,
             embedding = COALESCE(EXCLUDED.embedding, tools.embedding),
-            available = true,
+            available = EXCLUDED.available,
             updated_at = now()
         """,
         (
             tool_id, server, name, description, Jsonb(input_schema), schema_hash,
-            None if embedding is None else np.asarray(embedding, dtype=np.float32),
+            None if embedding is None else np.asarray(embedding, dtype=np.float32), available,
         ),
     )  # fmt: skip
 

