@@ -13,9 +13,9 @@ import warnings
 import weakref
 from typing import Any, get_args
 
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams

@@ -83,8 +83,9 @@ async def test_every_tool_has_title_annotations_described_inputs_and_output_sche
     with surface.client() as client:
         openapi = client.get("/openapi.json").json()
     rest_code = openapi["components"]["schemas"]["ExecutionRequest"]["properties"]["code"]
-    assert tools["execute_code"].input_schema["properties"]["code"]["description"] == (
-        rest_code["description"]
+    assert (
+        tools["execute_code"].input_schema["properties"]["code"]["description"]
+        == (rest_code["description"])
     )
 
 
