@@ -56,7 +56,8 @@ How to write the code:
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback}, stdout, tool_calls,
-tool_failures, duration_ms."""
+tool_failures, duration_ms; a run that did not succeed is an error result (isError) with
+the same fields."""
 
 
 def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
