@@ -20,7 +20,9 @@ class ErrorType(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
     TOOL_CALL_LIMIT = "tool_call_limit"  # more calls than the execution may make
     TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
-    RATE_LIMITED = "rate_limited"  # a key's executions/min, concurrency or tool calls/min is reached
+    RATE_LIMITED = (
+        "rate_limited"  # a key's executions/min, concurrency or tool calls/min is reached
+    )
     INVALID_REQUEST = "invalid_request"  # the RPC request itself is malformed
     INTERNAL_ERROR = "internal_error"  # a bug or an infrastructure failure (Redis down)
     # The toolhost serving the call died or the RPC channel broke mid-call: the call may

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anyio import to_thread
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
@@ -28,25 +29,62 @@ Row = dict[str, Any]
 class CapabilitySearchRequest(RequestModel):
     """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool (no threshold: adaptive)."""
 
-    intent: str = Field(min_length=1, max_length=2000, description="what you want to do")
-    include_suggestions: bool = Field(default=False, description="add related suggestions")
-    limit: int = Field(default=5, ge=1, le=20)
+    intent: str = Field(
+        min_length=1, max_length=2000, description="what you want to do, in one sentence"
+    )
+    include_suggestions: bool = Field(
+        default=False, description="add related tools and capabilities as suggestions"
+    )
+    limit: int = Field(default=5, ge=1, le=20, description="how many matches to return at most")
 
 
 class CapabilityExecuteRequest(RequestModel):
     """`POST /v1/capabilities/{id}/execute`: arguments checked against the inferred schema."""
 
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="arguments matching the capability's parameters_schema"
+    )
     wait: bool = Field(default=False, description="block until the execution finishes")
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="wall-time limit in seconds; default the server's"
+    )
     no_cache: bool = Field(
         default=False, description="run it even when a cached result exists (and refresh that)"
     )
 
 
+class CapabilityMatch(BaseModel):
+    """One capability matched to an intent."""
+
+    id: str
+    name: str = Field(description="run it by this name or by id with execute_capability")
+    description: str | None
+    intent: str | None
+    code: str
+    parameters_schema: dict[str, Any] = Field(description="JSON Schema of its `args`")
+    tools_used: list[str] | None
+    success_rate: float
+    usage_count: int
+    score: float = Field(description="semantic similarity * reliability")
+    semantic_score: float
+    degraded: bool = Field(description="true when a tool it uses is unavailable now")
+    missing_tools: list[str] = Field(description="the unavailable tools of a degraded match")
+
+
+class CapabilitySearchResponse(BaseModel):
+    """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool: the same body on both."""
+
+    capabilities: list[CapabilityMatch]
+    threshold_used: float = Field(description="the tenant's adaptive match threshold")
+    total_found: int = Field(description="matches at or above the threshold before the limit")
+    suggestions: list[dict[str, Any]] | None = Field(
+        default=None, description="related tools and capabilities; null unless asked for"
+    )
+
+
 async def search_capabilities(
     state: GatewayState, *, body: CapabilitySearchRequest, principal: Principal
-) -> Row:
+) -> CapabilitySearchResponse:
     """Match the tenant's capabilities to the intent; suggestions from the matches' tools when asked."""
     (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [body.intent])
     tenant_id = principal.tenant_id
@@ -73,7 +111,7 @@ async def search_capabilities(
                 found["suggestions"] = suggestions
             return found
 
-    return await to_thread.run_sync(run)
+    return CapabilitySearchResponse.model_validate(await to_thread.run_sync(run))
 
 
 def load_capability(state: GatewayState, *, ref: str, tenant_id: str) -> Row:
@@ -86,7 +124,8 @@ def load_capability(state: GatewayState, *, ref: str, tenant_id: str) -> Row:
         row = store.get_capability(conn, ref=ref, tenant_id=tenant_id)
     if row is None:
         raise NotFound(
-            f"no capability with id or name {ref!r}: find one with POST /v1/capabilities/search",
+            f"no capability with id or name {ref!r}: find one with search_capabilities "
+            "(MCP) or POST /v1/capabilities/search",
             id=ref,
         )
     return row
@@ -98,8 +137,10 @@ async def execute_capability(
     ref: str,
     body: CapabilityExecuteRequest,
     principal: Principal,
+    on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Row:
-    """Check args against the capability's schema, then run its code as the caller's execution.
+    """Check args against the capability's schema, then run its code as the caller's execution;
+    when waiting, ``on_event`` gets each of the run's events.
 
     It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
     """
@@ -125,7 +166,7 @@ async def execute_capability(
     )
     if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
+            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), on_event=on_event
         )
     return row
 

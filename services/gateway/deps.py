@@ -6,7 +6,6 @@ from typing import Annotated
 
 from anyio import to_thread
 from fastapi import Depends, Request
-from mcp.server.mcpserver import Context
 
 from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
@@ -31,11 +30,12 @@ def get_principal(request: Request) -> Principal:
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
-async def mcp_principal(ctx: Context, *, state: GatewayState, stdio_key: str | None) -> Principal:
-    """The caller of an MCP tool: the HTTP request's principal (set by the auth layer), or
+async def request_principal(
+    request: object, *, state: GatewayState, stdio_key: str | None
+) -> Principal:
+    """The caller of an MCP request: the HTTP request's principal (set by the auth layer), or
     over stdio the principal of ``stdio_key`` (AGENTCARDS_API_KEY), re-checked through the
     cache so a revoked key stops working within seconds."""
-    request = ctx.request_context.request
     if isinstance(request, Request):
         return get_principal(request)
     if not state.settings.auth:

@@ -137,7 +137,9 @@ async def submit_execution(
     missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
     if missing:
         raise ValidationFailed(
-            f"unknown tools in scope: {', '.join(missing)} (see GET /v1/tools)", tools=missing
+            f"unknown tools in scope: {', '.join(missing)}: find tool ids with search_tools "
+            "(MCP) or GET /v1/tools",
+            tools=missing,
         )
     request = scoped_request(request, principal)
     slot = await to_thread.run_sync(

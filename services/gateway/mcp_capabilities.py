@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import ValidationError
+from mcp.types import CallToolResult
+from pydantic import Field, ValidationError
 
+from services.gateway import mcp_logging
 from services.gateway.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
+    CapabilitySearchResponse,
     execute_capability,
     search_capabilities,
 )
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
+from services.gateway.mcp_tooling import (
+    READ_ONLY,
+    RUNS_CODE,
+    described,
+    execution_result,
+)
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError
-from shared.executions.models import view_from_row
+from shared.executions.models import ExecutionView, view_from_row
+
+Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
+IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
+CapabilityRef = Annotated[
+    str,
+    Field(description="capability id or name (the prompt run_capability completes names)"),
+]
+CapabilityArgs = Annotated[dict[str, Any] | None, described(CapabilityExecuteRequest, "args")]
+TimeoutS = Annotated[float | None, described(CapabilityExecuteRequest, "timeout_s")]
+NoCache = Annotated[bool, described(CapabilityExecuteRequest, "no_cache")]
 
 SEARCH_DESCRIPTION = """\
 Find reusable capabilities: code that already ran successfully for a similar intent.
@@ -46,10 +65,15 @@ def register(
     """Add the capability tools to ``server``; ``get_state`` yields the opened clients and
     ``principal_of`` the caller (a tool error when it has no valid key)."""
 
-    @server.tool(name="search_capabilities", description=SEARCH_DESCRIPTION)
+    @server.tool(
+        name="search_capabilities",
+        title="Search learned capabilities",
+        description=SEARCH_DESCRIPTION,
+        annotations=READ_ONLY,
+    )
     async def search_capabilities_tool(
-        intent: str, ctx: Context, include_suggestions: bool = False
-    ) -> dict[str, Any]:
+        intent: Intent, ctx: Context, include_suggestions: IncludeSuggestions = False
+    ) -> CapabilitySearchResponse:
         principal = await principal_of(ctx)
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
@@ -57,22 +81,33 @@ def register(
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
 
-    @server.tool(name="execute_capability", description=EXECUTE_DESCRIPTION)
+    @server.tool(
+        name="execute_capability",
+        title="Run a learned capability",
+        description=EXECUTE_DESCRIPTION,
+        annotations=RUNS_CODE,
+    )
     async def execute_capability_tool(
-        capability_id: str,
+        capability_id: CapabilityRef,
         ctx: Context,
-        args: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        no_cache: bool = False,
-    ) -> dict[str, Any]:
+        args: CapabilityArgs = None,
+        timeout_s: TimeoutS = None,
+        no_cache: NoCache = False,
+    ) -> Annotated[CallToolResult, ExecutionView]:
         principal = await principal_of(ctx)
         try:
             body = CapabilityExecuteRequest(
                 args=args or {}, wait=True, timeout_s=timeout_s, no_cache=no_cache
             )
             row = await execute_capability(
-                get_state(), ref=capability_id, body=body, principal=principal
+                get_state(),
+                ref=capability_id,
+                body=body,
+                principal=principal,
+                on_event=lambda event: mcp_logging.forward_event(ctx, event),
             )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-        return view_from_row(row).model_dump(mode="json")
+        view = view_from_row(row)
+        await mcp_logging.send_outcome(ctx, view)
+        return execution_result(view)

@@ -3,30 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+from mcp.types import CallToolResult
+from pydantic import Field, ValidationError
 from starlette.routing import Route
 
-from services.gateway import mcp_capabilities
+from services.gateway import mcp_capabilities, mcp_logging, mcp_prompts
 from services.gateway.audit import audit
 from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
-from services.gateway.deps import mcp_principal
+from services.gateway.deps import request_principal
 from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
-from services.gateway.search import ToolSearchRequest
-from services.gateway.search import search_tools as run_search
+from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
+from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized, ValidationFailed
-from shared.executions.models import ExecutionRequest, view_from_row
+from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized
+from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution
+
+# Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
+Code = Annotated[str, described(ExecutionRequest, "code")]
+Intent = Annotated[str | None, described(ExecutionRequest, "intent")]
+Args = Annotated[dict[str, Any] | None, described(ExecutionRequest, "args")]
+Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
+TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
+NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
+Query = Annotated[str, described(ToolSearchRequest, "query")]
+Limit = Annotated[int, described(ToolSearchRequest, "limit")]
+ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
+ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
+# A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
+ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
 EXECUTE_CODE_DESCRIPTION = """\
 Run Python code in an isolated sandbox that can call MCP tools, and return its result.
@@ -60,39 +75,49 @@ Give `intent` (one sentence: what the code does); successful runs whose tools al
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,
 tool_calls, tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools
-are all read-only is answered from the cache (pass no_cache=true to run anyway)."""
+are all read-only is answered from the cache (pass no_cache=true to run anyway). A run that
+did not succeed is an error result (isError) with the same fields."""
 
 
 def build_mcp_server(
     get_state: Callable[[], GatewayState], *, stdio_key: str | None = None
 ) -> MCPServer:
-    """The MCP server with AgentCards' tools; `get_state` yields the opened clients.
+    """The MCP server with AgentCards' tools, prompts, completions and logging.
 
-    Over HTTP each tool call runs as its request's principal; over stdio as ``stdio_key``'s.
+    Over HTTP each call runs as its request's principal; over stdio as ``stdio_key``'s.
     """
 
-    async def principal_of(ctx: Context) -> Principal:
+    async def principal_for(request: object) -> Principal:
         try:
-            return await mcp_principal(ctx, state=get_state(), stdio_key=stdio_key)
+            return await request_principal(request, state=get_state(), stdio_key=stdio_key)
         except AgentCardsError as exc:
             raise mcp_error(exc) from exc
 
+    async def principal_of(ctx: Context) -> Principal:
+        return await principal_for(ctx.request_context.request)
+
     server: MCPServer = MCPServer(
         name="agentcards",
+        title="AgentCards",
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",
     )
 
-    @server.tool(name="execute_code", description=EXECUTE_CODE_DESCRIPTION)
+    @server.tool(
+        name="execute_code",
+        title="Run Python code with tools",
+        description=EXECUTE_CODE_DESCRIPTION,
+        annotations=RUNS_CODE,
+    )
     async def execute_code(
-        code: str,
+        code: Code,
         ctx: Context,
-        intent: str | None = None,
-        args: dict[str, Any] | None = None,
-        tools: list[str] | None = None,
-        timeout_s: float | None = None,
-        no_cache: bool = False,
-    ) -> dict[str, Any]:
+        intent: Intent = None,
+        args: Args = None,
+        tools: Tools = None,
+        timeout_s: TimeoutS = None,
+        no_cache: NoCache = False,
+    ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
         try:
@@ -107,37 +132,31 @@ def build_mcp_server(
             row = await submit_execution(state, request=request, principal=principal)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-
-        async def on_event(event: dict[str, Any]) -> None:
-            if event.get("type") == "progress":
-                await ctx.report_progress(
-                    float(event.get("done") or 0),
-                    float(event["total"]) if event.get("total") is not None else None,
-                    str(event.get("message") or ""),
-                )
-
         if row["status"] not in TERMINAL:
             row = await wait_for_finish(
-                state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
+                state,
+                execution_id=str(row["id"]),
+                timeout_s=row["timeout_s"],
+                on_event=lambda event: mcp_logging.forward_event(ctx, event),
             )
-        return view_from_row(row).model_dump(mode="json")
+        view = view_from_row(row)
+        await mcp_logging.send_outcome(ctx, view)
+        return execution_result(view)
 
     @server.tool(
         name="search_tools",
+        title="Search tools",
         description="Find MCP tools for a task described in words. Returns tool ids "
         "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
         "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
+        annotations=READ_ONLY,
     )
     async def search_tools(
-        query: str, ctx: Context, limit: int = 10, context_tools: list[str] | None = None
-    ) -> dict[str, Any]:
+        query: Query, ctx: Context, limit: Limit = 10, context_tools: ContextTools = None
+    ) -> ToolSearchResponse:
         principal = await principal_of(ctx)
-        if not query.strip():
-            raise mcp_error(ValidationFailed("query must not be empty"))
         try:
-            body = ToolSearchRequest(
-                query=query, limit=max(1, min(limit, 50)), context_tools=context_tools or []
-            )
+            body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
         except ValidationError as exc:
             raise mcp_error(exc) from exc
         await audit(
@@ -147,28 +166,15 @@ def build_mcp_server(
             args=body.model_dump(mode="json"),
             details={"kind": "tools"},
         )
-        hits = await run_search(
-            get_state(), query=body.query, limit=body.limit, context_tools=body.context_tools
-        )
-        return {
-            "tools": [
-                {
-                    "id": h["id"],
-                    "description": h["description"],
-                    "input_schema": h["input_schema"],
-                    "available": h["available"],
-                    "score": round(float(h["score"]), 4),
-                    "why": h["why"],
-                }
-                for h in hits
-            ]
-        }
+        return await search_response(get_state(), body=body)
 
     @server.tool(
         name="get_execution",
+        title="Get an execution",
         description="Fetch an execution by id (status, result, error, stdout, tool calls).",
+        annotations=READ_ONLY,
     )
-    async def get_execution_tool(execution_id: str, ctx: Context) -> dict[str, Any]:
+    async def get_execution_tool(execution_id: ExecutionId, ctx: Context) -> ExecutionView:
         state = get_state()
         tenant_id = (await principal_of(ctx)).tenant_id
 
@@ -178,10 +184,13 @@ def build_mcp_server(
 
         row = await to_thread.run_sync(load)
         if row is None:
-            raise mcp_error(NotFound(f"no execution with id {execution_id!r}"))
-        return view_from_row(row).model_dump(mode="json")
+            raise mcp_error(NotFound(f"no execution with id {execution_id!r}", id=execution_id))
+        # Reading worked, so not an error even when the execution itself failed.
+        return view_from_row(row)
 
     mcp_capabilities.register(server, get_state, principal_of)
+    mcp_prompts.register(server, get_state, principal_for)
+    mcp_logging.register(server)
     return server
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from anyio import to_thread
 from psycopg_pool import PoolClosed
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
 from shared.db import autocommit
@@ -26,9 +26,44 @@ QUERY_CACHE_SIZE = 512
 class ToolSearchRequest(RequestModel):
     """`POST /v1/tools/search` and the MCP `search_tools` tool."""
 
-    query: str = Field(min_length=1, max_length=2000)
-    limit: int = Field(default=10, ge=1, le=100)
-    context_tools: list[str] = Field(default_factory=list, description="tools already in use")
+    query: str = Field(
+        min_length=1, max_length=2000, description="the task in words, e.g. 'read a file'"
+    )
+    limit: int = Field(default=10, ge=1, le=100, description="how many tools to return, best first")
+    context_tools: list[str] = Field(
+        default_factory=list,
+        description="tool ids (`server:tool`) already in use: tools used with them rank higher",
+    )
+
+
+class ToolScores(BaseModel):
+    """The signals fused into a hit's score."""
+
+    semantic: float | None = Field(description="cosine similarity of query and tool, if embedded")
+    lexical: float = Field(description="full-text match of the query's words")
+    pagerank: float = Field(description="centrality in the tool usage graph")
+    graph: float = Field(description="co-use with the context tools")
+
+
+class ToolHit(BaseModel):
+    """One tool found for a query, with why it ranked where it did."""
+
+    id: str = Field(description="`server:tool`; call it as `mcp.<server>.<tool>(...)`")
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="JSON Schema of the tool's arguments")
+    available: bool = Field(description="false while its server is down or the tool is unusable")
+    score: float = Field(description="fused rank score; higher is better")
+    scores: ToolScores
+    why: str = Field(description="the signals that placed the tool, strongest first")
+
+
+class ToolSearchResponse(BaseModel):
+    """`POST /v1/tools/search` and the MCP `search_tools` tool: the same body on both."""
+
+    query: str
+    hits: list[ToolHit]
 
 
 class QueryEmbeddings:
@@ -85,6 +120,14 @@ async def search_tools(
             state, query=query, vectors=vectors, limit=limit, context_tools=context_tools
         )
     )
+
+
+async def search_response(state: GatewayState, *, body: ToolSearchRequest) -> ToolSearchResponse:
+    """``search_tools`` for a request, as the one response model REST and MCP both return."""
+    hits = await search_tools(
+        state, query=body.query, limit=body.limit, context_tools=body.context_tools
+    )
+    return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])
 
 
 def _search(

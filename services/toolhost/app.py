@@ -28,6 +28,7 @@ from services.toolhost.sync import (
     mark_removed_servers,
     record_server_state,
     sync_server_tools,
+    unavailable_reason,
 )
 from shared import tool_ids
 from shared.cache.invalidate import Trigger, invalidate
@@ -215,10 +216,17 @@ class Toolhost:
                 else {},
                 output_schema=t.output_schema,
                 cache_override=block.cache_override(t.name),
+                unavailable_reason=unavailable_reason(t),
             )
             for t in valid
             if t.name not in hidden
         ]
+        for spec in specs:
+            if spec.unavailable_reason is not None:
+                log.warning(
+                    "server %s: tool %s is listed but unavailable: it %s",
+                    server, spec.name, spec.unavailable_reason,
+                )  # fmt: skip
 
         def write() -> SyncResult:
             with self._pool.connection() as conn:

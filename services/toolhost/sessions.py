@@ -27,6 +27,7 @@ from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownToo
 from services.toolhost.results import error_text, tool_value
 from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
 from services.toolhost.stderr import StderrTail
+from services.toolhost.sync import unavailable_reason
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,8 @@ class ServerConnection:
         spec = self.tools.get(tool)
         if spec is None:
             raise UnknownTool(f"MCP server {self.name!r} has no tool {tool!r}")
+        if (reason := unavailable_reason(spec)) is not None:
+            return ToolResult(ok=False, error=f"tool {tool!r} of MCP server {self.name!r} {reason}")
         try:
             result = await session.call_tool(tool, args)
         except MCPError as exc:

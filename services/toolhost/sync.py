@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from mcp import types
 from psycopg.types.json import Jsonb
 
 from shared import tool_ids
@@ -28,6 +29,12 @@ Embed = Callable[[list[str]], list[list[float]] | None]
 
 REMOVED_STATE = "removed"
 REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
+# Task-augmented calls (2025-11-25) are types-only in the mcp SDK (no tasks/get, tasks/result
+# dispatch), so such a tool cannot be called through AgentCards: listed, never callable.
+TASK_REQUIRED_REASON = (
+    "requires a task-augmented call (execution.taskSupport 'required'), which AgentCards "
+    "does not make; the server refuses a plain tools/call"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,14 @@ class ToolSpec:
     annotations: dict[str, Any] = field(default_factory=dict)  # MCP hints (readOnlyHint...)
     output_schema: dict[str, Any] | None = None
     cache_override: dict[str, Any] = field(default_factory=dict)  # the operator's agentcards block
+    unavailable_reason: str | None = None  # listed but never callable through AgentCards
+
+
+def unavailable_reason(tool: types.Tool) -> str | None:
+    """Why a listed tool cannot be called through AgentCards, or None when it can."""
+    if tool.execution is not None and tool.execution.task_support == "required":
+        return TASK_REQUIRED_REASON
+    return None
 
 
 @dataclass(slots=True)
@@ -112,6 +127,7 @@ def sync_server_tools(
                 annotations=spec.annotations,
                 output_schema=spec.output_schema,
                 cache_override=spec.cache_override,
+                available=spec.unavailable_reason is None,
             )
         vanished = [tool_id for tool_id in existing if tool_id not in ids]
         for tool_id in vanished:

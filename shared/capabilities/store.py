@@ -77,6 +77,21 @@ def capabilities_by_name(conn: Conn, *, tenant_id: str, names: Sequence[str]) ->
     ).fetchall()
 
 
+def names_starting(conn: Conn, *, tenant_id: str, prefix: str, limit: int) -> tuple[list[str], int]:
+    """A tenant's capability names starting with ``prefix`` (any case), most used first; and
+    how many there are in all (completion shows the first ``limit``)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = conn.execute(
+        """
+        SELECT name, count(*) OVER () AS total FROM capabilities
+         WHERE tenant_id = %s AND name ILIKE %s
+         GROUP BY name ORDER BY max(usage_count) DESC, name LIMIT %s
+        """,
+        (tenant_id, pattern, limit),
+    ).fetchall()
+    return [r["name"] for r in rows], int(rows[0]["total"]) if rows else 0
+
+
 def graph_nodes(conn: Conn, *, tenant_id: str) -> list[Row]:
     """Every capability of a tenant as a graph node: usage, success rate, PageRank, community."""
     return conn.execute(

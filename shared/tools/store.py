@@ -86,14 +86,16 @@ def upsert_tool(
     annotations: dict[str, Any] | None = None,
     output_schema: dict[str, Any] | None = None,
     cache_override: dict[str, Any] | None = None,
+    available: bool = True,
 ) -> None:
-    """Insert or refresh one listed tool (available again); a missing vector keeps the old one."""
+    """Insert or refresh one listed tool (available again unless it is never callable); a
+    missing vector keeps the old one."""
     conn.execute(
         """
         INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
                            embedding, annotations, output_schema, cache_override,
                            available, updated_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, true, now())
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
         ON CONFLICT (id) DO UPDATE SET
             description = EXCLUDED.description,
             input_schema = EXCLUDED.input_schema,
@@ -102,7 +104,7 @@ def upsert_tool(
             annotations = EXCLUDED.annotations,
             output_schema = EXCLUDED.output_schema,
             cache_override = EXCLUDED.cache_override,
-            available = true,
+            available = EXCLUDED.available,
             updated_at = now()
         """,
         (
@@ -111,6 +113,7 @@ def upsert_tool(
             Jsonb(annotations or {}),
             None if output_schema is None else Jsonb(output_schema),
             Jsonb(cache_override or {}),
+            available,
         ),
     )  # fmt: skip
 

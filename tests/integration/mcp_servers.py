@@ -88,6 +88,19 @@ def cache_test_server(folder: Path, **entry: Any) -> dict[str, Any]:
     }
 
 
+def npm_binary(path: str) -> Path:
+    """A binary that tests/npm/install.sh put under the npm prefix (CI runs it before the tests)."""
+    binary = NPM_PREFIX / "node_modules" / path
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `bash tests/npm/install.sh`")
+    return binary
+
+
+def everything_server() -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-everything` (npm) over stdio."""
+    return {"command": str(npm_binary(".bin/mcp-server-everything")), "args": ["stdio"]}
+
+
 def hanging_server() -> dict[str, Any]:
     """Config entry for a real process that starts and never answers `initialize`."""
     return {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}

@@ -8,7 +8,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway import capabilities as service
-from services.gateway.capabilities import CapabilityExecuteRequest, CapabilitySearchRequest
+from services.gateway.capabilities import (
+    CapabilityExecuteRequest,
+    CapabilitySearchRequest,
+    CapabilitySearchResponse,
+)
 from services.gateway.deps import CurrentPrincipal, State
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
@@ -19,7 +23,9 @@ Row = dict[str, Any]
 
 
 @router.post("/v1/capabilities/search", summary="Find proven code for an intent")
-async def search(state: State, principal: CurrentPrincipal, body: CapabilitySearchRequest) -> Row:
+async def search(
+    state: State, principal: CurrentPrincipal, body: CapabilitySearchRequest
+) -> CapabilitySearchResponse:
     """The tenant's capabilities scored semantic * reliability at or above the adaptive threshold."""
     return await service.search_capabilities(state, body=body, principal=principal)
 

@@ -8,8 +8,7 @@ from fastapi import APIRouter
 
 from services.gateway.audit import audit
 from services.gateway.deps import CurrentPrincipal, State
-from services.gateway.search import ToolSearchRequest
-from services.gateway.search import search_tools as run_search
+from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
 from shared.tools import store as tools_store
 
@@ -27,7 +26,7 @@ def list_tools(state: State) -> dict[str, Any]:
 @router.post("/tools/search", summary="Find tools for a task described in words")
 async def search_tools(
     state: State, principal: CurrentPrincipal, body: ToolSearchRequest
-) -> dict[str, Any]:
+) -> ToolSearchResponse:
     """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
     await audit(
         state,
@@ -36,10 +35,7 @@ async def search_tools(
         args=body.model_dump(mode="json"),
         details={"kind": "tools"},
     )
-    hits = await run_search(
-        state, query=body.query, limit=body.limit, context_tools=body.context_tools
-    )
-    return {"query": body.query, "hits": hits}
+    return await search_response(state, body=body)
 
 
 @router.get(

@@ -48,7 +48,7 @@ async def _exercise(session: ClientSession) -> dict[str, Any]:
     assert "mcp.<server>.<tool>" in described and "return" in described and "args" in described
 
     found = _structured(await session.call_tool("search_tools", {"query": "add two numbers"}))
-    assert "example:add" in [t["id"] for t in found["tools"][:5]]
+    assert "example:add" in [t["id"] for t in found["hits"][:5]]
 
     progress: list[tuple[float, str | None]] = []
 

@@ -143,7 +143,7 @@ def test_dropped_server_is_removed_then_comes_back(
         (runnable, False),
         (uses_time, True),
     ]
-    assert not [t for t in tools_over_mcp["tools"] if t["id"].startswith("time:")]
+    assert not [t for t in tools_over_mcp["hits"] if t["id"].startswith("time:")]
 
     # Back in the config: ready, available, found, runnable again.
     second.stop()

