@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     celery_visibility_timeout_s: int = Field(default=900, ge=10)
     rpc_reply_ttl_s: int = Field(default=60, ge=1)
     tool_call_timeout_s: float = Field(default=30.0, gt=0)
+    # How long a downstream server's sampling or elicitation request waits for the MCP
+    # client that started the execution (a person may be answering); the tool call's own
+    # deadline bounds it too.
+    mcp_client_request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
     # A learning worker ingests the messages it has buffered as one batch: when this
     # many have arrived, or this long after the first (the latency of a lone message).

@@ -46,6 +46,9 @@ TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change event
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
+# Requests a downstream server sends its client (sampling, elicitation) during a tool call,
+# relayed toolhost -> the gateway process holding the MCP session that started the execution.
+CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
 
 
 def events_channel(execution_id: str) -> str:
@@ -71,3 +74,18 @@ def cancel_key(execution_id: str) -> str:
 def rpc_reply_key(call_id: str) -> str:
     """Reply list for one tool call."""
     return f"{RPC_REPLY_PREFIX}{call_id}"
+
+
+def client_requests_key(execution_id: str) -> str:
+    """List of server-to-client requests (sampling, elicitation) waiting for one execution's MCP client."""
+    return f"{CLIENT_REQUESTS_PREFIX}requests:{execution_id}"
+
+
+def client_reply_key(request_id: str) -> str:
+    """Reply list for one relayed server-to-client request."""
+    return f"{CLIENT_REQUESTS_PREFIX}reply:{request_id}"
+
+
+def client_capabilities_key(execution_id: str) -> str:
+    """What the MCP client that started an execution can answer (absent: nobody listens)."""
+    return f"{CLIENT_REQUESTS_PREFIX}capabilities:{execution_id}"

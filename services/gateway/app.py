@@ -12,7 +12,15 @@ from services.gateway import errors
 from services.gateway.body_guard import BodyGuard
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server, mount_mcp
-from services.gateway.routes import capabilities, dashboard, executions, health, metrics, tools
+from services.gateway.routes import (
+    capabilities,
+    dashboard,
+    executions,
+    health,
+    metrics,
+    resources,
+    tools,
+)
 from services.gateway.search import warm_up
 from shared.config import Settings, get_settings
 from shared.inputs import body_bytes_cap
@@ -53,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)
+    app.include_router(resources.router)
     app.include_router(capabilities.router)
     app.include_router(metrics.router)
     app.include_router(dashboard.router)

@@ -12,6 +12,7 @@ from psycopg_pool import ConnectionPool
 from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import DictConnection, make_pool, migrate
+from shared.rpc.client import RpcClient
 
 
 @dataclass
@@ -23,6 +24,7 @@ class GatewayState:
     redis: redis.Redis
     aredis: aioredis.Redis
     celery: Celery
+    rpc: RpcClient  # resources requests to the toolhosts
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:
@@ -35,9 +37,11 @@ class GatewayState:
             redis=redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2),
             aredis=aioredis.Redis.from_url(redis_url, socket_connect_timeout=2),
             celery=make_celery("agentcards-gateway", settings=settings),
+            rpc=RpcClient(redis_url, max_connections=16),
         )
 
     async def close(self) -> None:
         self.pool.close()
         self.redis.close()
         await self.aredis.aclose()
+        await self.rpc.aclose()

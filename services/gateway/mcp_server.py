@@ -12,10 +12,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.routing import Route
 
-from services.gateway import mcp_capabilities
+from services.gateway import mcp_capabilities, mcp_passthrough, mcp_resources
 from services.gateway.config import GatewayState
 from services.gateway.errors import mcp_error
-from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.executions import WAIT_SLACK_S, submit_execution, wait_for_finish
 from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
 from shared.errors import AgentCardsError, NotFound, ValidationFailed
@@ -37,6 +37,8 @@ How to write the code:
 - The result is the value of a top-level `return` (else the last expression); it must
   be JSON-serializable. `print` output is captured and returned as `stdout`.
 - `progress("message", done=3, total=10)` reports progress.
+- `await mcp.<server>.read_resource(uri)` reads one of that server's resources (the
+  server needs a tool in scope), e.g. a URI a tool returned as a resource link.
 - No network, no files outside /tmp, no subprocesses: everything external goes through
   `mcp.*` tools.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
@@ -78,10 +80,16 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
                     float(event["total"]) if event.get("total") is not None else None,
                     str(event.get("message") or ""),
                 )
+            else:
+                await mcp_passthrough.forward_progress(ctx, event)
 
-        row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], on_event=on_event
-        )
+        execution_id = str(row["id"])
+        async with mcp_passthrough.relay_client_requests(
+            state, ctx, execution_id=execution_id, ttl_s=row["timeout_s"] + WAIT_SLACK_S
+        ):
+            row = await wait_for_finish(
+                state, execution_id=execution_id, timeout_s=row["timeout_s"], on_event=on_event
+            )
         return view_from_row(row).model_dump(mode="json")
 
     @server.tool(
@@ -135,6 +143,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
         return view_from_row(row).model_dump(mode="json")
 
     mcp_capabilities.register(server, get_state)
+    mcp_resources.register(server, get_state)
     return server
 
 

@@ -18,7 +18,14 @@ from redis.exceptions import RedisError
 
 from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_reply_key
-from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
+from shared.rpc.protocol import (
+    ResourceOp,
+    ResourceRequest,
+    RpcReply,
+    RpcRequest,
+    decode_reply,
+    encode,
+)
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
 # the time went) usually wins the race against the client's synthesized one.
@@ -63,22 +70,18 @@ class RpcClient:
         deadline: float,
         allowed: list[str] | None = None,
         call_id: str | None = None,
+        trace_call_id: str | None = None,
     ) -> RpcReply:
         """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never raises."""
         call_id = call_id or uuid.uuid4().hex
         started = time.monotonic()
-
-        def fail(kind: ErrorType, message: str) -> RpcReply:
-            elapsed = (time.monotonic() - started) * 1000
-            return RpcReply.failure(
-                call_id=call_id, type=kind, message=message, duration_ms=elapsed
-            )
-
         if allowed is not None and tool not in allowed:
-            return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
-        remaining = deadline - time.time()
-        if remaining <= 0:
-            return fail(ErrorType.TIMEOUT, f"deadline passed before {tool} was sent")
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TOOL_NOT_ALLOWED,
+                f"{tool} is not in this execution's tool scope",
+            )
         try:
             payload = encode(
                 RpcRequest(
@@ -88,10 +91,54 @@ class RpcClient:
                     args=args,
                     deadline=deadline,
                     allowed=allowed,
+                    trace_call_id=trace_call_id,
                 )
             )
         except ValueError as exc:  # pydantic's ValidationError or an unserializable arg
-            return fail(ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}")
+            return _fail(
+                call_id, started, ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}"
+            )
+        return await self._roundtrip(payload, call_id, deadline, started, tool)
+
+    async def resource(
+        self,
+        *,
+        op: ResourceOp,
+        execution_id: str,
+        deadline: float,
+        server: str | None = None,
+        uri: str | None = None,
+        allowed_servers: list[str] | None = None,
+    ) -> RpcReply:
+        """A resources operation (read one, list them, list templates) served by a toolhost; never raises."""
+        call_id = uuid.uuid4().hex
+        started = time.monotonic()
+        label = f"{op} on {server or 'every server'}"
+        try:
+            payload = encode(
+                ResourceRequest(
+                    op=op,
+                    call_id=call_id,
+                    execution_id=execution_id,
+                    server=server,
+                    uri=uri,
+                    deadline=deadline,
+                    allowed_servers=allowed_servers,
+                )
+            )
+        except ValueError as exc:
+            return _fail(call_id, started, ErrorType.INVALID_REQUEST, f"invalid {label}: {exc}")
+        return await self._roundtrip(payload, call_id, deadline, started, label)
+
+    async def _roundtrip(
+        self, payload: bytes, call_id: str, deadline: float, started: float, label: str
+    ) -> RpcReply:
+        """Push ``payload`` once and wait for its reply until ``deadline``."""
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return _fail(
+                call_id, started, ErrorType.TIMEOUT, f"deadline passed before {label} was sent"
+            )
 
         # One round trip: a non-transactional pipeline sends LPUSH and BLPOP together; Redis
         # runs the push, then blocks this connection on the reply key (BLPOP outside MULTI).
@@ -103,12 +150,27 @@ class RpcClient:
                 _, popped = await pipe.execute()
         except RedisError as exc:
             # The push may or may not have happened; retrying could run the tool twice.
-            return fail(ErrorType.INTERNAL_ERROR, f"RPC channel unavailable (Redis): {exc}")
+            return _fail(
+                call_id,
+                started,
+                ErrorType.INTERNAL_ERROR,
+                f"RPC channel unavailable (Redis): {exc}",
+            )
         if popped is None:
-            return fail(
-                ErrorType.TIMEOUT, f"no reply from a toolhost for {tool} before the deadline"
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TIMEOUT,
+                f"no reply from a toolhost for {label} before the deadline",
             )
         try:
             return decode_reply(popped[1])
         except ValueError as exc:
-            return fail(ErrorType.INTERNAL_ERROR, f"malformed reply for {tool}: {exc}")
+            return _fail(
+                call_id, started, ErrorType.INTERNAL_ERROR, f"malformed reply for {label}: {exc}"
+            )
+
+
+def _fail(call_id: str, started: float, kind: ErrorType, message: str) -> RpcReply:
+    elapsed = (time.monotonic() - started) * 1000
+    return RpcReply.failure(call_id=call_id, type=kind, message=message, duration_ms=elapsed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,13 @@ from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
-from shared.sandbox.tools import ToolBackend, ToolResult, ToolSpec
+from shared.sandbox.tools import (
+    CURRENT_CALL_ID,
+    ResourceBackend,
+    ToolBackend,
+    ToolResult,
+    ToolSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +64,9 @@ class CapabilitySource:
 
 @dataclass(slots=True)
 class _PendingCall:
-    """A tool call sent to the backend and not answered yet."""
+    """A tool call (or resource read: no ``call_id``, not traced) sent to the backend and not answered yet."""
 
-    call_id: str
+    call_id: str | None
     task: asyncio.Task[None]
 
 
@@ -182,6 +188,8 @@ class _Session:
         self.stdout_left = limits.stdout_bytes
         self.stdout_truncated = False
         self.calls = 0
+        self.resource_reads = 0
+        self.servers = frozenset(spec.server for spec in tools.values())
         self.progress_events = 0
         self.pending: dict[int, _PendingCall] = {}  # child's call id -> the call
         self.deadline_wall = 0.0
@@ -239,6 +247,8 @@ class _Session:
                     return done
                 case messages.ToolCallMessage() as call:
                     self._on_tool_call(call)
+                case messages.ResourceReadMessage() as read:
+                    self._on_resource_read(read)
                 case messages.CapabilityEventsMessage() as events:
                     self._on_capability_events(events)
                 case messages.StdoutMessage() as stdout:
@@ -365,32 +375,79 @@ class _Session:
         return None
 
     async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
-        assert self.backend is not None
+        backend = self.backend
+        assert backend is not None
+        CURRENT_CALL_ID.set(call_id)  # this task's own context: the backend names the call
+        await self._serve(cid, call_id, tool, lambda deadline: backend.call(tool, args, deadline))
+
+    def _on_resource_read(self, message: messages.ResourceReadMessage) -> None:
+        cid, server, uri = message.id, message.server, message.uri
+        if cid in self.pending:
+            raise ProtocolViolation("resource_read needs a fresh integer id")
+        self.resource_reads += 1
+        label = f"{server[:64]}.read_resource"
+        backend = self.backend
+        refusal: dict[str, Any] | None = None
+        if self.resource_reads > self.limits.max_tool_calls:
+            refusal = error_dict(
+                ErrorType.TOOL_CALL_LIMIT,
+                f"more than {self.limits.max_tool_calls} resource reads",
+            )
+        elif server not in self.servers:
+            refusal = error_dict(
+                ErrorType.TOOL_NOT_ALLOWED,
+                f"reading resources of server {server[:64]!r} needs one of its tools in this "
+                "execution's tool scope",
+            )
+        elif not isinstance(backend, ResourceBackend):
+            refusal = error_dict(
+                ErrorType.TOOL_NOT_ALLOWED, "this sandbox's tool backend cannot read resources"
+            )
+        if refusal is not None:
+            self._reply_error(cid, label, refusal)
+            return
+        assert isinstance(backend, ResourceBackend)
+        task = asyncio.create_task(
+            self._serve(cid, None, label, lambda d: backend.read_resource(server, uri, d))
+        )
+        self.pending[cid] = _PendingCall(None, task)
+
+    async def _serve(
+        self,
+        cid: int,
+        call_id: str | None,
+        label: str,
+        request: Callable[[float], Awaitable[ToolResult]],
+    ) -> None:
+        """Run one backend request under the call deadline and answer the child (and the trace when ``call_id``)."""
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
-                result = await self.backend.call(tool, args, deadline)
+                result = await request(deadline)
         except TimeoutError:
-            result = ToolResult.failure(f"{tool} timed out", ErrorType.TIMEOUT)
+            result = ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
         except Exception as exc:  # a broken backend must not take the bridge down
-            log.exception("tool backend failed for %s", tool)
+            log.exception("tool backend failed for %s", label)
             result = ToolResult.failure(f"backend failure: {type(exc).__name__}")
         self.pending.pop(cid, None)
         if not isinstance(result, ToolResult):
             result = ToolResult.failure("backend returned an invalid result")
+        err: dict[str, Any] | None = None
+        value_json = ""
         if not result.ok:
             err = _clean_error(result.error)
+        else:
+            try:
+                value_json = wire.dumps_bounded(
+                    result.value, max_bytes=self.limits.tool_result_bytes
+                )
+            except wire.WireError as exc:
+                err = error_dict(ErrorType.TOOL_ERROR, f"result of {label} rejected: {exc}")
+        if call_id is not None:
             self.trace.tool_end(call_id, err)
-            self._reply_error(cid, tool, err)
+        if err is not None:
+            self._reply_error(cid, label, err)
             return
-        try:
-            value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
-        except wire.WireError as exc:
-            err = error_dict(ErrorType.TOOL_ERROR, f"result of {tool} rejected: {exc}")
-            self.trace.tool_end(call_id, err)
-            self._reply_error(cid, tool, err)
-            return
-        self.trace.tool_end(call_id, None)
         head = {"op": "tool_result", "id": cid, "ok": True}
         self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
 
@@ -428,8 +485,9 @@ class _Session:
     def _cancel_pending(self) -> None:
         for call in self.pending.values():
             call.task.cancel()
-            cancelled = error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended")
-            self.trace.tool_end(call.call_id, cancelled)
+            if call.call_id is not None:
+                cancelled = error_dict(ErrorType.TOOL_ERROR, "cancelled: execution ended")
+                self.trace.tool_end(call.call_id, cancelled)
         self.pending.clear()
 
 

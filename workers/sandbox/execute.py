@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from shared import tool_ids
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
@@ -19,10 +20,11 @@ from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.rpc.client import RpcClient
+from shared.rpc.protocol import RpcReply
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
-from shared.sandbox.tools import ToolResult, ToolSpec
+from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult, ToolSpec
 from shared.tools.store import get_tools, list_tools
 from workers.sandbox import resources
 
@@ -45,11 +47,28 @@ class RpcToolBackend:
             args=args,
             deadline=deadline,
             allowed=self.allowed,
+            trace_call_id=CURRENT_CALL_ID.get(),
         )
-        if reply.ok:
-            return ToolResult.success(reply.result)
-        assert reply.error is not None
-        return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
+        return _result(reply)
+
+    async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
+        """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""
+        reply = await self.client.resource(
+            op="read_resource",
+            execution_id=self.execution_id,
+            server=server,
+            uri=uri,
+            deadline=deadline,
+            allowed_servers=sorted({tool_ids.parse(t).server for t in self.allowed}),
+        )
+        return _result(reply)
+
+
+def _result(reply: RpcReply) -> ToolResult:
+    if reply.ok:
+        return ToolResult.success(reply.result)
+    assert reply.error is not None
+    return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
 
 
 def rpc_client(settings: Settings) -> RpcClient:
