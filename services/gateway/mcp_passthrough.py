@@ -64,19 +64,18 @@ async def relay_client_requests(
 ) -> AsyncIterator[None]:
     """While the block runs, answer the execution's sampling/elicitation requests through ``ctx``'s client."""
     capabilities = client_capabilities(ctx)
-    if not capabilities:  # nothing advertised: the toolhost refuses at once
-        yield
-        return
+    # Advertised even when empty: the toolhost's refusal then names the missing capability.
     await upstream.advertise(
         state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=ttl_s
     )
-    listener = asyncio.create_task(_listen(state, ctx, execution_id))
+    listener = asyncio.create_task(_listen(state, ctx, execution_id)) if capabilities else None
     try:
         yield
     finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         with contextlib.suppress(RedisError):
             await upstream.withdraw(state.aredis, execution_id=execution_id)
 

@@ -39,6 +39,28 @@ def install_memory_server() -> Path:
     return binary
 
 
+def npm_server_binary(name: str) -> Path:
+    """A binary of the pinned npm servers (tests/npm/install.sh, run once if it is missing)."""
+    binary = NPM_PREFIX / "node_modules" / ".bin" / name
+    if not binary.exists():
+        script = REPO / "tests" / "npm" / "install.sh"
+        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not binary.exists():
+            pytest.fail(f"`bash {script}` did not install {name}:\n{done.stderr[-2000:]}")
+    return binary
+
+
+def everything_server(**entry: Any) -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-everything` (npm) over stdio."""
+    return {"command": str(npm_server_binary("mcp-server-everything")), "args": ["stdio"], **entry}
+
+
+def filesystem_server(*directories: Path, **entry: Any) -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-filesystem` (npm) allowed ``directories``."""
+    binary = npm_server_binary("mcp-server-filesystem")
+    return {"command": str(binary), "args": [str(d) for d in directories], **entry}
+
+
 def example_server(tmp_path: Path, **env: str) -> dict[str, Any]:
     """Config entry for the project's example server over stdio, with its test-only tools."""
     return {
