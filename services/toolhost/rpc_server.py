@@ -158,7 +158,9 @@ class RpcServer:
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):
-                context = CallContext(request.execution_id, tool, request.trace_call_id)
+                context = CallContext(
+                    request.execution_id, tool, request.trace_call_id, request.deadline
+                )
                 outcome = await backend.call_tool(name, request.args, context=context)
         except UnknownTool as exc:
             return fail(ErrorType.UNKNOWN_TOOL, str(exc))

@@ -40,6 +40,7 @@ class CallContext:
     execution_id: str
     tool: str  # server:tool
     trace_call_id: str | None = None
+    deadline: float | None = None  # the call's absolute deadline: nobody waits past it
 
 
 class InflightCalls:
@@ -76,7 +77,12 @@ class InflightCalls:
         if len(calls) == 1:
             return calls[0]
         # One execution, several of its calls: the execution is certain, the call is not.
-        return CallContext(execution_id=calls[0].execution_id, tool="", trace_call_id=None)
+        deadlines = [c.deadline for c in calls if c.deadline is not None]
+        return CallContext(
+            execution_id=calls[0].execution_id,
+            tool="",
+            deadline=max(deadlines) if len(deadlines) == len(calls) else None,
+        )
 
 
 class Upstream:
@@ -147,7 +153,7 @@ class Upstream:
             server=server,
             tool=owner.tool or None,
             trace_call_id=owner.trace_call_id,
-            deadline=time.time() + self._request_timeout_s,
+            deadline=min(time.time() + self._request_timeout_s, owner.deadline or float("inf")),
         )
         try:
             reply = await upstream.ask(self._redis, request)
@@ -155,8 +161,8 @@ class Upstream:
             return _refuse(f"{method} could not be relayed: {exc}")
         if reply is None:
             return _refuse(
-                f"{method}: the MCP client did not answer within {self._request_timeout_s:g}s "
-                "(AGENTCARDS_MCP_CLIENT_REQUEST_TIMEOUT_S)"
+                f"{method}: the MCP client did not answer before the tool call's deadline "
+                f"or within {self._request_timeout_s:g}s (AGENTCARDS_MCP_CLIENT_REQUEST_TIMEOUT_S)"
             )
         if reply.error is not None:
             return types.ErrorData(code=reply.error.code, message=reply.error.message)
