@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class Queue(StrEnum):
@@ -76,16 +77,8 @@ def rpc_reply_key(call_id: str) -> str:
     return f"{RPC_REPLY_PREFIX}{call_id}"
 
 
-def client_requests_key(execution_id: str) -> str:
-    """List of server-to-client requests (sampling, elicitation) waiting for one execution's MCP client."""
-    return f"{CLIENT_REQUESTS_PREFIX}requests:{execution_id}"
-
-
-def client_reply_key(request_id: str) -> str:
-    """Reply list for one relayed server-to-client request."""
-    return f"{CLIENT_REQUESTS_PREFIX}reply:{request_id}"
-
-
-def client_capabilities_key(execution_id: str) -> str:
-    """What the MCP client that started an execution can answer (absent: nobody listens)."""
-    return f"{CLIENT_REQUESTS_PREFIX}capabilities:{execution_id}"
+def client_key(kind: Literal["requests", "reply", "capabilities"], ident: str) -> str:
+    """Relay keys: ``requests`` (list, per execution) of server-to-client requests waiting for
+    its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
+    execution) saying what its client can answer (absent: nobody listens)."""
+    return f"{CLIENT_REQUESTS_PREFIX}{kind}:{ident}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import types
@@ -13,31 +13,12 @@ from services.gateway import resources
 from services.gateway.config import GatewayState
 from shared.errors import AgentCardsError, NotFound, ValidationFailed
 
+Fetch = Callable[[GatewayState], Awaitable[dict[str, Any]]]
+
 
 def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
     """Replace the SDK's own (empty) resource handlers with ones that ask the toolhosts."""
     lowlevel = server._lowlevel_server  # the SDK has no public hook for dynamic resources
-
-    async def list_resources(
-        ctx: Any, params: types.PaginatedRequestParams
-    ) -> types.ListResourcesResult:
-        listed = await _ask(resources.list_resources(get_state()))
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource.model_validate(_renamed(item, "uri")) for item in listed["resources"]
-            ]
-        )
-
-    async def list_templates(
-        ctx: Any, params: types.PaginatedRequestParams
-    ) -> types.ListResourceTemplatesResult:
-        listed = await _ask(resources.list_resource_templates(get_state()))
-        return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate.model_validate(_renamed(item, "uriTemplate"))
-                for item in listed["resourceTemplates"]
-            ]
-        )
 
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
@@ -52,11 +33,39 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
             content["uri"] = resources.gateway_uri(name, content.get("uri") or uri)
         return types.ReadResourceResult.model_validate(result)
 
-    lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
-    lowlevel.add_request_handler(
-        "resources/templates/list", types.PaginatedRequestParams, list_templates
-    )
+    listings: dict[str, tuple[Fetch, str, str, type[types.Result]]] = {
+        "resources/list": (resources.list_resources, "resources", "uri", types.ListResourcesResult),
+        "resources/templates/list": (
+            resources.list_resource_templates,
+            "resourceTemplates",
+            "uriTemplate",
+            types.ListResourceTemplatesResult,
+        ),
+    }
+    for method, (fetch, key, uri_key, result_type) in listings.items():
+        lowlevel.add_request_handler(
+            method,
+            types.PaginatedRequestParams,
+            _lister(get_state, fetch, key=key, uri_key=uri_key, result_type=result_type),
+        )
     lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+
+
+def _lister(
+    get_state: Callable[[], GatewayState],
+    fetch: Fetch,
+    *,
+    key: str,
+    uri_key: str,
+    result_type: type[types.Result],
+) -> Callable[[Any, types.PaginatedRequestParams], Awaitable[types.Result]]:
+    """A list handler: every server's items (all in one page), renamed into the gateway's names."""
+
+    async def handler(ctx: Any, params: types.PaginatedRequestParams) -> types.Result:
+        listed = await _ask(fetch(get_state()))
+        return result_type.model_validate({key: [_renamed(item, uri_key) for item in listed[key]]})
+
+    return handler
 
 
 def _renamed(item: dict[str, Any], key: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from services.gateway.config import GatewayState
 from shared import tool_ids
 from shared.errors import AgentCardsError, DependencyError, ErrorType, NotFound, ValidationFailed
-from shared.rpc.protocol import ResourceOp
+from shared.rpc.protocol import ResourceOp, ResourceRequest
 
 GATEWAY_URI_PREFIX = "agentcards://"
 CALLER = "gateway"  # the RPC's execution_id when no execution is involved
@@ -62,13 +62,9 @@ async def read_resource(state: GatewayState, *, server: str, uri: str) -> dict[s
 async def _call(
     state: GatewayState, *, op: ResourceOp, server: str | None = None, uri: str | None = None
 ) -> dict[str, Any]:
-    reply = await state.rpc.resource(
-        op=op,
-        execution_id=CALLER,
-        server=server,
-        uri=uri,
-        deadline=time.time() + state.settings.tool_call_timeout_s,
-    )
+    deadline = time.time() + state.settings.tool_call_timeout_s
+    request = ResourceRequest(op=op, execution_id=CALLER, server=server, uri=uri, deadline=deadline)
+    reply = await state.rpc.resource(request)
     if reply.ok:
         result: dict[str, Any] = reply.result
         return result

@@ -80,10 +80,8 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
     errors: dict[str, str] = {}
     for connection in servers:
         try:
-            if request.op == "list_resources":
-                items: list[Any] = await connection.list_resources()
-            else:
-                items = await connection.list_resource_templates()
+            templates = request.op == "list_resource_templates"
+            items: list[Any] = await connection.list_resources(templates=templates)
         except (ServerUnavailable, MCPError) as exc:
             if request.server is not None:  # one server asked for: its failure is the answer
                 raise

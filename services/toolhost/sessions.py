@@ -24,12 +24,20 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
 
 from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
 from services.toolhost.results import error_text, tool_value
 from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
 from services.toolhost.stderr import StderrTail
-from services.toolhost.upstream import CallContext, InflightCalls, Upstream, roots_result
+from services.toolhost.upstream import (
+    CallContext,
+    InflightCalls,
+    ResultT,
+    Upstream,
+    roots_result,
+)
+from shared.rpc.upstream import RelayedMethod
 
 log = logging.getLogger(__name__)
 
@@ -154,29 +162,23 @@ class ServerConnection:
         """``resources/read``; MCPError when the server refuses (unknown URI, no resources)."""
         return await self._live_session().read_resource(uri)
 
-    async def list_resources(self) -> list[types.Resource]:
-        """Every resource the server lists (empty when it has no resources capability)."""
+    async def list_resources(
+        self, *, templates: bool = False
+    ) -> list[types.Resource] | list[types.ResourceTemplate]:
+        """Every resource (or resource template) the server lists; none without the resources capability."""
         session = self._live_session()
         if not _has_resources(session):
             return []
 
         async def page(params: types.PaginatedRequestParams | None) -> Any:
+            if templates:
+                listed = await session.list_resource_templates(params=params)
+                return listed.resource_templates, listed.next_cursor
             result = await session.list_resources(params=params)
             return result.resources, result.next_cursor
 
-        return await _paginate(page)
-
-    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
-        """Every resource template the server lists (empty when it has no resources capability)."""
-        session = self._live_session()
-        if not _has_resources(session):
-            return []
-
-        async def page(params: types.PaginatedRequestParams | None) -> Any:
-            result = await session.list_resource_templates(params=params)
-            return result.resource_templates, result.next_cursor
-
-        return await _paginate(page)
+        found: list[Any] = await _paginate(page)
+        return found
 
     def _live_session(self) -> ClientSession:
         session = self._session
@@ -191,32 +193,25 @@ class ServerConnection:
     async def _sampling(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        if self._upstream is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="Sampling not supported")
-        answer = await self._upstream.relay(
-            server=self.name,
-            inflight=self._inflight,
-            method="sampling/createMessage",
-            params=params,
-            result_type=types.CreateMessageResult,
-        )
-        assert isinstance(answer, types.CreateMessageResult | types.ErrorData)
-        return answer
+        return await self._ask_upstream("sampling/createMessage", params, types.CreateMessageResult)
 
     async def _elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
+        return await self._ask_upstream("elicitation/create", params, types.ElicitResult)
+
+    async def _ask_upstream(
+        self, method: RelayedMethod, params: BaseModel, result_type: type[ResultT]
+    ) -> ResultT | types.ErrorData:
         if self._upstream is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="Elicitation not supported")
-        answer = await self._upstream.relay(
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} not supported")
+        return await self._upstream.relay(
             server=self.name,
             inflight=self._inflight,
-            method="elicitation/create",
+            method=method,
             params=params,
-            result_type=types.ElicitResult,
+            result_type=result_type,
         )
-        assert isinstance(answer, types.ElicitResult | types.ErrorData)
-        return answer
 
     async def _serve_once(self, stderr: StderrTail | None) -> None:
         """One connection's lifetime: connect, list tools, wait until it dies."""

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 import redis.asyncio as aioredis
@@ -29,6 +30,7 @@ from shared.rpc import upstream
 from shared.rpc.upstream import CAPABILITY_OF, ClientRequest, RelayedMethod
 
 log = logging.getLogger(__name__)
+ResultT = TypeVar("ResultT", bound=types.Result)
 
 _MAX_PROGRESS_MESSAGE = 1_000
 
@@ -125,8 +127,8 @@ class Upstream:
         inflight: InflightCalls,
         method: RelayedMethod,
         params: BaseModel,
-        result_type: type[types.Result],
-    ) -> types.Result | types.ErrorData:
+        result_type: type[ResultT],
+    ) -> ResultT | types.ErrorData:
         """Ask the client of the execution that owns this request; a clear refusal when nobody can answer."""
         owner = inflight.owner()
         if isinstance(owner, str):

@@ -19,7 +19,6 @@ from redis.exceptions import RedisError
 from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_reply_key
 from shared.rpc.protocol import (
-    ResourceOp,
     ResourceRequest,
     RpcReply,
     RpcRequest,
@@ -100,35 +99,12 @@ class RpcClient:
             )
         return await self._roundtrip(payload, call_id, deadline, started, tool)
 
-    async def resource(
-        self,
-        *,
-        op: ResourceOp,
-        execution_id: str,
-        deadline: float,
-        server: str | None = None,
-        uri: str | None = None,
-        allowed_servers: list[str] | None = None,
-    ) -> RpcReply:
+    async def resource(self, request: ResourceRequest) -> RpcReply:
         """A resources operation (read one, list them, list templates) served by a toolhost; never raises."""
-        call_id = uuid.uuid4().hex
-        started = time.monotonic()
-        label = f"{op} on {server or 'every server'}"
-        try:
-            payload = encode(
-                ResourceRequest(
-                    op=op,
-                    call_id=call_id,
-                    execution_id=execution_id,
-                    server=server,
-                    uri=uri,
-                    deadline=deadline,
-                    allowed_servers=allowed_servers,
-                )
-            )
-        except ValueError as exc:
-            return _fail(call_id, started, ErrorType.INVALID_REQUEST, f"invalid {label}: {exc}")
-        return await self._roundtrip(payload, call_id, deadline, started, label)
+        label = f"{request.op} on {request.server or 'every server'}"
+        return await self._roundtrip(
+            encode(request), request.call_id, request.deadline, time.monotonic(), label
+        )
 
     async def _roundtrip(
         self, payload: bytes, call_id: str, deadline: float, started: float, label: str

@@ -7,6 +7,7 @@ ms only shifts when a call is declared late, it never makes one run twice).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 import orjson
@@ -75,7 +76,7 @@ class ResourceRequest(BaseModel):
 
     v: Literal[1] = PROTOCOL_VERSION
     op: ResourceOp
-    call_id: str = Field(pattern=CALL_ID_PATTERN)
+    call_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=CALL_ID_PATTERN)
     execution_id: str = Field(min_length=1, max_length=64)
     server: str | None = None
     uri: str | None = Field(default=None, min_length=1, max_length=8192)

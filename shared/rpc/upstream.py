@@ -18,7 +18,7 @@ import orjson
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.queues import client_capabilities_key, client_reply_key, client_requests_key
+from shared.queues import client_key
 from shared.rpc.protocol import CALL_ID_PATTERN
 
 RelayedMethod = Literal["sampling/createMessage", "elicitation/create"]
@@ -81,18 +81,20 @@ async def advertise(
 ) -> None:
     """Say which relayed capabilities the client of ``execution_id`` has (while it listens)."""
     await redis.set(
-        client_capabilities_key(execution_id), orjson.dumps(sorted(capabilities)), ex=int(ttl_s) + 1
+        client_key("capabilities", execution_id),
+        orjson.dumps(sorted(capabilities)),
+        ex=int(ttl_s) + 1,
     )
 
 
 async def withdraw(redis: aioredis.Redis, *, execution_id: str) -> None:
     """Nobody listens for ``execution_id`` any more: later requests are refused at once."""
-    await redis.delete(client_capabilities_key(execution_id))
+    await redis.delete(client_key("capabilities", execution_id))
 
 
 async def advertised(redis: aioredis.Redis, *, execution_id: str) -> list[str] | None:
     """The capabilities advertised for ``execution_id``; None when nobody listens."""
-    raw = await redis.get(client_capabilities_key(execution_id))
+    raw = await redis.get(client_key("capabilities", execution_id))
     if raw is None:
         return None
     value = orjson.loads(raw)
@@ -105,11 +107,11 @@ async def ask(redis: aioredis.Redis, request: ClientRequest) -> ClientReply | No
     if remaining <= 0:
         return None
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.rpush(client_requests_key(request.execution_id), request.model_dump_json())
-        pipe.expire(client_requests_key(request.execution_id), int(remaining) + 1)
+        pipe.rpush(client_key("requests", request.execution_id), request.model_dump_json())
+        pipe.expire(client_key("requests", request.execution_id), int(remaining) + 1)
         await pipe.execute()
     popped = await redis.blpop(
-        [client_reply_key(request.id)], timeout=max(_MIN_BLOCK_S, remaining)
+        [client_key("reply", request.id)], timeout=max(_MIN_BLOCK_S, remaining)
     )
     if popped is None:
         return None
@@ -121,7 +123,7 @@ async def next_request(
 ) -> ClientRequest | None:
     """The next request for ``execution_id``'s client, or None when none came within ``timeout_s``."""
     popped = await redis.blpop(
-        [client_requests_key(execution_id)], timeout=max(_MIN_BLOCK_S, timeout_s)
+        [client_key("requests", execution_id)], timeout=max(_MIN_BLOCK_S, timeout_s)
     )
     if popped is None:
         return None
@@ -130,7 +132,7 @@ async def next_request(
 
 async def answer(redis: aioredis.Redis, reply: ClientReply, *, ttl_s: int = 60) -> None:
     """Deliver ``reply``; it expires unread if the toolhost gave up waiting."""
-    key = client_reply_key(reply.id)
+    key = client_key("reply", reply.id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.rpush(key, reply.model_dump_json())
         pipe.expire(key, ttl_s)

@@ -20,7 +20,7 @@ from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.rpc.client import RpcClient
-from shared.rpc.protocol import RpcReply
+from shared.rpc.protocol import ResourceRequest, RpcReply
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
@@ -53,7 +53,7 @@ class RpcToolBackend:
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""
-        reply = await self.client.resource(
+        request = ResourceRequest(
             op="read_resource",
             execution_id=self.execution_id,
             server=server,
@@ -61,7 +61,7 @@ class RpcToolBackend:
             deadline=deadline,
             allowed_servers=sorted({tool_ids.parse(t).server for t in self.allowed}),
         )
-        return _result(reply)
+        return _result(await self.client.resource(request))
 
 
 def _result(reply: RpcReply) -> ToolResult:
