@@ -189,7 +189,8 @@ class _Session:
         self.stdout_truncated = False
         self.calls = 0
         self.resource_reads = 0
-        self.servers = frozenset(spec.server for spec in tools.values())
+        # Servers whose resources the code may read: those of its valid granted tools.
+        self.servers = frozenset(tool_ids.parse(t).server for t in tools if tool_ids.is_tool_id(t))
         self.progress_events = 0
         self.pending: dict[int, _PendingCall] = {}  # child's call id -> the call
         self.deadline_wall = 0.0
