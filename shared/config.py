@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     # (queue_timeout, never run). Longer than the visibility timeout, so a message held by
     # a worker that died is redelivered (and run) before its execution is given up.
     execution_queue_max_s: float = Field(default=1800.0, gt=0)
+    # How long a downstream server's sampling or elicitation request waits for the MCP
+    # client that started the execution (a person may be answering); the tool call's own
+    # deadline bounds it too.
+    mcp_client_request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
     # A learning worker ingests the messages it has buffered as one batch: when this
     # many have arrived, or this long after the first (the latency of a lone message).

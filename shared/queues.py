@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class Queue(StrEnum):
@@ -63,6 +64,9 @@ CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one eve
 RATE_PREFIX = KEY_PREFIX + "rate:"  # + kind + ":" + API key id; per-key limit windows (zsets)
 GRANT_PREFIX = KEY_PREFIX + "grant:"  # + execution_id; the tool scope the gateway granted
 TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-key counters
+# Requests a downstream server sends its client (sampling, elicitation) during a tool call,
+# relayed toolhost -> the gateway process holding the MCP session that started the execution.
+CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
 
 
 def events_channel(execution_id: str) -> str:
@@ -118,3 +122,10 @@ def grant_key(execution_id: str) -> str:
 def tool_calls_key(caller: str, minute: int) -> str:
     """Counter of one caller's tool calls in one clock minute (``int(time // 60)``)."""
     return f"{TOOL_CALLS_PREFIX}{caller}:{minute}"
+
+
+def client_key(kind: Literal["requests", "reply", "capabilities"], ident: str) -> str:
+    """Relay keys: ``requests`` (list, per execution) of server-to-client requests waiting for
+    its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
+    execution) saying what its client can answer (absent: nobody listens)."""
+    return f"{CLIENT_REQUESTS_PREFIX}{kind}:{ident}"

@@ -24,6 +24,7 @@ from services.gateway.routes import (
     executions,
     health,
     metrics,
+    resources,
     tools,
 )
 from services.gateway.routes.docs import docs_router
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)
+    app.include_router(resources.router)
     app.include_router(capabilities.router)
     app.include_router(cache.router)
     app.include_router(metrics.router)

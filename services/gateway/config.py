@@ -17,6 +17,7 @@ from shared.broker import make_celery
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
 from shared.db import DictConnection, make_pool, migrate
+from shared.rpc.client import RpcClient
 
 # A request waits at most this long for a pooled Postgres connection (then 503); the
 # probe (services.gateway.dependencies) usually answers 503 before that.
@@ -33,6 +34,7 @@ class GatewayState:
     aredis: aioredis.Redis
     celery: Celery
     probe: DependencyProbe
+    rpc: RpcClient  # resources requests to the toolhosts
     # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
     auth: PrincipalCache = field(default_factory=PrincipalCache)
 
@@ -63,6 +65,7 @@ class GatewayState:
             ),
             celery=celery,
             probe=DependencyProbe(redis_url=redis_url, database_url=database_url).start(),
+            rpc=RpcClient(redis_url, max_connections=16),
         )
 
     async def close(self) -> None:
@@ -70,3 +73,4 @@ class GatewayState:
         self.pool.close()
         self.redis.close()
         await self.aredis.aclose()
+        await self.rpc.aclose()

@@ -13,13 +13,19 @@ from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 from starlette.routing import Route
 
-from services.gateway import mcp_capabilities, mcp_logging, mcp_prompts
+from services.gateway import (
+    mcp_capabilities,
+    mcp_logging,
+    mcp_passthrough,
+    mcp_prompts,
+    mcp_resources,
+)
 from services.gateway.audit import audit
 from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
 from services.gateway.deps import request_principal
 from services.gateway.errors import mcp_error
-from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.executions import WAIT_SLACK_S, submit_execution, wait_for_finish
 from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
@@ -69,6 +75,8 @@ How to write the code:
 - Code that does not parse fails with `syntax_error`; `error.details` has its `line`
   and `column`.
 - `progress("message", done=3, total=10)` reports progress.
+- `await mcp.<server>.read_resource(uri)` reads one of that server's resources (the
+  server needs a tool in scope), e.g. a URI a tool returned as a resource link.
 - No network, no files outside /tmp, no subprocesses: everything external goes through
   `mcp.*` tools.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
@@ -133,12 +141,18 @@ def build_mcp_server(
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
         if row["status"] not in TERMINAL:
-            row = await wait_for_finish(
-                state,
-                execution_id=str(row["id"]),
-                timeout_s=row["timeout_s"],
-                on_event=lambda event: mcp_logging.forward_event(ctx, event),
-            )
+
+            async def on_event(event: dict[str, Any]) -> None:
+                await mcp_logging.forward_event(ctx, event)
+                await mcp_passthrough.forward_progress(ctx, event)
+
+            execution_id = str(row["id"])
+            async with mcp_passthrough.relay_client_requests(
+                state, ctx, execution_id=execution_id, ttl_s=row["timeout_s"] + WAIT_SLACK_S
+            ):
+                row = await wait_for_finish(
+                    state, execution_id=execution_id, timeout_s=row["timeout_s"], on_event=on_event
+                )
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)
         return execution_result(view)
@@ -190,6 +204,7 @@ def build_mcp_server(
 
     mcp_capabilities.register(server, get_state, principal_of)
     mcp_prompts.register(server, get_state, principal_for)
+    mcp_resources.register(server, get_state)
     mcp_logging.register(server)
     return server
 

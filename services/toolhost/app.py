@@ -30,6 +30,7 @@ from services.toolhost.sync import (
     sync_server_tools,
     unavailable_reason,
 )
+from services.toolhost.upstream import Upstream
 from shared import tool_ids
 from shared.cache.invalidate import Trigger, invalidate
 from shared.config import Settings, get_settings
@@ -70,6 +71,9 @@ class Toolhost:
         self._embedder = LazyEmbedder(settings)
         # Per-server lock: state and tool writes run in threads and must land in order.
         self._db_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.upstream = Upstream(
+            redis_url=redis_url, request_timeout_s=settings.mcp_client_request_timeout_s
+        )
         self.registry = ToolRegistry()
         if bench:
             self.registry.add(bench_server())
@@ -80,6 +84,7 @@ class Toolhost:
                 on_tools=self._on_tools,
                 on_state=self._on_state,
                 connect_timeout_s=settings.mcp_connect_timeout_s,
+                upstream=self.upstream,
             )
             for name, config in servers.items()
         ]
@@ -121,6 +126,7 @@ class Toolhost:
             await asyncio.gather(*tasks, serving, beating, return_exceptions=True)
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()
+            await self.upstream.aclose()
             await self._redis.aclose()
             self._sync_redis.close()
             self._pool.close()

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.toolhost.registry import ToolResult, UnknownTool
+from services.toolhost.upstream import CallContext
 
 BENCH_ENV = "AGENTCARDS_TOOLHOST_BENCH"
 BENCH_SERVER = "_bench"
@@ -28,7 +29,9 @@ class LocalServer:
     def state(self) -> str:
         return "ready"
 
-    async def call_tool(self, tool: str, args: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
+    ) -> ToolResult:
         """Run the function; an exception becomes a tool error, as ``isError`` would."""
         fn = self._tools.get(tool)
         if fn is None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shared import tool_ids
+
+if TYPE_CHECKING:
+    from services.toolhost.upstream import CallContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +36,10 @@ class Backend(Protocol):
     @property
     def state(self) -> str: ...
 
-    async def call_tool(self, tool: str, args: dict[str, Any]) -> ToolResult:
-        """Run one tool; raises ServerUnavailable or UnknownTool, never times out by itself."""
+    async def call_tool(
+        self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
+    ) -> ToolResult:
+        """Run one tool for ``context``'s execution; raises ServerUnavailable or UnknownTool, never times out by itself."""
         ...
 
 
@@ -53,6 +58,10 @@ class ToolRegistry:
     def backends(self) -> list[Backend]:
         """Every registered backend."""
         return list(self._backends.values())
+
+    def get(self, server: str) -> Backend | None:
+        """The backend registered as ``server``, if any."""
+        return self._backends.get(server)
 
     def resolve(self, tool_id: str) -> tuple[Backend, str]:
         """The backend and the tool's own name; UnknownTool if the server is not configured."""

@@ -19,14 +19,17 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
+from services.toolhost.resources import serve_resource
 from services.toolhost.scope import ScopeGuard
+from services.toolhost.upstream import CallContext
 from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
+    ResourceRequest,
     RpcReply,
     RpcRequest,
-    decode_request,
+    decode_message,
     encode,
 )
 
@@ -124,7 +127,7 @@ class RpcServer:
     async def _handle(self, raw: bytes | str) -> None:
         started = time.monotonic()
         try:
-            request = decode_request(raw)
+            request = decode_message(raw)
         except ValueError as exc:
             call_id = _salvage_call_id(raw)
             if call_id is None:
@@ -139,10 +142,13 @@ class RpcServer:
             )
             return
         await self._claim(request)
-        reply = await self._execute(request, started)
+        if isinstance(request, ResourceRequest):
+            reply = await serve_resource(self._registry, request, started)
+        else:
+            reply = await self._execute(request, started)
         await self._send(reply)
 
-    async def _claim(self, request: RpcRequest) -> None:
+    async def _claim(self, request: RpcRequest | ResourceRequest) -> None:
         """Record which replica runs the call (one SET; expires with the call's reply)."""
         if self._claim_as is None:
             return
@@ -173,7 +179,10 @@ class RpcServer:
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):
-                outcome = await backend.call_tool(name, request.args)
+                context = CallContext(
+                    request.execution_id, tool, request.trace_call_id, request.deadline
+                )
+                outcome = await backend.call_tool(name, request.args, context=context)
         except UnknownTool as exc:
             return fail(ErrorType.UNKNOWN_TOOL, str(exc))
         except ServerUnavailable as exc:

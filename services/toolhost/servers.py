@@ -2,15 +2,19 @@
 
 ``{"mcpServers": {"name": {"command", "args", "env", "cwd"} | {"url", "headers"}}}``; an
 optional ``"type"`` (``stdio`` | ``http`` | ``streamable-http``) and ``"disabled"`` are
-accepted because desktop clients write them, and ``"agentcards"`` holds our own settings
-(``shared.cache.config``: cache TTLs and read-only overrides; other clients ignore it). Anything else is refused with a message that
+accepted because desktop clients write them; ``"agentcards"`` holds our own settings
+(``shared.cache.config``: cache TTLs and read-only overrides; other clients ignore it).
+``"roots"`` (absolute paths or ``file://`` URIs) is what the toolhost answers the server's
+``roots/list`` with; it defaults to no roots, so a server keeps the directories it was
+started with (the filesystem server's arguments) and the gateway never widens them.
+Anything else is refused with a message that
 names the file, the server and the key.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -18,6 +22,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shared import tool_ids
 from shared.cache.config import AgentcardsBlock
 from shared.errors import ConfigError
+
+
+def _file_uris(roots: list[str]) -> list[str]:
+    """Roots as ``file://`` URIs; an entry is an absolute path or already such a URI."""
+    uris = []
+    for root in roots:
+        if root.startswith("file://"):
+            uris.append(root)
+        elif PurePosixPath(root).is_absolute():
+            uris.append(PurePosixPath(root).as_uri())
+        else:
+            raise ValueError(f"root {root!r} must be an absolute path or a file:// URI")
+    return uris
 
 
 class StdioServer(BaseModel):
@@ -30,8 +47,11 @@ class StdioServer(BaseModel):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    roots: list[str] = Field(default_factory=list)
     disabled: bool = False
     agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
+
+    _roots = field_validator("roots")(_file_uris)
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -50,8 +70,11 @@ class HttpServer(BaseModel):
     type: Literal["http", "streamable-http", "streamableHttp"] | None = None
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
+    roots: list[str] = Field(default_factory=list)
     disabled: bool = False
     agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
+
+    _roots = field_validator("roots")(_file_uris)
 
     @field_validator("url")
     @classmethod

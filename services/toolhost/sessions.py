@@ -19,19 +19,31 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
 
 from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
 from services.toolhost.results import error_text, tool_value
 from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
 from services.toolhost.stderr import StderrTail
 from services.toolhost.sync import unavailable_reason
+from services.toolhost.upstream import (
+    CallContext,
+    InflightCalls,
+    ResultT,
+    Upstream,
+    roots_result,
+)
+from shared.rpc.upstream import RelayedMethod
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = -32000  # the SDK's code for "the transport ended under this request"
+MAX_RESOURCE_PAGES = 20  # resources/list pages read per server (server-everything: 1 page)
 
 ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
 StateCallback = Callable[[str, str, str | None], Awaitable[None]]
@@ -51,6 +63,7 @@ class ServerConnection:
         ping_interval_s: float = 10.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        upstream: Upstream | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -67,6 +80,8 @@ class ServerConnection:
         self.tools: dict[str, types.Tool] = {}
         self.first_attempt_done = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
+        self._upstream = upstream
+        self._inflight = InflightCalls()
 
     @property
     def state(self) -> str:
@@ -104,19 +119,34 @@ class ServerConnection:
             await asyncio.sleep(delay)
             await self._set_state("connecting", error)
 
-    async def call_tool(self, tool: str, args: dict[str, Any]) -> ToolResult:
-        """Call one tool; the caller bounds the time (cancelling sends the server a cancel)."""
-        session = self._session
-        if session is None or self._state != "ready":
-            detail = f": {self.last_error}" if self.last_error else ""
-            raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
+    async def call_tool(
+        self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
+    ) -> ToolResult:
+        """Call one tool; the caller bounds the time (cancelling sends the server a cancel).
+
+        With a ``context``, the server's progress notifications become execution events
+        and its sampling/elicitation requests are relayed to the execution's client.
+        """
+        session = self._live_session()
         spec = self.tools.get(tool)
         if spec is None:
             raise UnknownTool(f"MCP server {self.name!r} has no tool {tool!r}")
         if (reason := unavailable_reason(spec)) is not None:
             return ToolResult(ok=False, error=f"tool {tool!r} of MCP server {self.name!r} {reason}")
+        on_progress: ProgressFnT | None = None
+        if context is not None and self._upstream is not None:
+            upstream, call = self._upstream, context
+
+            async def relay_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                await upstream.progress(call, progress, total, message)
+
+            on_progress = relay_progress
+
         try:
-            result = await session.call_tool(tool, args)
+            with self._inflight.track(context):
+                result = await session.call_tool(tool, args, progress_callback=on_progress)
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
                 self._dead.set()
@@ -131,6 +161,61 @@ class ServerConnection:
             return ToolResult(ok=False, error=error_text(result))
         return ToolResult(ok=True, value=tool_value(result, output_schema=spec.output_schema))
 
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """``resources/read``; MCPError when the server refuses (unknown URI, no resources)."""
+        return await self._live_session().read_resource(uri)
+
+    async def list_resources(
+        self, *, templates: bool = False
+    ) -> list[types.Resource] | list[types.ResourceTemplate]:
+        """Every resource (or resource template) the server lists; none without the resources capability."""
+        session = self._live_session()
+        if not _has_resources(session):
+            return []
+
+        async def page(params: types.PaginatedRequestParams | None) -> Any:
+            if templates:
+                listed = await session.list_resource_templates(params=params)
+                return listed.resource_templates, listed.next_cursor
+            result = await session.list_resources(params=params)
+            return result.resources, result.next_cursor
+
+        found: list[Any] = await _paginate(page)
+        return found
+
+    def _live_session(self) -> ClientSession:
+        session = self._session
+        if session is None or self._state != "ready":
+            detail = f": {self.last_error}" if self.last_error else ""
+            raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
+        return session
+
+    async def _list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return roots_result(self.config.roots)
+
+    async def _sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        return await self._ask_upstream("sampling/createMessage", params, types.CreateMessageResult)
+
+    async def _elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        return await self._ask_upstream("elicitation/create", params, types.ElicitResult)
+
+    async def _ask_upstream(
+        self, method: RelayedMethod, params: BaseModel, result_type: type[ResultT]
+    ) -> ResultT | types.ErrorData:
+        if self._upstream is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} not supported")
+        return await self._upstream.relay(
+            server=self.name,
+            inflight=self._inflight,
+            method=method,
+            params=params,
+            result_type=result_type,
+        )
+
     async def _serve_once(self, stderr: StderrTail | None) -> None:
         """One connection's lifetime: connect, list tools, wait until it dies."""
         self._dead = asyncio.Event()
@@ -143,8 +228,18 @@ class ServerConnection:
                 0
             )
             group.start_soon(self._relay, read, relay_send)
+            # Roots are always declared (the configured list, empty by default); sampling
+            # and elicitation are declared so servers offer the tools that use them, and
+            # are relayed to the execution's client or refused (upstream.py).
             session = await stack.enter_async_context(
-                ClientSession(relay_read, write, message_handler=self._on_message)
+                ClientSession(
+                    relay_read,
+                    write,
+                    message_handler=self._on_message,
+                    list_roots_callback=self._list_roots,
+                    sampling_callback=self._sampling,
+                    elicitation_callback=self._elicitation,
+                )
             )
             with anyio.move_on_after(self._connect_timeout_s) as waited:
                 await session.initialize()
@@ -235,6 +330,25 @@ async def _transport(
     )
     async with stdio_client(params, errlog=stderr.file if stderr else sys.stderr) as streams:
         yield streams[0], streams[1]
+
+
+async def _paginate(
+    page: Callable[[types.PaginatedRequestParams | None], Awaitable[tuple[list[Any], str | None]]],
+) -> list[Any]:
+    """Every item of a paginated list, at most MAX_RESOURCE_PAGES pages."""
+    found: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_RESOURCE_PAGES):
+        items, cursor = await page(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        found.extend(items)
+        if not cursor:
+            break
+    return found
+
+
+def _has_resources(session: ClientSession) -> bool:
+    capabilities = session.server_capabilities
+    return capabilities is not None and capabilities.resources is not None
 
 
 async def _list_all_tools(session: ClientSession) -> list[types.Tool]:

@@ -20,6 +20,9 @@ from shared.queues import EVENTS_ALL_CHANNEL, events_channel, events_log_key, ev
 
 FINISHED = "execution.finished"
 LEARNED = "execution.learned"  # published by the learning worker after ingestion
+# Published by the toolhost: a downstream server's notifications/progress for one tool
+# call, carrying the call's trace id (`call_id`), `tool`, `progress`, `total`, `message`.
+TOOL_PROGRESS = "tool_progress"
 # An execution makes at most ~1,000 tool calls (2 events each) plus progress reports.
 LOG_MAX_EVENTS = 10_000
 # Late subscribers may replay for this long after the last event.

@@ -20,7 +20,13 @@ from redis.exceptions import RedisError
 
 from shared.errors import ErrorType
 from shared.queues import HEARTBEAT_PREFIX, RPC_REQUESTS, rpc_claim_key, rpc_reply_key
-from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
+from shared.rpc.protocol import (
+    ResourceRequest,
+    RpcReply,
+    RpcRequest,
+    decode_reply,
+    encode,
+)
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
 # the time went) usually wins the race against the client's synthesized one.
@@ -68,22 +74,18 @@ class RpcClient:
         deadline: float,
         allowed: list[str] | None = None,
         call_id: str | None = None,
+        trace_call_id: str | None = None,
     ) -> RpcReply:
         """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never raises."""
         call_id = call_id or uuid.uuid4().hex
         started = time.monotonic()
-
-        def fail(kind: ErrorType, message: str) -> RpcReply:
-            elapsed = (time.monotonic() - started) * 1000
-            return RpcReply.failure(
-                call_id=call_id, type=kind, message=message, duration_ms=elapsed
-            )
-
         if allowed is not None and tool not in allowed:
-            return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
-        remaining = deadline - time.time()
-        if remaining <= 0:
-            return fail(ErrorType.TIMEOUT, f"deadline passed before {tool} was sent")
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TOOL_NOT_ALLOWED,
+                f"{tool} is not in this execution's tool scope",
+            )
         try:
             payload = encode(
                 RpcRequest(
@@ -93,13 +95,35 @@ class RpcClient:
                     args=args,
                     deadline=deadline,
                     allowed=allowed,
+                    trace_call_id=trace_call_id,
                 )
             )
         except ValueError as exc:  # pydantic's ValidationError or an unserializable arg
-            return fail(ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}")
+            return _fail(
+                call_id, started, ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}"
+            )
+        return await self._roundtrip(payload, call_id, deadline, started, tool)
+
+    async def resource(self, request: ResourceRequest) -> RpcReply:
+        """A resources operation (read one, list them, list templates) served by a toolhost; never raises."""
+        label = f"{request.op} on {request.server or 'every server'}"
+        return await self._roundtrip(
+            encode(request), request.call_id, request.deadline, time.monotonic(), label
+        )
+
+    async def _roundtrip(
+        self, payload: bytes, call_id: str, deadline: float, started: float, label: str
+    ) -> RpcReply:
+        """Push ``payload`` once and wait for its reply until ``deadline``."""
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return _fail(
+                call_id, started, ErrorType.TIMEOUT, f"deadline passed before {label} was sent"
+            )
 
         # One round trip: a non-transactional pipeline sends LPUSH and BLPOP together; Redis
         # runs the push, then blocks this connection on the reply key (BLPOP outside MULTI).
+        # The wait is sliced: between slices, a call whose toolhost replica died ends at once.
         key = rpc_reply_key(call_id)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
@@ -109,27 +133,36 @@ class RpcClient:
             while popped is None and time.time() < deadline + REPLY_GRACE_S:
                 lost = await self._claimant_gone(call_id)
                 if lost:
-                    return fail(
+                    return _fail(
+                        call_id,
+                        started,
                         ErrorType.TOOL_UNAVAILABLE,
-                        f"the toolhost running {tool} stopped ({lost}); the call may have run "
+                        f"the toolhost running {label} stopped ({lost}); the call may have run "
                         "and is not retried",
                     )
                 popped = await self._redis.blpop([key], timeout=_block_for(deadline))
         except RedisError as exc:
             # The push may or may not have happened; retrying could run the tool twice.
-            return fail(
+            return _fail(
+                call_id,
+                started,
                 ErrorType.TOOL_UNAVAILABLE,
-                f"RPC channel unavailable (Redis: {exc}); {tool} may or may not have run "
+                f"RPC channel unavailable (Redis: {exc}); {label} may or may not have run "
                 "and is not retried",
             )
         if popped is None:
-            return fail(
-                ErrorType.TIMEOUT, f"no reply from a toolhost for {tool} before the deadline"
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TIMEOUT,
+                f"no reply from a toolhost for {label} before the deadline",
             )
         try:
             return decode_reply(popped[1])
         except ValueError as exc:
-            return fail(ErrorType.INTERNAL_ERROR, f"malformed reply for {tool}: {exc}")
+            return _fail(
+                call_id, started, ErrorType.INTERNAL_ERROR, f"malformed reply for {label}: {exc}"
+            )
 
     async def _claimant_gone(self, call_id: str) -> str | None:
         """Why the replica that popped this call is gone, or None (alive, or not popped yet)."""
@@ -144,3 +177,8 @@ def _block_for(deadline: float) -> float:
     """The next BLPOP wait: until the deadline (plus grace), at most ``CHECK_EVERY_S``."""
     remaining = deadline - time.time() + REPLY_GRACE_S
     return max(MIN_BLOCK_S, min(CHECK_EVERY_S, remaining))
+
+
+def _fail(call_id: str, started: float, kind: ErrorType, message: str) -> RpcReply:
+    elapsed = (time.monotonic() - started) * 1000
+    return RpcReply.failure(call_id=call_id, type=kind, message=message, duration_ms=elapsed)

@@ -7,6 +7,7 @@ ms only shifts when a call is declared late, it never makes one run twice).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 import orjson
@@ -40,6 +41,9 @@ class RpcRequest(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     deadline: float = Field(gt=0, description="absolute Unix time after which the call is void")
     allowed: list[str] | None = None
+    # The call's id in the execution trace (``call-3``): progress and server-to-client
+    # requests the toolhost relays name it, so they can be tied to the call.
+    trace_call_id: str | None = Field(default=None, pattern=CALL_ID_PATTERN)
 
     @field_validator("tool")
     @classmethod
@@ -56,6 +60,41 @@ class RpcRequest(BaseModel):
     def tool_name(self) -> str:
         """The tool's own name on its server."""
         return tool_ids.parse(self.tool).name
+
+
+ResourceOp = Literal["read_resource", "list_resources", "list_resource_templates"]
+
+
+class ResourceRequest(BaseModel):
+    """A resources operation on one server (``server`` None: list every server's).
+
+    ``allowed_servers`` is the execution's scope (the servers of its granted tools; None
+    = all); the toolhost refuses a server outside it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = PROTOCOL_VERSION
+    op: ResourceOp
+    call_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=CALL_ID_PATTERN)
+    execution_id: str = Field(min_length=1, max_length=64)
+    server: str | None = None
+    uri: str | None = Field(default=None, min_length=1, max_length=8192)
+    deadline: float = Field(gt=0)
+    allowed_servers: list[str] | None = None
+
+    @field_validator("server")
+    @classmethod
+    def _server_name(cls, v: str | None) -> str | None:
+        if v is not None and not tool_ids.is_server_name(v):
+            raise ValueError(f"server {v[:80]!r}: {tool_ids.SERVER_NAME_RULE}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_read(self) -> ResourceRequest:
+        if self.op == "read_resource" and (self.server is None or self.uri is None):
+            raise ValueError("read_resource needs a server and a uri")
+        return self
 
 
 class RpcReply(BaseModel):
@@ -91,7 +130,7 @@ class RpcReply(BaseModel):
         )
 
 
-def encode(message: RpcRequest | RpcReply) -> bytes:
+def encode(message: RpcRequest | ResourceRequest | RpcReply) -> bytes:
     """Serialize for Redis (orjson: the hot path serializes every call twice)."""
     return orjson.dumps(message.model_dump(mode="json"))
 
@@ -99,6 +138,14 @@ def encode(message: RpcRequest | RpcReply) -> bytes:
 def decode_request(raw: bytes | str) -> RpcRequest:
     """Parse a request; raises ``ValueError`` (pydantic or JSON) when malformed."""
     return RpcRequest.model_validate(orjson.loads(raw))
+
+
+def decode_message(raw: bytes | str) -> RpcRequest | ResourceRequest:
+    """Parse a tool call or (it has an ``op``) a resources request; ``ValueError`` when malformed."""
+    data = orjson.loads(raw)
+    if isinstance(data, dict) and "op" in data:
+        return ResourceRequest.model_validate(data)
+    return RpcRequest.model_validate(data)
 
 
 def decode_reply(raw: bytes | str) -> RpcReply:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared import tool_ids
 from shared.errors import TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import (
@@ -30,7 +31,13 @@ from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
-from shared.sandbox.tools import ToolBackend, ToolResult, ToolSpec
+from shared.sandbox.tools import (
+    CURRENT_CALL_ID,
+    ResourceBackend,
+    ToolBackend,
+    ToolResult,
+    ToolSpec,
+)
 from shared.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
@@ -58,9 +65,9 @@ class CapabilitySource:
 
 @dataclass(slots=True)
 class _PendingCall:
-    """A tool call sent to the backend and not answered yet."""
+    """A tool call (or resource read: no ``call_id``, not traced) sent to the backend and not answered yet."""
 
-    call_id: str
+    call_id: str | None
     task: asyncio.Task[None]
 
 
@@ -187,6 +194,15 @@ class _Session:
         self.stdout_left = limits.stdout_bytes
         self.stdout_truncated = False
         self.calls = 0
+        self.resource_reads = 0
+        # Servers whose resources the code may read (those of its granted tools), by the name
+        # as written in code (real, or its Python name: `mcp.my_server`) -> the real name.
+        self.servers: dict[str, str] = {}
+        for tool in sorted(catalog.granted):
+            if tool_ids.is_tool_id(tool):
+                real = tool_ids.parse(tool).server
+                self.servers.setdefault(real, real)
+                self.servers.setdefault(tool_ids.python_name(real), real)
         self.progress_events = 0
         self.pending: dict[int, _PendingCall] = {}  # child's call id -> the call
         self.deadline_wall = 0.0
@@ -244,6 +260,8 @@ class _Session:
                     return done
                 case messages.ToolCallMessage() as call:
                     self._on_tool_call(call)
+                case messages.ResourceReadMessage() as read:
+                    self._on_resource_read(read)
                 case messages.CapabilityEventsMessage() as events:
                     self._on_capability_events(events)
                 case messages.StdoutMessage() as stdout:
@@ -369,32 +387,80 @@ class _Session:
         return tool, None
 
     async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
-        assert self.backend is not None
+        backend = self.backend
+        assert backend is not None
+        CURRENT_CALL_ID.set(call_id)  # this task's own context: the backend names the call
+        await self._serve(cid, call_id, tool, lambda deadline: backend.call(tool, args, deadline))
+
+    def _on_resource_read(self, message: messages.ResourceReadMessage) -> None:
+        cid, written, uri = message.id, message.server, message.uri
+        server = self.servers.get(written, written)
+        if cid in self.pending:
+            raise ProtocolViolation("resource_read needs a fresh integer id")
+        self.resource_reads += 1
+        label = f"{server[:64]}.read_resource"
+        backend = self.backend
+        refusal: dict[str, Any] | None = None
+        if self.resource_reads > self.limits.max_tool_calls:
+            refusal = error_dict(
+                ErrorType.TOOL_CALL_LIMIT,
+                f"more than {self.limits.max_tool_calls} resource reads",
+            )
+        elif server not in self.servers:
+            refusal = error_dict(
+                ErrorType.TOOL_NOT_ALLOWED,
+                f"reading resources of server {server[:64]!r} needs one of its tools in this "
+                "execution's tool scope",
+            )
+        elif not isinstance(backend, ResourceBackend):
+            refusal = error_dict(
+                ErrorType.TOOL_NOT_ALLOWED, "this sandbox's tool backend cannot read resources"
+            )
+        if refusal is not None:
+            self._reply_error(cid, label, refusal)
+            return
+        assert isinstance(backend, ResourceBackend)
+        task = asyncio.create_task(
+            self._serve(cid, None, label, lambda d: backend.read_resource(server, uri, d))
+        )
+        self.pending[cid] = _PendingCall(None, task)
+
+    async def _serve(
+        self,
+        cid: int,
+        call_id: str | None,
+        label: str,
+        request: Callable[[float], Awaitable[ToolResult]],
+    ) -> None:
+        """Run one backend request under the call deadline and answer the child (and the trace when ``call_id``)."""
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
-                result = await self.backend.call(tool, args, deadline)
+                result = await request(deadline)
         except TimeoutError:
-            result = ToolResult.failure(f"{tool} timed out", ErrorType.TIMEOUT)
+            result = ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
         except Exception as exc:  # a broken backend must not take the bridge down
-            log.exception("tool backend failed for %s", tool)
+            log.exception("tool backend failed for %s", label)
             result = ToolResult.failure(f"backend failure: {type(exc).__name__}")
         self.pending.pop(cid, None)
         if not isinstance(result, ToolResult):
             result = ToolResult.failure("backend returned an invalid result")
+        err: dict[str, Any] | None = None
+        value_json = ""
         if not result.ok:
             err = _clean_error(result.error)
+        else:
+            try:
+                value_json = wire.dumps_bounded(
+                    result.value, max_bytes=self.limits.tool_result_bytes
+                )
+            except wire.WireError as exc:
+                err = error_dict(ErrorType.TOOL_ERROR, f"result of {label} rejected: {exc}")
+        if call_id is not None:
             self.trace.tool_end(call_id, err)
-            self._reply_error(cid, tool, err)
+        if err is not None:
+            self._reply_error(cid, label, err)
             return
-        try:
-            value_json = wire.dumps_bounded(result.value, max_bytes=self.limits.tool_result_bytes)
-        except wire.WireError as exc:
-            err = error_dict(ErrorType.TOOL_ERROR, f"result of {tool} rejected: {exc}")
-            self.trace.tool_end(call_id, err)
-            self._reply_error(cid, tool, err)
-            return
-        self.trace.tool_end(call_id, None)
         head = {"op": "tool_result", "id": cid, "ok": True}
         self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
 
@@ -434,12 +500,13 @@ class _Session:
         # is missing), so the trace must not claim it did not. Never replayed.
         for call in self.pending.values():
             call.task.cancel()
-            unknown = error_dict(
-                ErrorType.LOST,
-                "the execution ended before this call's reply arrived; "
-                "the tool may have run (not undone, not retried)",
-            )
-            self.trace.tool_end(call.call_id, unknown)
+            if call.call_id is not None:
+                unknown = error_dict(
+                    ErrorType.LOST,
+                    "the execution ended before this call's reply arrived; "
+                    "the tool may have run (not undone, not retried)",
+                )
+                self.trace.tool_end(call.call_id, unknown)
         self.pending.clear()
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 from shared.errors import CHILD_ERRORS, ErrorType, error_dict
 
 _MAX_TOOL_ID = 256
+_MAX_URI = 8_192
 _MAX_EVENTS_PER_FRAME = 4_096  # the child sends at most 256; more is a protocol error
 _MAX_CAPABILITY_ERROR = 2_000
 _MAX_ERROR_MESSAGE = 4_000
@@ -39,6 +40,15 @@ class ToolCallMessage:
     tool: str
     args: dict[str, Any]
     parent: str | None  # the calling capability's id, as the child claims it
+
+
+@dataclass(slots=True)
+class ResourceReadMessage:
+    """``resource_read``: the child asks to read ``uri`` from ``server`` (reply keyed by ``id``)."""
+
+    id: int
+    server: str
+    uri: str
 
 
 @dataclass(slots=True)
@@ -94,7 +104,12 @@ class DoneMessage:
 
 
 ChildMessage = (
-    ToolCallMessage | StdoutMessage | ProgressMessage | CapabilityEventsMessage | DoneMessage
+    ToolCallMessage
+    | ResourceReadMessage
+    | StdoutMessage
+    | ProgressMessage
+    | CapabilityEventsMessage
+    | DoneMessage
 )
 
 
@@ -118,6 +133,18 @@ def parse_tool_call(frame: dict[str, Any]) -> ToolCallMessage:
     if parent is not None and not isinstance(parent, str):
         raise ProtocolViolation("tool_call parent must be null or a granted capability id")
     return ToolCallMessage(cid, tool, args, parent)
+
+
+def parse_resource_read(frame: dict[str, Any]) -> ResourceReadMessage:
+    """``{"op": "resource_read", "id": int, "server": str, "uri": str}``."""
+    cid, server, uri = frame.get("id"), frame.get("server"), frame.get("uri")
+    if not _is_int(cid):
+        raise ProtocolViolation("resource_read needs a fresh integer id")
+    if not isinstance(server, str) or len(server) > _MAX_TOOL_ID:
+        raise ProtocolViolation("resource_read needs a server name string")
+    if not isinstance(uri, str) or not 0 < len(uri) <= _MAX_URI:
+        raise ProtocolViolation(f"resource_read needs a uri string of 1 to {_MAX_URI} characters")
+    return ResourceReadMessage(cid, server, uri)
 
 
 def parse_stdout(frame: dict[str, Any]) -> StdoutMessage:
@@ -218,6 +245,7 @@ def _details(raw: Any) -> dict[str, str | int] | None:
 
 _VALIDATORS: dict[str, Callable[[dict[str, Any]], ChildMessage]] = {
     "tool_call": parse_tool_call,
+    "resource_read": parse_resource_read,
     "capability_events": parse_capability_events,
     "stdout": parse_stdout,
     "progress": parse_progress,

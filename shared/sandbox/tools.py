@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,6 +57,17 @@ class ToolBackend(Protocol):
 
     async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult: ...
 
+
+@runtime_checkable
+class ResourceBackend(Protocol):
+    """A backend that can also read a server's resources (``mcp.<server>.read_resource(uri)``)."""
+
+    async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult: ...
+
+
+# The trace id (``call-3``) of the tool call a backend is serving, set by the bridge around
+# each call: a backend that relays progress or server requests names the call with it.
+CURRENT_CALL_ID: ContextVar[str | None] = ContextVar("agentcards_current_call_id", default=None)
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
 

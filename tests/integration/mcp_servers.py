@@ -48,6 +48,31 @@ def install_everything_server() -> Path:
     return install_npm_server("@modelcontextprotocol/server-everything", "mcp-server-everything")
 
 
+def npm_server_binary(name: str) -> Path:
+    """A binary of the pinned npm servers (tests/npm/install.sh, run once if it is missing)."""
+    binary = NPM_PREFIX / "node_modules" / ".bin" / name
+    if not binary.exists():
+        script = REPO / "tests" / "npm" / "install.sh"
+        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not binary.exists():
+            pytest.fail(f"`bash {script}` did not install {name}:\n{done.stderr[-2000:]}")
+    return binary
+
+
+def everything_server(**entry: Any) -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-everything` (npm) over stdio."""
+    return {"command": str(npm_server_binary("mcp-server-everything")), "args": ["stdio"], **entry}
+
+
+def filesystem_server(*directories: Path, **entry: Any) -> dict[str, Any]:
+    """Config entry for `@modelcontextprotocol/server-filesystem` (npm) allowed ``directories``
+    (created if missing)."""
+    binary = npm_server_binary("mcp-server-filesystem")
+    for directory in directories:
+        directory.mkdir(parents=True, exist_ok=True)
+    return {"command": str(binary), "args": [str(d.resolve()) for d in directories], **entry}
+
+
 def example_server(tmp_path: Path, **env: str) -> dict[str, Any]:
     """Config entry for the project's example server over stdio, with its test-only tools."""
     return {
@@ -68,15 +93,6 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
     return {"command": str(binary), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
 
 
-def filesystem_server(root: Path) -> dict[str, Any]:
-    """Config entry for `@modelcontextprotocol/server-filesystem` (npm) serving ``root``."""
-    binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-filesystem"
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing: run `bash tests/npm/install.sh`")
-    root.mkdir(parents=True, exist_ok=True)
-    return {"command": str(binary), "args": [str(root.resolve())]}
-
-
 def cache_test_server(folder: Path, **entry: Any) -> dict[str, Any]:
     """Config entry for tests/integration/cache_server.py, controlled through ``folder``."""
     return {
@@ -94,11 +110,6 @@ def npm_binary(path: str) -> Path:
     if not binary.exists():
         pytest.fail(f"{binary} is missing: run `bash tests/npm/install.sh`")
     return binary
-
-
-def everything_server() -> dict[str, Any]:
-    """Config entry for `@modelcontextprotocol/server-everything` (npm) over stdio."""
-    return {"command": str(npm_binary(".bin/mcp-server-everything")), "args": ["stdio"]}
 
 
 def hanging_server() -> dict[str, Any]:

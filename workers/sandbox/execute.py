@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from redis.exceptions import RedisError
 
+from shared import tool_ids
 from shared.auth.audit import finish_audit
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
 from shared.cache import runs as cache_runs
@@ -25,10 +26,11 @@ from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.queues import grant_key
 from shared.rpc.client import RpcClient
+from shared.rpc.protocol import ResourceRequest, RpcReply
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
-from shared.sandbox.tools import ToolResult, ToolSpec
+from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult, ToolSpec
 from shared.tools.store import list_tools
 from workers.sandbox import resources
 from workers.sandbox.retry import with_db_retry
@@ -52,11 +54,28 @@ class RpcToolBackend:
             args=args,
             deadline=deadline,
             allowed=self.allowed,
+            trace_call_id=CURRENT_CALL_ID.get(),
         )
-        if reply.ok:
-            return ToolResult.success(reply.result)
-        assert reply.error is not None
-        return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
+        return _result(reply)
+
+    async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
+        """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""
+        request = ResourceRequest(
+            op="read_resource",
+            execution_id=self.execution_id,
+            server=server,
+            uri=uri,
+            deadline=deadline,
+            allowed_servers=sorted({tool_ids.parse(t).server for t in self.allowed}),
+        )
+        return _result(await self.client.resource(request))
+
+
+def _result(reply: RpcReply) -> ToolResult:
+    if reply.ok:
+        return ToolResult.success(reply.result)
+    assert reply.error is not None
+    return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
 
 
 def rpc_client(settings: Settings) -> RpcClient:

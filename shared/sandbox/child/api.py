@@ -47,6 +47,8 @@ class Caller(Protocol):
 
     def call_tool(self, tool: str, kwargs: dict[str, Any]) -> Awaitable[Any]: ...
 
+    def read_resource(self, server: str, uri: str) -> Awaitable[Any]: ...
+
     def run_capability(self, name: str, kwargs: dict[str, Any]) -> Awaitable[Any]: ...
 
     def capability_names(self) -> list[str]: ...
@@ -95,7 +97,14 @@ class _Server:
             raise AttributeError(tool)
         return _Tool(self._caller, f"{self._server}:{tool}")
 
+    # Indexing always names a tool, so a tool called `read_resource` stays reachable.
     __getitem__ = __getattr__
+
+    def read_resource(self, uri: str) -> Awaitable[Any]:
+        """Read one of this server's resources: ``{"contents": [{"uri", "mimeType", "text" | "blob"}]}``."""
+        if not isinstance(uri, str):
+            raise TypeError("read_resource(uri) takes the resource URI as a string")
+        return self._caller.read_resource(self._server, uri)
 
 
 class Mcp:

@@ -97,6 +97,19 @@ class Session(api.Caller):
     def send(self, msg: dict[str, Any]) -> None:
         self._writer.write(wire.encode(msg))
 
+    async def read_resource(self, server: str, uri: str) -> Any:
+        label = f"{server}.read_resource"
+        if self._next_id >= self.max_tool_calls:
+            raise api.ToolCallError(
+                "tool_call_limit", f"more than {self.max_tool_calls} tool calls", label
+            )
+        call_id = self._next_id + 1
+        self._next_id = call_id
+        return await self._request(
+            call_id,
+            wire.encode({"op": "resource_read", "id": call_id, "server": server, "uri": uri}),
+        )
+
     async def call_tool(self, tool: str, kwargs: dict[str, Any]) -> Any:
         if self._next_id >= self.max_tool_calls:
             raise api.ToolCallError(
@@ -116,6 +129,10 @@ class Session(api.Caller):
         head = {"op": "tool_call", "id": call_id, "tool": tool, "parent": self.inline.parent_id()}
         frame = wire.encode_with(head, {"args": args_json})
         self._next_id = call_id
+        return await self._request(call_id, frame)
+
+    async def _request(self, call_id: int, frame: bytes) -> Any:
+        """Send a frame the bridge answers with ``tool_result`` ``call_id`` and wait for it."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         self.capture.drain_pending()

@@ -9,8 +9,10 @@ from pydantic import ValidationError
 
 from shared.errors import ErrorType
 from shared.rpc.protocol import (
+    ResourceRequest,
     RpcReply,
     RpcRequest,
+    decode_message,
     decode_reply,
     decode_request,
     encode,
@@ -102,3 +104,40 @@ def test_error_type_wire_names_are_stable() -> None:
         "invalid_request",
         "internal_error",
     }
+
+
+def test_tool_calls_and_resource_requests_share_the_channel() -> None:
+    call = RpcRequest.model_validate(VALID | {"trace_call_id": "call-3"})
+    assert decode_message(encode(call)) == call
+    read = ResourceRequest(
+        op="read_resource",
+        call_id="c2",
+        execution_id="e1",
+        server="everything",
+        uri="demo://resource/static/document/a.md",
+        deadline=1_900_000_000.5,
+        allowed_servers=["everything"],
+    )
+    assert decode_message(encode(read)) == read
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"op": "read_resource", "uri": None},  # reading needs a uri
+        {"op": "read_resource", "server": None},  # and a server
+        {"op": "delete_resource"},
+        {"server": "no:colons"},
+    ],
+)
+def test_resource_request_refuses_what_cannot_be_served(change: dict[str, Any]) -> None:
+    base = {
+        "op": "read_resource",
+        "call_id": "c2",
+        "execution_id": "e1",
+        "server": "everything",
+        "uri": "demo://x",
+        "deadline": 1_900_000_000.5,
+    }
+    with pytest.raises(ValidationError):
+        ResourceRequest.model_validate(base | change)

@@ -27,6 +27,14 @@ MALFORMED: dict[str, list[dict[str, Any]]] = {
         {"op": "tool_call", "id": 1, "tool": "t:echo"},
         {"op": "tool_call", "id": 1, "tool": "t:echo", "args": {}, "parent": ["unhashable"]},
     ],
+    "resource_read": [
+        {"op": "resource_read", "id": "1", "server": "s", "uri": "demo://x"},
+        {"op": "resource_read", "id": 1, "server": None, "uri": "demo://x"},
+        {"op": "resource_read", "id": 1, "server": "s" * 300, "uri": "demo://x"},
+        {"op": "resource_read", "id": 1, "server": "s", "uri": ""},
+        {"op": "resource_read", "id": 1, "server": "s", "uri": "x" * 9000},
+        {"op": "resource_read", "id": 1, "server": "s"},
+    ],
     "stdout": [{"op": "stdout", "data": 5}, {"op": "stdout"}],
     "progress": [
         {"op": "progress", "message": None},
@@ -96,6 +104,8 @@ def test_well_formed_messages_parse_to_their_types() -> None:
     call = messages.parse({"op": "tool_call", "id": 7, "tool": "t:echo", "args": {"x": 1}})
     assert call == messages.ToolCallMessage(7, "t:echo", {"x": 1}, None)
     assert messages.parse({"op": "stdout", "data": "hi"}) == messages.StdoutMessage("hi")
+    read = messages.parse({"op": "resource_read", "id": 8, "server": "s", "uri": "demo://x"})
+    assert read == messages.ResourceReadMessage(8, "s", "demo://x")
     progress = messages.parse({"op": "progress", "message": "m", "done": 1, "total": 2.5})
     assert progress == messages.ProgressMessage("m", 1, 2.5)
     batch = messages.parse(_events(["s", 1, "a", "b", _NOW_US], ["e", 1, 250, None]))

@@ -35,6 +35,21 @@ def test_both_transports_and_disabled() -> None:
     assert remote.public_config()["headers"] == {"Authorization": "***"}
 
 
+def test_roots_become_file_uris_and_default_to_none() -> None:
+    servers = parse_servers(
+        {
+            "mcpServers": {
+                "fs": {"command": "x", "roots": ["/srv/my data", "file:///home/ada"]},
+                "web": {"url": "https://example.com/mcp", "roots": ["/srv"]},
+                "plain": {"command": "x"},
+            }
+        }
+    )
+    assert servers["fs"].roots == ["file:///srv/my%20data", "file:///home/ada"]
+    assert servers["web"].roots == ["file:///srv"]
+    assert servers["plain"].roots == []  # the server keeps its own directories
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -49,6 +64,7 @@ def test_both_transports_and_disabled() -> None:
         ({"servers": {}}, "mcpServers"),
         ({"mcpServers": {}, "other": 1}, "unknown top-level key(s) other"),
         ({"mcpServers": {"s": "python"}}, "expected an object"),
+        ({"mcpServers": {"s": {"command": "x", "roots": ["data"]}}}, "absolute path or a file://"),
     ],
 )
 def test_bad_configs_say_what_to_fix(data: Any, message: str) -> None:

@@ -1,0 +1,189 @@
+"""What a downstream server may ask of its client mid-call, and where it goes: roots, progress, sampling, elicitation.
+
+The toolhost is the downstream servers' MCP client, but the answers to sampling and
+elicitation belong to the MCP client that started the execution. One session per server
+carries the calls of many executions, and a server's request does not say which call it
+belongs to (stdio has no related-request id), so it is attributed through the calls in
+flight on that session: one execution with calls there owns it; none or several, and the
+request is refused rather than sent to the wrong client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import redis
+import redis.asyncio as aioredis
+from mcp import types
+from pydantic import BaseModel, FileUrl, ValidationError
+from redis.exceptions import RedisError
+
+from shared.executions.events import TOOL_PROGRESS, publish_event
+from shared.rpc import upstream
+from shared.rpc.upstream import CAPABILITY_OF, ClientRequest, RelayedMethod
+
+log = logging.getLogger(__name__)
+ResultT = TypeVar("ResultT", bound=types.Result)
+
+_MAX_PROGRESS_MESSAGE = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Which execution a tool call serves, and its id in that execution's trace."""
+
+    execution_id: str
+    tool: str  # server:tool
+    trace_call_id: str | None = None
+    deadline: float | None = None  # the call's absolute deadline: nobody waits past it
+
+
+class InflightCalls:
+    """The calls running on one server session right now."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, CallContext] = {}
+        self._ids = itertools.count()
+
+    @contextmanager
+    def track(self, context: CallContext | None) -> Iterator[None]:
+        """Count ``context`` as in flight for the block (no-op for None)."""
+        if context is None:
+            yield
+            return
+        key = next(self._ids)
+        self._calls[key] = context
+        try:
+            yield
+        finally:
+            del self._calls[key]
+
+    def owner(self) -> CallContext | str:
+        """The call a server request belongs to, or why that cannot be told."""
+        executions = {c.execution_id for c in self._calls.values()}
+        if not executions:
+            return "no tool call is in flight on this server"
+        if len(executions) > 1:
+            return (
+                f"{len(executions)} executions have calls in flight on this server and its "
+                "request does not say which one it belongs to"
+            )
+        calls = list(self._calls.values())
+        if len(calls) == 1:
+            return calls[0]
+        # One execution, several of its calls: the execution is certain, the call is not.
+        deadlines = [c.deadline for c in calls if c.deadline is not None]
+        return CallContext(
+            execution_id=calls[0].execution_id,
+            tool="",
+            deadline=max(deadlines) if len(deadlines) == len(calls) else None,
+        )
+
+
+class Upstream:
+    """Publishes tool progress as execution events and relays server requests to the gateway."""
+
+    def __init__(self, *, redis_url: str, request_timeout_s: float) -> None:
+        # Blocking reads on the relay wait up to request_timeout_s: no socket timeout.
+        self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=None)
+        self._sync = redis.Redis.from_url(redis_url, socket_timeout=10)
+        self._request_timeout_s = request_timeout_s
+
+    async def aclose(self) -> None:
+        """Close both Redis clients."""
+        await self._redis.aclose()
+        self._sync.close()
+
+    async def progress(
+        self, context: CallContext, progress: float, total: float | None, message: str | None
+    ) -> None:
+        """One ``notifications/progress`` of a tool call, as a ``tool_progress`` execution event."""
+        event = {
+            "type": TOOL_PROGRESS,
+            "call_id": context.trace_call_id,
+            "tool": context.tool,
+            "progress": progress,
+            "total": total,
+            "message": message[:_MAX_PROGRESS_MESSAGE] if message else None,
+        }
+        try:
+            await asyncio.to_thread(
+                publish_event, self._sync, execution_id=context.execution_id, event=event
+            )
+        except RedisError as exc:  # progress is best effort; the call goes on
+            log.warning("could not publish progress of %s: %s", context.tool, exc)
+
+    async def relay(
+        self,
+        *,
+        server: str,
+        inflight: InflightCalls,
+        method: RelayedMethod,
+        params: BaseModel,
+        result_type: type[ResultT],
+    ) -> ResultT | types.ErrorData:
+        """Ask the client of the execution that owns this request; a clear refusal when nobody can answer."""
+        owner = inflight.owner()
+        if isinstance(owner, str):
+            return _refuse(f"{method} from server {server!r} refused: {owner}")
+        capability = CAPABILITY_OF[method]
+        try:
+            offered = await upstream.advertised(self._redis, execution_id=owner.execution_id)
+        except RedisError as exc:
+            return _refuse(f"{method} could not be relayed (Redis): {exc}")
+        if offered is None or capability not in offered:
+            who = (
+                "no MCP client is waiting on this execution (REST callers cannot answer)"
+                if offered is None
+                else f"the MCP client that started it did not declare the {capability} capability"
+            )
+            return _refuse(
+                f"{method} from server {server!r} refused for execution {owner.execution_id}: {who}"
+            )
+        request = ClientRequest(
+            id=upstream.new_request_id(),
+            execution_id=owner.execution_id,
+            method=method,
+            params=params.model_dump(by_alias=True, mode="json", exclude_none=True),
+            server=server,
+            tool=owner.tool or None,
+            trace_call_id=owner.trace_call_id,
+            deadline=min(time.time() + self._request_timeout_s, owner.deadline or float("inf")),
+        )
+        try:
+            reply = await upstream.ask(self._redis, request)
+        except (RedisError, ValidationError) as exc:
+            return _refuse(f"{method} could not be relayed: {exc}")
+        if reply is None:
+            return _refuse(
+                f"{method}: the MCP client did not answer before the tool call's deadline "
+                f"or within {self._request_timeout_s:g}s (AGENTCARDS_MCP_CLIENT_REQUEST_TIMEOUT_S)"
+            )
+        if reply.error is not None:
+            return types.ErrorData(code=reply.error.code, message=reply.error.message)
+        try:
+            return result_type.model_validate(reply.result or {})
+        except ValidationError as exc:
+            return _refuse(f"{method}: the MCP client's answer is not a valid result: {exc}")
+
+
+def roots_result(roots: list[str]) -> types.ListRootsResult:
+    """The ``roots/list`` answer: a server's configured roots (file URIs), named by their last path part."""
+    return types.ListRootsResult(
+        roots=[
+            types.Root(uri=FileUrl(uri), name=uri.rstrip("/").rsplit("/", 1)[-1] or uri)
+            for uri in roots
+        ]
+    )
+
+
+def _refuse(message: str) -> types.ErrorData:
+    log.info("%s", message)
+    return types.ErrorData(code=types.INVALID_REQUEST, message=message)

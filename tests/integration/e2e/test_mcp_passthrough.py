@@ -1,0 +1,303 @@
+"""The gateway passes MCP through: progress, roots, sampling, elicitation and resources, with real npm servers.
+
+Upstream clients are the SDK's ClientSession over streamable HTTP against the real
+gateway; downstream are `@modelcontextprotocol/server-everything` and `-filesystem`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, types
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.integration.e2e.conftest import E2EStack, stack_fixture, wait_until
+from tests.integration.mcp_servers import everything_server, filesystem_server
+
+
+def _servers(tmp: Path) -> dict[str, Any]:
+    for name in ("granted", "other", "own"):
+        (tmp / name).mkdir(exist_ok=True)
+    return {
+        "everything": everything_server(roots=[str(tmp / "granted")]),
+        # Started with two directories; the configured root narrows it to one.
+        "files": filesystem_server(tmp / "granted", tmp / "other", roots=[str(tmp / "granted")]),
+        # No roots configured: the server keeps the directory it was started with.
+        "ownfiles": filesystem_server(tmp / "own"),
+    }
+
+
+stack = stack_fixture(_servers, learning=False)
+
+SAMPLING_TOOL = "everything:trigger-sampling-request"
+ELICITATION_TOOL = "everything:trigger-elicitation-request"
+
+
+@pytest.fixture(scope="module")
+def ready(stack: E2EStack) -> E2EStack:
+    """The stack once server-everything's capability-dependent tools are synced too."""
+
+    def synced() -> bool:
+        with stack.client() as client:
+            ids = {t["id"] for t in client.get("/v1/tools").json()["tools"] if t["available"]}
+        return {SAMPLING_TOOL, ELICITATION_TOOL} <= ids
+
+    wait_until(synced, what="server-everything's conditional tools synced")
+    return stack
+
+
+def _structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    if result.structured_content:
+        data: dict[str, Any] = result.structured_content
+        return data.get("result", data) if set(data) == {"result"} else data
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return dict(json.loads(block.text))
+
+
+@asynccontextmanager
+async def _client(stack: E2EStack, **callbacks: Any) -> AsyncIterator[ClientSession]:
+    async with (
+        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
+        ClientSession(read, write, **callbacks) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _execute(session: ClientSession, code: str, **extra: Any) -> dict[str, Any]:
+    return _structured(await session.call_tool("execute_code", {"code": code}, **extra))
+
+
+def _sse_events(stack: E2EStack, execution_id: str) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    with (
+        stack.client() as client,
+        client.stream("GET", f"/v1/executions/{execution_id}/events") as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.split(":", 1)[1])))
+                if name == "execution.finished":
+                    break
+    return events
+
+
+async def test_downstream_progress_reaches_the_mcp_caller_parented_to_its_tool_call(
+    ready: E2EStack,
+) -> None:
+    code = """
+progress("before", done=0, total=1)
+return await mcp.everything["trigger-long-running-operation"](duration=0.6, steps=3)
+"""
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with _client(ready) as session:
+        ran = await _execute(session, code, progress_callback=on_progress)
+    assert ran["status"] == "succeeded", ran
+    assert "Steps: 3" in json.dumps(ran["result"])
+    tool_reports = [(p, t, m) for p, t, m in seen if m and m.startswith("everything:")]
+    assert tool_reports == [
+        (float(i), 3.0, f"everything:trigger-long-running-operation call-1: {i}/3")
+        for i in (1, 2, 3)
+    ]
+    assert seen[0][2] == "before"  # the code's own progress still arrives as before
+
+    progress_events = [e for name, e in _sse_events(ready, ran["id"]) if name == "tool_progress"]
+    assert [(e["call_id"], e["tool"], e["progress"], e["total"]) for e in progress_events] == [
+        ("call-1", "everything:trigger-long-running-operation", i, 3) for i in (1, 2, 3)
+    ]
+
+
+async def test_roots_are_answered_from_the_config_and_honoured(ready: E2EStack) -> None:
+    code = """
+return {
+    "files": await mcp.files.list_allowed_directories(),
+    "own": await mcp.ownfiles.list_allowed_directories(),
+    "roots": await mcp.everything["get-roots-list"](),
+}
+"""
+    with ready.client() as client:
+        ran = client.post("/v1/executions", params={"wait": "true"}, json={"code": code}).json()
+    assert ran["status"] == "succeeded", ran
+    tmp = ready.tmp
+    files, own = json.dumps(ran["result"]["files"]), json.dumps(ran["result"]["own"])
+    # The filesystem server replaced its two start-up directories with the configured root.
+    assert str(tmp / "granted") in files and str(tmp / "other") not in files
+    # Without configured roots a server keeps its own directories (nothing is widened).
+    assert str(tmp / "own") in own
+    assert (tmp / "granted").as_uri() in json.dumps(ran["result"]["roots"])
+
+
+async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
+    ready: E2EStack,
+) -> None:
+    asked: list[types.CreateMessageRequestParams] = []
+
+    async def sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked.append(params)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="forty-two, from the test client"),
+            model="test-model",
+        )
+
+    code = 'return await mcp.everything["trigger-sampling-request"](prompt="meaning of life", maxTokens=20)'
+    async with _client(ready, sampling_callback=sampling) as session:
+        ran = await _execute(session, code)
+    assert ran["status"] == "succeeded", ran
+    assert "forty-two, from the test client" in json.dumps(ran["result"])
+    assert len(asked) == 1
+    prompt = asked[0].messages[0].content
+    assert isinstance(prompt, types.TextContent) and "meaning of life" in prompt.text
+    origin = (asked[0].meta or {}).get("agentcards/origin")
+    assert origin == {
+        "server": "everything",
+        "tool": SAMPLING_TOOL,
+        "call_id": "call-1",
+        "execution_id": ran["id"],
+    }
+
+
+async def test_elicitation_reaches_the_client_and_its_answer_reaches_the_tool(
+    ready: E2EStack,
+) -> None:
+    messages: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        messages.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
+
+    code = 'return await mcp.everything["trigger-elicitation-request"]()'
+    async with _client(ready, elicitation_callback=elicitation) as session:
+        ran = await _execute(session, code)
+    assert ran["status"] == "succeeded", ran
+    assert messages and "provide inputs" in messages[0]
+    assert "Ada Lovelace" in json.dumps(ran["result"])
+
+
+REFUSAL_CODE = """
+try:
+    await mcp.everything["trigger-sampling-request"](prompt="hello", maxTokens=5)
+except Exception as exc:  # ToolCallError
+    return {"type": exc.type, "message": exc.message}
+"""
+
+
+async def test_sampling_is_refused_for_a_client_without_the_capability(ready: E2EStack) -> None:
+    async with _client(ready) as session:
+        ran = await _execute(session, REFUSAL_CODE)
+    assert ran["status"] == "succeeded", ran["error"]
+    assert ran["result"]["type"] == "tool_error"
+    assert "did not declare the sampling capability" in ran["result"]["message"]
+
+
+async def test_sampling_is_refused_for_a_rest_caller(ready: E2EStack) -> None:
+    with ready.client() as client:
+        ran = client.post(
+            "/v1/executions", params={"wait": "true"}, json={"code": REFUSAL_CODE}
+        ).json()
+    assert ran["status"] == "succeeded", ran
+    assert "no MCP client is waiting on this execution" in ran["result"]["message"]
+
+
+STATIC_DOC = "demo://resource/static/document/architecture.md"
+
+
+async def test_resources_are_listed_and_read_through_the_gateways_mcp_server(
+    ready: E2EStack,
+) -> None:
+    async with _client(ready) as session:
+        listed = (await session.list_resources()).resources
+        templates = (await session.list_resource_templates()).resource_templates
+        gateway_uri = f"agentcards://everything/{STATIC_DOC}"
+        assert gateway_uri in [str(r.uri) for r in listed]
+        assert all(r.name.startswith("everything:") for r in listed)
+        assert "agentcards://everything/demo://resource/dynamic/text/{resourceId}" in [
+            t.uri_template for t in templates
+        ]
+        read = await session.read_resource(gateway_uri)
+        content = read.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert str(content.uri) == gateway_uri and len(content.text) > 100
+        with pytest.raises(Exception, match="agentcards://<server>/"):
+            await session.read_resource(STATIC_DOC)
+
+
+async def test_resources_are_listed_and_read_over_rest(ready: E2EStack) -> None:
+    with ready.client() as client:
+        listed = client.get("/v1/resources").json()
+        assert {"server": "everything", "uri": STATIC_DOC} in [
+            {"server": r["server"], "uri": r["uri"]} for r in listed["resources"]
+        ]
+        read = client.get("/v1/resources/read", params={"server": "everything", "uri": STATIC_DOC})
+        assert read.status_code == 200 and read.json()["contents"][0]["uri"] == STATIC_DOC
+        missing = client.get(
+            "/v1/resources/read", params={"server": "everything", "uri": "demo://nope"}
+        )
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+        unknown = client.get("/v1/resources/read", params={"server": "nowhere", "uri": STATIC_DOC})
+        assert unknown.status_code == 404 and "nowhere" in unknown.json()["error"]["message"]
+
+
+def test_code_reads_a_resource_and_needs_the_server_in_scope(ready: E2EStack) -> None:
+    code = """
+links = await mcp.everything["get-resource-links"](count=1)
+doc = await mcp.everything.read_resource(args["uri"])
+return {"text": doc["contents"][0]["text"][:40], "links": links}
+"""
+    scoped = """
+try:
+    await mcp.everything.read_resource(args["uri"])
+except Exception as exc:  # ToolCallError
+    return exc.type
+"""
+    with ready.client() as client:
+        ran = client.post(
+            "/v1/executions",
+            params={"wait": "true"},
+            json={"code": code, "args": {"uri": STATIC_DOC}},
+        ).json()
+        assert ran["status"] == "succeeded", ran
+        assert ran["result"]["text"]
+        refused = client.post(
+            "/v1/executions",
+            params={"wait": "true"},
+            json={
+                "code": scoped,
+                "args": {"uri": STATIC_DOC},
+                "tools": ["files:list_allowed_directories"],
+            },
+        ).json()
+    assert refused["status"] == "succeeded", refused
+    assert refused["result"] == "tool_not_allowed"
+
+
+async def test_the_gateway_declares_resources_and_lists_every_servers(ready: E2EStack) -> None:
+    async with (
+        streamable_http_client(f"{ready.gateway_url}/mcp") as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        initialized = await session.initialize()
+    assert initialized.capabilities.resources is not None
+    with ready.client() as client:
+        listed = client.get("/v1/resources").json()
+    assert listed["errors"] == {}  # servers without resources (filesystem) list none
+    assert {r["server"] for r in listed["resources"]} == {"everything"}

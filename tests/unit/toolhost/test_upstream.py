@@ -1,0 +1,39 @@
+"""Which execution a downstream server's sampling or elicitation request is relayed to."""
+
+from __future__ import annotations
+
+from services.toolhost.upstream import CallContext, InflightCalls, roots_result
+
+
+def test_a_lone_call_owns_the_request() -> None:
+    inflight = InflightCalls()
+    call = CallContext("e1", "everything:trigger-sampling-request", "call-1")
+    with inflight.track(call):
+        assert inflight.owner() == call
+    assert inflight.owner() == "no tool call is in flight on this server"
+
+
+def test_several_calls_of_one_execution_name_the_execution_only() -> None:
+    inflight = InflightCalls()
+    with (
+        inflight.track(CallContext("e1", "s:a", "call-1")),
+        inflight.track(CallContext("e1", "s:b", "call-2")),
+    ):
+        owner = inflight.owner()
+    assert isinstance(owner, CallContext)
+    assert (owner.execution_id, owner.trace_call_id) == ("e1", None)
+
+
+def test_calls_of_two_executions_make_the_request_ambiguous() -> None:
+    inflight = InflightCalls()
+    with inflight.track(CallContext("e1", "s:a")), inflight.track(CallContext("e2", "s:a")):
+        owner = inflight.owner()
+    assert isinstance(owner, str) and "2 executions" in owner
+
+
+def test_roots_are_named_by_their_last_path_part() -> None:
+    result = roots_result(["file:///srv/data/", "file:///home/ada"])
+    assert [(str(r.uri), r.name) for r in result.roots] == [
+        ("file:///srv/data/", "data"),
+        ("file:///home/ada", "ada"),
+    ]
