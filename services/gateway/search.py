@@ -10,9 +10,10 @@ from typing import Any
 
 from anyio import to_thread
 from psycopg_pool import PoolClosed
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from services.gateway.config import GatewayState
+from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
 from shared.inputs import RequestModel
@@ -29,6 +30,14 @@ class ToolSearchRequest(RequestModel):
     query: str = Field(min_length=1, max_length=2000)
     limit: int = Field(default=10, ge=1, le=100)
     context_tools: list[str] = Field(default_factory=list, description="tools already in use")
+
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
+        if not value.strip():
+            raise ValueError("query must contain words (it is empty or only whitespace)")
+        return value
 
 
 class QueryEmbeddings:
@@ -75,14 +84,24 @@ def warm_up(state: GatewayState) -> None:
 
 
 async def search_tools(
-    state: GatewayState, *, query: str, limit: int, context_tools: Sequence[str] = ()
+    state: GatewayState,
+    *,
+    query: str,
+    limit: int,
+    context_tools: Sequence[str] = (),
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[dict[str, Any]]:
-    """Best tools for a task in words: semantic + lexical + graph signals, each hit explained."""
+    """Best tools for a task in words: semantic, words, graph and the tenant's past runs."""
     embedder = get_embedder(state.settings)
     vectors = await to_thread.run_sync(QUERY_EMBEDDINGS.get, embedder, query)
     return await to_thread.run_sync(
         lambda: _search(
-            state, query=query, vectors=vectors, limit=limit, context_tools=context_tools
+            state,
+            query=query,
+            vectors=vectors,
+            limit=limit,
+            context_tools=context_tools,
+            tenant_id=tenant_id,
         )
     )
 
@@ -94,6 +113,7 @@ def _search(
     vectors: list[list[float]],
     limit: int,
     context_tools: Sequence[str],
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[dict[str, Any]]:
     """``hybrid_tool_search`` on a pooled connection, given ``[query, *clauses]`` vectors."""
     # Read-only: in autocommit, the search is two round trips without BEGIN/COMMIT.
@@ -105,4 +125,5 @@ def _search(
             clause_embeddings=vectors[1:],
             limit=limit,
             context_tools=context_tools,
+            tenant_id=tenant_id,
         )

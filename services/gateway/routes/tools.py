@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.gateway.deps import State
+from services.gateway.deps import CurrentPrincipal, State
 from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
 from shared.tools import store as tools_store
@@ -23,10 +23,16 @@ def list_tools(state: State) -> dict[str, Any]:
 
 
 @router.post("/tools/search", summary="Find tools for a task described in words")
-async def search_tools(state: State, body: ToolSearchRequest) -> dict[str, Any]:
-    """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
+async def search_tools(
+    state: State, principal: CurrentPrincipal, body: ToolSearchRequest
+) -> dict[str, Any]:
+    """Hybrid search: semantic, words, graph and the tenant's past runs; each hit says why."""
     hits = await run_search(
-        state, query=body.query, limit=body.limit, context_tools=body.context_tools
+        state,
+        query=body.query,
+        limit=body.limit,
+        context_tools=body.context_tools,
+        tenant_id=principal.tenant_id,
     )
     return {"query": body.query, "hits": hits}
 
