@@ -12,7 +12,7 @@ worker does; the test half is searched after 0, 10, 25 and 50 % of all requests.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -208,7 +208,7 @@ def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 
 def fit_one(
-    sets: dict[str, tuple[Sequence[Judged], dict[str, str], str]],
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
     *,
     base: dict[str, float],
     feature: str,

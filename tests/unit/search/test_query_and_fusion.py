@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from shared.search.fusion import explain
 from shared.search.lexical import idf
 from shared.search.query import MAX_CLAUSES, lexeme_words, query_clauses
