@@ -45,6 +45,4 @@ def test_explain_names_the_signals() -> None:
     assert "semantic similarity 0.61" in why
     assert "pdf, report" in why
     assert "often follows fs:read_file" in why
-    assert explain(
-        semantic=None, matched_words=[], graph_reasons=[], pagerank_share=0, learned=0
-    )
+    assert explain(semantic=None, matched_words=[], graph_reasons=[], pagerank_share=0, learned=0)
