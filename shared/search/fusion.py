@@ -17,14 +17,14 @@ FEATURES = ("clause", "name", "description", "params", "server", "graph", "pager
 # baseline (deploy/bench/search_fit.py); the held-out splits are reported after. Dense
 # similarity has weight 1, so all-zero weights are exactly the dense ranking.
 WEIGHTS: dict[str, float] = {
-    "clause": 0.0,
-    "name": 0.0,
-    "description": 0.0,
-    "params": 0.0,
-    "server": 0.0,
+    "clause": 0.3,
+    "name": 0.08,
+    "description": 0.2,
+    "params": 0.08,
+    "server": 0.3,
     "graph": 0.0,
     "pagerank": 0.0,
-    "learned": 0.0,
+    "learned": 0.3,
 }
 
 
