@@ -71,10 +71,13 @@ def fit(
     sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
     *,
     features: Sequence[str] = FEATURES,
+    base: Mapping[str, float] | None = None,
+    grid: Sequence[float] = GRID,
 ) -> dict[str, float]:
     """Weights maximising Σ metrics over sets with no set's metric below its dense baseline.
 
-    ``sets``: name → (judged tuning queries, tool id → gold key, scoring).
+    ``sets``: name → (judged tuning queries, tool id → gold key, scoring); ``features`` are
+    fitted from 0, the others kept at ``base`` (default 0).
     """
     floors = {name: dense_metrics(j, scoring=s) for name, (j, _, s) in sets.items()}
 
@@ -87,13 +90,13 @@ def fit(
             total += sum(got.values())
         return total
 
-    weights = {f: 0.0 for f in FEATURES}
+    weights = {f: 0.0 if f in features else (base or {}).get(f, 0.0) for f in FEATURES}
     best = objective(weights)
     best = best if best is not None else float("-inf")
     for _ in range(PASSES):
         moved = False
         for feature in features:
-            for value in GRID:
+            for value in grid:
                 trial = {**weights, feature: value}
                 score = objective(trial)
                 if score is not None and score > best + 1e-9:

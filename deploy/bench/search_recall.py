@@ -12,7 +12,7 @@ worker does; the test half is searched after 0, 10, 25 and 50 % of all requests.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from deploy.bench.search_sets import Query, SearchSet
 from shared.db import connect
 from shared.embeddings import Embedder
 from shared.learning.ingest import ingest_executions
-from shared.search.fusion import FEATURES, WEIGHTS
+from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, gather_evidence
 
 TENANT = "bench"
@@ -198,28 +198,13 @@ def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         name: (r["_judged"]["zero"]["tune"], r["_judged"]["key"], r["_judged"]["scoring"])
         for name, r in results.items()
     }
-    weights = fit(zero, features=[f for f in FEATURES if f != "learned"])
+    # Graph and PageRank are fixed (fusion.UNMEASURED): no set has context tools or a graph.
+    measured = [f for f in FEATURES if f != "learned" and f not in UNMEASURED]
+    weights = fit(zero, features=measured, base=UNMEASURED)
     learned_sets = {}
     for name, r in results.items():
         point = r["_judged"]["curve"][-1]["judged"]
         tune = [j for j, q in zip(point, r["_judged"]["test"], strict=True) if q.split == "tune"]
         learned_sets[name] = (tune, r["_judged"]["key"], r["_judged"]["scoring"])
-    return fit_one(learned_sets, base=weights, feature="learned")
-
-
-def fit_one(
-    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
-    *,
-    base: dict[str, float],
-    feature: str,
-) -> dict[str, float]:
-    """``fit`` of one feature with the others held at ``base``."""
-    best, best_score = base, float("-inf")
-    for value in LEARNED_GRID:
-        trial = {**base, feature: value}
-        score = sum(
-            sum(evaluate(j, weights=trial, key=k, scoring=s).values()) for j, k, s in sets.values()
-        )
-        if score > best_score + 1e-9:
-            best, best_score = trial, score
-    return best
+    # The learned vote under the same rule: never below dense on any set's tuning queries.
+    return fit(learned_sets, features=["learned"], base=weights, grid=LEARNED_GRID)
