@@ -93,9 +93,7 @@ def build_mcp_server(get_state: Callable[[], GatewayState]) -> MCPServer:
     async def search_tools(
         query: str, limit: int = 10, context_tools: list[str] | None = None
     ) -> dict[str, Any]:
-        if not query.strip():
-            raise mcp_error(ValidationFailed("query must not be empty"))
-        try:
+        try:  # a blank query is refused by the model, as over REST, naming the field
             body = ToolSearchRequest(
                 query=query, limit=max(1, min(limit, 50)), context_tools=context_tools or []
             )
