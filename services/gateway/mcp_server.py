@@ -18,7 +18,7 @@ from services.gateway.errors import mcp_error
 from services.gateway.executions import submit_execution, wait_for_finish
 from services.gateway.search import ToolSearchRequest
 from services.gateway.search import search_tools as run_search
-from shared.errors import AgentCardsError, NotFound, ValidationFailed
+from shared.errors import AgentCardsError, NotFound
 from shared.executions.models import ExecutionRequest, view_from_row
 from shared.executions.store import get_execution
 
