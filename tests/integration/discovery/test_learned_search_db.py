@@ -128,7 +128,7 @@ def test_hit_says_it_was_used_before(conn: Conn, embedder: Embedder) -> None:
 def test_failed_tool_calls_count_against(conn: Conn, embedder: Embedder) -> None:
     tool = "time:get_current_time"
     before = hits(conn, embedder, "what time is it in Tokyo")
-    assert list(before)[0] == tool
+    assert next(iter(before)) == tool
     for _ in range(3):
         run(
             conn,
