@@ -21,6 +21,7 @@ from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import hybrid_tool_search
 from shared.search.lexical import WORD_INDEXES
 from tests.integration.discovery.helpers import insert_tool
+from tests.integration.learning.test_ingest_batch_db import trace
 
 Conn = psycopg.Connection[dict[str, Any]]
 # The memory server's tools, as it describes them: "remember a fact about a person" is far
@@ -65,14 +66,7 @@ def run(
     capability_id: str | None = None,
 ) -> str:
     """A finished execution with these tool calls, ingested as the learning worker does."""
-    events: list[dict[str, Any]] = []
-    for n, (tool, ok) in enumerate(calls):
-        base = {"call_id": f"c{n}", "tool": tool, "parent": None}
-        events.append({"type": "tool_start", **base, "ts": 1.0 + n})
-        events.append(
-            {"type": "tool_end", **base, "ts": 1.5 + n, "duration_ms": 1.0, "ok": ok,
-             "error": None if ok else {"type": "tool_error", "message": "boom"}}
-        )  # fmt: skip
+    events = trace(*calls)
     code = f"# {uuid.uuid4().hex}\n" + "\n".join(f"await mcp.{t}()" for t, _ in calls)
     row = conn.execute(
         "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, duration_ms, "
@@ -149,28 +143,38 @@ def test_a_run_without_intent_teaches_nothing(conn: Conn, embedder: Embedder) ->
     assert conn.execute("SELECT count(*) AS n FROM intent_tools").fetchone() == {"n": 0}
 
 
+def capability_of(conn: Conn, execution_id: str) -> str:
+    """The capability an execution's run was saved as (same code)."""
+    row = conn.execute(
+        "SELECT c.id FROM capabilities AS c JOIN executions AS e ON e.code = c.code WHERE e.id = %s",
+        (execution_id,),
+    ).fetchone()
+    assert row is not None
+    return str(row["id"])
+
+
+def rerun(conn: Conn, embedder: Embedder, *, capability_id: str, intent: str) -> None:
+    """The note-writing capability run again, asked for in other words."""
+    run(
+        conn,
+        embedder,
+        intent=intent,
+        calls=[("filesystem:write_file", True)],
+        capability_id=capability_id,
+    )
+
+
 def test_capability_keeps_distinct_phrasings_once(conn: Conn, embedder: Embedder) -> None:
     first = run(
         conn, embedder, intent="save a note to a file", calls=[("filesystem:write_file", True)]
     )
-    capability = conn.execute(
-        "SELECT c.id FROM capabilities AS c JOIN executions AS e ON e.code = c.code WHERE e.id = %s",
-        (first,),
-    ).fetchone()
-    assert capability is not None
-    capability_id = str(capability["id"])
+    capability_id = capability_of(conn, first)
     for intent in (
         "write my notes into a text file on disk",  # new phrasing: kept
         "write my notes into a text file on disk.",  # the same again: dropped
         "save a note to a file",  # the capability's own intent: dropped
     ):
-        run(
-            conn,
-            embedder,
-            intent=intent,
-            calls=[("filesystem:write_file", True)],
-            capability_id=capability_id,
-        )
+        rerun(conn, embedder, capability_id=capability_id, intent=intent)
     assert aliases_of(conn, capability_id=capability_id) == [
         "write my notes into a text file on disk"
     ]
@@ -180,24 +184,14 @@ def test_matching_scores_the_best_alias(conn: Conn, embedder: Embedder) -> None:
     first = run(
         conn, embedder, intent="save a note to a file", calls=[("filesystem:write_file", True)]
     )
-    capability = conn.execute(
-        "SELECT c.id FROM capabilities AS c JOIN executions AS e ON e.code = c.code WHERE e.id = %s",
-        (first,),
-    ).fetchone()
-    assert capability is not None
+    capability_id = capability_of(conn, first)
     query = embedder.embed(["persist the meeting minutes as a document"])[0]
     own = np.asarray(embedder.embed(["save a note to a file"])[0])
     alias = "persist the meeting minutes to a document on disk"
     before = match_capabilities(conn, intent_embedding=query, limit=1)
-    run(
-        conn,
-        embedder,
-        intent=alias,
-        calls=[("filesystem:write_file", True)],
-        capability_id=str(capability["id"]),
-    )
+    rerun(conn, embedder, capability_id=capability_id, intent=alias)
     after = match_capabilities(conn, intent_embedding=query, limit=1)
-    assert after["capabilities"] and after["capabilities"][0]["id"] == str(capability["id"])
+    assert after["capabilities"] and after["capabilities"][0]["id"] == capability_id
     assert after["capabilities"][0]["semantic_score"] > float(own @ np.asarray(query))
     assert (
         not before["capabilities"]
