@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -36,6 +36,7 @@ from shared.db import connect, migrate
 from shared.embeddings import Embedder, get_embedder
 from shared.graph.metrics import compute_metrics
 from shared.offline import go_offline
+from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 
 KS = (5, 10, 20)
@@ -104,11 +105,6 @@ def load_tasks(directory: Path, *, names: set[str]) -> list[Task]:
     return tasks
 
 
-def recall_at(ranked_names: Sequence[str], gold: frozenset[str], k: int) -> float:
-    """Share of the gold tool names among the first k results."""
-    return len(gold & set(ranked_names[:k])) / len(gold)
-
-
 @contextmanager
 def bench_database(settings: Settings | None = None) -> Iterator[tuple[str, Settings]]:
     """A fresh migrated database (on AGENTCARDS_DATABASE_URL's server, else an embedded one)."""
@@ -150,51 +146,6 @@ def index_tools(
             ],
         )
     conn.commit()
-
-
-def recall_benchmark(
-    conn: psycopg.Connection[Any],
-    *,
-    embedder: Embedder,
-    tools: Sequence[Tool],
-    tasks: Sequence[Task],
-) -> dict[str, Any]:
-    """recall@k of the plain dense baseline and of hybrid search, averaged over tasks.
-
-    The baseline is sentence-transformers' own float32 ``encode`` on both sides, as the
-    issue defines it; hybrid search indexes and embeds the way the toolhost and the
-    gateway do (``Embedder.embed`` / ``embed_query``).
-    """
-    docs = [f"{t.name}: {t.description}" for t in tools]
-    index_tools(conn, tools=tools, vectors=np.asarray(embedder.embed(docs), np.float32))
-    vectors = np.asarray(embedder.encode_reference(docs), np.float32)
-    names = [t.name for t in tools]
-    baseline = {k: 0.0 for k in KS}
-    hybrid = {k: 0.0 for k in KS}
-    for task in tasks:
-        plain = np.asarray(embedder.encode_reference([task.question])[0], np.float32)
-        order = np.argsort(-(vectors @ plain))
-        query_vectors = embedder.embed_query(embed_texts_for_query(task.question))
-        dense = [names[i] for i in order[: max(KS)]]
-        hits = hybrid_tool_search(
-            conn,
-            query=task.question,
-            query_embedding=query_vectors[0],
-            clause_embeddings=query_vectors[1:],
-            limit=max(KS),
-        )
-        found = [h["name"] for h in hits]
-        for k in KS:
-            baseline[k] += recall_at(dense, task.gold, k)
-            hybrid[k] += recall_at(found, task.gold, k)
-    n = max(1, len(tasks))
-    return {
-        "tasks": len(tasks),
-        "tools": len(tools),
-        "baseline_dense": {f"recall@{k}": round(v / n, 3) for k, v in baseline.items()},
-        "hybrid": {f"recall@{k}": round(v / n, 3) for k, v in hybrid.items()},
-        "delta": {f"recall@{k}": round((hybrid[k] - baseline[k]) / n, 3) for k in KS},
-    }
 
 
 def latency_benchmark(
@@ -344,18 +295,26 @@ def run(
     latency_queries: int = LATENCY_QUERIES,
 ) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
-    directory = data_dir()
-    tools = load_catalogue(directory)
-    tasks = load_tasks(directory, names={t.name for t in tools})[:max_tasks]
+    from deploy.bench.search_recall import fitted_weights, run_set
+    from deploy.bench.search_sets import all_sets
+
     embedder = get_embedder(Settings())
-    out: dict[str, Any] = {
-        "benchmark": "search",
-        "dataset": "LiveMCPBench dev",
-        "model": embedder.model_name,
+    out: dict[str, Any] = {"benchmark": "search", "model": embedder.model_name}
+    results = {}
+    for dataset in all_sets():
+        if max_tasks is not None:
+            dataset = replace(dataset, queries=dataset.queries[:max_tasks])
+        results[dataset.name] = run_set(embedder=embedder, dataset=dataset)
+    out["weights_in_use"] = dict(WEIGHTS)
+    # What the tuning splits fit now; equal to weights_in_use when the code is up to date.
+    out["weights_fitted"] = fitted_weights(results)
+    out["sets"] = {
+        name: {k: v for k, v in r.items() if k != "_judged"} for name, r in results.items()
     }
-    with bench_database() as (url, _settings), connect(url) as conn:
-        out["recall"] = recall_benchmark(conn, embedder=embedder, tools=tools, tasks=tasks)
     if latency_tools > 0:
+        directory = data_dir()
+        tools = load_catalogue(directory)
+        tasks = load_tasks(directory, names={t.name for t in tools})[:max_tasks]
         with bench_database() as (url, _settings), connect(url) as conn:
             out["latency"] = latency_benchmark(
                 conn,

@@ -169,7 +169,7 @@ def build_mcp_server(
         query: Query, ctx: Context, limit: Limit = 10, context_tools: ContextTools = None
     ) -> ToolSearchResponse:
         principal = await principal_of(ctx)
-        try:
+        try:  # a blank query is refused by the model, as over REST, naming the field
             body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
         except ValidationError as exc:
             raise mcp_error(exc) from exc
@@ -180,7 +180,7 @@ def build_mcp_server(
             args=body.model_dump(mode="json"),
             details={"kind": "tools"},
         )
-        return await search_response(get_state(), body=body)
+        return await search_response(get_state(), body=body, tenant_id=principal.tenant_id)
 
     @server.tool(
         name="get_execution",

@@ -10,9 +10,10 @@ from typing import Any
 
 from anyio import to_thread
 from psycopg_pool import PoolClosed
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from services.gateway.config import GatewayState
+from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
 from shared.inputs import RequestModel
@@ -65,6 +66,14 @@ class ToolSearchResponse(BaseModel):
     query: str
     hits: list[ToolHit]
 
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
+        if not value.strip():
+            raise ValueError("query must contain words (it is empty or only whitespace)")
+        return value
+
 
 class QueryEmbeddings:
     """A small LRU of search-request embeddings ([query, *clauses]) per model."""
@@ -110,22 +119,38 @@ def warm_up(state: GatewayState) -> None:
 
 
 async def search_tools(
-    state: GatewayState, *, query: str, limit: int, context_tools: Sequence[str] = ()
+    state: GatewayState,
+    *,
+    query: str,
+    limit: int,
+    context_tools: Sequence[str] = (),
+    tenant_id: str,
 ) -> list[dict[str, Any]]:
-    """Best tools for a task in words: semantic + lexical + graph signals, each hit explained."""
+    """Best tools for a task in words: semantic, words, graph and the tenant's past runs."""
     embedder = get_embedder(state.settings)
     vectors = await to_thread.run_sync(QUERY_EMBEDDINGS.get, embedder, query)
     return await to_thread.run_sync(
         lambda: _search(
-            state, query=query, vectors=vectors, limit=limit, context_tools=context_tools
+            state,
+            query=query,
+            vectors=vectors,
+            limit=limit,
+            context_tools=context_tools,
+            tenant_id=tenant_id,
         )
     )
 
 
-async def search_response(state: GatewayState, *, body: ToolSearchRequest) -> ToolSearchResponse:
+async def search_response(
+    state: GatewayState, *, body: ToolSearchRequest, tenant_id: str
+) -> ToolSearchResponse:
     """``search_tools`` for a request, as the one response model REST and MCP both return."""
     hits = await search_tools(
-        state, query=body.query, limit=body.limit, context_tools=body.context_tools
+        state,
+        query=body.query,
+        limit=body.limit,
+        context_tools=body.context_tools,
+        tenant_id=tenant_id,
     )
     return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])
 
@@ -137,6 +162,7 @@ def _search(
     vectors: list[list[float]],
     limit: int,
     context_tools: Sequence[str],
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[dict[str, Any]]:
     """``hybrid_tool_search`` on a pooled connection, given ``[query, *clauses]`` vectors."""
     # Read-only: in autocommit, the search is two round trips without BEGIN/COMMIT.
@@ -148,4 +174,5 @@ def _search(
             clause_embeddings=vectors[1:],
             limit=limit,
             context_tools=context_tools,
+            tenant_id=tenant_id,
         )

@@ -102,14 +102,32 @@ def graph_nodes(conn: Conn, *, tenant_id: str) -> list[Row]:
 
 
 def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n: int) -> list[Row]:
-    """The ``n`` capabilities whose intent is semantically closest, with ``semantic`` similarity."""
+    """The ``n`` capabilities whose intent or an alias of it (``capability_aliases``) is
+    semantically closest, with the best ``semantic`` similarity and the ``phrasing`` it was."""
+    # Two HNSW scans side by side (own intents, aliases), then the best per capability.
     return conn.execute(
         """
-        SELECT id, name, description, intent, code, parameters_schema, success_rate,
-               usage_count, tools_used, 1 - (intent_embedding <=> %(q)s) AS semantic
-          FROM capabilities
-         WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-         ORDER BY intent_embedding <=> %(q)s
+        WITH hits AS (
+            (SELECT id AS capability_id, intent AS phrasing,
+                    1 - (intent_embedding <=> %(q)s) AS semantic
+               FROM capabilities
+              WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
+              ORDER BY intent_embedding <=> %(q)s
+              LIMIT %(n)s)
+            UNION ALL
+            (SELECT capability_id, intent, 1 - (intent_embedding <=> %(q)s)
+               FROM capability_aliases
+              WHERE tenant_id = %(tenant)s
+              ORDER BY intent_embedding <=> %(q)s
+              LIMIT %(n)s)
+        ), best AS (
+            SELECT DISTINCT ON (capability_id) capability_id, phrasing, semantic
+              FROM hits ORDER BY capability_id, semantic DESC
+        )
+        SELECT c.id, c.name, c.description, c.intent, c.code, c.parameters_schema,
+               c.success_rate, c.usage_count, c.tools_used, b.semantic, b.phrasing
+          FROM best AS b JOIN capabilities AS c ON c.id = b.capability_id
+         ORDER BY b.semantic DESC, c.id
          LIMIT %(n)s
         """,
         {"q": np.asarray(intent_embedding, dtype=np.float32), "tenant": tenant_id, "n": n},

@@ -34,6 +34,7 @@ from shared.learning.feedback import (
     rerun_outcomes,
     suggestions_for,
 )
+from shared.learning.intents import learn_intents
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
@@ -132,6 +133,9 @@ def _apply(
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
     _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
+    learn_intents(
+        conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
+    )
 
     edges: dict[str, list[Edge]] = {}
     for row in rows:

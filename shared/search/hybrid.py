@@ -1,16 +1,19 @@
-"""Hybrid tool search: dense (pgvector HNSW) + IDF-weighted full text + graph, by weighted RRF."""
+"""Hybrid tool search: dense (pgvector HNSW) plus fields' words, graph and learned votes, fused."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
 
-from shared.search.fusion import Signal, explain, fuse
+from shared.config import DEFAULT_TENANT
+from shared.search.fusion import WEIGHTS, explain, fuse
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
+from shared.search.learned import nearest_intents_query, tool_votes
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
     WORD_INDEXES,
@@ -22,14 +25,9 @@ from shared.search.pageranks import PAGERANK_VERSION_SQL, PAGERANKS, pagerank_ve
 from shared.search.query import query_clauses
 from shared.tools.store import get_tools
 
-# Each signal contributes its top candidates; 50 is well past where RRF (k=10) gives a
-# tool a meaningful share, and it bounds the HNSW search (ef_search is raised to it).
+# Each text signal contributes its top candidates; 50 bounds the HNSW search (ef_search
+# is raised to it) and is well past where a tool can still reach the top 10.
 MIN_CANDIDATES = 50
-# Weights tuned on the LiveMCPBench dev set (see deploy/bench/search.py): the whole
-# query's embedding, its clauses' embeddings and the lexical match count alike; the
-# graph counts as much when the caller gives context tools; PageRank is a weak prior
-# that only reorders near-ties (central tools are a little more likely).
-WEIGHTS = {"semantic": 1.0, "clauses": 1.0, "lexical": 1.0, "graph": 1.0, "pagerank": 0.2}
 # Details are read for this many tools past ``limit``, in case some were just deleted.
 DETAIL_SPARES = 5
 # Tools whose server is down or left the configuration: never recommended (partial
@@ -39,34 +37,38 @@ UNAVAILABLE_SQL = "SELECT coalesce(array_agg(id), '{}') AS ids FROM tools WHERE 
 Row = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a search knows about its candidates before fusing: one number per feature."""
+
+    dense: dict[str, float]  # the query's cosine, dense top list only
+    features: dict[str, dict[str, float]]  # tool → fusion.FEATURES → value (0s left out)
+    lexical: dict[str, LexicalHit]
+    graph: GraphScores
+    pageranks: dict[str, float]
+    clause_best: dict[str, float]
+
+
 def embed_texts_for_query(query: str) -> list[str]:
     """What to embed for a search (``Embedder.embed_query``): the query itself, then its clauses."""
     return [query, *query_clauses(query)]
 
 
-def hybrid_tool_search(
+def gather_evidence(
     conn: psycopg.Connection[Any],
     *,
     query: str,
     query_embedding: list[float],
-    limit: int,
+    tenant_id: str = DEFAULT_TENANT,
     context_tools: Sequence[str] = (),
     clause_embeddings: Sequence[list[float]] = (),
-) -> list[Row]:
-    """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
-
-    ``clause_embeddings`` are optional embeddings of ``query_clauses(query)``
-    (see ``embed_texts_for_query``): multi-step requests find one tool per step
-    much better with them. Empty graph, no FTS match or no embeddings: the other
-    signals still rank.
-    """
-    candidates = max(MIN_CANDIDATES, 3 * limit)
+    candidates: int = MIN_CANDIDATES,
+) -> Evidence:
+    """One round trip plus in-memory work: candidates and every feature the fusion weighs."""
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
-    # Two round trips: everything that needs only the request, then the winners'
-    # details; words, PageRanks and the graph are in memory between them. A round trip
-    # costs far more than its statements here (the server's core has gone idle), so
-    # on an autocommit connection there is no BEGIN/COMMIT either: a pipeline's
+    # A round trip costs far more than its statements here (the server's core has gone
+    # idle), so on an autocommit connection there is no BEGIN/COMMIT either: a pipeline's
     # statements share one implicit transaction up to its Sync, which is what keeps
     # the local ef_search to them. In the caller's transaction, the setting ends with it.
     with conn.pipeline():
@@ -75,6 +77,7 @@ def hybrid_tool_search(
         words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
         ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
         nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
+        intents_cur = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id))
         unavailable_cur = conn.execute(UNAVAILABLE_SQL)
         graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
     words_row = words_cur.fetchone()
@@ -82,12 +85,18 @@ def hybrid_tool_search(
     unavailable = _unavailable(unavailable_cur.fetchone())
     index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
     pageranks = PAGERANKS.get(conn, version=pagerank_version(ranks_cur))
+    words = words_of_row(words_row)
     lexical = {
         hit.id: hit
-        for hit in index.search(words=words_of_row(words_row), limit=candidates)
+        for hit in index.search(words=words, limit=candidates)
         if hit.id not in unavailable
     }
-    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical]))
+    learned = {
+        t: v
+        for t, v in tool_votes(intents_cur.fetchall()).items()
+        if t in index.known and t not in unavailable
+    }
+    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned]))
     graph = GraphScores()
     if graph_cur is not None:
         snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
@@ -101,50 +110,82 @@ def hybrid_tool_search(
         )
     pool = list(dict.fromkeys([*pool, *graph.score]))
     ranks = {t: pageranks.of(t) for t in pool}
-    signals = [
-        Signal("semantic", list(semantic), WEIGHTS["semantic"]),
-        Signal("clauses", _by_value(clause_best), WEIGHTS["clauses"]),
-        Signal("lexical", list(lexical), WEIGHTS["lexical"]),
-        Signal("graph", graph.ranked(), WEIGHTS["graph"]),
-        Signal("pagerank", [t for t in _by_value(ranks) if ranks[t] > 0], WEIGHTS["pagerank"]),
-    ]
-    fused = fuse(signals)
-    ranked = sorted(fused, key=lambda t: (-fused[t], t))
-    # A few spares: a tool deleted (or gone unavailable) since the words were loaded.
-    found = get_tools(conn, ids=ranked[: limit + DETAIL_SPARES], similar_to=vector)
-    details = {tool_id: row for tool_id, row in found.items() if row["available"]}
-    top = [t for t in ranked[: limit + DETAIL_SPARES] if t in details][:limit]
-    positions = {s.name: {t: i for i, t in enumerate(s.ranked, start=1)} for s in signals}
-    return [
-        _hit(
-            details[t],
-            fused=fused[t],
-            pagerank=ranks[t],
-            clause_sim=clause_best.get(t),
-            lexical=lexical.get(t),
-            graph=graph,
-            ranks={name: p[t] for name, p in positions.items() if t in p},
-        )
-        for t in top
-    ]
+    coverage = index.coverage(words=words, ids=pool)
+    top_graph = max(graph.score.values(), default=0.0) or 1.0
+    top_rank = max(ranks.values(), default=0.0) or 1.0
+    features: dict[str, dict[str, float]] = {}
+    for tool in pool:
+        values = {
+            **coverage.get(tool, {}),
+            "clause": max(0.0, clause_best.get(tool, 0.0) - semantic.get(tool, 0.0))
+            if tool in clause_best
+            else 0.0,
+            "graph": graph.score.get(tool, 0.0) / top_graph,
+            "pagerank": ranks[tool] / top_rank,
+            "learned": learned.get(tool, 0.0),
+        }
+        features[tool] = {name: v for name, v in values.items() if v}
+    return Evidence(
+        dense=semantic,
+        features=features,
+        lexical=lexical,
+        graph=graph,
+        pageranks=ranks,
+        clause_best=clause_best,
+    )
 
 
-def _hit(
-    row: Row,
+def rank(evidence: Evidence, *, weights: Mapping[str, float] = WEIGHTS) -> list[tuple[str, float]]:
+    """(tool, fused score), best first, ties by id."""
+    fused = fuse(dense=evidence.dense, features=evidence.features, weights=weights)
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def hybrid_tool_search(
+    conn: psycopg.Connection[Any],
     *,
-    fused: float,
-    pagerank: float,
-    clause_sim: float | None,
-    lexical: LexicalHit | None,
-    graph: GraphScores,
-    ranks: dict[str, int],
-) -> Row:
+    query: str,
+    query_embedding: list[float],
+    limit: int,
+    tenant_id: str = DEFAULT_TENANT,
+    context_tools: Sequence[str] = (),
+    clause_embeddings: Sequence[list[float]] = (),
+    weights: Mapping[str, float] = WEIGHTS,
+) -> list[Row]:
+    """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
+
+    ``clause_embeddings`` are optional embeddings of ``query_clauses(query)``
+    (see ``embed_texts_for_query``): multi-step requests find one tool per step
+    much better with them. Empty graph, no word match, no past intents or no
+    embeddings: the other evidence still ranks. Two round trips: the evidence, then
+    the winners' details.
+    """
+    evidence = gather_evidence(
+        conn,
+        query=query,
+        query_embedding=query_embedding,
+        tenant_id=tenant_id,
+        context_tools=context_tools,
+        clause_embeddings=clause_embeddings,
+        candidates=max(MIN_CANDIDATES, 3 * limit),
+    )
+    ranked = rank(evidence, weights=weights)[: limit + DETAIL_SPARES]
+    vector = np.asarray(query_embedding, dtype=np.float32)
+    # A few spares: a tool deleted (or gone unavailable) since the words were loaded.
+    found = get_tools(conn, ids=[t for t, _ in ranked], similar_to=vector)
+    details = {tool_id: row for tool_id, row in found.items() if row["available"]}
+    return [_hit(details[t], fused=f, evidence=evidence) for t, f in ranked if t in details][:limit]
+
+
+def _hit(row: Row, *, fused: float, evidence: Evidence) -> Row:
     tool_id = row["id"]
     semantic = row["semantic"]
+    clause_sim = evidence.clause_best.get(tool_id)
     if semantic is not None and clause_sim is not None:
         semantic = max(float(semantic), clause_sim)
-    if "clauses" in ranks:
-        ranks.setdefault("semantic", ranks["clauses"])
+    lexical = evidence.lexical.get(tool_id)
+    features = evidence.features.get(tool_id, {})
+    pagerank = evidence.pageranks.get(tool_id, 0.0)
     return {
         "id": tool_id,
         "server": row["server"],
@@ -157,14 +198,15 @@ def _hit(
             "semantic": round(float(semantic), 4) if semantic is not None else None,
             "lexical": round(lexical.score, 4) if lexical else 0.0,
             "pagerank": round(pagerank, 6),
-            "graph": round(graph.score.get(tool_id, 0.0), 4),
+            "graph": round(evidence.graph.score.get(tool_id, 0.0), 4),
+            "learned": round(features.get("learned", 0.0), 4),
         },
         "why": explain(
             semantic=float(semantic) if semantic is not None else None,
             matched_words=lexical.words if lexical else [],
-            graph_reasons=graph.reasons.get(tool_id, []),
-            pagerank=pagerank,
-            ranks=ranks,
+            graph_reasons=evidence.graph.reasons.get(tool_id, []),
+            pagerank_share=features.get("pagerank", 0.0),
+            learned=features.get("learned", 0.0),
         ),
     }
 
@@ -202,7 +244,3 @@ def _nearest_results(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, f
 
 def _unavailable(row: Row | None) -> frozenset[str]:
     return frozenset(row["ids"]) if row else frozenset()
-
-
-def _by_value(scores: dict[str, float]) -> list[str]:
-    return [t for t, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -37,15 +37,28 @@ QUERY_LEXEMES_SQL = """
 SELECT tsvector_to_array(to_tsvector('english', %s)) AS lexemes,
        (SELECT tools_version FROM search_state) AS version
 """
-# Every tool's words, and which of them are in its name (A) or in its name or server.
-_WORDS_SQL = """
+# Every tool's words, and which of them are in its name (A) or in its name or server;
+# for the fusion, its server's words (B), its description's (C) and its parameters' names
+# and descriptions (split like the name in migration 0002), each as its own evidence.
+_WORDS_SQL = r"""
 SELECT id, tsvector_to_array(search_doc) AS words,
        ARRAY(SELECT lexeme FROM unnest(name_doc) WHERE 'A' = ANY(weights)) AS in_name,
-       tsvector_to_array(name_doc) AS in_name_or_server
+       tsvector_to_array(name_doc) AS in_name_or_server,
+       ARRAY(SELECT lexeme FROM unnest(name_doc) WHERE 'B' = ANY(weights)) AS in_server,
+       ARRAY(SELECT lexeme FROM unnest(search_doc) WHERE 'C' = ANY(weights)) AS in_description,
+       (SELECT tsvector_to_array(to_tsvector('english', coalesce(string_agg(
+                   regexp_replace(regexp_replace(p.key, '([a-z0-9])([A-Z])', '\1 \2', 'g'),
+                                  '[^A-Za-z0-9]+', ' ', 'g')
+                   || ' ' || coalesce(p.value ->> 'description', ''), ' '), '')))
+          FROM jsonb_each(CASE WHEN jsonb_typeof(input_schema -> 'properties') = 'object'
+                               THEN input_schema -> 'properties' ELSE '{}'::jsonb END) AS p
+       ) AS in_params
   FROM tools
  WHERE search_doc IS NOT NULL
  ORDER BY id COLLATE "C"
 """
+# The separate fields a tool's words are weighed in by the fusion (see ``coverage``).
+FIELDS = ("name", "description", "params", "server")
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,9 @@ class WordIndex:
     # word → (rows whose name or server holds it, extra weight of each: name A, else B)
     bonus: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     known: frozenset[str] = frozenset()  # the ids, for membership
+    # Per row, the plain words of each of ``FIELDS``.
+    fields: list[dict[str, frozenset[str]]] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)  # id → row
 
     @property
     def total(self) -> int:
@@ -109,6 +125,31 @@ class WordIndex:
             for i, row in enumerate(top.tolist())
         ]
 
+    def coverage(self, *, words: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, float]]:
+        """Per tool id, per field: the share of the query's information (Σ idf of the query
+        words any tool holds) that the field holds, in [0, 1]. Tools without a match are absent.
+
+        Unlike ``search``, common words are kept: in a short request over a small
+        catalogue ("list the files") the common word may be the only one.
+        """
+        known = [w for w in dict.fromkeys(words) if self.frequency(w) > 0]
+        weights = {w: idf(total=self.total, frequency=self.frequency(w)) for w in known}
+        total = sum(weights.values())
+        out: dict[str, dict[str, float]] = {}
+        if not total:
+            return out
+        for tool_id in ids:
+            row = self.rows.get(tool_id)
+            if row is None:
+                continue
+            per_field = {
+                name: sum(weights[w] for w in known if w in words_of) / total
+                for name, words_of in self.fields[row].items()
+            }
+            if any(per_field.values()):
+                out[tool_id] = per_field
+        return out
+
 
 def _contains(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Which of ``rows`` are in ``sorted_rows`` (postings are built in ascending order)."""
@@ -123,8 +164,12 @@ def build_index(*, rows: Sequence[Any]) -> WordIndex:
     a_extra = FIELD_WEIGHTS["A"] - FIELD_WEIGHTS["C"]
     b_extra = FIELD_WEIGHTS["B"] - FIELD_WEIGHTS["C"]
     ids: list[str] = []
+    fields: list[dict[str, frozenset[str]]] = []
     for row_number, row in enumerate(rows):
         ids.append(row["id"])
+        fields.append(
+            {name: frozenset(lexeme_words(row.get(f"in_{name}") or [])) for name in FIELDS}
+        )
         for word in row["words"] or []:
             postings.setdefault(word, []).append(row_number)
         in_name = set(row["in_name"] or [])
@@ -135,6 +180,8 @@ def build_index(*, rows: Sequence[Any]) -> WordIndex:
     return WordIndex(
         ids=ids,
         known=frozenset(ids),
+        fields=fields,
+        rows={tool_id: i for i, tool_id in enumerate(ids)},
         postings={w: np.asarray(r, dtype=np.int64) for w, r in postings.items()},
         bonus={
             w: (np.asarray(r, dtype=np.int64), np.asarray(e, dtype=np.float64))
@@ -185,4 +232,5 @@ def _get(row: Any, key: str, index: int) -> Any:
 def _as_dict(row: Any) -> dict[str, Any]:
     if isinstance(row, dict):
         return row
-    return dict(zip(("id", "words", "in_name", "in_name_or_server"), row, strict=True))
+    names = ("id", "words", "in_name", "in_name_or_server", "in_server", "in_description")
+    return dict(zip((*names, "in_params"), row, strict=False))

@@ -6,6 +6,7 @@ import pytest
 
 from deploy.bench import match, search
 from deploy.launcher.embedded import EmbeddedPostgres
+from shared.search.fusion import FEATURES
 
 
 @pytest.fixture
@@ -17,12 +18,21 @@ def bench_server(embedded_pg: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.usefixtures("bench_server")
 def test_bench_search_shape() -> None:
     out = search.run(max_tasks=3, latency_tools=300, latency_edges=2000, latency_queries=3)
-    recall = out["recall"]
-    assert recall["tasks"] == 3 and recall["tools"] == 527
-    for key in ("baseline_dense", "hybrid", "delta"):
-        assert set(recall[key]) == {"recall@5", "recall@10", "recall@20"}
-        assert all(-1.0 <= v <= 1.0 for v in recall[key].values())
-    assert all(0.0 <= v <= 1.0 for v in recall["hybrid"].values())
+    assert set(out["sets"]) == {"livemcpbench", "real_servers"}
+    assert out["sets"]["livemcpbench"]["tools"] == 527
+    assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
+    for result in out["sets"].values():
+        assert result["queries"] == 3
+        splits = result["zero_shot"]
+        assert set(splits) == {"tune", "holdout"}
+        assert sum(s["queries"] for s in splits.values()) == 3
+        for split in splits.values():
+            for key in ("dense", "hybrid"):
+                assert set(split[key]) == {"top1", "@5", "@10"}
+                assert all(0.0 <= v <= 1.0 for v in split[key].values())
+        curve = result["learned"]["curve"]
+        assert [p["fraction"] for p in curve] == [0.0, 0.1, 0.25, 0.5]
+        assert all(set(p["hybrid"]) == {"top1", "@5", "@10"} for p in curve)
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
     assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}

@@ -27,7 +27,7 @@ def list_tools(state: State) -> dict[str, Any]:
 async def search_tools(
     state: State, principal: CurrentPrincipal, body: ToolSearchRequest
 ) -> ToolSearchResponse:
-    """Hybrid search: semantic, full-text and graph signals fused; each hit says why it ranked."""
+    """Hybrid search: semantic, words, graph and the tenant's past runs; each hit says why."""
     await audit(
         state,
         principal=principal,
@@ -35,7 +35,7 @@ async def search_tools(
         args=body.model_dump(mode="json"),
         details={"kind": "tools"},
     )
-    return await search_response(state, body=body)
+    return await search_response(state, body=body, tenant_id=principal.tenant_id)
 
 
 @router.get(

@@ -73,6 +73,15 @@ async def test_nul_is_a_structured_tool_error_naming_the_field(
     assert _executions(settings) == 0
 
 
+@pytest.mark.parametrize("query", ["", " ", "\t\n  "])
+async def test_a_blank_tool_search_is_refused_naming_the_query(
+    settings: Settings, query: str
+) -> None:
+    async with mcp_client(settings) as client:
+        error = await _tool_error(client, "search_tools", {"query": query})
+    assert [d["field"] for d in error["details"]] == ["query"]
+
+
 async def test_nul_in_a_capability_id_is_refused(settings: Settings) -> None:
     async with mcp_client(settings) as client:
         error = await _tool_error(client, "execute_capability", {"capability_id": "a\x00b"})

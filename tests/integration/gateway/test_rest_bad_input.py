@@ -224,6 +224,14 @@ def test_nul_in_searches_and_urls_is_a_422(client: TestClient) -> None:
     assert error["details"]["field"] == "query"
 
 
+@pytest.mark.parametrize("query", ["", " ", "\t\n  "])
+def test_a_blank_tool_search_is_a_422_naming_the_query(client: TestClient, query: str) -> None:
+    error = _assert_envelope(
+        client.post("/v1/tools/search", json={"query": query}), 422, "validation_error"
+    )
+    assert [d["field"] for d in error["details"]] == ["query"]
+
+
 @pytest.mark.parametrize("levels", [65, 253, 254, 1000, 100_000])
 def test_args_nested_past_the_sandbox_limit_are_a_422_naming_the_limit(
     client: TestClient, settings: Settings, levels: int

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from shared.search.fusion import Signal, explain, fuse
+from shared.search.fusion import explain
 from shared.search.lexical import idf
 from shared.search.query import MAX_CLAUSES, lexeme_words, query_clauses
 
@@ -32,20 +30,6 @@ def test_lexemes_become_query_safe_words() -> None:
     ]
 
 
-def test_fusion_rewards_agreement_and_respects_weights() -> None:
-    fused = fuse(
-        [
-            Signal("semantic", ["a", "b", "c"], 1.0),
-            Signal("lexical", ["b"], 1.0),
-            Signal("off", ["z"], 0.0),
-        ],
-        k=10,
-    )
-    assert max(fused, key=fused.__getitem__) == "b"  # 2nd + 1st beats 1st alone
-    assert "z" not in fused
-    assert fused["a"] == pytest.approx(1 / 11)
-
-
 def test_rare_words_weigh_more() -> None:
     assert idf(total=1000, frequency=1) > idf(total=1000, frequency=300) > 0
 
@@ -55,10 +39,10 @@ def test_explain_names_the_signals() -> None:
         semantic=0.61,
         matched_words=["pdf", "report"],
         graph_reasons=["often follows fs:read_file"],
-        pagerank=0.0,
-        ranks={"semantic": 2, "lexical": 1},
+        pagerank_share=0.0,
+        learned=0.0,
     )
     assert "semantic similarity 0.61" in why
     assert "pdf, report" in why
     assert "often follows fs:read_file" in why
-    assert explain(semantic=None, matched_words=[], graph_reasons=[], pagerank=0, ranks={})
+    assert explain(semantic=None, matched_words=[], graph_reasons=[], pagerank_share=0, learned=0)

@@ -1,0 +1,210 @@
+"""`bench search` recall: every set, dense baseline beside hybrid, ablations, fitted weights, learning curve.
+
+Zero-shot: each query's evidence is gathered once (``gather_evidence``, as a search
+does); hybrid rankings for any weights are then computed in memory, so ablations
+(each feature alone, each left out) and the fit cost no extra database work.
+Learned: a set's requests are split by gold tool into a learning half and a test half
+(seeded); learning requests are stored as finished executions (intent = request, a
+trace calling the gold tools) and ingested by ``ingest_executions``, as the learning
+worker does; the test half is searched after 0, 10, 25 and 50 % of all requests.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from deploy.bench.search import bench_database, index_tools
+from deploy.bench.search_fit import Judged, dense_metrics, evaluate, fit
+from deploy.bench.search_sets import Query, SearchSet
+from shared.db import connect
+from shared.embeddings import Embedder
+from shared.learning.ingest import ingest_executions
+from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
+from shared.search.hybrid import embed_texts_for_query, gather_evidence
+
+TENANT = "bench"
+FRACTIONS = (0.0, 0.10, 0.25, 0.50)
+SEED = 13
+# The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
+LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5)
+
+
+def judge(
+    conn: psycopg.Connection[Any],
+    *,
+    embedder: Embedder,
+    dataset: SearchSet,
+    queries: Sequence[Query],
+    reference: np.ndarray,
+) -> list[Judged]:
+    """Evidence, gold and the exact dense ranking of each query."""
+    keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
+    out = []
+    for query in queries:
+        plain = np.asarray(embedder.encode_reference([query.text])[0], np.float32)
+        order = np.argsort(-(reference @ plain), kind="stable")[:10]
+        vectors = embedder.embed_query(embed_texts_for_query(query.text))
+        evidence = gather_evidence(
+            conn,
+            query=query.text,
+            query_embedding=vectors[0],
+            clause_embeddings=vectors[1:],
+            tenant_id=TENANT,
+        )
+        out.append(Judged(evidence=evidence, gold=query.gold, dense=[keys[i] for i in order]))
+    return out
+
+
+def ablations(judged: Sequence[Judged], *, key: dict[str, str], scoring: str) -> dict[str, Any]:
+    """Fitted weights with each feature alone, and with each left out."""
+    out: dict[str, Any] = {}
+    for feature in FEATURES:
+        if WEIGHTS.get(feature, 0.0) == 0.0:
+            continue
+        alone = {f: (w if f == feature else 0.0) for f, w in WEIGHTS.items()}
+        without = {**WEIGHTS, feature: 0.0}
+        out[f"only_{feature}"] = evaluate(judged, weights=alone, key=key, scoring=scoring)
+        out[f"without_{feature}"] = evaluate(judged, weights=without, key=key, scoring=scoring)
+    return out
+
+
+def learning_split(
+    queries: Sequence[Query], *, seed: int = SEED
+) -> tuple[list[Query], list[Query]]:
+    """(learning half, test half): each gold tool's requests alternate between the halves."""
+    rng = random.Random(seed)
+    groups: dict[str, list[Query]] = {}
+    for q in queries:
+        groups.setdefault(sorted(q.gold)[0], []).append(q)
+    learn: list[Query] = []
+    test: list[Query] = []
+    for tool in sorted(groups):
+        members = groups[tool][:]
+        rng.shuffle(members)
+        first = rng.random() < 0.5
+        for i, q in enumerate(members):
+            (learn if (i % 2 == 0) == first else test).append(q)
+    rng.shuffle(learn)
+    return learn, test
+
+
+def learn_from(
+    conn: psycopg.Connection[Any],
+    *,
+    embedder: Embedder,
+    dataset: SearchSet,
+    queries: Sequence[Query],
+) -> None:
+    """Store each request as a succeeded execution calling its gold tools; ingest them."""
+    ids_of: dict[str, str] = {}
+    for t in dataset.tools:
+        ids_of.setdefault(t.name if dataset.by == "name" else t.id, t.id)
+    executions = []
+    for query in queries:
+        events: list[dict[str, Any]] = []
+        for n, gold in enumerate(sorted(query.gold)):
+            base = {"call_id": f"c{n}", "tool": ids_of[gold], "parent": None}
+            events.append({"type": "tool_start", **base, "ts": 1.0 + n})
+            events.append(
+                {"type": "tool_end", **base, "ts": 1.5 + n, "duration_ms": 1.0, "ok": True}
+            )
+        code = "# " + query.text + "\n" + "\n".join(f"await mcp.{e['tool']}()" for e in events[::2])
+        row = conn.execute(
+            "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, "
+            "duration_ms, finished_at) VALUES (%s, 'succeeded', %s, %s, 30, %s, 5, now()) "
+            "RETURNING id",
+            (TENANT, code, query.text, Jsonb(events)),
+        ).fetchone()
+        assert row is not None
+        executions.append(str(row["id"]))
+    ingest_executions(conn, execution_ids=executions, embedder=embedder)
+    conn.commit()
+
+
+def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
+    """Zero-shot (per split, with ablations) and the learning curve of one set."""
+    key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}
+    docs = [f"{t.name}: {t.description}" for t in dataset.tools]
+    reference = np.asarray(embedder.encode_reference(docs), np.float32)
+    out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
+    with bench_database() as (url, _settings), connect(url) as conn:
+        index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs), np.float32))
+        conn.autocommit = True
+        zero: dict[str, list[Judged]] = {}
+        for split in ("tune", "holdout"):
+            zero[split] = judge(
+                conn,
+                embedder=embedder,
+                dataset=dataset,
+                queries=[q for q in dataset.queries if q.split == split],
+                reference=reference,
+            )
+        conn.autocommit = False
+        learn, test = learning_split(dataset.queries)
+        curve: list[dict[str, Any]] = []
+        done = 0
+        for fraction in FRACTIONS:
+            upto = min(len(learn), round(fraction * len(dataset.queries)))
+            learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
+            done = upto
+            conn.autocommit = True
+            judged = judge(
+                conn, embedder=embedder, dataset=dataset, queries=test, reference=reference
+            )
+            conn.autocommit = False
+            curve.append({"fraction": fraction, "learned_executions": upto, "judged": judged})
+    out["zero_shot"] = {}
+    for split, judged in zero.items():
+        out["zero_shot"][split] = {
+            "queries": len(judged),
+            "dense": dense_metrics(judged, scoring=dataset.scoring),
+            "hybrid": evaluate(judged, weights=WEIGHTS, key=key, scoring=dataset.scoring),
+            "ablation": ablations(judged, key=key, scoring=dataset.scoring),
+        }
+    out["learned"] = {
+        "test_queries": len(test),
+        "curve": [
+            {
+                "fraction": point["fraction"],
+                "learned_executions": point["learned_executions"],
+                "dense": dense_metrics(point["judged"], scoring=dataset.scoring),
+                "hybrid": evaluate(
+                    point["judged"], weights=WEIGHTS, key=key, scoring=dataset.scoring
+                ),
+            }
+            for point in curve
+        ],
+    }
+    out["_judged"] = {
+        "zero": zero,
+        "curve": curve,
+        "test": test,
+        "key": key,
+        "scoring": dataset.scoring,
+    }
+    return out
+
+
+def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Weights fitted on the tuning splits: zero-shot features on every set's zero-shot
+    tuning queries, then the learned vote's weight on the tuning queries of the 50 % curve point."""
+    zero = {
+        name: (r["_judged"]["zero"]["tune"], r["_judged"]["key"], r["_judged"]["scoring"])
+        for name, r in results.items()
+    }
+    # Graph and PageRank are fixed (fusion.UNMEASURED): no set has context tools or a graph.
+    measured = [f for f in FEATURES if f != "learned" and f not in UNMEASURED]
+    weights = fit(zero, features=measured, base=UNMEASURED)
+    learned_sets = {}
+    for name, r in results.items():
+        point = r["_judged"]["curve"][-1]["judged"]
+        tune = [j for j, q in zip(point, r["_judged"]["test"], strict=True) if q.split == "tune"]
+        learned_sets[name] = (tune, r["_judged"]["key"], r["_judged"]["scoring"])
+    # The learned vote under the same rule: never below dense on any set's tuning queries.
+    return fit(learned_sets, features=["learned"], base=weights, grid=LEARNED_GRID)

@@ -1,0 +1,199 @@
+"""Search and matching that learn, on real Postgres with the real model and the real ingestion."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from shared.capabilities.aliases import aliases_of
+from shared.config import Settings
+from shared.db import connect
+from shared.embeddings import Embedder, get_embedder
+from shared.learning.ingest import ingest_executions
+from shared.matching.capabilities import match_capabilities
+from shared.search.fusion import WEIGHTS
+from shared.search.hybrid import hybrid_tool_search
+from shared.search.lexical import WORD_INDEXES
+from tests.integration.discovery.helpers import insert_tool
+from tests.integration.learning.test_ingest_batch_db import trace
+
+Conn = psycopg.Connection[dict[str, Any]]
+# The memory server's tools, as it describes them: "remember a fact about a person" is far
+# from all of them in words and meaning, which is what past runs must fix.
+TOOLS = {
+    "memory:create_entities": "Create multiple new entities in the knowledge graph",
+    "memory:add_observations": "Add new observations to existing entities in the knowledge graph",
+    "memory:search_nodes": "Search for nodes in the knowledge graph based on a query",
+    "memory:read_graph": "Read the entire knowledge graph",
+    "time:get_current_time": "Get current time in a specific timezone",
+    "filesystem:write_file": "Create a new file or completely overwrite an existing file",
+    "filesystem:read_text_file": "Read the complete contents of a file as text",
+    "git:git_commit": "Records changes to the repository",
+}
+INTENT = "remember a fact about a person"
+PARAPHRASE = "keep in mind something about someone I know"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return get_embedder(Settings(env="test"))
+
+
+@pytest.fixture
+def conn(pg_url: str, embedder: Embedder) -> Iterator[Conn]:
+    WORD_INDEXES.clear()
+    with connect(pg_url) as c:
+        vectors = embedder.embed([f"{t.split(':')[1]}: {d}" for t, d in TOOLS.items()])
+        for (tool_id, description), vector in zip(TOOLS.items(), vectors, strict=True):
+            insert_tool(c, tool_id=tool_id, description=description, embedding=vector)
+        yield c
+
+
+def run(
+    conn: Conn,
+    embedder: Embedder,
+    *,
+    intent: str,
+    calls: list[tuple[str, bool]],
+    tenant: str = "default",
+    status: str = "succeeded",
+    capability_id: str | None = None,
+) -> str:
+    """A finished execution with these tool calls, ingested as the learning worker does."""
+    events = trace(*calls)
+    code = f"# {uuid.uuid4().hex}\n" + "\n".join(f"await mcp.{t}()" for t, _ in calls)
+    row = conn.execute(
+        "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, duration_ms, "
+        "capability_id, finished_at) VALUES (%s, %s, %s, %s, 30, %s, 5, %s, now()) RETURNING id",
+        (tenant, status, code, intent, Jsonb(events), capability_id),
+    ).fetchone()
+    assert row is not None
+    ingest_executions(conn, execution_ids=[str(row["id"])], embedder=embedder)
+    conn.commit()
+    return str(row["id"])
+
+
+def hits(
+    conn: Conn, embedder: Embedder, query: str, *, tenant: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """Every tool's hit (the catalogue has 8), best first, by id."""
+    vector = embedder.embed_query([query])[0]
+    found = hybrid_tool_search(
+        conn, query=query, query_embedding=vector, limit=len(TOOLS), tenant_id=tenant
+    )
+    return {h["id"]: h for h in found}
+
+
+# How far a vote moves a tool is the fitted weight's business (`agentcards bench search`:
+# on its sets a weight large enough for one run at a 0.56-similar intent to overturn the
+# dense order lowers top-1 elsewhere); these tests check the vote reaches the right tool,
+# with the right sign, for the right tenant only, and says so.
+def test_one_execution_teaches_its_tenant_only(conn: Conn, embedder: Embedder) -> None:
+    tool = "memory:create_entities"
+    before = hits(conn, embedder, PARAPHRASE)
+    assert before[tool]["scores"]["learned"] == 0.0
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    after = hits(conn, embedder, PARAPHRASE)
+    vote = after[tool]["scores"]["learned"]
+    assert vote > 0
+    # (the vote is reported to 4 decimals)
+    expected = before[tool]["score"] + WEIGHTS["learned"] * vote
+    assert after[tool]["score"] == pytest.approx(expected, abs=1e-4)
+    assert list(after).index(tool) <= list(before).index(tool)
+    # Another tenant's searches know nothing of it.
+    other = hits(conn, embedder, PARAPHRASE, tenant="other")
+    assert other[tool]["scores"]["learned"] == 0.0
+    assert other[tool]["score"] == pytest.approx(before[tool]["score"], abs=1e-6)
+
+
+def test_hit_says_it_was_used_before(conn: Conn, embedder: Embedder) -> None:
+    run(conn, embedder, intent=INTENT, calls=[("memory:create_entities", True)])
+    hit = hits(conn, embedder, PARAPHRASE)["memory:create_entities"]
+    assert hit["scores"]["learned"] > 0
+    assert "used for similar requests before" in hit["why"]
+
+
+def test_failed_tool_calls_count_against(conn: Conn, embedder: Embedder) -> None:
+    tool = "time:get_current_time"
+    before = hits(conn, embedder, "what time is it in Tokyo")
+    assert next(iter(before)) == tool
+    for _ in range(3):
+        run(
+            conn,
+            embedder,
+            intent="what time is it in Tokyo right now",
+            calls=[(tool, False)],
+            status="failed",
+        )
+    after = hits(conn, embedder, "what time is it in Tokyo")[tool]
+    # Three near-identical requests, all failed with it: the vote is all against.
+    assert after["scores"]["learned"] < -0.9
+    assert after["score"] < before[tool]["score"] - 0.9 * WEIGHTS["learned"]
+    assert "failed for similar requests before" in after["why"]
+
+
+def test_a_run_without_intent_teaches_nothing(conn: Conn, embedder: Embedder) -> None:
+    run(conn, embedder, intent="", calls=[("memory:create_entities", True)])
+    assert conn.execute("SELECT count(*) AS n FROM intent_tools").fetchone() == {"n": 0}
+
+
+def capability_of(conn: Conn, execution_id: str) -> str:
+    """The capability an execution's run was saved as (same code)."""
+    row = conn.execute(
+        "SELECT c.id FROM capabilities AS c JOIN executions AS e ON e.code = c.code WHERE e.id = %s",
+        (execution_id,),
+    ).fetchone()
+    assert row is not None
+    return str(row["id"])
+
+
+def rerun(conn: Conn, embedder: Embedder, *, capability_id: str, intent: str) -> None:
+    """The note-writing capability run again, asked for in other words."""
+    run(
+        conn,
+        embedder,
+        intent=intent,
+        calls=[("filesystem:write_file", True)],
+        capability_id=capability_id,
+    )
+
+
+def test_capability_keeps_distinct_phrasings_once(conn: Conn, embedder: Embedder) -> None:
+    first = run(
+        conn, embedder, intent="save a note to a file", calls=[("filesystem:write_file", True)]
+    )
+    capability_id = capability_of(conn, first)
+    for intent in (
+        "write my notes into a text file on disk",  # new phrasing: kept
+        "write my notes into a text file on disk.",  # the same again: dropped
+        "save a note to a file",  # the capability's own intent: dropped
+    ):
+        rerun(conn, embedder, capability_id=capability_id, intent=intent)
+    assert aliases_of(conn, capability_id=capability_id) == [
+        "write my notes into a text file on disk"
+    ]
+
+
+def test_matching_scores_the_best_alias(conn: Conn, embedder: Embedder) -> None:
+    first = run(
+        conn, embedder, intent="save a note to a file", calls=[("filesystem:write_file", True)]
+    )
+    capability_id = capability_of(conn, first)
+    query = embedder.embed(["persist the meeting minutes as a document"])[0]
+    own = np.asarray(embedder.embed(["save a note to a file"])[0])
+    alias = "persist the meeting minutes to a document on disk"
+    before = match_capabilities(conn, intent_embedding=query, limit=1)
+    rerun(conn, embedder, capability_id=capability_id, intent=alias)
+    after = match_capabilities(conn, intent_embedding=query, limit=1)
+    assert after["capabilities"] and after["capabilities"][0]["id"] == capability_id
+    assert after["capabilities"][0]["semantic_score"] > float(own @ np.asarray(query))
+    assert (
+        not before["capabilities"]
+        or before["capabilities"][0]["semantic_score"] < after["capabilities"][0]["semantic_score"]
+    )

@@ -1,0 +1,55 @@
+"""Score fusion and learned votes: pure logic."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.search.fusion import FEATURES, explain, fuse
+from shared.search.learned import HALF_LIFE_DAYS, MIN_SIMILARITY, intent_weight, tool_votes
+
+ZERO = {f: 0.0 for f in FEATURES}
+
+
+def test_zero_weights_are_the_dense_ranking() -> None:
+    dense = {"a": 0.9, "b": 0.8}
+    fused = fuse(dense=dense, features={"b": {"name": 1.0}}, weights=ZERO)
+    assert fused == {"a": 0.9, "b": 0.8}
+
+
+def test_evidence_moves_a_close_second_but_not_a_distant_one() -> None:
+    weights = {**ZERO, "name": 0.05}
+    close = fuse(dense={"a": 0.80, "b": 0.78}, features={"b": {"name": 1.0}}, weights=weights)
+    far = fuse(dense={"a": 0.80, "b": 0.60}, features={"b": {"name": 1.0}}, weights=weights)
+    assert max(close, key=close.__getitem__) == "b"
+    assert max(far, key=far.__getitem__) == "a"
+
+
+def test_candidate_outside_dense_list_starts_at_its_floor() -> None:
+    fused = fuse(
+        dense={"a": 0.7, "b": 0.5}, features={"c": {"learned": 1.0}}, weights={"learned": 0.3}
+    )
+    assert fused["c"] == pytest.approx(0.8)
+
+
+def test_votes_weigh_similarity_and_count_failures_against() -> None:
+    rows = [
+        {"sim": 1.0, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []},
+        {"sim": 0.75, "age_days": 0.0, "tools_ok": ["t:b"], "tools_failed": ["t:c"]},
+        {"sim": MIN_SIMILARITY, "age_days": 0.0, "tools_ok": ["t:z"], "tools_failed": []},
+    ]
+    votes = tool_votes(rows)
+    assert votes["t:a"] > votes["t:b"] > 0 > votes["t:c"]
+    assert "t:z" not in votes  # too far to say anything
+
+
+def test_older_runs_count_less() -> None:
+    now = intent_weight(similarity=0.9, age_days=0.0)
+    assert intent_weight(similarity=0.9, age_days=HALF_LIFE_DAYS) == pytest.approx(now / 2)
+
+
+def test_explain_names_learned_evidence() -> None:
+    why = explain(
+        semantic=0.5, matched_words=["file"], graph_reasons=[], pagerank_share=0.0, learned=0.4
+    )
+    assert why.startswith("used for similar requests before")
+    assert "matches query words file" in why
