@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from mcp import types
 from mcp.server.mcpserver import MCPServer
@@ -11,13 +11,25 @@ from mcp.shared.exceptions import MCPError
 
 from services.gateway import resources
 from services.gateway.config import GatewayState
+from shared.auth.principal import Principal
 from shared.errors import AgentCardsError, NotFound, ValidationFailed
 
-Fetch = Callable[[GatewayState], Awaitable[dict[str, Any]]]
+
+class Fetch(Protocol):
+    """A listing of every server's items, filtered by the caller's allow-list."""
+
+    def __call__(
+        self, state: GatewayState, *, patterns: tuple[str, ...] | None = None
+    ) -> Awaitable[dict[str, Any]]: ...
 
 
-def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
-    """Replace the SDK's own (empty) resource handlers with ones that ask the toolhosts."""
+def register(
+    server: MCPServer,
+    get_state: Callable[[], GatewayState],
+    principal_for: Callable[[object], Awaitable[Principal]],
+) -> None:
+    """Replace the SDK's own (empty) resource handlers with ones that ask the toolhosts;
+    a caller sees and reads only servers its key's allow-list has a tool of."""
     lowlevel = server._lowlevel_server  # the SDK has no public hook for dynamic resources
 
     async def read_resource(
@@ -28,7 +40,10 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
             name, uri = resources.split_gateway_uri(asked)
         except ValidationFailed as exc:
             raise _mcp_error(exc) from exc
-        result = await _ask(resources.read_resource(get_state(), server=name, uri=uri))
+        patterns = (await principal_for(ctx.request)).tool_patterns
+        result = await _ask(
+            resources.read_resource(get_state(), server=name, uri=uri, patterns=patterns)
+        )
         for content in result.get("contents", []):
             content["uri"] = resources.gateway_uri(name, content.get("uri") or uri)
         return types.ReadResourceResult.model_validate(result)
@@ -46,7 +61,9 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
         lowlevel.add_request_handler(
             method,
             types.PaginatedRequestParams,
-            _lister(get_state, fetch, key=key, uri_key=uri_key, result_type=result_type),
+            _lister(
+                get_state, fetch, principal_for, key=key, uri_key=uri_key, result_type=result_type
+            ),
         )
     lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
 
@@ -54,6 +71,7 @@ def register(server: MCPServer, get_state: Callable[[], GatewayState]) -> None:
 def _lister(
     get_state: Callable[[], GatewayState],
     fetch: Fetch,
+    principal_for: Callable[[object], Awaitable[Principal]],
     *,
     key: str,
     uri_key: str,
@@ -62,7 +80,8 @@ def _lister(
     """A list handler: every server's items (all in one page), renamed into the gateway's names."""
 
     async def handler(ctx: Any, params: types.PaginatedRequestParams) -> types.Result:
-        listed = await _ask(fetch(get_state()))
+        patterns = (await principal_for(ctx.request)).tool_patterns
+        listed = await _ask(fetch(get_state(), patterns=patterns))
         return result_type.model_validate({key: [_renamed(item, uri_key) for item in listed[key]]})
 
     return handler

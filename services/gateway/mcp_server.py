@@ -204,7 +204,7 @@ def build_mcp_server(
 
     mcp_capabilities.register(server, get_state, principal_of)
     mcp_prompts.register(server, get_state, principal_for)
-    mcp_resources.register(server, get_state)
+    mcp_resources.register(server, get_state, principal_for)
     mcp_logging.register(server)
     return server
 

@@ -14,7 +14,15 @@ from typing import Any
 
 from services.gateway.config import GatewayState
 from shared import tool_ids
-from shared.errors import AgentCardsError, DependencyError, ErrorType, NotFound, ValidationFailed
+from shared.auth.patterns import cached_patterns
+from shared.errors import (
+    AgentCardsError,
+    DependencyError,
+    ErrorType,
+    NotFound,
+    ToolNotAllowed,
+    ValidationFailed,
+)
 from shared.rpc.protocol import ResourceOp, ResourceRequest
 
 GATEWAY_URI_PREFIX = "agentcards://"
@@ -38,25 +46,51 @@ def split_gateway_uri(uri: str) -> tuple[str, str]:
     return server, inner
 
 
-async def list_resources(state: GatewayState) -> dict[str, Any]:
-    """Every server's resources, each with its ``server``; ``errors`` names servers that failed."""
-    return await _call(state, op="list_resources")
+async def list_resources(
+    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Every server's resources, each with its ``server``; ``errors`` names servers that failed.
+
+    ``patterns`` (the caller's tool allow-list) keeps only servers it has a tool of.
+    """
+    return _visible(await _call(state, op="list_resources"), "resources", patterns)
 
 
-async def list_resource_templates(state: GatewayState) -> dict[str, Any]:
-    """Every server's resource templates, each with its ``server``."""
-    return await _call(state, op="list_resource_templates")
+async def list_resource_templates(
+    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Every server's resource templates, each with its ``server`` (filtered like resources)."""
+    return _visible(await _call(state, op="list_resource_templates"), "resourceTemplates", patterns)
 
 
-async def read_resource(state: GatewayState, *, server: str, uri: str) -> dict[str, Any]:
-    """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob)."""
+async def read_resource(
+    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob).
+
+    A caller whose allow-list has no tool of ``server`` may not read its resources.
+    """
     if not tool_ids.is_server_name(server):
         raise ValidationFailed(
             f"server {server[:80]!r}: {tool_ids.SERVER_NAME_RULE}", field="server"
         )
     if not uri:
         raise ValidationFailed("uri must not be empty", field="uri")
+    if patterns is not None and not cached_patterns(patterns).allows_server(server):
+        raise ToolNotAllowed(
+            f"this API key has no tool of server {server!r}, so it may not read its resources",
+            server=server,
+        )
     return await _call(state, op="read_resource", server=server, uri=uri)
+
+
+def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None) -> dict[str, Any]:
+    if patterns is None:
+        return listed
+    allowed = cached_patterns(patterns).allows_server
+    items = [item for item in listed.get(key, []) if allowed(str(item.get("server", "")))]
+    errors = {s: e for s, e in listed.get("errors", {}).items() if allowed(s)}
+    return {**listed, key: items, "errors": errors}
 
 
 async def _call(

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from collections import defaultdict
 
 import redis
@@ -32,6 +33,8 @@ from services.toolhost.sync import (
 )
 from services.toolhost.upstream import Upstream
 from shared import tool_ids
+from shared.auth.audit import AuditAction, record_audit
+from shared.auth.grants import Grant
 from shared.cache.invalidate import Trigger, invalidate
 from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
@@ -45,6 +48,7 @@ from shared.rpc.heartbeat import (
     read_toolhost_beats,
     toolhost_key,
 )
+from shared.rpc.protocol import RpcRequest
 
 log = logging.getLogger("agentcards.toolhost")
 
@@ -95,6 +99,7 @@ class Toolhost:
             registry=self.registry,
             reply_ttl_s=settings.rpc_reply_ttl_s,
             claim_as=heartbeat_key(),
+            on_refusal=self._audit_refusal,
         )
         self._ready = False
         self._started_at = time.time()
@@ -159,6 +164,37 @@ class Toolhost:
             except Exception as exc:  # Redis blips must not kill the process
                 log.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+    def _audit_refusal(self, request: RpcRequest, reason: str, grant: Grant | None) -> None:
+        """A call refused as outside its grant goes to the audit log (in the background:
+        the refusal is already on its way back; a lost row is logged, never fatal)."""
+
+        def write() -> None:
+            try:
+                execution_id: str | None = str(uuid.UUID(request.execution_id))
+            except ValueError:  # a forged message may name anything
+                execution_id = None
+            try:
+                with self._pool.connection() as conn:
+                    record_audit(
+                        conn,
+                        # No grant: nobody's tenant; the operator sees it in `audit tail`.
+                        tenant_id=grant.tenant_id if grant else "",
+                        key_id=grant.key_id if grant else None,
+                        action=AuditAction.TOOL_CALL_REFUSED,
+                        execution_id=execution_id,
+                        args=request.args,
+                        details={
+                            "tool": request.tool,
+                            "reason": reason,
+                            "execution": request.execution_id[:100],
+                        },
+                    )
+                    conn.commit()
+            except Exception:
+                log.exception("could not audit the refused call %s", request.call_id)
+
+        asyncio.get_running_loop().run_in_executor(None, write)
 
     async def _beat(self) -> None:
         beat = ToolhostBeat(

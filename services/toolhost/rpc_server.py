@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
-from services.toolhost.scope import ScopeGuard
+from services.toolhost.scope import OnRefusal, ScopeGuard
 from services.toolhost.upstream import CallContext
 from shared.errors import ErrorType
 from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
@@ -51,6 +51,7 @@ class RpcServer:
         reply_ttl_s: int,
         max_concurrency: int = 64,
         claim_as: str | None = None,
+        on_refusal: OnRefusal | None = None,
     ) -> None:
         self._registry = registry
         # Our heartbeat key, written on each call's claim key before it runs: a caller
@@ -62,7 +63,7 @@ class RpcServer:
             redis_url, socket_timeout=None, retry=Retry(NoBackoff(), 0)
         )
         self._out = aioredis.Redis.from_url(redis_url, socket_timeout=10)
-        self._scope = ScopeGuard(self._out)
+        self._scope = ScopeGuard(self._out, on_refusal=on_refusal)
         # Taken before each pop: a saturated replica stops popping and leaves the work to
         # other replicas instead of queueing it in memory.
         self._slots = asyncio.Semaphore(max_concurrency)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -23,6 +24,11 @@ log = logging.getLogger(__name__)
 
 # A per-minute counter lives past its minute so a late INCR never starts a fresh window.
 COUNTER_TTL_S = 120
+
+
+# Called for each call refused as outside its grant (no grant, or a tool it does not allow):
+# the toolhost writes it to the audit log.
+OnRefusal = Callable[[RpcRequest, str, Grant | None], None]
 
 
 def record_refusal(
@@ -47,8 +53,9 @@ def record_refusal(
 class ScopeGuard:
     """Checks one request against its execution's grant and counts it against its caller's rate."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, on_refusal: OnRefusal | None = None) -> None:
         self._redis = redis
+        self._on_refusal = on_refusal
 
     async def refusal(self, request: RpcRequest) -> tuple[ErrorType, str] | None:
         """Why the call may not run (type, message), or None when it may."""
@@ -94,4 +101,6 @@ class ScopeGuard:
         self, request: RpcRequest, kind: ErrorType, reason: str, grant: Grant | None
     ) -> tuple[ErrorType, str]:
         record_refusal(request=request, kind=kind, reason=reason, grant=grant)
+        if self._on_refusal is not None and kind == ErrorType.TOOL_NOT_ALLOWED:
+            self._on_refusal(request, reason, grant)
         return kind, reason

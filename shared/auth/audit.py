@@ -35,6 +35,7 @@ class AuditAction(StrEnum):
     KEY_CREATE = "key_create"
     KEY_REVOKE = "key_revoke"
     CACHE_CLEAR = "cache_clear"
+    TOOL_CALL_REFUSED = "tool_call_refused"  # the toolhost refused a call outside the grant
 
 
 def args_hash(args: Any) -> str:

@@ -69,6 +69,13 @@ class ToolPatterns:
         """True when ``tool_id`` is a well-formed id matched by a pattern."""
         return tool_ids.is_tool_id(tool_id) and self._regex.match(tool_id) is not None
 
+    def allows_server(self, server: str) -> bool:
+        """True when some pattern can match a tool of ``server`` (its resources are then readable)."""
+        return any(
+            p == "*" or re.fullmatch(_glob(p.partition(":")[0]), server) is not None
+            for p in self.patterns
+        )
+
     def filter(self, ids: Iterable[str]) -> list[str]:
         """The ids this allow-list lets through, in their order."""
         return [t for t in ids if self.allows(t)]

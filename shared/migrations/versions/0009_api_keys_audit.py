@@ -42,7 +42,8 @@ def upgrade() -> None:
             tenant_id     text NOT NULL,
             key_id        uuid,                 -- the acting key; null when no key is in use
             action        text NOT NULL CHECK (action IN ('execute', 'capability_execute',
-                              'search', 'key_create', 'key_revoke', 'cache_clear')),
+                              'search', 'key_create', 'key_revoke', 'cache_clear',
+                              'tool_call_refused')),
             execution_id  uuid,
             args_hash     text,                 -- sha256 of the canonical JSON arguments
             details       jsonb NOT NULL DEFAULT '{}'::jsonb,

@@ -29,6 +29,7 @@ from tests.integration.mcp_servers import (
     grant,
     install_everything_server,
     time_server,
+    wait_for,
 )
 
 e2e = stack_fixture(
@@ -192,7 +193,8 @@ def test_the_toolhost_refuses_a_forged_request_outside_the_grant(e2e: E2EStack) 
     marker = f"forged {uuid.uuid4().hex}"
     refused = _forge(e2e, execution_id, "example:add_note", {"title": marker, "body": ""})
     assert not refused.ok and refused.error.type == "tool_not_allowed"
-    ungranted = _forge(e2e, f"nobody-{uuid.uuid4().hex[:8]}", "time:get_current_time", {})
+    ungranted_id = f"nobody-{uuid.uuid4().hex[:8]}"
+    ungranted = _forge(e2e, ungranted_id, "time:get_current_time", {})
     assert not ungranted.ok and ungranted.error.type == "tool_not_allowed"
     assert "has no tool grant" in ungranted.error.message
     allowed = _forge(e2e, execution_id, "time:get_current_time", {"timezone": "UTC"})
@@ -200,6 +202,20 @@ def test_the_toolhost_refuses_a_forged_request_outside_the_grant(e2e: E2EStack) 
 
     log = e2e.procs["toolhost"].log()
     assert f"refused tool call {refused.call_id} to example:add_note" in log
+
+    # Both refusals are in the audit log, the granted one under its tenant.
+    def audited() -> list[dict[str, object]]:
+        with e2e.db() as conn:
+            return conn.execute(
+                "SELECT tenant_id, details FROM audit_log WHERE action = 'tool_call_refused' "
+                "AND details->>'execution' IN (%s, %s)",
+                (execution_id, ungranted_id),
+            ).fetchall()
+
+    rows = wait_for(lambda: len(audited()) == 2 and audited(), what="two audit rows")
+    by_tool = {r["details"]["tool"]: r for r in rows}  # type: ignore[index]
+    assert by_tool["example:add_note"]["tenant_id"] == "default"
+    assert by_tool["time:get_current_time"]["tenant_id"] == ""
     # The note was never written.
     with TestClient(create_app(e2e.settings)) as client:
         notes = _run(client, {"code": "return await mcp.example.list_notes()"})
@@ -265,3 +281,17 @@ def test_unknown_tools_name_the_nearest_and_existing_ones_are_out_of_scope(e2e: 
     assert result["time:get_curent_time"][0] == "unknown_tool"
     assert "did you mean time:get_current_time" in result["time:get_curent_time"][1]
     assert result["example:add"][0] == "tool_not_allowed"
+
+
+def test_a_key_sees_and_reads_resources_only_of_servers_it_has_tools_of(as_key: Any) -> None:
+    document = "demo://resource/static/document/architecture.md"
+    everyone = as_key(Principal(tenant_id="default")).get("/v1/resources").json()
+    assert {"everything"} <= {r["server"] for r in everyone["resources"]}
+
+    client = as_key(TIME_ONLY)
+    listed = client.get("/v1/resources").json()
+    assert all(r["server"] == "time" for r in listed["resources"] + listed["resource_templates"])
+    refused = client.get("/v1/resources/read", params={"server": "everything", "uri": document})
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["type"] == "tool_not_allowed"
+    assert "everything" in refused.json()["error"]["message"]

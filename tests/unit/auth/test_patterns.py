@@ -93,3 +93,13 @@ def test_a_grant_combines_the_explicit_tools_and_the_patterns() -> None:
     assert narrow.rate_key == "key:k1"
     assert Grant(tenant_id="t").allows("example:add")  # the anonymous caller: every tool
     assert Grant(tenant_id="t").rate_key == "tenant:t"
+
+
+def test_a_server_is_reachable_when_some_pattern_can_match_one_of_its_tools() -> None:
+    patterns = compile_patterns(["time:*", "git*:status", "example:add"])
+    assert patterns.allows_server("time")
+    assert patterns.allows_server("github")
+    assert patterns.allows_server("example")
+    assert not patterns.allows_server("everything")
+    assert compile_patterns(["*"]).allows_server("anything")
+    assert not compile_patterns([]).allows_server("time")
