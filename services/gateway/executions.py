@@ -181,15 +181,7 @@ async def submit_execution(
                 capability_id=capability_id,
             )
             if created:  # in the same transaction: no execution without its audit row
-                record_audit(
-                    conn,
-                    tenant_id=principal.tenant_id,
-                    key_id=principal.key_id,
-                    action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
-                    execution_id=str(row["id"]),
-                    args={"code": request.code, "args": request.args, "tools": request.tools},
-                    details={"capability_id": capability_id} if capability_id else None,
-                )
+                _audit_submission(conn, principal=principal, request=request, row=row)
             return row, created
 
     syntax = None
@@ -305,18 +297,39 @@ def _audit_hit(
     state: GatewayState, *, principal: Principal, request: ExecutionRequest, row: Row
 ) -> None:
     """A cache hit is an execution too: audited like one, with the level it came from."""
-    capability_id = row.get("capability_id")
     with state.pool.connection() as conn:
-        record_audit(
+        _audit_submission(
             conn,
-            tenant_id=principal.tenant_id,
-            key_id=principal.key_id,
-            action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
-            execution_id=str(row["id"]),
-            args={"code": request.code, "args": request.args, "tools": request.tools},
-            details={"cache_hit": row.get("cache_hit"), "capability_id": capability_id},
+            principal=principal,
+            request=request,
+            row=row,
+            cache_hit=(row.get("extras") or {}).get("cache_hit"),
         )
         conn.commit()
+
+
+def _audit_submission(
+    conn: Any,
+    *,
+    principal: Principal,
+    request: ExecutionRequest,
+    row: Row,
+    cache_hit: str | None = None,
+) -> None:
+    """The audit row of one submitted execution (arguments hashed, never stored)."""
+    capability_id = row.get("capability_id")
+    details = {"capability_id": str(capability_id)} if capability_id else {}
+    if cache_hit:
+        details["cache_hit"] = cache_hit
+    record_audit(
+        conn,
+        tenant_id=principal.tenant_id,
+        key_id=principal.key_id,
+        action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
+        execution_id=str(row["id"]),
+        args={"code": request.code, "args": request.args, "tools": request.tools},
+        details=details or None,
+    )
 
 
 def _settle(state: GatewayState, *, slot: limits.Reservation, execution_id: str | None) -> None:

@@ -37,20 +37,27 @@ def create_execution(
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
-        {
-            "tenant": tenant_id,
-            "code": request.code,
-            "intent": request.intent,
-            "args": Jsonb(request.args),
-            "tools": Jsonb(request.tools) if request.tools is not None else None,
-            "timeout": timeout_s,
-            "key": request.idempotency_key,
-            "cap": capability_id,
-        },
+        _request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
     ).fetchone()
     if row is not None:
         return row, True
     return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+
+
+def _request_params(
+    request: ExecutionRequest, *, tenant_id: str, timeout_s: float, cap: str | None
+) -> dict[str, Any]:
+    """The query parameters every new execution row takes from its request."""
+    return {
+        "tenant": tenant_id,
+        "code": request.code,
+        "intent": request.intent,
+        "args": Jsonb(request.args),
+        "tools": Jsonb(request.tools) if request.tools is not None else None,
+        "timeout": timeout_s,
+        "key": request.idempotency_key,
+        "cap": cap,
+    }
 
 
 def record_cache_hit(
@@ -77,14 +84,7 @@ def record_cache_hit(
         RETURNING *
         """,
         {
-            "tenant": tenant_id,
-            "code": request.code,
-            "intent": request.intent,
-            "args": Jsonb(request.args),
-            "tools": Jsonb(request.tools) if request.tools is not None else None,
-            "timeout": timeout_s,
-            "key": request.idempotency_key,
-            "cap": capability_id,
+            **_request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
             "status": ExecutionStatus.SUCCEEDED,
             "result": Jsonb(result) if result is not None else None,
             "stdout": stdout,
