@@ -40,7 +40,7 @@ e2e = stack_fixture(
     }
 )
 
-TIME_ONLY = Principal(tenant_id="default", key_id="time-only", tool_patterns=("time:*",))
+TIME_ONLY = Principal(tenant_id="default", key_id=str(uuid.uuid4()), tool_patterns=("time:*",))
 
 CATCH = """
 out = {}
@@ -225,7 +225,7 @@ def test_the_toolhost_refuses_a_forged_request_outside_the_grant(e2e: E2EStack) 
 
 def test_tool_calls_per_minute_per_key(as_key: Any) -> None:
     limited = Principal(
-        tenant_id="default", key_id=f"rate-{uuid.uuid4().hex[:8]}", tool_calls_per_min=2
+        tenant_id="default", key_id=str(uuid.uuid4()), tool_calls_per_min=2
     )
     code = """
 out = []
