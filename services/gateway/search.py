@@ -36,6 +36,14 @@ class ToolSearchRequest(RequestModel):
         description="tool ids (`server:tool`) already in use: tools used with them rank higher",
     )
 
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
+        if not value.strip():
+            raise ValueError("query must contain words (it is empty or only whitespace)")
+        return value
+
 
 class ToolScores(BaseModel):
     """The signals fused into a hit's score."""
@@ -65,14 +73,6 @@ class ToolSearchResponse(BaseModel):
 
     query: str
     hits: list[ToolHit]
-
-    @field_validator("query")
-    @classmethod
-    def _has_words(cls, value: str) -> str:
-        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
-        if not value.strip():
-            raise ValueError("query must contain words (it is empty or only whitespace)")
-        return value
 
 
 class QueryEmbeddings:

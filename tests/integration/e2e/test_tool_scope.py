@@ -224,9 +224,7 @@ def test_the_toolhost_refuses_a_forged_request_outside_the_grant(e2e: E2EStack) 
 
 
 def test_tool_calls_per_minute_per_key(as_key: Any) -> None:
-    limited = Principal(
-        tenant_id="default", key_id=str(uuid.uuid4()), tool_calls_per_min=2
-    )
+    limited = Principal(tenant_id="default", key_id=str(uuid.uuid4()), tool_calls_per_min=2)
     code = """
 out = []
 for _ in range(5):
