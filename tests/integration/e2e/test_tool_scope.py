@@ -113,13 +113,26 @@ def test_a_time_only_key_is_refused_example_add_at_submission(as_key: Any) -> No
     assert mixed["result"]["timezone"] == "UTC"
 
 
-def test_without_tools_the_allow_list_is_the_scope(as_key: Any) -> None:
+def test_without_tools_the_allow_list_is_the_scope(e2e: E2EStack, as_key: Any) -> None:
     client = as_key(TIME_ONLY)
     calls = [["time", "get_current_time", {"timezone": "UTC"}], ["example", "list_notes", {}]]
     done = _run(client, {"code": CATCH, "args": {"calls": calls}})
     assert done["status"] == "succeeded", done
     assert done["result"]["time:get_current_time"] == "ok"
     assert done["result"]["example:list_notes"][0] == "tool_not_allowed"
+    # The audit row of the run holds its status and each tool call with its outcome.
+    with e2e.db() as conn:
+        row = conn.execute(
+            "SELECT key_id, action, status, tools FROM audit_log WHERE execution_id = %s",
+            (done["id"],),
+        ).fetchone()
+    assert row is not None and str(row["key_id"]) == TIME_ONLY.key_id
+    assert row["action"] == "execute" and row["status"] == "succeeded"
+    outcomes = {t["tool"]: (t["ok"], t["error_type"]) for t in row["tools"]}
+    assert outcomes == {
+        "time:get_current_time": (True, None),
+        "example:list_notes": (False, "tool_not_allowed"),
+    }
 
 
 def test_a_capability_runs_under_the_callers_allow_list(e2e: E2EStack, as_key: Any) -> None:
