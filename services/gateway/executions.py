@@ -145,31 +145,27 @@ async def submit_execution(
     slot = await to_thread.run_sync(
         lambda: reserve_slot(state, principal=principal, timeout_s=timeout_s)
     )
-    if not request.no_cache:
-        try:
-            hit = await to_thread.run_sync(
-                lambda: answer_from_cache(
-                    state,
-                    request=request,
-                    tenant_id=principal.tenant_id,
-                    timeout_s=timeout_s,
-                    capability_id=capability_id,
-                    allowed=principal.tool_patterns,
-                )
-            )
-        except BaseException:
-            if slot is not None:
-                await to_thread.run_sync(lambda: limits.release(state.redis, reservation=slot))
-            raise
+
+    def from_cache() -> Row | None:
+        """A recorded, audited hit, or None (run it)."""
+        hit = answer_from_cache(
+            state,
+            request=request,
+            tenant_id=principal.tenant_id,
+            timeout_s=timeout_s,
+            capability_id=capability_id,
+            allowed=principal.tool_patterns,
+        )
         if hit is not None:
-            await to_thread.run_sync(
-                lambda: _audit_hit(state, principal=principal, request=request, row=hit)
-            )
-            if slot is not None:  # a hit is a (finished) execution: it counts against the rate
-                await to_thread.run_sync(
-                    lambda: _settle(state, slot=slot, execution_id=str(hit["id"]))
+            with state.pool.connection() as conn:
+                _audit_submission(
+                    conn,
+                    principal=principal,
+                    request=request,
+                    row=hit,
+                    cache_hit=(hit.get("extras") or {}).get("cache_hit"),
                 )
-            return hit
+        return hit
 
     def create() -> tuple[Row, bool]:
         with state.pool.connection() as conn:
@@ -188,7 +184,9 @@ async def submit_execution(
     if len(request.code) <= SYNTAX_PRECHECK_BYTES:
         syntax = await to_thread.run_sync(find_syntax_error, request.code)
     try:
-        row, created = await to_thread.run_sync(create)
+        hit = None if request.no_cache else await to_thread.run_sync(from_cache)
+        # A hit is a (finished) execution: it holds the slot like a new one.
+        row, created = (hit, True) if hit is not None else await to_thread.run_sync(create)
     except BaseException:
         if slot is not None:
             await to_thread.run_sync(lambda: limits.release(state.redis, reservation=slot))
@@ -197,6 +195,8 @@ async def submit_execution(
         await to_thread.run_sync(
             lambda: _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
         )
+    if hit is not None:
+        return hit
     if not created:
         return row
     execution_id = str(row["id"])
@@ -291,21 +291,6 @@ async def wait_for_finish(
                     break
             row = await _fetch(state, execution_id)
         return row
-
-
-def _audit_hit(
-    state: GatewayState, *, principal: Principal, request: ExecutionRequest, row: Row
-) -> None:
-    """A cache hit is an execution too: audited like one, with the level it came from."""
-    with state.pool.connection() as conn:
-        _audit_submission(
-            conn,
-            principal=principal,
-            request=request,
-            row=row,
-            cache_hit=(row.get("extras") or {}).get("cache_hit"),
-        )
-        conn.commit()
 
 
 def _audit_submission(

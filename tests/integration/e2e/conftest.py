@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ import httpx
 import psycopg
 import pytest
 import redis
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings
@@ -208,3 +210,14 @@ e2e = stack_fixture(
         "memory": memory_server(install_memory_server(), tmp),
     }
 )
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSession]:
+    """An initialized MCP SDK client session on the stack's `/mcp` (``options``: callbacks)."""
+    async with (
+        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
+        ClientSession(read, write, **options) as session,
+    ):
+        await session.initialize()
+        yield session

@@ -7,8 +7,6 @@ gateway; downstream are `@modelcontextprotocol/server-everything` and `-filesyst
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture, wait_until
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import everything_server, filesystem_server
 
 
@@ -62,16 +60,6 @@ def _structured(result: types.CallToolResult) -> dict[str, Any]:
     return dict(json.loads(block.text))
 
 
-@asynccontextmanager
-async def _client(stack: E2EStack, **callbacks: Any) -> AsyncIterator[ClientSession]:
-    async with (
-        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
-        ClientSession(read, write, **callbacks) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
 async def _execute(session: ClientSession, code: str, **extra: Any) -> dict[str, Any]:
     return _structured(await session.call_tool("execute_code", {"code": code}, **extra))
 
@@ -105,7 +93,7 @@ return await mcp.everything["trigger-long-running-operation"](duration=0.6, step
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with _client(ready) as session:
+    async with mcp_session(ready) as session:
         ran = await _execute(session, code, progress_callback=on_progress)
     assert ran["status"] == "succeeded", ran
     assert "Steps: 3" in json.dumps(ran["result"])
@@ -158,7 +146,7 @@ async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
         )
 
     code = 'return await mcp.everything["trigger-sampling-request"](prompt="meaning of life", maxTokens=20)'
-    async with _client(ready, sampling_callback=sampling) as session:
+    async with mcp_session(ready, sampling_callback=sampling) as session:
         ran = await _execute(session, code)
     assert ran["status"] == "succeeded", ran
     assert "forty-two, from the test client" in json.dumps(ran["result"])
@@ -186,7 +174,7 @@ async def test_elicitation_reaches_the_client_and_its_answer_reaches_the_tool(
         return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
 
     code = 'return await mcp.everything["trigger-elicitation-request"]()'
-    async with _client(ready, elicitation_callback=elicitation) as session:
+    async with mcp_session(ready, elicitation_callback=elicitation) as session:
         ran = await _execute(session, code)
     assert ran["status"] == "succeeded", ran
     assert messages and "provide inputs" in messages[0]
@@ -202,7 +190,7 @@ except Exception as exc:  # ToolCallError
 
 
 async def test_sampling_is_refused_for_a_client_without_the_capability(ready: E2EStack) -> None:
-    async with _client(ready) as session:
+    async with mcp_session(ready) as session:
         ran = await _execute(session, REFUSAL_CODE)
     assert ran["status"] == "succeeded", ran["error"]
     assert ran["result"]["type"] == "tool_error"
@@ -224,7 +212,7 @@ STATIC_DOC = "demo://resource/static/document/architecture.md"
 async def test_resources_are_listed_and_read_through_the_gateways_mcp_server(
     ready: E2EStack,
 ) -> None:
-    async with _client(ready) as session:
+    async with mcp_session(ready) as session:
         listed = (await session.list_resources()).resources
         templates = (await session.list_resource_templates()).resource_templates
         gateway_uri = f"agentcards://everything/{STATIC_DOC}"

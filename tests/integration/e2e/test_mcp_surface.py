@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import LoggingMessageNotificationParams, PromptReference
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
 
 surface = stack_fixture(
@@ -35,16 +30,6 @@ CONFORMANCE = [
     "dns-rebinding-protection",
     "server-sse-multiple-streams",
 ]
-
-
-@asynccontextmanager
-async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSession]:
-    async with (
-        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
-        ClientSession(read, write, **options) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 async def test_search_tools_returns_the_rest_body(surface: E2EStack) -> None:
