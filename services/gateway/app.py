@@ -20,7 +20,9 @@ from services.gateway.routes import (
     audit,
     cache,
     capabilities,
+    capability_admin,
     dashboard,
+    events,
     executions,
     health,
     metrics,
@@ -84,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origin_list,
-            allow_methods=["GET", "POST", "DELETE"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["content-type", "authorization", "x-api-key", "mcp-session-id"],
             expose_headers=["mcp-session-id"],
         )
@@ -95,6 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tools.router)
     app.include_router(resources.router)
     app.include_router(capabilities.router)
+    app.include_router(capability_admin.router)
+    app.include_router(events.router)
     app.include_router(cache.router)
     app.include_router(metrics.router)
     app.include_router(dashboard.router)

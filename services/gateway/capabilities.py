@@ -18,7 +18,6 @@ from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
 from shared.inputs import RequestModel
-from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
 from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
@@ -169,20 +168,3 @@ async def execute_capability(
             state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), on_event=on_event
         )
     return row
-
-
-def list_capabilities(
-    state: GatewayState,
-    *,
-    limit: int,
-    offset: int,
-    min_success_rate: float,
-    tenant_id: str,
-) -> Row:
-    """One page of capabilities, most used first, and the total at that success rate."""
-    with state.pool.connection() as conn:
-        rows, total = store.list_capabilities(
-            conn, tenant_id=tenant_id, min_success_rate=min_success_rate, limit=limit, offset=offset
-        )
-        rows = mark_availability(conn, capabilities=rows)
-    return {"capabilities": [{**r, "id": str(r["id"])} for r in rows], "total": total}

@@ -35,6 +35,7 @@ from shared.learning.feedback import (
     suggestions_for,
 )
 from shared.learning.intents import learn_intents
+from shared.matching.thresholds import Context, get_threshold
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
@@ -43,6 +44,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 _COLUMNS = "id, tenant_id, status, code, intent, trace, duration_ms, capability_id, learned_at"
 # Outcomes that changed nothing: no metrics, no "learned" event.
 NOTHING_DONE = frozenset({"missing", "already_ingested", "not_finished"})
+MATCHING = Context.CAPABILITY_MATCHING
 
 
 @dataclass
@@ -54,6 +56,9 @@ class IngestResult:
     capability: dict[str, Any] | None = None
     edges: int = 0
     failed_tools: list[str] = field(default_factory=list)
+    tenant_id: str | None = None
+    # (old, new) adaptive matching threshold of the tenant, when this batch moved it.
+    threshold_change: tuple[float, float] | None = None
 
 
 def ingest_executions(
@@ -132,7 +137,7 @@ def _apply(
                 ", ".join(decision.failed_tools),
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
-    _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
+    moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
     learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
     )
@@ -167,6 +172,8 @@ def _apply(
             capability=done.capability if done else None,
             edges=len(edges[execution_id]),
             failed_tools=decision.failed_tools,
+            tenant_id=row["tenant_id"],
+            threshold_change=moved.get(row["tenant_id"]),
         )
     with conn.cursor() as cur:
         cur.executemany(
@@ -182,8 +189,11 @@ def _threshold_feedback(
     rows: Sequence[dict[str, Any]],
     decisions: dict[str, LearningDecision],
     capabilities: dict[str, CapabilityOutcome],
-) -> None:
-    """Re-runs confirm or refute their match; new capabilities may reveal a missed one."""
+) -> dict[str, tuple[float, float]]:
+    """Re-runs confirm or refute their match; new capabilities may reveal a missed one.
+
+    Returns (old, new) threshold per tenant whose threshold this moved.
+    """
     created: list[NewCapability] = []
     reruns: list[tuple[str, str, bool]] = []
     for row in rows:
@@ -204,8 +214,12 @@ def _threshold_feedback(
                     tools_used=decisions[execution_id].tools_used,
                 )
             )
+    tenants = list(dict.fromkeys([t for t, _, _ in reruns] + [c.tenant_id for c in created]))
+    before = {t: get_threshold(conn, context=MATCHING, tenant_id=t) for t in tenants}
     rerun_outcomes(conn, reruns=reruns)
     detect_false_negatives(conn, created=created)
+    after = {t: get_threshold(conn, context=MATCHING, tenant_id=t) for t in tenants}
+    return {t: (before[t], after[t]) for t in tenants if before[t] != after[t]}
 
 
 def _rerun_ok(decision: LearningDecision) -> bool:

@@ -20,6 +20,7 @@ from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
 from shared.errors import ErrorType, error_dict
+from shared.events import bus
 from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
@@ -206,6 +207,12 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         )
     except RedisError as exc:  # waiting clients also poll the row
         log.warning("could not announce the end of %s: %s", execution_id, exc)
+    bus.publish(
+        redis,
+        tenant_id=row["tenant_id"],
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished({**row, "duration_ms": outcome.duration_ms}, status=status),
+    )
     return outcome.status
 
 
