@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
 from shared.events import bus
 from shared.inputs import RequestModel
 
 Row = dict[str, Any]
-
-
-def _no_nul(value: str | None) -> str | None:
-    if value is not None and "\x00" in value:
-        raise ValueError("text must not contain a NUL character (\\u0000)")
-    return value
-
-
-Text = Annotated[str | None, AfterValidator(_no_nul)]
 
 
 class CapabilityItem(BaseModel):

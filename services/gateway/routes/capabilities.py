@@ -13,7 +13,7 @@ from services.gateway.capabilities import (
     CapabilitySearchRequest,
     CapabilitySearchResponse,
 )
-from services.gateway.capability_admin import CapabilityList, Text, item_json
+from services.gateway.capability_admin import CapabilityList, item_json
 from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities.listing import CapabilityFilter, Sort, list_items
 from shared.executions.models import view_from_row
@@ -66,9 +66,13 @@ def list_capabilities(
     community_id: int | None = Query(None, ge=0, description="in this tool-graph community"),
     min_success_rate: float | None = Query(None, ge=0.0, le=1.0),
     min_usage: int | None = Query(None, ge=0, description="used at least this many times"),
-    q: Text = Query(None, max_length=200, description="in name, description, intent or alias"),
-    server: Text = Query(None, max_length=64, description="uses a tool of this MCP server"),
-    tool: Text = Query(None, max_length=200, description="uses this tool (`server:tool` or name)"),
+    q: str | None = Query(
+        None, max_length=200, description="in name, description, intent or alias"
+    ),
+    server: str | None = Query(None, max_length=64, description="uses a tool of this MCP server"),
+    tool: str | None = Query(
+        None, max_length=200, description="uses this tool (`server:tool` or name)"
+    ),
     sort: Sort = Query(Sort.USAGE, description="highest or latest first"),
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0),
