@@ -54,6 +54,9 @@ class IngestResult:
     capability: dict[str, Any] | None = None
     edges: int = 0
     failed_tools: list[str] = field(default_factory=list)
+    suggested: int = 0  # tools and capabilities suggested after it
+    suggestions_used: int = 0  # earlier suggestions it used (accepted)
+    rerun_ok: bool | None = None  # a capability re-run: did it succeed (None: not a re-run)
 
 
 def ingest_executions(
@@ -130,6 +133,7 @@ def _apply(
                 "execution %s not saved as a capability: tools failed: %s",
                 execution_id,
                 ", ".join(decision.failed_tools),
+                extra={"execution_id": execution_id, "tenant_id": row["tenant_id"]},
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
     _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
@@ -157,7 +161,7 @@ def _apply(
         execution_id = str(row["id"])
         decision = decisions[execution_id]
         done = capabilities.get(execution_id)
-        extra: dict[str, Any] = {"suggestions": suggestions[execution_id]}
+        extra: dict[str, Any] = {"suggestions": suggestions.shown[execution_id]}
         if done is not None:
             extra["capability"] = _summary(done)
         extras.append((Jsonb(extra), execution_id))
@@ -167,6 +171,9 @@ def _apply(
             capability=done.capability if done else None,
             edges=len(edges[execution_id]),
             failed_tools=decision.failed_tools,
+            suggested=len(suggestions.shown[execution_id]),
+            suggestions_used=suggestions.accepted[execution_id],
+            rerun_ok=_rerun_ok(decision) if row["capability_id"] is not None else None,
         )
     with conn.cursor() as cur:
         cur.executemany(
