@@ -59,7 +59,7 @@ HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
     ),
 }
 # Histograms with one label; each label value is its own hash, the values seen are a set.
-LABELLED_HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
+LABELLED_HISTOGRAMS: dict[str, tuple[str, str, tuple[float, ...]]] = {
     # A local tool answers in ~1 ms over the RPC channel; a remote API in 100s of ms.
     "tool_call_latency_seconds": (
         "server",

@@ -25,6 +25,7 @@ from services.gateway.routes import (
     health,
     metrics,
     resources,
+    summary,
     tools,
 )
 from services.gateway.routes.docs import docs_router
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(capabilities.router)
     app.include_router(cache.router)
     app.include_router(metrics.router)
+    app.include_router(summary.router)
     app.include_router(dashboard.router)
     app.include_router(audit.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
