@@ -27,6 +27,7 @@ from services.gateway.routes import (
     health,
     metrics,
     resources,
+    summary,
     tools,
 )
 from services.gateway.routes.docs import docs_router
@@ -36,6 +37,7 @@ from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
+from shared.logs import configure_logging
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -101,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(cache.router)
     app.include_router(metrics.router)
+    app.include_router(summary.router)
     app.include_router(dashboard.router)
     app.include_router(audit.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
@@ -110,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def main() -> None:
     """Serve the gateway with uvicorn on the configured host/port."""
     import uvicorn
+    import uvicorn.config
 
     settings = get_settings()
     # Checked before listening, so a refusal is one line and no socket was ever open.
@@ -120,6 +124,9 @@ def main() -> None:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
+    json_logs = settings.log_format == "json"
+    if json_logs:  # else uvicorn's own text lines, as always
+        configure_logging(level=settings.log_level, log_format="json")
     if warning := auth_off_warning(settings):
         print(warning, file=sys.stderr, flush=True)
     uvicorn.run(
@@ -127,6 +134,7 @@ def main() -> None:
         host=settings.gateway_host,
         port=settings.gateway_port,
         log_level=settings.log_level.lower(),
+        log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
     )
 
 

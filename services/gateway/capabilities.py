@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
+from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
 from shared.capabilities import store
@@ -106,8 +107,10 @@ async def search_capabilities(
                 suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
                 matched = {c["id"] for c in found["capabilities"]}
                 suggestions = [s for s in suggestions if s["id"] not in matched]
-                record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+                shown = record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+                metrics.incr(state.redis, "suggestions_generated_total", shown)
                 found["suggestions"] = suggestions
+            metrics.count_search(state.redis, matched=bool(found["capabilities"]))
             return found
 
     return CapabilitySearchResponse.model_validate(await to_thread.run_sync(run))
@@ -160,6 +163,7 @@ async def execute_capability(
         timeout_s=body.timeout_s,
         no_cache=body.no_cache,
     )
+    await to_thread.run_sync(metrics.incr, state.redis, "capabilities_executed_total")
     row = await submit_execution(
         state, request=request, principal=principal, capability_id=str(cap["id"])
     )

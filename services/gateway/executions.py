@@ -37,6 +37,7 @@ from shared.executions.store import (
     get_execution,
 )
 from shared.inputs import check_value
+from shared.logs import bind
 from shared.queues import TaskName
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.tools.store import get_tools
@@ -202,6 +203,7 @@ async def submit_execution(
     if not created:
         return row
     execution_id = str(row["id"])
+    bind(execution_id=execution_id)
     if syntax is not None:
         return await _fail_at_once(state, execution_id=execution_id, error=syntax)
     grant = Grant.for_principal(principal, tools=request.tools)

@@ -59,6 +59,9 @@ class IngestResult:
     tenant_id: str | None = None
     # (old, new) adaptive matching threshold of the tenant, when this batch moved it.
     threshold_change: tuple[float, float] | None = None
+    suggested: int = 0  # tools and capabilities suggested after it
+    suggestions_used: int = 0  # earlier suggestions it used (accepted)
+    rerun_ok: bool | None = None  # a capability re-run: did it succeed (None: not a re-run)
 
 
 def ingest_executions(
@@ -135,6 +138,7 @@ def _apply(
                 "execution %s not saved as a capability: tools failed: %s",
                 execution_id,
                 ", ".join(decision.failed_tools),
+                extra={"execution_id": execution_id, "tenant_id": row["tenant_id"]},
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
     moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
@@ -162,7 +166,7 @@ def _apply(
         execution_id = str(row["id"])
         decision = decisions[execution_id]
         done = capabilities.get(execution_id)
-        extra: dict[str, Any] = {"suggestions": suggestions[execution_id]}
+        extra: dict[str, Any] = {"suggestions": suggestions.shown[execution_id]}
         if done is not None:
             extra["capability"] = _summary(done)
         extras.append((Jsonb(extra), execution_id))
@@ -174,6 +178,9 @@ def _apply(
             failed_tools=decision.failed_tools,
             tenant_id=row["tenant_id"],
             threshold_change=moved.get(row["tenant_id"]),
+            suggested=len(suggestions.shown[execution_id]),
+            suggestions_used=suggestions.accepted[execution_id],
+            rerun_ok=_rerun_ok(decision) if row["capability_id"] is not None else None,
         )
     with conn.cursor() as cur:
         cur.executemany(

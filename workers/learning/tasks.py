@@ -112,6 +112,7 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
             metrics.incr(client, counter, n)
     if n := sum(1 for r in done.values() if r.verdict == "tool_failures"):
         metrics.incr(client, "capabilities_skipped_tool_failures_total", n)
+    metrics.count_ingested(client, results=list(done.values()))
     # Each trace waited for the whole batch: that is its ingestion latency.
     metrics.observe(client, "ingestion_latency_seconds", seconds, count=len(done))
     events = []
