@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,10 +33,11 @@ from typing import Any
 import httpx
 import redis
 
-from deploy.bench.e2e import _stats
+from deploy.bench.e2e import WARMUP, _stats
 from deploy.bench.load_phases import phase_breakdown
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
+from shared.db import connect
 from shared.executions.liveness import SANDBOX_PATTERN
 from shared.rpc.heartbeat import read_heartbeats
 
@@ -47,8 +49,10 @@ MIN_RATE = 0.5
 MAX_RATE = 640.0
 
 
-def run(seconds: int = 60, io_seconds: int = 15, probe_seconds: int = 8) -> dict[str, Any]:
-    """Rate search, the ``seconds``-long run at the best rate, and 1 vs 2 vs 2+2 workers."""
+def run(
+    seconds: int = 60, io_seconds: int = 15, probe_seconds: int = 8, sequential: int = 200
+) -> dict[str, Any]:
+    """One client's latency and phases, the best held rate, and 1 vs 2 vs 2+2 workers."""
     home = Path(tempfile.mkdtemp(prefix="agentcards-load-"))
     config = home / "mcp.json"
     server = {"command": sys.executable, "args": ["-m", "deploy.examples.example_server"]}
@@ -56,6 +60,7 @@ def run(seconds: int = 60, io_seconds: int = 15, probe_seconds: int = 8) -> dict
     out: dict[str, Any] = {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}
     with temporary_stack(mcp_config=config, sandbox_workers=1) as handle:
         io: dict[str, Any] = {"workload": "one tool call that waits 50 ms", "seconds": io_seconds}
+        out["sequential"] = _sequential(handle, n=sequential)
         io["one_process"] = _closed_loop(handle, processes=1, seconds=io_seconds)
         _grow_pool(handle, total=2)
         io["two_processes"] = _closed_loop(handle, processes=2, seconds=io_seconds)
@@ -101,6 +106,30 @@ def _closed_loop(handle: StackHandle, *, processes: int, seconds: float) -> dict
         "per_s": round(len(done) / elapsed, 1),
         "errors": sum(errors),
         "latency_ms": _stats(done) if done else None,
+        "load_avg": os.getloadavg()[0],
+    }
+
+
+def _sequential(handle: StackHandle, *, n: int) -> dict[str, Any]:
+    """One client, one run at a time (the e2e bench's latency): the tail without queueing."""
+    samples: list[dict[str, Any]] = []
+    with httpx.Client(base_url=handle.gateway_url, timeout=60) as http:
+        for i in range(WARMUP + n):
+            sent = time.time()
+            body = _post(http, RATE_CODE, {"n": i})
+            ok = body.get("status") == "succeeded" and body.get("result") == i + 1
+            if i >= WARMUP:
+                samples.append(
+                    {"sent": sent, "received": time.time(), "ok": ok, "id": body.get("id")}
+                )
+    latencies = [(s["received"] - s["sent"]) * 1000 for s in samples if s["ok"]]
+    stats = _stats(latencies)
+    return {
+        "n": n,
+        "errors": sum(not s["ok"] for s in samples),
+        "latency_ms": stats,
+        "p99_over_p50": round(stats["p99"] / stats["p50"], 2),
+        "phases_ms": phase_breakdown(handle, samples),
         "load_avg": os.getloadavg()[0],
     }
 
@@ -228,11 +257,12 @@ async def _open_loop(handle: StackHandle, *, rate: float, seconds: float) -> dic
 
         start = time.monotonic()
         tasks = []
-        for n in range(total):
-            await asyncio.sleep(max(0.0, start + n / rate - time.monotonic()))
-            tasks.append(asyncio.create_task(one(n)))
-        submitted_at = time.time()
-        await asyncio.gather(*tasks)
+        with _ConnectionSampler(handle) as connections:
+            for n in range(total):
+                await asyncio.sleep(max(0.0, start + n / rate - time.monotonic()))
+                tasks.append(asyncio.create_task(one(n)))
+            submitted_at = time.time()
+            await asyncio.gather(*tasks)
     drained = max(s["received"] for s in samples) - submitted_at if samples else 0.0
     latencies = [(s["received"] - s["sent"]) * 1000 for s in samples if s["ok"]]
     errors = sum(not s["ok"] for s in samples)
@@ -247,5 +277,35 @@ async def _open_loop(handle: StackHandle, *, rate: float, seconds: float) -> dic
         "latency_ms": stats,
         "p99_over_p50": round(stats["p99"] / stats["p50"], 2) if stats else None,
         "load_avg": os.getloadavg()[0],
+        "peak_connections": connections.peak,
         "samples": samples,
     }
+
+
+class _ConnectionSampler(threading.Thread):
+    """Peak Postgres backends and Redis clients of the whole stack while a run lasts."""
+
+    def __init__(self, handle: StackHandle) -> None:
+        super().__init__(daemon=True)
+        self.handle = handle
+        self.peak = {"postgres": 0, "redis": 0}
+        self.done = threading.Event()
+
+    def __enter__(self) -> _ConnectionSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
+
+    def run(self) -> None:
+        client = redis.Redis.from_url(self.handle.settings.redis_url or "")
+        with connect(self.handle.settings.database_url or "", autocommit=True) as conn:
+            while not self.done.wait(1.0):
+                row = conn.execute(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                ).fetchone()
+                clients = int(client.info("clients")["connected_clients"])
+                self.peak["postgres"] = max(self.peak["postgres"], int(row["n"]) if row else 0)
+                self.peak["redis"] = max(self.peak["redis"], clients)
