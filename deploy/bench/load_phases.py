@@ -8,7 +8,8 @@ compare directly (``now()`` in Postgres is the start of the writing transaction)
 - ``sandbox_start``: claim → the code's first tool call (a sandbox child from the pool).
 - ``tool_rpc``: the tool call, as the bridge timed it (Redis RPC, toolhost, MCP server).
 - ``result_store``: end of the tool call → the finishing UPDATE (result, trace).
-- ``wait_wakeup``: that UPDATE → the client has the answer (commit, event, HTTP).
+- ``announce``: that UPDATE → the worker publishes `execution.finished` (commit, cache).
+- ``wait_wakeup``: the event → the client has the answer (gateway wake-up, read, HTTP).
 
 For the slowest 1 % the same phases are given, so the tail's cause shows beside the median.
 """
@@ -18,8 +19,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import redis
+
 from deploy.launcher.harness import StackHandle
 from shared.db import connect
+from shared.executions.events import FINISHED, decode_event
+from shared.queues import events_log_key
 
 PHASES = (
     "gateway_enqueue",
@@ -27,6 +32,7 @@ PHASES = (
     "sandbox_start",
     "tool_rpc",
     "result_store",
+    "announce",
     "wait_wakeup",
 )
 
@@ -44,7 +50,8 @@ def phase_breakdown(handle: StackHandle, samples: list[dict[str, Any]]) -> dict[
             "FROM executions WHERE id::text = ANY(%s)",
             (list(ok),),
         ).fetchall()
-    phases = [p for p in (_phases(ok[r["id"]], r) for r in rows) if p]
+    announced = _announced(handle, list(ok))
+    phases = [p for p in (_phases(ok[r["id"]], r, announced.get(r["id"])) for r in rows) if p]
     if not phases:
         return {}
     out: dict[str, Any] = {
@@ -58,9 +65,25 @@ def phase_breakdown(handle: StackHandle, samples: list[dict[str, Any]]) -> dict[
     return out
 
 
-def _phases(sample: dict[str, Any], row: dict[str, Any]) -> dict[str, float] | None:
+def _announced(handle: StackHandle, ids: list[str]) -> dict[str, float]:
+    """When each execution's `execution.finished` was published, from its event log."""
+    client = redis.Redis.from_url(handle.settings.redis_url or "")
+    pipe = client.pipeline(transaction=False)
+    for execution_id in ids:
+        pipe.lrange(events_log_key(execution_id), 0, -1)
+    out = {}
+    for execution_id, log in zip(ids, pipe.execute(), strict=True):
+        for event in map(decode_event, log):
+            if event.get("type") == FINISHED and event.get("ts"):
+                out[execution_id] = float(event["ts"])
+    return out
+
+
+def _phases(
+    sample: dict[str, Any], row: dict[str, Any], announced: float | None
+) -> dict[str, float] | None:
     tool = [e for e in row["trace"] or [] if e.get("type") in {"tool_start", "tool_end"}]
-    if len(tool) < 2 or row["started"] is None or row["finished"] is None:
+    if len(tool) < 2 or row["started"] is None or row["finished"] is None or not announced:
         return None
     tool_start, tool_end = float(tool[0]["ts"]), float(tool[1]["ts"])
     created, started, finished = (
@@ -68,7 +91,8 @@ def _phases(sample: dict[str, Any], row: dict[str, Any]) -> dict[str, float] | N
         float(row["started"]),
         float(row["finished"]),
     )
-    stamps = [sample["sent"], created, started, tool_start, tool_end, finished, sample["received"]]
+    stamps = [sample["sent"], created, started, tool_start, tool_end, finished, announced]
+    stamps.append(sample["received"])
     out = {name: (b - a) * 1000 for name, a, b in zip(PHASES, stamps[:-1], stamps[1:], strict=True)}
     out["total"] = (sample["received"] - sample["sent"]) * 1000
     return out
