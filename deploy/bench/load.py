@@ -17,6 +17,7 @@ sides; the machine's load average is reported beside them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -194,13 +195,14 @@ class _second_host:
         _wait_processes(self.handle, before + self.concurrency)
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)  # a warm shutdown: running tasks finish
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(30)
+        with contextlib.suppress(ProcessLookupError):  # whatever of the group is left
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
 
 
 def _rate_search(handle: StackHandle, *, probe_seconds: float, seconds: float) -> dict[str, Any]:
