@@ -183,7 +183,13 @@ def mcp() -> None:
         _fail(exc)
 
 
-def _join(process: str, *, env: dict[str, str] | None = None, **argv_options: object) -> None:
+def _join(
+    process: str,
+    *,
+    env: dict[str, str] | None = None,
+    node_name: str | None = None,
+    concurrency: int | None = None,
+) -> None:
     """Check the URLs (and the MCP config), then become the process: see deploy/cli/join.py."""
     import os
 
@@ -193,7 +199,7 @@ def _join(process: str, *, env: dict[str, str] | None = None, **argv_options: ob
     get_settings.cache_clear()
     settings = _settings()
     try:
-        argv = join_argv(settings, process, **argv_options)  # type: ignore[arg-type]
+        argv = join_argv(settings, process, node_name=node_name, concurrency=concurrency)
         check_reachable(settings)
     except AgentCardsError as exc:
         _fail(exc)
