@@ -62,3 +62,20 @@ def match() -> None:
 def cache(n: int = typer.Option(200, help="requests per measured configuration")) -> None:
     """One capability: miss, L1 hit and L2 hit latency end to end, beside a no-op Celery task."""
     _run("cache", n=n)
+
+
+@bench_app.command("load")
+def load(
+    seconds: int = typer.Option(60, help="length of the run at the best rate"),
+    io_seconds: int = typer.Option(15, help="length of each 1 / 2 / 2+2 worker measurement"),
+    probe_seconds: int = typer.Option(8, help="length of each rate probe"),
+    sequential: int = typer.Option(200, help="one-at-a-time runs for the latency tail"),
+) -> None:
+    """One client's p50/p99 and phases, the highest held rate, 1 vs 2 vs 2+2 sandbox workers."""
+    _run(
+        "load",
+        seconds=seconds,
+        io_seconds=io_seconds,
+        probe_seconds=probe_seconds,
+        sequential=sequential,
+    )

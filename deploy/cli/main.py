@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, mcp, keys, audit, sandbox, cache, bench, demo."""
+"""The `agentcards` command: up, status, down, gateway, toolhost, worker, mcp, keys, bench, …"""
 
 from __future__ import annotations
 
@@ -181,6 +181,63 @@ def mcp() -> None:
         asyncio.run(serve_stdio(settings))
     except AgentCardsError as exc:
         _fail(exc)
+
+
+def _join(
+    process: str,
+    *,
+    env: dict[str, str] | None = None,
+    node_name: str | None = None,
+    concurrency: int | None = None,
+) -> None:
+    """Check the URLs (and the MCP config), then become the process: see deploy/cli/join.py."""
+    import os
+
+    from deploy.cli.join import check_reachable, exec_process, join_argv
+
+    os.environ.update(env or {})
+    get_settings.cache_clear()
+    settings = _settings()
+    try:
+        argv = join_argv(settings, process, node_name=node_name, concurrency=concurrency)
+        check_reachable(settings)
+    except AgentCardsError as exc:
+        _fail(exc)
+    exec_process(argv)
+
+
+@app.command()
+def gateway(
+    host: str | None = typer.Option(None, help="bind address (default AGENTCARDS_GATEWAY_HOST)"),
+    port: int | None = typer.Option(None, help="port (default AGENTCARDS_GATEWAY_PORT)"),
+) -> None:
+    """Serve one gateway of an existing stack (AGENTCARDS_DATABASE_URL and _REDIS_URL)."""
+    env = {"AGENTCARDS_GATEWAY_HOST": host} if host else {}
+    if port:
+        env["AGENTCARDS_GATEWAY_PORT"] = str(port)
+    _join("gateway", env=env)
+
+
+@app.command()
+def toolhost() -> None:
+    """Serve one toolhost of an existing stack: the MCP servers of AGENTCARDS_MCP_CONFIG."""
+    _join("toolhost")
+
+
+@app.command()
+def worker(
+    kind: str = typer.Argument(..., help="sandbox (runs executions) or learning"),
+    concurrency: int | None = typer.Option(
+        None, help="sandbox processes (default AGENTCARDS_SANDBOX_WORKERS); learning runs one"
+    ),
+    name: str | None = typer.Option(
+        None, help="Celery node name, unique per stack (default sandbox@HOSTNAME)"
+    ),
+) -> None:
+    """Run one Celery worker of an existing stack (AGENTCARDS_DATABASE_URL and _REDIS_URL)."""
+    if kind not in {"sandbox", "learning"}:
+        _fail(ValueError(f"unknown worker {kind!r}: choose sandbox or learning"))
+    _join(kind, node_name=name, concurrency=concurrency if kind == "sandbox" else None)
 
 
 def main() -> None:

@@ -207,9 +207,9 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     log.info("execution %s %s in %.0f ms", execution_id, status, outcome.duration_ms)
     remember_result(row=row, run=replace(finished, status=status), cache=cache, settings=settings)
     try:
-        publish_event(
-            redis, execution_id=execution_id, event={"type": FINISHED, "status": outcome.status}
-        )
+        # `ts` (epoch seconds) lets a client or benchmark see when the end was announced.
+        event = {"type": FINISHED, "status": outcome.status, "ts": time.time()}
+        publish_event(redis, execution_id=execution_id, event=event)
     except RedisError as exc:  # waiting clients also poll the row
         log.warning("could not announce the end of %s: %s", execution_id, exc)
     bus.publish(

@@ -67,6 +67,23 @@ def test_sandbox_worker_can_scale(compose: dict[str, Any]) -> None:
     assert "-Q executions" in worker["command"]
 
 
+@pytest.mark.parametrize("name", ["sandbox-worker", "toolhost"])
+def test_scaled_services_are_correct_by_construction(compose: dict[str, Any], name: str) -> None:
+    """`docker compose up --scale sandbox-worker=N --scale toolhost=M`: each replica is whole."""
+    service = compose["services"][name]
+    # --scale refuses a fixed container_name or host port; a fixed hostname would give
+    # every replica the same Celery node name and heartbeat key.
+    assert not {"container_name", "ports", "hostname"} & set(service)
+    # Named volumes would be shared by the replicas: only the read-only MCP config is.
+    for volume in service.get("volumes", []):
+        assert volume.endswith(":ro"), f"{name} shares a writable volume: {volume}"
+    command = service["command"]
+    text = command if isinstance(command, str) else " ".join(command)
+    if "celery" in text:  # one node name per replica (%h is the container's hostname)
+        assert re.search(r"-n \S+@%h", text), text
+    assert service.get("deploy", {}).get("replicas", 1) >= 1
+
+
 def test_commands_name_real_modules(compose: dict[str, Any]) -> None:
     import importlib.util
 
