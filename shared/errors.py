@@ -131,6 +131,12 @@ class DependencyError(AgentCardsError):
     type = ErrorType.DEPENDENCY_ERROR
 
 
+class Unavailable(DependencyError):
+    """Raised when a dependency a request needs is down right now: retry after a pause."""
+
+    type = ErrorType.UNAVAILABLE
+
+
 class ValidationFailed(AgentCardsError):
     """Raised when client input is rejected before anything is recorded."""
 

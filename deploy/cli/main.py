@@ -92,13 +92,17 @@ def status() -> None:
         rows.append(("postgres", "-", True, "answers, pgvector installed"))
     except AgentCardsError as exc:
         rows.append(("postgres", "-", False, exc.message))
+    redis_pid = state.embedded_redis_pid
     try:
         import redis
 
         redis.Redis.from_url(state.redis_url, socket_timeout=2).ping()
-        rows.append(("redis", str(state.embedded_redis_pid or "-"), True, "answers PING"))
+        if redis_pid and not pid_alive(redis_pid):  # a stale state file: another server answers
+            rows.append(("redis", str(redis_pid), False, "embedded Redis process not running"))
+        else:
+            rows.append(("redis", str(redis_pid or "-"), True, "answers PING"))
     except Exception as exc:  # report, don't crash: status must always print
-        rows.append(("redis", "-", False, str(exc)))
+        rows.append(("redis", str(redis_pid or "-"), False, str(exc)))
     specs = stack_specs(resolved)
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = {s.name: pool.submit(s.check, resolved) for s in specs}

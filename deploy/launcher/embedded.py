@@ -75,12 +75,24 @@ class EmbeddedPostgres:
             )
 
     def running(self) -> bool:
-        """True while a postmaster serves this data directory."""
+        """True while a postmaster serves this data directory (a zombie does not count)."""
         pid_file = self.pgdata / "postmaster.pid"
-        if not pid_file.exists():
+        try:
+            first = pid_file.read_text().split("\n", 1)[0].strip()
+        except FileNotFoundError:
             return False
-        first = pid_file.read_text().split("\n", 1)[0].strip()
-        return first.isdigit() and psutil.pid_exists(int(first))
+        return first.isdigit() and _pid_alive(int(first))
+
+    def restart(self) -> None:
+        """Start the postmaster again on the same data and socket (the URL does not change)."""
+        import pgserver
+
+        server = self._server
+        with pgserver.PostgresServer._lock:  # the lock pgserver itself takes around pg_ctl
+            try:
+                server.ensure_postgres_running()  # type: ignore[attr-defined]
+            except Exception as exc:  # pg_ctl failed or timed out: the supervisor retries
+                raise DependencyError(f"embedded PostgreSQL did not restart: {exc}") from exc
 
     def _live_handles(self) -> list[int]:
         path = self.pgdata / ".handle_pids.json"
@@ -101,10 +113,19 @@ class EmbeddedRedis:
     port: int
     password: str
     process: subprocess.Popen[bytes]
+    persist: bool = True
 
     @property
     def url(self) -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def running(self) -> bool:
+        """True while the server process lives (polling also reaps it once it died)."""
+        return self.process.poll() is None
+
+    def restart(self) -> EmbeddedRedis:
+        """A new server on the same port, password and data: the AOF brings queued messages back."""
+        return EmbeddedRedis.start(self.datadir, port=self.port, persist=self.persist)
 
     @classmethod
     def start(cls, datadir: Path, *, port: int, persist: bool = True) -> EmbeddedRedis:
@@ -144,7 +165,7 @@ class EmbeddedRedis:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        instance = cls(datadir=datadir, port=port, password=password, process=proc)
+        instance = cls(datadir=datadir, port=port, password=password, process=proc, persist=persist)
         instance.wait_ready()
         return instance
 
@@ -189,6 +210,13 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _read_or_create_secret(path: Path) -> str:

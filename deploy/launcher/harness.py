@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,9 +13,46 @@ from pathlib import Path
 from typing import Any
 
 from deploy.launcher.embedded import free_port
-from deploy.launcher.health import wait_healthy
+from deploy.launcher.health import wait_healthy, watch
 from deploy.launcher.supervisor import Stack
 from shared.config import Settings
+
+SUPERVISE_CHECK_EVERY_S = 5.0  # as `agentcards up` once healthy (each check pings Celery)
+
+
+class Supervision:
+    """A thread that, while enabled, restarts whatever of a stack dies, as `agentcards up` does.
+
+    One thread for the stack's whole life: children get SIGTERM when the *thread* that
+    spawned them ends (PR_SET_PDEATHSIG follows the thread), so it must outlive them.
+    """
+
+    def __init__(self, stack: Stack) -> None:
+        self.enabled = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=watch,
+            args=(stack,),
+            kwargs={"check_every_s": SUPERVISE_CHECK_EVERY_S, "stopped": self._stop.is_set},
+            name="stack-supervisor",
+            daemon=True,
+        )
+        self._stack = stack
+        stack.paused = lambda: not self.enabled.is_set()
+        self._thread.start()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Restart what dies while inside."""
+        self.enabled.set()
+        try:
+            yield
+        finally:
+            self.enabled.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @dataclass
@@ -22,6 +61,11 @@ class StackHandle:
 
     stack: Stack
     settings: Settings  # with the resolved database and Redis URLs
+    supervision: Supervision
+
+    def supervised(self) -> contextlib.AbstractContextManager[None]:
+        """Inside, whatever dies is restarted (the stack's supervisor thread is enabled)."""
+        return self.supervision.active()
 
     @property
     def gateway_url(self) -> str:
@@ -35,9 +79,14 @@ def temporary_stack(
     sandbox_workers: int = 1,
     extra_env: dict[str, str] | None = None,
     timeout_s: float = 120.0,
+    supervise: bool = False,
     **overrides: Any,
 ) -> Iterator[StackHandle]:
-    """Start everything `agentcards up` starts, in a throwaway home; stop and delete it after."""
+    """Start everything `agentcards up` starts, in a throwaway home; stop and delete it after.
+
+    With ``supervise``, a thread does what `agentcards up` does once healthy: restart
+    whatever dies (children, embedded Redis and Postgres) until the stack stops.
+    """
     home = Path(tempfile.mkdtemp(prefix="agentcards-"))
     settings = Settings(
         home=home,
@@ -49,12 +98,18 @@ def temporary_stack(
         **overrides,
     )
     stack = Stack(settings, extra_env=extra_env)
+    supervision: Supervision | None = None
     try:
         stack.preflight()
         stack.start_dependencies()
         stack.start_processes()
         wait_healthy(stack, timeout_s=timeout_s)
-        yield StackHandle(stack=stack, settings=stack.resolved_settings())
+        supervision = Supervision(stack)
+        handle = StackHandle(stack, stack.resolved_settings(), supervision)
+        with handle.supervised() if supervise else contextlib.nullcontext():
+            yield handle
     finally:
+        if supervision:
+            supervision.stop()
         stack.stop()
         shutil.rmtree(home, ignore_errors=True)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import IO
 
 import redis
 
+from deploy.launcher.backoff import Backoff
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, port_in_use
 from deploy.launcher.processes import Health, ProcessSpec, read_servers, stack_specs
 from deploy.launcher.state import StackState, pid_alive, running_settings
@@ -30,7 +32,6 @@ from shared.rpc.heartbeat import ServerHealth
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 10.0
-MAX_BACKOFF_S = 30.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -47,10 +48,13 @@ class Child:
 
     spec: ProcessSpec
     proc: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
-    next_start: float = 0.0
+    backoff: Backoff = field(default_factory=Backoff)
     health: Health = field(default_factory=lambda: Health(False, "starting"))
     log_file: IO[bytes] | None = None
+
+    @property
+    def restarts(self) -> int:
+        return self.backoff.restarts
 
 
 class Stack:
@@ -67,6 +71,9 @@ class Stack:
         self.redis_url = settings.redis_url or ""
         self.mcp_servers: list[str] = []  # names in the config, once preflight read it
         self.servers: dict[str, ServerHealth] = {}  # as the toolhosts' heartbeats report them
+        self.redis_backoff = Backoff()
+        self.pg_backoff = Backoff()
+        self.paused: Callable[[], bool] = lambda: False  # a test harness holds restarts back
 
     # -- start -------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -164,6 +171,7 @@ class Stack:
             stderr=subprocess.STDOUT,
             preexec_fn=_child_preexec,
         )
+        child.backoff.started(time.monotonic())
         child.health = Health(False, "starting")
 
     def save_state(self) -> None:
@@ -198,25 +206,61 @@ class Stack:
                 child.health = result
 
     def reap_and_restart(self) -> None:
-        """Restart children that died, with exponential backoff."""
+        """Restart embedded Redis/Postgres and children that died, with exponential backoff."""
+        if self.paused():
+            return
         now = time.monotonic()
+        self._restart_dependencies(now)
         for child in self.children:
             if child.proc is None or child.proc.poll() is None:
                 continue
-            if child.next_start == 0.0:
-                delay = min(MAX_BACKOFF_S, 2.0**child.restarts)
-                child.next_start = now + delay
+            delay = child.backoff.exited(now)
+            if delay is not None:
+                # Its Celery pool or MCP servers may outlive it in its group: they would hold
+                # executions and sessions nobody owns. The group is ours (setsid at spawn).
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.proc.pid, signal.SIGKILL)
                 log.warning(
                     "%s exited with %s; restart in %.0fs",
                     child.spec.name,
                     child.proc.returncode,
                     delay,
                 )
-            elif now >= child.next_start:
-                child.restarts += 1
-                child.next_start = 0.0
+            elif child.backoff.due(now):
                 self._spawn(child)
                 self.save_state()
+
+    def _restart_dependencies(self, now: float) -> None:
+        """The embedded servers get the same care as children: the stack is useless without them."""
+        if self.redis:
+            self._revive("Redis", self.redis.running, self._restart_redis, self.redis_backoff, now)
+        if self.pg:
+            self._revive("PostgreSQL", self.pg.running, self.pg.restart, self.pg_backoff, now)
+
+    def _restart_redis(self) -> None:
+        assert self.redis is not None
+        self.redis = self.redis.restart()  # same port, password and AOF: URLs stay valid
+
+    def _revive(
+        self,
+        name: str,
+        running: Callable[[], bool],
+        restart: Callable[[], None],
+        backoff: Backoff,
+        now: float,
+    ) -> None:
+        if running():
+            return
+        delay = backoff.exited(now)
+        if delay is not None:
+            log.warning("embedded %s exited; restart in %.0fs", name, delay)
+        elif backoff.due(now):
+            try:
+                restart()
+            except DependencyError as exc:  # still down: the next round schedules a retry
+                log.warning("embedded %s restart failed: %s", name, exc)
+            backoff.started(time.monotonic())
+            self.save_state()
 
     def all_healthy(self) -> bool:
         return all(c.health.ok for c in self.children)

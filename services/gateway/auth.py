@@ -23,7 +23,7 @@ from shared.auth.principal import ANONYMOUS, Principal
 from shared.auth.store import active_keys_exist
 from shared.config import Settings
 from shared.db import connect
-from shared.errors import AgentCardsError, DependencyError, Unauthorized
+from shared.errors import AgentCardsError, DependencyError, Unauthorized, Unavailable
 from shared.logs import bind
 
 # Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
@@ -95,7 +95,13 @@ def resolve_sync(cache: PrincipalCache, *, token: str | None, state: GatewayStat
             exists = cache.keys_exist(connect=pooled)
             return anonymous_or_refuse(keys_exist=exists, loopback_only=loopback_only)
         return known(cache.lookup(token, connect=pooled))
-    except psycopg.Error as exc:  # PoolTimeout included
+    except psycopg.OperationalError as exc:  # down or restarting (PoolTimeout included)
+        raise Unavailable(
+            f"cannot check the API key: PostgreSQL is unavailable ({exc}); retry after a "
+            "pause — resubmitting an execution with the same idempotency_key never runs it twice",
+            dependency="postgres",
+        ) from exc
+    except psycopg.Error as exc:
         raise DependencyError(
             f"cannot check the API key: PostgreSQL is unavailable ({exc})"
         ) from exc

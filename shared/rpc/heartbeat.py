@@ -7,10 +7,12 @@ gateway's /healthz, `agentcards up` and `agentcards status` report the same trut
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import psutil
 import redis
 
 from shared.queues import HEARTBEAT_PREFIX
@@ -89,9 +91,22 @@ class ToolhostBeat:
 
 
 def read_toolhost_beats(client: redis.Redis, *, host: str | None = None) -> list[ToolhostBeat]:
-    """Every live replica's heartbeat (those of ``host`` only when given)."""
+    """Every live replica's heartbeat (those of ``host`` only when given).
+
+    A replica on this host whose process is gone is dropped at once: its key outlives a
+    SIGKILL by up to HEARTBEAT_TTL_S, and a health check must not count a dead pid.
+    """
     pattern = f"{HEARTBEAT_PREFIX}toolhost:{host}:*" if host else TOOLHOST_PATTERN
-    return [ToolhostBeat.decode(raw) for raw in read_heartbeats(client, pattern)]
+    beats = [ToolhostBeat.decode(raw) for raw in read_heartbeats(client, pattern)]
+    here = socket.gethostname()
+    return [b for b in beats if b.host != here or _pid_alive(b.pid)]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes | str]:

@@ -136,8 +136,9 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
     else:  # the grant now lives as long as this run, not as long as a queue wait
         redis.expire(grant_key(execution_id), int(row["timeout_s"]) + GRANT_RUN_SLACK_S)
     tools, known = tool_scope(row, grant)
-    with resources.db_pool().connection() as conn:
-        cache = cache_runs.prepare(conn, redis, row=row)
+    cache = with_db_retry(  # nothing ran yet: waiting out a Postgres restart is safe
+        lambda conn: cache_runs.prepare(conn, redis, row=row), what="prepare the result cache"
+    )
     limits = SandboxLimits.from_settings(settings, wall_time_s=row["timeout_s"])
 
     def on_event(event: dict[str, Any]) -> None:
@@ -193,12 +194,14 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         trace=outcome.trace,
     )
     # Before the execution is reported finished: what it wrote must not be read back stale.
-    with resources.db_pool().connection() as conn:
-        try:
-            cache_runs.invalidate_writes(conn, redis, run=finished, cache=cache)
-        except Exception:  # logged loudly; the outcome must still be stored and announced
-            conn.rollback()
-            log.exception("invalidating what execution %s wrote failed", execution_id)
+    # The pool rolls back a connection handed back mid-transaction; a lost one is retried.
+    try:
+        with_db_retry(
+            lambda conn: cache_runs.invalidate_writes(conn, redis, run=finished, cache=cache),
+            what="invalidate what the run wrote",
+        )
+    except Exception:  # logged loudly; the outcome must still be stored and announced
+        log.exception("invalidating what execution %s wrote failed", execution_id)
     status = store_outcome(execution_id=execution_id, outcome=outcome)
     with contextlib.suppress(RedisError):  # a lost sample must not fail a stored run
         metrics.record_run(
@@ -227,14 +230,13 @@ def remember_result(
     """Cache the stored outcome where the rules allow; a failed capability run may end its
     cached results (three in a row). Never fails the execution: it is stored already."""
     redis = resources.redis_client()
-    with resources.db_pool().connection() as conn:
-        try:
+    try:  # the pool rolls back a connection handed back mid-transaction (or drops a lost one)
+        with resources.db_pool().connection() as conn:
             cache_runs.remember(conn, redis, row=row, run=run, cache=cache, settings=settings)
             if run.status != ExecutionStatus.SUCCEEDED:
                 cache_runs.after_failure(conn, redis, row=row)
-        except Exception:
-            conn.rollback()
-            log.exception("caching the result of execution %s failed", row["id"])
+    except Exception:
+        log.exception("caching the result of execution %s failed", row["id"])
 
 
 def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:

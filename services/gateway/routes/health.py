@@ -1,4 +1,4 @@
-"""Readiness: Postgres (with pgvector), Redis and a ready toolhost; each MCP server's state."""
+"""Readiness: Postgres (with pgvector), Redis, a ready toolhost and a live sandbox worker."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import State
+from shared.executions.liveness import read_sandbox_beats
+from shared.queues import Queue
 from shared.rpc.heartbeat import toolhost_health
 
 router = APIRouter(tags=["health"])
@@ -16,10 +18,12 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", summary="Health of the gateway and the servers it depends on")
 def healthz(state: State) -> JSONResponse:
-    """200 when Postgres, Redis and a toolhost are ready; 503 naming each failing part otherwise.
+    """200 when executions can complete; 503 naming each failing part otherwise.
 
-    MCP servers that failed do not make it 503 (the rest of the stack serves); they are
-    listed with their state and last error, and the status reads ``degraded``.
+    That takes Postgres, Redis, a ready toolhost and at least one live sandbox worker
+    process. MCP servers that failed do not make it 503 (the rest of the stack serves);
+    they are listed with their state and last error, and the status reads ``degraded``.
+    ``learning.queued`` is the learning backlog (learned capabilities lag by that much).
     """
     checks: dict[str, Any] = {}
     try:
@@ -50,11 +54,32 @@ def healthz(state: State) -> JSONResponse:
             ]
         except redis.RedisError as exc:
             checks["toolhost"] = {"ok": False, "error": _short(exc)}
+    learning: dict[str, Any] = {}
+    if checks["redis"]["ok"]:
+        try:
+            checks["sandbox_workers"] = _sandbox_workers(state.redis)
+            learning = {"queued": int(state.redis.llen(Queue.LEARNING.value))}
+        except redis.RedisError as exc:
+            checks["sandbox_workers"] = {"ok": False, "error": _short(exc)}
     failing = [name for name, check in checks.items() if not check["ok"]]
     not_ready = [s["name"] for s in servers if s["state"] != "ready"]
     status = "unavailable" if failing else "degraded" if not_ready else "ok"
-    body = {"status": status, "failing": failing, "checks": checks, "mcp_servers": servers}
+    body = {
+        "status": status,
+        "failing": failing,
+        "checks": checks,
+        "mcp_servers": servers,
+        "learning": learning,
+    }
     return JSONResponse(body, status_code=503 if failing else 200)
+
+
+def _sandbox_workers(client: redis.Redis) -> dict[str, Any]:
+    """Live sandbox worker processes (heartbeats gone ~3 s after a process dies)."""
+    beats = read_sandbox_beats(client)
+    if not beats:
+        return {"ok": False, "error": "no live sandbox worker: executions stay queued"}
+    return {"ok": True, "processes": len(beats), "busy": sum(1 for b in beats if b.busy)}
 
 
 def _short(exc: BaseException) -> str:

@@ -12,11 +12,8 @@ import os
 import signal
 import sys
 import time
-import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -27,10 +24,16 @@ from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.queues import RPC_CLAIM_PREFIX
 from tests.conftest import server_dir
 from tests.integration.e2e.conftest import E2EStack, Proc, running_stack, wait_until
+from tests.integration.faults.accounting import (
+    all_terminal,
+    check_accounted,
+    run_waiting,
+    running,
+    submit_burst,
+)
 from tests.integration.mcp_servers import example_server
 
 BURST = 20
-TERMINAL = {"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"}
 
 
 @pytest.fixture(scope="module")
@@ -64,90 +67,6 @@ def stack(
         yield running
 
 
-def _code(token: str, pause_s: float) -> str:
-    return f"""
-import asyncio
-await mcp.example.add_note(title={token!r}, body="fault test")
-await asyncio.sleep({pause_s})
-return {token!r}
-"""
-
-
-def _submit_burst(stack: E2EStack, *, pause_s: float) -> dict[str, str]:
-    """``BURST`` executions; returns token -> execution id."""
-    run = uuid.uuid4().hex[:8]
-    ids = {}
-    with stack.client() as client:
-        for i in range(BURST):
-            token = f"tok-{run}-{i}"
-            response = client.post(
-                "/v1/executions",
-                json={"code": _code(token, pause_s), "timeout_s": 20, "idempotency_key": token},
-            )
-            assert response.status_code == 202, response.text
-            ids[token] = response.json()["id"]
-    return ids
-
-
-def _views(stack: E2EStack, ids: dict[str, str]) -> dict[str, dict[str, Any]]:
-    out = {}
-    with stack.client() as client:
-        for token, execution_id in ids.items():
-            response = client.get(f"/v1/executions/{execution_id}")
-            if response.status_code == 200:
-                out[token] = response.json()
-    return out
-
-
-def _all_terminal(stack: E2EStack, ids: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Poll (reads reap stale rows) until every execution is terminal; returns the views."""
-    views: dict[str, dict[str, Any]] = {}
-
-    def done() -> bool:
-        views.update(_views(stack, ids))
-        return len(views) == len(ids) and all(v["status"] in TERMINAL for v in views.values())
-
-    wait_until(done, what="every execution terminal", timeout_s=240)
-    return views
-
-
-def _note_counts(stack: E2EStack) -> Counter[str]:
-    with stack.client() as client:
-        body = client.post(
-            "/v1/executions",
-            params={"wait": "true"},
-            json={"code": "return await mcp.example.list_notes()"},
-        ).json()
-    assert body["status"] == "succeeded", body
-    return Counter(n["title"] for n in body["result"])
-
-
-def _check_accounted(
-    stack: E2EStack, ids: dict[str, str], views: dict[str, dict[str, Any]], fault: str
-) -> Counter[str]:
-    """Nothing ran twice; a succeeded run wrote its note once; report the fault row."""
-    notes = _note_counts(stack)
-    statuses = Counter(v["status"] for v in views.values())
-    duplicates = sum(1 for t in ids if notes[t] > 1)
-    print(f"\nFAULT {fault}: submitted={len(ids)} terminal={dict(statuses)} dup={duplicates}")
-    assert duplicates == 0
-    for token, view in views.items():
-        if view["status"] == "succeeded":
-            assert notes[token] == 1 and view["result"] == token
-        for call in view.get("tool_calls") or []:
-            if not call["ok"] and notes[token]:
-                # The note exists, so the call ran: never recorded as refused or cancelled.
-                assert call["error"]["type"] in {"lost", "tool_unavailable"}, view
-    return statuses
-
-
-def _running(stack: E2EStack, ids: dict[str, str], n: int) -> None:
-    wait_until(
-        lambda: sum(v["status"] == "running" for v in _views(stack, ids).values()) >= n,
-        what=f"{n} running",
-    )
-
-
 def _pool_children(proc: Proc) -> list[psutil.Process]:
     return [
         child
@@ -160,8 +79,8 @@ def test_redis_killed_mid_burst_cancels_nothing_and_the_gateway_answers_503(
     stack: E2EStack,
 ) -> None:
     redis_server: EmbeddedRedis = stack.redis_holder  # type: ignore[attr-defined]
-    ids = _submit_burst(stack, pause_s=1.0)
-    _running(stack, ids, 1)
+    ids = submit_burst(stack, n=BURST, pause_s=1.0)
+    running(stack, ids, 1)
     redis_server.process.send_signal(signal.SIGKILL)
     redis_server.process.wait()
     time.sleep(2.5)  # the probe marks Redis down after two failed probes 0.5 s apart
@@ -175,8 +94,8 @@ def test_redis_killed_mid_burst_cancels_nothing_and_the_gateway_answers_503(
     time.sleep(5)
     restarted = EmbeddedRedis.start(redis_server.datadir, port=redis_server.port, persist=True)
     stack.redis_holder = restarted  # type: ignore[attr-defined]
-    views = _all_terminal(stack, ids)
-    statuses = _check_accounted(stack, ids, views, "redis killed ~6.5 s")
+    views = all_terminal(stack, ids)
+    statuses = check_accounted(stack, ids, views, "redis killed ~6.5 s")
     # A lost broker connection is never a cancel request.
     assert statuses["cancelled"] == 0
     # The gateway recovered by itself.
@@ -186,13 +105,13 @@ def test_redis_killed_mid_burst_cancels_nothing_and_the_gateway_answers_503(
 
 
 def test_sandbox_pool_child_killed_ends_its_execution_as_worker_lost(stack: E2EStack) -> None:
-    ids = _submit_burst(stack, pause_s=2.0)
-    _running(stack, ids, 2)
+    ids = submit_burst(stack, n=BURST, pause_s=2.0)
+    running(stack, ids, 2)
     time.sleep(0.5)
     victims = _pool_children(stack.procs["sandbox"])
     victims[0].send_signal(signal.SIGKILL)
-    views = _all_terminal(stack, ids)
-    statuses = _check_accounted(stack, ids, views, "sandbox pool child SIGKILL")
+    views = all_terminal(stack, ids)
+    statuses = check_accounted(stack, ids, views, "sandbox pool child SIGKILL")
     assert statuses["worker_lost"] >= 1
     assert set(statuses) <= {"succeeded", "worker_lost"}
     lost = [v for v in views.values() if v["status"] == "worker_lost"]
@@ -202,8 +121,8 @@ def test_sandbox_pool_child_killed_ends_its_execution_as_worker_lost(stack: E2ES
 def test_sandbox_main_process_killed_ends_running_ones_and_loses_no_queued_one(
     stack: E2EStack,
 ) -> None:
-    ids = _submit_burst(stack, pause_s=2.0)
-    _running(stack, ids, 2)
+    ids = submit_burst(stack, n=BURST, pause_s=2.0)
+    running(stack, ids, 2)
     worker = stack.procs["sandbox"]
     os.kill(worker.popen.pid, signal.SIGKILL)
     worker.popen.wait()
@@ -211,8 +130,8 @@ def test_sandbox_main_process_killed_ends_running_ones_and_loses_no_queued_one(
     with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.popen.pid, signal.SIGKILL)
     stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
-    views = _all_terminal(stack, ids)
-    statuses = _check_accounted(stack, ids, views, "sandbox main process SIGKILL")
+    views = all_terminal(stack, ids)
+    statuses = check_accounted(stack, ids, views, "sandbox main process SIGKILL")
     assert set(statuses) <= {"succeeded", "worker_lost"}
     assert statuses["worker_lost"] >= 1
     assert statuses["succeeded"] >= BURST - 2
@@ -238,7 +157,7 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(
     toolhost = stack.procs["toolhost"]
     os.killpg(toolhost.popen.pid, signal.SIGKILL)
     toolhost.popen.wait()
-    views = _all_terminal(stack, ids)
+    views = all_terminal(stack, ids)
     for view in views.values():
         assert view["status"] == "failed", view
         # Ended by the claiming toolhost's missing heartbeat, not by the deadline.
@@ -249,10 +168,5 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(
         what="toolhost back",
         proc=restarted,
     )
-    with stack.client() as client:
-        after = client.post(
-            "/v1/executions",
-            params={"wait": "true"},
-            json={"code": "return await mcp.example.add(a=1, b=2)"},
-        ).json()
+    after = run_waiting(stack, "return await mcp.example.add(a=1, b=2)")
     assert after["status"] == "succeeded" and after["result"] == 3

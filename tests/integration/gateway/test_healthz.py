@@ -10,7 +10,8 @@ from fastapi.testclient import TestClient
 
 from tests.integration import mcp_servers as real
 
-pytestmark = pytest.mark.integration
+# /healthz is 200 only with a live sandbox worker too: each test here has one.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("sandbox_worker")]
 
 Start = Callable[..., real.ToolhostProcess]
 

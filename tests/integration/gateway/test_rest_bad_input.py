@@ -15,6 +15,7 @@ from shared.db import connect
 from shared.inputs import BODY_DEPTH, VALUE_DEPTH, body_bytes_cap
 from shared.sandbox.child import wire
 from tests.conftest import WorkerProcess
+from tests.integration.gateway.conftest import start_sandbox_worker
 from tests.integration.mcp_servers import ToolhostProcess, example_server, write_config
 
 
@@ -112,10 +113,15 @@ def test_a_valid_submission_is_recorded_and_queued_once_per_idempotency_key(
 
 
 def test_healthz_reports_both_dependencies(
-    client: TestClient, toolhost: Callable[..., ToolhostProcess], tmp_path: Path
+    client: TestClient,
+    toolhost: Callable[..., ToolhostProcess],
+    celery_worker: Callable[..., WorkerProcess],
+    settings: Settings,
+    tmp_path: Path,
 ) -> None:
-    # /healthz is 200 only with a ready toolhost too (see test_healthz.py).
+    # /healthz is 200 only with a ready toolhost and a live sandbox worker too.
     toolhost(write_config(tmp_path / "mcp.json", {"example": example_server(tmp_path)}))
+    start_sandbox_worker(settings, celery_worker)
     response = client.get("/healthz")
     assert response.status_code == 200
     body = response.json()
