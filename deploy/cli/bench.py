@@ -62,3 +62,12 @@ def match() -> None:
 def cache(n: int = typer.Option(200, help="requests per measured configuration")) -> None:
     """One capability: miss, L1 hit and L2 hit latency end to end, beside a no-op Celery task."""
     _run("cache", n=n)
+
+
+@bench_app.command("dashboard")
+def dashboard(
+    capabilities: int = typer.Option(50, help="capabilities in the synthetic graph"),
+    tools: int = typer.Option(200, help="tools in the synthetic graph"),
+) -> None:
+    """Dashboard graph render time in headless Chromium (Cytoscape + fcose), per view."""
+    _run("dashboard", capabilities=capabilities, tools=tools)
