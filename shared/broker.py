@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 from kombu import Queue as KombuQueue
 
 from shared.config import Settings, get_settings
+from shared.logs import configure_logging
 from shared.queues import TASK_ROUTES, Queue
 
 
@@ -44,6 +46,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_celery(main: str, *, settings: Settings | None = None) -> Celery:
     """A Celery app configured from settings (validated: bad settings fail here)."""
+    settings = settings or get_settings()
     app = Celery(main)
-    app.conf.update(celery_config(settings or get_settings()))
+    app.conf.update(celery_config(settings))
+    if settings.log_format == "json":
+        setup_logging.connect(_json_logging, weak=False)  # workers and beat: ours, not Celery's
     return app
+
+
+def _json_logging(*, loglevel: int | str, **_: Any) -> None:
+    """Celery's `setup_logging` hook: connected, Celery leaves logging to us."""
+    configure_logging(level=loglevel, log_format="json")

@@ -118,6 +118,12 @@ class Settings(BaseSettings):
 
     pruning_enabled: bool = False
     log_level: str = "INFO"
+    # `json`: every process logs one JSON object per line (ts, level, logger, message and,
+    # where they apply, execution_id, tool_call_id, tenant_id); `text` is for people.
+    log_format: Literal["text", "json"] = "text"
+    # Where the dashboard links to Flower: an explicit URL, `off` for no link; unset, the
+    # gateway's own host with `flower_port` (as `agentcards up` serves it).
+    flower_url: str | None = None
 
     @field_validator("database_url")
     @classmethod

@@ -8,14 +8,16 @@ one host's processes, and Celery workers come and go.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from shared.queues import METRICS_PREFIX
+from shared.errors import ErrorType
+from shared.queues import METRICS_PREFIX, Queue
 
 COUNTERS = {
     "capabilities_learned_total": "Capabilities created from successful executions",
@@ -24,7 +26,12 @@ COUNTERS = {
     "capabilities_pruned_total": "Emergent capabilities deleted by pruning",
     "capabilities_promoted_total": "Capabilities promoted (used >= 3 times, success rate > 0.7)",
     "traces_ingested_total": "Execution traces ingested by learning workers",
-    "executions_finished_total": "Executions that reached a terminal state",
+    "capabilities_searched_total": "Capability searches by intent",
+    "capabilities_matched_total": "Capability searches that matched at least one capability",
+    "capabilities_executed_total": "Capability runs requested (cache hits included)",
+    "suggestions_generated_total": "Tools and capabilities suggested (search and after runs)",
+    "suggestions_accepted_total": "Suggestions a later run used within the hour",
+    "patterns_detected_total": "Ingested traces whose tool calls formed a pattern (graph edges)",
 }
 GAUGES = {
     "graph_nodes": "Nodes in the tool graph at the last refresh",
@@ -35,14 +42,89 @@ LABELLED_COUNTERS = {
     "cache_hits_total": ("level", "Result cache hits by level (execution, capability, intent)"),
     "cache_misses_total": ("level", "Result cache lookups that found nothing, by level"),
     "cache_invalidations_total": ("trigger", "Result cache entries invalidated, by trigger"),
+    "executions_finished_total": ("status", "Executions that reached a terminal state, by status"),
+    "sandbox_limit_kills_total": ("kind", "Sandbox runs ended by a limit (memory, cpu, wall...)"),
+    "capability_runs_total": ("result", "Ingested capability re-runs, by succeeded or failed"),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
-HISTOGRAMS = {
+HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
     "ingestion_latency_seconds": (
         "Time to ingest one trace",
         (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     ),
+    # A sandbox run: ~50 ms to start the child, up to the 300 s wall-time ceiling.
+    "execution_duration_seconds": (
+        "Sandbox run time of one execution (start of the child to its end)",
+        (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+    ),
 }
+# Histograms with one label; each label value is its own hash, the values seen are a set.
+LABELLED_HISTOGRAMS: dict[str, tuple[str, str, tuple[float, ...]]] = {
+    # A local tool answers in ~1 ms over the RPC channel; a remote API in 100s of ms.
+    "tool_call_latency_seconds": (
+        "server",
+        "Time the toolhost took to answer one tool call, by MCP server",
+        (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    ),
+}
+# Which limit ended a sandbox run, from its error type (a `timeout` status is "wall").
+LIMIT_KINDS: dict[str, str] = {
+    ErrorType.MEMORY_LIMIT: "memory",
+    ErrorType.CPU_LIMIT: "cpu",
+    ErrorType.OUTPUT_LIMIT: "output",
+    ErrorType.TOOL_CALL_LIMIT: "tool_calls",
+}
+
+
+def limit_kind(*, status: str, error: dict[str, Any] | None) -> str | None:
+    """Which sandbox limit ended a run, from its status and structured error; None when none did."""
+    if status == "timeout":
+        return "wall"
+    kind = (error or {}).get("type")
+    return LIMIT_KINDS.get(kind) if isinstance(kind, str) else None
+
+
+def record_run(
+    client: redis.Redis, *, status: str, error: dict[str, Any] | None, seconds: float
+) -> None:
+    """One sandbox run: its duration, and the limit that ended it if one did (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    _queue_observation(pipe, "execution_duration_seconds", seconds, count=1)
+    if kind := limit_kind(status=status, error=error):
+        pipe.hincrby(METRICS_PREFIX + "sandbox_limit_kills_total", kind, 1)
+    pipe.execute()
+
+
+def count_ingested(client: redis.Redis, *, results: Sequence[Any]) -> None:
+    """What a batch of ingested runs taught (``IngestResult``s): patterns, suggestions, and
+    how capability re-runs went."""
+    pipe = client.pipeline(transaction=False)
+    for name, amount in (
+        ("patterns_detected_total", sum(1 for r in results if r.edges)),
+        ("suggestions_generated_total", sum(r.suggested for r in results)),
+        ("suggestions_accepted_total", sum(r.suggestions_used for r in results)),
+    ):
+        if amount:
+            pipe.incrby(METRICS_PREFIX + name, amount)
+    for r in results:
+        if r.rerun_ok is not None:
+            result = "succeeded" if r.rerun_ok else "failed"
+            pipe.hincrby(METRICS_PREFIX + "capability_runs_total", result, 1)
+    pipe.execute()
+
+
+def count_search(client: redis.Redis, *, matched: bool) -> None:
+    """One capability search, and whether it matched anything (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.incr(METRICS_PREFIX + "capabilities_searched_total")
+    if matched:
+        pipe.incr(METRICS_PREFIX + "capabilities_matched_total")
+    pipe.execute()
+
+
+def count_finished(pipe: Any, *, status: str) -> None:
+    """Queue one terminal execution on a pipeline (the one that announces its end)."""
+    pipe.hincrby(METRICS_PREFIX + "executions_finished_total", status, 1)
 
 
 def incr(client: redis.Redis, name: str, amount: int = 1) -> None:
@@ -66,14 +148,39 @@ def set_gauge(client: redis.Redis, name: str, value: float) -> None:
 def observe(client: redis.Redis, name: str, value: float, *, count: int = 1) -> None:
     """Record ``count`` observations of ``value`` in a histogram (bucket counts + sum, one
     round trip)."""
-    _, buckets = HISTOGRAMS[name]
+    pipe = client.pipeline(transaction=False)
+    _queue_observation(pipe, name, value, count=count)
+    pipe.execute()
+
+
+async def observe_labelled(
+    client: aioredis.Redis, name: str, label: str, value: float, *, count: int = 1
+) -> None:
+    """``observe`` for one label value of a labelled histogram, from async code."""
+    pipe = client.pipeline(transaction=False)
+    _queue_observation(pipe, name, value, count=count, label=label)
+    await pipe.execute()
+
+
+def _queue_observation(
+    pipe: Any, name: str, value: float, *, count: int, label: str | None = None
+) -> None:
+    if label is None:
+        _, buckets = HISTOGRAMS[name]
+        key = METRICS_PREFIX + name
+    else:
+        _, _, buckets = LABELLED_HISTOGRAMS[name]
+        key = f"{METRICS_PREFIX}{name}:{label}"
+        pipe.sadd(f"{METRICS_PREFIX}{name}:labels", label)
     index = bisect.bisect_left(buckets, value)
     bucket = str(buckets[index]) if index < len(buckets) else "+Inf"
-    key = METRICS_PREFIX + name
-    pipe = client.pipeline(transaction=False)
     pipe.hincrby(key, bucket, count)
     pipe.hincrbyfloat(key, "sum", value * count)
-    pipe.execute()
+
+
+def ratio(part: float, whole: float) -> float:
+    """part / whole, 0 when nothing was counted yet (a rate gauge never reads NaN)."""
+    return part / whole if whole else 0.0
 
 
 class RedisMetricsCollector(Collector):
@@ -85,9 +192,11 @@ class RedisMetricsCollector(Collector):
     def collect(self) -> Iterator[Any]:
         names = list(COUNTERS) + list(GAUGES)
         values = self.client.mget([METRICS_PREFIX + n for n in names])
+        counts: dict[str, float] = {}
         for name, raw in zip(names, values, strict=True):
             value = float(raw or 0)
             if name in COUNTERS:
+                counts[name] = value
                 yield CounterMetricFamily(
                     f"agentcards_{name.removesuffix('_total')}", COUNTERS[name], value=value
                 )
@@ -107,20 +216,82 @@ class RedisMetricsCollector(Collector):
         )
         hits, misses = labelled["cache_hits_total"], labelled["cache_misses_total"]
         for level in sorted(set(hits) | set(misses)):
-            lookups = hits.get(level, 0.0) + misses.get(level, 0.0)
-            rate.add_metric([level], hits.get(level, 0.0) / lookups if lookups else 0.0)
+            rate.add_metric(
+                [level], ratio(hits.get(level, 0.0), hits.get(level, 0.0) + misses.get(level, 0.0))
+            )
         yield rate
+        yield from _rates(counts, labelled)
+        yield self._queue_depths()
         for name, (doc, buckets) in HISTOGRAMS.items():
             data = _decoded(self.client.hgetall(METRICS_PREFIX + name))
-            cumulative = 0.0
-            points = []
-            for bound in [*map(str, buckets), "+Inf"]:
-                cumulative += data.get(bound, 0.0)
-                points.append((bound, cumulative))
-            yield HistogramMetricFamily(
-                f"agentcards_{name}", doc, buckets=points, sum_value=data.get("sum", 0.0)
+            yield _histogram(f"agentcards_{name}", doc, buckets, [((), data)])
+        for name, (label, doc, buckets) in LABELLED_HISTOGRAMS.items():
+            seen: list[str] = sorted(
+                _text(v) for v in self.client.smembers(f"{METRICS_PREFIX}{name}:labels")
             )
+            series = [
+                ((v,), _decoded(self.client.hgetall(f"{METRICS_PREFIX}{name}:{v}"))) for v in seen
+            ]
+            yield _histogram(f"agentcards_{name}", doc, buckets, series, label=label)
+
+    def _queue_depths(self) -> GaugeMetricFamily:
+        """Messages waiting in each Celery queue (a Redis list named after the queue)."""
+        family = GaugeMetricFamily(
+            "agentcards_queue_depth", "Messages waiting in each Celery queue", labels=["queue"]
+        )
+        pipe = self.client.pipeline(transaction=False)
+        for queue in Queue:
+            pipe.llen(queue.value)
+        for queue, depth in zip(Queue, pipe.execute(), strict=True):
+            family.add_metric([queue.value], float(depth))
+        return family
+
+
+def _rates(counts: dict[str, float], labelled: dict[str, dict[str, float]]) -> Iterator[Any]:
+    """The ADR-028 rates, derived from their counters at scrape time."""
+    runs = labelled["capability_runs_total"]
+    for name, doc, value in (
+        (
+            "capabilities_match_rate",
+            "Capability searches that matched / searches",
+            ratio(counts["capabilities_matched_total"], counts["capabilities_searched_total"]),
+        ),
+        (
+            "capabilities_success_rate",
+            "Ingested capability re-runs that succeeded / re-runs",
+            ratio(runs.get("succeeded", 0.0), sum(runs.values())),
+        ),
+        (
+            "promotion_rate",
+            "Capabilities promoted / patterns detected",
+            ratio(counts["capabilities_promoted_total"], counts["patterns_detected_total"]),
+        ),
+    ):
+        yield GaugeMetricFamily(f"agentcards_{name}", doc, value=value)
+
+
+def _histogram(
+    name: str,
+    doc: str,
+    buckets: tuple[float, ...],
+    series: Sequence[tuple[tuple[str, ...], dict[str, float]]],
+    *,
+    label: str | None = None,
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=[label] if label else None)
+    for label_values, data in series:
+        cumulative = 0.0
+        points = []
+        for bound in [*map(str, buckets), "+Inf"]:
+            cumulative += data.get(bound, 0.0)
+            points.append((bound, cumulative))
+        family.add_metric(list(label_values), points, sum_value=data.get("sum", 0.0))
+    return family
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _decoded(raw_hash: Any) -> dict[str, float]:
-    return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in raw_hash.items()}
+    return {_text(k): float(v) for k, v in raw_hash.items()}

@@ -129,3 +129,11 @@ def client_key(kind: Literal["requests", "reply", "capabilities"], ident: str) -
     its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
     execution) saying what its client can answer (absent: nobody listens)."""
     return f"{CLIENT_REQUESTS_PREFIX}{kind}:{ident}"
+
+
+TENANT_EVENTS_PREFIX = KEY_PREFIX + "tenant-events:"  # + tenant_id; pub/sub (shared.events.bus)
+
+
+def tenant_events_channel(tenant_id: str) -> str:
+    """Pub/sub channel of one tenant's dashboard events (`GET /v1/events`)."""
+    return f"{TENANT_EVENTS_PREFIX}{tenant_id}"

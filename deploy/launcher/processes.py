@@ -44,7 +44,8 @@ class ProcessSpec:
 def stack_specs(settings: Settings) -> list[ProcessSpec]:
     """Gateway, toolhost, sandbox worker, learning worker, beat and Flower, in start order."""
     host = socket.gethostname()
-    celery = [PY, "-m", "celery"]
+    # JSON logs: no start-up banner (text) in the middle of the JSON lines.
+    celery = [PY, "-m", "celery", *(["--quiet"] if settings.log_format == "json" else [])]
     flower_auth = (
         [f"--basic-auth={settings.flower_basic_auth.get_secret_value()}"]
         if settings.flower_basic_auth

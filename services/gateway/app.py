@@ -20,11 +20,14 @@ from services.gateway.routes import (
     audit,
     cache,
     capabilities,
+    capability_admin,
     dashboard,
+    events,
     executions,
     health,
     metrics,
     resources,
+    summary,
     tools,
 )
 from services.gateway.routes.docs import docs_router
@@ -34,6 +37,7 @@ from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
+from shared.logs import configure_logging
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -84,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origin_list,
-            allow_methods=["GET", "POST", "DELETE"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["content-type", "authorization", "x-api-key", "mcp-session-id"],
             expose_headers=["mcp-session-id"],
         )
@@ -95,8 +99,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tools.router)
     app.include_router(resources.router)
     app.include_router(capabilities.router)
+    app.include_router(capability_admin.router)
+    app.include_router(events.router)
     app.include_router(cache.router)
     app.include_router(metrics.router)
+    app.include_router(summary.router)
     app.include_router(dashboard.router)
     dashboard.mount_static(app)
     app.include_router(audit.router)
@@ -107,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def main() -> None:
     """Serve the gateway with uvicorn on the configured host/port."""
     import uvicorn
+    import uvicorn.config
 
     settings = get_settings()
     # Checked before listening, so a refusal is one line and no socket was ever open.
@@ -117,6 +125,9 @@ def main() -> None:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
+    json_logs = settings.log_format == "json"
+    if json_logs:  # else uvicorn's own text lines, as always
+        configure_logging(level=settings.log_level, log_format="json")
     if warning := auth_off_warning(settings):
         print(warning, file=sys.stderr, flush=True)
     uvicorn.run(
@@ -124,6 +135,7 @@ def main() -> None:
         host=settings.gateway_host,
         port=settings.gateway_port,
         log_level=settings.log_level.lower(),
+        log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
     )
 
 

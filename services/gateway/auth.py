@@ -24,6 +24,7 @@ from shared.auth.store import active_keys_exist
 from shared.config import Settings
 from shared.db import connect
 from shared.errors import AgentCardsError, DependencyError, Unauthorized
+from shared.logs import bind
 
 # Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
 OPEN_PATHS = frozenset(
@@ -138,6 +139,7 @@ class AuthGate:
             await error_response(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
+        bind(tenant_id=principal.tenant_id)  # this request's task: on every line it logs
         await self.app(scope, receive, send)
 
 

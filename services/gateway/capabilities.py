@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
 from services.gateway.executions import submit_execution, wait_for_finish
+from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
 from shared.capabilities import store
@@ -18,7 +19,6 @@ from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
 from shared.inputs import RequestModel
-from shared.matching.availability import mark_availability
 from shared.matching.capabilities import match_capabilities
 from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
@@ -107,8 +107,10 @@ async def search_capabilities(
                 suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
                 matched = {c["id"] for c in found["capabilities"]}
                 suggestions = [s for s in suggestions if s["id"] not in matched]
-                record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+                shown = record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+                metrics.incr(state.redis, "suggestions_generated_total", shown)
                 found["suggestions"] = suggestions
+            metrics.count_search(state.redis, matched=bool(found["capabilities"]))
             return found
 
     return CapabilitySearchResponse.model_validate(await to_thread.run_sync(run))
@@ -161,6 +163,7 @@ async def execute_capability(
         timeout_s=body.timeout_s,
         no_cache=body.no_cache,
     )
+    await to_thread.run_sync(metrics.incr, state.redis, "capabilities_executed_total")
     row = await submit_execution(
         state, request=request, principal=principal, capability_id=str(cap["id"])
     )
@@ -169,20 +172,3 @@ async def execute_capability(
             state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), on_event=on_event
         )
     return row
-
-
-def list_capabilities(
-    state: GatewayState,
-    *,
-    limit: int,
-    offset: int,
-    min_success_rate: float,
-    tenant_id: str,
-) -> Row:
-    """One page of capabilities, most used first, and the total at that success rate."""
-    with state.pool.connection() as conn:
-        rows, total = store.list_capabilities(
-            conn, tenant_id=tenant_id, min_success_rate=min_success_rate, limit=limit, offset=offset
-        )
-        rows = mark_availability(conn, capabilities=rows)
-    return {"capabilities": [{**r, "id": str(r["id"])} for r in rows], "total": total}

@@ -25,6 +25,7 @@ from shared.errors import (
     ValidationFailed,
     error_dict,
 )
+from shared.events import bus
 from shared.executions.events import FINISHED, LEARNED, publish_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.reaper import reap_stale
@@ -36,6 +37,7 @@ from shared.executions.store import (
     get_execution,
 )
 from shared.inputs import check_value
+from shared.logs import bind
 from shared.queues import TaskName
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.tools.store import get_tools
@@ -165,6 +167,7 @@ async def submit_execution(
                     row=hit,
                     cache_hit=(hit.get("extras") or {}).get("cache_hit"),
                 )
+            _announce_finished(state, hit, tenant_id=principal.tenant_id)
         return hit
 
     def create() -> tuple[Row, bool]:
@@ -200,6 +203,7 @@ async def submit_execution(
     if not created:
         return row
     execution_id = str(row["id"])
+    bind(execution_id=execution_id)
     if syntax is not None:
         return await _fail_at_once(state, execution_id=execution_id, error=syntax)
     grant = Grant.for_principal(principal, tools=request.tools)
@@ -250,9 +254,20 @@ async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[s
             execution_id=execution_id,
             event={"type": FINISHED, "status": row["status"]},
         )
+        _announce_finished(state, row, tenant_id=row["tenant_id"])
         return row
 
     return await to_thread.run_sync(fail)
+
+
+def _announce_finished(state: GatewayState, row: Row, *, tenant_id: str) -> None:
+    """`execution.finished` on the tenant's event stream (`GET /v1/events`)."""
+    bus.publish(
+        state.redis,
+        tenant_id=tenant_id,
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished(row),
+    )
 
 
 async def wait_for_finish(

@@ -39,6 +39,7 @@ from shared.cache.invalidate import Trigger, invalidate
 from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
+from shared.logs import configure_logging
 from shared.queues import TOOLS_CHANGED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
@@ -342,10 +343,7 @@ def main() -> None:
     except AgentCardsError as exc:
         print(f"toolhost: {exc.message}", file=sys.stderr)
         sys.exit(2)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(level=settings.log_level, log_format=settings.log_format)
     try:
         settings.require_urls()
         servers = load_servers(settings.mcp_config)

@@ -22,7 +22,9 @@ from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownT
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import OnRefusal, ScopeGuard
 from services.toolhost.upstream import CallContext
+from shared import metrics
 from shared.errors import ErrorType
+from shared.logs import bind
 from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
@@ -142,12 +144,29 @@ class RpcServer:
                 )
             )
             return
+        # This call's own task: the ids stay on every line logged while it is handled.
+        bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
         await self._claim(request)
         if isinstance(request, ResourceRequest):
             reply = await serve_resource(self._registry, request, started)
         else:
             reply = await self._execute(request, started)
+            await self._observe(request, reply)
         await self._send(reply)
+
+    async def _observe(self, request: RpcRequest, reply: RpcReply) -> None:
+        """Log the call and its latency per server (configured servers only: bounded labels)."""
+        server = request.tool.partition(":")[0]
+        outcome = "ok" if reply.ok else str(reply.error.type if reply.error else "error")
+        log.info("tool call %s: %s in %.1f ms", request.tool, outcome, reply.duration_ms)
+        if self._registry.get(server) is None:
+            return
+        try:
+            await metrics.observe_labelled(
+                self._out, "tool_call_latency_seconds", server, reply.duration_ms / 1000
+            )
+        except RedisError as exc:  # a lost sample must not cost the reply
+            log.debug("tool call latency not recorded: %s", exc)
 
     async def _claim(self, request: RpcRequest | ResourceRequest) -> None:
         """Record which replica runs the call (one SET; expires with the call's reply)."""
@@ -220,6 +239,11 @@ class RpcServer:
         except RedisError as exc:
             # The caller will see a timeout; re-running the tool is not an option.
             log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+
+
+def _tool_call_id(request: RpcRequest | ResourceRequest) -> str:
+    """The call's id in the execution's trace when it has one, else its RPC id."""
+    return getattr(request, "trace_call_id", None) or request.call_id
 
 
 def _salvage_call_id(raw: bytes | str) -> str | None:

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from shared.auth.grants import Grant, load_grant
 from shared.errors import ErrorType
+from shared.logs import bind
 from shared.queues import grant_key, tool_calls_key
 from shared.rpc.protocol import RpcRequest
 
@@ -69,6 +70,7 @@ class ScopeGuard:
                 "through the gateway, or it already ended)"
             )
             return self._refuse(request, ErrorType.TOOL_NOT_ALLOWED, reason, grant)
+        bind(tenant_id=grant.tenant_id)  # on the rest of this call's log lines
         if not grant.allows(request.tool):
             reason = f"{request.tool} is not in this execution's tool scope"
             return self._refuse(request, ErrorType.TOOL_NOT_ALLOWED, reason, grant)

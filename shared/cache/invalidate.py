@@ -19,6 +19,7 @@ import redis
 from shared import metrics
 from shared.cache import entries, store
 from shared.cache.policy import servers_of
+from shared.events import bus
 from shared.queues import CACHE_INVALIDATIONS_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -100,3 +101,11 @@ def _announce(
         client.publish(CACHE_INVALIDATIONS_CHANNEL, orjson.dumps(event))
     except redis.RedisError:
         log.warning("could not publish the invalidation %s (%s)", trigger, scope, exc_info=True)
+    bus.publish_many(
+        client,
+        events=[
+            (tenant, bus.EventType.CACHE_INVALIDATED,
+             {"trigger": str(trigger), "scope": scope, "count": n})
+            for tenant, n in sorted(counts.items())
+        ],
+    )  # fmt: skip

@@ -408,3 +408,13 @@ def _build_json_schema(params: dict[str, _Param]) -> dict[str, Any]:
     for name in unknown_defaults:
         schema["properties"][name].pop("default", None)  # the code computes it; we cannot say
     return schema
+
+
+def tools_called(code: str) -> list[str]:
+    """The tool ids (``server:tool``) the code calls as ``mcp.server.tool(...)``, in order."""
+    try:
+        tree = ast.parse(code.lstrip("\ufeff"))
+    except (SyntaxError, ValueError):
+        return []
+    found = (_mcp_tool_id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call))
+    return list(dict.fromkeys(t for t in found if t is not None))

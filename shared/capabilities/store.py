@@ -22,7 +22,7 @@ Row = dict[str, Any]
 # Returned to clients and stored in execution extras.
 SUMMARY_COLUMNS = (
     "id, name, description, usage_count, success_count, failure_count, success_rate, "
-    "avg_duration_ms, tools_used, parameters_schema, promoted_at"
+    "avg_duration_ms, tools_used, parameters_schema, promoted_at, version"
 )
 STATS_FIELDS = ("usage_count", "success_count", "failure_count", "success_rate", "avg_duration_ms")
 # Columns a learned run may change on a known capability, with their SQL types.
@@ -30,7 +30,7 @@ CHANGE_TYPES = {"code": "text", "parameters_schema": "jsonb", "tools_used": "jso
 
 
 def get_capability(conn: Conn, *, ref: str, tenant_id: str = DEFAULT_TENANT) -> Row | None:
-    """A capability by id, else by name (the most reliable, then most used, of that name)."""
+    """A capability by id, else by name (its latest version; then the most reliable, most used)."""
     row = None
     if _is_uuid(ref):
         row = conn.execute(
@@ -39,7 +39,7 @@ def get_capability(conn: Conn, *, ref: str, tenant_id: str = DEFAULT_TENANT) -> 
     if row is None:
         row = conn.execute(
             "SELECT * FROM capabilities WHERE name = %s AND tenant_id = %s "
-            "ORDER BY success_rate DESC, usage_count DESC LIMIT 1",
+            "ORDER BY version DESC, success_rate DESC, usage_count DESC LIMIT 1",
             (ref, tenant_id),
         ).fetchone()
     return row
@@ -72,7 +72,9 @@ def list_capabilities(
 def capabilities_by_name(conn: Conn, *, tenant_id: str, names: Sequence[str]) -> list[Row]:
     """Id, name and code of a tenant's capabilities with these names."""
     return conn.execute(
-        "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s)",
+        # By version: a name's latest version comes last, and the caller keeps the last.
+        "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s) "
+        "ORDER BY version",
         (tenant_id, list(names)),
     ).fetchall()
 

@@ -16,6 +16,7 @@ import orjson
 import redis
 from redis.commands.core import Script
 
+from shared.metrics import count_finished
 from shared.queues import EVENTS_ALL_CHANNEL, events_channel, events_log_key, events_seq_key
 
 FINISHED = "execution.finished"
@@ -73,7 +74,10 @@ def publish_events(
             ],
             client=pipe,
         )
-    return [int(seq) for seq in pipe.execute()]
+    finished = [e for _, e in events if e.get("type") == FINISHED]
+    for event in finished:  # every path that ends an execution announces it, once
+        count_finished(pipe, status=str(event.get("status")))
+    return [int(seq) for seq in pipe.execute()[: len(events)]]
 
 
 def decode_event(raw: bytes | str) -> dict[str, Any]:

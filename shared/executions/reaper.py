@@ -18,6 +18,7 @@ import redis
 
 from shared.cache.runs import invalidate_possible_writes
 from shared.errors import ErrorType, error_dict
+from shared.events import bus
 from shared.executions.events import FINISHED, publish_events
 from shared.executions.liveness import BEAT_TTL_S, alive
 from shared.executions.status import ExecutionStatus
@@ -71,6 +72,13 @@ def reap_stale(
             publish_events(client, events=events)
         except redis.RedisError as exc:  # waiters also poll the row
             log.warning("could not announce %d reaped executions: %s", len(reaped), exc)
+        bus.publish_many(
+            client,
+            events=[
+                (r["tenant_id"], bus.EventType.EXECUTION_FINISHED, bus.execution_finished(r))
+                for r in reaped
+            ],
+        )
         for row in reaped:
             log.warning("reaped execution %s: %s", row["id"], row["error"]["message"])
             if on_finished is not None:

@@ -20,7 +20,7 @@ from shared.matching.thresholds import (
     record_outcomes,
 )
 from shared.suggestions.engine import suggest
-from shared.suggestions.feedback import mark_used_many, record_shown_many
+from shared.suggestions.feedback import mark_used_by_execution, record_shown_many
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
@@ -139,13 +139,23 @@ class SuggestionRequest:
     exclude: list[str]  # the capability the run is or became: no use suggesting it back
 
 
-def suggestions_for(conn: Conn, *, requests: Sequence[SuggestionRequest]) -> dict[str, list[Any]]:
+@dataclass(frozen=True)
+class Suggested:
+    """Per execution id: what was suggested after it, and how many earlier suggestions it used."""
+
+    shown: dict[str, list[Any]]
+    accepted: dict[str, int]
+
+
+def suggestions_for(conn: Conn, *, requests: Sequence[SuggestionRequest]) -> Suggested:
     """Close earlier suggestions these runs used, then suggest what usually comes next.
 
     By execution id. The engine runs once per distinct (tenant, tools) and its
     answer is reused for a few seconds (``SuggestionCache``).
     """
-    mark_used_many(conn, uses=[(r.tenant_id, r.execution_id, r.used_ids) for r in requests])
+    accepted = mark_used_by_execution(
+        conn, uses=[(r.tenant_id, r.execution_id, r.used_ids) for r in requests]
+    )
     out: dict[str, list[Any]] = {}
     for r in requests:
         found = SUGGESTIONS.get(conn, tenant_id=r.tenant_id, tools=r.tools) if r.tools else []
@@ -154,4 +164,6 @@ def suggestions_for(conn: Conn, *, requests: Sequence[SuggestionRequest]) -> dic
     record_shown_many(
         conn, shown=[(r.tenant_id, r.execution_id, out[r.execution_id]) for r in requests]
     )
-    return out
+    return Suggested(
+        shown=out, accepted={r.execution_id: accepted[r.execution_id] for r in requests}
+    )

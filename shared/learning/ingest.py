@@ -35,6 +35,7 @@ from shared.learning.feedback import (
     suggestions_for,
 )
 from shared.learning.intents import learn_intents
+from shared.matching.thresholds import Context, get_threshold
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
@@ -43,6 +44,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 _COLUMNS = "id, tenant_id, status, code, intent, trace, duration_ms, capability_id, learned_at"
 # Outcomes that changed nothing: no metrics, no "learned" event.
 NOTHING_DONE = frozenset({"missing", "already_ingested", "not_finished"})
+MATCHING = Context.CAPABILITY_MATCHING
 
 
 @dataclass
@@ -54,6 +56,12 @@ class IngestResult:
     capability: dict[str, Any] | None = None
     edges: int = 0
     failed_tools: list[str] = field(default_factory=list)
+    tenant_id: str | None = None
+    # (old, new) adaptive matching threshold of the tenant, when this batch moved it.
+    threshold_change: tuple[float, float] | None = None
+    suggested: int = 0  # tools and capabilities suggested after it
+    suggestions_used: int = 0  # earlier suggestions it used (accepted)
+    rerun_ok: bool | None = None  # a capability re-run: did it succeed (None: not a re-run)
 
 
 def ingest_executions(
@@ -130,9 +138,10 @@ def _apply(
                 "execution %s not saved as a capability: tools failed: %s",
                 execution_id,
                 ", ".join(decision.failed_tools),
+                extra={"execution_id": execution_id, "tenant_id": row["tenant_id"]},
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
-    _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
+    moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
     learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
     )
@@ -157,7 +166,7 @@ def _apply(
         execution_id = str(row["id"])
         decision = decisions[execution_id]
         done = capabilities.get(execution_id)
-        extra: dict[str, Any] = {"suggestions": suggestions[execution_id]}
+        extra: dict[str, Any] = {"suggestions": suggestions.shown[execution_id]}
         if done is not None:
             extra["capability"] = _summary(done)
         extras.append((Jsonb(extra), execution_id))
@@ -167,6 +176,11 @@ def _apply(
             capability=done.capability if done else None,
             edges=len(edges[execution_id]),
             failed_tools=decision.failed_tools,
+            tenant_id=row["tenant_id"],
+            threshold_change=moved.get(row["tenant_id"]),
+            suggested=len(suggestions.shown[execution_id]),
+            suggestions_used=suggestions.accepted[execution_id],
+            rerun_ok=_rerun_ok(decision) if row["capability_id"] is not None else None,
         )
     with conn.cursor() as cur:
         cur.executemany(
@@ -182,8 +196,11 @@ def _threshold_feedback(
     rows: Sequence[dict[str, Any]],
     decisions: dict[str, LearningDecision],
     capabilities: dict[str, CapabilityOutcome],
-) -> None:
-    """Re-runs confirm or refute their match; new capabilities may reveal a missed one."""
+) -> dict[str, tuple[float, float]]:
+    """Re-runs confirm or refute their match; new capabilities may reveal a missed one.
+
+    Returns (old, new) threshold per tenant whose threshold this moved.
+    """
     created: list[NewCapability] = []
     reruns: list[tuple[str, str, bool]] = []
     for row in rows:
@@ -204,8 +221,12 @@ def _threshold_feedback(
                     tools_used=decisions[execution_id].tools_used,
                 )
             )
+    tenants = list(dict.fromkeys([t for t, _, _ in reruns] + [c.tenant_id for c in created]))
+    before = {t: get_threshold(conn, context=MATCHING, tenant_id=t) for t in tenants}
     rerun_outcomes(conn, reruns=reruns)
     detect_false_negatives(conn, created=created)
+    after = {t: get_threshold(conn, context=MATCHING, tenant_id=t) for t in tenants}
+    return {t: (before[t], after[t]) for t in tenants if before[t] != after[t]}
 
 
 def _rerun_ok(decision: LearningDecision) -> bool:

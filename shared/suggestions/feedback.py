@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,13 +70,22 @@ def mark_used_many(
     uses: Sequence[tuple[str, str | None, Sequence[str]]],
 ) -> int:
     """``mark_used`` for many (tenant, execution id, used ids) at once: one UPDATE."""
+    return sum(mark_used_by_execution(conn, uses=uses).values())
+
+
+def mark_used_by_execution(
+    conn: psycopg.Connection[Any],
+    *,
+    uses: Sequence[tuple[str, str | None, Sequence[str]]],
+) -> Counter[str | None]:
+    """``mark_used_many``, counting the suggestions marked used by each using execution."""
     pairs = [
         (tenant_id, execution_id, str(used))
         for tenant_id, execution_id, used_ids in uses
         for used in used_ids
     ]
     if not pairs:
-        return 0
+        return Counter()
     rows = conn.execute(
         """
         UPDATE suggestion_feedback AS f SET used = true
@@ -84,7 +94,7 @@ def mark_used_many(
          WHERE f.tenant_id = u.tenant_id AND f.used IS NULL AND f.suggested_id = u.id
            AND f.created_at > now() - make_interval(secs => %(window)s)
            AND (u.execution_id IS NULL OR f.execution_id IS DISTINCT FROM u.execution_id)
-        RETURNING f.tenant_id, f.kind
+        RETURNING f.tenant_id, f.kind, u.execution_id::text AS used_by
         """,
         {
             "tenants": [p[0] for p in pairs],
@@ -105,4 +115,4 @@ def mark_used_many(
             outcomes=[(Outcome.TRUE_POSITIVE, "suggested capability was used")] * count,
             tenant_id=tenant,
         )
-    return len(rows)
+    return Counter(row["used_by"] for row in rows)

@@ -13,6 +13,7 @@ from celery_batches import SimpleRequest
 from shared import metrics
 from shared.cache.invalidate import Trigger, invalidate
 from shared.config import get_settings
+from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.executions.reaper import reap_stale
 from shared.graph.store import graph_fingerprint, refresh_metrics
@@ -111,6 +112,7 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
             metrics.incr(client, counter, n)
     if n := sum(1 for r in done.values() if r.verdict == "tool_failures"):
         metrics.incr(client, "capabilities_skipped_tool_failures_total", n)
+    metrics.count_ingested(client, results=list(done.values()))
     # Each trace waited for the whole batch: that is its ingestion latency.
     metrics.observe(client, "ingestion_latency_seconds", seconds, count=len(done))
     events = []
@@ -120,6 +122,35 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
             event["failed_tools"] = result.failed_tools
         events.append((execution_id, event))
     publish_events(client, events=events)
+    bus.publish_many(client, events=_tenant_events(done))
+
+
+def _tenant_events(
+    done: dict[str, IngestResult],
+) -> list[tuple[str, bus.EventType, dict[str, Any]]]:
+    """The batch on the tenants' streams: each capability learned or updated once (a re-run
+    updates its stats), each moved threshold once."""
+    kinds = {"learned": bus.EventType.CAPABILITY_LEARNED}
+    capabilities: dict[str, tuple[str, bus.EventType, dict[str, Any]]] = {}
+    thresholds: dict[str, tuple[float, float]] = {}
+    for result in done.values():
+        if result.tenant_id is None:
+            continue
+        if result.capability is not None:
+            kind = kinds.get(result.outcome, bus.EventType.CAPABILITY_UPDATED)
+            data = bus.capability_event(result.capability)
+            known = capabilities.get(data["capability_id"])
+            if known is None or known[1] is not bus.EventType.CAPABILITY_LEARNED:
+                capabilities[data["capability_id"]] = (result.tenant_id, kind, data)
+        if result.threshold_change is not None:
+            thresholds[result.tenant_id] = result.threshold_change
+    return [
+        *capabilities.values(),
+        *(
+            (tenant, bus.EventType.THRESHOLD_CHANGED, {"old": old, "new": new})
+            for tenant, (old, new) in thresholds.items()
+        ),
+    ]
 
 
 @app.task(

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import worker_process_init
+from celery import Task
+from celery.signals import task_postrun, task_prerun, worker_process_init
 
 from shared.broker import make_celery
+from shared.logs import bind
+from shared.queues import TaskName
 
 app = make_celery("agentcards-sandbox")
 app.conf.include = ["workers.sandbox.tasks"]
@@ -18,3 +21,16 @@ def _start_heartbeat(**_: Any) -> None:
     from workers.sandbox import resources
 
     resources.heartbeat()
+
+
+@task_prerun.connect
+def _bind_execution(*, task: Task, args: tuple[Any, ...] | None = None, **_: Any) -> None:
+    """Every line logged while an execution runs names it (the tenant is bound at its claim)."""
+    if task.name == TaskName.RUN_EXECUTION and args:
+        bind(execution_id=args[0], tenant_id=None)
+
+
+@task_postrun.connect
+def _unbind_execution(**_: Any) -> None:
+    """A pool process runs one task after another: the next must not inherit the ids."""
+    bind(execution_id=None, tenant_id=None, tool_call_id=None)

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from redis.exceptions import RedisError
 
-from shared import tool_ids
+from shared import metrics, tool_ids
 from shared.auth.audit import finish_audit
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
 from shared.cache import runs as cache_runs
@@ -20,6 +20,7 @@ from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.config import Settings
 from shared.errors import ErrorType, error_dict
+from shared.events import bus
 from shared.executions.cancel import wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.status import ExecutionStatus
@@ -199,6 +200,11 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
             conn.rollback()
             log.exception("invalidating what execution %s wrote failed", execution_id)
     status = store_outcome(execution_id=execution_id, outcome=outcome)
+    with contextlib.suppress(RedisError):  # a lost sample must not fail a stored run
+        metrics.record_run(
+            redis, status=status, error=outcome.error, seconds=outcome.duration_ms / 1000
+        )
+    log.info("execution %s %s in %.0f ms", execution_id, status, outcome.duration_ms)
     remember_result(row=row, run=replace(finished, status=status), cache=cache, settings=settings)
     try:
         publish_event(
@@ -206,6 +212,12 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         )
     except RedisError as exc:  # waiting clients also poll the row
         log.warning("could not announce the end of %s: %s", execution_id, exc)
+    bus.publish(
+        redis,
+        tenant_id=row["tenant_id"],
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished({**row, "duration_ms": outcome.duration_ms}, status=status),
+    )
     return outcome.status
 
 

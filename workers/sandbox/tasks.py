@@ -16,6 +16,7 @@ from shared.executions.events import FINISHED, publish_event
 from shared.executions.liveness import alive, worker_name
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, finish_execution, get_execution
+from shared.logs import bind
 from shared.queues import Queue, TaskName
 from workers.sandbox import resources
 from workers.sandbox.celery_app import app
@@ -54,6 +55,7 @@ def run_execution(self: Task, execution_id: str) -> str:
         raise Reject(f"database unavailable: {exc}", requeue=True) from exc
     if row is None:
         return with_db_retry(lambda conn: _handle_unclaimable(conn, execution_id), what="read")
+    bind(tenant_id=row["tenant_id"])
     beat.busy = execution_id
     beat.beat()
     try:

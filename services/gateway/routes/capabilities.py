@@ -1,4 +1,4 @@
-"""REST for capabilities: search by intent (adaptive threshold), list, and execute with checked args."""
+"""REST for capabilities: search by intent (adaptive threshold), list with filters, and execute with checked args."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from services.gateway.capabilities import (
     CapabilitySearchRequest,
     CapabilitySearchResponse,
 )
+from services.gateway.capability_admin import CapabilityList, item_json
 from services.gateway.deps import CurrentPrincipal, State
+from shared.capabilities.listing import CapabilityFilter, Sort, list_items
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 
@@ -55,19 +57,41 @@ async def execute(
 
 @router.get(
     "/api/capabilities",
-    summary="Learned capabilities, most used first; `degraded` when a tool they use is unavailable",
+    summary="The tenant's capabilities: filter, search, sort, page",
+    response_model=CapabilityList,
 )
 def list_capabilities(
     state: State,
     principal: CurrentPrincipal,
+    community_id: int | None = Query(None, ge=0, description="in this tool-graph community"),
+    min_success_rate: float | None = Query(None, ge=0.0, le=1.0),
+    min_usage: int | None = Query(None, ge=0, description="used at least this many times"),
+    q: str | None = Query(
+        None, max_length=200, description="in name, description, intent or alias"
+    ),
+    server: str | None = Query(None, max_length=64, description="uses a tool of this MCP server"),
+    tool: str | None = Query(
+        None, max_length=200, description="uses this tool (`server:tool` or name)"
+    ),
+    sort: Sort = Query(Sort.USAGE, description="highest or latest first"),
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0),
-    min_success_rate: float = Query(0.0, ge=0.0, le=1.0),
 ) -> Row:
-    return service.list_capabilities(
-        state,
-        limit=limit,
-        offset=offset,
+    filters = CapabilityFilter(
+        community_id=community_id,
         min_success_rate=min_success_rate,
-        tenant_id=principal.tenant_id,
+        min_usage=min_usage,
+        q=q,
+        server=server,
+        tool=tool,
     )
+    with state.pool.connection() as conn:
+        rows, total = list_items(
+            conn,
+            tenant_id=principal.tenant_id,
+            filters=filters,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+        )
+    return {"capabilities": [item_json(r) for r in rows], "total": total}

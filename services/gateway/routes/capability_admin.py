@@ -1,0 +1,191 @@
+"""REST for managing capabilities: create, show, edit, versions, delete, export, import.
+
+Every route is the caller's tenant's only: another tenant's id is a 404, never a leak.
+What changes is announced on the tenant's event stream (``GET /v1/events``) after commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from services.gateway.capability_admin import (
+    CapabilityCreate,
+    CapabilityItem,
+    CapabilityPatch,
+    ImportResult,
+    announce,
+    item_json,
+)
+from services.gateway.deps import CurrentPrincipal, State
+from shared.capabilities import bundle, lifecycle, manual
+from shared.embeddings import get_embedder
+from shared.errors import NotFound, ValidationFailed
+from shared.events import bus
+
+router = APIRouter(tags=["capabilities"])
+
+Row = dict[str, Any]
+
+
+@router.post(
+    "/v1/capabilities",
+    status_code=201,
+    summary="Add a capability by hand (code + intent; schema inferred; never pruned)",
+    response_model=CapabilityItem,
+)
+async def create_capability(
+    state: State, principal: CurrentPrincipal, body: CapabilityCreate
+) -> Row:
+    """201 with the capability; 409 when the tenant already has this code."""
+    spec = manual.ManualCapability(
+        code=body.code,
+        intent=body.intent,
+        name=body.name,
+        description=body.description,
+        aliases=body.aliases,
+    )
+
+    def run() -> Row:
+        with state.pool.connection() as conn:
+            created, _ = manual.create_manual(
+                conn,
+                tenant_id=principal.tenant_id,
+                spec=spec,
+                embedder=get_embedder(state.settings),
+            )
+        return created
+
+    created = await to_thread.run_sync(run)
+    announce(state, principal.tenant_id, bus.EventType.CAPABILITY_LEARNED, created)
+    return item_json(created)
+
+
+@router.get(
+    "/v1/capabilities/export",
+    summary="A JSON bundle of the given capabilities (`?ids=a,b`) or all, with schemas and stats",
+)
+def export_capabilities(
+    state: State,
+    principal: CurrentPrincipal,
+    ids: str | None = Query(
+        None, max_length=100_000, description="comma-separated ids; all if absent"
+    ),
+) -> Row:
+    wanted = [i.strip() for i in ids.split(",") if i.strip()] if ids is not None else None
+    with state.pool.connection() as conn:
+        exported = bundle.export_bundle(conn, tenant_id=principal.tenant_id, ids=wanted)
+    if wanted is not None:
+        missing = sorted(set(wanted) - {c["id"] for c in exported["capabilities"]})
+        if missing:
+            raise NotFound(
+                f"no capabilities with ids {', '.join(missing)}: list yours with "
+                "GET /api/capabilities",
+                ids=missing,
+            )
+    return exported
+
+
+@router.post(
+    "/v1/capabilities/import",
+    summary="Add a bundle's capabilities; code you already have is merged, not doubled",
+    response_model=ImportResult,
+)
+async def import_capabilities(
+    state: State, principal: CurrentPrincipal, body: bundle.Bundle
+) -> Row:
+    def run() -> list[Row]:
+        with state.pool.connection() as conn:
+            return bundle.import_bundle(
+                conn,
+                tenant_id=principal.tenant_id,
+                bundle=body,
+                embedder=get_embedder(state.settings),
+            )
+
+    done = await to_thread.run_sync(run)
+    bus.publish_many(
+        state.redis,
+        events=[
+            (
+                principal.tenant_id,
+                bus.EventType.CAPABILITY_LEARNED
+                if d["status"] == "created"
+                else bus.EventType.CAPABILITY_UPDATED,
+                {"capability_id": d["id"], "name": d["name"], "version": d["version"]},
+            )
+            for d in done
+        ],
+    )
+    created = sum(1 for d in done if d["status"] == "created")
+    return {"created": created, "merged": len(done) - created, "capabilities": done}
+
+
+@router.get(
+    "/v1/capabilities/{capability_id}",
+    summary="One capability by id",
+    response_model=CapabilityItem,
+)
+def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
+    with state.pool.connection() as conn:
+        return item_json(
+            manual.get_or_404(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
+        )
+
+
+@router.patch(
+    "/v1/capabilities/{capability_id}",
+    summary="Rename, redescribe, re-intent or re-alias a capability",
+    response_model=CapabilityItem,
+)
+async def patch_capability(
+    state: State, principal: CurrentPrincipal, capability_id: str, body: CapabilityPatch
+) -> Row:
+    changes = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise ValidationFailed(
+            "nothing to change: give any of name, description, intent, aliases", field="body"
+        )
+    if "name" in changes and changes["name"] is None:
+        raise ValidationFailed("name: must not be null", field="name")
+
+    def run() -> Row:
+        with state.pool.connection() as conn:
+            return manual.edit(
+                conn,
+                tenant_id=principal.tenant_id,
+                capability_id=capability_id,
+                changes=changes,
+                embedder=get_embedder(state.settings),
+            )
+
+    edited = await to_thread.run_sync(run)
+    announce(state, principal.tenant_id, bus.EventType.CAPABILITY_UPDATED, edited)
+    return item_json(edited)
+
+
+@router.get(
+    "/v1/capabilities/{capability_id}/versions",
+    summary="Every version of a capability's name, oldest first (each runnable by id)",
+)
+def capability_versions(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
+    with state.pool.connection() as conn:
+        found = lifecycle.versions(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
+    if not found:
+        raise NotFound(f"no capability with id {capability_id!r}", id=capability_id)
+    return {"versions": [item_json(r) for r in found]}
+
+
+@router.delete(
+    "/v1/capabilities/{capability_id}",
+    summary="Delete a capability (its aliases and cached results go with it)",
+)
+def delete_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Response:
+    with state.pool.connection() as conn:
+        gone = lifecycle.delete(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
+    if gone is None:
+        raise NotFound(f"no capability with id {capability_id!r}", id=capability_id)
+    return Response(status_code=204)

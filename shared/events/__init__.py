@@ -1,0 +1,1 @@
+"""A tenant's live events (``GET /v1/events``)."""
