@@ -67,7 +67,9 @@
   $("#cap-save").addEventListener("click", async () => {
     if (!current) return;
     const aliases = $("#cap-aliases").value.split(",").map(s => s.trim()).filter(Boolean);
-    const body = {name: $("#cap-name").value.trim(), intent: $("#cap-intent").value.trim(), aliases};
+    const body = {name: $("#cap-name").value.trim(), aliases};
+    const intent = $("#cap-intent").value.trim();
+    if (intent) body.intent = intent;  // an intent cannot be emptied, only replaced
     try {
       const r = await AC.request(`/v1/capabilities/${encodeURIComponent(current.id)}`, {
         method: "PATCH", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),

@@ -105,6 +105,19 @@ def test_a_capability_opens_its_code_panel_and_copies_its_code(
     _wait(dashboard, "!document.querySelector('#toast').hidden")
     assert dashboard.find_element(By.ID, "toast").text == "Code copied"
     dashboard.save_screenshot(str(artifacts / "code-panel.png"))
+    # Rename it and give it an alias: saved through PATCH, the graph shows the new name.
+    name = dashboard.find_element(By.ID, "cap-name")
+    name.clear()
+    name.send_keys("renamed_in_the_browser")
+    dashboard.find_element(By.ID, "cap-aliases").send_keys("a phrasing, another phrasing")
+    dashboard.find_element(By.ID, "cap-save").click()
+    _wait(dashboard, "document.querySelector('#toast').textContent === 'Saved'")
+    node = f"cy.getElementById('cap:{target['id']}')"
+    _wait(dashboard, f"{node}.length && {node}.data('label') === 'renamed_in_the_browser'")
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        listed = client.get("/api/capabilities", params={"q": "another phrasing"}).json()
+    assert [c["id"] for c in listed["capabilities"]] == [target["id"]]
     dashboard.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     _wait(dashboard, "document.querySelector('#code-panel').hidden")
 
