@@ -46,12 +46,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_celery(main: str, *, settings: Settings | None = None) -> Celery:
     """A Celery app configured from settings (validated: bad settings fail here)."""
-    settings = settings or get_settings()
     app = Celery(main)
-    app.conf.update(celery_config(settings))
-    if settings.log_format == "json":
-        setup_logging.connect(_json_logging, weak=False)  # workers and beat: ours, not Celery's
+    app.conf.update(celery_config(settings or get_settings()))
     return app
+
+
+def worker_logging(settings: Settings) -> None:
+    """JSON logs for a worker or beat process: set up now (start-up warnings come before
+    Celery's logging), and again at Celery's `setup_logging`, which then leaves ours alone."""
+    if settings.log_format == "json":
+        configure_logging(level=settings.log_level, log_format="json")
+        setup_logging.connect(_json_logging, weak=False)
 
 
 def _json_logging(*, loglevel: int | str, **_: Any) -> None:

@@ -9,6 +9,7 @@ An ``extra={...}`` field of the same name wins over the context (batch code nami
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +91,15 @@ def log_handler(log_format: str) -> logging.Handler:
     return handler
 
 
+def _no_progress_bars() -> None:
+    """Model loading draws tqdm bars on stderr: text between the JSON lines. Hugging Face
+    libraries read the switch at import, or later through their own call."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None:
+        hub.disable_progress_bars()
+
+
 def configure_logging(*, level: str | int, log_format: str) -> None:
     """Route every logger (ours, uvicorn's, Celery's) through one root handler."""
     root = logging.getLogger()
@@ -97,6 +107,9 @@ def configure_logging(*, level: str | int, log_format: str) -> None:
         root.removeHandler(old)
     root.addHandler(log_handler(log_format))
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    logging.captureWarnings(True)  # warnings.warn(...) becomes a line like the others
+    if log_format == "json":
+        _no_progress_bars()
     # Libraries that configure their own handlers would print text beside our lines.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery", "celery.task"):
         logger = logging.getLogger(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -129,7 +130,10 @@ def main() -> None:
     if json_logs:  # else uvicorn's own text lines, as always
         configure_logging(level=settings.log_level, log_format="json")
     if warning := auth_off_warning(settings):
-        print(warning, file=sys.stderr, flush=True)
+        if json_logs:
+            logging.getLogger(__name__).warning(warning)
+        else:
+            print(warning, file=sys.stderr, flush=True)
     uvicorn.run(
         create_app(settings),
         host=settings.gateway_host,

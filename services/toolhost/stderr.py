@@ -1,4 +1,4 @@
-"""A stdio server's stderr: copied to the toolhost's log line by line, its tail kept for errors.
+"""A stdio server's stderr: copied to the toolhost's log line by line (one log record each), its tail kept for errors.
 
 A server that crashes usually says why on stderr (a traceback, "missing API key"); the
 MCP session only sees "Connection closed". The tail goes into the server's ``last_error``.
@@ -6,12 +6,13 @@ MCP session only sees "Connection closed". The tail goes into the server's ``las
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import threading
 from collections import deque
 from typing import TextIO
 
+log = logging.getLogger(__name__)
 TAIL_LINES = 8
 TAIL_CHARS = 1500  # last_error is shown in tables and JSON: keep it a paragraph, not a log
 JOIN_TIMEOUT_S = 1.0  # a grandchild may hold the pipe open; the tail read so far is enough
@@ -38,7 +39,7 @@ class StderrTail:
                 if line:
                     with self._lock:
                         self._lines.append(line)
-                    print(f"[{self._server}] {line}", file=sys.stderr, flush=True)
+                    log.info("[%s] %s", self._server, line)
 
     def close(self) -> None:
         """Close our end of the pipe: the reader sees EOF once the server's end is closed too."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from celery.signals import worker_process_init
 
-from shared.broker import make_celery
+from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
 from shared.offline import go_offline
 from workers.learning.schedule import BEAT_SCHEDULE
@@ -17,6 +17,7 @@ from workers.learning.schedule import BEAT_SCHEDULE
 go_offline()
 
 app = make_celery("agentcards-learning")
+worker_logging(get_settings())
 app.conf.include = ["workers.learning.tasks"]
 app.conf.beat_schedule = BEAT_SCHEDULE
 # Ingestion runs in batches (workers.learning.batching): each process may hold two

@@ -7,11 +7,13 @@ from typing import Any
 from celery import Task
 from celery.signals import task_postrun, task_prerun, worker_process_init
 
-from shared.broker import make_celery
+from shared.broker import make_celery, worker_logging
+from shared.config import get_settings
 from shared.logs import bind
 from shared.queues import TaskName
 
 app = make_celery("agentcards-sandbox")
+worker_logging(get_settings())
 app.conf.include = ["workers.sandbox.tasks"]
 
 
