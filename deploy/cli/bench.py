@@ -79,3 +79,12 @@ def load(
         probe_seconds=probe_seconds,
         sequential=sequential,
     )
+
+
+@bench_app.command("dashboard")
+def dashboard(
+    capabilities: int = typer.Option(50, help="capabilities in the synthetic graph"),
+    tools: int = typer.Option(200, help="tools in the synthetic graph"),
+) -> None:
+    """Dashboard graph render time in headless Chromium (Cytoscape + fcose), per view."""
+    _run("dashboard", capabilities=capabilities, tools=tools)

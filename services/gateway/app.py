@@ -106,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(summary.router)
     app.include_router(dashboard.router)
+    dashboard.mount_static(app)
     app.include_router(audit.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
     return app

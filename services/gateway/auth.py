@@ -34,10 +34,10 @@ OPEN_PATHS = frozenset(
         "/redoc",
         "/openapi.json",
         "/dashboard",
-        "/static/dashboard.js",
-        "/static/dashboard.css",
     }
 )
+# The page's own and vendored scripts and styles (the static mount serves nothing else).
+OPEN_PREFIXES = ("/static/",)
 HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 
@@ -130,7 +130,7 @@ class AuthGate:
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.settings.auth or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or not self.settings.auth or _open(scope["path"]):
             await self.app(scope, receive, send)
             return
         if scope["path"] in HEALTH_PATHS and (
@@ -178,6 +178,10 @@ def auth_off_warning(settings: Settings) -> str | None:
         f"WARNING: AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of "
         f"{settings.gateway_host}:{settings.gateway_port} runs as tenant 'default' without limits"
     )
+
+
+def _open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
 def _pooled(state: GatewayState) -> Callable[[], Any]:

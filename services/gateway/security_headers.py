@@ -1,8 +1,8 @@
 """ASGI middleware adding browser security headers: nosniff and no referrer everywhere, a strict CSP on HTML pages.
 
 The dashboard's policy allows nothing inline and nothing from elsewhere. The API docs
-(Swagger UI, ReDoc) load their bundles from a CDN and start with one inline script each;
-their policy allows that CDN and exactly those scripts by hash (routes/docs.py), nothing else.
+(Swagger UI, vendored under /static/vendor) start with one inline script; their policy
+allows exactly that script by hash (routes/docs.py), and still nothing from elsewhere.
 """
 
 from __future__ import annotations

@@ -1,76 +1,64 @@
-"""The dashboard: one static page over `/api/capabilities` and `/api/graph/hypergraph`."""
+"""The dashboard: one page, its static files (own and vendored), and the two graphs it draws."""
 
 from __future__ import annotations
 
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import HTMLResponse, Response
+from fastapi import APIRouter, FastAPI, Query
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities.store import graph_nodes
-from shared.graph.edges import CAPABILITY_PREFIX
+from shared.graph.hypergraph import HypergraphBuilder, tool_graph
 from shared.graph.store import heaviest_edges
 from shared.tools.store import list_tools
 
 router = APIRouter(tags=["dashboard"])
+STATIC_PREFIX = "/static/"  # open without a key (auth.OPEN_PREFIXES): code and styles, no data
+MaxEdges = Query(2000, ge=1, le=20000, description="at most this many of the heaviest edges")
+
+
+def mount_static(app: FastAPI) -> None:
+    """Serve services/gateway/static (page script, styles, vendor/) from the installed package."""
+    app.mount(
+        STATIC_PREFIX.rstrip("/"),
+        StaticFiles(packages=[("services.gateway", "static")]),
+        name="static",
+    )
 
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard() -> HTMLResponse:
-    return HTMLResponse(_static("dashboard.html"))
+    return HTMLResponse(
+        (resources.files("services.gateway") / "static" / "dashboard.html").read_text()
+    )
 
 
-# The page's script and style are files, not inline: its CSP allows scripts from 'self' only.
-@router.get("/static/dashboard.js", include_in_schema=False)
-def dashboard_js() -> Response:
-    return Response(_static("dashboard.js"), media_type="text/javascript")
-
-
-@router.get("/static/dashboard.css", include_in_schema=False)
-def dashboard_css() -> Response:
-    return Response(_static("dashboard.css"), media_type="text/css")
-
-
-def _static(name: str) -> str:
-    return (resources.files("services.gateway") / "static" / name).read_text()
-
-
-@router.get("/api/graph/hypergraph", summary="Tools and capabilities as one graph")
+@router.get(
+    "/api/graph/hypergraph", summary="Capabilities holding their tools, as Cytoscape elements"
+)
 def hypergraph(
-    state: State, principal: CurrentPrincipal, max_edges: int = Query(2000, ge=1, le=20000)
+    state: State, principal: CurrentPrincipal, max_edges: int = MaxEdges
 ) -> dict[str, Any]:
-    """Nodes (tools with availability, the tenant's capabilities) with PageRank and community;
-    the heaviest edges among them (tool edges are shared, other tenants' capabilities left out)."""
+    """Each of the tenant's capabilities is a compound node with one child per tool it uses;
+    edges: tool order inside a capability, capabilities sharing tools, capabilities calling others."""
     with state.pool.connection() as conn:
         tools = list_tools(conn)
         caps = graph_nodes(conn, tenant_id=principal.tenant_id)
         edges = heaviest_edges(conn, limit=max_edges, tenant_id=principal.tenant_id)
-    nodes = [
-        {
-            "id": t["id"],
-            "kind": "tool",
-            "label": t["id"],
-            "available": t["available"],
-            **_metrics(t),
-        }
-        for t in tools
-    ]
-    nodes += [
-        {
-            "id": f"{CAPABILITY_PREFIX}{c['id']}",
-            "kind": "capability",
-            "label": c["name"],
-            "usage_count": c["usage_count"],
-            "success_rate": c["success_rate"],
-            "tools": c["tools_used"],
-            **_metrics(c),
-        }
-        for c in caps
-    ]
-    return {"nodes": nodes, "edges": edges}
+    return HypergraphBuilder(tools=tools, capabilities=caps, edges=edges).build()
 
 
-def _metrics(row: dict[str, Any]) -> dict[str, Any]:
-    return {"pagerank": row["pagerank"], "community": row["community"]}
+@router.get(
+    "/api/graph/tools", summary="Tools with PageRank and community, and the edges between them"
+)
+def tools_graph(
+    state: State, principal: CurrentPrincipal, max_edges: int = MaxEdges
+) -> dict[str, Any]:
+    """Every known tool and the heaviest tool→tool edges (sequence, co_used), as Cytoscape elements."""
+    with state.pool.connection() as conn:
+        tools = list_tools(conn)
+        edges = heaviest_edges(conn, limit=max_edges, tenant_id=principal.tenant_id)
+    return tool_graph(tools=tools, edges=edges)

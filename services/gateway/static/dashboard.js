@@ -1,72 +1,184 @@
-// The dashboard: capabilities table and graph (served as a file: the page's CSP allows no inline script).
-const esc = s => String(s).replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
-// With API keys on, the JSON needs one: asked once, kept in this browser's localStorage.
-async function api(path) {
-  const key = localStorage.getItem("agentcards_key");
-  const r = await fetch(path, key ? {headers: {Authorization: `Bearer ${key}`}} : {});
-  if (r.status === 401) {
-    const entered = prompt("API key for this gateway (agentcards keys create):");
-    if (entered) { localStorage.setItem("agentcards_key", entered.trim()); return api(path); }
+// The dashboard: API access (with a key when keys are on), the three graph views, metrics and
+// live updates. Served as files: the page's CSP allows no inline script and no other origin.
+(function () {
+  "use strict";
+  const $ = sel => document.querySelector(sel);
+  const VIEWS = ["tools", "capabilities", "hypergraph"];
+  const state = {view: null, data: {}, caps: new Map(), missing: new Set()};
+  const AC = window.agentcards = {state};
+
+  // --- API: the key is asked once (inline form, no prompt()), kept in localStorage, sent as Bearer.
+  function headers(extra) {
+    const key = localStorage.getItem("agentcards_key");
+    return {...(key ? {Authorization: `Bearer ${key}`} : {}), ...(extra || {})};
   }
-  return r.json();
-}
-async function load() {
-  const [caps, graph] = await Promise.all([
-    api("/api/capabilities?limit=200"),
-    api("/api/graph/hypergraph"),
-  ]);
-  document.querySelector("#stats").textContent =
-    `${caps.total} capabilities · ${graph.nodes.length} nodes · ${graph.edges.length} edges`;
-  // Degraded: a tool it uses is unavailable (server down or removed); greyed, not hidden.
-  document.querySelector("#caps tbody").innerHTML = caps.capabilities.map(c =>
-    `<tr class="${c.degraded ? "degraded" : ""}"` +
-    (c.degraded ? ` title="unavailable: ${esc(c.missing_tools.join(", "))}"` : "") + ">" +
-    `<td>${esc(c.name)}</td><td>${c.usage_count}</td><td>${Math.round(c.success_rate*100)}%</td>` +
-    `<td class="muted">${esc((c.tools_used||[]).join(", "))}</td></tr>`).join("");
-  draw(graph);
-}
-function draw(graph) {
-  const canvas = document.querySelector("#graph"), ctx = canvas.getContext("2d");
-  const W = canvas.width = canvas.clientWidth, H = canvas.height = canvas.clientHeight;
-  const index = new Map(graph.nodes.map((n, i) => [n.id, i]));
-  const pos = graph.nodes.map(() => [Math.random() * W, Math.random() * H]);
-  const edges = graph.edges.filter(e => index.has(e.src) && index.has(e.dst));
-  // Fruchterman-Reingold with cooling: ideal edge length k, no libraries.
-  const n = Math.max(1, pos.length), k = 0.6 * Math.sqrt((W * H) / n);
-  let temperature = W / 8;
-  for (let step = 0; step < 300; step++) {
-    const disp = pos.map(() => [0, 0]);
-    for (let i = 0; i < pos.length; i++) for (let j = i + 1; j < pos.length; j++) {
-      const dx = pos[i][0] - pos[j][0], dy = pos[i][1] - pos[j][1], d = Math.max(0.01, Math.hypot(dx, dy));
-      const f = (k * k) / d / d;
-      disp[i][0] += dx * f; disp[i][1] += dy * f; disp[j][0] -= dx * f; disp[j][1] -= dy * f;
+  async function request(path, options) {
+    const r = await fetch(path, {...(options || {}), headers: headers((options || {}).headers)});
+    if (r.status === 401) {
+      askForKey();
+      throw new Error("unauthorized");
     }
-    for (const e of edges) {
-      const a = index.get(e.src), b = index.get(e.dst);
-      const dx = pos[a][0] - pos[b][0], dy = pos[a][1] - pos[b][1], d = Math.max(0.01, Math.hypot(dx, dy));
-      const f = d / k;
-      disp[a][0] -= dx * f; disp[a][1] -= dy * f; disp[b][0] += dx * f; disp[b][1] += dy * f;
-    }
-    pos.forEach((p, i) => {
-      disp[i][0] += (W / 2 - p[0]) * 0.05; disp[i][1] += (H / 2 - p[1]) * 0.05;   // gentle gravity
-      const len = Math.max(0.01, Math.hypot(disp[i][0], disp[i][1])), step_ = Math.min(len, temperature);
-      p[0] = Math.min(W - 60, Math.max(20, p[0] + disp[i][0] / len * step_));
-      p[1] = Math.min(H - 20, Math.max(20, p[1] + disp[i][1] / len * step_));
-    });
-    temperature *= 0.98;
+    return r;
   }
-  ctx.strokeStyle = "#ccc";
-  for (const e of edges) { const a = pos[index.get(e.src)], b = pos[index.get(e.dst)];
-    ctx.beginPath(); ctx.moveTo(a[0], a[1]); ctx.lineTo(b[0], b[1]); ctx.stroke(); }
-  const usable = new Set(graph.nodes.filter(n => n.kind === "tool" && n.available).map(n => n.id));
-  const greyed = n => n.kind === "tool" ? !n.available : (n.tools || []).some(t => !usable.has(t));
-  graph.nodes.forEach((n, i) => {
-    const r = 4 + 60 * (n.pagerank || 0), [x, y] = pos[i];
-    ctx.fillStyle = greyed(n) ? "#ddd"
-      : n.community == null ? "#999" : `hsl(${(n.community * 67) % 360} 60% 50%)`;
-    if (n.kind === "capability") ctx.fillRect(x - r, y - r, 2*r, 2*r);
-    else { ctx.beginPath(); ctx.arc(x, y, r, 0, 2*Math.PI); ctx.fill(); }
-    ctx.fillStyle = "#333"; ctx.fillText(n.label, x + r + 2, y + 3);
+  // JSON of `path`, or null when the endpoint does not exist on this gateway (an inline notice says so).
+  async function api(path, options) {
+    const r = await request(path, options);
+    if (r.status === 404 && !(options && options.method)) {
+      missing(path.split("?")[0]);
+      return null;
+    }
+    const body = await r.json();
+    if (!r.ok) throw new Error((body.error && body.error.message) || `${path}: HTTP ${r.status}`);
+    return body;
+  }
+  function askForKey() {
+    $("#key-form").hidden = false;
+    $("#key-input").focus();
+  }
+  $("#key-form").addEventListener("submit", ev => {
+    ev.preventDefault();
+    localStorage.setItem("agentcards_key", $("#key-input").value.trim());
+    $("#key-form").hidden = true;
+    start();
   });
-}
-load();
+  function missing(path) {
+    if (state.missing.has(path)) return;
+    state.missing.add(path);
+    notice(`${path} is not available on this gateway: that part of the page stays empty.`);
+  }
+  function notice(text) {
+    const div = document.createElement("div");
+    div.className = "notice";
+    div.textContent = text;
+    $("#notices").append(div);
+  }
+  function toast(text) {
+    const t = $("#toast");
+    t.textContent = text;
+    t.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { t.hidden = true; }, 2500);
+  }
+
+  // --- Data and views
+  async function loadGraphs() {
+    const [tools, hypergraph] = await Promise.all([api("/api/graph/tools"), api("/api/graph/hypergraph")]);
+    state.data = {tools, hypergraph};
+  }
+  async function show(view) {
+    if (!VIEWS.includes(view)) view = "hypergraph";
+    state.view = view;
+    localStorage.setItem("agentcards_view", view);
+    for (const b of document.querySelectorAll("#views button")) b.classList.toggle("active", b.dataset.view === view);
+    if (window.cy) window.cy.destroy();
+    const {cy, ms} = await AgentCardsGraph.render($("#graph"), view, state.data);
+    window.cy = cy;
+    AC.lastRender = {view, ms, nodes: cy.nodes().length, edges: cy.edges().length};
+    cy.on("tap", "node[kind = 'capability']", ev => AC.openPanel(ev.target.data("capability_id")));
+    AC.applyFilter && AC.applyFilter();
+    document.body.dataset.rendered = view;  // tests wait on this
+  }
+  for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => show(b.dataset.view));
+  AC.api = api;
+  AC.request = request;
+  AC.toast = toast;
+  AC.show = show;
+
+  // Every capability (the list, the panel and the explorer's matches); filters in the query.
+  AC.loadCapabilities = async (params) => {
+    const query = new URLSearchParams({limit: "500", ...(params || {})});
+    const body = await api(`/api/capabilities?${query}`);
+    const caps = body ? body.capabilities : [];
+    if (!params) state.caps = new Map(caps.map(c => [String(c.id), c]));
+    return caps;
+  };
+
+  // Reload data and redraw, at most once a second (live events come in bursts).
+  async function refresh() {
+    await Promise.all([loadGraphs(), AC.loadCapabilities()]);
+    await show(state.view);
+  }
+  let pending = null;
+  AC.refreshSoon = () => {
+    if (!pending) pending = setTimeout(() => { pending = null; refresh(); }, 1000);
+  };
+
+  // --- Metrics strip (every 10 s)
+  const pct = x => (x == null ? "–" : `${Math.round(x * 100)}%`);
+  async function metrics() {
+    if (state.missing.has("/api/metrics/summary")) return;
+    const m = await api("/api/metrics/summary").catch(() => null);
+    if (!m) return;
+    $("#m-epm").textContent = m.executions_per_min == null ? "–" : Number(m.executions_per_min).toFixed(1);
+    $("#m-success").textContent = pct(m.success_rate);
+    $("#m-cache").textContent = pct(m.cache_hit_rate);
+    $("#m-learned").textContent = m.capabilities_learned ?? "–";
+    if (m.flower_url) {
+      $("#flower-link").href = m.flower_url;
+      $("#flower-link").hidden = false;
+    }
+  }
+
+  // --- Live: /v1/events read with fetch, not EventSource: EventSource cannot send the
+  // Authorization header, and a key in the URL would end up in logs and history.
+  async function live() {
+    let delay = 1000;
+    for (;;) {
+      try {
+        const r = await request("/v1/events", {headers: {Accept: "text/event-stream"}});
+        if (r.status === 404) { missing("/v1/events"); $("#live-state").textContent = "○ no live updates"; return; }
+        if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+        $("#live-state").textContent = "● live";
+        delay = 1000;
+        await readEvents(r.body.getReader());
+      } catch (err) {
+        if (err.message === "unauthorized") return;  // restarted once a key is entered
+      }
+      $("#live-state").textContent = "○ reconnecting";
+      await new Promise(res => setTimeout(res, delay));
+      delay = Math.min(delay * 2, 30000);
+    }
+  }
+  async function readEvents(reader) {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, {stream: true}).replace(/\r\n?/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let type = "message", data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) type = line.slice(6).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trim();
+        }
+        if (data) onEvent(type, data);
+      }
+    }
+  }
+  function onEvent(type, raw) {
+    let data = {};
+    try { data = JSON.parse(raw); } catch { return; }
+    AC.events = (AC.events || 0) + 1;
+    if (type === "capability.learned") toast(`New capability: ${data.name || data.capability_id}`);
+    if (type === "capability.learned" || type === "capability.updated") AC.refreshSoon();
+    if (type === "execution.finished") metrics();
+  }
+
+  async function start() {
+    try {
+      state.view = localStorage.getItem("agentcards_view") || "hypergraph";
+      await refresh();
+    } catch (err) {
+      if (err.message !== "unauthorized") notice(`Could not load the dashboard: ${err.message}`);
+      return;
+    }
+    metrics();
+    if (!AC.metricsTimer) AC.metricsTimer = setInterval(metrics, 10000);
+    if (!AC.live) AC.live = live();
+  }
+  document.addEventListener("DOMContentLoaded", start);
+})();

@@ -149,7 +149,7 @@ def test_one_tenant_never_sees_another_tenants_anything(
         listed = client.get("/api/capabilities", headers=b).json()
         assert [c["id"] for c in listed["capabilities"]] == [cap_b] and listed["total"] == 1
         graph = client.get("/api/graph/hypergraph", headers=b).json()
-        assert f"cap:{cap_a}" not in {n["id"] for n in graph["nodes"]}
+        assert f"cap:{cap_a}" not in {n["data"]["id"] for n in graph["nodes"]}
         for ref in (cap_a, "parse_yaml_a"):
             refused = client.post(f"/v1/capabilities/{ref}/execute", json={}, headers=b)
             assert refused.status_code == 404, refused.text

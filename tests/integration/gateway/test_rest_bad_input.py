@@ -163,11 +163,13 @@ def test_dashboard_and_graph_api_serve_what_the_page_draws(
     script = client.get("/static/dashboard.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert "/api/graph/hypergraph" in script.text and "/api/capabilities" in script.text
-    graph = client.get("/api/graph/hypergraph").json()
-    assert {n["id"] for n in graph["nodes"]} == {"s:a", "s:b"}
-    assert graph["edges"] == [
-        {"src": "s:a", "dst": "s:b", "kind": "sequence", "weight": 1.0, "count": 1}
-    ]
+    tools = client.get("/api/graph/tools").json()
+    assert {n["data"]["id"] for n in tools["nodes"]} == {"s:a", "s:b"}
+    assert [
+        (e["data"]["source"], e["data"]["target"], e["data"]["kind"]) for e in tools["edges"]
+    ] == [("s:a", "s:b", "sequence")]
+    graph = client.get("/api/graph/hypergraph").json()  # no capability yet: nothing to hold tools
+    assert graph["nodes"] == [] and graph["capabilities_count"] == 0
     assert client.get("/api/capabilities").json()["total"] == 0
 
 

@@ -1,0 +1,118 @@
+// The dashboard's graph: Cytoscape with the compound-aware fcose layout, one style for the three views.
+// Used by the page (dashboard.js) and by `agentcards bench dashboard`; needs cytoscape, layout-base,
+// cose-base and cytoscape-fcose loaded first (their UMD builds register as globals).
+(function () {
+  "use strict";
+  if (window.cytoscapeFcose && !window.__fcoseRegistered) {
+    cytoscape.use(cytoscapeFcose);
+    window.__fcoseRegistered = true;
+  }
+  const VIOLET = "#8b5cf6";
+  // Distinct, colour-blind friendly-ish hues for servers (violet is kept for capabilities).
+  const PALETTE = ["#0ea5e9", "#f97316", "#10b981", "#e11d48", "#eab308", "#14b8a6", "#64748b",
+    "#d946ef", "#84cc16", "#06b6d4", "#f43f5e", "#a16207"];
+  function serverColour(server) {
+    let h = 0;
+    for (const ch of String(server)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+    return PALETTE[h % PALETTE.length];
+  }
+
+  const STYLE = [
+    {selector: "node", style: {
+      "label": "data(label)", "font-size": 11, "color": "#1f2937", "text-valign": "bottom",
+      "text-margin-y": 3, "text-wrap": "wrap", "text-overflow-wrap": "anywhere", "text-max-width": 110,
+      "text-background-color": "#fff", "text-background-opacity": 0.8, "text-background-padding": 1,
+      // Unreadable labels are hidden when zoomed out, rather than drawn as a pile.
+      "min-zoomed-font-size": 7,
+      "width": 18, "height": 18, "background-color": "data(colour)", "border-width": 0,
+    }},
+    {selector: "node[kind = 'tool'][?available]", style: {"opacity": 1}},
+    {selector: "node[kind = 'tool'][!available]", style: {"background-color": "#d1d5db", "color": "#9ca3af"}},
+    {selector: "node[kind = 'capability']", style: {
+      "shape": "round-rectangle", "background-color": VIOLET, "background-opacity": 0.9,
+      "color": "#4c1d95", "font-weight": 600, "font-size": 12, "text-max-width": 130,
+      "width": 28, "height": 20, "corner-radius": 6,
+    }},
+    // A capability holding its tools: a translucent violet box labelled on top.
+    {selector: "node[kind = 'capability']:parent", style: {
+      "background-opacity": 0.12, "border-width": 2, "border-color": VIOLET,
+      "text-valign": "top", "text-margin-y": -3, "padding": 10, "font-size": 15, "text-max-width": 220,
+    }},
+    {selector: "edge", style: {
+      "width": "mapData(weight, 0, 5, 1, 4)", "line-color": "#cbd5e1", "curve-style": "bezier",
+      "opacity": 0.7,
+    }},
+    {selector: "edge[kind = 'sequence']", style: {"target-arrow-shape": "triangle", "target-arrow-color": "#94a3b8", "line-color": "#94a3b8"}},
+    {selector: "edge[kind = 'shares']", style: {"line-style": "dashed", "line-color": "#c4b5fd"}},
+    {selector: "edge[kind = 'calls']", style: {"line-color": VIOLET, "target-arrow-shape": "triangle", "target-arrow-color": VIOLET, "width": 3}},
+    {selector: ".dimmed", style: {"opacity": 0.15}},
+    {selector: ".match", style: {"border-width": 4, "border-color": "#f59e0b"}},
+    {selector: ":selected", style: {"border-width": 4, "border-color": "#111827"}},
+  ];
+
+  // Which elements each view draws, from the two endpoints' answers.
+  function elementsFor(view, data) {
+    if (view === "tools") return data.tools || {nodes: [], edges: []};
+    const hyper = data.hypergraph || {nodes: [], edges: []};
+    if (view === "capabilities") {
+      return {
+        nodes: hyper.nodes.filter(n => n.data.kind === "capability"),
+        edges: [...strongest(hyper.edges.filter(e => e.data.kind === "shares"), 3),
+                ...hyper.edges.filter(e => e.data.kind === "calls")],
+      };
+    }
+    // Shared tools are visible as the same tool inside each box; as edges (every pair of
+    // capabilities sharing a tool) they would pull the boxes onto each other.
+    return {nodes: hyper.nodes, edges: hyper.edges.filter(e => e.data.kind !== "shares")};
+  }
+
+  // Each capability's `k` heaviest "shares" links: when most capabilities share some tool,
+  // all pairs would be a hairball that pulls every node onto the others.
+  function strongest(edges, k) {
+    const byNode = new Map();
+    for (const e of edges) {
+      for (const end of [e.data.source, e.data.target]) {
+        if (!byNode.has(end)) byNode.set(end, []);
+        byNode.get(end).push(e);
+      }
+    }
+    const kept = new Set();
+    for (const list of byNode.values()) {
+      list.sort((a, b) => b.data.weight - a.data.weight || a.data.id.localeCompare(b.data.id));
+      list.slice(0, k).forEach(e => kept.add(e));
+    }
+    return edges.filter(e => kept.has(e));
+  }
+
+  function withColours(elements) {
+    const nodes = elements.nodes.map(n => ({
+      data: {...n.data, colour: n.data.kind === "capability" ? VIOLET : serverColour(n.data.server)},
+    }));
+    return {nodes, edges: elements.edges.map(e => ({data: {...e.data}}))};
+  }
+
+  const LAYOUT = {
+    name: "fcose", quality: "default", randomize: true, animate: false, fit: true, padding: 30,
+    nodeDimensionsIncludeLabels: true,  // labels take room: no pile-ups of text
+    nodeRepulsion: () => 16000, idealEdgeLength: () => 90, edgeElasticity: () => 0.3,
+    nestingFactor: 0.1, gravity: 0.25, numIter: 2500, packComponents: true,
+    nodeSeparation: 90, tile: true, tilingPaddingVertical: 20, tilingPaddingHorizontal: 20,
+  };
+
+  // Draw `view` of `data` ({tools, hypergraph}) into `container`; resolves with the instance
+  // once the layout has stopped, and its time in ms.
+  function render(container, view, data) {
+    const started = performance.now();
+    const cy = cytoscape({
+      container, elements: withColours(elementsFor(view, data)), style: STYLE,
+      minZoom: 0.05, maxZoom: 4,
+    });
+    return new Promise(resolve => {
+      const layout = cy.layout(LAYOUT);
+      layout.one("layoutstop", () => resolve({cy, ms: performance.now() - started}));
+      layout.run();
+    });
+  }
+
+  window.AgentCardsGraph = {render, serverColour, elementsFor, VIOLET};
+})();

@@ -1,0 +1,196 @@
+"""The dashboard and /docs in a real headless Chromium, over a real stack with 50+ learned capabilities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.integration.dashboard.conftest import LEARNED, capability_code, run
+from tests.integration.e2e.conftest import E2EStack, wait_until
+
+pytestmark = pytest.mark.timeout(900)
+Stack = tuple[E2EStack, dict[str, str]]
+VIOLET = "rgb(139,92,246)"
+
+
+def _wait(browser: webdriver.Chrome, script: str, *, timeout: float = 60) -> Any:
+    """Poll a JS expression until it is truthy."""
+    return WebDriverWait(browser, timeout).until(lambda d: d.execute_script(f"return !!({script})"))
+
+
+def _page_errors(browser: webdriver.Chrome) -> list[str]:
+    """Console errors that break a page: CSP refusals (a CDN, inline code) and script errors."""
+    return [
+        e["message"]
+        for e in browser.get_log("browser")
+        if e["level"] == "SEVERE"
+        and ("Content Security Policy" in e["message"] or "Uncaught" in e["message"])
+    ]
+
+
+@pytest.fixture(scope="module")
+def dashboard(stack: Stack, browser: webdriver.Chrome) -> webdriver.Chrome:
+    """The page opened once with the key entered in its form (kept in localStorage)."""
+    dash, auth = stack
+    browser.get(f"{dash.gateway_url}/dashboard")
+    form = browser.find_element(By.ID, "key-form")
+    _wait(browser, "!document.querySelector('#key-form').hidden")
+    browser.find_element(By.ID, "key-input").send_keys(
+        auth["Authorization"].removeprefix("Bearer ")
+    )
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _wait(browser, "document.body.dataset.rendered")
+    return browser
+
+
+def test_the_three_views_draw_and_the_choice_is_remembered(
+    dashboard: webdriver.Chrome, artifacts: Path
+) -> None:
+    counts = {}
+    for view in ("tools", "capabilities", "hypergraph"):
+        dashboard.find_element(By.CSS_SELECTOR, f'button[data-view="{view}"]').click()
+        _wait(dashboard, f"document.body.dataset.rendered === '{view}' && window.cy")
+        counts[view] = dashboard.execute_script(
+            "return {caps: cy.nodes('[kind = \"capability\"]').length,"
+            " parents: cy.nodes(':parent').length, tools: cy.nodes('[kind = \"tool\"]').length,"
+            " colour: cy.nodes('[kind = \"capability\"]').map(n => n.style('background-color'))[0],"
+            " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0]}"
+        )
+        dashboard.save_screenshot(str(artifacts / f"view-{view}.png"))
+    assert counts["tools"]["caps"] == 0 and counts["tools"]["tools"] >= 5  # example + time tools
+    assert counts["capabilities"]["caps"] >= LEARNED and counts["capabilities"]["tools"] == 0
+    assert counts["capabilities"]["colour"].replace(" ", "") == VIOLET
+    assert counts["capabilities"]["shape"] == "round-rectangle"
+    # Compound: every capability holds its own tool instances.
+    assert counts["hypergraph"]["parents"] >= LEARNED
+    assert counts["hypergraph"]["tools"] > counts["hypergraph"]["parents"]
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    dashboard.refresh()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    active = dashboard.find_element(By.CSS_SELECTOR, "#views button.active")
+    assert active.get_attribute("data-view") == "capabilities"
+    assert _page_errors(dashboard) == []
+
+
+def test_a_capability_opens_its_code_panel_and_copies_its_code(
+    dashboard: webdriver.Chrome, stack: Stack, artifacts: Path
+) -> None:
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    # Click the node where it is drawn on the canvas, as a user would.
+    target = dashboard.execute_script(
+        "const n = cy.nodes('[kind = \"capability\"]')[0]; cy.zoom(1.5); cy.center(n);"
+        " const p = n.renderedPosition(), r = cy.container().getBoundingClientRect();"
+        " return {id: n.data('capability_id'), name: n.data('label'), x: r.left + p.x, y: r.top + p.y}"
+    )
+    webdriver.ActionChains(dashboard).move_by_offset(target["x"], target["y"]).click().perform()
+    webdriver.ActionChains(dashboard).move_by_offset(-target["x"], -target["y"]).perform()
+    _wait(dashboard, "!document.querySelector('#code-panel').hidden")
+    panel = dashboard.find_element(By.ID, "code-panel")
+    assert panel.get_attribute("data-capability-id") == target["id"]
+    assert dashboard.find_element(By.ID, "cap-name").get_attribute("value") == target["name"]
+    code = dashboard.find_element(By.ID, "cap-code")
+    assert "await mcp." in code.text
+    assert code.find_elements(By.CSS_SELECTOR, ".token")  # highlighted by Prism
+    assert "success rate" in panel.text and "usage" in panel.text and "version" in panel.text
+    dashboard.find_element(By.ID, "copy-code").click()
+    _wait(dashboard, "!document.querySelector('#toast').hidden")
+    assert dashboard.find_element(By.ID, "toast").text == "Code copied"
+    dashboard.save_screenshot(str(artifacts / "code-panel.png"))
+    # Rename it and give it an alias: saved through PATCH, the graph shows the new name.
+    name = dashboard.find_element(By.ID, "cap-name")
+    name.clear()
+    name.send_keys("renamed_in_the_browser")
+    dashboard.find_element(By.ID, "cap-aliases").send_keys("a phrasing, another phrasing")
+    dashboard.find_element(By.ID, "cap-save").click()
+    _wait(dashboard, "document.querySelector('#toast').textContent === 'Saved'")
+    node = f"cy.getElementById('cap:{target['id']}')"
+    _wait(dashboard, f"{node}.length && {node}.data('label') === 'renamed_in_the_browser'")
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        listed = client.get("/api/capabilities", params={"q": "another phrasing"}).json()
+    assert [c["id"] for c in listed["capabilities"]] == [target["id"]]
+    dashboard.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    _wait(dashboard, "document.querySelector('#code-panel').hidden")
+
+
+def test_filtering_by_success_rate_dims_the_capabilities_below_it(
+    dashboard: webdriver.Chrome, stack: Stack, artifacts: Path
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, timeout=120, headers=auth) as client:
+        learned = run(client, {"code": "return await mcp.example.divide(a=1, b=args['b'])",
+                               "intent": "divide one by b", "args": {"b": 2}})  # fmt: skip
+        cap_id = learned["capability"]["id"]
+        failed = client.post(
+            f"/v1/capabilities/{cap_id}/execute", params={"wait": "true"}, json={"args": {"b": 0}}
+        ).json()
+        assert failed["status"] == "failed", failed
+
+        def rates() -> dict[str, float]:
+            listed = client.get("/api/capabilities", params={"limit": 500}).json()
+            return {c["id"]: c["success_rate"] for c in listed["capabilities"]}
+
+        # The learning worker counts the failed run shortly after it finished.
+        wait_until(lambda: rates()[cap_id] < 0.8, what="the failed run counted")
+        by_id = rates()
+    dashboard.refresh()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    _wait(dashboard, f"cy.getElementById('cap:{cap_id}').length === 1")
+    slider = dashboard.find_element(By.ID, "f-rate")
+    slider.send_keys(*([Keys.ARROW_RIGHT] * 16))  # 16 steps of 5% = 80%
+    above = sum(1 for r in by_id.values() if r >= 0.8)
+    _wait(dashboard, f"document.querySelector('#match-count').textContent === '{above} match'")
+    classes = dashboard.execute_script(
+        "return {dimmed: cy.nodes('.dimmed[kind = \"capability\"]').map(n => n.data('capability_id')),"
+        " matched: cy.nodes('.match').length}"
+    )
+    assert set(classes["dimmed"]) == {cid for cid, r in by_id.items() if r < 0.8} == {cap_id}
+    assert classes["matched"] == above
+    dashboard.save_screenshot(str(artifacts / "filter-success-rate.png"))
+    slider.send_keys(Keys.HOME)
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+
+
+def test_a_new_capability_appears_live_without_a_reload(
+    dashboard: webdriver.Chrome, stack: Stack, artifacts: Path
+) -> None:
+    dash, auth = stack
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="hypergraph"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'hypergraph'")
+    _wait(dashboard, "document.querySelector('#live-state').textContent === '● live'")
+    dashboard.execute_script("window.__samePage = true")
+    with httpx.Client(base_url=dash.gateway_url, timeout=120, headers=auth) as client:
+        result = run(client, {"code": capability_code(1000), "intent": "a capability learned live"})
+    cap_id = result["capability"]["id"]
+    _wait(dashboard, f"cy.getElementById('cap:{cap_id}').length === 1")
+    assert dashboard.execute_script("return window.__samePage") is True  # no reload happened
+    assert (
+        dashboard.execute_script(f"return cy.getElementById('cap:{cap_id}').children().length") >= 1
+    )
+    dashboard.save_screenshot(str(artifacts / "live-capability.png"))
+
+
+def test_docs_list_the_endpoints_offline(
+    browser: webdriver.Chrome, stack: Stack, artifacts: Path
+) -> None:
+    dash, _ = stack
+    browser.get_log("browser")  # drop what earlier pages logged
+    browser.get(f"{dash.gateway_url}/docs")
+    _wait(browser, "document.querySelectorAll('.opblock').length > 10")
+    paths = browser.execute_script(
+        "return [...document.querySelectorAll('.opblock-summary-path')].map(e => e.textContent)"
+    )
+    assert {"/api/graph/hypergraph", "/api/graph/tools", "/v1/executions"} <= {
+        p.replace("\u200b", "") for p in paths
+    }
+    browser.save_screenshot(str(artifacts / "docs.png"))
+    assert _page_errors(browser) == []
