@@ -1,0 +1,118 @@
+"""`GET /v1/events` on a real stack: a real execution's end and the capability it taught arrive."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.mcp_servers import example_server
+
+stack = stack_fixture(lambda tmp: {"example": example_server(tmp)})
+
+Event = tuple[str, dict[str, Any]]
+
+
+class EventStream:
+    """`GET /v1/events` read on a thread; its (type, data) frames in a queue."""
+
+    def __init__(self, url: str) -> None:
+        self.events: queue.Queue[Event] = queue.Queue()
+        self.comments = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(url,), daemon=True)
+        self._thread.start()
+
+    def _read(self, url: str) -> None:
+        with (
+            httpx.Client(timeout=httpx.Timeout(10, read=None)) as client,
+            client.stream("GET", url) as response,
+        ):
+            assert response.status_code == 200
+            kind, data = "", ""
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    return
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = line[5:].strip()
+                elif line.startswith(":"):
+                    self.comments += 1
+                elif not line and kind:
+                    self.events.put((kind, json.loads(data)))
+                    kind, data = "", ""
+
+    def next(self, *, timeout_s: float) -> Event | None:
+        try:
+            return self.events.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+@pytest.fixture
+def events(stack: E2EStack) -> Iterator[EventStream]:
+    stream = EventStream(f"{stack.gateway_url}/v1/events")
+    yield stream
+    stream.close()
+
+
+def _until(stream: EventStream, kind: str, **fields: Any) -> list[Event]:
+    """Frames up to and including the first of ``kind`` whose data holds ``fields``."""
+    seen: list[Event] = []
+    while (event := stream.next(timeout_s=60)) is not None:
+        seen.append(event)
+        if event[0] == kind and fields.items() <= event[1].items():
+            return seen
+    raise AssertionError(f"no {kind} event with {fields}; got {seen}")
+
+
+def test_a_real_execution_is_announced_finished_and_its_capability_learned(
+    stack: E2EStack, events: EventStream
+) -> None:
+    with stack.client() as client:
+        # The stream subscribes a moment after it answers: add capabilities until one is seen.
+        for i in range(60):
+            created = client.post(
+                "/v1/capabilities", json={"code": f"return {i}", "intent": f"number {i}"}
+            )
+            assert created.status_code == 201, created.text
+            if (seen := events.next(timeout_s=1)) is not None:
+                break
+        assert seen is not None and seen[0] == "capability.learned"
+        assert set(seen[1]) == {"capability_id", "name", "version"}
+        while events.next(timeout_s=1) is not None:  # the other sync capabilities' events
+            pass
+
+        body = {
+            "code": "return await mcp.example.add(a=args['a'], b=args['b'])",
+            "intent": "add two numbers together",
+            "args": {"a": 2, "b": 3},
+        }
+        done = client.post("/v1/executions", params={"wait": "true"}, json=body).json()
+    assert done["status"] == "succeeded" and done["capability"]["status"] == "created", done
+    frames = _until(events, "capability.learned", capability_id=done["capability"]["id"])
+    finished = [data for kind, data in frames if kind == "execution.finished"]
+    assert finished == [
+        {
+            "execution_id": done["id"],
+            "status": "succeeded",
+            "duration_ms": pytest.approx(done["duration_ms"], abs=1.0),
+            "cache_hit": False,
+            "capability_id": None,
+        }
+    ]
+    assert frames[-1][1] == {
+        "capability_id": done["capability"]["id"],
+        "name": done["capability"]["name"],
+        "version": 1,
+    }
