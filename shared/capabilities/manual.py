@@ -132,11 +132,14 @@ def _item(conn: Conn, *, tenant_id: str, capability_id: str) -> Row:
 
 def _not_found(capability_id: str) -> NotFound:
     return NotFound(
-        f"no capability with id {capability_id!r}: list yours with GET /api/capabilities",
+        f"no capability {capability_id!r}: list yours with GET /api/capabilities",
         id=capability_id,
     )
 
 
-def get_or_404(conn: Conn, *, tenant_id: str, capability_id: str) -> Row:
-    """One capability of the tenant as a list item; NotFound otherwise."""
-    return _item(conn, tenant_id=tenant_id, capability_id=capability_id)
+def get_or_404(conn: Conn, *, tenant_id: str, ref: str) -> Row:
+    """One capability of the tenant by id or name (its latest version); NotFound otherwise."""
+    found = lifecycle.find_item(conn, tenant_id=tenant_id, ref=ref)
+    if found is None:
+        raise _not_found(ref)
+    return found

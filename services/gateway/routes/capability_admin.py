@@ -126,14 +126,12 @@ async def import_capabilities(
 
 @router.get(
     "/v1/capabilities/{capability_id}",
-    summary="One capability by id",
+    summary="One capability by id, or the latest version of a name",
     response_model=CapabilityItem,
 )
 def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
     with state.pool.connection() as conn:
-        return item_json(
-            manual.get_or_404(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
-        )
+        return item_json(manual.get_or_404(conn, tenant_id=principal.tenant_id, ref=capability_id))
 
 
 @router.patch(
