@@ -32,11 +32,15 @@ err = Console(stderr=True)
 def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
     from deploy.cli.cache import cache_app
+    from deploy.cli.capabilities import capabilities_app
     from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(cache_app, name="cache", help="The result cache: clear, stats.")
+    app.add_typer(
+        capabilities_app, name="capabilities", help="Capabilities: list, show, export, import."
+    )
     app.add_typer(keys_app, name="keys")
     app.add_typer(audit_app, name="audit")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")

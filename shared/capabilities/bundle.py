@@ -92,34 +92,29 @@ def export_bundle(conn: Conn, *, tenant_id: str, ids: list[str] | None) -> Row:
     }
 
 
+# A bundle entry's fields as stored, then its stats (timestamps as ISO 8601 text).
+_ENTRY_FIELDS = (
+    "id", "family", "name", "description", "code", "intent", "aliases", "tools_used",
+    "parameters_schema", "source", "version",
+)  # fmt: skip
+_TIME_FIELDS = ("created_at", "last_used", "promoted_at")
+_STATS_FIELDS = tuple(f for f in BundleStats.model_fields if f not in _TIME_FIELDS)
+
+
 def _entry(row: Row) -> Row:
     return {
-        "id": row["id"],
-        "family": row["family"],
-        "name": row["name"],
-        "description": row["description"],
-        "code": row["code"],
-        "intent": row["intent"],
+        **{f: row[f] for f in _ENTRY_FIELDS},
         "aliases": list(row["aliases"]),
-        "tools_used": list(row["tools_used"]),
-        "parameters_schema": row["parameters_schema"],
-        "source": row["source"],
-        "version": row["version"],
-        "stats": {
-            "usage_count": row["usage_count"],
-            "success_count": row["success_count"],
-            "failure_count": row["failure_count"],
-            "success_rate": row["success_rate"],
-            "avg_duration_ms": row["avg_duration_ms"],
-            "created_at": _iso(row["created_at"]),
-            "last_used": _iso(row["last_used"]),
-            "promoted_at": _iso(row["promoted_at"]),
-        },
+        "stats": {**{f: row[f] for f in _STATS_FIELDS}, **{f: _iso(row[f]) for f in _TIME_FIELDS}},
     }
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+# What an imported entry brings as it is.
+_COPIED = {"code", "intent", "name", "description", "parameters_schema", "tools_used", "source"}
 
 
 def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embedder) -> list[Row]:
@@ -158,18 +153,12 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
                 conn,
                 tenant_id=tenant_id,
                 values={
+                    **entry.model_dump(include=_COPIED),
+                    **entry.stats.model_dump(),
                     "code_hash": digest,
-                    "code": entry.code,
-                    "intent": entry.intent,
                     "vec": vectors[entry.intent],
-                    "name": entry.name,
-                    "description": entry.description,
-                    "parameters_schema": entry.parameters_schema,
-                    "tools_used": entry.tools_used,
-                    "source": entry.source,
                     "version": version,
                     "family": family,
-                    **entry.stats.model_dump(),
                 },
             )
             families.setdefault(entry.family, capability_id)

@@ -57,6 +57,16 @@ def get_item(conn: Conn, *, tenant_id: str, capability_id: str) -> Row | None:
     return item(row) if row else None
 
 
+def find_item(conn: Conn, *, tenant_id: str, ref: str) -> Row | None:
+    """A capability by id, else the latest version of that name, as a list item; or None."""
+    row = conn.execute(
+        f"{ITEM_SELECT} WHERE c.tenant_id = %(t)s AND (c.id::text = %(ref)s OR c.name = %(ref)s) "
+        "ORDER BY c.id::text = %(ref)s DESC, c.version DESC, c.success_rate DESC LIMIT 1",
+        {"t": tenant_id, "ref": ref},
+    ).fetchone()
+    return item(row) if row else None
+
+
 def by_code_hash(conn: Conn, *, tenant_id: str, code_hash: str) -> Row | None:
     """The tenant's capability with this code hash (id, name, family, version), or None."""
     row: Row | None = conn.execute(

@@ -112,7 +112,7 @@ def edit(
         intent=(intent, vectors[0]) if intent is not None else None,
     )
     if not found:
-        raise _not_found(capability_id)
+        raise not_found(capability_id)
     if aliases is not None:
         lifecycle.replace_aliases(
             conn,
@@ -126,17 +126,21 @@ def edit(
 def _item(conn: Conn, *, tenant_id: str, capability_id: str) -> Row:
     found = lifecycle.get_item(conn, tenant_id=tenant_id, capability_id=capability_id)
     if found is None:
-        raise _not_found(capability_id)
+        raise not_found(capability_id)
     return found
 
 
-def _not_found(capability_id: str) -> NotFound:
+def not_found(capability_id: str) -> NotFound:
+    """The 404 for a capability id or name the tenant does not have."""
     return NotFound(
-        f"no capability with id {capability_id!r}: list yours with GET /api/capabilities",
+        f"no capability {capability_id!r}: list yours with GET /api/capabilities",
         id=capability_id,
     )
 
 
-def get_or_404(conn: Conn, *, tenant_id: str, capability_id: str) -> Row:
-    """One capability of the tenant as a list item; NotFound otherwise."""
-    return _item(conn, tenant_id=tenant_id, capability_id=capability_id)
+def get_or_404(conn: Conn, *, tenant_id: str, ref: str) -> Row:
+    """One capability of the tenant by id or name (its latest version); NotFound otherwise."""
+    found = lifecycle.find_item(conn, tenant_id=tenant_id, ref=ref)
+    if found is None:
+        raise not_found(ref)
+    return found

@@ -6,8 +6,10 @@ What changes is announced on the tenant's event stream (``GET /v1/events``) afte
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import psycopg
 from anyio import to_thread
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -20,15 +22,18 @@ from services.gateway.capability_admin import (
     announce,
     item_json,
 )
+from services.gateway.config import GatewayState
 from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities import bundle, lifecycle, manual
-from shared.embeddings import get_embedder
+from shared.embeddings import Embedder, get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.events import bus
 
 router = APIRouter(tags=["capabilities"])
 
 Row = dict[str, Any]
+Conn = psycopg.Connection[Any]
+T = TypeVar("T")
 
 
 @router.post(
@@ -41,27 +46,15 @@ async def create_capability(
     state: State, principal: CurrentPrincipal, body: CapabilityCreate
 ) -> Row:
     """201 with the capability; 409 when the tenant already has this code."""
-    spec = manual.ManualCapability(
-        code=body.code,
-        intent=body.intent,
-        name=body.name,
-        description=body.description,
-        aliases=body.aliases,
+    spec = manual.ManualCapability(**body.model_dump())
+    return await _write(
+        state,
+        principal.tenant_id,
+        bus.EventType.CAPABILITY_LEARNED,
+        lambda conn, embedder: manual.create_manual(
+            conn, tenant_id=principal.tenant_id, spec=spec, embedder=embedder
+        )[0],
     )
-
-    def run() -> Row:
-        with state.pool.connection() as conn:
-            created, _ = manual.create_manual(
-                conn,
-                tenant_id=principal.tenant_id,
-                spec=spec,
-                embedder=get_embedder(state.settings),
-            )
-        return created
-
-    created = await to_thread.run_sync(run)
-    announce(state, principal.tenant_id, bus.EventType.CAPABILITY_LEARNED, created)
-    return item_json(created)
 
 
 @router.get(
@@ -97,16 +90,12 @@ def export_capabilities(
 async def import_capabilities(
     state: State, principal: CurrentPrincipal, body: bundle.Bundle
 ) -> Row:
-    def run() -> list[Row]:
-        with state.pool.connection() as conn:
-            return bundle.import_bundle(
-                conn,
-                tenant_id=principal.tenant_id,
-                bundle=body,
-                embedder=get_embedder(state.settings),
-            )
-
-    done = await to_thread.run_sync(run)
+    done: list[Row] = await _in_thread(
+        state,
+        lambda conn, embedder: bundle.import_bundle(
+            conn, tenant_id=principal.tenant_id, bundle=body, embedder=embedder
+        ),
+    )
     bus.publish_many(
         state.redis,
         events=[
@@ -126,14 +115,12 @@ async def import_capabilities(
 
 @router.get(
     "/v1/capabilities/{capability_id}",
-    summary="One capability by id",
+    summary="One capability by id, or the latest version of a name",
     response_model=CapabilityItem,
 )
 def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
     with state.pool.connection() as conn:
-        return item_json(
-            manual.get_or_404(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
-        )
+        return item_json(manual.get_or_404(conn, tenant_id=principal.tenant_id, ref=capability_id))
 
 
 @router.patch(
@@ -152,19 +139,18 @@ async def patch_capability(
     if "name" in changes and changes["name"] is None:
         raise ValidationFailed("name: must not be null", field="name")
 
-    def run() -> Row:
-        with state.pool.connection() as conn:
-            return manual.edit(
-                conn,
-                tenant_id=principal.tenant_id,
-                capability_id=capability_id,
-                changes=changes,
-                embedder=get_embedder(state.settings),
-            )
-
-    edited = await to_thread.run_sync(run)
-    announce(state, principal.tenant_id, bus.EventType.CAPABILITY_UPDATED, edited)
-    return item_json(edited)
+    return await _write(
+        state,
+        principal.tenant_id,
+        bus.EventType.CAPABILITY_UPDATED,
+        lambda conn, embedder: manual.edit(
+            conn,
+            tenant_id=principal.tenant_id,
+            capability_id=capability_id,
+            changes=changes,
+            embedder=embedder,
+        ),
+    )
 
 
 @router.get(
@@ -172,20 +158,51 @@ async def patch_capability(
     summary="Every version of a capability's name, oldest first (each runnable by id)",
 )
 def capability_versions(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
-    with state.pool.connection() as conn:
-        found = lifecycle.versions(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
-    if not found:
-        raise NotFound(f"no capability with id {capability_id!r}", id=capability_id)
-    return {"versions": [item_json(r) for r in found]}
+    tenant_id = principal.tenant_id
+    found = _on_conn(
+        state,
+        lambda conn: lifecycle.versions(conn, tenant_id=tenant_id, capability_id=capability_id),
+    )
+    if found:
+        return {"versions": [item_json(r) for r in found]}
+    raise manual.not_found(capability_id)
 
 
 @router.delete(
     "/v1/capabilities/{capability_id}",
+    status_code=204,
+    response_class=Response,
     summary="Delete a capability (its aliases and cached results go with it)",
 )
 def delete_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Response:
-    with state.pool.connection() as conn:
-        gone = lifecycle.delete(conn, tenant_id=principal.tenant_id, capability_id=capability_id)
+    tenant_id = principal.tenant_id
+    gone = _on_conn(
+        state, lambda conn: lifecycle.delete(conn, tenant_id=tenant_id, capability_id=capability_id)
+    )
     if gone is None:
-        raise NotFound(f"no capability with id {capability_id!r}", id=capability_id)
+        raise manual.not_found(capability_id)
     return Response(status_code=204)
+
+
+def _on_conn(state: GatewayState, action: Callable[[Conn], T]) -> T:
+    """``action`` on a pooled connection, committed after it (rolled back if it raises)."""
+    with state.pool.connection() as conn:
+        return action(conn)
+
+
+async def _in_thread(state: GatewayState, action: Callable[[Conn, Embedder], Any]) -> Any:
+    """``_on_conn`` off the event loop, with the embedding model."""
+    embedder = get_embedder(state.settings)
+    return await to_thread.run_sync(lambda: _on_conn(state, lambda conn: action(conn, embedder)))
+
+
+async def _write(
+    state: GatewayState,
+    tenant_id: str,
+    kind: bus.EventType,
+    action: Callable[[Conn, Embedder], Row],
+) -> Row:
+    """``_in_thread``, then announce the capability it returns and answer with it."""
+    row: Row = await _in_thread(state, action)
+    announce(state, tenant_id, kind, row)
+    return item_json(row)
