@@ -131,6 +131,10 @@ class DependencyError(AgentCardsError):
     type = ErrorType.DEPENDENCY_ERROR
 
 
+class CacheInvalidationFailed(DependencyError):
+    """Raised when cached results a write made stale could be neither invalidated nor blocked."""
+
+
 class ValidationFailed(AgentCardsError):
     """Raised when client input is rejected before anything is recorded."""
 

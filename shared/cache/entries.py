@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -34,6 +34,8 @@ class CachedResult:
     cached_at: float  # epoch seconds
     source_execution_id: str
     capability_id: str | None = None
+    # The generations of the servers the run read (see the module docstring).
+    generations: dict[str, int] = field(default_factory=dict)
 
 
 def get_entry(client: redis.Redis, *, tenant_id: str, digest: str) -> CachedResult | None:
@@ -50,6 +52,16 @@ def read_generations(client: redis.Redis, servers: Sequence[str]) -> dict[str, i
         return {}
     values = client.mget([generation_key(s) for s in servers])
     return {s: int(v or 0) for s, v in zip(servers, values, strict=True)}
+
+
+def current(client: redis.Redis, *, servers: Sequence[str], generations: Mapping[str, Any]) -> bool:
+    """Whether no server an entry used was invalidated since its run read them: a hit is served
+    only then, so an invalidation that bumped the generations but could not delete the entries
+    (Postgres or Redis failing halfway) still leaves nothing stale readable."""
+    if not servers:
+        return True
+    now = read_generations(client, servers)
+    return all(now[s] == int(generations.get(s, 0)) for s in servers)
 
 
 def put_entry(
@@ -70,7 +82,7 @@ def put_entry(
         pipe.sadd(index, key)
         pipe.expire(index, INDEX_TTL_S)
     pipe.execute()
-    if read_generations(client, list(servers)) != {s: generations.get(s, 0) for s in servers}:
+    if not current(client, servers=servers, generations=generations):
         client.delete(key)
         return False
     return True

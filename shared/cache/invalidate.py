@@ -81,6 +81,8 @@ def invalidate(
             capability_id=capability_id,
             tool_id=tool_id,
         )
+    if servers and tenant_id is None and capability_id is None:
+        store.unblock_servers(conn, servers=servers)  # every entry of theirs is gone now
     conn.commit()
     total = sum(counts.values())
     if counts:

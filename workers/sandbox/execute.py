@@ -192,12 +192,9 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         trace=outcome.trace,
     )
     # Before the execution is reported finished: what it wrote must not be read back stale.
-    with resources.db_pool().connection() as conn:
-        try:
-            cache_runs.invalidate_writes(conn, redis, run=finished, cache=cache)
-        except Exception:  # logged loudly; the outcome must still be stored and announced
-            conn.rollback()
-            log.exception("invalidating what execution %s wrote failed", execution_id)
+    # Retried, else its servers' entries are blocked; if even that fails the run is stored as
+    # failed (run_execution), never as a success whose writes may be read back stale.
+    cache_runs.invalidate_writes(resources.db_pool().connection, redis, run=finished, cache=cache)
     status = store_outcome(execution_id=execution_id, outcome=outcome)
     remember_result(row=row, run=replace(finished, status=status), cache=cache, settings=settings)
     try:
