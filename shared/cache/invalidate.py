@@ -30,6 +30,7 @@ class Trigger(StrEnum):
     WRITE = "write"  # a non-read-only tool of the server was called successfully
     SCHEMA_CHANGE = "schema_change"  # a tool's input schema hash changed
     TOOL_REMOVED = "tool_removed"  # a tool disappeared from its server's list
+    SERVER_REMOVED = "server_removed"  # its server left the MCP configuration
     POLICY_CHANGE = "policy_change"  # a tool's annotations or cache override changed
     FAILURES = "failures"  # a capability failed three times in a row
     TTL = "ttl"  # expired rows deleted by the beat job

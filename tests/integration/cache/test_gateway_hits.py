@@ -16,54 +16,15 @@ from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
 from shared.cache import entries, store
-from shared.cache.keys import execution_digest, params_hash
-from shared.cache.runs import invalidate_servers, load_scope
+from shared.cache.runs import invalidate_servers
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import get_embedder
-from tests.integration.discovery.helpers import basis, insert_capability
+from tests.integration.cache.seed import ARGS, CODE, INTENT, seed_l1, seed_l2
 
 pytestmark = pytest.mark.integration
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
-CODE = "return 'computed'"
-ARGS = {"n": 1}
-INTENT = "report the computed answer"
-
-
-def _seed_l2(
-    settings: Settings, *, tenant: str, tools: list[str], embedding: Any = None, name: str = ""
-) -> tuple[str, int]:
-    """A capability of ``tenant`` (code CODE) and its cached result for ARGS: (id, entry id)."""
-    with connect(settings.database_url or "") as conn:
-        cap = insert_capability(
-            conn, name=f"cached-{tenant}{name}", tenant_id=tenant,
-            embedding=basis(0) if embedding is None else embedding,
-            schema={"type": "object", "properties": {"n": {"type": "integer"}}},
-        )  # fmt: skip
-        conn.execute("UPDATE capabilities SET code = %s, intent = %s WHERE id = %s",
-                     (CODE, INTENT, cap))  # fmt: skip
-        entry = store.put_entry(
-            conn, tenant_id=tenant, capability_id=cap, params_hash=params_hash(ARGS),
-            result=f"secret of {tenant}", stdout="", tools_used=tools,
-            servers=sorted({t.split(":")[0] for t in tools}), source_execution_id=None,
-            ttl_s=600, generations={},
-        )  # fmt: skip
-        conn.commit()
-    assert entry is not None
-    return cap, entry
-
-
-def _seed_l1(settings: Settings, *, tenant: str, tools: list[str]) -> None:
-    with connect(settings.database_url or "") as conn:
-        scope = load_scope(conn, tools=None)
-    entries.put_entry(
-        redis.Redis.from_url(settings.redis_url or ""), tenant_id=tenant,
-        digest=execution_digest(code=CODE, args=ARGS, scope=scope.digest),
-        entry=entries.CachedResult(result=f"secret of {tenant}", stdout="", tools_used=tools,
-                                   cached_at=entries.now(), source_execution_id="e"),
-        ttl_s=600, servers=sorted({t.split(":")[0] for t in tools}), generations={},
-    )  # fmt: skip
 
 
 def _execute(client: TestClient, cap: str, headers: dict[str, str]) -> Any:
@@ -90,9 +51,9 @@ def test_tenant_b_never_gets_tenant_a_cached_results(
 ) -> None:
     _, a = make_key("tenant-a")
     _, b = make_key("tenant-b")
-    cap_a, _ = _seed_l2(settings, tenant="tenant-a", tools=[])
-    cap_b, _ = _seed_l2(settings, tenant="tenant-b", tools=[])
-    _seed_l1(settings, tenant="tenant-a", tools=[])
+    cap_a, _ = seed_l2(settings, tenant="tenant-a", tools=[])
+    cap_b, _ = seed_l2(settings, tenant="tenant-b", tools=[])
+    seed_l1(settings, tenant="tenant-a", tools=[])
     # Capability level: a's entry is a's; b cannot reach a's capability, and its own
     # capability with the same code and arguments has b's entry, not a's.
     hit = _execute(client, cap_a, a).json()
@@ -118,7 +79,7 @@ def test_a_hit_refused_by_the_allow_list_is_a_miss_and_not_counted(
 ) -> None:
     _, wide = make_key("t")
     _, narrow = make_key("t", tool_patterns=["other:*"])
-    cap, entry = _seed_l2(settings, tenant="t", tools=["files:read_text_file"])
+    cap, entry = seed_l2(settings, tenant="t", tools=["files:read_text_file"])
     refused = _execute(client, cap, narrow)
     assert refused.status_code in (200, 202) and refused.json()["cache_hit"] is None
     assert _hit_count(settings, entry) == 0
@@ -132,7 +93,7 @@ def test_blocked_or_invalidated_servers_are_never_served(
     settings: Settings, client: TestClient, make_key: MakeKey
 ) -> None:
     _, key = make_key("t")
-    cap, _ = _seed_l2(settings, tenant="t", tools=["files:read_text_file"])
+    cap, _ = seed_l2(settings, tenant="t", tools=["files:read_text_file"])
     assert _execute(client, cap, key).json()["cache_hit"] == "capability"
     with connect(settings.database_url or "") as conn:  # an invalidation of files failed
         store.block_servers(conn, servers=["files"], reason="test")
@@ -142,7 +103,7 @@ def test_blocked_or_invalidated_servers_are_never_served(
     with connect(settings.database_url or "") as conn:  # the beat's retry completes it
         assert invalidate_servers(conn, client_redis, servers=["files"]) == 1
         assert store.blocked_servers(conn) == []
-    cap, _ = _seed_l2(settings, tenant="t", tools=["files:read_text_file"], name="-again")
+    cap, _ = seed_l2(settings, tenant="t", tools=["files:read_text_file"], name="-again")
     assert _execute(client, cap, key).json()["cache_hit"] is None  # stored at generation 0
     entries.bump_generations(client_redis, ["files"])  # bumped, rows not yet deleted
     assert _execute(client, cap, key).json()["cache_hit"] is None
@@ -154,7 +115,7 @@ def test_the_intent_cache_answers_a_near_identical_intent_only_when_on(
 ) -> None:
     on = settings.model_copy(update={"intent_cache": enabled})
     (vector,) = get_embedder(on).embed([INTENT])
-    cap, _ = _seed_l2(on, tenant="t", tools=[], embedding=vector)
+    cap, _ = seed_l2(on, tenant="t", tools=[], embedding=vector)
     _, key = make_key("t")
     with TestClient(create_app(on), client=("127.0.0.1", 50000)) as client:
         # The model is uncased: similarity 1.0. A trailing '.' is 0.92: under 0.95, a miss.
