@@ -55,7 +55,9 @@ def invalidate(
     tools, servers = sorted(set(tools)), sorted(set(servers))
     touched = set(servers) | servers_of(tools)
     if touched:  # first, so a run that read before this stores nothing (entries.py)
-        entries.bump_generations(client, touched)
+        # Reads check the whole-server generation: bumped for the servers invalidated whole
+        # (not for one tenant's manual clear, which must not hide other tenants' entries).
+        entries.bump_generations(client, touched, whole=servers if tenant_id is None else ())
     counts = store.delete_entries(
         conn,
         tenant_id=tenant_id,

@@ -145,7 +145,7 @@ def remember(
                 result=run.result, stdout=run.stdout, tools_used=list(l1.tools_used),
                 cached_at=entries.now(), source_execution_id=execution_id,
                 capability_id=str(row["capability_id"]) if row.get("capability_id") else None,
-                generations={s: cache.generations.get(s, 0) for s in l1.servers},
+                generations=entries.generations_of(cache.generations, l1.servers),
             ),
             ttl_s=l1.ttl_s,
             servers=l1.servers,
@@ -195,12 +195,12 @@ def _put_capability_entry(
         servers=servers,
         source_execution_id=str(row["id"]),
         ttl_s=decision_ttl,
-        generations=cache.generations,
+        generations=entries.generations_of(cache.generations, servers),
     )
     conn.commit()
     if entry_id is None:
         return
-    if not entries.current(client, servers=servers, generations=cache.generations):
+    if not entries.unchanged(client, servers=servers, generations=cache.generations):
         store.delete_entry(conn, entry_id=entry_id)
         conn.commit()
 

@@ -71,7 +71,7 @@ def put_entry(
             "stdout": stdout.replace("\x00", "\ufffd"),
             "tools": list(tools_used),
             "servers": list(servers),
-            "generations": Jsonb({s: int(generations.get(s, 0)) for s in servers}),
+            "generations": Jsonb(dict(generations)),
             "source": source_execution_id,
             "ttl": ttl_s,
         },

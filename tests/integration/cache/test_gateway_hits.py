@@ -105,7 +105,7 @@ def test_blocked_or_invalidated_servers_are_never_served(
         assert store.blocked_servers(conn) == []
     cap, _ = seed_l2(settings, tenant="t", tools=["files:read_text_file"], name="-again")
     assert _execute(client, cap, key).json()["cache_hit"] is None  # stored at generation 0
-    entries.bump_generations(client_redis, ["files"])  # bumped, rows not yet deleted
+    entries.bump_generations(client_redis, ["files"], whole=["files"])  # rows not yet deleted
     assert _execute(client, cap, key).json()["cache_hit"] is None
 
 
