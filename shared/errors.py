@@ -137,6 +137,10 @@ class Unavailable(DependencyError):
     type = ErrorType.UNAVAILABLE
 
 
+class CacheInvalidationFailed(DependencyError):
+    """Raised when cached results a write made stale could be neither invalidated nor blocked."""
+
+
 class ValidationFailed(AgentCardsError):
     """Raised when client input is rejected before anything is recorded."""
 

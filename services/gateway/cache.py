@@ -3,6 +3,7 @@ then L3 (intents, when on), recording the hit as a succeeded execution; stats an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,14 +12,16 @@ import numpy as np
 from services.gateway.config import GatewayState
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import cached_patterns
+from shared.auth.principal import Principal
 from shared.cache import entries, store
+from shared.cache.hits import record_hit
 from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.keys import execution_digest, params_hash
+from shared.cache.policy import servers_of
 from shared.cache.runs import load_scope
 from shared.cache.stats import Level, record_lookup, tenant_stats
 from shared.embeddings import get_embedder
 from shared.executions.models import ExecutionRequest
-from shared.executions.store import record_cache_hit
 
 Row = dict[str, Any]
 
@@ -28,96 +31,105 @@ INTENT_MIN_SIMILARITY = 0.95
 
 def answer_from_cache(
     state: GatewayState,
-    *,
-    request: ExecutionRequest,
-    tenant_id: str,
-    timeout_s: float,
-    capability_id: str | None,
-    allowed: tuple[str, ...] | None = None,
-) -> Row | None:
-    """The recorded hit for this submission, or None (a miss: run it).
-
-    ``allowed`` is the caller's tool allow-list: an entry whose run used a tool outside it is
-    a miss, so a restricted key never reads what only a wider key's run could produce.
-    """
-    permitted = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
-    with state.pool.connection() as conn:
-        if capability_id is not None:
-            entry = store.take_entry(
-                conn,
-                tenant_id=tenant_id,
-                capability_id=capability_id,
-                params_hash=params_hash(request.args),
-            )
-            if entry is not None and not all(map(permitted, entry["tools_used"] or [])):
-                entry = None
-            record_lookup(state.redis, tenant_id=tenant_id, level=Level.CAPABILITY, hit=bool(entry))
-            if entry is None:
-                return None
-            return _record(conn, request, tenant_id, timeout_s, capability_id, Level.CAPABILITY,
-                           result=entry["result"], stdout=entry["stdout"],
-                           cached_at=entry["created_at"].isoformat(),
-                           source=str(entry["source_execution_id"]))  # fmt: skip
-        scope = load_scope(conn, tools=request.tools)
-        digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
-        hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
-        if hit is not None and not all(map(permitted, hit.tools_used)):
-            hit = None
-        record_lookup(state.redis, tenant_id=tenant_id, level=Level.EXECUTION, hit=bool(hit))
-        if hit is not None:
-            return _record(conn, request, tenant_id, timeout_s, hit.capability_id, Level.EXECUTION,
-                           result=hit.result, stdout=hit.stdout,
-                           cached_at=datetime.fromtimestamp(hit.cached_at, UTC).isoformat(),
-                           source=hit.source_execution_id)  # fmt: skip
-        if not (state.settings.intent_cache and request.intent):
-            return None
-        (vector,) = get_embedder(state.settings).embed([request.intent])
-        near = store.find_by_intent(
-            conn,
-            tenant_id=tenant_id,
-            embedding=np.asarray(vector, dtype=np.float32),
-            params_hash=params_hash(request.args),
-            min_similarity=INTENT_MIN_SIMILARITY,
-        )
-        # The cached run may only have used tools this request may call.
-        if near is not None and not (
-            set(near["tools_used"]) <= set(scope.policies)
-            and all(map(permitted, near["tools_used"]))
-        ):
-            near = None
-        record_lookup(state.redis, tenant_id=tenant_id, level=Level.INTENT, hit=bool(near))
-        if near is None:
-            return None
-        return _record(conn, request, tenant_id, timeout_s, str(near["capability_id"]),
-                       Level.INTENT, result=near["result"], stdout=near["stdout"],
-                       cached_at=near["created_at"].isoformat(),
-                       source=str(near["source_execution_id"]))  # fmt: skip
-
-
-def _record(
     conn: Any,
+    *,
     request: ExecutionRequest,
-    tenant_id: str,
+    principal: Principal,
     timeout_s: float,
     capability_id: str | None,
-    level: Level,
-    *,
-    result: Any,
-    stdout: str,
-    cached_at: str,
-    source: str,
-) -> Row:
-    row, _ = record_cache_hit(
+) -> Row | None:
+    """The recorded, audited hit for this submission, or None (a miss: run it).
+
+    An entry whose run used a tool outside the caller's allow-list is a miss (and is not
+    counted as a hit), so a restricted key never reads what only a wider key's run could
+    produce; so is one whose servers were invalidated or blocked since it was stored.
+    """
+    tenant_id = principal.tenant_id
+    allowed = principal.tool_patterns
+    permitted = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
+
+    def usable(tools: list[str], servers: list[str], generations: dict[str, Any]) -> bool:
+        return all(map(permitted, tools)) and entries.current(
+            state.redis, servers=servers, generations=generations
+        )
+
+    def record(level: Level, found: Found | None) -> Row | None:
+        row = None
+        if found is not None:
+            row = record_hit(
+                conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
+                key_id=principal.key_id, capability_id=found.capability_id,
+                entry_id=found.entry_id, servers=found.servers, result=found.result,
+                stdout=found.stdout, extras={"cache_hit": str(level),
+                "cached_at": found.cached_at, "source_execution_id": found.source},
+            )  # fmt: skip
+            conn.commit()
+        record_lookup(state.redis, tenant_id=tenant_id, level=level, hit=row is not None)
+        return row
+
+    if capability_id is not None:
+        entry = store.find_entry(
+            conn, tenant_id=tenant_id, capability_id=capability_id,
+            params_hash=params_hash(request.args),
+        )  # fmt: skip
+        if entry is not None and not usable(entry["tools_used"], entry["servers"],
+                                            entry["generations"]):  # fmt: skip
+            entry = None
+        return record(Level.CAPABILITY, _from_row(entry, capability_id) if entry else None)
+    scope = load_scope(conn, tools=request.tools)
+    digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
+    hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
+    if hit is not None and not usable(
+        hit.tools_used, sorted(servers_of(hit.tools_used)), hit.generations
+    ):
+        hit = None
+    found = None
+    if hit is not None:
+        found = Found(
+            capability_id=hit.capability_id, entry_id=None,
+            servers=sorted(servers_of(hit.tools_used)), result=hit.result, stdout=hit.stdout,
+            cached_at=datetime.fromtimestamp(hit.cached_at, UTC).isoformat(),
+            source=hit.source_execution_id,
+        )  # fmt: skip
+    row = record(Level.EXECUTION, found)
+    if row is not None or not (state.settings.intent_cache and request.intent):
+        return row
+    (vector,) = get_embedder(state.settings).embed([request.intent])
+    near = store.find_by_intent(
         conn,
-        request=request,
-        timeout_s=timeout_s,
         tenant_id=tenant_id,
-        capability_id=capability_id,
-        result=result,
-        stdout=stdout,
-        extras={"cache_hit": str(level), "cached_at": cached_at, "source_execution_id": source},
+        embedding=np.asarray(vector, dtype=np.float32),
+        params_hash=params_hash(request.args),
+        min_similarity=INTENT_MIN_SIMILARITY,
     )
-    return row
+    # The cached run may only have used tools this request may call.
+    if near is not None and not (
+        set(near["tools_used"]) <= set(scope.policies)
+        and usable(near["tools_used"], near["servers"], near["generations"])
+    ):
+        near = None
+    return record(Level.INTENT, _from_row(near, str(near["capability_id"])) if near else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A usable entry of any level, before its hit is recorded."""
+
+    capability_id: str | None
+    entry_id: int | None  # the L2 row (L2 and L3 hits), counted when the hit is recorded
+    servers: list[str]
+    result: Any
+    stdout: str
+    cached_at: str
+    source: str
+
+
+def _from_row(row: Row, capability_id: str) -> Found:
+    return Found(
+        capability_id=capability_id, entry_id=int(row["id"]), servers=list(row["servers"]),
+        result=row["result"], stdout=row["stdout"], cached_at=row["created_at"].isoformat(),
+        source=str(row["source_execution_id"]),
+    )  # fmt: skip
 
 
 def clear(

@@ -9,7 +9,7 @@ from anyio import to_thread
 from pydantic import BaseModel, Field
 
 from services.gateway.config import GatewayState
-from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.executions import Admission, admit, enqueue_admitted, wait_for_finish
 from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
@@ -146,27 +146,29 @@ async def execute_capability(
 
     It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
     """
-    tenant_id = principal.tenant_id
-    cap = await to_thread.run_sync(lambda: load_capability(state, ref=ref, tenant_id=tenant_id))
-    problems = validate_args(schema=cap["parameters_schema"], args=body.args)
-    if not problems.ok:
-        raise ValidationFailed(
-            f"arguments do not fit capability {cap['name']!r}: {problems.message()}",
-            capability_id=str(cap["id"]),
-            parameters_schema=cap["parameters_schema"],
-            **problems.to_dict(),
+
+    def checked() -> Admission:  # one thread hop: a cache hit needs no other
+        cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id)
+        problems = validate_args(schema=cap["parameters_schema"], args=body.args)
+        if not problems.ok:
+            raise ValidationFailed(
+                f"arguments do not fit capability {cap['name']!r}: {problems.message()}",
+                capability_id=str(cap["id"]),
+                parameters_schema=cap["parameters_schema"],
+                **problems.to_dict(),
+            )
+        request = ExecutionRequest(
+            code=cap["code"],
+            intent=cap["intent"],
+            args=body.args,
+            timeout_s=body.timeout_s,
+            no_cache=body.no_cache,
         )
-    request = ExecutionRequest(
-        code=cap["code"],
-        intent=cap["intent"],
-        args=body.args,
-        timeout_s=body.timeout_s,
-        no_cache=body.no_cache,
-    )
-    await to_thread.run_sync(metrics.incr, state.redis, "capabilities_executed_total")
-    row = await submit_execution(
-        state, request=request, principal=principal, capability_id=str(cap["id"])
-    )
+        metrics.incr(state.redis, "capabilities_executed_total")
+        return admit(state, request=request, principal=principal, capability_id=str(cap["id"]))
+
+    admission = await to_thread.run_sync(checked)
+    row = await enqueue_admitted(state, admission=admission, principal=principal)
     if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
             state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), on_event=on_event

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -121,6 +122,66 @@ def scoped_request(request: ExecutionRequest, principal: Principal) -> Execution
     return request if not refused else request.model_copy(update={"tools": kept})
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A submission past its checks: the cache hit or the new (or idempotently found) row."""
+
+    row: Row
+    created: bool
+    hit: bool
+    request: ExecutionRequest
+    syntax: dict[str, Any] | None  # the code does not parse: fail it without a sandbox
+
+
+def admit(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    capability_id: str | None = None,
+) -> Admission:
+    """Check, take a rate-limit slot, then answer from the result cache (a recorded, audited,
+    succeeded row) or record a queued execution and its audit row; blocking, so a hit costs
+    one thread hop in all."""
+    timeout_s = validate_request(state, request)
+    missing = unknown_tools(state, request.tools or [])
+    if missing:
+        raise ValidationFailed(
+            f"unknown tools in scope: {', '.join(missing)}: find tool ids with search_tools "
+            "(MCP) or GET /v1/tools",
+            tools=missing,
+        )
+    request = scoped_request(request, principal)
+    slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
+    syntax = None
+    try:
+        with state.pool.connection() as conn:
+            hit = None
+            if not request.no_cache:
+                hit = answer_from_cache(state, conn, request=request, principal=principal,
+                                        timeout_s=timeout_s, capability_id=capability_id)  # fmt: skip
+            if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
+                row, created = hit, True
+            else:
+                if len(request.code) <= SYNTAX_PRECHECK_BYTES:
+                    syntax = find_syntax_error(request.code)
+                row, created = create_execution(
+                    conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
+                    capability_id=capability_id,
+                )  # fmt: skip
+                if created:  # in the same transaction: no execution without its audit row
+                    _audit_submission(conn, principal=principal, request=request, row=row)
+    except BaseException:
+        if slot is not None:
+            limits.release(state.redis, reservation=slot)
+        raise
+    if slot is not None:
+        _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
+    if hit is not None:
+        _announce_finished(state, row, tenant_id=principal.tenant_id)
+    return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
+
+
 async def submit_execution(
     state: GatewayState,
     *,
@@ -135,73 +196,20 @@ async def submit_execution(
     The scope is the request's `tools` intersected with the principal's allow-list; a
     capability run gets the caller's scope, never its author's.
     """
-    timeout_s = validate_request(state, request)
-    missing = await to_thread.run_sync(unknown_tools, state, request.tools or [])
-    if missing:
-        raise ValidationFailed(
-            f"unknown tools in scope: {', '.join(missing)}: find tool ids with search_tools "
-            "(MCP) or GET /v1/tools",
-            tools=missing,
-        )
-    request = scoped_request(request, principal)
-    slot = await to_thread.run_sync(
-        lambda: reserve_slot(state, principal=principal, timeout_s=timeout_s)
+    admission = await to_thread.run_sync(
+        lambda: admit(state, request=request, principal=principal, capability_id=capability_id)
     )
+    return await enqueue_admitted(state, admission=admission, principal=principal)
 
-    def from_cache() -> Row | None:
-        """A recorded, audited hit, or None (run it)."""
-        hit = answer_from_cache(
-            state,
-            request=request,
-            tenant_id=principal.tenant_id,
-            timeout_s=timeout_s,
-            capability_id=capability_id,
-            allowed=principal.tool_patterns,
-        )
-        if hit is not None:
-            with state.pool.connection() as conn:
-                _audit_submission(
-                    conn,
-                    principal=principal,
-                    request=request,
-                    row=hit,
-                    cache_hit=(hit.get("extras") or {}).get("cache_hit"),
-                )
-            _announce_finished(state, hit, tenant_id=principal.tenant_id)
-        return hit
 
-    def create() -> tuple[Row, bool]:
-        with state.pool.connection() as conn:
-            row, created = create_execution(
-                conn,
-                request=request,
-                timeout_s=timeout_s,
-                tenant_id=principal.tenant_id,
-                capability_id=capability_id,
-            )
-            if created:  # in the same transaction: no execution without its audit row
-                _audit_submission(conn, principal=principal, request=request, row=row)
-            return row, created
-
-    syntax = None
-    if len(request.code) <= SYNTAX_PRECHECK_BYTES:
-        syntax = await to_thread.run_sync(find_syntax_error, request.code)
-    try:
-        hit = None if request.no_cache else await to_thread.run_sync(from_cache)
-        # A hit is a (finished) execution: it holds the slot like a new one.
-        row, created = (hit, True) if hit is not None else await to_thread.run_sync(create)
-    except BaseException:
-        if slot is not None:
-            await to_thread.run_sync(lambda: limits.release(state.redis, reservation=slot))
-        raise
-    if slot is not None:
-        await to_thread.run_sync(
-            lambda: _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
-        )
-    if hit is not None:
-        return hit
-    if not created:
+async def enqueue_admitted(
+    state: GatewayState, *, admission: Admission, principal: Principal
+) -> Row:
+    """A new execution gets its grant and is sent to the workers; a hit or a repeat is final."""
+    row, request, syntax = admission.row, admission.request, admission.syntax
+    if admission.hit or not admission.created:
         return row
+    timeout_s = float(row["timeout_s"])
     execution_id = str(row["id"])
     bind(execution_id=execution_id)
     if syntax is not None:

@@ -144,7 +144,14 @@ class Toolhost:
 
         def write() -> list[str]:
             with self._pool.connection() as conn:
-                return mark_removed_servers(conn=conn, configured=configured)
+                removed = mark_removed_servers(conn=conn, configured=configured)
+                conn.commit()
+                for server in removed:  # their cached results describe tools that are gone
+                    invalidate(
+                        conn, self._sync_redis, trigger=Trigger.SERVER_REMOVED,
+                        scope=f"server:{server}", servers=[server],
+                    )  # fmt: skip
+                return removed
 
         try:
             removed = await asyncio.to_thread(write)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -19,6 +19,8 @@ import redis
 
 from shared.cache.keys import entry_key, generation_key, index_key, tenant_of
 
+# Prefix of a server's "whole server" generation (server names hold no ':').
+WRITE = "write:"
 # Index sets outlive any entry (TTLs are capped at a week); stale members of expired
 # entries are harmless (DEL of a missing key) and go with the set.
 INDEX_TTL_S = 8 * 86400
@@ -34,6 +36,8 @@ class CachedResult:
     cached_at: float  # epoch seconds
     source_execution_id: str
     capability_id: str | None = None
+    # The generations of the servers the run read (see the module docstring).
+    generations: dict[str, int] = field(default_factory=dict)
 
 
 def get_entry(client: redis.Redis, *, tenant_id: str, digest: str) -> CachedResult | None:
@@ -45,11 +49,39 @@ def get_entry(client: redis.Redis, *, tenant_id: str, digest: str) -> CachedResu
 
 
 def read_generations(client: redis.Redis, servers: Sequence[str]) -> dict[str, int]:
-    """The current generation of each server (0 when never invalidated)."""
-    if not servers:
+    """Each server's two generations (0 when never bumped): ``server`` moves with every
+    invalidation that touches it, ``write:server`` only with those of the whole server."""
+    keys = [k for s in servers for k in (s, WRITE + s)]
+    if not keys:
         return {}
-    values = client.mget([generation_key(s) for s in servers])
-    return {s: int(v or 0) for s, v in zip(servers, values, strict=True)}
+    values = client.mget([generation_key(k) for k in keys])
+    return {k: int(v or 0) for k, v in zip(keys, values, strict=True)}
+
+
+def generations_of(generations: Mapping[str, int], servers: Iterable[str]) -> dict[str, int]:
+    """The part of a run's generations an entry that used ``servers`` keeps."""
+    return {k: int(generations.get(k, 0)) for s in servers for k in (s, WRITE + s)}
+
+
+def unchanged(
+    client: redis.Redis, *, servers: Sequence[str], generations: Mapping[str, Any]
+) -> bool:
+    """No invalidation touched these servers since ``generations`` were read (store-then-check)."""
+    now = read_generations(client, servers)
+    return all(v == int(generations.get(k, 0)) for k, v in now.items())
+
+
+def current(client: redis.Redis, *, servers: Sequence[str], generations: Mapping[str, Any]) -> bool:
+    """Whether no server an entry used was written or invalidated whole since its run read it:
+    a hit is served only then, so an invalidation that bumped the generations but could not
+    delete the entries (Postgres or Redis failing halfway) leaves nothing stale readable.
+    (Tool-level invalidations delete exactly their entries and leave the others readable.)"""
+    if not servers:
+        return True
+    now = client.mget([generation_key(WRITE + s) for s in servers])
+    return all(
+        int(v or 0) == int(generations.get(WRITE + s, 0)) for s, v in zip(servers, now, strict=True)
+    )
 
 
 def put_entry(
@@ -70,17 +102,22 @@ def put_entry(
         pipe.sadd(index, key)
         pipe.expire(index, INDEX_TTL_S)
     pipe.execute()
-    if read_generations(client, list(servers)) != {s: generations.get(s, 0) for s in servers}:
+    if not unchanged(client, servers=servers, generations=generations):
         client.delete(key)
         return False
     return True
 
 
-def bump_generations(client: redis.Redis, servers: Iterable[str]) -> None:
-    """Mark the servers invalidated: runs that began before now store nothing they read."""
+def bump_generations(
+    client: redis.Redis, servers: Iterable[str], *, whole: Iterable[str] = ()
+) -> None:
+    """Mark the servers invalidated: runs that began before now store nothing they read; for
+    ``whole`` servers (a write, a removal) no entry stored before now is served either."""
     pipe = client.pipeline(transaction=False)
     for server in servers:
         pipe.incr(generation_key(server))
+    for server in whole:
+        pipe.incr(generation_key(WRITE + server))
     pipe.execute()
 
 

@@ -31,6 +31,7 @@ class Trigger(StrEnum):
     WRITE = "write"  # a non-read-only tool of the server was called successfully
     SCHEMA_CHANGE = "schema_change"  # a tool's input schema hash changed
     TOOL_REMOVED = "tool_removed"  # a tool disappeared from its server's list
+    SERVER_REMOVED = "server_removed"  # its server left the MCP configuration
     POLICY_CHANGE = "policy_change"  # a tool's annotations or cache override changed
     FAILURES = "failures"  # a capability failed three times in a row
     TTL = "ttl"  # expired rows deleted by the beat job
@@ -55,7 +56,9 @@ def invalidate(
     tools, servers = sorted(set(tools)), sorted(set(servers))
     touched = set(servers) | servers_of(tools)
     if touched:  # first, so a run that read before this stores nothing (entries.py)
-        entries.bump_generations(client, touched)
+        # Reads check the whole-server generation: bumped for the servers invalidated whole
+        # (not for one tenant's manual clear, which must not hide other tenants' entries).
+        entries.bump_generations(client, touched, whole=servers if tenant_id is None else ())
     counts = store.delete_entries(
         conn,
         tenant_id=tenant_id,
@@ -82,6 +85,8 @@ def invalidate(
             capability_id=capability_id,
             tool_id=tool_id,
         )
+    if servers and tenant_id is None and capability_id is None:
+        store.unblock_servers(conn, servers=servers)  # every entry of theirs is gone now
     conn.commit()
     total = sum(counts.values())
     if counts:

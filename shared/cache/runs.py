@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +27,18 @@ from shared.cache.policy import (
     written_servers,
 )
 from shared.config import Settings
+from shared.errors import CacheInvalidationFailed
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import EventType, event_type, tool_calls_from_trace
 from shared.tools.store import cache_settings
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[Any]
+Connect = Callable[[], AbstractContextManager[Conn]]
+
+# Backoff between attempts at an invalidation a write calls for (Redis or Postgres restarting
+# take a few seconds); the run is reported finished only after this.
+RETRY_DELAYS_S = (0.2, 1.0, 3.0)
 
 # A capability that fails this many runs in a row loses its cached results.
 FAILURE_STREAK = 3
@@ -90,13 +98,16 @@ def prepare(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> RunCa
     return RunCache(scope=scope, generations=generations, capability_config=config)
 
 
-def invalidate_writes(conn: Conn, client: redis.Redis, *, run: Finished, cache: RunCache) -> int:
-    """Invalidate every entry that used a server the run may have written; how many."""
+def invalidate_writes(
+    connect: Connect, client: redis.Redis, *, run: Finished, cache: RunCache
+) -> int:
+    """Invalidate every entry that used a server the run may have written; how many.
+    Retried; CacheInvalidationFailed when even blocking the servers failed."""
     calls = _calls(run)
     policies = cache.scope.policies
     # Without a whole trace, any server the run could write to may have been written.
     written = written_servers(calls, policies) if _complete(run) else writable_servers(policies)
-    return _invalidate_servers(conn, client, written)
+    return invalidate_servers_safely(connect, client, servers=written)
 
 
 def remember(
@@ -134,6 +145,7 @@ def remember(
                 result=run.result, stdout=run.stdout, tools_used=list(l1.tools_used),
                 cached_at=entries.now(), source_execution_id=execution_id,
                 capability_id=str(row["capability_id"]) if row.get("capability_id") else None,
+                generations=entries.generations_of(cache.generations, l1.servers),
             ),
             ttl_s=l1.ttl_s,
             servers=l1.servers,
@@ -183,12 +195,12 @@ def _put_capability_entry(
         servers=servers,
         source_execution_id=str(row["id"]),
         ttl_s=decision_ttl,
+        generations=entries.generations_of(cache.generations, servers),
     )
     conn.commit()
     if entry_id is None:
         return
-    now = entries.read_generations(client, list(servers))
-    if now != {s: cache.generations.get(s, 0) for s in servers}:
+    if not entries.unchanged(client, servers=servers, generations=cache.generations):
         store.delete_entry(conn, entry_id=entry_id)
         conn.commit()
 
@@ -210,13 +222,51 @@ def after_failure(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) ->
 def invalidate_possible_writes(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> int:
     """A run whose trace is lost (its worker died): every server it could write is invalidated."""
     written = writable_servers(load_scope(conn, tools=row["tools"]).policies)
-    return _invalidate_servers(conn, client, written)
+    return invalidate_servers(conn, client, servers=written)
 
 
-def _invalidate_servers(conn: Conn, client: redis.Redis, servers: set[str]) -> int:
+def invalidate_servers(conn: Conn, client: redis.Redis, *, servers: Iterable[str]) -> int:
+    """Invalidate (and unblock) the entries that used any of ``servers``; how many."""
+    servers = sorted(set(servers))
     if not servers:
         return 0
     return invalidate(
-        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(sorted(servers)),
-        servers=servers,
+        conn, client, trigger=Trigger.WRITE, scope="server:" + ",".join(servers), servers=servers,
     )  # fmt: skip
+
+
+def invalidate_servers_safely(
+    connect: Connect,
+    client: redis.Redis,
+    *,
+    servers: Iterable[str],
+    delays_s: Sequence[float] = RETRY_DELAYS_S,
+) -> int:
+    """``invalidate_servers``, retried with backoff; if every attempt fails, the servers are
+    blocked (no entry that used them is served until an invalidation of them completes:
+    the expiry beat job retries). CacheInvalidationFailed when even that failed."""
+    servers = sorted(set(servers))
+    if not servers:
+        return 0
+    error: Exception | None = None
+    for delay in (0.0, *delays_s):
+        time.sleep(delay)
+        try:
+            with connect() as conn:
+                return invalidate_servers(conn, client, servers=servers)
+        except (psycopg.Error, redis.RedisError) as exc:
+            error = exc
+            log.warning("invalidating %s failed (%s); retrying", servers, exc)
+    try:
+        with connect() as conn:
+            store.block_servers(conn, servers=servers, reason=f"invalidation failed: {error}")
+            conn.commit()
+    except psycopg.Error as exc:
+        raise CacheInvalidationFailed(
+            f"cached results of {', '.join(servers)} could be stale and could not be blocked: "
+            f"{error}; {exc}",
+            servers=servers,
+        ) from exc
+    log.error("invalidating %s failed; their cached results are blocked: %s", servers, error)
+    # Stale entries are unreachable now (blocked, or their generation was bumped): safe.
+    return 0

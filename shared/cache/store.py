@@ -6,7 +6,7 @@ job deletes them. Every function runs in the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,13 +17,14 @@ Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
 
 
-def take_entry(conn: Conn, *, tenant_id: str, capability_id: str, params_hash: str) -> Row | None:
-    """The live entry for these params, counting the hit (one statement: lookup and count)."""
+def find_entry(conn: Conn, *, tenant_id: str, capability_id: str, params_hash: str) -> Row | None:
+    """The live entry for these params (not yet counted: the hit is counted when recorded)."""
     row: Row | None = conn.execute(
         """
-        UPDATE capability_cache SET hit_count = hit_count + 1
+        SELECT id, result, stdout, tools_used, servers, generations, source_execution_id,
+               created_at
+          FROM capability_cache
          WHERE tenant_id = %s AND capability_id = %s AND params_hash = %s AND expires_at > now()
-        RETURNING *
         """,
         (tenant_id, capability_id, params_hash),
     ).fetchone()
@@ -42,19 +43,22 @@ def put_entry(
     servers: Sequence[str],
     source_execution_id: str,
     ttl_s: int,
+    generations: Mapping[str, int],
 ) -> int | None:
     """Insert or refresh the entry (one row per capability + params, however many runs race);
     its id, or None when the capability is gone."""
     row = conn.execute(
         """
         INSERT INTO capability_cache (tenant_id, capability_id, params_hash, result, stdout,
-                                      tools_used, servers, source_execution_id, expires_at)
+                                      tools_used, servers, generations, source_execution_id,
+                                      expires_at)
         SELECT %(tenant)s, c.id, %(params)s, %(result)s, %(stdout)s, %(tools)s, %(servers)s,
-               %(source)s, now() + make_interval(secs => %(ttl)s)
+               %(generations)s, %(source)s, now() + make_interval(secs => %(ttl)s)
           FROM capabilities c WHERE c.id = %(cap)s AND c.tenant_id = %(tenant)s
         ON CONFLICT (tenant_id, capability_id, params_hash) DO UPDATE SET
             result = EXCLUDED.result, stdout = EXCLUDED.stdout,
             tools_used = EXCLUDED.tools_used, servers = EXCLUDED.servers,
+            generations = EXCLUDED.generations,
             source_execution_id = EXCLUDED.source_execution_id,
             created_at = now(), expires_at = EXCLUDED.expires_at
         RETURNING id
@@ -67,6 +71,7 @@ def put_entry(
             "stdout": stdout.replace("\x00", "\ufffd"),
             "tools": list(tools_used),
             "servers": list(servers),
+            "generations": Jsonb(dict(generations)),
             "source": source_execution_id,
             "ttl": ttl_s,
         },
@@ -191,3 +196,26 @@ def latest_statuses(conn: Conn, *, capability_id: str, n: int) -> list[str]:
         (capability_id, n),
     ).fetchall()
     return [str(r["status"]) for r in rows]
+
+
+def block_servers(conn: Conn, *, servers: Iterable[str], reason: str) -> None:
+    """No cached result that used these servers is served until an invalidation of them
+    completes (their last one failed halfway)."""
+    conn.execute(
+        "INSERT INTO cache_blocked_servers (server, reason) SELECT s, %s FROM unnest(%s::text[]) s "
+        "ON CONFLICT (server) DO UPDATE SET reason = EXCLUDED.reason, blocked_at = now()",
+        (reason, sorted(set(servers))),
+    )
+
+
+def unblock_servers(conn: Conn, *, servers: Iterable[str]) -> None:
+    """Their invalidation completed: their entries may be served again."""
+    conn.execute(
+        "DELETE FROM cache_blocked_servers WHERE server = ANY(%s::text[])", (sorted(set(servers)),)
+    )
+
+
+def blocked_servers(conn: Conn) -> list[str]:
+    """Servers whose invalidation is still owed (retried by the expiry beat job)."""
+    rows = conn.execute("SELECT server FROM cache_blocked_servers ORDER BY server").fetchall()
+    return [str(r["server"]) for r in rows]

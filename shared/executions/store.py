@@ -37,14 +37,14 @@ def create_execution(
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
-        _request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+        request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
     ).fetchone()
     if row is not None:
         return row, True
     return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
 
 
-def _request_params(
+def request_params(
     request: ExecutionRequest, *, tenant_id: str, timeout_s: float, cap: str | None
 ) -> dict[str, Any]:
     """The query parameters every new execution row takes from its request."""
@@ -58,42 +58,6 @@ def _request_params(
         "key": request.idempotency_key,
         "cap": cap,
     }
-
-
-def record_cache_hit(
-    conn: psycopg.Connection[Row],
-    *,
-    request: ExecutionRequest,
-    timeout_s: float,
-    tenant_id: str,
-    capability_id: str | None,
-    result: Any,
-    stdout: str,
-    extras: dict[str, Any],
-) -> tuple[Row, bool]:
-    """Record an execution answered from the cache: succeeded at once, no sandbox run, so
-    usage and audit still see it. Idempotent on the key like ``create_execution``."""
-    row = conn.execute(
-        """
-        INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, status, result, stdout, extras,
-                                started_at, finished_at, duration_ms, queued_ms)
-        VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(status)s, %(result)s, %(stdout)s, %(extras)s, now(), now(), 0, 0)
-        ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-        RETURNING *
-        """,
-        {
-            **_request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
-            "status": ExecutionStatus.SUCCEEDED,
-            "result": Jsonb(result) if result is not None else None,
-            "stdout": stdout,
-            "extras": Jsonb(extras),
-        },
-    ).fetchone()
-    if row is not None:
-        return row, True
-    return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
 
 
 def _by_idempotency_key(conn: psycopg.Connection[Row], *, tenant_id: str, key: str | None) -> Row:

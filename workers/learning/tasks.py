@@ -12,6 +12,8 @@ from celery_batches import SimpleRequest
 
 from shared import metrics
 from shared.cache.invalidate import Trigger, invalidate
+from shared.cache.runs import invalidate_servers
+from shared.cache.store import blocked_servers
 from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
@@ -230,8 +232,9 @@ def reap_executions() -> int:
 
 @app.task(name=TaskName.EXPIRE_CACHE, acks_late=True, reject_on_worker_lost=True)
 def expire_cache() -> int:
-    """Delete expired capability-cache rows, logged per tenant (idempotent: a re-run finds none)."""
+    """Delete expired capability-cache rows, logged per tenant, and retry the invalidations owed
+    to blocked servers (idempotent: a re-run finds none)."""
+    client = resources.redis_client()
     with resources.db_pool().connection() as conn:
-        return invalidate(
-            conn, resources.redis_client(), trigger=Trigger.TTL, scope="expired", expired=True
-        )
+        expired = invalidate(conn, client, trigger=Trigger.TTL, scope="expired", expired=True)
+        return expired + invalidate_servers(conn, client, servers=blocked_servers(conn))

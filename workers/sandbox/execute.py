@@ -194,14 +194,9 @@ async def run_claimed_execution(*, row: dict[str, Any], settings: Settings) -> s
         trace=outcome.trace,
     )
     # Before the execution is reported finished: what it wrote must not be read back stale.
-    # The pool rolls back a connection handed back mid-transaction; a lost one is retried.
-    try:
-        with_db_retry(
-            lambda conn: cache_runs.invalidate_writes(conn, redis, run=finished, cache=cache),
-            what="invalidate what the run wrote",
-        )
-    except Exception:  # logged loudly; the outcome must still be stored and announced
-        log.exception("invalidating what execution %s wrote failed", execution_id)
+    # Retried, else its servers' entries are blocked; if even that fails the run is stored as
+    # failed (run_execution), never as a success whose writes may be read back stale.
+    cache_runs.invalidate_writes(resources.db_pool().connection, redis, run=finished, cache=cache)
     status = store_outcome(execution_id=execution_id, outcome=outcome)
     with contextlib.suppress(RedisError):  # a lost sample must not fail a stored run
         metrics.record_run(

@@ -30,14 +30,14 @@ def test_two_tenants_never_share_entries(pg_url: str, redis_url: str) -> None:
         cap = _capability(conn, "a")
         put = {"capability_id": cap, "params_hash": "p", "result": 1, "stdout": "",
                "tools_used": ["s:t"], "servers": ["s"], "source_execution_id": None,
-               "ttl_s": 60}  # fmt: skip
+               "ttl_s": 60, "generations": {}}  # fmt: skip
         assert store.put_entry(conn, tenant_id="a", **put) is not None
         assert store.put_entry(conn, tenant_id="b", **put) is None  # not b's capability
-        assert store.take_entry(conn, tenant_id="b", capability_id=cap, params_hash="p") is None
-        assert store.take_entry(conn, tenant_id="a", capability_id=cap, params_hash="p")
+        assert store.find_entry(conn, tenant_id="b", capability_id=cap, params_hash="p") is None
+        assert store.find_entry(conn, tenant_id="a", capability_id=cap, params_hash="p")
         # b clearing its cache leaves a's entries alone.
         assert invalidate(conn, client, trigger=Trigger.MANUAL, scope="tenant", tenant_id="b") == 0
-        assert store.take_entry(conn, tenant_id="a", capability_id=cap, params_hash="p")
+        assert store.find_entry(conn, tenant_id="a", capability_id=cap, params_hash="p")
         assert entries.get_entry(client, tenant_id="a", digest="d") == result
 
 
