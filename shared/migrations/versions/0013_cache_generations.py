@@ -6,7 +6,7 @@ bumps them first) and none of them is blocked: an invalidation that failed halfw
 leaves a readable stale entry behind.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-23
 """
 
