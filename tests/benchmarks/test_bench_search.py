@@ -41,7 +41,27 @@ def test_bench_search_shape() -> None:
         assert timed["tokens_embedded"]["p50"] > 0
 
 
-def test_match_set_is_big_enough() -> None:
+def test_match_sets_are_big_enough() -> None:
     data = match.load_set()
     assert len(data["capabilities"]) >= 60 and len(data["unrelated"]) >= 60
     assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in data["capabilities"])
+    heldout = match.load_set(match.HELDOUT)
+    assert len(heldout["capabilities"]) >= 40 and len(heldout["unrelated"]) >= 40
+    assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in heldout["capabilities"])
+    # No capability intent of the held-out set repeats one the threshold was chosen on.
+    assert not {c["intent"] for c in data["capabilities"]} & {
+        c["intent"] for c in heldout["capabilities"]
+    }
+
+
+@pytest.mark.usefixtures("bench_server")
+def test_bench_match_shape() -> None:
+    out = match.run(paths=(match.HELDOUT,), curve=(0.5,))
+    result = out["sets"]["match_set_heldout"]
+    at = result["at_operating_threshold"]
+    # A fresh tenant: the threshold the system ships, not a sweep's point.
+    assert at["threshold"] == match.initial_threshold("capability_matching")
+    for figures in (at["system"], at["dense"], *result["curve"][0].values()):
+        if isinstance(figures, dict):
+            assert set(figures) == {"top1", "false_match_rate"}
+            assert all(0.0 <= v <= 1.0 for v in figures.values())
