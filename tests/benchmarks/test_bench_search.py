@@ -17,7 +17,13 @@ def bench_server(embedded_pg: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("bench_server")
 def test_bench_search_shape() -> None:
-    out = search.run(max_tasks=3, latency_tools=300, latency_edges=2000, latency_queries=3)
+    out = search.run(
+        max_tasks=3,
+        latency_tools=300,
+        latency_edges=2000,
+        latency_intents=1000,
+        latency_queries=3,
+    )
     assert set(out["sets"]) == {"livemcpbench", "real_servers"}
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
@@ -35,6 +41,7 @@ def test_bench_search_shape() -> None:
         assert all(set(p["hybrid"]) == {"top1", "@5", "@10"} for p in curve)
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
+    assert latency["stored_intents"] == 1000
     assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
