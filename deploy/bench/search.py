@@ -31,7 +31,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shared.config import Settings
+from shared.config import DEFAULT_TENANT, Settings
 from shared.db import connect, migrate
 from shared.embeddings import Embedder, get_embedder
 from shared.graph.metrics import compute_metrics
@@ -42,6 +42,7 @@ from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 KS = (5, 10, 20)
 LATENCY_TOOLS = 10_000
 LATENCY_EDGES = 100_000
+LATENCY_INTENTS = 100_000  # stored past intents (intent_tools rows) the learned vote reads
 LATENCY_QUERIES = 200  # enough for a stable p95 (10 samples beyond it)
 JITTER = 0.05  # noise added to re-used embeddings so synthetic tools are not exact copies
 DATA_ENV = "AGENTCARDS_LIVEMCPBENCH_DIR"
@@ -157,10 +158,11 @@ def latency_benchmark(
     n_tools: int,
     n_edges: int,
     n_queries: int,
+    n_intents: int = LATENCY_INTENTS,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """p50/p95 of embed + hybrid search on a synthetic catalogue and graph of the given size,
-    for each set of queries."""
+    """p50/p95 of embed + hybrid search on a synthetic catalogue, graph and store of past
+    intents of the given sizes, for each set of queries."""
     from deploy.bench.learning_graph import SERVER_SIZE, synthetic_edges
 
     rng = np.random.default_rng(seed)
@@ -194,12 +196,21 @@ def latency_benchmark(
             [(pr, metrics.community.get(t), t) for t, pr in metrics.pagerank.items()],
         )
     conn.commit()
+    intent_texts = [q for queries in query_sets.values() for q in queries]
+    store_synthetic_intents(
+        conn,
+        base=np.asarray(embedder.embed(intent_texts), np.float32),
+        tool_ids=[t.id for t in synthetic],
+        n_intents=n_intents,
+        rng=rng,
+    )
     # Vacuum as well as analyse: autovacuum would otherwise start on the freshly loaded
     # tables (and their HNSW index) during the timed queries and take one of the cores,
     # and a table in service is vacuumed anyway.
     conn.autocommit = True
     conn.execute("VACUUM (ANALYZE) tools")
     conn.execute("VACUUM (ANALYZE) tool_edges")
+    conn.execute("VACUUM (ANALYZE) intent_tools")
     # The timed searches stay in autocommit, as the gateway runs them.
     ids = [t.id for t in synthetic]
     load_before = os.getloadavg()[0]
@@ -212,6 +223,7 @@ def latency_benchmark(
     return {
         "tools": n_tools,
         "edges": n_edges,
+        "stored_intents": n_intents,
         "query_sets": timed,
         "target_p95_ms": 15.0,
         # Other work on the machine stretches every percentile: the 1-minute load
@@ -219,6 +231,53 @@ def latency_benchmark(
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "cpus": os.cpu_count(),
     }
+
+
+def store_synthetic_intents(
+    conn: psycopg.Connection[Any],
+    *,
+    base: np.ndarray,
+    tool_ids: Sequence[str],
+    n_intents: int,
+    rng: np.random.Generator,
+) -> None:
+    """``n_intents`` past runs of the searching tenant: the timed queries' embeddings jittered
+    (so the nearest intents are close, as for a busy tenant, and every search gets votes),
+    each with one to three tools, one run in ten with a failed call."""
+    picks = rng.integers(0, len(base), size=n_intents)
+    vectors = base[picks] + rng.normal(0.0, JITTER, size=(n_intents, base.shape[1])).astype(
+        np.float32
+    )
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    tools = rng.integers(0, len(tool_ids), size=(n_intents, 3))
+    sizes = rng.integers(1, 4, size=n_intents)
+    failed = rng.random(n_intents) < 0.1
+    # Loading 100k rows into a live HNSW index inserts one by one; building it after is
+    # several times faster (as a restore does).
+    conn.execute("DROP INDEX intent_tools_embedding_hnsw")
+    with (
+        conn.cursor() as cur,
+        cur.copy(
+            "COPY intent_tools (tenant_id, intent, intent_embedding, tools_ok, tools_failed) "
+            "FROM STDIN"
+        ) as copy,
+    ):
+        for i in range(n_intents):
+            used = [tool_ids[int(j)] for j in tools[i, : int(sizes[i])]]
+            copy.write_row(
+                (
+                    DEFAULT_TENANT,
+                    f"past request {i}",
+                    vectors[i],
+                    used[1:] if failed[i] else used,
+                    used[:1] if failed[i] else [],
+                )
+            )
+    conn.execute(
+        "CREATE INDEX intent_tools_embedding_hnsw ON intent_tools "
+        "USING hnsw (intent_embedding vector_cosine_ops)"
+    )
+    conn.commit()
 
 
 def _time_queries(
@@ -292,6 +351,7 @@ def run(
     max_tasks: int | None = None,
     latency_tools: int = LATENCY_TOOLS,
     latency_edges: int = LATENCY_EDGES,
+    latency_intents: int = LATENCY_INTENTS,
     latency_queries: int = LATENCY_QUERIES,
 ) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
@@ -329,6 +389,7 @@ def run(
                 },
                 n_tools=latency_tools,
                 n_edges=latency_edges,
+                n_intents=latency_intents,
                 n_queries=latency_queries,
             )
     return out

@@ -35,7 +35,16 @@ class Outcome(StrEnum):
     TRUE_POSITIVE = "true_positive"
 
 
-INITIAL = 0.70  # the seeds' suggestionThreshold default
+# Where a fresh tenant starts, per context (a tenant's own outcomes move it from there).
+# Capability matching: calibrated on `agentcards bench match`'s tuning set
+# (deploy/bench/data/match_set.json, MiniLM, score = cosine * reliability). Its unrelated
+# intents score at most 0.471 (a boosted 0.393 cosine) and 0.46 already lets 2 of 62 match;
+# from 0.48 none does. 0.50 keeps a 0.03 margin over the highest unrelated score for top-1
+# 0.917 (0.922 at 0.48; 0.641 at the former 0.70). Erring high is the cheaper mistake: a
+# false match runs the wrong code, a miss only writes new code, and each miss on a reliable
+# capability lowers the threshold (``detect_false_negatives``). docs/matching.md has the curve.
+# Suggestions score graph evidence on another scale: the seeds' suggestionThreshold default.
+INITIAL: dict[str, float] = {"capability_matching": 0.50, "suggestions": 0.70}
 MIN_THRESHOLD = 0.40  # below this, unrelated intents start matching (see bench match)
 MAX_THRESHOLD = 0.90  # above this, even close paraphrases stop matching
 WINDOW = 50  # outcomes remembered: recent behaviour, not the whole history
@@ -76,15 +85,20 @@ def apply_outcome(*, value: float, samples: Sequence[str], outcome: Outcome | st
     return Update(value=new_value, samples=window, reason=reason)
 
 
+def initial_threshold(context: Context | str) -> float:
+    """Where a fresh tenant's threshold starts in this context."""
+    return INITIAL[Context(context).value]
+
+
 def get_threshold(
     conn: psycopg.Connection[Any], *, context: Context | str, tenant_id: str = DEFAULT_TENANT
 ) -> float:
-    """The current threshold (INITIAL when nothing was ever recorded)."""
+    """The current threshold (the context's initial value when nothing was ever recorded)."""
     row = conn.execute(
         "SELECT value FROM adaptive_thresholds WHERE tenant_id = %s AND context = %s",
         (tenant_id, Context(context).value),
     ).fetchone()
-    return float(_first(row)) if row else INITIAL
+    return float(_first(row)) if row else initial_threshold(context)
 
 
 def set_threshold(
@@ -190,7 +204,7 @@ def _lock_row(
     conn.execute(
         "INSERT INTO adaptive_thresholds (tenant_id, context, value) VALUES (%s, %s, %s) "
         "ON CONFLICT (tenant_id, context) DO NOTHING",
-        (tenant_id, context, INITIAL),
+        (tenant_id, context, initial_threshold(context)),
     )
     row = conn.execute(
         "SELECT value, samples FROM adaptive_thresholds "

@@ -17,7 +17,13 @@ def bench_server(embedded_pg: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("bench_server")
 def test_bench_search_shape() -> None:
-    out = search.run(max_tasks=3, latency_tools=300, latency_edges=2000, latency_queries=3)
+    out = search.run(
+        max_tasks=3,
+        latency_tools=300,
+        latency_edges=2000,
+        latency_intents=1000,
+        latency_queries=3,
+    )
     assert set(out["sets"]) == {"livemcpbench", "real_servers"}
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
@@ -35,13 +41,34 @@ def test_bench_search_shape() -> None:
         assert all(set(p["hybrid"]) == {"top1", "@5", "@10"} for p in curve)
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
+    assert latency["stored_intents"] == 1000
     assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
         assert timed["tokens_embedded"]["p50"] > 0
 
 
-def test_match_set_is_big_enough() -> None:
+def test_match_sets_are_big_enough() -> None:
     data = match.load_set()
     assert len(data["capabilities"]) >= 60 and len(data["unrelated"]) >= 60
     assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in data["capabilities"])
+    heldout = match.load_set(match.HELDOUT)
+    assert len(heldout["capabilities"]) >= 40 and len(heldout["unrelated"]) >= 40
+    assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in heldout["capabilities"])
+    # No capability intent of the held-out set repeats one the threshold was chosen on.
+    assert not {c["intent"] for c in data["capabilities"]} & {
+        c["intent"] for c in heldout["capabilities"]
+    }
+
+
+@pytest.mark.usefixtures("bench_server")
+def test_bench_match_shape() -> None:
+    out = match.run(paths=(match.HELDOUT,), curve=(0.5,))
+    result = out["sets"]["match_set_heldout"]
+    at = result["at_operating_threshold"]
+    # A fresh tenant: the threshold the system ships, not a sweep's point.
+    assert at["threshold"] == match.initial_threshold("capability_matching")
+    for figures in (at["system"], at["dense"], *result["curve"][0].values()):
+        if isinstance(figures, dict):
+            assert set(figures) == {"top1", "false_match_rate"}
+            assert all(0.0 <= v <= 1.0 for v in figures.values())

@@ -6,7 +6,7 @@ import pytest
 
 from shared.db import connect
 from shared.matching.capabilities import best_below_threshold, match_capabilities
-from shared.matching.thresholds import set_threshold
+from shared.matching.thresholds import initial_threshold, set_threshold
 from tests.integration.discovery.helpers import at_similarity, basis, insert_capability
 
 
@@ -16,7 +16,7 @@ def test_changing_the_threshold_changes_the_outcome(pg_url: str) -> None:
         query = at_similarity(basis(0), basis(1), 0.75)
 
         found = match_capabilities(conn, intent_embedding=query)
-        assert found["threshold_used"] == pytest.approx(0.70)
+        assert found["threshold_used"] == pytest.approx(initial_threshold("capability_matching"))
         assert found["total_found"] == 1
         match = found["capabilities"][0]
         assert match["id"] == cap_id
@@ -52,8 +52,8 @@ def test_tenants_are_isolated(pg_url: str) -> None:
 def test_best_below_threshold_finds_a_near_miss(pg_url: str) -> None:
     with connect(pg_url) as conn:
         cap_id = insert_capability(conn, name="proven", embedding=basis(0), success_rate=1.0)
-        near_miss = at_similarity(basis(0), basis(3), 0.5)  # 0.5 * 1.2 = 0.6 < 0.7
+        near_miss = at_similarity(basis(0), basis(3), 0.4)  # 0.4 * 1.2 = 0.48 < 0.50
         found = best_below_threshold(conn, intent_embedding=near_miss)
         assert found is not None and found["id"] == cap_id
-        assert found["score"] == pytest.approx(0.6, abs=1e-3)
+        assert found["score"] == pytest.approx(0.48, abs=1e-3)
         assert best_below_threshold(conn, intent_embedding=list(basis(0))) is None  # matched

@@ -14,6 +14,7 @@ from services.gateway.routes.capabilities import router
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import get_embedder
+from shared.matching.thresholds import INITIAL, initial_threshold, record_outcomes
 from tests.integration.discovery.helpers import insert_capability
 
 SCHEMA = {
@@ -55,7 +56,7 @@ def test_search_returns_matches_with_threshold(client: TestClient, settings: Set
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["threshold_used"] == pytest.approx(0.70)
+    assert body["threshold_used"] == pytest.approx(initial_threshold("capability_matching"))
     assert [c["id"] for c in body["capabilities"]] == [cap_id]
     assert body["total_found"] == 1
     assert body["capabilities"][0]["score"] >= body["threshold_used"]
@@ -66,6 +67,31 @@ def test_search_returns_matches_with_threshold(client: TestClient, settings: Set
         "parse_yaml",
         "send_mail",
     }
+
+
+def test_a_fresh_install_matches_at_the_calibrated_threshold_and_outcomes_move_it(
+    client: TestClient, settings: Settings
+) -> None:
+    cap_id = _store(
+        settings, intent="List the files in a directory", name="list_dir", success_rate=0.8
+    )
+    request = {"intent": "show me what files are inside this folder"}
+    body = client.post("/v1/capabilities/search", json=request).json()
+    # Nothing recorded yet: the value `bench match` calibrated, not the former 0.70 ...
+    assert body["threshold_used"] == pytest.approx(INITIAL["capability_matching"])
+    assert body["threshold_used"] < 0.70
+    # ... under which this paraphrase (cosine 0.68, neutral reliability) was missed.
+    assert [c["id"] for c in body["capabilities"]] == [cap_id]
+    assert body["capabilities"][0]["score"] < 0.70
+    # Matches whose re-runs failed still raise it, until the paraphrase no longer matches.
+    with connect(settings.database_url or "") as conn:
+        raised = record_outcomes(
+            conn, context="capability_matching", outcomes=[("false_positive", "test")] * 5
+        )
+        conn.commit()
+    after = client.post("/v1/capabilities/search", json=request).json()
+    assert after["threshold_used"] == pytest.approx(raised) and raised >= 0.70
+    assert after["capabilities"] == [] and after["total_found"] == 0
 
 
 def test_execute_rejects_bad_args_with_a_clear_error(
