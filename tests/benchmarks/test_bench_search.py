@@ -21,7 +21,7 @@ def test_bench_search_shape() -> None:
         max_tasks=3,
         latency_tools=300,
         latency_edges=2000,
-        latency_intents=1000,
+        latency_intents=200,
         latency_queries=3,
     )
     assert set(out["sets"]) == {"livemcpbench", "real_servers"}
@@ -41,7 +41,7 @@ def test_bench_search_shape() -> None:
         assert all(set(p["hybrid"]) == {"top1", "@5", "@10"} for p in curve)
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
-    assert latency["stored_intents"] == 1000
+    assert latency["stored_intents"] == 200
     assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
