@@ -80,6 +80,10 @@ def stack(dash: E2EStack) -> Iterator[tuple[E2EStack, dict[str, str]]]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
     """Headless Debian Chromium with a fresh profile; nothing phones home."""
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail(
+            f"{CHROMIUM} or {CHROMEDRIVER} missing: apt-get install chromium chromium-driver"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
