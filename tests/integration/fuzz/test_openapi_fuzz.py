@@ -17,6 +17,9 @@ from tests.integration.fuzz.conftest import FUZZ_SETTINGS, assert_gateway_surviv
 # Per operation and generation mode (valid and invalid input): ~15 operations x 2 x 15
 # examples is ~450 requests, one to two minutes on CI's two cores.
 EXAMPLES = 15
+# Live streams never complete, so a fuzzed request would hang until the test's timeout; their
+# own tests cover them (tests/integration/capabilities/test_real_stack.py for /v1/events).
+ENDLESS_STREAMS = frozenset({"GET /v1/events"})
 
 
 def envelope_problem(status: int, body: bytes) -> str | None:
@@ -37,6 +40,7 @@ def test_every_operation_survives_fuzzing(
     stats: Counter[str] = Counter()
     problems: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [op for op in operations if op.label not in ENDLESS_STREAMS]
     assert len(operations) >= 10, [op.label for op in operations]
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
