@@ -27,6 +27,13 @@ BODY_DEPTH = VALUE_DEPTH + ENVELOPE_DEPTH
 ESCAPE_FACTOR = 6
 BODY_SLACK = 64 << 10
 NUL_ERROR = "nul_character"
+# The HTTP server (uvicorn on httptools) refuses a request line over 64 KiB with a bare
+# "Invalid HTTP request received", before any of our code runs. A query parameter may
+# therefore hold at most this many characters: percent-encoded, a 4-byte character takes
+# 12 bytes, so even a request with a path, a server name and one such value stays well
+# under the limit, and whatever the API accepts can actually be sent.
+REQUEST_TARGET_BYTES = 64 << 10
+QUERY_TEXT_MAX = 4096
 
 # A JSON string (skipped whole, so brackets inside strings do not count) or a bracket.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')

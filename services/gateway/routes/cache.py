@@ -30,7 +30,9 @@ async def stats(state: State, principal: CurrentPrincipal) -> dict[str, Any]:
 async def clear(
     state: State,
     principal: CurrentPrincipal,
-    server: str | None = Query(None, description="only entries that used a tool of this server"),
+    server: str | None = Query(
+        None, max_length=64, description="only entries that used a tool of this server"
+    ),
 ) -> dict[str, Any]:
     """Every entry of the caller's tenant, both levels; logged as a manual invalidation."""
     count = await to_thread.run_sync(

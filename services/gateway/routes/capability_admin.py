@@ -28,6 +28,7 @@ from shared.capabilities import bundle, lifecycle, manual
 from shared.embeddings import Embedder, get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.events import bus
+from shared.inputs import QUERY_TEXT_MAX
 
 router = APIRouter(tags=["capabilities"])
 
@@ -65,7 +66,9 @@ def export_capabilities(
     state: State,
     principal: CurrentPrincipal,
     ids: str | None = Query(
-        None, max_length=100_000, description="comma-separated ids; all if absent"
+        None,
+        max_length=QUERY_TEXT_MAX,
+        description="comma-separated ids (about 100 at most); all if absent",
     ),
 ) -> Row:
     wanted = [i.strip() for i in ids.split(",") if i.strip()] if ids is not None else None

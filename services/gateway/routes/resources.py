@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from services.gateway import resources
 from services.gateway.deps import CurrentPrincipal, State
+from shared.inputs import QUERY_TEXT_MAX
 
 router = APIRouter(prefix="/v1", tags=["resources"])
 
@@ -30,8 +31,16 @@ async def list_resources(state: State, principal: CurrentPrincipal) -> dict[str,
 async def read_resource(
     state: State,
     principal: CurrentPrincipal,
-    server: Annotated[str, Query(description="the server's name, as in `server:tool`")],
-    uri: Annotated[str, Query(description="the server's own URI (as resource links carry it)")],
+    server: Annotated[
+        str, Query(max_length=64, description="the server's name, as in `server:tool`")
+    ],
+    uri: Annotated[
+        str,
+        Query(
+            max_length=QUERY_TEXT_MAX,
+            description="the server's own URI (as resource links carry it)",
+        ),
+    ],
 ) -> dict[str, Any]:
     """``contents``: ``{uri, mimeType, text}`` or ``{uri, mimeType, blob}`` (base64)."""
     return await resources.read_resource(

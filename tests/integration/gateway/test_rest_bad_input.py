@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from shared.config import Settings
 from shared.db import connect
-from shared.inputs import BODY_DEPTH, VALUE_DEPTH, body_bytes_cap
+from shared.inputs import BODY_DEPTH, REQUEST_TARGET_BYTES, VALUE_DEPTH, body_bytes_cap
 from shared.sandbox.child import wire
 from tests.conftest import WorkerProcess
 from tests.integration.gateway.conftest import start_sandbox_worker
@@ -144,6 +144,32 @@ def test_openapi_documents_the_v1_api(client: TestClient) -> None:
         "/v1/tools/search",
         "/healthz",
     } <= set(paths)
+
+
+def test_every_text_query_parameter_fits_in_a_request_line(client: TestClient) -> None:
+    """A query value the API accepts can be sent: the HTTP server refuses a request line over
+    64 KiB outside our code (a bare 400), so each text parameter is bounded and the longest
+    valid request, every character percent-encoded as 4 bytes (12 characters), fits."""
+    worst_case: dict[str, int] = {}
+    unbounded: list[str] = []
+    for path, operations in client.get("/openapi.json").json()["paths"].items():
+        for method, operation in operations.items():
+            size = len(path) + 64  # method, "HTTP/1.1", separators and parameter names
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "query":
+                    continue
+                schema = parameter["schema"]
+                texts = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "string"]
+                if not texts or any("enum" in s or "format" in s for s in texts):
+                    continue
+                if any("maxLength" not in s for s in texts):
+                    unbounded.append(f"{method.upper()} {path} ?{parameter['name']}")
+                    continue
+                size += len(parameter["name"]) + 2 + 12 * max(s["maxLength"] for s in texts)
+            worst_case[f"{method.upper()} {path}"] = size
+    assert not unbounded, unbounded
+    too_long = {op: size for op, size in worst_case.items() if size > REQUEST_TARGET_BYTES}
+    assert not too_long, too_long
 
 
 def test_dashboard_and_graph_api_serve_what_the_page_draws(
