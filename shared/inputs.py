@@ -34,6 +34,9 @@ NUL_ERROR = "nul_character"
 # under the limit, and whatever the API accepts can actually be sent.
 REQUEST_TARGET_BYTES = 64 << 10
 QUERY_TEXT_MAX = 4096
+# The largest whole number a request may carry where it reaches SQL: Postgres' integer, so
+# a fuzzed offset of 10**30 is a 422 naming the field, not "bigint out of range".
+SQL_INT_MAX = 2**31 - 1
 
 # A JSON string (skipped whole, so brackets inside strings do not count) or a bracket.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')

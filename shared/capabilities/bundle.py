@@ -20,7 +20,7 @@ from shared.capabilities import lifecycle
 from shared.capabilities.listing import ITEM_SELECT
 from shared.capabilities.normalize import code_hash
 from shared.embeddings import Embedder, embed_cached
-from shared.inputs import RequestModel
+from shared.inputs import SQL_INT_MAX, RequestModel
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -32,9 +32,9 @@ FORMAT_VERSION = 1
 class BundleStats(RequestModel):
     """How a capability fared where it was exported from."""
 
-    usage_count: int = Field(ge=0)
-    success_count: int = Field(ge=0)
-    failure_count: int = Field(ge=0)
+    usage_count: int = Field(ge=0, le=SQL_INT_MAX)
+    success_count: int = Field(ge=0, le=SQL_INT_MAX)
+    failure_count: int = Field(ge=0, le=SQL_INT_MAX)
     success_rate: float = Field(ge=0.0, le=1.0)
     avg_duration_ms: float = Field(ge=0.0)
     created_at: datetime
@@ -55,7 +55,7 @@ class BundleCapability(RequestModel):
     tools_used: list[str] = Field(default_factory=list, max_length=1000)
     parameters_schema: dict[str, Any]
     source: Literal["emergent", "manual"]
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=SQL_INT_MAX)
     stats: BundleStats
 
 

@@ -18,6 +18,7 @@ from services.gateway.deps import CurrentPrincipal, State
 from shared.capabilities.listing import CapabilityFilter, Sort, list_items
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
+from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(tags=["capabilities"])
 
@@ -63,9 +64,13 @@ async def execute(
 def list_capabilities(
     state: State,
     principal: CurrentPrincipal,
-    community_id: int | None = Query(None, ge=0, description="in this tool-graph community"),
+    community_id: int | None = Query(
+        None, ge=0, le=SQL_INT_MAX, description="in this tool-graph community"
+    ),
     min_success_rate: float | None = Query(None, ge=0.0, le=1.0),
-    min_usage: int | None = Query(None, ge=0, description="used at least this many times"),
+    min_usage: int | None = Query(
+        None, ge=0, le=SQL_INT_MAX, description="used at least this many times"
+    ),
     q: str | None = Query(
         None, max_length=200, description="in name, description, intent or alias"
     ),
@@ -75,7 +80,7 @@ def list_capabilities(
     ),
     sort: Sort = Query(Sort.USAGE, description="highest or latest first"),
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=SQL_INT_MAX),
 ) -> Row:
     filters = CapabilityFilter(
         community_id=community_id,

@@ -12,7 +12,13 @@ from fastapi.testclient import TestClient
 
 from shared.config import Settings
 from shared.db import connect
-from shared.inputs import BODY_DEPTH, REQUEST_TARGET_BYTES, VALUE_DEPTH, body_bytes_cap
+from shared.inputs import (
+    BODY_DEPTH,
+    REQUEST_TARGET_BYTES,
+    SQL_INT_MAX,
+    VALUE_DEPTH,
+    body_bytes_cap,
+)
 from shared.sandbox.child import wire
 from tests.conftest import WorkerProcess
 from tests.integration.gateway.conftest import start_sandbox_worker
@@ -146,10 +152,13 @@ def test_openapi_documents_the_v1_api(client: TestClient) -> None:
     } <= set(paths)
 
 
-def test_every_text_query_parameter_fits_in_a_request_line(client: TestClient) -> None:
-    """A query value the API accepts can be sent: the HTTP server refuses a request line over
-    64 KiB outside our code (a bare 400), so each text parameter is bounded and the longest
-    valid request, every character percent-encoded as 4 bytes (12 characters), fits."""
+def test_every_query_parameter_is_bounded_by_what_can_be_sent_and_stored(
+    client: TestClient,
+) -> None:
+    """A query value the API accepts can be sent and used: the HTTP server refuses a request
+    line over 64 KiB outside our code (a bare 400), so each text parameter is bounded and the
+    longest valid request, every character percent-encoded as 4 bytes (12 characters), fits;
+    every whole number fits a Postgres integer (else a 500 "out of range")."""
     worst_case: dict[str, int] = {}
     unbounded: list[str] = []
     for path, operations in client.get("/openapi.json").json()["paths"].items():
@@ -159,6 +168,9 @@ def test_every_text_query_parameter_fits_in_a_request_line(client: TestClient) -
                 if parameter["in"] != "query":
                     continue
                 schema = parameter["schema"]
+                numbers = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "integer"]
+                if any(s.get("maximum", SQL_INT_MAX + 1) > SQL_INT_MAX for s in numbers):
+                    unbounded.append(f"{method.upper()} {path} ?{parameter['name']} (integer)")
                 texts = [s for s in schema.get("anyOf", [schema]) if s.get("type") == "string"]
                 if not texts or any("enum" in s or "format" in s for s in texts):
                     continue

@@ -59,6 +59,11 @@ def test_a_well_formed_bundle_validates() -> None:
             {"stats": {**ENTRY["stats"], "usage_count": -1}},
             ("capabilities", 0, "stats", "usage_count"),
         ),
+        ({"version": 2**31}, ("capabilities", 0, "version")),
+        (  # beyond a Postgres integer: refused by name, never a 500 at insert
+            {"stats": {**ENTRY["stats"], "success_count": 2**31}},
+            ("capabilities", 0, "stats", "success_count"),
+        ),
         ({"extra": 1}, ("capabilities", 0, "extra")),
     ],
 )
