@@ -205,6 +205,12 @@ class Settings(BaseSettings):
         """Where `agentcards up` keeps its state file and logs."""
         return self.home / "run"
 
+    def bearer_headers(self) -> dict[str, str]:
+        """The Authorization header the CLI's HTTP clients send: AGENTCARDS_API_KEY, if set."""
+        if self.api_key is None:
+            return {}
+        return {"Authorization": f"Bearer {self.api_key.get_secret_value()}"}
+
     def require_urls(self) -> tuple[str, str]:
         """Both server URLs, or a ConfigError saying how to get them."""
         if not self.database_url or not self.redis_url:

@@ -28,8 +28,7 @@ def call(method: str, path: str, *, params: dict[str, Any] | None = None, body: 
     Sends AGENTCARDS_API_KEY as the bearer key when it is set, so the call runs as that
     key's tenant.
     """
-    key = get_settings().api_key
-    headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+    headers = get_settings().bearer_headers()
     query = {k: v for k, v in (params or {}).items() if v is not None}
     try:
         response = httpx.request(

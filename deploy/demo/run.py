@@ -19,7 +19,7 @@ from deploy.demo.session import Session, Step
 from deploy.launcher.harness import temporary_stack
 from deploy.launcher.state import StackState, pid_alive
 from shared.config import Settings
-from shared.errors import DependencyError
+from shared.errors import DependencyError, Unauthorized
 
 console = Console()
 
@@ -41,7 +41,7 @@ def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
     state = StackState.load(settings.run_dir)
     if state and pid_alive(state.supervisor_pid) and "gateway" in state.urls:
         url = state.urls["gateway"]
-        missing = _missing_example_tools(url)
+        missing = _missing_example_tools(url, settings.bearer_headers())
         if not missing:
             running = settings.model_copy(
                 update={"database_url": state.database_url, "redis_url": state.redis_url}
@@ -56,17 +56,25 @@ def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
     console.print("starting a temporary stack (embedded Postgres + Redis, all processes)…")
     with temporary_stack(mcp_config=config) as handle:
         _wait_for_tools(handle.gateway_url)
-        yield handle.gateway_url, handle.settings, True
+        # A new stack has no keys: a key from the environment would be refused there.
+        yield handle.gateway_url, handle.settings.model_copy(update={"api_key": None}), True
 
 
-def _missing_example_tools(url: str) -> str:
+def _missing_example_tools(url: str, headers: dict[str, str] | None = None) -> str:
     """Why the stack at ``url`` cannot run the demo's code, or "" when it can.
 
     Tools are checked for availability, not presence: a server dropped from the
-    configuration keeps its rows (unavailable) and would fail every step.
+    configuration keeps its rows (unavailable) and would fail every step. A stack that
+    wants a key the demo lacks is the user's to fix, not a reason for a temporary stack.
     """
     try:
-        tools = httpx.get(f"{url}/v1/tools", timeout=5).json()["tools"]
+        response = httpx.get(f"{url}/v1/tools", headers=headers, timeout=5)
+        if response.status_code == 401:
+            raise Unauthorized(
+                f"the running stack at {url} needs an API key: set AGENTCARDS_API_KEY to one "
+                "(`agentcards keys create --tenant NAME` makes one)"
+            )
+        tools = response.json()["tools"]
     except (httpx.HTTPError, KeyError, ValueError) as exc:
         return f"its gateway did not list tools: {exc}"
     available = {t["id"] for t in tools if t.get("available")}

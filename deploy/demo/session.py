@@ -66,7 +66,8 @@ class Session:
             ("suggestions from the learned graph", self.suggestions),
         ]
         self.steps = [Step(title) for title, _ in plan]
-        with httpx.Client(base_url=self.gateway_url, timeout=60) as client:
+        headers = self.settings.bearer_headers()  # a stack with keys: AGENTCARDS_API_KEY's tenant
+        with httpx.Client(base_url=self.gateway_url, headers=headers, timeout=60) as client:
             for step, (_, action) in zip(self.steps, plan, strict=True):
                 step.status = "running"
                 self.on_change(self.steps)

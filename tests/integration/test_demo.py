@@ -96,6 +96,14 @@ def _ready(url: str, servers: dict[str, Any]) -> bool:
     return {s["name"] for s in listed if s["state"] == "ready"} >= set(servers)
 
 
+def _keys(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [*AGENTCARDS, "keys", *args], env=env, capture_output=True, text=True, timeout=60
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 def test_demo_on_running_stacks_never_reports_a_failure_as_ok(tmp_path: Path) -> None:
     home = server_dir("demo")  # embedded Postgres must be reachable by its own user
     empty = home / "no-sample-files"
@@ -104,18 +112,40 @@ def test_demo_on_running_stacks_never_reports_a_failure_as_ok(tmp_path: Path) ->
     try:
         # 1. The running stack serves `example`, but without its sample files: the demo
         #    uses it, the first run fails for real, and so do the steps that need it.
-        with _running_stack(home, {"example": broken, "time": time_server()}):
-            code, out = _demo(_env(home))
-        assert code != 0, out[-4000:]
-        assert "starting a temporary stack" not in out
         first = "first run becomes a capability"
+        with _running_stack(home, {"example": broken, "time": time_server()}) as (url, env):
+            code, out = _demo(_env(home))
+            assert code != 0, out[-4000:]
+            assert "starting a temporary stack" not in out
+            assert re.search(rf"step failed: {first}: execution \S+ failed: .*no such file", out)
+            assert "failed" in _summary_row(out, first) and " ok " not in _summary_row(out, first)
+            for later in (
+                "a paraphrased intent matches it",
+                "re-run the capability with other args",
+            ):
+                assert "failed" in _summary_row(out, later), out
+                assert f"step failed: {later}: needs the capability of '{first}'" in out
+            assert " ok " in _summary_row(out, "a failing tool: run reported, not saved")
+            assert out.count(HEADER) == 1, out
+
+            # Once the stack has a key, the demo needs one too: without it, it says so at
+            # once (no temporary stack); with AGENTCARDS_API_KEY it plays on the stack again.
+            created = _keys(env, "create", "--tenant", "demo")
+            key = next(line for line in created.splitlines() if line.startswith("ack_"))
+            wait_for(
+                lambda: httpx.get(f"{url}/v1/tools", timeout=5).status_code == 401,
+                timeout_s=15,
+                what="the gateway refusing requests without a key",
+            )
+            code, out = _demo(env)
+            assert code == 1, out[-4000:]
+            assert "needs an API key: set AGENTCARDS_API_KEY" in out, out[-4000:]
+            assert "starting a temporary stack" not in out
+            code, out = _demo(env | {"AGENTCARDS_API_KEY": key})
+            _keys(env, "revoke", re.findall(r"key id\s+(\S+)", created)[0])  # anonymous again
+        assert code != 0 and "starting a temporary stack" not in out, out[-4000:]
         assert re.search(rf"step failed: {first}: execution \S+ failed: .*no such file", out), out
-        assert "failed" in _summary_row(out, first) and " ok " not in _summary_row(out, first)
-        for later in ("a paraphrased intent matches it", "re-run the capability with other args"):
-            assert "failed" in _summary_row(out, later), out
-            assert f"step failed: {later}: needs the capability of '{first}'" in out
         assert " ok " in _summary_row(out, "a failing tool: run reported, not saved")
-        assert out.count(HEADER) == 1, out
 
         # 2. Restarted without `example` (still in its database, now removed): the demo
         #    sees that the stack cannot serve it and plays every step on a temporary one.
