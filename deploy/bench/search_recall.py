@@ -224,7 +224,10 @@ def learned_weight_objective(results: dict[str, dict[str, Any]]) -> dict[str, An
             ]
             scoring = r["_judged"]["scoring"]
             got = evaluate(
-                tune, weights={**WEIGHTS, "learned": value}, key=r["_judged"]["key"], scoring=scoring
+                tune,
+                weights={**WEIGHTS, "learned": value},
+                key=r["_judged"]["key"],
+                scoring=scoring,
             )
             floor = dense_metrics(tune, scoring=scoring)
             if total is None or any(got[m] < floor[m] for m in got):

@@ -93,7 +93,9 @@ def hits(
 # A run of a request teaches its tenant's searches for that request and its close
 # paraphrases; a merely related request moves nothing (the vote grows with closeness
 # squared, `shared.search.learned`).
-def test_one_execution_ranks_its_tool_first_for_a_paraphrase(conn: Conn, embedder: Embedder) -> None:
+def test_one_execution_ranks_its_tool_first_for_a_paraphrase(
+    conn: Conn, embedder: Embedder
+) -> None:
     tool = "memory:create_entities"
     before = hits(conn, embedder, PARAPHRASE)
     assert next(iter(before)) != tool  # dense and words alone pick another tool

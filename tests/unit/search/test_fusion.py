@@ -52,9 +52,7 @@ def test_a_close_paraphrase_outweighs_a_merely_related_request() -> None:
 
 def test_agreeing_neighbours_add_up_and_disagreement_splits_the_vote() -> None:
     one = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
-    two = tool_votes(
-        [{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}] * 2
-    )
+    two = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}] * 2)
     split = tool_votes(
         [
             {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []},
