@@ -355,7 +355,7 @@ def run(
     latency_queries: int = LATENCY_QUERIES,
 ) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
-    from deploy.bench.search_recall import fitted_weights, run_set
+    from deploy.bench.search_recall import fitted_weights, learned_weight_objective, run_set
     from deploy.bench.search_sets import all_sets
 
     embedder = get_embedder(Settings())
@@ -368,6 +368,7 @@ def run(
     out["weights_in_use"] = dict(WEIGHTS)
     # What the tuning splits fit now; equal to weights_in_use when the code is up to date.
     out["weights_fitted"] = fitted_weights(results)
+    out["learned_weight_objective"] = learned_weight_objective(results)
     out["sets"] = {
         name: {k: v for k, v in r.items() if k != "_judged"} for name, r in results.items()
     }

@@ -32,7 +32,7 @@ TENANT = "bench"
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 SEED = 13
 # The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
-LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5)
+LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
 def judge(
@@ -208,3 +208,31 @@ def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         learned_sets[name] = (tune, r["_judged"]["key"], r["_judged"]["scoring"])
     # The learned vote under the same rule: never below dense on any set's tuning queries.
     return fit(learned_sets, features=["learned"], base=weights, grid=LEARNED_GRID)
+
+
+def learned_weight_objective(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per learned weight (others as in use): Σ over sets of top-1 + @5 + @10 on the tuning
+    queries of the 50 % learned point, or None where a set falls below dense. A flat row says
+    the sets cannot choose the weight."""
+    out: dict[str, Any] = {}
+    for value in LEARNED_GRID:
+        total: float | None = 0.0
+        for r in results.values():
+            point = r["_judged"]["curve"][-1]["judged"]
+            tune = [
+                j for j, q in zip(point, r["_judged"]["test"], strict=True) if q.split == "tune"
+            ]
+            scoring = r["_judged"]["scoring"]
+            got = evaluate(
+                tune,
+                weights={**WEIGHTS, "learned": value},
+                key=r["_judged"]["key"],
+                scoring=scoring,
+            )
+            floor = dense_metrics(tune, scoring=scoring)
+            if total is None or any(got[m] < floor[m] for m in got):
+                total = None
+                continue
+            total += sum(got.values())
+        out[str(value)] = None if total is None else round(total, 3)
+    return out

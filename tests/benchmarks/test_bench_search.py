@@ -27,6 +27,8 @@ def test_bench_search_shape() -> None:
     assert set(out["sets"]) == {"livemcpbench", "real_servers"}
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
+    # Each learned weight tried is reported, with None where a set fell below dense.
+    assert str(out["weights_in_use"]["learned"]) in out["learned_weight_objective"]
     for result in out["sets"].values():
         assert result["queries"] == 3
         splits = result["zero_shot"]
@@ -72,3 +74,9 @@ def test_bench_match_shape() -> None:
         if isinstance(figures, dict):
             assert set(figures) == {"top1", "false_match_rate"}
             assert all(0.0 <= v <= 1.0 for v in figures.values())
+    # After one run per capability: its two other paraphrases, zero-shot beside learned.
+    after = result["after_one_run_per_capability"]
+    assert after["runs"] == result["capabilities"]
+    assert after["unseen_paraphrases"] == result["paraphrases"] - result["capabilities"]
+    for key in ("zero_shot_unseen", "after_runs_unseen", "dense_unseen"):
+        assert set(after[key]) == {"top1", "false_match_rate"}

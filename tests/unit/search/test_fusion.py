@@ -42,6 +42,32 @@ def test_votes_weigh_similarity_and_count_failures_against() -> None:
     assert "t:z" not in votes  # too far to say anything
 
 
+def test_a_close_paraphrase_outweighs_a_merely_related_request() -> None:
+    # Same request: full vote; a close paraphrase a large share; a related request (0.6)
+    # almost nothing, so one run of something nearby cannot reorder a search.
+    assert intent_weight(similarity=1.0, age_days=0.0) == pytest.approx(1.0)
+    assert intent_weight(similarity=0.9, age_days=0.0) > 0.5
+    assert intent_weight(similarity=0.6, age_days=0.0) < 0.05
+
+
+def test_agreeing_neighbours_add_up_and_disagreement_splits_the_vote() -> None:
+    one = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
+    two = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}] * 2)
+    split = tool_votes(
+        [
+            {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []},
+            {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:b"], "tools_failed": []},
+        ]
+    )
+    assert two["t:a"] > one["t:a"]
+    assert split["t:a"] == split["t:b"] < two["t:a"]
+
+
+def test_nothing_close_means_no_vote() -> None:
+    rows = [{"sim": 0.45, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": ["t:b"]}]
+    assert tool_votes(rows) == {}
+
+
 def test_older_runs_count_less() -> None:
     now = intent_weight(similarity=0.9, age_days=0.0)
     assert intent_weight(similarity=0.9, age_days=HALF_LIFE_DAYS) == pytest.approx(now / 2)
