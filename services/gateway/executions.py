@@ -378,10 +378,20 @@ def reap_if_stale(state: GatewayState, row: Row) -> Row:
             conn,
             state.redis,
             queue_max_s=state.settings.execution_queue_max_s,
+            max_retries=state.settings.execution_max_retries,
             execution_id=str(row["id"]),
             on_finished=lambda execution_id: _enqueue_ingest(state, execution_id),
+            on_requeued=lambda execution_id: _send_run(state, execution_id),
         )
     return reaped[0] if reaped else row
+
+
+def _send_run(state: GatewayState, execution_id: str) -> None:
+    """Send a re-queued execution (`"retry": "safe"`) to the sandbox workers again."""
+    try:
+        state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+    except Exception:  # kombu raises several connection errors
+        log.warning("could not send re-queued execution %s; the queue limit ends it", execution_id)
 
 
 def _enqueue_ingest(state: GatewayState, execution_id: str) -> None:

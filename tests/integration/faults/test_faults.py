@@ -20,9 +20,8 @@ import psutil
 import pytest
 import redis
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
 from shared.queues import RPC_CLAIM_PREFIX
-from tests.conftest import server_dir
 from tests.integration.e2e.conftest import E2EStack, Proc, running_stack, wait_until
 from tests.integration.faults.accounting import (
     all_terminal,
@@ -34,15 +33,6 @@ from tests.integration.faults.accounting import (
 from tests.integration.mcp_servers import example_server
 
 BURST = 20
-
-
-@pytest.fixture(scope="module")
-def own_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis only this module uses (AOF on, as `agentcards up` runs it)."""
-    folder = server_dir("fault-redis")
-    server = EmbeddedRedis.start(folder, port=free_port(), persist=True)
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

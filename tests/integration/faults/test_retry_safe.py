@@ -1,0 +1,219 @@
+"""`"retry": "safe"`: a run whose sandbox worker dies is re-run, at most N times, and says so.
+
+Without it the run ends `worker_lost` and is never re-run. Each attempt writes one note
+titled with the execution's token before it sleeps, and the test kills the pool process
+running it (named by its heartbeat) only once that note exists: the notes count the
+attempts that ran, and learning must count the execution once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import redis
+
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
+from shared.executions.events import RETRIED
+from shared.executions.liveness import read_sandbox_beats
+from shared.queues import events_log_key
+from tests.integration.e2e.conftest import E2EStack, running_stack
+from tests.integration.faults.accounting import CODE, note_counts, poll_until, views
+from tests.integration.mcp_servers import example_server
+
+INTENT = "write a retried fault-test note"
+MAX_RETRIES = 2
+
+
+@pytest.fixture(scope="module")
+def stack(
+    embedded_pg: EmbeddedPostgres,
+    own_redis: EmbeddedRedis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[E2EStack]:
+    tmp = tmp_path_factory.mktemp("retry-safe")
+    with running_stack(
+        embedded_pg,
+        own_redis,
+        tmp,
+        {"example": example_server(tmp)},
+        sandbox_wall_time_s=30,
+        sandbox_max_wall_time_s=60,
+        celery_visibility_timeout_s=130,
+        execution_queue_max_s=120,
+        execution_max_retries=MAX_RETRIES,
+    ) as running:
+        yield running
+
+
+def _submit(stack: E2EStack, *, retry: str | None) -> tuple[str, str]:
+    """One note-writing execution that then sleeps long enough to be killed; (token, id)."""
+    token = f"retry-{uuid.uuid4().hex[:10]}"
+    body: dict[str, Any] = {
+        "code": CODE,
+        "args": {"token": token, "pause_s": 6},
+        "intent": INTENT,
+        "timeout_s": 25,
+        "idempotency_key": token,
+    }
+    if retry is not None:
+        body["retry"] = retry
+    with stack.client() as client:
+        response = client.post("/v1/executions", json=body)
+    assert response.status_code == 202, response.text
+    return token, response.json()["id"]
+
+
+def _view(stack: E2EStack, token: str, execution_id: str) -> dict[str, Any]:
+    return views(stack, {token: execution_id})[token]
+
+
+def _kill_attempt(stack: E2EStack, token: str, execution_id: str, attempt: int) -> None:
+    """SIGKILL the sandbox pool process running ``attempt`` once that attempt wrote its note."""
+    client = redis.Redis.from_url(stack.settings.redis_url or "")
+    holder: list[str] = []
+
+    def attempt_wrote_its_note() -> bool:
+        view = _view(stack, token, execution_id)
+        if view["status"] != "running" or view["attempts"] != attempt:
+            return False
+        holder[:] = [b.worker for b in read_sandbox_beats(client) if b.busy == execution_id]
+        return bool(holder) and note_counts(stack)[token] >= attempt
+
+    poll_until(attempt_wrote_its_note, what=f"attempt {attempt} running with its note written")
+    pid = int(holder[0].rsplit(":", 1)[1])
+    # Only ever a pool process of this stack's sandbox worker.
+    children = psutil.Process(stack.procs["sandbox"].popen.pid).children()
+    assert pid in {c.pid for c in children}, (pid, children)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _terminal(stack: E2EStack, token: str, execution_id: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def done() -> bool:
+        seen.update(_view(stack, token, execution_id))
+        return seen["status"] not in {"queued", "running"}
+
+    poll_until(done, what="the execution terminal", timeout_s=240)
+    return seen
+
+
+def _learned(stack: E2EStack, execution_id: str) -> bool:
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT learned_at IS NOT NULL AS done FROM executions WHERE id = %s", (execution_id,)
+        ).fetchone()
+    return bool(row and row["done"])
+
+
+def _usage(stack: E2EStack) -> tuple[int, int]:
+    """(usage, success) of the capability every run here teaches (one code, one intent)."""
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(usage_count), 0) AS u, coalesce(sum(success_count), 0) AS s "
+            "FROM capabilities WHERE intent = %s",
+            (INTENT,),
+        ).fetchone()
+    assert row is not None
+    return int(str(row["u"])), int(str(row["s"]))
+
+
+def _row(fault: str, view: dict[str, Any], notes: int, usage: tuple[int, int]) -> None:
+    """The fault-table row of one run (``pytest -s`` shows it)."""
+    print(
+        f"\nFAULT {fault}: submitted=1 terminal={view['status']} attempts={view['attempts']} "
+        f"re_runs={len(view['retries'])} notes={notes} usage_delta={usage[0]} "
+        f"success_delta={usage[1]} error={(view.get('error') or {}).get('type')}"
+    )
+
+
+def _learning_delta(stack: E2EStack, execution_id: str, before: tuple[int, int]) -> tuple[int, int]:
+    poll_until(lambda: _learned(stack, execution_id), what="the execution learned")
+    after = _usage(stack)
+    return after[0] - before[0], after[1] - before[1]
+
+
+def test_retry_safe_run_whose_pool_process_is_killed_is_re_run_once_and_learned_once(
+    stack: E2EStack,
+) -> None:
+    before = _usage(stack)
+    token, execution_id = _submit(stack, retry="safe")
+    _kill_attempt(stack, token, execution_id, 1)
+    view = _terminal(stack, token, execution_id)
+    notes = note_counts(stack)[token]
+    delta = _learning_delta(stack, execution_id, before)
+    _row("pool child SIGKILL, retry safe", view, notes, delta)
+    assert view["status"] == "succeeded", view
+    assert view["result"] == token
+    assert view["retry"] == "safe" and view["attempts"] == 2
+    assert len(view["retries"]) == 1
+    assert view["retries"][0]["attempt"] == 1 and "died" in view["retries"][0]["reason"]
+    assert notes == 2  # each attempt ran its tool call once: the re-run the client allowed
+    # Learned once, as one succeeded run, though two attempts ran.
+    assert delta == (1, 1)
+    # Waiters were told: the execution's event log carries the re-run.
+    log = redis.Redis.from_url(stack.settings.redis_url or "").lrange(
+        events_log_key(execution_id), 0, -1
+    )
+    retried = [e for e in log if RETRIED.encode() in e]
+    assert len(retried) == 1 and b'"attempt":2' in retried[0], log
+
+
+def test_without_retry_a_killed_pool_process_ends_the_run_worker_lost_not_re_run(
+    stack: E2EStack,
+) -> None:
+    before = _usage(stack)
+    token, execution_id = _submit(stack, retry=None)
+    _kill_attempt(stack, token, execution_id, 1)
+    view = _terminal(stack, token, execution_id)
+    notes = note_counts(stack)[token]
+    delta = _learning_delta(stack, execution_id, before)
+    _row("pool child SIGKILL, retry never", view, notes, delta)
+    assert view["status"] == "worker_lost", view
+    assert view["retry"] == "never" and view["attempts"] == 1 and view["retries"] == []
+    assert "not re-run" in view["error"]["message"]
+    assert view["error"]["details"] == {"attempts": 1, "retry": "never"}
+    assert notes == 1
+    assert delta[1] == 0  # a lost run is no success
+
+
+def test_retry_safe_run_killed_every_attempt_ends_worker_lost_with_retries_used_up(
+    stack: E2EStack,
+) -> None:
+    before = _usage(stack)
+    token, execution_id = _submit(stack, retry="safe")
+    for attempt in range(1, MAX_RETRIES + 2):
+        _kill_attempt(stack, token, execution_id, attempt)
+    view = _terminal(stack, token, execution_id)
+    notes = note_counts(stack)[token]
+    delta = _learning_delta(stack, execution_id, before)
+    _row(f"pool child SIGKILL x{MAX_RETRIES + 1}, retry safe", view, notes, delta)
+    assert view["status"] == "worker_lost", view
+    assert view["attempts"] == MAX_RETRIES + 1
+    assert [r["attempt"] for r in view["retries"]] == list(range(1, MAX_RETRIES + 1))
+    assert "used up" in view["error"]["message"]
+    assert view["error"]["details"] == {"attempts": MAX_RETRIES + 1, "retry": "safe"}
+    assert notes == MAX_RETRIES + 1
+    assert delta[1] == 0
+
+
+@pytest.mark.parametrize("value", ["always", "", 1, True, None])
+def test_a_bad_retry_value_is_a_422_naming_the_field(stack: E2EStack, value: object) -> None:
+    unknown = "00000000-0000-0000-0000-000000000000"
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        answers = [
+            client.post("/v1/executions", json={"code": "return 1", "retry": value}),
+            client.post(f"/v1/capabilities/{unknown}/execute", json={"retry": value}),
+        ]
+    for answer in answers:
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "validation_error"
+        assert "retry" in error["message"], error
