@@ -47,9 +47,10 @@ class ReliableBatches(Batches):  # type: ignore[misc]  # celery-batches ships no
         restart the worker fetched messages and ingested none. A discarded batch's messages
         come back after the visibility timeout (their ingestion is idempotent).
         """
-        if self._tref is not None:
-            self._tref.cancel()
-            self._tref = None
+        stale: Any = getattr(self, "_tref", None)  # celery-batches: no type stubs
+        if stale is not None:
+            stale.cancel()
+        self._tref = None
         self._in_flight = 0
         handler = super().Strategy(task, app, consumer)
         if self._buffer.qsize() or self._pending.qsize():  # fetched before the drop
