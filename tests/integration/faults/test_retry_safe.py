@@ -23,7 +23,7 @@ from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
 from shared.executions.events import RETRIED
 from shared.executions.liveness import read_sandbox_beats
 from shared.queues import events_log_key
-from tests.integration.e2e.conftest import E2EStack, running_stack
+from tests.integration.e2e.conftest import E2EStack, mcp_session, running_stack
 from tests.integration.faults.accounting import CODE, note_counts, poll_until, views
 from tests.integration.mcp_servers import example_server
 
@@ -217,3 +217,13 @@ def test_a_bad_retry_value_is_a_422_naming_the_field(stack: E2EStack, value: obj
         error = answer.json()["error"]
         assert error["type"] == "validation_error"
         assert "retry" in error["message"], error
+
+
+async def test_mcp_takes_retry_and_refuses_a_bad_value_naming_it(stack: E2EStack) -> None:
+    async with mcp_session(stack) as session:
+        bad = await session.call_tool("execute_code", {"code": "return 1", "retry": "always"})
+        good = await session.call_tool("execute_code", {"code": "return 1", "retry": "safe"})
+    assert bad.is_error and "retry" in str(bad.content), bad
+    assert not good.is_error, good
+    assert good.structured_content is not None
+    assert good.structured_content["retry"] == "safe" and good.structured_content["attempts"] == 1
