@@ -8,6 +8,7 @@ attempts that ran, and learning must count the execution once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
@@ -74,8 +75,11 @@ def _view(stack: E2EStack, token: str, execution_id: str) -> dict[str, Any]:
     return views(stack, {token: execution_id})[token]
 
 
-def _kill_attempt(stack: E2EStack, token: str, execution_id: str, attempt: int) -> None:
-    """SIGKILL the sandbox pool process running ``attempt`` once that attempt wrote its note."""
+def _kill_attempt(
+    stack: E2EStack, token: str, execution_id: str, attempt: int, *, whole_worker: bool = False
+) -> None:
+    """SIGKILL the sandbox pool process running ``attempt`` once that attempt wrote its note
+    (``whole_worker``: the worker's main process first, so nothing redelivers the message)."""
     client = redis.Redis.from_url(stack.settings.redis_url or "")
     holder: list[str] = []
 
@@ -91,6 +95,8 @@ def _kill_attempt(stack: E2EStack, token: str, execution_id: str, attempt: int) 
     # Only ever a pool process of this stack's sandbox worker.
     children = psutil.Process(stack.procs["sandbox"].popen.pid).children()
     assert pid in {c.pid for c in children}, (pid, children)
+    if whole_worker:
+        os.kill(stack.procs["sandbox"].popen.pid, signal.SIGKILL)
     os.kill(pid, signal.SIGKILL)
 
 
@@ -182,6 +188,26 @@ def test_without_retry_a_killed_pool_process_ends_the_run_worker_lost_not_re_run
     assert view["error"]["details"] == {"attempts": 1, "retry": "never"}
     assert notes == 1
     assert delta[1] == 0  # a lost run is no success
+
+
+def test_retry_safe_run_survives_its_sandbox_main_process_killed(stack: E2EStack) -> None:
+    before = _usage(stack)
+    token, execution_id = _submit(stack, retry="safe")
+    _kill_attempt(stack, token, execution_id, 1, whole_worker=True)
+    # What the supervisor does with a dead worker: kill its group, start it again.
+    worker = stack.procs["sandbox"]
+    worker.popen.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(worker.popen.pid, signal.SIGKILL)
+    stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
+    view = _terminal(stack, token, execution_id)
+    notes = note_counts(stack)[token]
+    delta = _learning_delta(stack, execution_id, before)
+    _row("sandbox main process SIGKILL, retry safe", view, notes, delta)
+    assert view["status"] == "succeeded", view
+    assert view["attempts"] == 2 and len(view["retries"]) == 1
+    assert notes == 2
+    assert delta == (1, 1)
 
 
 def test_retry_safe_run_killed_every_attempt_ends_worker_lost_with_retries_used_up(
