@@ -27,7 +27,7 @@ from shared.errors import (
     error_dict,
 )
 from shared.events import bus
-from shared.executions.events import FINISHED, LEARNED, publish_event
+from shared.executions.events import FINISHED, LEARNED, RETRIED, publish_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.reaper import reap_stale
 from shared.executions.status import TERMINAL, ExecutionStatus
@@ -298,6 +298,9 @@ async def wait_for_finish(
             event = await events.next(timeout_s=0.5)
             if event is not None and on_event is not None:
                 await on_event(event)
+            if event is not None and event.get("type") == RETRIED:
+                # A re-run (`"retry": "safe"`) gets its own wall time.
+                deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
             if (
                 event is not None and event.get("type") == FINISHED
             ) or time.monotonic() >= next_poll:
