@@ -12,7 +12,8 @@ import contextlib
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -20,37 +21,15 @@ import psutil
 import pytest
 import redis
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
 from shared.executions.events import RETRIED
 from shared.executions.liveness import read_sandbox_beats
 from shared.queues import events_log_key
-from tests.integration.e2e.conftest import E2EStack, mcp_session, running_stack
+from tests.integration.e2e.conftest import E2EStack, mcp_session
 from tests.integration.faults.accounting import CODE, note_counts, poll_until, views
-from tests.integration.mcp_servers import example_server
 
 INTENT = "write a retried fault-test note"
 MAX_RETRIES = 2
-
-
-@pytest.fixture(scope="module")
-def stack(
-    embedded_pg: EmbeddedPostgres,
-    own_redis: EmbeddedRedis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[E2EStack]:
-    tmp = tmp_path_factory.mktemp("retry-safe")
-    with running_stack(
-        embedded_pg,
-        own_redis,
-        tmp,
-        {"example": example_server(tmp)},
-        sandbox_wall_time_s=30,
-        sandbox_max_wall_time_s=60,
-        celery_visibility_timeout_s=130,
-        execution_queue_max_s=120,
-        execution_max_retries=MAX_RETRIES,
-    ) as running:
-        yield running
+STACK_SETTINGS = {"execution_max_retries": MAX_RETRIES}
 
 
 def _submit(stack: E2EStack, *, retry: str | None) -> tuple[str, str]:
@@ -131,42 +110,74 @@ def _usage(stack: E2EStack) -> tuple[int, int]:
     return int(str(row["u"])), int(str(row["s"]))
 
 
-def _row(fault: str, view: dict[str, Any], notes: int, usage: tuple[int, int]) -> None:
-    """The fault-table row of one run (``pytest -s`` shows it)."""
-    print(
-        f"\nFAULT {fault}: submitted=1 terminal={view['status']} attempts={view['attempts']} "
-        f"re_runs={len(view['retries'])} notes={notes} usage_delta={usage[0]} "
-        f"success_delta={usage[1]} error={(view.get('error') or {}).get('type')}"
-    )
+@dataclass(frozen=True)
+class Outcome:
+    """One killed run: its final view, the notes its attempts wrote, its learning delta."""
+
+    execution_id: str
+    token: str
+    view: dict[str, Any]
+    notes: int
+    usage_delta: int
+    success_delta: int
 
 
-def _learning_delta(stack: E2EStack, execution_id: str, before: tuple[int, int]) -> tuple[int, int]:
+def _killed_run(
+    stack: E2EStack,
+    fault: str,
+    *,
+    retry: str | None,
+    kills: int = 1,
+    restart: Callable[[], None] | None = None,
+) -> Outcome:
+    """Submit one run, kill ``kills`` attempts (then ``restart``), wait for its end and learning.
+
+    Prints the fault-table row (``pytest -s`` shows it).
+    """
+    before = _usage(stack)
+    token, execution_id = _submit(stack, retry=retry)
+    for attempt in range(1, kills + 1):
+        _kill_attempt(stack, token, execution_id, attempt, whole_worker=restart is not None)
+    if restart is not None:
+        restart()
+    view = _terminal(stack, token, execution_id)
+    notes = note_counts(stack)[token]
     poll_until(lambda: _learned(stack, execution_id), what="the execution learned")
     after = _usage(stack)
-    return after[0] - before[0], after[1] - before[1]
+    out = Outcome(execution_id, token, view, notes, after[0] - before[0], after[1] - before[1])
+    print(
+        f"\nFAULT {fault}: submitted=1 terminal={view['status']} attempts={view['attempts']} "
+        f"re_runs={len(view['retries'])} notes={notes} usage_delta={out.usage_delta} "
+        f"success_delta={out.success_delta} error={(view.get('error') or {}).get('type')}"
+    )
+    return out
+
+
+def _restart_sandbox_worker(stack: E2EStack) -> None:
+    """What the supervisor does with a dead worker: kill its group, start it again."""
+    worker = stack.procs["sandbox"]
+    worker.popen.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(worker.popen.pid, signal.SIGKILL)
+    stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
 
 
 def test_retry_safe_run_whose_pool_process_is_killed_is_re_run_once_and_learned_once(
     stack: E2EStack,
 ) -> None:
-    before = _usage(stack)
-    token, execution_id = _submit(stack, retry="safe")
-    _kill_attempt(stack, token, execution_id, 1)
-    view = _terminal(stack, token, execution_id)
-    notes = note_counts(stack)[token]
-    delta = _learning_delta(stack, execution_id, before)
-    _row("pool child SIGKILL, retry safe", view, notes, delta)
+    run = _killed_run(stack, "pool child SIGKILL, retry safe", retry="safe")
+    view = run.view
     assert view["status"] == "succeeded", view
-    assert view["result"] == token
+    assert view["result"] == run.token
     assert view["retry"] == "safe" and view["attempts"] == 2
     assert len(view["retries"]) == 1
     assert view["retries"][0]["attempt"] == 1 and "died" in view["retries"][0]["reason"]
-    assert notes == 2  # each attempt ran its tool call once: the re-run the client allowed
+    assert run.notes == 2  # each attempt ran its tool call once: the re-run the client allowed
     # Learned once, as one succeeded run, though two attempts ran.
-    assert delta == (1, 1)
+    assert (run.usage_delta, run.success_delta) == (1, 1)
     # Waiters were told: the execution's event log carries the re-run.
     log = redis.Redis.from_url(stack.settings.redis_url or "").lrange(
-        events_log_key(execution_id), 0, -1
+        events_log_key(run.execution_id), 0, -1
     )
     retried = [e for e in log if RETRIED.encode() in e]
     assert len(retried) == 1 and b'"attempt":2' in retried[0], log
@@ -175,59 +186,42 @@ def test_retry_safe_run_whose_pool_process_is_killed_is_re_run_once_and_learned_
 def test_without_retry_a_killed_pool_process_ends_the_run_worker_lost_not_re_run(
     stack: E2EStack,
 ) -> None:
-    before = _usage(stack)
-    token, execution_id = _submit(stack, retry=None)
-    _kill_attempt(stack, token, execution_id, 1)
-    view = _terminal(stack, token, execution_id)
-    notes = note_counts(stack)[token]
-    delta = _learning_delta(stack, execution_id, before)
-    _row("pool child SIGKILL, retry never", view, notes, delta)
+    run = _killed_run(stack, "pool child SIGKILL, retry never", retry=None)
+    view = run.view
     assert view["status"] == "worker_lost", view
     assert view["retry"] == "never" and view["attempts"] == 1 and view["retries"] == []
     assert "not re-run" in view["error"]["message"]
     assert view["error"]["details"] == {"attempts": 1, "retry": "never"}
-    assert notes == 1
-    assert delta[1] == 0  # a lost run is no success
+    assert run.notes == 1
+    assert run.success_delta == 0  # a lost run is no success
 
 
 def test_retry_safe_run_survives_its_sandbox_main_process_killed(stack: E2EStack) -> None:
-    before = _usage(stack)
-    token, execution_id = _submit(stack, retry="safe")
-    _kill_attempt(stack, token, execution_id, 1, whole_worker=True)
-    # What the supervisor does with a dead worker: kill its group, start it again.
-    worker = stack.procs["sandbox"]
-    worker.popen.wait()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(worker.popen.pid, signal.SIGKILL)
-    stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
-    view = _terminal(stack, token, execution_id)
-    notes = note_counts(stack)[token]
-    delta = _learning_delta(stack, execution_id, before)
-    _row("sandbox main process SIGKILL, retry safe", view, notes, delta)
-    assert view["status"] == "succeeded", view
-    assert view["attempts"] == 2 and len(view["retries"]) == 1
-    assert notes == 2
-    assert delta == (1, 1)
+    run = _killed_run(
+        stack,
+        "sandbox main process SIGKILL, retry safe",
+        retry="safe",
+        restart=lambda: _restart_sandbox_worker(stack),
+    )
+    assert run.view["status"] == "succeeded", run.view
+    assert run.view["attempts"] == 2 and len(run.view["retries"]) == 1
+    assert run.notes == 2
+    assert (run.usage_delta, run.success_delta) == (1, 1)
 
 
 def test_retry_safe_run_killed_every_attempt_ends_worker_lost_with_retries_used_up(
     stack: E2EStack,
 ) -> None:
-    before = _usage(stack)
-    token, execution_id = _submit(stack, retry="safe")
-    for attempt in range(1, MAX_RETRIES + 2):
-        _kill_attempt(stack, token, execution_id, attempt)
-    view = _terminal(stack, token, execution_id)
-    notes = note_counts(stack)[token]
-    delta = _learning_delta(stack, execution_id, before)
-    _row(f"pool child SIGKILL x{MAX_RETRIES + 1}, retry safe", view, notes, delta)
+    kills = MAX_RETRIES + 1
+    run = _killed_run(stack, f"pool child SIGKILL x{kills}, retry safe", retry="safe", kills=kills)
+    view = run.view
     assert view["status"] == "worker_lost", view
-    assert view["attempts"] == MAX_RETRIES + 1
-    assert [r["attempt"] for r in view["retries"]] == list(range(1, MAX_RETRIES + 1))
+    assert view["attempts"] == kills
+    assert [r["attempt"] for r in view["retries"]] == list(range(1, kills))
     assert "used up" in view["error"]["message"]
-    assert view["error"]["details"] == {"attempts": MAX_RETRIES + 1, "retry": "safe"}
-    assert notes == MAX_RETRIES + 1
-    assert delta[1] == 0
+    assert view["error"]["details"] == {"attempts": kills, "retry": "safe"}
+    assert run.notes == kills
+    assert run.success_delta == 0
 
 
 @pytest.mark.parametrize("value", ["always", "", 1, True, None])
