@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     # (queue_timeout, never run). Longer than the visibility timeout, so a message held by
     # a worker that died is redelivered (and run) before its execution is given up.
     execution_queue_max_s: float = Field(default=1800.0, gt=0)
+    # How many times an execution submitted with `"retry": "safe"` is re-run after its
+    # sandbox worker died; the attempt after the last re-run ends `worker_lost`.
+    execution_max_retries: int = Field(default=2, ge=0, le=10)
     # How long a downstream server's sampling or elicitation request waits for the MCP
     # client that started the execution (a person may be answering); the tool call's own
     # deadline bounds it too.

@@ -31,6 +31,10 @@ from shared.rpc.heartbeat import ServerHealth
 
 log = logging.getLogger(__name__)
 
+# The checkout holding this package when it runs from one (not from site-packages).
+_ROOT = Path(__file__).resolve().parents[2]
+_SOURCE_ROOT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() else None
+
 STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -137,6 +141,12 @@ class Stack:
                 "PYTHONSAFEPATH": "1",
             }
         )
+        if _SOURCE_ROOT is not None:
+            # Run from a checkout (a git worktree, say): the children import the code this
+            # process runs, not whichever checkout the editable install points at.
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(_SOURCE_ROOT), env.get("PYTHONPATH")) if p
+            )
         return env
 
     def use_example_servers_if_unconfigured(self) -> Path | None:

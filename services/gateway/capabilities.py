@@ -16,7 +16,7 @@ from shared.auth.principal import Principal
 from shared.capabilities import store
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
-from shared.executions.models import ExecutionRequest
+from shared.executions.models import RETRY_DESCRIPTION, ExecutionRequest, RetryPolicy
 from shared.executions.status import TERMINAL
 from shared.inputs import RequestModel
 from shared.matching.capabilities import match_capabilities
@@ -51,6 +51,7 @@ class CapabilityExecuteRequest(RequestModel):
     no_cache: bool = Field(
         default=False, description="run it even when a cached result exists (and refresh that)"
     )
+    retry: RetryPolicy = Field(default="never", description=RETRY_DESCRIPTION)
 
 
 class CapabilityMatch(BaseModel):
@@ -163,6 +164,7 @@ async def execute_capability(
             args=body.args,
             timeout_s=body.timeout_s,
             no_cache=body.no_cache,
+            retry=body.retry,
         )
         metrics.incr(state.redis, "capabilities_executed_total")
         return admit(state, request=request, principal=principal, capability_id=str(cap["id"]))

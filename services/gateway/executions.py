@@ -27,7 +27,7 @@ from shared.errors import (
     error_dict,
 )
 from shared.events import bus
-from shared.executions.events import FINISHED, LEARNED, publish_event
+from shared.executions.events import FINISHED, LEARNED, RETRIED, publish_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.reaper import reap_stale
 from shared.executions.status import TERMINAL, ExecutionStatus
@@ -298,6 +298,9 @@ async def wait_for_finish(
             event = await events.next(timeout_s=0.5)
             if event is not None and on_event is not None:
                 await on_event(event)
+            if event is not None and event.get("type") == RETRIED:
+                # A re-run (`"retry": "safe"`) gets its own wall time.
+                deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
             if (
                 event is not None and event.get("type") == FINISHED
             ) or time.monotonic() >= next_poll:
@@ -378,10 +381,20 @@ def reap_if_stale(state: GatewayState, row: Row) -> Row:
             conn,
             state.redis,
             queue_max_s=state.settings.execution_queue_max_s,
+            max_retries=state.settings.execution_max_retries,
             execution_id=str(row["id"]),
             on_finished=lambda execution_id: _enqueue_ingest(state, execution_id),
+            on_requeued=lambda execution_id: _send_run(state, execution_id),
         )
     return reaped[0] if reaped else row
+
+
+def _send_run(state: GatewayState, execution_id: str) -> None:
+    """Send a re-queued execution (`"retry": "safe"`) to the sandbox workers again."""
+    try:
+        state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+    except Exception:  # kombu raises several connection errors
+        log.warning("could not send re-queued execution %s; the queue limit ends it", execution_id)
 
 
 def _enqueue_ingest(state: GatewayState, execution_id: str) -> None:

@@ -27,7 +27,7 @@ from services.gateway.mcp_tooling import (
 )
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError
-from shared.executions.models import ExecutionView, view_from_row
+from shared.executions.models import ExecutionView, RetryPolicy, view_from_row
 
 Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
 IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
@@ -38,6 +38,7 @@ CapabilityRef = Annotated[
 CapabilityArgs = Annotated[dict[str, Any] | None, described(CapabilityExecuteRequest, "args")]
 TimeoutS = Annotated[float | None, described(CapabilityExecuteRequest, "timeout_s")]
 NoCache = Annotated[bool, described(CapabilityExecuteRequest, "no_cache")]
+Retry = Annotated[RetryPolicy, described(CapabilityExecuteRequest, "retry")]
 
 SEARCH_DESCRIPTION = """\
 Find reusable capabilities: code that already ran successfully for a similar intent.
@@ -93,11 +94,16 @@ def register(
         args: CapabilityArgs = None,
         timeout_s: TimeoutS = None,
         no_cache: NoCache = False,
+        retry: Retry = "never",
     ) -> Annotated[CallToolResult, ExecutionView]:
         principal = await principal_of(ctx)
         try:
             body = CapabilityExecuteRequest(
-                args=args or {}, wait=True, timeout_s=timeout_s, no_cache=no_cache
+                args=args or {},
+                wait=True,
+                timeout_s=timeout_s,
+                no_cache=no_cache,
+                retry=retry,
             )
             row = await execute_capability(
                 get_state(),

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from shared.executions.events import FINISHED
+from shared.executions.events import FINISHED, RETRIED
 from shared.executions.models import ExecutionView
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import EventType
@@ -117,6 +117,11 @@ def event_line(event: dict[str, Any]) -> LogLine | None:
         return "warning", {
             "message": f"more than {event.get('limit')} {event.get('what')} calls: "
             "the trace stops recording them"
+        }
+    if kind == RETRIED:
+        return "warning", {
+            "message": f"{event.get('reason')}; re-running it (attempt {event.get('attempt')}, "
+            "retry: safe)"
         }
     return None  # FINISHED and LEARNED: the outcome is logged from the stored row
 

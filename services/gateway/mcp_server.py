@@ -31,7 +31,7 @@ from services.gateway.search import ToolSearchRequest, ToolSearchResponse, searc
 from shared.auth.audit import AuditAction
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized
-from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
 from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution
 
@@ -42,6 +42,7 @@ Args = Annotated[dict[str, Any] | None, described(ExecutionRequest, "args")]
 Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
 TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
 NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
+Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
 Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
@@ -125,6 +126,7 @@ def build_mcp_server(
         tools: Tools = None,
         timeout_s: TimeoutS = None,
         no_cache: NoCache = False,
+        retry: Retry = "never",
     ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
@@ -136,6 +138,7 @@ def build_mcp_server(
                 tools=tools,
                 timeout_s=timeout_s,
                 no_cache=no_cache,
+                retry=retry,
             )
             row = await submit_execution(state, request=request, principal=principal)
         except (ValidationError, AgentCardsError) as exc:

@@ -21,6 +21,9 @@ from shared.queues import EVENTS_ALL_CHANNEL, events_channel, events_log_key, ev
 
 FINISHED = "execution.finished"
 LEARNED = "execution.learned"  # published by the learning worker after ingestion
+# Its worker died and the run goes back to the queue (`"retry": "safe"`): `attempt` is the
+# attempt about to start, `reason` why the last one was lost.
+RETRIED = "execution.retried"
 # Published by the toolhost: a downstream server's notifications/progress for one tool
 # call, carrying the call's trace id (`call_id`), `tool`, `progress`, `total`, `message`.
 TOOL_PROGRESS = "tool_progress"

@@ -13,6 +13,13 @@ from shared.executions.status import ExecutionStatus
 from shared.executions.trace import tool_calls_from_trace as trace_tool_calls
 from shared.inputs import RequestModel
 
+RetryPolicy = Literal["never", "safe"]
+RETRY_DESCRIPTION = (
+    "what to do when the sandbox worker running it dies (killed, out of memory, host lost): "
+    "`never` (default) ends it `worker_lost`; `safe` re-runs it from the start, at most "
+    "AGENTCARDS_EXECUTION_MAX_RETRIES times — only for code whose tool calls may run twice"
+)
+
 
 class ExecutionRequest(RequestModel):
     """`POST /v1/executions` and the MCP `execute_code` tool."""
@@ -29,6 +36,7 @@ class ExecutionRequest(RequestModel):
     no_cache: bool = Field(
         default=False, description="run it even when a cached result exists (and refresh that)"
     )
+    retry: RetryPolicy = Field(default="never", description=RETRY_DESCRIPTION)
 
     @field_validator("tools")
     @classmethod
@@ -57,6 +65,15 @@ class ToolCallView(BaseModel):
     ok: bool
     duration_ms: float | None = None
     error: ErrorInfo | None = None
+
+
+class RetryRecord(BaseModel):
+    """One attempt whose worker died and that was re-run (``"retry": "safe"``)."""
+
+    attempt: int
+    worker: str | None = None
+    reason: str
+    at: str | None = None
 
 
 class ToolFailure(BaseModel):
@@ -91,6 +108,13 @@ class ExecutionView(BaseModel):
     cached_at: str | None = Field(default=None, description="when the reused result was made")
     source_execution_id: str | None = Field(
         default=None, description="the execution whose result was reused"
+    )
+    retry: RetryPolicy = Field(default="never", description="the submission's retry policy")
+    attempts: int = Field(
+        default=0, description="how many times a sandbox worker started it (0: never ran)"
+    )
+    retries: list[RetryRecord] = Field(
+        default_factory=list, description="each lost attempt that was re-run, and why"
     )
 
 
@@ -139,4 +163,7 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         cache_hit=extras.get("cache_hit"),
         cached_at=extras.get("cached_at"),
         source_execution_id=extras.get("source_execution_id"),
+        retry=row.get("retry") or "never",
+        attempts=int(row.get("attempts") or 0),
+        retries=[RetryRecord(**r) for r in row.get("retries") or []],
     )

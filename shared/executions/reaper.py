@@ -3,7 +3,9 @@
 Run by the beat (every few seconds) and by the gateway whenever it reads a queued or
 running execution, so a client polling one never waits on a dead worker. Every reaped
 execution ends once (``finish_execution`` only moves it from the state it was read in),
-with an error saying why; nothing is re-run, since tool calls may have had side effects.
+with an error saying why; nothing is re-run, since tool calls may have had side effects,
+unless the client submitted it with ``"retry": "safe"`` and its worker is confirmed dead
+(``shared.executions.lost``): then it goes back to the queue and ``on_requeued`` sends it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from shared.errors import ErrorType, error_dict
 from shared.events import bus
 from shared.executions.events import FINISHED, publish_events
 from shared.executions.liveness import BEAT_TTL_S, alive
+from shared.executions.lost import NOT_RERUN, end_lost_run
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.queues import reap_suspect_key
@@ -44,12 +47,15 @@ def reap_stale(
     client: redis.Redis,
     *,
     queue_max_s: float,
+    max_retries: int,
     execution_id: str | None = None,
     on_finished: Callable[[str], None] | None = None,
+    on_requeued: Callable[[str], None] | None = None,
 ) -> list[Row]:
     """Finish every stale queued/running execution (or just ``execution_id``); returns them.
 
-    Commits its own changes. ``on_finished`` gets each reaped id (to enqueue ingestion).
+    Commits its own changes. ``on_finished`` gets each reaped id (to enqueue ingestion),
+    ``on_requeued`` each id sent back to the queue (to send its run again).
     """
     candidates = _candidates(conn, queue_max_s=queue_max_s, execution_id=execution_id)
     if not candidates:
@@ -58,14 +64,31 @@ def reap_stale(
     live = alive(client, sorted({r["worker"] for r in running if r["worker"]}))
     dead = _confirmed_dead(client, [r for r in running if r["worker"] not in live])
     reaped: list[Row] = []
+    requeued: list[str] = []
     for row in candidates:
-        finished = _finish_one(conn, row, dead=dead)
+        if str(row["id"]) in dead:
+            lost = end_lost_run(
+                conn,
+                client,
+                row=row,
+                reason=f"the sandbox worker running it ({row['worker']}) died",
+                max_retries=max_retries,
+            )
+            if lost is not None and lost.requeued:
+                requeued.append(str(row["id"]))
+            elif lost is not None:
+                reaped.append(lost.row)
+            continue
+        finished = _finish_one(conn, row)
         if finished is not None:
             reaped.append(finished)
             if finished["status"] == ExecutionStatus.WORKER_LOST:
                 # Before it is announced: whatever the lost run wrote is not served stale.
                 invalidate_possible_writes(conn, client, row=row)
     conn.commit()
+    for execution_id in requeued:
+        if on_requeued is not None:
+            on_requeued(execution_id)
     if reaped:
         events = [(str(r["id"]), {"type": FINISHED, "status": r["status"]}) for r in reaped]
         try:
@@ -92,14 +115,15 @@ def _candidates(
     """Running rows started over a beat ago (their worker must be beating by now) and expired queued rows."""
     return conn.execute(
         """
-        SELECT id, status, worker, timeout_s, tools,
+        SELECT id, status, worker, timeout_s, tools, retry, attempts,
                status = 'running'
                  AND now() > started_at + make_interval(secs => timeout_s + %(grace)s)
                  AS overdue
           FROM executions
          WHERE (%(id)s::uuid IS NULL OR id = %(id)s::uuid)
            AND ((status = 'running' AND started_at < now() - make_interval(secs => %(ttl)s))
-             OR (status = 'queued' AND created_at < now() - make_interval(secs => %(qmax)s)))
+             OR (status = 'queued'
+                 AND coalesce(requeued_at, created_at) < now() - make_interval(secs => %(qmax)s)))
         """,
         {"grace": RUN_GRACE_S, "ttl": BEAT_TTL_S, "qmax": queue_max_s, "id": execution_id},
     ).fetchall()
@@ -124,7 +148,8 @@ def _confirmed_dead(client: redis.Redis, suspects: list[Row]) -> set[str]:
     }
 
 
-def _finish_one(conn: psycopg.Connection[Row], row: Row, *, dead: set[str]) -> Row | None:
+def _finish_one(conn: psycopg.Connection[Row], row: Row) -> Row | None:
+    """End an expired queued row, or an overdue running one whose worker still beats (hung)."""
     execution_id = str(row["id"])
     if row["status"] == ExecutionStatus.QUEUED:
         return finish_execution(
@@ -138,19 +163,13 @@ def _finish_one(conn: psycopg.Connection[Row], row: Row, *, dead: set[str]) -> R
             ),
             from_statuses=(ExecutionStatus.QUEUED,),
         )
-    if row["overdue"]:
-        message = (
-            f"no result {RUN_GRACE_S:g}s past its {row['timeout_s']:g}s limit: sandbox worker "
-            f"{row['worker']} hung or lost it; it was not re-run because tool calls may have "
-            "had side effects — submit it again if safe"
-        )
-    elif execution_id in dead:
-        message = (
-            f"the sandbox worker running it ({row['worker']}) died; it was not re-run "
-            "because tool calls may have had side effects — submit it again if safe"
-        )
-    else:
+    if not row["overdue"]:
         return None
+    # Its worker still beats: it may still be running, so even "retry": "safe" is not re-run.
+    message = (
+        f"no result {RUN_GRACE_S:g}s past its {row['timeout_s']:g}s limit: sandbox worker "
+        f"{row['worker']} hung or lost it; {NOT_RERUN}"
+    )
     return finish_execution(
         conn,
         execution_id=execution_id,

@@ -31,9 +31,9 @@ def create_execution(
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id)
+                                idempotency_key, capability_id, retry)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s)
+                %(cap)s, %(retry)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
@@ -57,6 +57,7 @@ def request_params(
         "timeout": timeout_s,
         "key": request.idempotency_key,
         "cap": cap,
+        "retry": request.retry,
     }
 
 
@@ -117,6 +118,7 @@ def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker:
         """
         UPDATE executions
            SET status = %(running)s, started_at = now(), worker = %(worker)s,
+               attempts = attempts + 1,
                queued_ms = EXTRACT(EPOCH FROM (clock_timestamp() - created_at)) * 1000
          WHERE id = %(id)s AND status = %(queued)s
         RETURNING *
@@ -126,6 +128,32 @@ def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker:
             "worker": worker,
             "running": ExecutionStatus.RUNNING,
             "queued": ExecutionStatus.QUEUED,
+        },
+    ).fetchone()
+
+
+def requeue_execution(
+    conn: psycopg.Connection[Row], *, execution_id: str, attempts: int, record: dict[str, Any]
+) -> Row | None:
+    """Move a lost attempt running → queued to be re-run, appending ``record`` to ``retries``.
+
+    Only from the attempt read (``attempts``), so of the reaper and a redelivery that both
+    saw the worker die, one re-queues it; None for the other.
+    """
+    return conn.execute(
+        """
+        UPDATE executions
+           SET status = %(queued)s, worker = NULL, started_at = NULL, requeued_at = now(),
+               retries = retries || jsonb_build_array(%(record)s::jsonb)
+         WHERE id = %(id)s AND status = %(running)s AND attempts = %(attempts)s
+        RETURNING *
+        """,
+        {
+            "id": execution_id,
+            "attempts": attempts,
+            "record": Jsonb(record),
+            "queued": ExecutionStatus.QUEUED,
+            "running": ExecutionStatus.RUNNING,
         },
     ).fetchone()
 

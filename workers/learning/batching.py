@@ -7,6 +7,7 @@ list, but it acknowledges them whenever that process returns or dies. Here:
   so the batch is redelivered (the work is idempotent: see shared.learning.ingest);
 - a batch whose ``run`` returns ``REQUEUE`` (say, the database is away) is requeued
   instead of acknowledged;
+- a consumer restart (the broker connection dropped) starts the flush timer again;
 - the flush timer does not hand over a partial batch while every pool process is
   busy with one: under load the buffer grows to a full batch instead of queueing
   many small ones (each costs its fixed round trips), while a lone message still
@@ -34,6 +35,27 @@ class ReliableBatches(Batches):  # type: ignore[misc]  # celery-batches ships no
     def __init__(self) -> None:
         super().__init__()
         self._in_flight = 0  # batches handed to the pool and not yet returned
+
+    def Strategy(self, task: Any, app: Any, consumer: Any) -> Any:
+        """Called at every consumer start, reconnections to the broker included.
+
+        When the broker connection drops, Celery clears the event loop's timers
+        (``celery.worker.loops.asynloop``) and discards batches still waiting for a pool
+        process (``AsynPool.flush``) without calling their callbacks. celery-batches starts
+        its flush timer only while ``_tref`` is None, so without this reset no partial batch
+        would ever be flushed again, and ``_in_flight`` would never fall: after a Redis
+        restart the worker fetched messages and ingested none. A discarded batch's messages
+        come back after the visibility timeout (their ingestion is idempotent).
+        """
+        stale: Any = getattr(self, "_tref", None)  # celery-batches: no type stubs
+        if stale is not None:
+            stale.cancel()
+        self._tref = None
+        self._in_flight = 0
+        handler = super().Strategy(task, app, consumer)
+        if self._buffer.qsize() or self._pending.qsize():  # fetched before the drop
+            self._tref = consumer.timer.call_repeatedly(self.flush_interval, self._do_flush)
+        return handler
 
     def _do_flush(self) -> None:
         full = self._buffer.qsize() >= self.flush_every

@@ -225,9 +225,20 @@ def reap_executions() -> int:
             conn,
             resources.redis_client(),
             queue_max_s=settings.execution_queue_max_s,
+            max_retries=settings.execution_max_retries,
             on_finished=lambda execution_id: ingest_execution.delay(execution_id),
+            on_requeued=_send_run,
         )
     return len(reaped)
+
+
+def _send_run(execution_id: str) -> None:
+    """Send a re-queued execution (`"retry": "safe"`) to the sandbox workers again."""
+    try:
+        app.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+    except Exception as exc:  # kombu raises several connection errors
+        # The row waits `queued`; the queue-wait limit ends it if it is never sent.
+        log.error("could not send re-queued execution %s: %s", execution_id, exc)
 
 
 @app.task(name=TaskName.EXPIRE_CACHE, acks_late=True, reject_on_worker_lost=True)

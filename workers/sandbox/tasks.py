@@ -9,11 +9,11 @@ import redis
 from celery import Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
-from shared.cache.runs import invalidate_possible_writes
 from shared.config import get_settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.liveness import alive, worker_name
+from shared.executions.lost import end_lost_run
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, finish_execution, get_execution
 from shared.logs import bind
@@ -37,7 +37,8 @@ def sandbox_ping() -> str:
     name=TaskName.RUN_EXECUTION,
     bind=True,
     # Idempotent by the row's status (below), so a late ack is safe: a message whose
-    # worker died is redelivered and changes nothing (the reaper ended it as `worker_lost`).
+    # worker died is redelivered and changes nothing (the reaper ended it as `worker_lost`,
+    # or re-queued it for a client that submitted it with `"retry": "safe"`).
     acks_late=True,
     reject_on_worker_lost=True,
     # No autoretry: tool calls may have side effects, executions run at most once.
@@ -54,7 +55,13 @@ def run_execution(self: Task, execution_id: str) -> str:
         # Nothing ran: give the message back to the queue for a later delivery.
         raise Reject(f"database unavailable: {exc}", requeue=True) from exc
     if row is None:
-        return with_db_retry(lambda conn: _handle_unclaimable(conn, execution_id), what="read")
+        status = with_db_retry(lambda conn: _handle_unclaimable(conn, execution_id), what="read")
+        if status != ExecutionStatus.QUEUED:
+            return status
+        # Its worker died and it may be re-run (`"retry": "safe"`): run it here, now.
+        row = with_db_retry(lambda conn: _claim(conn, execution_id), what="claim")
+        if row is None:  # another worker claimed it first
+            return ExecutionStatus.RUNNING
     bind(tenant_id=row["tenant_id"])
     beat.busy = execution_id
     beat.beat()
@@ -149,21 +156,19 @@ def _handle_unclaimable(conn: Any, execution_id: str) -> str:
         )
         return ExecutionStatus.RUNNING
     # Running, its worker silent, and we just received its message again: the worker died.
-    # At most once: the code may have called tools with side effects, so never re-run.
-    # Whatever it could have written is no longer served from the cache.
-    invalidate_possible_writes(conn, resources.redis_client(), row=current)
-    finished = finish_execution(
+    # At most once unless the client allowed re-runs (shared.executions.lost decides).
+    lost = end_lost_run(
         conn,
-        execution_id=execution_id,
-        status=ExecutionStatus.WORKER_LOST,
-        error=error_dict(
-            ErrorType.WORKER_LOST,
-            "the sandbox worker running this execution died; it was not re-run "
-            "because tool calls may have had side effects — submit it again if safe",
-        ),
+        resources.redis_client(),
+        row=current,
+        reason=f"the sandbox worker running it ({holder}) died",
+        max_retries=_settings.execution_max_retries,
     )
     conn.commit()
-    if finished is not None:
-        _announce(execution_id, ExecutionStatus.WORKER_LOST)
-        _enqueue_ingest(execution_id)
+    if lost is None:  # the reaper got there first
+        return "reaped"
+    if lost.requeued:
+        return ExecutionStatus.QUEUED
+    _announce(execution_id, ExecutionStatus.WORKER_LOST)
+    _enqueue_ingest(execution_id)
     return ExecutionStatus.WORKER_LOST

@@ -12,18 +12,15 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psutil
-import pytest
 import redis
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from deploy.launcher.embedded import EmbeddedRedis
 from shared.queues import RPC_CLAIM_PREFIX
-from tests.conftest import server_dir
-from tests.integration.e2e.conftest import E2EStack, Proc, running_stack, wait_until
+from tests.integration.e2e.conftest import E2EStack, Proc, wait_until
 from tests.integration.faults.accounting import (
     all_terminal,
     check_accounted,
@@ -31,40 +28,9 @@ from tests.integration.faults.accounting import (
     running,
     submit_burst,
 )
-from tests.integration.mcp_servers import example_server
 
 BURST = 20
-
-
-@pytest.fixture(scope="module")
-def own_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis only this module uses (AOF on, as `agentcards up` runs it)."""
-    folder = server_dir("fault-redis")
-    server = EmbeddedRedis.start(folder, port=free_port(), persist=True)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(
-    embedded_pg: EmbeddedPostgres,
-    own_redis: EmbeddedRedis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[E2EStack]:
-    tmp = tmp_path_factory.mktemp("faults")
-    with running_stack(
-        embedded_pg,
-        own_redis,
-        tmp,
-        {"example": example_server(tmp)},
-        learning=False,
-        sandbox_wall_time_s=30,
-        sandbox_max_wall_time_s=60,
-        celery_visibility_timeout_s=130,
-        execution_queue_max_s=120,
-    ) as running:
-        running.redis_holder = own_redis  # type: ignore[attr-defined]
-        yield running
+STACK_SETTINGS = {"learning": False}
 
 
 def _pool_children(proc: Proc) -> list[psutil.Process]:
