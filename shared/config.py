@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     # many have arrived, or this long after the first (the latency of a lone message).
     learning_batch_size: int = Field(default=200, ge=1, le=10_000)
     learning_batch_wait_ms: float = Field(default=25.0, gt=0, le=10_000)
+    # /healthz reads `degraded` (learning stalled) once a finished execution has waited this
+    # long to be learned from: batches flush within milliseconds, a redelivered message
+    # within the visibility timeout, so minutes of waiting means no worker is consuming.
+    learning_stall_s: float = Field(default=300.0, gt=0, le=86_400)
 
     # Result cache: how long an entry lives when no tool it used says otherwise (an
     # `agentcards.cache` block in the MCP config overrides per server or tool; 0 = never).

@@ -1,4 +1,4 @@
-"""Readiness: Postgres (with pgvector), Redis, a ready toolhost and a live sandbox worker."""
+"""Readiness: Postgres (with pgvector), Redis, a ready toolhost and a live sandbox worker; learning lag."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from services.gateway.deps import State
 from shared.executions.liveness import read_sandbox_beats
+from shared.learning.lag import learning_lag
 from shared.queues import Queue
 from shared.rpc.heartbeat import toolhost_health
 
@@ -23,14 +24,24 @@ def healthz(state: State) -> JSONResponse:
     That takes Postgres, Redis, a ready toolhost and at least one live sandbox worker
     process. MCP servers that failed do not make it 503 (the rest of the stack serves);
     they are listed with their state and last error, and the status reads ``degraded``.
-    ``learning.queued`` is the learning backlog (learned capabilities lag by that much).
+    ``learning`` is the learning backlog: ``queued`` messages in Redis, and from Postgres
+    the finished runs not yet learned from (``behind``) and the oldest one's wait
+    (``oldest_s``). A wait past ``AGENTCARDS_LEARNING_STALL_S`` is ``stalled`` and reads
+    ``degraded``: executions still complete, but nothing new is learned from them.
     """
     checks: dict[str, Any] = {}
+    learning: dict[str, Any] = {}
     try:
         with state.pool.connection(timeout=2) as conn:
             row = conn.execute(
                 "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
+            lag = learning_lag(conn)
+        learning = {
+            "behind": lag.behind,
+            "oldest_s": lag.oldest_s,
+            "stalled": lag.stalled(after_s=state.settings.learning_stall_s),
+        }
         checks["postgres"] = (
             {"ok": True, "pgvector": row["extversion"]}
             if row
@@ -54,16 +65,16 @@ def healthz(state: State) -> JSONResponse:
             ]
         except redis.RedisError as exc:
             checks["toolhost"] = {"ok": False, "error": _short(exc)}
-    learning: dict[str, Any] = {}
     if checks["redis"]["ok"]:
         try:
             checks["sandbox_workers"] = _sandbox_workers(state.redis)
-            learning = {"queued": int(state.redis.llen(Queue.LEARNING.value))}
+            learning["queued"] = int(state.redis.llen(Queue.LEARNING.value))
         except redis.RedisError as exc:
             checks["sandbox_workers"] = {"ok": False, "error": _short(exc)}
     failing = [name for name, check in checks.items() if not check["ok"]]
     not_ready = [s["name"] for s in servers if s["state"] != "ready"]
-    status = "unavailable" if failing else "degraded" if not_ready else "ok"
+    degraded = bool(not_ready) or learning.get("stalled", False)
+    status = "unavailable" if failing else "degraded" if degraded else "ok"
     body = {
         "status": status,
         "failing": failing,
