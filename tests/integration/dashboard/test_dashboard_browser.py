@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.integration.dashboard.conftest import LEARNED, capability_code, run
 from tests.integration.e2e.conftest import E2EStack, wait_until
@@ -158,6 +160,98 @@ def test_filtering_by_success_rate_dims_the_capabilities_below_it(
     dashboard.save_screenshot(str(artifacts / "filter-success-rate.png"))
     slider.send_keys(Keys.HOME)
     _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+
+
+def _download(browser: webdriver.Chrome, into: Path, button: str) -> dict[str, Any]:
+    """Click an export button and read the bundle Chromium saved into ``into``."""
+    into.mkdir(parents=True)
+    browser.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(into)}
+    )
+    browser.find_element(By.ID, button).click()
+    saved = into / "agentcards-capabilities.json"
+    wait_until(saved.exists, what=f"{saved} downloaded")
+    bundle: dict[str, Any] = orjson.loads(saved.read_bytes())
+    return bundle
+
+
+def test_the_explorer_searches_filters_by_server_and_exports_what_is_ticked(
+    dashboard: webdriver.Chrome, stack: Stack, tmp_path: Path
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+
+        def ids(**params: Any) -> set[str]:
+            listed = client.get("/api/capabilities", params={"limit": 500, **params}).json()
+            return {c["id"] for c in listed["capabilities"]}
+
+        on_time, everything = ids(server="time"), ids()
+        searched = ids(server="time", q="step 7:")
+    assert len(searched) == 1 and 0 < len(on_time) < len(everything)
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    _wait(
+        dashboard,
+        "[...document.querySelectorAll('#f-server option')].some(o => o.value === 'time')",
+    )
+    server = dashboard.find_element(By.ID, "f-server")
+    server.send_keys("time")  # typed, as a keyboard user picks an option
+    assert Select(server).first_selected_option.get_attribute("value") == "time"
+    _wait(
+        dashboard, f"document.querySelector('#match-count').textContent === '{len(on_time)} match'"
+    )
+    shown = dashboard.execute_script(
+        "return {bright: cy.nodes('[kind = \"capability\"]').filter(n => !n.hasClass('dimmed'))"
+        ".map(n => n.data('capability_id')),"
+        " listed: [...document.querySelectorAll('#cap-list li')].map(li => li.dataset.capabilityId)}"
+    )
+    assert set(shown["bright"]) == set(shown["listed"]) == on_time
+    dashboard.find_element(By.ID, "search").send_keys("step 7:")
+    _wait(dashboard, "document.querySelector('#match-count').textContent === '1 match'")
+    assert dashboard.execute_script(
+        "return [...document.querySelectorAll('#cap-list li')].map(li => li.dataset.capabilityId)"
+    ) == list(searched)
+    dashboard.find_element(By.ID, "search").send_keys(*[Keys.BACKSPACE] * len("step 7:"))
+    _wait(
+        dashboard, f"document.querySelector('#match-count').textContent === '{len(on_time)} match'"
+    )
+    boxes = dashboard.find_elements(By.CSS_SELECTOR, "#cap-list input[type=checkbox]")[:2]
+    for box in boxes:
+        box.click()
+    ticked = {box.get_attribute("value") for box in boxes}
+    selected = _download(dashboard, tmp_path / "selected", "export-selected")
+    assert selected["format"] == "agentcards.capabilities"
+    assert {c["id"] for c in selected["capabilities"]} == ticked
+    assert all(c["code"] and c["parameters_schema"] for c in selected["capabilities"])
+    every = _download(dashboard, tmp_path / "all", "export-all")
+    assert {c["id"] for c in every["capabilities"]} == everything
+    server.send_keys("any")
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+
+
+def test_the_metrics_strip_shows_the_tenants_numbers_and_links_flower(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        summary = client.get("/api/metrics/summary").json()
+    learned, flower = summary["capabilities_learned"], summary["flower_url"]
+    assert learned >= LEARNED and flower
+    _wait(dashboard, f"document.querySelector('#m-learned').textContent === '{learned}'")
+    strip = dashboard.execute_script(
+        "return {epm: document.querySelector('#m-epm').textContent,"
+        " success: document.querySelector('#m-success').textContent,"
+        " cache: document.querySelector('#m-cache').textContent,"
+        " flower: document.querySelector('#flower-link').getAttribute('href'),"
+        " hidden: document.querySelector('#flower-link').hidden}"
+    )
+    assert re.fullmatch(r"\d+\.\d", strip["epm"]), strip
+    assert re.fullmatch(r"\d+%", strip["success"]), strip
+    if summary["cache_hit_rate"] is None:  # no cacheable run yet: a dash, not "0%"
+        assert strip["cache"] == "\u2013", strip
+    else:
+        assert re.fullmatch(r"\d+%", strip["cache"]), strip
+    assert strip["flower"] == flower and strip["hidden"] is False
 
 
 def test_a_new_capability_appears_live_without_a_reload(
