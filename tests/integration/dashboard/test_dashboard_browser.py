@@ -20,6 +20,19 @@ from tests.integration.e2e.conftest import E2EStack, wait_until
 pytestmark = pytest.mark.timeout(900)
 Stack = tuple[E2EStack, dict[str, str]]
 VIOLET = "rgb(139,92,246)"
+MIN_LABEL_PX = 9
+
+
+# Pairs of top-level nodes (capability boxes with their labels) that overlap on screen.
+BOX_OVERLAPS_JS = """
+const boxes = cy.nodes().orphans().map(n => n.boundingBox({includeLabels: true}));
+let overlaps = 0;
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const a = boxes[i], b = boxes[j];
+  if (a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2) overlaps++;
+}
+return overlaps;
+"""
 
 
 def _wait(browser: webdriver.Chrome, script: str, *, timeout: float = 60) -> Any:
@@ -63,7 +76,12 @@ def test_the_three_views_draw_and_the_choice_is_remembered(
             "return {caps: cy.nodes('[kind = \"capability\"]').length,"
             " parents: cy.nodes(':parent').length, tools: cy.nodes('[kind = \"tool\"]').length,"
             " colour: cy.nodes('[kind = \"capability\"]').map(n => n.style('background-color'))[0],"
-            " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0]}"
+            " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0],"
+            " inside: (b => b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1"
+            "   && b.y2 <= cy.height() + 1)(cy.elements().renderedBoundingBox({includeLabels: true})),"
+            f" overlaps: (() => {{ {BOX_OVERLAPS_JS} }})(),"
+            " labelPx: cy.zoom() * Math.min(...cy.nodes().orphans()"
+            "   .map(n => parseFloat(n.style('font-size'))))}"
         )
         dashboard.save_screenshot(str(artifacts / f"view-{view}.png"))
     assert counts["tools"]["caps"] == 0 and counts["tools"]["tools"] >= 5  # example + time tools
@@ -73,6 +91,11 @@ def test_the_three_views_draw_and_the_choice_is_remembered(
     # Compound: every capability holds its own tool instances.
     assert counts["hypergraph"]["parents"] >= LEARNED
     assert counts["hypergraph"]["tools"] > counts["hypergraph"]["parents"]
+    # Nothing is clipped by the container; the boxes (labels included) never cover each other.
+    assert all(counts[view]["inside"] for view in counts), counts
+    assert counts["hypergraph"]["overlaps"] == 0
+    # Readable at the fitted zoom: top-level labels (capabilities, or tools) drawn at >= 9 px.
+    assert all(counts[view]["labelPx"] >= MIN_LABEL_PX for view in counts), counts
     dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
     _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
     dashboard.refresh()
