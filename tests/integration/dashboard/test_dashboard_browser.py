@@ -252,6 +252,61 @@ def test_the_explorer_searches_filters_by_server_and_exports_what_is_ticked(
     _wait(dashboard, "cy.nodes('.dimmed').length === 0")
 
 
+def test_the_explorer_filters_by_usage_and_date_and_sorts_like_the_api(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+
+        def listed(**params: Any) -> list[str]:
+            body = client.get("/api/capabilities", params={"limit": 500, **params}).json()
+            return [c["id"] for c in body["capabilities"]]
+
+        used_twice, by_rate = listed(min_usage=2), listed(sort="success_rate")
+    assert 0 < len(used_twice) < len(by_rate)
+
+    def shown() -> list[str]:
+        return list(
+            dashboard.execute_script(
+                "return [...document.querySelectorAll('#cap-list li')]"
+                ".map(li => li.dataset.capabilityId)"
+            )
+        )
+
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    usage = dashboard.find_element(By.ID, "f-usage")
+    usage.send_keys(Keys.ARROW_UP, Keys.ARROW_UP)  # 0 -> 2
+    _wait(
+        dashboard,
+        f"document.querySelector('#match-count').textContent === '{len(used_twice)} match'",
+    )
+    assert set(shown()) == set(used_twice)
+    usage.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+    dashboard.find_element(By.ID, "f-sort").send_keys("success rate")
+    _wait(
+        dashboard,
+        f"document.querySelector('#cap-list li')?.dataset.capabilityId === '{by_rate[0]}'",
+    )
+    assert shown() == by_rate
+    # Nothing was used after tomorrow: every capability is dimmed; clearing the date restores.
+    dashboard.execute_script(
+        "const d = document.querySelector('#f-from');"
+        " d.value = new Date(Date.now() + 2 * 86400e3).toISOString().slice(0, 10);"
+        " d.dispatchEvent(new Event('input'))"
+    )
+    _wait(dashboard, "document.querySelector('#match-count').textContent === '0 match'")
+    assert dashboard.execute_script(
+        "return cy.nodes('[kind = \"capability\"]').every(n => n.hasClass('dimmed'))"
+    )
+    dashboard.execute_script(
+        "const d = document.querySelector('#f-from'); d.value = ''; d.dispatchEvent(new Event('input'))"
+    )
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+    dashboard.find_element(By.ID, "f-sort").send_keys("usage")
+
+
 def test_the_metrics_strip_shows_the_tenants_numbers_and_links_flower(
     dashboard: webdriver.Chrome, stack: Stack
 ) -> None:
