@@ -32,6 +32,19 @@ from shared.db import migrate
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children the tests start run this checkout's code, not the installed one's.
+
+    They run with PYTHONSAFEPATH (as `agentcards up` runs its children), so their cwd is not on
+    sys.path: with an editable install of another checkout (a git worktree beside it) they
+    would import that checkout's services/, workers/ and shared/, and its static files.
+    """
+    here = str(Path(__file__).resolve().parents[1])
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
+    os.environ["PYTHONPATH"] = os.pathsep.join([here, *rest])
+
+
 TEMPLATE_DB = "agentcards_template"
 
 

@@ -81,8 +81,11 @@ def _page(folder: Path, data: dict[str, Any]) -> Path:
     return page
 
 
-def run(capabilities: int = 50, tools: int = 200, repeats: int = 3) -> dict[str, Any]:
-    """Median render time (create + fcose layout to layoutstop) per view, and label overlaps."""
+def run(
+    capabilities: int = 50, tools: int = 200, repeats: int = 3, screenshots: str | None = None
+) -> dict[str, Any]:
+    """Median render time (create + fcose layout to layoutstop) per view, and label overlaps;
+    with ``screenshots`` (a folder), each view's last drawing as ``bench-<view>.png``."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -92,7 +95,7 @@ def run(capabilities: int = 50, tools: int = 200, repeats: int = 3) -> dict[str,
         options.binary_location = CHROMIUM
         for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                      "--disable-component-update", "--no-first-run", "--disable-sync",
-                     "--allow-file-access-from-files", "--window-size=1400,1000",
+                     "--allow-file-access-from-files", "--window-size=1400,1100",
                      f"--user-data-dir={tmp}/profile"):  # fmt: skip
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -117,7 +120,11 @@ def run(capabilities: int = 50, tools: int = 200, repeats: int = 3) -> dict[str,
                     "nodes": result["nodes"],
                     "edges": result["edges"],
                     "label_overlaps": driver.execute_script(OVERLAPS_JS),
+                    "zoom": round(driver.execute_script("return cy.zoom()"), 3),
                 }
+                if screenshots:
+                    Path(screenshots).mkdir(parents=True, exist_ok=True)
+                    driver.save_screenshot(str(Path(screenshots) / f"bench-{view}.png"))
         finally:
             driver.quit()
     return {

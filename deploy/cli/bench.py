@@ -85,6 +85,7 @@ def load(
 def dashboard(
     capabilities: int = typer.Option(50, help="capabilities in the synthetic graph"),
     tools: int = typer.Option(200, help="tools in the synthetic graph"),
+    screenshots: str | None = typer.Option(None, help="folder for a PNG of each view"),
 ) -> None:
     """Dashboard graph render time in headless Chromium (Cytoscape + fcose), per view."""
-    _run("dashboard", capabilities=capabilities, tools=tools)
+    _run("dashboard", capabilities=capabilities, tools=tools, screenshots=screenshots)

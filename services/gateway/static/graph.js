@@ -19,8 +19,9 @@
 
   const STYLE = [
     {selector: "node", style: {
-      "label": "data(label)", "font-size": 11, "color": "#1f2937", "text-valign": "bottom",
-      "text-margin-y": 3, "text-wrap": "wrap", "text-overflow-wrap": "anywhere", "text-max-width": 110,
+      // `display` is the label with break points after "_" and ":", so names wrap between words.
+      "label": "data(display)", "font-size": 11, "color": "#1f2937", "text-valign": "bottom",
+      "text-margin-y": 3, "text-wrap": "wrap", "text-overflow-wrap": "whitespace", "text-max-width": 110,
       "text-background-color": "#fff", "text-background-opacity": 0.8, "text-background-padding": 1,
       // Unreadable labels are hidden when zoomed out, rather than drawn as a pile.
       "min-zoomed-font-size": 7,
@@ -36,7 +37,8 @@
     // A capability holding its tools: a translucent violet box labelled on top.
     {selector: "node[kind = 'capability']:parent", style: {
       "background-opacity": 0.12, "border-width": 2, "border-color": VIOLET,
-      "text-valign": "top", "text-margin-y": -3, "padding": 10, "font-size": 15, "text-max-width": 220,
+      // Large enough to read when ~50 boxes fit the screen (tool labels show on zooming in).
+      "text-valign": "top", "text-margin-y": -3, "padding": 10, "font-size": 22, "text-max-width": 260,
     }},
     {selector: "edge", style: {
       "width": "mapData(weight, 0, 5, 1, 4)", "line-color": "#cbd5e1", "curve-style": "bezier",
@@ -84,9 +86,13 @@
     return edges.filter(e => kept.has(e));
   }
 
+  // Zero-width spaces after "_" and ":": Cytoscape wraps there rather than mid-word.
+  const breakable = label => String(label ?? "").replace(/([_:])(?=.)/g, "$1\u200b");
+
   function withColours(elements) {
     const nodes = elements.nodes.map(n => ({
-      data: {...n.data, colour: n.data.kind === "capability" ? VIOLET : serverColour(n.data.server)},
+      data: {...n.data, display: breakable(n.data.label),
+             colour: n.data.kind === "capability" ? VIOLET : serverColour(n.data.server)},
     }));
     return {nodes, edges: elements.edges.map(e => ({data: {...e.data}}))};
   }
@@ -94,9 +100,17 @@
   const LAYOUT = {
     name: "fcose", quality: "default", randomize: true, animate: false, fit: true, padding: 30,
     nodeDimensionsIncludeLabels: true,  // labels take room: no pile-ups of text
-    nodeRepulsion: () => 16000, idealEdgeLength: () => 90, edgeElasticity: () => 0.3,
+    // Tools inside a capability's box sit closer than free nodes: small boxes, a larger zoom.
+    // Free tools (the Tools view) packed tighter too: at 200 tools the fitted zoom goes from
+    // ~0.55 to ~0.7 with no label overlaps (`agentcards bench dashboard`).
+    nodeRepulsion: n => (n.isChild() ? 4500 : n.data("kind") === "tool" ? 6000 : 16000),
+    // Capability↔capability links longer: their two-line labels need the room (at 90, 50
+    // capabilities left ~6 label overlaps per drawing; at 150, none).
+    idealEdgeLength: e => (e.source().data("kind") === "capability" ? 150
+      : e.source().isChild() && e.target().isChild() ? 45 : 55),
+    edgeElasticity: () => 0.3,
     nestingFactor: 0.1, gravity: 0.25, numIter: 2500, packComponents: true,
-    nodeSeparation: 90, tile: true, tilingPaddingVertical: 20, tilingPaddingHorizontal: 20,
+    nodeSeparation: 50, tile: true, tilingPaddingVertical: 20, tilingPaddingHorizontal: 20,
   };
 
   // Draw `view` of `data` ({tools, hypergraph}) into `container`; resolves with the instance
@@ -109,10 +123,76 @@
     });
     return new Promise(resolve => {
       const layout = cy.layout(LAYOUT);
-      layout.one("layoutstop", () => resolve({cy, ms: performance.now() - started}));
+      layout.one("layoutstop", () => {
+        if (view === "hypergraph") packGroups(cy);
+        resolve({cy, ms: performance.now() - started});
+      });
       layout.run();
     });
   }
 
-  window.AgentCardsGraph = {render, serverColour, elementsFor, VIOLET};
+  // The hypergraph is mostly separate boxes: fcose spreads them as a loose disc whose gaps
+  // make the fitted zoom (and so the labels) small. Pack each group of top-level nodes
+  // (a box, or boxes joined by `calls`) in rows that fill the container's shape, then fit.
+  const GAP = 24;
+  function packGroups(cy) {
+    const roots = cy.nodes().orphans();
+    if (roots.length < 2) return;
+    const group = new Map(roots.map(r => [r.id(), r.id()]));
+    const find = id => (group.get(id) === id ? id : find(group.get(id)));
+    const rootOf = n => (n.isOrphan() ? n : n.ancestors().orphans()[0]);
+    cy.edges().forEach(e => {
+      const a = find(rootOf(e.source()).id()), b = find(rootOf(e.target()).id());
+      if (a !== b) group.set(a, b);
+    });
+    const members = new Map();
+    roots.forEach(r => {
+      const g = find(r.id());
+      if (!members.has(g)) members.set(g, cy.collection());
+      members.set(g, members.get(g).union(r).union(r.descendants()));
+    });
+    // Each box is placed on its own; boxes joined by `calls` stay next to each other.
+    const size = eles => eles.boundingBox({includeLabels: true});
+    const byHeight = (a, b) => b.bb.h - a.bb.h || b.bb.w - a.bb.w;
+    const groups = [...members.values()].map(eles => ({
+      bb: size(eles),
+      boxes: eles.orphans().map(r => {
+        const own = r.union(r.descendants());
+        return {eles: own, bb: size(own)};
+      }).sort(byHeight),
+    }));
+    const boxes = groups.sort(byHeight).flatMap(g => g.boxes);
+    // Shelf packing: rows up to `width` wide; returns each box's corner and the whole size.
+    function shelves(width) {
+      let x = 0, y = 0, rowHeight = 0, right = 0;
+      const at = boxes.map(({bb}) => {
+        if (x > 0 && x + bb.w > width) { x = 0; y += rowHeight + GAP; rowHeight = 0; }
+        const corner = {x, y};
+        x += bb.w + GAP;
+        right = Math.max(right, x - GAP);
+        rowHeight = Math.max(rowHeight, bb.h);
+        return corner;
+      });
+      return {at, w: right, h: y + rowHeight};
+    }
+    // The row width whose packing fits the container at the largest zoom (a few tries).
+    const cw = Math.max(cy.width(), 1), ch = Math.max(cy.height(), 1);
+    const area = boxes.reduce((sum, b) => sum + (b.bb.w + GAP) * (b.bb.h + GAP), 0);
+    const widest = Math.max(...boxes.map(b => b.bb.w));
+    let best = null;
+    for (let f = 0.6; f <= 2.5; f += 0.1) {
+      const packed = shelves(Math.max(widest, f * Math.sqrt(area * cw / ch)));
+      packed.zoom = Math.min(cw / packed.w, ch / packed.h);
+      if (!best || packed.zoom > best.zoom) best = packed;
+    }
+    cy.batch(() => {
+      boxes.forEach(({eles, bb}, i) => {
+        const dx = best.at[i].x - bb.x1, dy = best.at[i].y - bb.y1;
+        eles.nodes().filter(n => !n.isParent()).positions(n => ({x: n.position("x") + dx, y: n.position("y") + dy}));
+      });
+    });
+    cy.fit(undefined, LAYOUT.padding);
+  }
+
+  window.AgentCardsGraph = {render, serverColour, elementsFor, VIOLET, LAYOUT};
 })();

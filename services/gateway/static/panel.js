@@ -163,8 +163,11 @@
     select.value = keep;
   }
   let timer = null;
+  // "change" too: a <select> picked from the keyboard or by a script may send only that.
   for (const sel of controls) {
-    $(sel).addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(AC.applyFilter, 250); });
+    for (const type of ["input", "change"]) {
+      $(sel).addEventListener(type, () => { clearTimeout(timer); timer = setTimeout(AC.applyFilter, 250); });
+    }
   }
 
   async function exportCaps(ids) {

@@ -121,6 +121,53 @@ def test_a_real_execution_is_announced_finished_and_its_capability_learned(
         "name": done["capability"]["name"],
         "version": 1,
     }
+    # The same code again updates the capability's stats; a rename is an update too.
+    with stack.client() as client:
+        again = client.post(
+            "/v1/executions", params={"wait": "true"}, json={**body, "args": {"a": 1, "b": 1}}
+        ).json()
+        assert again["capability"]["status"] == "updated", again
+        frames = _until(events, "capability.updated", capability_id=done["capability"]["id"])
+        assert [data["execution_id"] for kind, data in frames if kind == "execution.finished"] == [
+            again["id"]
+        ]
+        assert not [kind for kind, _ in frames if kind == "capability.learned"]
+        renamed = client.patch(
+            f"/v1/capabilities/{done['capability']['id']}", json={"name": "add_pair"}
+        )
+        assert renamed.status_code == 200, renamed.text
+    assert _until(events, "capability.updated", name="add_pair")[-1][1] == {
+        "capability_id": done["capability"]["id"],
+        "name": "add_pair",
+        "version": 1,
+    }
+
+
+def test_a_failed_capability_run_moves_the_threshold_and_says_so(
+    stack: E2EStack, events: EventStream
+) -> None:
+    """A matched capability that fails on a re-run was a false positive: the tenant's matching
+    threshold rises, and the stream carries the move with its old and new values."""
+    with stack.client() as client:
+        body = {
+            "code": "return await mcp.example.divide(a=args['a'], b=args['b'])",
+            "intent": "divide a by b",
+            "args": {"a": 6, "b": 3},
+        }
+        learned = client.post("/v1/executions", params={"wait": "true"}, json=body).json()
+        cap_id = learned["capability"]["id"]
+        _until(events, "capability.learned", capability_id=cap_id)
+        failed = client.post(
+            f"/v1/capabilities/{cap_id}/execute",
+            params={"wait": "true"},
+            json={"args": {"a": 1, "b": 0}},
+        ).json()
+    assert failed["status"] == "failed", failed
+    frames = _until(events, "threshold.changed")
+    moved = frames[-1][1]
+    assert set(moved) == {"old", "new"} and moved["new"] > moved["old"], moved
+    assert ("capability.updated", {"capability_id": cap_id, "name": learned["capability"]["name"],
+            "version": 1}) in frames  # fmt: skip
 
 
 def test_the_cli_lists_shows_exports_and_imports(

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.integration.dashboard.conftest import LEARNED, capability_code, run
 from tests.integration.e2e.conftest import E2EStack, wait_until
@@ -18,6 +20,19 @@ from tests.integration.e2e.conftest import E2EStack, wait_until
 pytestmark = pytest.mark.timeout(900)
 Stack = tuple[E2EStack, dict[str, str]]
 VIOLET = "rgb(139,92,246)"
+MIN_LABEL_PX = 9
+
+
+# Pairs of top-level nodes (capability boxes with their labels) that overlap on screen.
+BOX_OVERLAPS_JS = """
+const boxes = cy.nodes().orphans().map(n => n.boundingBox({includeLabels: true}));
+let overlaps = 0;
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const a = boxes[i], b = boxes[j];
+  if (a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2) overlaps++;
+}
+return overlaps;
+"""
 
 
 def _wait(browser: webdriver.Chrome, script: str, *, timeout: float = 60) -> Any:
@@ -61,7 +76,12 @@ def test_the_three_views_draw_and_the_choice_is_remembered(
             "return {caps: cy.nodes('[kind = \"capability\"]').length,"
             " parents: cy.nodes(':parent').length, tools: cy.nodes('[kind = \"tool\"]').length,"
             " colour: cy.nodes('[kind = \"capability\"]').map(n => n.style('background-color'))[0],"
-            " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0]}"
+            " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0],"
+            " inside: (b => b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1"
+            "   && b.y2 <= cy.height() + 1)(cy.elements().renderedBoundingBox({includeLabels: true})),"
+            f" overlaps: (() => {{ {BOX_OVERLAPS_JS} }})(),"
+            " labelPx: cy.zoom() * Math.min(...cy.nodes().orphans()"
+            "   .map(n => parseFloat(n.style('font-size'))))}"
         )
         dashboard.save_screenshot(str(artifacts / f"view-{view}.png"))
     assert counts["tools"]["caps"] == 0 and counts["tools"]["tools"] >= 5  # example + time tools
@@ -71,6 +91,11 @@ def test_the_three_views_draw_and_the_choice_is_remembered(
     # Compound: every capability holds its own tool instances.
     assert counts["hypergraph"]["parents"] >= LEARNED
     assert counts["hypergraph"]["tools"] > counts["hypergraph"]["parents"]
+    # Nothing is clipped by the container; the boxes (labels included) never cover each other.
+    assert all(counts[view]["inside"] for view in counts), counts
+    assert counts["hypergraph"]["overlaps"] == 0
+    # Readable at the fitted zoom: top-level labels (capabilities, or tools) drawn at >= 9 px.
+    assert all(counts[view]["labelPx"] >= MIN_LABEL_PX for view in counts), counts
     dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
     _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
     dashboard.refresh()
@@ -158,6 +183,153 @@ def test_filtering_by_success_rate_dims_the_capabilities_below_it(
     dashboard.save_screenshot(str(artifacts / "filter-success-rate.png"))
     slider.send_keys(Keys.HOME)
     _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+
+
+def _download(browser: webdriver.Chrome, into: Path, button: str) -> dict[str, Any]:
+    """Click an export button and read the bundle Chromium saved into ``into``."""
+    into.mkdir(parents=True)
+    browser.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(into)}
+    )
+    browser.find_element(By.ID, button).click()
+    saved = into / "agentcards-capabilities.json"
+    wait_until(saved.exists, what=f"{saved} downloaded")
+    bundle: dict[str, Any] = orjson.loads(saved.read_bytes())
+    return bundle
+
+
+def test_the_explorer_searches_filters_by_server_and_exports_what_is_ticked(
+    dashboard: webdriver.Chrome, stack: Stack, tmp_path: Path
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+
+        def ids(**params: Any) -> set[str]:
+            listed = client.get("/api/capabilities", params={"limit": 500, **params}).json()
+            return {c["id"] for c in listed["capabilities"]}
+
+        on_time, everything = ids(server="time"), ids()
+        searched = ids(server="time", q="step 7:")
+    assert len(searched) == 1 and 0 < len(on_time) < len(everything)
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    _wait(
+        dashboard,
+        "[...document.querySelectorAll('#f-server option')].some(o => o.value === 'time')",
+    )
+    server = dashboard.find_element(By.ID, "f-server")
+    server.send_keys("time")  # typed, as a keyboard user picks an option
+    assert Select(server).first_selected_option.get_attribute("value") == "time"
+    _wait(
+        dashboard, f"document.querySelector('#match-count').textContent === '{len(on_time)} match'"
+    )
+    shown = dashboard.execute_script(
+        "return {bright: cy.nodes('[kind = \"capability\"]').filter(n => !n.hasClass('dimmed'))"
+        ".map(n => n.data('capability_id')),"
+        " listed: [...document.querySelectorAll('#cap-list li')].map(li => li.dataset.capabilityId)}"
+    )
+    assert set(shown["bright"]) == set(shown["listed"]) == on_time
+    dashboard.find_element(By.ID, "search").send_keys("step 7:")
+    _wait(dashboard, "document.querySelector('#match-count').textContent === '1 match'")
+    assert dashboard.execute_script(
+        "return [...document.querySelectorAll('#cap-list li')].map(li => li.dataset.capabilityId)"
+    ) == list(searched)
+    dashboard.find_element(By.ID, "search").send_keys(*[Keys.BACKSPACE] * len("step 7:"))
+    _wait(
+        dashboard, f"document.querySelector('#match-count').textContent === '{len(on_time)} match'"
+    )
+    boxes = dashboard.find_elements(By.CSS_SELECTOR, "#cap-list input[type=checkbox]")[:2]
+    for box in boxes:
+        box.click()
+    ticked = {box.get_attribute("value") for box in boxes}
+    selected = _download(dashboard, tmp_path / "selected", "export-selected")
+    assert selected["format"] == "agentcards.capabilities"
+    assert {c["id"] for c in selected["capabilities"]} == ticked
+    assert all(c["code"] and c["parameters_schema"] for c in selected["capabilities"])
+    every = _download(dashboard, tmp_path / "all", "export-all")
+    assert {c["id"] for c in every["capabilities"]} == everything
+    server.send_keys("any")
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+
+
+def test_the_explorer_filters_by_usage_and_date_and_sorts_like_the_api(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+
+        def listed(**params: Any) -> list[str]:
+            body = client.get("/api/capabilities", params={"limit": 500, **params}).json()
+            return [c["id"] for c in body["capabilities"]]
+
+        used_twice, by_rate = listed(min_usage=2), listed(sort="success_rate")
+    assert 0 < len(used_twice) < len(by_rate)
+
+    def shown() -> list[str]:
+        return list(
+            dashboard.execute_script(
+                "return [...document.querySelectorAll('#cap-list li')]"
+                ".map(li => li.dataset.capabilityId)"
+            )
+        )
+
+    dashboard.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(dashboard, "document.body.dataset.rendered === 'capabilities'")
+    usage = dashboard.find_element(By.ID, "f-usage")
+    usage.send_keys(Keys.ARROW_UP, Keys.ARROW_UP)  # 0 -> 2
+    _wait(
+        dashboard,
+        f"document.querySelector('#match-count').textContent === '{len(used_twice)} match'",
+    )
+    assert set(shown()) == set(used_twice)
+    usage.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+    dashboard.find_element(By.ID, "f-sort").send_keys("success rate")
+    _wait(
+        dashboard,
+        f"document.querySelector('#cap-list li')?.dataset.capabilityId === '{by_rate[0]}'",
+    )
+    assert shown() == by_rate
+    # Nothing was used after tomorrow: every capability is dimmed; clearing the date restores.
+    dashboard.execute_script(
+        "const d = document.querySelector('#f-from');"
+        " d.value = new Date(Date.now() + 2 * 86400e3).toISOString().slice(0, 10);"
+        " d.dispatchEvent(new Event('input'))"
+    )
+    _wait(dashboard, "document.querySelector('#match-count').textContent === '0 match'")
+    assert dashboard.execute_script(
+        "return cy.nodes('[kind = \"capability\"]').every(n => n.hasClass('dimmed'))"
+    )
+    dashboard.execute_script(
+        "const d = document.querySelector('#f-from'); d.value = ''; d.dispatchEvent(new Event('input'))"
+    )
+    _wait(dashboard, "cy.nodes('.dimmed').length === 0")
+    dashboard.find_element(By.ID, "f-sort").send_keys("usage")
+
+
+def test_the_metrics_strip_shows_the_tenants_numbers_and_links_flower(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        summary = client.get("/api/metrics/summary").json()
+    learned, flower = summary["capabilities_learned"], summary["flower_url"]
+    assert learned >= LEARNED and flower
+    _wait(dashboard, f"document.querySelector('#m-learned').textContent === '{learned}'")
+    strip = dashboard.execute_script(
+        "return {epm: document.querySelector('#m-epm').textContent,"
+        " success: document.querySelector('#m-success').textContent,"
+        " cache: document.querySelector('#m-cache').textContent,"
+        " flower: document.querySelector('#flower-link').getAttribute('href'),"
+        " hidden: document.querySelector('#flower-link').hidden}"
+    )
+    assert re.fullmatch(r"\d+\.\d", strip["epm"]), strip
+    assert re.fullmatch(r"\d+%", strip["success"]), strip
+    if summary["cache_hit_rate"] is None:  # no cacheable run yet: a dash, not "0%"
+        assert strip["cache"] == "\u2013", strip
+    else:
+        assert re.fullmatch(r"\d+%", strip["cache"]), strip
+    assert strip["flower"] == flower and strip["hidden"] is False
 
 
 def test_a_new_capability_appears_live_without_a_reload(

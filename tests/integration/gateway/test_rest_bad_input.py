@@ -202,7 +202,9 @@ def test_dashboard_and_graph_api_serve_what_the_page_draws(
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert "/api/graph/hypergraph" in script.text and "/api/capabilities" in script.text
     tools = client.get("/api/graph/tools").json()
-    assert {n["data"]["id"] for n in tools["nodes"]} == {"s:a", "s:b"}
+    assert {n["data"]["id"]: (n["data"]["pagerank"], n["data"]["community"]) for n in tools["nodes"]} == {
+        "s:a": (0.6, 0), "s:b": (0.4, 0)
+    }  # fmt: skip
     assert [
         (e["data"]["source"], e["data"]["target"], e["data"]["kind"]) for e in tools["edges"]
     ] == [("s:a", "s:b", "sequence")]
