@@ -115,9 +115,6 @@ def settings(pg_url: str, redis_url: str, tmp_path: Path) -> Settings:
     return Settings(database_url=pg_url, redis_url=redis_url, env="test", home=tmp_path / "home")
 
 
-_ROOT = Path(__file__).resolve().parents[1]
-
-
 def settings_env(settings: Settings) -> dict[str, str]:
     """Environment for a child process that should see exactly ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
@@ -127,11 +124,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
-            "PYTHONSAFEPATH": "1",  # as `agentcards up` runs its children
-            # ...and, like it, with this checkout's code, not the editable install's.
-            "PYTHONPATH": os.pathsep.join(
-                p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p
-            ),
+            # As `agentcards up` runs its children; PYTHONPATH (pytest_configure) keeps
+            # them on this checkout's code.
+            "PYTHONSAFEPATH": "1",
         }
     )
     return env
