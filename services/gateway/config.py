@@ -24,6 +24,13 @@ from shared.rpc.client import RpcClient
 POOL_TIMEOUT_S = 5.0
 
 
+# Every `?wait=true` request and every SSE stream holds one pub/sub connection for as long
+# as it waits, on top of the few the other calls borrow for a moment. redis-py's default
+# (100) turned a burst of slow waits into 503s; past this many, a request is refused with
+# 503 `unavailable` saying the gateway is at capacity (Redis' own limit is 10,000 clients).
+ASYNC_REDIS_CONNECTIONS = 1000
+
+
 @dataclass
 class GatewayState:
     """Long-lived clients opened at start-up and closed at shutdown."""
@@ -60,6 +67,7 @@ class GatewayState:
             ),
             aredis=aioredis.Redis.from_url(
                 redis_url,
+                max_connections=ASYNC_REDIS_CONNECTIONS,
                 socket_connect_timeout=1,
                 retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
             ),

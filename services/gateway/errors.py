@@ -155,6 +155,12 @@ def install(app: FastAPI) -> None:
     async def _outage(request: Request, exc: Exception) -> JSONResponse:
         name = next(n for t, n in _OUTAGES if isinstance(exc, t))
         log.warning("%s failed on %s %s: %s", name, request.method, request.url.path, exc)
+        if isinstance(exc, redis.exceptions.MaxConnectionsError):  # busy, not down
+            return unavailable_response(
+                name,
+                "the gateway is at capacity: every connection it keeps to Redis is in use by "
+                "requests waiting on results",
+            )
         return unavailable_response(name, f"{type(exc).__name__}: {str(exc)[:200]}")
 
     for kind, _ in _OUTAGES:

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from services.gateway.config import GatewayState
 from shared.executions.events import decode_event
 from shared.queues import events_channel, events_log_key
+
+
+@asynccontextmanager
+async def subscription(client: aioredis.Redis, channel: str) -> AsyncIterator[PubSub]:
+    """A pub/sub subscription whose connection goes back to the pool whatever happens.
+
+    The connection is taken by ``subscribe``; anything failing or cancelled after that,
+    subscribing included, must still close it, or the pool loses it for good.
+    """
+    pubsub = client.pubsub()
+    try:
+        await pubsub.subscribe(channel)
+        yield pubsub
+    finally:
+        await pubsub.aclose()
 
 
 class EventFollower:
@@ -24,8 +44,13 @@ class EventFollower:
     async def __aenter__(self) -> EventFollower:
         # Subscribe before reading the log: an event published in between is in both,
         # and the sequence number drops the duplicate.
-        await self._pubsub.subscribe(events_channel(self._execution_id))
-        raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
+        try:
+            await self._pubsub.subscribe(events_channel(self._execution_id))
+            raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
+        except BaseException:  # __aexit__ will not run: give the subscription's connection
+            # back, or a full pool (subscribed, then no connection for the log) stays full
+            await self._pubsub.aclose()
+            raise
         self._backlog = [decode_event(item) for item in raw]
         return self
 

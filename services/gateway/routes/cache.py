@@ -13,6 +13,7 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway import cache as service
 from services.gateway.capabilities import load_capability
 from services.gateway.deps import CurrentPrincipal, State
+from services.gateway.events import subscription
 from shared.queues import CACHE_INVALIDATIONS_CHANNEL
 
 router = APIRouter(tags=["cache"])
@@ -70,9 +71,7 @@ async def events(state: State, principal: CurrentPrincipal) -> EventSourceRespon
     tenant = principal.tenant_id
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
-        pubsub = state.aredis.pubsub()
-        await pubsub.subscribe(CACHE_INVALIDATIONS_CHANNEL)
-        try:
+        async with subscription(state.aredis, CACHE_INVALIDATIONS_CHANNEL) as pubsub:
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=15)
                 if message is None:
@@ -84,7 +83,5 @@ async def events(state: State, principal: CurrentPrincipal) -> EventSourceRespon
                     continue
                 event = {**event, "count": mine, "tenants": None}
                 yield {"event": event["type"], "data": orjson.dumps(event).decode()}
-        finally:
-            await pubsub.aclose()
 
     return EventSourceResponse(stream())

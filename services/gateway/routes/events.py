@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from sse_starlette.sse import EventSourceResponse
 
 from services.gateway.deps import CurrentPrincipal, State
+from services.gateway.events import subscription
 from shared.events import bus
 from shared.queues import tenant_events_channel
 
@@ -32,9 +33,7 @@ async def events(state: State, principal: CurrentPrincipal) -> EventSourceRespon
     channel = tenant_events_channel(principal.tenant_id)
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
-        pubsub = state.aredis.pubsub()
-        await pubsub.subscribe(channel)
-        try:
+        async with subscription(state.aredis, channel) as pubsub:
             while True:
                 message = await pubsub.get_message(
                     ignore_subscribe_messages=True, timeout=KEEP_ALIVE_S
@@ -44,7 +43,5 @@ async def events(state: State, principal: CurrentPrincipal) -> EventSourceRespon
                     continue
                 kind, data = bus.decode(message["data"])
                 yield {"event": kind, "data": orjson.dumps(data).decode()}
-        finally:
-            await pubsub.aclose()
 
     return EventSourceResponse(stream())
