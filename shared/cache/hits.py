@@ -21,12 +21,28 @@ from shared.executions.models import ExecutionRequest
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import request_params
 
+# The parts both hit statements share: the succeeded execution row (from the request, finished
+# at once, no sandbox run) and its audit row, written only if the execution row was.
+_INSERT_EXECUTION = """INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
+        idempotency_key, capability_id, status, result, stdout, extras, started_at,
+        finished_at, duration_ms, queued_ms)"""
+_REQUEST_VALUES = """%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s,
+           %(key)s, %(cap)s, %(status)s"""
+_FINISHED_AT_ONCE = "now(), now(), 0, 0"
+_RETURN_AND_AUDIT = """ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details)
+    SELECT %(tenant)s, %(key_id)s, %(action)s, execution.id, %(args_hash)s, %(details)s
+      FROM execution
+)"""
+
 # Hit records are committed without waiting for the WAL flush (synchronous_commit off, this
 # transaction only): they are visible to every reader at once, and only a Postgres crash in
 # the next ~0.6 s (3 x wal_writer_delay) could lose one. A hit ran nothing, so what such a
 # crash loses is that hit's usage and audit row, never a side effect; waiting for the flush
 # (~8 ms on the test machines' disks) would cost more than the whole hit.
-_RECORD_HIT = """
+_RECORD_HIT = f"""
 WITH go AS (
     SELECT set_config('synchronous_commit', 'off', true) IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM cache_blocked_servers WHERE server = ANY(%(servers)s))
@@ -40,19 +56,10 @@ WITH go AS (
     SELECT 1 FROM hit
     UNION ALL SELECT 1 FROM go WHERE ok AND %(entry)s::bigint IS NULL
 ), execution AS (
-    INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s, idempotency_key,
-                            capability_id, status, result, stdout, extras, started_at,
-                            finished_at, duration_ms, queued_ms)
-    SELECT %(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-           %(cap)s, %(status)s, %(result)s, %(stdout)s, %(extras)s, now(), now(), 0, 0
+    {_INSERT_EXECUTION}
+    SELECT {_REQUEST_VALUES}, %(result)s, %(stdout)s, %(extras)s, {_FINISHED_AT_ONCE}
       FROM live
-    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING *
-), audit AS (
-    INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details)
-    SELECT %(tenant)s, %(key_id)s, %(action)s, execution.id, %(args_hash)s, %(details)s
-      FROM execution
-)
+    {_RETURN_AND_AUDIT}
 SELECT * FROM execution
 """
 
@@ -60,7 +67,7 @@ SELECT * FROM execution
 # The L2 hit in one statement: the live entry for (tenant, capability, params), counted, copied
 # into the succeeded execution and audited; with the entry's tools, servers and generations
 # for the caller's allow-list and generation checks, which roll the whole of it back on refusal.
-_RECORD_CAPABILITY_HIT = """
+_RECORD_CAPABILITY_HIT = f"""
 WITH entry AS (
     SELECT id, result, stdout, tools_used, servers, generations, source_execution_id, created_at
       FROM capability_cache
@@ -77,23 +84,14 @@ WITH entry AS (
       FROM entry WHERE c.id = entry.id AND (SELECT ok FROM go)
     RETURNING entry.*
 ), execution AS (
-    INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s, idempotency_key,
-                            capability_id, status, result, stdout, extras, started_at,
-                            finished_at, duration_ms, queued_ms)
-    SELECT %(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-           %(cap)s, %(status)s, hit.result, hit.stdout,
+    {_INSERT_EXECUTION}
+    SELECT {_REQUEST_VALUES}, hit.result, hit.stdout,
            jsonb_build_object('cache_hit', %(level)s::text,
-                              'cached_at', to_jsonb(hit.created_at) #>> '{}',
+                              'cached_at', to_jsonb(hit.created_at) #>> '{{}}',
                               'source_execution_id', hit.source_execution_id::text),
-           now(), now(), 0, 0
+           {_FINISHED_AT_ONCE}
       FROM hit
-    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING *
-), audit AS (
-    INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details)
-    SELECT %(tenant)s, %(key_id)s, %(action)s, execution.id, %(args_hash)s, %(details)s
-      FROM execution
-)
+    {_RETURN_AND_AUDIT}
 SELECT execution.*, hit.tools_used AS entry_tools_used, hit.servers AS entry_servers,
        hit.generations AS entry_generations
   FROM execution, hit
