@@ -8,13 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import redis
 
 from services.gateway.config import GatewayState
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.cache import entries, store
-from shared.cache.hits import record_hit
+from shared.cache.hits import record_capability_hit, record_hit
 from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.keys import execution_digest, params_hash
 from shared.cache.policy import servers_of
@@ -37,8 +38,10 @@ def answer_from_cache(
     principal: Principal,
     timeout_s: float,
     capability_id: str | None,
+    counters: redis.client.Pipeline,
 ) -> Row | None:
-    """The recorded, audited hit for this submission, or None (a miss: run it).
+    """The recorded, audited hit for this submission, or None (a miss: run it); each lookup
+    is counted on ``counters``, which the caller sends.
 
     An entry whose run used a tool outside the caller's allow-list is a miss (and is not
     counted as a hit), so a restricted key never reads what only a wider key's run could
@@ -64,18 +67,27 @@ def answer_from_cache(
                 "cached_at": found.cached_at, "source_execution_id": found.source},
             )  # fmt: skip
             conn.commit()
-        record_lookup(state.redis, tenant_id=tenant_id, level=level, hit=row is not None)
+        record_lookup(counters, tenant_id=tenant_id, level=level, hit=row is not None)
         return row
 
     if capability_id is not None:
-        entry = store.find_entry(
-            conn, tenant_id=tenant_id, capability_id=capability_id,
-            params_hash=params_hash(request.args),
+        # Found, counted and recorded in one statement, then checked: a refusal rolls it all
+        # back (no hit counted, no execution), so a hit costs one statement and one commit.
+        recorded = record_capability_hit(
+            conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
+            key_id=principal.key_id, capability_id=capability_id,
+            params_hash=params_hash(request.args), level=str(Level.CAPABILITY),
         )  # fmt: skip
-        if entry is not None and not usable(entry["tools_used"], entry["servers"],
-                                            entry["generations"]):  # fmt: skip
-            entry = None
-        return record(Level.CAPABILITY, _from_row(entry, capability_id) if entry else None)
+        row = None
+        if recorded is not None:
+            row, entry = recorded
+            if usable(entry["tools_used"], entry["servers"], entry["generations"]):
+                conn.commit()
+            else:
+                conn.rollback()
+                row = None
+        record_lookup(counters, tenant_id=tenant_id, level=Level.CAPABILITY, hit=row is not None)
+        return row
     scope = load_scope(conn, tools=request.tools)
     digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
     hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)

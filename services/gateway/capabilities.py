@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 from anyio import to_thread
@@ -117,13 +118,13 @@ async def search_capabilities(
     return CapabilitySearchResponse.model_validate(await to_thread.run_sync(run))
 
 
-def load_capability(state: GatewayState, *, ref: str, tenant_id: str) -> Row:
-    """A capability by id, else by name; NotFound otherwise."""
+def load_capability(state: GatewayState, *, ref: str, tenant_id: str, conn: Any = None) -> Row:
+    """A capability by id, else by name (on ``conn`` when given); NotFound otherwise."""
     if "\x00" in ref:  # Postgres text cannot hold NUL: refuse before querying
         raise ValidationFailed(
             "a capability id or name must not contain a NUL character", field="capability_id"
         )
-    with state.pool.connection() as conn:
+    with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
         row = store.get_capability(conn, ref=ref, tenant_id=tenant_id)
     if row is None:
         raise NotFound(
@@ -148,8 +149,12 @@ async def execute_capability(
     It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
     """
 
-    def checked() -> Admission:  # one thread hop: a cache hit needs no other
-        cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id)
+    def checked() -> Admission:  # one thread hop and one connection: a cache hit needs no other
+        with state.pool.connection() as conn:
+            return admitted(conn)
+
+    def admitted(conn: Any) -> Admission:
+        cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id, conn=conn)
         problems = validate_args(schema=cap["parameters_schema"], args=body.args)
         if not problems.ok:
             raise ValidationFailed(
@@ -166,8 +171,9 @@ async def execute_capability(
             no_cache=body.no_cache,
             retry=body.retry,
         )
-        metrics.incr(state.redis, "capabilities_executed_total")
-        return admit(state, request=request, principal=principal, capability_id=str(cap["id"]))
+        return admit(
+            state, request=request, principal=principal, capability_id=str(cap["id"]), conn=conn
+        )
 
     admission = await to_thread.run_sync(checked)
     row = await enqueue_admitted(state, admission=admission, principal=principal)

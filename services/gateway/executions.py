@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from anyio import to_thread
 from services.gateway.cache import answer_from_cache
 from services.gateway.config import GatewayState
 from services.gateway.events import EventFollower
+from shared import metrics
 from shared.auth import limits
 from shared.auth.audit import AuditAction, finish_audit, record_audit
 from shared.auth.grants import Grant, write_grant
@@ -139,10 +141,12 @@ def admit(
     request: ExecutionRequest,
     principal: Principal,
     capability_id: str | None = None,
+    conn: Any = None,
 ) -> Admission:
     """Check, take a rate-limit slot, then answer from the result cache (a recorded, audited,
     succeeded row) or record a queued execution and its audit row; blocking, so a hit costs
-    one thread hop in all."""
+    one thread hop in all (on ``conn`` when given). Its counters and events are sent together,
+    in one round trip at the end."""
     timeout_s = validate_request(state, request)
     missing = unknown_tools(state, request.tools or [])
     if missing:
@@ -154,12 +158,16 @@ def admit(
     request = scoped_request(request, principal)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     syntax = None
+    counters = state.redis.pipeline(transaction=False)
+    if capability_id is not None:
+        metrics.incr(counters, "capabilities_executed_total")
     try:
-        with state.pool.connection() as conn:
+        with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
             hit = None
             if not request.no_cache:
                 hit = answer_from_cache(state, conn, request=request, principal=principal,
-                                        timeout_s=timeout_s, capability_id=capability_id)  # fmt: skip
+                                        timeout_s=timeout_s, capability_id=capability_id,
+                                        counters=counters)  # fmt: skip
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
             else:
@@ -171,14 +179,22 @@ def admit(
                 )  # fmt: skip
                 if created:  # in the same transaction: no execution without its audit row
                     _audit_submission(conn, principal=principal, request=request, row=row)
+                conn.commit()
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
+        _send(counters)
         raise
     if slot is not None:
         _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
     if hit is not None:
-        _announce_finished(state, row, tenant_id=principal.tenant_id)
+        bus.queue(
+            counters,
+            tenant_id=principal.tenant_id,
+            type=bus.EventType.EXECUTION_FINISHED,
+            data=bus.execution_finished(row),
+        )
+    _send(counters)
     return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
 
 
@@ -266,6 +282,17 @@ async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[s
         return row
 
     return await to_thread.run_sync(fail)
+
+
+def _send(counters: redis.client.Pipeline) -> None:
+    """Send a submission's counters and events; the submission is recorded already, so a lost
+    counter or event is logged, never its failure."""
+    try:
+        counters.execute()
+    except redis.RedisError:
+        log.warning(
+            "could not send %d counters/events of a submission", len(counters), exc_info=True
+        )
 
 
 def _announce_finished(state: GatewayState, row: Row, *, tenant_id: str) -> None:

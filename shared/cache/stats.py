@@ -19,13 +19,12 @@ class Level(StrEnum):
     INTENT = "intent"  # L3: a near-identical intent of a cached capability, same args
 
 
-def record_lookup(client: redis.Redis, *, tenant_id: str, level: Level, hit: bool) -> None:
-    """Count one lookup (one round trip: tenant stats and the Prometheus counter)."""
+def record_lookup(pipe: redis.client.Pipeline, *, tenant_id: str, level: Level, hit: bool) -> None:
+    """Count one lookup (tenant stats and the Prometheus counter) on the caller's pipeline,
+    sent with the request's other counters and events in one round trip."""
     kind = "hits" if hit else "misses"
-    pipe = client.pipeline(transaction=False)
     pipe.hincrby(stats_key(tenant_id), f"{kind}:{level}", 1)
     pipe.hincrby(f"{METRICS_PREFIX}cache_{kind}_total", str(level), 1)
-    pipe.execute()
 
 
 def tenant_stats(client: redis.Redis, *, tenant_id: str) -> dict[str, dict[str, Any]]:

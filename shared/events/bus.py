@@ -47,11 +47,19 @@ def publish_many(
     try:
         pipe = client.pipeline(transaction=False)
         for tenant_id, type_, data in events:
-            payload = orjson.dumps({"type": str(type_), "data": dict(data)}, default=str)
-            pipe.publish(tenant_events_channel(tenant_id), payload)
+            queue(pipe, tenant_id=tenant_id, type=type_, data=data)
         pipe.execute()
     except Exception:  # a broken event stream must not fail a finished execution
         log.warning("could not publish %d tenant event(s)", len(events), exc_info=True)
+
+
+def queue(
+    pipe: redis.client.Pipeline, *, tenant_id: str, type: EventType, data: Mapping[str, Any]
+) -> None:
+    """``publish`` on the caller's pipeline, sent with its other commands (the caller sends it
+    and, like ``publish``, never lets a failure fail the work it reports)."""
+    payload = orjson.dumps({"type": str(type), "data": dict(data)}, default=str)
+    pipe.publish(tenant_events_channel(tenant_id), payload)
 
 
 def execution_finished(row: Mapping[str, Any], *, status: str | None = None) -> dict[str, Any]:
