@@ -208,14 +208,20 @@ def test_embedded_redis_killed_is_restarted_and_the_burst_completes(gateway: Gat
             )
             poll_until(lambda: _healthy(gateway), what="the gateway recovered", timeout_s=60)
         seen = all_terminal(gateway, ids)
-    statuses = _account(gateway, ids, seen, before, "embedded Redis SIGKILL", prober)
-    assert statuses["cancelled"] == 0  # a lost broker connection is never a cancel request
-    # Messages still queued when Redis died come back from the AOF and run.
-    assert statuses["succeeded"] >= BURST - 2, statuses  # two sandbox slots were in flight
-    # The learning worker that lived through the restart consumes again: new runs are learned.
-    fresh = submit_burst(gateway, n=3, pause_s=0.0, intent=INTENT)
-    assert all(v["status"] == "succeeded" for v in all_terminal(gateway, fresh).values())
-    poll_until(lambda: _learned(gateway, fresh) == 3, what="runs after the restart learned")
+        statuses = _account(gateway, ids, seen, before, "embedded Redis SIGKILL", prober)
+        assert statuses["cancelled"] == 0  # a lost broker connection is never a cancel request
+        # Messages still queued when Redis died come back from the AOF and run.
+        assert statuses["succeeded"] >= BURST - 2, statuses  # two sandbox slots were in flight
+        # The learning worker that lived through the restart consumes again: new runs are
+        # learned. Still supervised, as a stack always is: a child the Redis loss took down
+        # is restarted before these run.
+        poll_until(lambda: _healthy(gateway), what="the gateway healthy", timeout_s=60)
+        fresh = submit_burst(gateway, n=3, pause_s=0.0, intent=INTENT)
+        after = all_terminal(gateway, fresh)
+        assert all(v["status"] == "succeeded" for v in after.values()), [
+            (v["status"], v["error"]) for v in after.values()
+        ]
+        poll_until(lambda: _learned(gateway, fresh) == 3, what="runs after the restart learned")
     worker = next(c for c in stack.children if c.spec.name == "learning-worker")
     assert worker.restarts == 0  # the same worker, reconnected
 
