@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -37,20 +37,20 @@ class EventFollower:
     def __init__(self, state: GatewayState, *, execution_id: str, after_seq: int = 0) -> None:
         self._state = state
         self._execution_id = execution_id
-        self._pubsub = state.aredis.pubsub()
+        self._stack = AsyncExitStack()
+        self._pubsub: PubSub | None = None
         self._backlog: list[dict[str, Any]] = []
         self.last_seq = after_seq
 
     async def __aenter__(self) -> EventFollower:
         # Subscribe before reading the log: an event published in between is in both,
         # and the sequence number drops the duplicate.
-        try:
-            await self._pubsub.subscribe(events_channel(self._execution_id))
+        async with AsyncExitStack() as stack:  # a failure below closes the subscription
+            self._pubsub = await stack.enter_async_context(
+                subscription(self._state.aredis, events_channel(self._execution_id))
+            )
             raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
-        except BaseException:  # __aexit__ will not run: give the subscription's connection
-            # back, or a full pool (subscribed, then no connection for the log) stays full
-            await self._pubsub.aclose()
-            raise
+            self._stack = stack.pop_all()  # entered: __aexit__ closes it
         self._backlog = [decode_event(item) for item in raw]
         return self
 
@@ -60,7 +60,7 @@ class EventFollower:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._pubsub.aclose()
+        await self._stack.aclose()
 
     @property
     def replayed_any(self) -> bool:
@@ -75,6 +75,7 @@ class EventFollower:
                 return event
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
+            assert self._pubsub is not None  # entered
             message = await self._pubsub.get_message(
                 ignore_subscribe_messages=True, timeout=remaining
             )
