@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shared import tool_ids
 from shared.cache.config import AgentcardsBlock
 from shared.errors import ConfigError
+from shared.graph.edges import CAPABILITY_PREFIX
 
 
 def _file_uris(roots: list[str]) -> list[str]:
@@ -165,6 +166,12 @@ def _parse(data: Any) -> dict[str, ServerConfig]:
                 ("mcpServers", name),
                 f"server name {name!r} is not allowed: a leading '_' is reserved "
                 "for in-process servers",
+            )
+        if f"{name}:" == CAPABILITY_PREFIX:
+            raise _Invalid(
+                ("mcpServers", name),
+                f"server name {name!r} is not allowed: '{CAPABILITY_PREFIX}<id>' names a "
+                "capability in the tool graph, so its tools would read as capabilities",
             )
         config = _parse_one(name, raw)
         if config.disabled:

@@ -86,6 +86,12 @@ def test_config_reserves_a_leading_underscore() -> None:
         parse_servers({"mcpServers": {"_bench": {"command": "x"}}})
 
 
+def test_config_reserves_the_capability_prefix() -> None:
+    with pytest.raises(ConfigError, match="names a capability in the tool graph"):
+        parse_servers({"mcpServers": {"cap": {"command": "x"}}})
+    assert list(parse_servers({"mcpServers": {"caps": {"command": "x"}}})) == ["caps"]
+
+
 @pytest.mark.parametrize(("tool_id", "ok"), TOOL_IDS.items())
 def test_gateway_accepts_exactly_the_rule(tool_id: str, ok: bool) -> None:
     if ok:
