@@ -6,8 +6,10 @@ match its own capability first, and the unrelated intents should match nothing.
 Reported at the threshold a fresh tenant starts with (nothing is set: the value
 ``shared.matching.thresholds`` ships), beside the dense baseline in the same run (plain
 cosine to the capability intents, exact, same threshold), and the curve over thresholds
-for information. Two sets: ``match_set.json`` chose the starting threshold;
-``match_set_heldout.json`` was written after that and is never tuned on.
+for information. Three sets: ``match_set.json`` chose the starting threshold;
+``match_set_heldout.json`` was written after that and is never tuned on;
+``match_set_heldout2.json`` was written later still, by a writer who had not seen the
+method, in domains neither of the others uses.
 
 After runs: each capability is then run once with its first paraphrase as the intent
 (stored as an alias, as ingestion does for a run of a capability), and its other two
@@ -38,10 +40,12 @@ from shared.offline import go_offline
 
 DATA = Path(__file__).parent / "data" / "match_set.json"
 HELDOUT = Path(__file__).parent / "data" / "match_set_heldout.json"
-SETS = (DATA, HELDOUT)
+HELDOUT2 = Path(__file__).parent / "data" / "match_set_heldout2.json"
+SETS = (DATA, HELDOUT, HELDOUT2)
 ROLES = {
     DATA.name: "tuning: the starting threshold was chosen on its curve",
     HELDOUT.name: "held-out: written after the threshold was chosen; never tuned on",
+    HELDOUT2.name: "second held-out: written later by someone who had not seen the method",
 }
 SUCCESS_RATES = (1.0, 0.8, 0.6)  # one third boosted by reliability, the rest neutral
 # The adaptive threshold's range, from MIN_THRESHOLD up: the curve is for information.
