@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     # How many times an execution submitted with `"retry": "safe"` is re-run after its
     # sandbox worker died; the attempt after the last re-run ends `worker_lost`.
     execution_max_retries: int = Field(default=2, ge=0, le=10)
+    # How long past an execution's own timeout a `?wait=true` (or MCP) client keeps
+    # waiting: queueing and sandbox start-up. A re-run (`"retry": "safe"`) starts the
+    # wait again; after it the client gets the unfinished execution (202) and can poll.
+    execution_wait_slack_s: float = Field(default=30.0, ge=0, le=3600)
     # How long a downstream server's sampling or elicitation request waits for the MCP
     # client that started the execution (a person may be answering); the tool call's own
     # deadline bounds it too.

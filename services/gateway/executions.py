@@ -48,9 +48,6 @@ from shared.tools.store import get_tools
 Row = dict[str, Any]
 log = logging.getLogger(__name__)
 
-# How long past its own timeout a waiting client keeps waiting: queueing and sandbox
-# start-up; after that it gets the still-running execution and can poll.
-WAIT_SLACK_S = 30.0
 # How long a waiting client gives the learning worker to report the capability.
 LEARN_WAIT_S = 3.0
 # Code up to this size is parsed here, so a syntax error fails at once without a sandbox.
@@ -314,26 +311,31 @@ async def wait_for_finish(
 ) -> Row:
     """Block until the execution is terminal, passing every event (replayed, then live) on.
 
-    Also re-reads the row every second, in case a worker died without publishing.
+    Waits ``timeout_s`` plus the configured slack, counted again from each re-run
+    (``"retry": "safe"``): the re-run gets its own wall time. Also re-reads the row every
+    second, in case a worker died without publishing (the read reaps it, or re-queues it).
     """
-    deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
+    budget = timeout_s + state.settings.execution_wait_slack_s
+    deadline = time.monotonic() + budget
     async with EventFollower(state, execution_id=execution_id) as events:
         row = await _fetch(state, execution_id)
+        retried = len(row.get("retries") or [])
         next_poll = time.monotonic() + 1.0
         finished = row["status"] in TERMINAL
         while not finished and time.monotonic() < deadline:
             event = await events.next(timeout_s=0.5)
             if event is not None and on_event is not None:
                 await on_event(event)
-            if event is not None and event.get("type") == RETRIED:
-                # A re-run (`"retry": "safe"`) gets its own wall time.
-                deadline = time.monotonic() + timeout_s + WAIT_SLACK_S
             if (
-                event is not None and event.get("type") == FINISHED
+                event is not None and event.get("type") in {FINISHED, RETRIED}
             ) or time.monotonic() >= next_poll:
                 row = await _fetch(state, execution_id)
                 finished = row["status"] in TERMINAL
                 next_poll = time.monotonic() + 1.0
+                if len(row.get("retries") or []) > retried:
+                    # Seen on the row, so a re-run whose event was lost extends it too.
+                    retried = len(row.get("retries") or [])
+                    deadline = time.monotonic() + budget
         if _learning_pending(row):
             # The response names the capability the run became; learning takes a few
             # milliseconds (an embedding for new code), so give it a short grace.

@@ -25,7 +25,7 @@ from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
 from services.gateway.deps import request_principal
 from services.gateway.errors import mcp_error
-from services.gateway.executions import WAIT_SLACK_S, submit_execution, wait_for_finish
+from services.gateway.executions import submit_execution, wait_for_finish
 from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
@@ -151,7 +151,10 @@ def build_mcp_server(
 
             execution_id = str(row["id"])
             async with mcp_passthrough.relay_client_requests(
-                state, ctx, execution_id=execution_id, ttl_s=row["timeout_s"] + WAIT_SLACK_S
+                state,
+                ctx,
+                execution_id=execution_id,
+                ttl_s=row["timeout_s"] + state.settings.execution_wait_slack_s,
             ):
                 row = await wait_for_finish(
                     state, execution_id=execution_id, timeout_s=row["timeout_s"], on_event=on_event

@@ -1,7 +1,14 @@
 """Bursts of note-writing executions and their accounting: the fault table's row for one fault.
 
 Each execution writes one note titled with a unique token through the example server,
-so a side effect that ran twice shows up as two notes with one title.
+so a side effect that ran twice shows up as two notes with one title. Bursts carry an
+intent, so learning turns them into one capability whose counts must grow by exactly
+the runs that succeeded (learning is exactly-once per execution).
+
+A row: ``submitted``, ``terminal`` by status, ``non_terminal`` (0), ``dup`` (duplicate
+side effects, 0), ``errors`` by type, the learning columns (``learned``, ``usage_delta``,
+``success_delta``) and the gateway's answers to the test's own client during the fault
+(``http_503``, ``http_5xx_not_503`` (0), ``hung`` (0), ``http_max_s``; see ``probe``).
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from shared.config import Settings
+from shared.db import connect
 from tests.integration.e2e.conftest import wait_until
+from tests.integration.faults.probe import Prober
 
 TERMINAL = {"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"}
 INTENT = "write a fault-test note"
@@ -26,12 +36,26 @@ return args["token"]
 
 
 class Gateway(Protocol):
+    @property
+    def gateway_url(self) -> str: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
     def client(self) -> httpx.Client: ...
 
 
 def poll_until(predicate: Callable[[], object], *, what: str, timeout_s: float = 90) -> None:
     """Poll a zero-argument callable until it is truthy, or fail naming ``what``."""
     wait_until(predicate, what=what, timeout_s=timeout_s)
+
+
+def healthy(gateway: Gateway) -> bool:
+    """``/healthz`` answers 200 (every part that can stop work is up)."""
+    try:
+        return httpx.get(f"{gateway.gateway_url}/healthz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def run_waiting(gateway: Gateway, code: str) -> dict[str, Any]:
@@ -142,4 +166,86 @@ def check_accounted(
             if not call["ok"] and notes[token]:
                 # The note exists, so the call ran: never recorded as refused or cancelled.
                 assert call["error"]["type"] in {"lost", "tool_unavailable"}, view
+    return statuses
+
+
+def usage(gateway: Gateway, intent: str = INTENT) -> tuple[int, int]:
+    """(usage, success) counts of the capability the runs with ``intent`` teach (one code)."""
+    with connect(gateway.settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(usage_count), 0) AS u, coalesce(sum(success_count), 0) AS s "
+            "FROM capabilities WHERE intent = %s",
+            (intent,),
+        ).fetchone()
+    return (int(row["u"]), int(row["s"])) if row else (0, 0)
+
+
+def learned(gateway: Gateway, ids: list[str]) -> int:
+    """How many of these executions learning has ingested (``learned_at`` stamped)."""
+    with connect(gateway.settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM executions WHERE id = ANY(%s) AND learned_at IS NOT NULL",
+            (ids,),
+        ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def learning_columns(
+    gateway: Gateway,
+    ids: dict[str, str],
+    seen: dict[str, dict[str, Any]],
+    before: tuple[int, int],
+    intent: str = INTENT,
+) -> dict[str, object]:
+    """Wait until every terminal run is learned; the row's learning columns.
+
+    Exactly once: the capability's success count grew by the succeeded runs, and its
+    usage count by at least those and by no more than the executions learned (a run of
+    the capability that failed is a use without success; one failed by a tool is not a
+    use, verdict ``tool_failures``).
+    """
+    succeeded = sum(v["status"] == "succeeded" for v in seen.values())
+
+    def delta() -> tuple[int, int]:
+        now = usage(gateway, intent)
+        return now[0] - before[0], now[1] - before[1]
+
+    try:
+        poll_until(
+            lambda: learned(gateway, list(ids.values())) == len(ids) and delta()[1] >= succeeded,
+            what="learning caught up",
+            timeout_s=120,
+        )
+    except AssertionError:
+        raise AssertionError(
+            f"learning did not catch up: {succeeded} succeeded, (usage, success) delta "
+            f"{delta()}, {learned(gateway, list(ids.values()))} of {len(ids)} learned"
+        ) from None
+    usage_delta, success_delta = delta()
+    return {
+        "learned": len(ids),
+        "usage_delta": usage_delta,
+        "success_delta": success_delta,
+        "usage_match": success_delta == succeeded and succeeded <= usage_delta <= len(ids),
+    }
+
+
+def account(
+    gateway: Gateway,
+    ids: dict[str, str],
+    seen: dict[str, dict[str, Any]],
+    fault: str,
+    *,
+    before: tuple[int, int],
+    prober: Prober,
+    outage: bool,
+) -> Counter[str]:
+    """The whole fault-table row (learning and the gateway's answers included); checks it all.
+
+    ``outage``: the fault makes the gateway answer 503 for a while (Redis or Postgres down).
+    """
+    columns = learning_columns(gateway, ids, seen, before)
+    statuses = check_accounted(gateway, ids, seen, fault, **columns, **prober.columns())
+    assert columns["usage_match"], columns
+    prober.check(outage=outage)
     return statuses

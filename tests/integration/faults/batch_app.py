@@ -15,18 +15,23 @@ from celery import Celery
 
 from workers.learning.batching import ReliableBatches
 
+FLUSH_EVERY = 10
+# Kombu's default, spelt out: a message fetched and never acked comes back after this.
+VISIBILITY_TIMEOUT_S = 3600
+
 app = Celery("batch-test", broker=os.environ.get("BATCH_TEST_BROKER", "memory://"))
 app.conf.update(
     worker_prefetch_multiplier=20,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
 )
 
 
 @app.task(
     base=ReliableBatches,
     name="batch_test.record",
-    flush_every=10,
+    flush_every=FLUSH_EVERY,
     flush_interval=0.05,
     acks_late=True,
     reject_on_worker_lost=True,

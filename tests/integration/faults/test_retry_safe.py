@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,23 +31,33 @@ from tests.integration.faults.accounting import CODE, note_counts, poll_until, v
 
 INTENT = "write a retried fault-test note"
 MAX_RETRIES = 2
-STACK_SETTINGS = {"execution_max_retries": MAX_RETRIES}
+# A waiting client's slack past the run's timeout, short so that a late kill's re-run
+# ends after the first wait would have (see the ?wait=true test).
+WAIT_SLACK_S = 5
+STACK_SETTINGS = {"execution_max_retries": MAX_RETRIES, "execution_wait_slack_s": WAIT_SLACK_S}
 
 
-def _submit(stack: E2EStack, *, retry: str | None) -> tuple[str, str]:
-    """One note-writing execution that then sleeps long enough to be killed; (token, id)."""
-    token = f"retry-{uuid.uuid4().hex[:10]}"
+def _body(
+    token: str, *, retry: str | None, pause_s: float = 6, timeout_s: int = 25
+) -> dict[str, Any]:
+    """One note-writing execution that then sleeps long enough to be killed."""
     body: dict[str, Any] = {
         "code": CODE,
-        "args": {"token": token, "pause_s": 6},
+        "args": {"token": token, "pause_s": pause_s},
         "intent": INTENT,
-        "timeout_s": 25,
+        "timeout_s": timeout_s,
         "idempotency_key": token,
     }
     if retry is not None:
         body["retry"] = retry
+    return body
+
+
+def _submit(stack: E2EStack, *, retry: str | None) -> tuple[str, str]:
+    """Submit ``_body``; (token, id)."""
+    token = f"retry-{uuid.uuid4().hex[:10]}"
     with stack.client() as client:
-        response = client.post("/v1/executions", json=body)
+        response = client.post("/v1/executions", json=_body(token, retry=retry))
     assert response.status_code == 202, response.text
     return token, response.json()["id"]
 
@@ -222,6 +234,63 @@ def test_retry_safe_run_killed_every_attempt_ends_worker_lost_with_retries_used_
     assert view["error"]["details"] == {"attempts": kills, "retry": "safe"}
     assert run.notes == kills
     assert run.success_delta == 0
+
+
+def test_a_waiting_client_gets_the_re_run_that_ends_after_its_first_wait_would_have(
+    stack: E2EStack,
+) -> None:
+    """``?wait=true`` waits the run's timeout plus the slack, counted again from the re-run.
+
+    Attempt 1 is killed at least ``kill_at_s`` after the POST, and attempt 2 sleeps
+    ``pause_s`` after its note: it ends after ``kill_at_s + pause_s``, later than the first
+    wait's end (``timeout_s + WAIT_SLACK_S`` after the POST), so only a wait extended by the
+    re-run returns its outcome (a 202 with the execution still running otherwise).
+    """
+    timeout_s, pause_s, kill_at_s = 15, 11.0, 10.0
+    assert kill_at_s + pause_s > timeout_s + WAIT_SLACK_S
+    token = f"retry-wait-{uuid.uuid4().hex[:10]}"
+    body = _body(token, retry="safe", pause_s=pause_s, timeout_s=timeout_s)
+    answer: list[httpx.Response] = []
+
+    def wait() -> None:
+        with stack.client() as client:
+            answer.append(client.post("/v1/executions", params={"wait": "true"}, json=body))
+
+    posted = time.monotonic()
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    execution_id = _execution_of(stack, token)
+    time.sleep(max(0.0, posted + kill_at_s - time.monotonic()))
+    _kill_attempt(stack, token, execution_id, 1)
+    waiter.join(timeout=120)
+    assert answer, "the waiting POST never returned"
+    response = answer[0]
+    view = response.json()
+    print(
+        f"\nWAIT retry safe, attempt 1 killed {kill_at_s:.0f}+ s in: HTTP {response.status_code} "
+        f"after {time.monotonic() - posted:.1f} s, status={view['status']} "
+        f"attempts={view['attempts']}"
+    )
+    assert response.status_code == 200, view
+    assert view["id"] == execution_id and view["status"] == "succeeded", view
+    assert view["result"] == token and view["attempts"] == 2 and len(view["retries"]) == 1
+    assert note_counts(stack)[token] == 2
+
+
+def _execution_of(stack: E2EStack, token: str) -> str:
+    """The id of the execution submitted with idempotency key ``token`` (its POST still waits)."""
+    found: list[str] = []
+
+    def recorded() -> bool:
+        with stack.db() as conn:
+            row = conn.execute(
+                "SELECT id FROM executions WHERE idempotency_key = %s", (token,)
+            ).fetchone()
+        found[:] = [str(row["id"])] if row else []
+        return bool(found)
+
+    poll_until(recorded, what="the waiting POST's execution recorded")
+    return found[0]
 
 
 @pytest.mark.parametrize("value", ["always", "", 1, True, None])

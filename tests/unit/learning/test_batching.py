@@ -22,14 +22,23 @@ class FakeRequest:
         self.rejected = requeue
 
 
+class FakeJob:
+    """billiard's ApplyResult as far as the batching task reads it."""
+
+    _accepted = False  # set once a pool process took the job
+
+
 class FakePool:
     num_processes = 1
 
     def __init__(self) -> None:
         self.jobs: list[dict[str, Any]] = []
+        self.results: list[FakeJob] = []
 
-    def apply_async(self, target: Any, args: Any, **callbacks: Any) -> None:
+    def apply_async(self, target: Any, args: Any, **callbacks: Any) -> FakeJob:
         self.jobs.append(callbacks)
+        self.results.append(FakeJob())
+        return self.results[-1]
 
 
 @pytest.fixture
@@ -57,7 +66,7 @@ def test_a_batch_is_acked_only_when_done_else_requeued(
     batches.flush(requests)
     finish(batches._pool.jobs[0])
     assert [(r.acked, r.rejected) for r in requests] == [(acked, rejected)] * 2
-    assert batches._in_flight == 0
+    assert not batches._handed
 
 
 def test_the_timer_holds_a_partial_batch_while_every_process_is_busy(
@@ -71,3 +80,17 @@ def test_the_timer_holds_a_partial_batch_while_every_process_is_busy(
     batches._pool.jobs[0]["callback"](None)  # the process is free again
     batches._do_flush()
     assert len(batches._pool.jobs) == 2 and batches._buffer.qsize() == 0
+
+
+def test_after_a_reconnect_batches_no_process_accepted_are_requeued_at_once(
+    batches: ReliableBatches,
+) -> None:
+    running, discarded = [FakeRequest()], [FakeRequest(), FakeRequest()]
+    batches.flush(running)
+    batches._pool.results[0]._accepted = True  # a process is ingesting it
+    batches.flush(discarded)  # waiting for a process when the connection dropped
+    batches._requeue_discarded()
+    assert [r.rejected for r in discarded] == [True, True]
+    assert running[0].rejected is None and not running[0].acked  # its callback still comes
+    batches._pool.jobs[0]["callback"](None)
+    assert running[0].acked and not batches._handed
