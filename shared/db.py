@@ -72,13 +72,18 @@ DictConnection = psycopg.Connection[dict[str, Any]]
 
 
 def make_pool(
-    url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0
+    url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 8,
+    timeout: float = 30.0,
+    pool_class: type[ConnectionPool[DictConnection]] = ConnectionPool,
 ) -> ConnectionPool[DictConnection]:
     """A connection pool of dict-row connections with pgvector registered.
 
     ``timeout``: how long a caller waits for a connection (PoolTimeout after it).
     """
-    return ConnectionPool(
+    return pool_class(
         psycopg_url(url),
         connection_class=DictConnection,
         min_size=min_size,

@@ -11,16 +11,16 @@ from psycopg_pool import ConnectionPool
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
-from services.gateway.dependencies import DependencyProbe
+from services.gateway.dependencies import DependencyProbe, outage_aware_pool
 from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
-from shared.db import DictConnection, make_pool, migrate
+from shared.db import DictConnection, migrate
 from shared.rpc.client import RpcClient
 
-# A request waits at most this long for a pooled Postgres connection (then 503); the
-# probe (services.gateway.dependencies) usually answers 503 before that.
+# A request waits at most this long for a pooled Postgres connection (then 503); when the
+# probe (services.gateway.dependencies) marks Postgres down, waiting requests stop at once.
 POOL_TIMEOUT_S = 5.0
 
 
@@ -59,9 +59,12 @@ class GatewayState:
             "interval_step": 0.2,
             "interval_max": 0.2,
         }
+        probe = DependencyProbe(redis_url=redis_url, database_url=database_url).start()
         return cls(
             settings=settings,
-            pool=make_pool(database_url, min_size=1, max_size=10, timeout=POOL_TIMEOUT_S),
+            pool=outage_aware_pool(
+                database_url, outage=probe.outage, min_size=1, max_size=10, timeout=POOL_TIMEOUT_S
+            ),
             redis=redis.Redis.from_url(
                 redis_url, socket_timeout=5, socket_connect_timeout=1, retry=fast_retry()
             ),
@@ -72,7 +75,7 @@ class GatewayState:
                 retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
             ),
             celery=celery,
-            probe=DependencyProbe(redis_url=redis_url, database_url=database_url).start(),
+            probe=probe,
             rpc=RpcClient(redis_url, max_connections=16),
         )
 

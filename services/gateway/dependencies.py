@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import redis
+from psycopg_pool import ConnectionPool, PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import unavailable_response
-from shared.db import psycopg_url
+from shared.db import DictConnection, make_pool, psycopg_url
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,8 @@ PROBE_TIMEOUT_S = 1.0
 # A dependency is marked down after this many failed probes in a row: one slow answer on a
 # loaded host is not an outage, and two probes still mark a real one within ~1.5 s.
 FAILURES_TO_MARK_DOWN = 2
+# A request waiting for a pooled Postgres connection looks at the probe this often.
+POOL_WAIT_SLICE_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,42 @@ class DependencyProbe:
                 options="-c statement_timeout=1000",
             )
         self._pg.execute("SELECT 1")
+
+
+class OutageAwarePool(ConnectionPool[DictConnection]):
+    """A pool whose waiting requests give up once the probe marks Postgres down.
+
+    The guard below refuses requests that start during an outage; this covers those that
+    were already waiting for a connection when Postgres went away (they waited out the
+    whole pool timeout before: 5 s, measured by the fault suite). The wait is cut into
+    slices with a look at the probe between them.
+    """
+
+    watching: Callable[[], Outage | None] | None = None  # the probe's ``outage``
+
+    def getconn(self, timeout: float | None = None) -> DictConnection:
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return super().getconn(timeout=max(0.001, min(POOL_WAIT_SLICE_S, left)))
+            except PoolTimeout:
+                outage = self.watching() if self.watching else None
+                if outage is not None and outage.name == "postgres":
+                    raise PoolTimeout(f"postgres is down: {outage.error}") from None
+                if left <= POOL_WAIT_SLICE_S:
+                    raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+
+
+def outage_aware_pool(
+    url: str, *, outage: Callable[[], Outage | None], **kwargs: Any
+) -> OutageAwarePool:
+    """``make_pool(url, **kwargs)`` whose waiting requests watch ``outage`` (the probe's)."""
+    pool = make_pool(url, pool_class=OutageAwarePool, **kwargs)
+    assert isinstance(pool, OutageAwarePool)
+    pool.watching = outage
+    return pool
 
 
 def _short(exc: BaseException) -> str:

@@ -94,6 +94,7 @@ class Prober:
             "http_5xx_not_503": len(self.unexpected_5xx()),
             "hung": len(self.hung),
             "http_max_s": round(max((a.seconds for a in self.answers), default=0.0), 2),
+            "http_slowest": _describe(max(self.answers, key=lambda a: a.seconds, default=None)),
         }
 
     def check(self, *, outage: bool) -> None:
@@ -102,6 +103,14 @@ class Prober:
         assert not self.hung, self.hung
         if outage:
             assert any(_our_503(a) for a in self.answers), "no 503 seen during the outage"
+
+
+def _describe(answer: Answer | None) -> str | None:
+    if answer is None:
+        return None
+    error = answer.body.get("error")
+    why = f" {str(error.get('message'))[:120]!r}" if isinstance(error, dict) else ""
+    return f"{answer.request.split('/v1/')[0]}{answer.status}{why}"
 
 
 def _our_503(answer: Answer) -> bool:
