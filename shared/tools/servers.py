@@ -76,9 +76,12 @@ def record_replica_state(
             INSERT INTO mcp_servers (name, transport, config, state, last_error, updated_at)
             VALUES (%s, %s, %s, %s, %s, now())
             ON CONFLICT (name) DO UPDATE SET
-                transport = EXCLUDED.transport, config = EXCLUDED.config, updated_at = now()
+                transport = EXCLUDED.transport, config = EXCLUDED.config, updated_at = now(),
+                -- configured again on this replica: no longer removed
+                state = CASE WHEN mcp_servers.state = %s THEN EXCLUDED.state
+                             ELSE mcp_servers.state END
             """,
-            (server, transport, Jsonb(config), state, last_error),
+            (server, transport, Jsonb(config), state, last_error, REMOVED_STATE),
         )
         conn.execute(
             """
