@@ -136,6 +136,10 @@ class Toolhost:
             await stop.wait()
         finally:
             self.rpc.stop()
+            # No longer popping: other replicas must stop handing calls to this one.
+            self._ready = False
+            with contextlib.suppress(Exception):
+                await self._beat()
             await asyncio.wait({serving}, timeout=POLL_GRACE_S)
             await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
             for task in [*tasks, serving, beating]:

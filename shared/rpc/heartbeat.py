@@ -150,8 +150,8 @@ def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:
 
 
 def replicas_ready(beats: list[ToolhostBeat], server: str) -> list[str]:
-    """The replicas that have ``server`` ready now."""
-    return [b.replica for b in beats if b.servers.get(server) == "ready"]
+    """The ready replicas (serving calls: not starting or stopping) that have ``server`` ready."""
+    return [b.replica for b in beats if b.ready and b.servers.get(server) == "ready"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from shared.rpc.heartbeat import ToolhostBeat, replicas_ready, server_health
 
 
-def _beat(pid: int, state: str, error: str | None = None) -> ToolhostBeat:
+def _beat(pid: int, state: str, error: str | None = None, *, ready: bool = True) -> ToolhostBeat:
     return ToolhostBeat(
         pid=pid,
         host="h",
         started_at=0.0,
-        ready=True,
+        ready=ready,
         servers={"example": state},
         errors={"example": error} if error else {},
     )
@@ -30,7 +30,9 @@ def test_a_server_down_on_every_replica_fails_with_an_error() -> None:
     assert set(health["example"].down_on) == {"h:1", "h:2"}
 
 
-def test_only_replicas_with_the_server_ready_serve_it() -> None:
+def test_only_serving_replicas_with_the_server_ready_take_its_calls() -> None:
     beats = [_beat(1, "down"), _beat(2, "ready"), _beat(3, "connecting")]
     assert replicas_ready(beats, "example") == ["h:2"]
+    stopping = _beat(4, "ready", ready=False)  # draining: it pops nothing any more
+    assert replicas_ready([*beats, stopping], "example") == ["h:2"]
     assert replicas_ready(beats, "other") == []
