@@ -10,8 +10,8 @@ list; a replica that pops a call for a server it does not have ready, while anot
 replica (by its heartbeat) has it ready, hands the untouched request (never claimed, never
 run) to that server's list (``rpc_server_requests_key``), which only replicas with the
 server ready BLPOP, ahead of the shared list. A request popped from a server's list is
-never forwarded again (one hop), so it cannot ping-pong; if its server went down meanwhile
-it is answered ``server_unavailable`` like any call. When no live replica has the server
+handled there, never forwarded (one hop), so it cannot ping-pong; if its server went down
+meanwhile it is answered ``server_unavailable`` like any call. When no live replica has the server
 ready the call is answered ``server_unavailable`` at once, as before; calls left on a
 server's list when its last ready replica stops serving it are moved back to the shared
 list by ``requeue_stranded`` (they never started), where they meet that prompt answer.

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,9 @@ from services.gateway.app import create_app
 from shared.config import Settings
 from shared.db import connect
 from shared.errors import ErrorType
-from shared.queues import rpc_server_requests_key
+from shared.queues import rpc_reply_key, rpc_server_requests_key
 from shared.rpc.client import RpcClient
-from shared.rpc.protocol import RpcReply
+from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
 from shared.tools.servers import NO_REPLICA_REASON
 from tests.conftest import WorkerProcess
 from tests.integration.gateway.conftest import start_sandbox_worker
@@ -197,12 +198,21 @@ async def test_no_live_replica_with_the_server_ready_makes_its_tools_unavailable
         f"{socket.gethostname()}:{held.proc.pid}"
     ]
 
-    # A call fails at once with server_unavailable, not at its deadline, and none waits.
+    # A call fails at once with server_unavailable, not at its deadline.
     (reply,) = await _call("example:add", {}, settings)
     assert reply.error and reply.error.type == ErrorType.SERVER_UNAVAILABLE, reply.error
-    assert (
-        redis.Redis.from_url(settings.redis_url or "").llen(rpc_server_requests_key("example")) == 0
+    # So does a call handed to the server's list just before its last ready replica died:
+    # it never started, so it goes back to the shared list and is answered.
+    r = redis.Redis.from_url(settings.redis_url or "")
+    request = RpcRequest(
+        call_id=uuid.uuid4().hex, execution_id="test", tool="example:add", deadline=time.time() + 60
     )
+    r.rpush(rpc_server_requests_key("example"), encode(request))
+    popped = r.blpop([rpc_reply_key(request.call_id)], timeout=30)
+    assert popped is not None, "the stranded call was never answered"
+    stranded = decode_reply(popped[1])
+    assert stranded.error and stranded.error.type == ErrorType.SERVER_UNAVAILABLE
+    assert r.llen(rpc_server_requests_key("example")) == 0
 
     # A replica that stops cleanly takes its rows with it: nobody serves the server now.
     assert held.stop() == 0
