@@ -44,6 +44,8 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
 # Redis keys and pub/sub channels (arq style: every prefix in one place).
 KEY_PREFIX = "agentcards:"
 RPC_REQUESTS = KEY_PREFIX + "rpc:requests"  # list; toolhosts BLPOP, bridges LPUSH
+# + ":" + server; calls a replica with that server down handed to the replicas that have it
+# ready (only those BLPOP it)
 RPC_REPLY_PREFIX = KEY_PREFIX + "rpc:reply:"  # + call_id; list with expiry
 EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
@@ -87,6 +89,11 @@ def events_seq_key(execution_id: str) -> str:
 def cancel_key(execution_id: str) -> str:
     """Flag key and pub/sub channel asking workers to cancel one execution."""
     return f"{KEY_PREFIX}cancel:{execution_id}"
+
+
+def rpc_server_requests_key(server: str) -> str:
+    """Calls for one server, forwarded by a replica that has it down to those that have it ready."""
+    return f"{RPC_REQUESTS}:{server}"
 
 
 def rpc_reply_key(call_id: str) -> str:

@@ -78,7 +78,7 @@ def _print_server_changes(stack: Stack, shown: dict[str, str], console: Console)
 def _announce(stack: Stack, seconds: float, console: Console) -> None:
     """What the README promises: the URLs, then which MCP servers failed and why."""
     lines = server_lines(stack)
-    failed = [name for name, line in lines.items() if line != "ready"]
+    failed = [name for name, line in lines.items() if not line.startswith("ready")]
     if failed:
         console.print(
             f"[bold yellow]running[/] in {seconds:.1f}s, but {len(failed)} of {len(lines)} "

@@ -67,7 +67,8 @@ def watch(
 
 
 def server_lines(stack: Stack) -> dict[str, str]:
-    """One line per configured MCP server: ``ready``, ``connecting`` or ``failed: why``."""
+    """One line per configured MCP server: ``ready`` (naming the replicas where it is down, if
+    any), ``connecting`` or ``failed: why``."""
     lines = {}
     for name in stack.mcp_servers:
         server = stack.servers.get(name)
@@ -75,6 +76,8 @@ def server_lines(stack: Stack) -> dict[str, str]:
             lines[name] = "starting"
         elif server.failed:
             lines[name] = f"failed (retrying): {server.error}"
+        elif server.degraded:
+            lines[name] = f"ready (down on {', '.join(server.down_on)})"
         else:
             lines[name] = server.state
     return lines

@@ -27,7 +27,6 @@ from services.toolhost.sync import (
     SyncResult,
     ToolSpec,
     mark_removed_servers,
-    record_server_state,
     sync_server_tools,
     unavailable_reason,
 )
@@ -47,19 +46,28 @@ from shared.rpc.heartbeat import (
     HEARTBEAT_TTL_S,
     ToolhostBeat,
     read_toolhost_beats,
+    replicas_ready,
     toolhost_key,
 )
 from shared.rpc.protocol import RpcRequest
+from shared.tools.servers import forget_replica, prune_dead_replicas, record_replica_state
 
 log = logging.getLogger("agentcards.toolhost")
 
 DRAIN_TIMEOUT_S = 10.0
 POLL_GRACE_S = 2.0  # one BLPOP poll (1 s) plus slack, so the pop loop exits on its own
+# Rows of replicas whose heartbeat is gone are pruned this often (their TTL is 5 s).
+PRUNE_EVERY_BEATS = HEARTBEAT_TTL_S
 
 
 def heartbeat_key() -> str:
     """This replica's heartbeat key."""
     return toolhost_key(socket.gethostname(), os.getpid())
+
+
+def replica_id() -> str:
+    """This replica's identity in ``toolhost_servers``: ``<hostname>:<pid>``, as its heartbeat."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Toolhost:
@@ -101,12 +109,15 @@ class Toolhost:
             reply_ttl_s=settings.rpc_reply_ttl_s,
             claim_as=heartbeat_key(),
             on_refusal=self._audit_refusal,
+            serving_elsewhere=self._serving_elsewhere,
         )
         self._ready = False
         self._started_at = time.time()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain calls and close every session."""
+        # Beat before the first state write: other replicas count our rows while we beat.
+        await self._beat()
         await self._mark_removed()
         tasks = [asyncio.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections]
         serving = asyncio.create_task(self.rpc.serve(), name="rpc")
@@ -125,11 +136,16 @@ class Toolhost:
             await stop.wait()
         finally:
             self.rpc.stop()
+            # No longer popping: other replicas must stop handing calls to this one.
+            self._ready = False
+            with contextlib.suppress(Exception):
+                await self._beat()
             await asyncio.wait({serving}, timeout=POLL_GRACE_S)
             await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
             for task in [*tasks, serving, beating]:
                 task.cancel()
             await asyncio.gather(*tasks, serving, beating, return_exceptions=True)
+            await self._forget_replica()
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()
             await self.upstream.aclose()
@@ -165,13 +181,54 @@ class Toolhost:
         for connection in self.connections:
             await connection.first_attempt_done.wait()
 
+    async def _forget_replica(self) -> None:
+        """On a clean stop, this replica's rows go: its servers' states are the others'."""
+
+        def write() -> list[str]:
+            live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
+            with self._pool.connection() as conn:
+                return forget_replica(conn, replica=replica_id(), live=live)
+
+        try:
+            changed = await asyncio.to_thread(write)
+        except Exception:  # the others prune the rows once our heartbeat expires
+            log.exception("removing this replica's server states failed")
+            return
+        if changed:
+            log.info("servers no other replica has ready: %s", changed)
+
     async def _heartbeat_loop(self) -> None:
+        beats = 0
         while True:
             try:
                 await self._beat()
-            except Exception as exc:  # Redis blips must not kill the process
+                await self._reconcile(prune=beats % PRUNE_EVERY_BEATS == 0)
+            except Exception as exc:  # Redis or Postgres blips must not kill the process
                 log.warning("heartbeat failed: %s", exc)
+            beats += 1
             await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+    async def _reconcile(self, *, prune: bool) -> None:
+        """What other replicas' heartbeats imply: calls forwarded for a server no live replica
+        has ready go back to be answered, and (``prune``) dead replicas' rows stop counting."""
+        beats = await asyncio.to_thread(read_toolhost_beats, self._sync_redis)
+        stranded = [c.name for c in self.connections if not replicas_ready(beats, c.name)]
+        await self.rpc.requeue_stranded(stranded)
+        if not prune:
+            return
+
+        def write() -> list[str]:
+            with self._pool.connection() as conn:
+                return prune_dead_replicas(conn, live=[b.replica for b in beats])
+
+        changed = await asyncio.to_thread(write)
+        if changed:
+            log.info("pruned the states of replicas without a heartbeat; changed: %s", changed)
+
+    async def _serving_elsewhere(self, server: str) -> bool:
+        """Whether another live replica has ``server`` ready (by its heartbeat)."""
+        beats = await asyncio.to_thread(read_toolhost_beats, self._sync_redis)
+        return any(r != replica_id() for r in replicas_ready(beats, server))
 
     def _audit_refusal(self, request: RpcRequest, reason: str, grant: Grant | None) -> None:
         """A call refused as outside its grant goes to the audit log (in the background:
@@ -221,14 +278,17 @@ class Toolhost:
         config = next(c.config for c in self.connections if c.name == server)
 
         def write() -> None:
+            live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
             with self._pool.connection() as conn:
-                record_server_state(
-                    conn=conn,
+                record_replica_state(
+                    conn,
+                    replica=replica_id(),
                     server=server,
                     transport=config.transport,
                     config=config.public_config(),
                     state=state,
                     last_error=error,
+                    live=live,
                 )
 
         async with self._db_locks[server]:

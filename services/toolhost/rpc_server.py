@@ -1,8 +1,23 @@
 """Serve the RPC channel: compete with other replicas on the request list, answer each call once.
 
-Every popped request gets exactly one reply (RPUSH + EXPIRE, atomically) and is executed at
-most once: a request whose deadline passed while it was queued is answered ``timeout``
-without running, and nothing is ever pushed back to the list.
+Every request gets exactly one reply (RPUSH + EXPIRE, atomically) and is executed at most
+once: a request whose deadline passed while it was queued is answered ``timeout`` without
+running, and a request that started is never pushed back to a list.
+
+Routing across replicas: each replica keeps its own session per server, so one replica's
+server can be down while another's is ready. Bridges push every call on the one shared
+list; a replica that pops a call for a server it does not have ready, while another live
+replica (by its heartbeat) has it ready, hands the untouched request (never claimed, never
+run) to that server's list (``rpc_server_requests_key``), which only replicas with the
+server ready BLPOP, ahead of the shared list. A request popped from a server's list is
+handled there, never forwarded (one hop), so it cannot ping-pong; if its server went down
+meanwhile it is answered ``server_unavailable`` like any call. When no live replica has the server
+ready the call is answered ``server_unavailable`` at once, as before; calls left on a
+server's list when its last ready replica stops serving it are moved back to the shared
+list by ``requeue_stranded`` (they never started), where they meet that prompt answer.
+Per-server lists rather than pushing back to the shared list: a pushed-back call could be
+popped again by the same replica any number of times, while a server's list is read only
+by replicas that can serve it.
 """
 
 from __future__ import annotations
@@ -11,6 +26,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 import orjson
 import redis.asyncio as aioredis
@@ -25,7 +41,7 @@ from services.toolhost.upstream import CallContext
 from shared import metrics
 from shared.errors import ErrorType
 from shared.logs import bind
-from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key
+from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key, rpc_server_requests_key
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
     ResourceRequest,
@@ -40,6 +56,9 @@ log = logging.getLogger(__name__)
 # BLPOP wakes at least this often so a stop request is noticed without cancelling a pop
 # (cancelling one after Redis removed the item would lose the call).
 POLL_TIMEOUT_S = 1.0
+_SHARED_LIST = (RPC_REQUESTS, RPC_REQUESTS.encode())  # as BLPOP names it
+
+ServingElsewhere = Callable[[str], Awaitable[bool]]
 
 
 class RpcServer:
@@ -54,8 +73,12 @@ class RpcServer:
         max_concurrency: int = 64,
         claim_as: str | None = None,
         on_refusal: OnRefusal | None = None,
+        serving_elsewhere: ServingElsewhere | None = None,
     ) -> None:
         self._registry = registry
+        # Whether another live replica has a server ready: then a call this replica
+        # cannot serve is handed to it instead of failing.
+        self._serving_elsewhere = serving_elsewhere
         # Our heartbeat key, written on each call's claim key before it runs: a caller
         # whose reply is late sees the claim outlive our heartbeat and stops waiting.
         self._claim_as = claim_as
@@ -88,7 +111,7 @@ class RpcServer:
         while not self._stopping.is_set():
             await self._slots.acquire()
             try:
-                popped = await self._pop.blpop([RPC_REQUESTS], timeout=POLL_TIMEOUT_S)
+                popped = await self._pop.blpop(self._lists(), timeout=POLL_TIMEOUT_S)
                 failures = 0
             except RedisError as exc:
                 self._slots.release()
@@ -103,9 +126,25 @@ class RpcServer:
             if popped is None:
                 self._slots.release()
                 continue
-            task = asyncio.create_task(self._handle(popped[1]))
+            task = asyncio.create_task(self._handle(popped[0], popped[1]))
             self._tasks.add(task)
             task.add_done_callback(self._done)
+
+    def _lists(self) -> list[str]:
+        """The lists to pop: the forwarded calls of each server ready here, then the shared one."""
+        ready = [b.name for b in self._registry.backends() if b.state == "ready"]
+        return [*(rpc_server_requests_key(name) for name in ready), RPC_REQUESTS]
+
+    async def requeue_stranded(self, servers: list[str]) -> int:
+        """Move calls waiting on the lists of ``servers`` (ready on no live replica) back to
+        the shared list, where they are answered; they never started. Returns how many."""
+        moved = 0
+        for server in servers:
+            while await self._out.lmove(rpc_server_requests_key(server), RPC_REQUESTS):
+                moved += 1
+        if moved:
+            log.info("moved %d waiting call(s) for %s back to the shared list", moved, servers)
+        return moved
 
     async def drain(self, *, timeout_s: float) -> None:
         """Wait for running calls (bounded); calls still running then are cancelled."""
@@ -127,7 +166,7 @@ class RpcServer:
         self._slots.release()
         self.handled += 1
 
-    async def _handle(self, raw: bytes | str) -> None:
+    async def _handle(self, source: bytes | str, raw: bytes | str) -> None:
         started = time.monotonic()
         try:
             request = decode_message(raw)
@@ -146,6 +185,8 @@ class RpcServer:
             return
         # This call's own task: the ids stay on every line logged while it is handled.
         bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
+        if source in _SHARED_LIST and await self._forwarded(request, raw):
+            return
         await self._claim(request)
         if isinstance(request, ResourceRequest):
             reply = await serve_resource(self._registry, request, started)
@@ -167,6 +208,25 @@ class RpcServer:
             )
         except RedisError as exc:  # a lost sample must not cost the reply
             log.debug("tool call latency not recorded: %s", exc)
+
+    async def _forwarded(self, request: RpcRequest | ResourceRequest, raw: bytes | str) -> bool:
+        """Hand a call for a server not ready here to the replicas that have it ready (the
+        request is pushed as popped: nothing about it ran or was claimed)."""
+        server = request.server
+        if server is None or self._serving_elsewhere is None or request.deadline <= time.time():
+            return False
+        backend = self._registry.get(server)
+        if backend is not None and backend.state == "ready":
+            return False
+        try:
+            if not await self._serving_elsewhere(server):
+                return False
+            await self._out.rpush(rpc_server_requests_key(server), raw)
+        except RedisError as exc:  # answered here instead (server_unavailable)
+            log.warning("could not forward call %s for %s: %s", request.call_id, server, exc)
+            return False
+        log.debug("call %s: %s is not ready here; forwarded", request.call_id, server)
+        return True
 
     async def _claim(self, request: RpcRequest | ResourceRequest) -> None:
         """Record which replica runs the call (one SET; expires with the call's reply)."""

@@ -1,4 +1,4 @@
-"""Mirror each server's tools and state into Postgres (``tools``, ``mcp_servers``).
+"""Mirror each server's tools into Postgres (``tools``; states: ``shared.tools.servers``).
 
 Runs at connect and on ``tools/list_changed``; idempotent, so replicas syncing the same
 server at once are safe: a per-server advisory lock serializes them, and only the first
@@ -17,17 +17,16 @@ from typing import Any
 import orjson
 import psycopg
 from mcp import types
-from psycopg.types.json import Jsonb
 
 from shared import tool_ids
 from shared.config import Settings
 from shared.tools import store as tools_store
+from shared.tools.servers import REMOVED_STATE, server_lock
 
 log = logging.getLogger(__name__)
 
 Embed = Callable[[list[str]], list[list[float]] | None]
 
-REMOVED_STATE = "removed"
 REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
 # Task-augmented calls (2025-11-25) are types-only in the mcp SDK (no tasks/get, tasks/result
 # dispatch), so such a tool cannot be called through AgentCards: listed, never callable.
@@ -99,7 +98,7 @@ def sync_server_tools(
     new_vectors = {tool_id: v for (tool_id, _), v in zip(stale, vectors or [], strict=False)}
     result.embedded = len(new_vectors)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agentcards:tools:{server}",))
+        server_lock(conn, server)
         existing = tools_store.server_tools(
             conn, server=server
         )  # again, under the lock: another replica may have won
@@ -142,36 +141,6 @@ def sync_server_tools(
     return result
 
 
-def record_server_state(
-    *,
-    conn: psycopg.Connection[Any],
-    server: str,
-    transport: str,
-    config: dict[str, Any],
-    state: str,
-    last_error: str | None,
-) -> None:
-    """Upsert the server's row; a server that is not ready has all its tools unavailable."""
-    with conn.transaction():
-        conn.execute(
-            """
-            INSERT INTO mcp_servers (name, transport, config, state, last_error, updated_at)
-            VALUES (%s, %s, %s, %s, %s, now())
-            ON CONFLICT (name) DO UPDATE SET
-                transport = EXCLUDED.transport, config = EXCLUDED.config,
-                state = EXCLUDED.state, last_error = EXCLUDED.last_error, updated_at = now()
-            """,
-            (server, transport, Jsonb(config), state, last_error),
-        )
-        if state != "ready":
-            tools_store.mark_server_unavailable(conn, server=server)
-        conn.execute(
-            "UPDATE mcp_servers SET tool_count = "
-            "(SELECT count(*) FROM tools WHERE server = %s AND available) WHERE name = %s",
-            (server, server),
-        )
-
-
 def mark_removed_servers(
     *, conn: psycopg.Connection[Any], configured: Collection[str]
 ) -> list[str]:
@@ -192,6 +161,7 @@ def mark_removed_servers(
             {"state": REMOVED_STATE, "reason": REMOVED_REASON, "names": names},
         ).fetchall()
         tools_store.mark_unavailable_except(conn, servers=names)
+        conn.execute("DELETE FROM toolhost_servers WHERE NOT (server = ANY(%s))", (names,))
     return sorted(row["name"] for row in removed)
 
 

@@ -3,6 +3,8 @@
 The body says whether the replica is ready (every configured MCP server had its first
 connection attempt, success or not) and each server's state and last error, so the
 gateway's /healthz, `agentcards up` and `agentcards status` report the same truth.
+Calls are routed to a replica that has their server ready (services/toolhost/rpc_server.py),
+so a server is as healthy as its best replica; the replicas where it is down are named.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TTL_S = 5
 
-# Worst first: with several replicas, a server is reported in its worst state anywhere,
-# since a call routed to that replica would fail.
-_SEVERITY = {"down": 0, "connecting": 1, "ready": 2}
+# Best first: with several replicas, a server is reported in its best state anywhere,
+# since calls go to a replica that has it ready.
+_RANK = {"ready": 0, "connecting": 1, "down": 2}
 
 
 def toolhost_key(host: str, pid: int) -> str:
@@ -41,11 +43,18 @@ class ServerHealth:
     name: str
     state: str
     error: str | None = None
+    # Replicas (``host:pid``) where the server is not ready, with their last error.
+    down_on: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
         """Not ready after at least one attempt (it keeps retrying with backoff)."""
         return self.state != "ready" and self.error is not None
+
+    @property
+    def degraded(self) -> bool:
+        """Served, but not by every replica."""
+        return self.state == "ready" and bool(self.down_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,11 @@ class ToolhostBeat:
     handled: int = 0
     servers: dict[str, str] = field(default_factory=dict)  # name -> state
     errors: dict[str, str | None] = field(default_factory=dict)  # name -> last error
+
+    @property
+    def replica(self) -> str:
+        """The replica's identity, ``<hostname>:<pid>`` (its per-replica rows in Postgres)."""
+        return f"{self.host}:{self.pid}"
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -120,15 +134,24 @@ def read_heartbeats(client: redis.Redis, pattern: str) -> list[bytes | str]:
 
 
 def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:
-    """Each configured server in its worst state across the ready replicas, sorted by name."""
-    merged: dict[str, ServerHealth] = {}
+    """Each configured server in its best state across replicas (with that replica's error
+    when none has it ready) and the replicas where it is not ready, sorted by name."""
+    seen: dict[str, list[tuple[ToolhostBeat, str]]] = {}
     for beat in beats:
         for name, state in beat.servers.items():
-            seen = ServerHealth(name, state, beat.errors.get(name))
-            known = merged.get(name)
-            if known is None or _SEVERITY.get(state, 0) < _SEVERITY.get(known.state, 0):
-                merged[name] = seen
-    return dict(sorted(merged.items()))
+            seen.setdefault(name, []).append((beat, state))
+    merged: dict[str, ServerHealth] = {}
+    for name, views in sorted(seen.items()):
+        beat, state = min(views, key=lambda v: _RANK.get(v[1], len(_RANK)))
+        down_on = {b.replica: b.errors.get(name) for b, s in views if s != "ready"}
+        error = None if state == "ready" else beat.errors.get(name)
+        merged[name] = ServerHealth(name, state, error, down_on)
+    return merged
+
+
+def replicas_ready(beats: list[ToolhostBeat], server: str) -> list[str]:
+    """The ready replicas (serving calls: not starting or stopping) that have ``server`` ready."""
+    return [b.replica for b in beats if b.ready and b.servers.get(server) == "ready"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +180,8 @@ def toolhost_health(client: redis.Redis) -> ToolhostHealth:
     )
     if failed:
         detail += f" (not ready: {', '.join(failed)})"
+    if partial := [s for s in servers.values() if s.degraded]:
+        detail += "; down on some replicas: " + "; ".join(
+            f"{s.name} on {', '.join(s.down_on)}" for s in partial
+        )
     return ToolhostHealth(True, detail, servers)

@@ -60,7 +60,7 @@ def healthz(state: State) -> JSONResponse:
             toolhost = toolhost_health(state.redis)
             checks["toolhost"] = {"ok": toolhost.ok, "detail": toolhost.detail}
             servers = [
-                {"name": s.name, "state": s.state, "last_error": s.error}
+                {"name": s.name, "state": s.state, "last_error": s.error, "down_on": s.down_on}
                 for s in toolhost.servers.values()
             ]
         except redis.RedisError as exc:
@@ -72,7 +72,7 @@ def healthz(state: State) -> JSONResponse:
         except redis.RedisError as exc:
             checks["sandbox_workers"] = {"ok": False, "error": _short(exc)}
     failing = [name for name, check in checks.items() if not check["ok"]]
-    not_ready = [s["name"] for s in servers if s["state"] != "ready"]
+    not_ready = [s["name"] for s in servers if s["state"] != "ready" or s["down_on"]]
     degraded = bool(not_ready) or learning.get("stalled", False)
     status = "unavailable" if failing else "degraded" if degraded else "ok"
     body = {

@@ -10,6 +10,7 @@ from services.gateway.audit import audit
 from services.gateway.deps import CurrentPrincipal, State
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
+from shared.tools import servers as servers_store
 from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
@@ -43,9 +44,8 @@ async def search_tools(
     summary="Downstream MCP servers and their state (`removed`: left the configuration)",
 )
 def list_servers(state: State) -> dict[str, Any]:
+    """``state`` is ready when any toolhost replica has the server ready (calls are routed
+    there); ``replicas`` holds each replica's own state and last error."""
     with state.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT name, transport, state, last_error, tool_count, updated_at FROM mcp_servers "
-            "ORDER BY name"
-        ).fetchall()
+        rows = servers_store.list_servers(conn)
     return {"servers": rows}

@@ -11,6 +11,7 @@ from shared.errors import DependencyError
 
 TABLES = {
     "mcp_servers",
+    "toolhost_servers",
     "tools",
     "tool_edges",
     "executions",
