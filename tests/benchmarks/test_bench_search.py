@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.bench import match, search
+from deploy.bench import match, search, search_sets
 from deploy.launcher.embedded import EmbeddedPostgres
 from shared.search.fusion import FEATURES
 
@@ -24,7 +24,7 @@ def test_bench_search_shape() -> None:
         latency_intents=200,
         latency_queries=3,
     )
-    assert set(out["sets"]) == {"livemcpbench", "real_servers"}
+    assert set(out["sets"]) == {"livemcpbench", "real_servers", "more_servers"}
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
     # Each learned weight tried is reported, with None where a set fell below dense.
@@ -48,6 +48,18 @@ def test_bench_search_shape() -> None:
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
         assert timed["tokens_embedded"]["p50"] > 0
+
+
+def test_more_servers_set_is_whole_and_held_out() -> None:
+    data = search_sets.more_servers()
+    ids = {t.id for t in data.tools}
+    assert len(ids) == len(data.tools) == 66 and len(data.queries) >= 70
+    # Every gold id names a listed tool, every tool is someone's gold, splits follow the rule.
+    assert all(q.gold and q.gold <= ids for q in data.queries)
+    assert set().union(*(q.gold for q in data.queries)) == ids
+    assert all(q.split == search_sets.hash_split(q.text) for q in data.queries)
+    # Held out whole: weights are never fitted on it, unlike the two sets they were tuned on.
+    assert [s.name for s in search_sets.all_sets() if not s.tuned] == ["more_servers"]
 
 
 def test_match_sets_are_big_enough() -> None:
