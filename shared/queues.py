@@ -43,7 +43,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
 
 # Redis keys and pub/sub channels (arq style: every prefix in one place).
 KEY_PREFIX = "agentcards:"
-RPC_REQUESTS = KEY_PREFIX + "rpc:requests"  # list; toolhosts BLPOP, bridges LPUSH
+RPC_REQUESTS = KEY_PREFIX + "rpc:requests"  # list; bridges RPUSH, toolhosts BLPOP (FIFO)
 # + ":" + server; calls a replica with that server down handed to the replicas that have it
 # ready (only those BLPOP it)
 RPC_REPLY_PREFIX = KEY_PREFIX + "rpc:reply:"  # + call_id; list with expiry

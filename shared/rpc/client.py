@@ -121,13 +121,13 @@ class RpcClient:
                 call_id, started, ErrorType.TIMEOUT, f"deadline passed before {label} was sent"
             )
 
-        # One round trip: a non-transactional pipeline sends LPUSH and BLPOP together; Redis
+        # One round trip: a non-transactional pipeline sends RPUSH and BLPOP together; Redis
         # runs the push, then blocks this connection on the reply key (BLPOP outside MULTI).
         # The wait is sliced: between slices, a call whose toolhost replica died ends at once.
         key = rpc_reply_key(call_id)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.lpush(RPC_REQUESTS, payload)
+                pipe.rpush(RPC_REQUESTS, payload)  # toolhosts BLPOP: oldest call first
                 pipe.blpop([key], timeout=_block_for(deadline))
                 _, popped = await pipe.execute()
             while popped is None and time.time() < deadline + REPLY_GRACE_S:

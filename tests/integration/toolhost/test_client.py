@@ -48,3 +48,15 @@ async def test_redis_down_is_a_structured_error() -> None:
         reply = await client.call(execution_id="e", tool="a:b", args={}, deadline=time.time() + 2)
     assert reply.error and reply.error.type == ErrorType.TOOL_UNAVAILABLE
     assert "Redis" in reply.error.message
+
+
+async def test_a_backlog_is_served_oldest_call_first(redis_url: str) -> None:
+    # Toolhosts BLPOP the head: the call waiting longest (closest to its deadline) goes first.
+    redis.Redis.from_url(redis_url).delete(RPC_REQUESTS)
+    async with RpcClient(redis_url) as client:
+        for n in range(3):
+            await client.call(
+                execution_id="e", tool=f"example:t{n}", args={}, deadline=time.time() + 0.2
+            )
+    queued = redis.Redis.from_url(redis_url).lrange(RPC_REQUESTS, 0, -1)
+    assert [orjson.loads(q)["tool"] for q in queued] == ["example:t0", "example:t1", "example:t2"]
