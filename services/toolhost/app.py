@@ -159,8 +159,9 @@ class Toolhost:
         configured = [c.name for c in self.connections]
 
         def write() -> list[str]:
+            live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
             with self._pool.connection() as conn:
-                removed = mark_removed_servers(conn=conn, configured=configured)
+                removed = mark_removed_servers(conn=conn, configured=configured, live=live)
                 conn.commit()
                 for server in removed:  # their cached results describe tools that are gone
                     invalidate(

@@ -21,7 +21,7 @@ from mcp import types
 from shared import tool_ids
 from shared.config import Settings
 from shared.tools import store as tools_store
-from shared.tools.servers import REMOVED_STATE, server_lock
+from shared.tools.servers import DEAD_AFTER_S, REMOVED_STATE, server_lock
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +142,24 @@ def sync_server_tools(
 
 
 def mark_removed_servers(
-    *, conn: psycopg.Connection[Any], configured: Collection[str]
+    *, conn: psycopg.Connection[Any], configured: Collection[str], live: Collection[str]
 ) -> list[str]:
-    """Servers that left the configuration become ``removed`` and their tools unavailable.
+    """Servers that no replica configures any more become ``removed``, their tools unavailable.
+
+    A server this replica does not configure stays when another live replica (``live``,
+    by heartbeat) serves it: hosts may run different MCP configs, and one host starting
+    without a server must not take it from the others.
 
     Rows are kept, not deleted: executions, edges and capabilities refer to the ids, and a
     server that comes back is upserted to ``connecting`` and its tools to available again.
     """
-    names = sorted(configured)
     with conn.transaction():
+        served = conn.execute(
+            "SELECT DISTINCT server FROM toolhost_servers WHERE replica = ANY(%s) "
+            "OR updated_at >= now() - make_interval(secs => %s)",
+            (list(live), DEAD_AFTER_S),
+        ).fetchall()
+        names = sorted({*configured, *(row["server"] for row in served)})
         removed = conn.execute(
             """
             UPDATE mcp_servers SET state = %(state)s, last_error = %(reason)s, tool_count = 0,
