@@ -23,10 +23,9 @@ from shared.errors import (
     ToolNotAllowed,
     ValidationFailed,
 )
-from shared.rpc.protocol import ResourceOp, ResourceRequest
+from shared.rpc.protocol import GATEWAY_CALLER, ResourceOp, ResourceRequest
 
 GATEWAY_URI_PREFIX = "agentcards://"
-CALLER = "gateway"  # the RPC's execution_id when no execution is involved
 
 
 def gateway_uri(server: str, uri: str) -> str:
@@ -97,7 +96,9 @@ async def _call(
     state: GatewayState, *, op: ResourceOp, server: str | None = None, uri: str | None = None
 ) -> dict[str, Any]:
     deadline = time.time() + state.settings.tool_call_timeout_s
-    request = ResourceRequest(op=op, execution_id=CALLER, server=server, uri=uri, deadline=deadline)
+    request = ResourceRequest(
+        op=op, execution_id=GATEWAY_CALLER, server=server, uri=uri, deadline=deadline
+    )
     reply = await state.rpc.resource(request)
     if reply.ok:
         result: dict[str, Any] = reply.result

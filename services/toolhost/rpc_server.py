@@ -189,11 +189,25 @@ class RpcServer:
             return
         await self._claim(request)
         if isinstance(request, ResourceRequest):
-            reply = await serve_resource(self._registry, request, started)
+            refusal = await self._scope.resource_refusal(
+                request, server_tools=self._tool_ids(request.server)
+            )
+            reply = (
+                await serve_resource(self._registry, request, started)
+                if refusal is None
+                else RpcReply.failure(call_id=request.call_id, type=refusal[0], message=refusal[1])
+            )
         else:
             reply = await self._execute(request, started)
             await self._observe(request, reply)
         await self._send(reply)
+
+    def _tool_ids(self, server: str | None) -> list[str] | None:
+        """The ids of the tools ``server`` lists here; None when it is not serving here."""
+        backend = self._registry.get(server) if server is not None else None
+        if backend is None or backend.state != "ready":
+            return None
+        return [f"{server}:{name}" for name in getattr(backend, "tools", None) or {}]
 
     async def _observe(self, request: RpcRequest, reply: RpcReply) -> None:
         """Log the call and its latency per server (configured servers only: bounded labels)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -19,7 +19,7 @@ from shared.auth.grants import Grant, load_grant
 from shared.errors import ErrorType
 from shared.logs import bind
 from shared.queues import grant_key, tool_calls_key
-from shared.rpc.protocol import RpcRequest
+from shared.rpc.protocol import GATEWAY_CALLER, ResourceRequest, RpcRequest
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,42 @@ class ScopeGuard:
         if grant.tool_calls_per_min is not None:
             return await self._rate(request, grant, grant.tool_calls_per_min)
         return None
+
+    async def resource_refusal(
+        self, request: ResourceRequest, *, server_tools: Iterable[str] | None
+    ) -> tuple[ErrorType, str] | None:
+        """Why an execution may not read this server's resources, or None when it may.
+
+        The rule the bridge applies, checked against the grant: one of the server's tools
+        (``server_tools``, ids) must be in the execution's scope. ``server_tools`` None: the
+        server is not serving here, and the answer will say so. The gateway's own requests
+        (``GATEWAY_CALLER``) carry no execution; the gateway checked its caller's scope.
+        """
+        if request.execution_id == GATEWAY_CALLER or (
+            request.server is not None and server_tools is None
+        ):
+            return None
+        try:
+            grant = load_grant(await self._redis.get(grant_key(request.execution_id)))
+        except RedisError as exc:
+            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
+        if grant is None:
+            reason = f"execution {request.execution_id!r} has no tool grant"
+        elif request.server is None:
+            reason = "an execution reads one server's resources; listing every server's is not"
+        elif not any(grant.allows(tool) for tool in server_tools or ()):
+            reason = (
+                f"reading resources of server {request.server!r} needs one of its tools in "
+                "this execution's tool scope"
+            )
+        else:
+            return None
+        log.warning(
+            "refused %s on %s for execution %s: %s",
+            request.op, request.server, request.execution_id, reason,
+            extra={"event": "resource_request_refused", "execution_id": request.execution_id},
+        )  # fmt: skip
+        return ErrorType.TOOL_NOT_ALLOWED, reason
 
     async def _rate(
         self, request: RpcRequest, grant: Grant, limit: int

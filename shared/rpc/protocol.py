@@ -63,6 +63,9 @@ class RpcRequest(BaseModel):
 
 
 ResourceOp = Literal["read_resource", "list_resources", "list_resource_templates"]
+# The ``execution_id`` of the gateway's own resources requests (MCP resources/list and
+# /read for a client): no execution, so no grant; the gateway checks the caller's scope.
+GATEWAY_CALLER = "gateway"
 
 
 class ResourceRequest(BaseModel):

@@ -188,13 +188,15 @@ def test_the_bridge_refuses_what_the_grant_does_not_allow(e2e: E2EStack) -> None
 
 def _forge(e2e: E2EStack, execution_id: str, tool: str, args: dict[str, Any]) -> Any:
     """Push an RPC request straight onto the toolhosts' list, as a compromised worker could."""
+    return _push_and_wait(e2e, {"execution_id": execution_id, "tool": tool, "args": args})
+
+
+def _push_and_wait(e2e: E2EStack, fields: dict[str, Any]) -> Any:
+    """Push one request (``fields`` + version, call id, deadline) and wait for its reply."""
     client = redis.Redis.from_url(e2e.settings.redis_url or "")
     call_id = uuid.uuid4().hex
-    request = {
-        "v": 1, "call_id": call_id, "execution_id": execution_id, "tool": tool, "args": args,
-        "deadline": time.time() + 20,
-    }  # fmt: skip
-    client.lpush(RPC_REQUESTS, orjson.dumps(request))
+    request = {"v": 1, "call_id": call_id, "deadline": time.time() + 20, **fields}
+    client.rpush(RPC_REQUESTS, orjson.dumps(request))
     popped = client.blpop([rpc_reply_key(call_id)], timeout=20)
     assert popped is not None, "no reply from the toolhost"
     return decode_reply(popped[1])
@@ -306,3 +308,29 @@ def test_a_key_sees_and_reads_resources_only_of_servers_it_has_tools_of(as_key: 
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"]["type"] == "tool_not_allowed"
     assert "everything" in refused.json()["error"]["message"]
+
+
+def _forge_resource(e2e: E2EStack, execution_id: str, server: str | None, uri: str) -> Any:
+    """Push a resources request straight onto the toolhosts' list (as ``_forge`` does)."""
+    op = "read_resource" if server else "list_resources"
+    fields = {"op": op, "execution_id": execution_id, "server": server}
+    return _push_and_wait(e2e, {**fields, "uri": uri if server else None})
+
+
+def test_the_toolhost_checks_resource_reads_against_the_grant(e2e: E2EStack) -> None:
+    # The bridge's allowed_servers is the bridge's word; the grant is the gateway's.
+    doc = "demo://resource/static/document/architecture.md"
+    narrow = f"forged-{uuid.uuid4().hex[:8]}"
+    grant(e2e.settings.redis_url or "", narrow, patterns=("time:*",))
+    refused = _forge_resource(e2e, narrow, "everything", doc)
+    assert not refused.ok and refused.error.type == "tool_not_allowed", refused
+    assert "needs one of its tools" in refused.error.message
+    nobody = _forge_resource(e2e, f"nobody-{uuid.uuid4().hex[:8]}", "everything", doc)
+    assert not nobody.ok and "has no tool grant" in nobody.error.message
+    listing = _forge_resource(e2e, narrow, None, doc)
+    assert not listing.ok and listing.error.type == "tool_not_allowed"
+    wide = f"granted-{uuid.uuid4().hex[:8]}"
+    grant(e2e.settings.redis_url or "", wide, patterns=("everything:*",))
+    read = _forge_resource(e2e, wide, "everything", doc)
+    assert read.ok, read.error
+    assert read.result["contents"][0]["uri"] == doc
