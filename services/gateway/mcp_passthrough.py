@@ -38,6 +38,11 @@ _NEEDS = {
 }
 _ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
 _POLL_S = 5.0  # how often the listener re-checks it was not cancelled while idle
+# The client's capabilities are advertised as a lease, renewed while the client waits: the
+# relay lasts exactly as long as the wait (which a re-run extends), and ends within
+# LEASE_S of a gateway that died mid-wait.
+LEASE_S = 5.0
+RENEW_EVERY_S = 1.5
 
 
 async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
@@ -60,24 +65,38 @@ def client_capabilities(ctx: Context) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def relay_client_requests(
-    state: GatewayState, ctx: Context, *, execution_id: str, ttl_s: float
+    state: GatewayState, ctx: Context, *, execution_id: str
 ) -> AsyncIterator[None]:
     """While the block runs, answer the execution's sampling/elicitation requests through ``ctx``'s client."""
     capabilities = client_capabilities(ctx)
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
     await upstream.advertise(
-        state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=ttl_s
+        state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
     )
-    listener = asyncio.create_task(_listen(state, ctx, execution_id)) if capabilities else None
+    tasks = [asyncio.create_task(_renew(state, execution_id, capabilities))]
+    if capabilities:
+        tasks.append(asyncio.create_task(_listen(state, ctx, execution_id)))
     try:
         yield
     finally:
-        if listener is not None:
-            listener.cancel()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await listener
+                await task
         with contextlib.suppress(RedisError):
             await upstream.withdraw(state.aredis, execution_id=execution_id)
+
+
+async def _renew(state: GatewayState, execution_id: str, capabilities: list[str]) -> None:
+    while True:
+        await asyncio.sleep(RENEW_EVERY_S)
+        try:
+            await upstream.advertise(
+                state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+            )
+        except RedisError as exc:  # the next renewal tries again; requests meanwhile refused
+            log.warning("relay for execution %s: lease not renewed: %s", execution_id, exc)
 
 
 async def _listen(state: GatewayState, ctx: Context, execution_id: str) -> None:

@@ -150,12 +150,7 @@ def build_mcp_server(
                 await mcp_passthrough.forward_progress(ctx, event)
 
             execution_id = str(row["id"])
-            async with mcp_passthrough.relay_client_requests(
-                state,
-                ctx,
-                execution_id=execution_id,
-                ttl_s=row["timeout_s"] + state.settings.execution_wait_slack_s,
-            ):
+            async with mcp_passthrough.relay_client_requests(state, ctx, execution_id=execution_id):
                 row = await wait_for_finish(
                     state, execution_id=execution_id, timeout_s=row["timeout_s"], on_event=on_event
                 )
