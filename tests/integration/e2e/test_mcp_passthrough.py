@@ -131,21 +131,25 @@ return {
     assert (tmp / "granted").as_uri() in json.dumps(ran["result"]["roots"])
 
 
-async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
-    ready: E2EStack,
-) -> None:
-    asked: list[types.CreateMessageRequestParams] = []
+def _sampling_answer(text: str, asked: list[types.CreateMessageRequestParams]) -> Any:
+    """A client's sampling callback that records each request and answers ``text``."""
 
     async def sampling(
         context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         asked.append(params)
         return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text="forty-two, from the test client"),
-            model="test-model",
+            role="assistant", content=types.TextContent(type="text", text=text), model="test-model"
         )
 
+    return sampling
+
+
+async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
+    ready: E2EStack,
+) -> None:
+    asked: list[types.CreateMessageRequestParams] = []
+    sampling = _sampling_answer("forty-two, from the test client", asked)
     code = 'return await mcp.everything["trigger-sampling-request"](prompt="meaning of life", maxTokens=20)'
     async with mcp_session(ready, sampling_callback=sampling) as session:
         ran = await _execute(session, code)
@@ -168,17 +172,8 @@ async def test_sampling_asked_after_the_relay_lease_would_have_lapsed_still_reac
 ) -> None:
     # The advertisement is a lease the waiting gateway renews: a tool that asks late in a
     # long run (or in a re-run) still finds the client listening.
-    answered: list[str] = []
-
-    async def sampling(
-        context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult:
-        answered.append("yes")
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="late answer"),
-            model="test-model",
-        )  # fmt: skip
-
+    asked: list[types.CreateMessageRequestParams] = []
+    sampling = _sampling_answer("late answer", asked)
     code = f"""
 import asyncio
 await asyncio.sleep({LEASE_S * 2})
@@ -187,7 +182,7 @@ return await mcp.everything["trigger-sampling-request"](prompt="still there?", m
     async with mcp_session(ready, sampling_callback=sampling) as session:
         ran = await _execute(session, code)
     assert ran["status"] == "succeeded", ran
-    assert "late answer" in json.dumps(ran["result"]) and answered == ["yes"]
+    assert "late answer" in json.dumps(ran["result"]) and len(asked) == 1
 
 
 async def test_elicitation_reaches_the_client_and_its_answer_reaches_the_tool(
