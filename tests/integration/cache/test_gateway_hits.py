@@ -27,9 +27,15 @@ pytestmark = pytest.mark.integration
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """No worker runs here, so a miss stays queued: its waiting POST gives up soon (202)."""
+    return settings.model_copy(update={"execution_wait_slack_s": 0.5})
+
+
 def _execute(client: TestClient, cap: str, headers: dict[str, str]) -> Any:
     return client.post(f"/v1/capabilities/{cap}/execute", params={"wait": "true"},
-                       json={"args": ARGS}, headers=headers)  # fmt: skip
+                       json={"args": ARGS, "timeout_s": 1}, headers=headers)  # fmt: skip
 
 
 def _run(client: TestClient, headers: dict[str, str], **extra: Any) -> dict[str, Any]:
