@@ -193,7 +193,11 @@ class _second_host:
             env=env, cwd=self.home, stdout=(self.home / "worker.log").open("wb"),
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        _wait_processes(self.handle, before + self.concurrency)
+        try:
+            _wait_processes(self.handle, before + self.concurrency)
+        except RuntimeError as exc:
+            tail = (self.home / "worker.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"second host: {exc}; its log ends:\n{tail}") from None
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is None:
