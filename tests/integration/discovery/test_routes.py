@@ -33,6 +33,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
     app.state.gateway = state
     with TestClient(app) as test_client:
         yield test_client
+    state.probe.stop()  # its thread would outlive the test, probing servers that are gone
     state.pool.close()
     state.redis.close()
 
