@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,13 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "samples"}
 
 
+def _error_kind(body: dict[str, Any]) -> str:
+    """An error envelope's type, else the execution's status (or the client's failure)."""
+    error = body.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    return str(kind or body.get("status") or "no status")
+
+
 async def _open_loop(handle: StackHandle, *, rate: float, seconds: float) -> dict[str, Any]:
     """Submit at ``rate`` per second whatever the answers; each waits for its result."""
     total = int(rate * seconds)
@@ -269,7 +277,10 @@ async def _open_loop(handle: StackHandle, *, rate: float, seconds: float) -> dic
             except (httpx.HTTPError, ValueError) as exc:
                 body = {"status": "client_error", "error": str(exc)}
             ok = body.get("status") == "succeeded" and body.get("result") == n + 1
-            samples.append({"sent": sent, "received": time.time(), "ok": ok, "id": body.get("id")})
+            samples.append(
+                {"sent": sent, "received": time.time(), "ok": ok, "id": body.get("id"),
+                 "kind": None if ok else _error_kind(body)}
+            )  # fmt: skip
 
         start = time.monotonic()
         tasks = []
@@ -288,6 +299,8 @@ async def _open_loop(handle: StackHandle, *, rate: float, seconds: float) -> dic
         "seconds": seconds,
         "submitted": total,
         "errors": errors,
+        # What the failed ones answered: a 503 at capacity is backpressure, not a fault.
+        "error_kinds": dict(Counter(s["kind"] for s in samples if not s["ok"])),
         "drained_s": round(drained, 2),
         "holds": errors == 0 and drained <= DRAIN_S,
         "latency_ms": stats,
