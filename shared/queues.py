@@ -27,6 +27,7 @@ class TaskName(StrEnum):
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
     REAP_EXECUTIONS = "agentcards.reap_executions"
     EXPIRE_CACHE = "agentcards.expire_cache"
+    RESEND_UNLEARNED = "agentcards.resend_unlearned"
     PING = "agentcards.ping"
     SANDBOX_PING = "agentcards.sandbox_ping"
 
@@ -38,6 +39,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
     TaskName.REAP_EXECUTIONS: {"queue": Queue.MAINTENANCE},
+    TaskName.RESEND_UNLEARNED: {"queue": Queue.MAINTENANCE},
     TaskName.EXPIRE_CACHE: {"queue": Queue.MAINTENANCE},
 }
 
@@ -104,6 +106,11 @@ def rpc_reply_key(call_id: str) -> str:
 def reap_suspect_key(execution_id: str) -> str:
     """When the reaper first saw the worker of a running execution missing."""
     return f"{REAP_SUSPECT_PREFIX}{execution_id}"
+
+
+def learning_resent_key(execution_id: str) -> str:
+    """Set when an execution's lost ingestion message was sent again (expires: sent again later)."""
+    return f"{KEY_PREFIX}learning:resent:{execution_id}"
 
 
 def rpc_claim_key(call_id: str) -> str:

@@ -24,15 +24,22 @@ WINDOW = "1 day"
 
 # Cache hits are recorded as executions but teach nothing new (their source run did), and
 # rejected ones never ran: neither is sent to learning.
-_LAG_SQL = f"""
-SELECT count(*) AS behind,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(finished_at)), 0)::float8 AS oldest_s
-  FROM executions
+_WAITING = f"""
  WHERE learned_at IS NULL
    AND finished_at IS NOT NULL
    AND finished_at > now() - interval '{WINDOW}'
    AND status <> '{ExecutionStatus.REJECTED.value}'
    AND NOT (extras ? 'cache_hit')
+"""
+_LAG_SQL = f"""
+SELECT count(*) AS behind,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(finished_at)), 0)::float8 AS oldest_s
+  FROM executions {_WAITING}
+"""
+_UNLEARNED_SQL = f"""
+SELECT id::text AS id FROM executions {_WAITING}
+   AND finished_at < now() - make_interval(secs => %s)
+ ORDER BY finished_at LIMIT %s
 """
 
 
@@ -53,3 +60,9 @@ def learning_lag(conn: Conn) -> LearningLag:
     row = conn.execute(_LAG_SQL).fetchone()
     assert row is not None
     return LearningLag(behind=int(row["behind"]), oldest_s=round(float(row["oldest_s"]), 1))
+
+
+def unlearned(conn: Conn, *, older_than_s: float, limit: int) -> list[str]:
+    """Finished runs still not learned ``older_than_s`` after they ended, oldest first."""
+    rows = conn.execute(_UNLEARNED_SQL, (older_than_s, limit)).fetchall()
+    return [str(row["id"]) for row in rows]

@@ -18,6 +18,14 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 5.0,
         "options": {"queue": Queue.MAINTENANCE, "expires": 5},
     },
+    # Runs whose ingestion message was lost (Redis down when their worker finished) are
+    # sent to learning again; every 30 s, so learning catches up within a minute of such
+    # a loss. One indexed query when nothing waits.
+    "resend-unlearned": {
+        "task": TaskName.RESEND_UNLEARNED,
+        "schedule": 30.0,
+        "options": {"queue": Queue.MAINTENANCE, "expires": 25},
+    },
     # PageRank + Louvain feed search and suggestions; every 5 minutes keeps them fresh
     # while a refresh (≤ 2 s at 10k tools / 100k edges) costs little, and it skips
     # itself when no edge changed. Expires so a backlog never runs stale refreshes.
