@@ -26,14 +26,19 @@ def wait_until(check: Callable[[], bool], *, what: str, timeout_s: float = 60) -
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def add_runs(settings: Settings, n: int) -> list[str]:
+    """``n`` finished runs of the same code and intent, not yet learned."""
+    with connect(settings.database_url or "") as conn:
+        return [
+            add_execution(conn, code=CODE, intent="fetch a record and store it", events=BOTH_OK)
+            for _ in range(n)
+        ]
+
+
 def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
     settings: Settings, celery_worker: Callable[..., WorkerProcess]
 ) -> None:
-    with connect(settings.database_url or "") as conn:
-        ids = [
-            add_execution(conn, code=CODE, intent="fetch a record and store it", events=BOTH_OK)
-            for _ in range(30)
-        ]
+    ids = add_runs(settings, 30)
     app = make_celery("test", settings=settings)
     try:
         # Queued before the worker starts: it finds them all at once.

@@ -10,8 +10,7 @@ from shared.config import Settings
 from shared.db import connect
 from shared.queues import TaskName
 from tests.conftest import WorkerProcess
-from tests.integration.learning.test_ingest_batch_db import BOTH_OK, add_execution
-from tests.integration.learning.test_learning_worker import CODE, wait_until
+from tests.integration.learning.test_learning_worker import add_runs, wait_until
 
 
 def _learned(settings: Settings, ids: list[str]) -> set[str]:
@@ -31,22 +30,16 @@ def _sweeps_done(worker: WorkerProcess) -> int:
 def test_runs_whose_message_was_lost_are_learned_once_and_recent_ones_left_alone(
     settings: Settings, celery_worker: Callable[..., WorkerProcess]
 ) -> None:
+    # Two finished two minutes ago and never sent to learning (Redis was down then), and
+    # one finished just now: its own message may still be on its way.
+    lost, (recent,) = add_runs(settings, 2), add_runs(settings, 1)
     with connect(settings.database_url or "") as conn:
-        # Finished two minutes ago and never sent to learning (Redis was down then).
-        lost = [
-            add_execution(conn, code=CODE, intent="fetch a record and store it", events=BOTH_OK)
-            for _ in range(2)
-        ]
         conn.execute(
             "UPDATE executions SET finished_at = now() - interval '2 minutes' "
             "WHERE id = ANY(%s::uuid[])",
             (lost,),
         )
         conn.commit()
-        # Finished just now: its own message may still be on its way.
-        recent = add_execution(
-            conn, code=CODE, intent="fetch a record and store it", events=BOTH_OK
-        )
     worker = celery_worker("workers.learning.celery_app", "learning,maintenance")
     app = make_celery("test", settings=settings)
     try:
