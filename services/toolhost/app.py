@@ -46,6 +46,7 @@ from shared.rpc.heartbeat import (
     HEARTBEAT_TTL_S,
     ToolhostBeat,
     read_toolhost_beats,
+    replica_name,
     replicas_ready,
     toolhost_key,
 )
@@ -67,7 +68,7 @@ def heartbeat_key() -> str:
 
 def replica_id() -> str:
     """This replica's identity in ``toolhost_servers``: ``<hostname>:<pid>``, as its heartbeat."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return replica_name(socket.gethostname(), os.getpid())
 
 
 class Toolhost:

@@ -60,10 +60,9 @@ class ScopeGuard:
 
     async def refusal(self, request: RpcRequest) -> tuple[ErrorType, str] | None:
         """Why the call may not run (type, message), or None when it may."""
-        try:
-            grant = load_grant(await self._redis.get(grant_key(request.execution_id)))
-        except RedisError as exc:
-            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
+        grant = await self._grant(request.execution_id)
+        if isinstance(grant, tuple):
+            return grant
         if grant is None:
             reason = (
                 f"execution {request.execution_id!r} has no tool grant (not submitted "
@@ -92,10 +91,9 @@ class ScopeGuard:
             request.server is not None and server_tools is None
         ):
             return None
-        try:
-            grant = load_grant(await self._redis.get(grant_key(request.execution_id)))
-        except RedisError as exc:
-            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
+        grant = await self._grant(request.execution_id)
+        if isinstance(grant, tuple):
+            return grant
         if grant is None:
             reason = f"execution {request.execution_id!r} has no tool grant"
         elif request.server is None:
@@ -113,6 +111,13 @@ class ScopeGuard:
             extra={"event": "resource_request_refused", "execution_id": request.execution_id},
         )  # fmt: skip
         return ErrorType.TOOL_NOT_ALLOWED, reason
+
+    async def _grant(self, execution_id: str) -> Grant | tuple[ErrorType, str] | None:
+        """The execution's grant record (None: there is none), or why it cannot be read."""
+        try:
+            return load_grant(await self._redis.get(grant_key(execution_id)))
+        except RedisError as exc:
+            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
 
     async def _rate(
         self, request: RpcRequest, grant: Grant, limit: int

@@ -31,9 +31,14 @@ HEARTBEAT_TTL_S = 5
 _RANK = {"ready": 0, "connecting": 1, "down": 2}
 
 
+def replica_name(host: str, pid: int) -> str:
+    """A toolhost replica's identity, ``<hostname>:<pid>`` (heartbeat key, Postgres rows)."""
+    return f"{host}:{pid}"
+
+
 def toolhost_key(host: str, pid: int) -> str:
     """One replica's key: ``…heartbeat:toolhost:<hostname>:<pid>``."""
-    return f"{HEARTBEAT_PREFIX}toolhost:{host}:{pid}"
+    return f"{HEARTBEAT_PREFIX}toolhost:{replica_name(host, pid)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ class ToolhostBeat:
     @property
     def replica(self) -> str:
         """The replica's identity, ``<hostname>:<pid>`` (its per-replica rows in Postgres)."""
-        return f"{self.host}:{self.pid}"
+        return replica_name(self.host, self.pid)
 
     def encode(self) -> bytes:
         return orjson.dumps(
