@@ -205,11 +205,38 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+_HANDED_OUT: set[int] = set()
+_LOWEST_FREE_PORT = 20000
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel may give an outgoing connection (32768 unless tuned)."""
+    with contextlib.suppress(OSError, ValueError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 32768
+
+
 def free_port() -> int:
-    """A port the kernel says is free right now (tests only; racy by nature)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on now, never handed out before by this process (tests, benches).
+
+    Not ``bind(0)``: the kernel may return the same port on two calls in a row (one triple in
+    ~4,000 here), and its ports come from the range outgoing connections also draw from, so
+    a Redis client could take the port before the server it was meant for binds. Ports are
+    drawn at random below that range, each at most once per process.
+    """
+    top = max(_LOWEST_FREE_PORT + 1000, _ephemeral_low())
+    for _ in range(200):
+        port = secrets.SystemRandom().randrange(_LOWEST_FREE_PORT, top)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise DependencyError(f"no free port found in {_LOWEST_FREE_PORT}-{top}")
 
 
 def _pid_alive(pid: int) -> bool:

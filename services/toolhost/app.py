@@ -26,7 +26,6 @@ from services.toolhost.sync import (
     LazyEmbedder,
     SyncResult,
     ToolSpec,
-    mark_removed_servers,
     sync_server_tools,
     unavailable_reason,
 )
@@ -51,7 +50,12 @@ from shared.rpc.heartbeat import (
     toolhost_key,
 )
 from shared.rpc.protocol import RpcRequest
-from shared.tools.servers import forget_replica, prune_dead_replicas, record_replica_state
+from shared.tools.servers import (
+    forget_replica,
+    mark_removed_servers,
+    prune_dead_replicas,
+    record_replica_state,
+)
 
 log = logging.getLogger("agentcards.toolhost")
 

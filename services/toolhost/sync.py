@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +21,12 @@ from mcp import types
 from shared import tool_ids
 from shared.config import Settings
 from shared.tools import store as tools_store
-from shared.tools.servers import DEAD_AFTER_S, REMOVED_STATE, server_lock
+from shared.tools.servers import server_lock
 
 log = logging.getLogger(__name__)
 
 Embed = Callable[[list[str]], list[list[float]] | None]
 
-REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
 # Task-augmented calls (2025-11-25) are types-only in the mcp SDK (no tasks/get, tasks/result
 # dispatch), so such a tool cannot be called through AgentCards: listed, never callable.
 TASK_REQUIRED_REASON = (
@@ -139,39 +138,6 @@ def sync_server_tools(
             (len(ids), server),
         )
     return result
-
-
-def mark_removed_servers(
-    *, conn: psycopg.Connection[Any], configured: Collection[str], live: Collection[str]
-) -> list[str]:
-    """Servers that no replica configures any more become ``removed``, their tools unavailable.
-
-    A server this replica does not configure stays when another live replica (``live``,
-    by heartbeat) serves it: hosts may run different MCP configs, and one host starting
-    without a server must not take it from the others.
-
-    Rows are kept, not deleted: executions, edges and capabilities refer to the ids, and a
-    server that comes back is upserted to ``connecting`` and its tools to available again.
-    """
-    with conn.transaction():
-        served = conn.execute(
-            "SELECT DISTINCT server FROM toolhost_servers WHERE replica = ANY(%s) "
-            "OR updated_at >= now() - make_interval(secs => %s)",
-            (list(live), DEAD_AFTER_S),
-        ).fetchall()
-        names = sorted({*configured, *(row["server"] for row in served)})
-        removed = conn.execute(
-            """
-            UPDATE mcp_servers SET state = %(state)s, last_error = %(reason)s, tool_count = 0,
-                   updated_at = now()
-             WHERE NOT (name = ANY(%(names)s)) AND state <> %(state)s
-            RETURNING name
-            """,
-            {"state": REMOVED_STATE, "reason": REMOVED_REASON, "names": names},
-        ).fetchall()
-        tools_store.mark_unavailable_except(conn, servers=names)
-        conn.execute("DELETE FROM toolhost_servers WHERE NOT (server = ANY(%s))", (names,))
-    return sorted(row["name"] for row in removed)
 
 
 class LazyEmbedder:

@@ -29,6 +29,11 @@ Conn = psycopg.Connection[Any]
 DEAD_AFTER_S = HEARTBEAT_TTL_S
 NO_REPLICA_REASON = "no live toolhost replica serves it"
 REMOVED_STATE = "removed"
+REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
+
+# A row counts while its replica beats, and for DEAD_AFTER_S after it was written; the
+# parameters are ``_live_params(live)``.
+_LIVE_ROW = "(replica = ANY(%s) OR updated_at >= now() - make_interval(secs => %s))"
 
 # Best first: the aggregate is the best state any live replica reports.
 _RANK = {"ready": 0, "connecting": 1, "down": 2}
@@ -52,6 +57,10 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> tuple[str, str | None]:
         return "ready", None
     errors = sorted((r for r in rows if r["last_error"]), key=lambda r: r["updated_at"])
     return best["state"], errors[-1]["last_error"] if errors else None
+
+
+def _live_params(live: Collection[str]) -> tuple[list[str], float]:
+    return list(live), DEAD_AFTER_S
 
 
 def record_replica_state(
@@ -112,10 +121,8 @@ def prune_dead_replicas(conn: Conn, *, live: Collection[str]) -> list[str]:
     """Rows of replicas without a heartbeat (SIGKILLed, host lost) stop counting; returns the
     servers whose state changed."""
     servers = conn.execute(
-        "SELECT DISTINCT server FROM toolhost_servers "
-        "WHERE NOT (replica = ANY(%s)) AND updated_at < now() - make_interval(secs => %s) "
-        "ORDER BY server",
-        (list(live), DEAD_AFTER_S),
+        f"SELECT DISTINCT server FROM toolhost_servers WHERE NOT {_LIVE_ROW} ORDER BY server",
+        _live_params(live),
     ).fetchall()
     return [s["server"] for s in servers if _drop(conn, server=s["server"], live=list(live))]
 
@@ -137,15 +144,13 @@ def _rederive(conn: Conn, *, server: str, live: list[str]) -> str:
     """Delete dead replicas' rows, then set the server's state, error, tool availability and
     count from the rest (a ``removed`` server stays removed)."""
     conn.execute(
-        "DELETE FROM toolhost_servers WHERE server = %s AND NOT (replica = ANY(%s)) "
-        "AND updated_at < now() - make_interval(secs => %s)",
-        (server, live, DEAD_AFTER_S),
+        f"DELETE FROM toolhost_servers WHERE server = %s AND NOT {_LIVE_ROW}",
+        (server, *_live_params(live)),
     )
     rows = conn.execute(
         "SELECT state, last_error, extract(epoch FROM updated_at) AS updated_at "
-        "FROM toolhost_servers WHERE server = %s AND (replica = ANY(%s) "
-        "OR updated_at >= now() - make_interval(secs => %s))",
-        (server, live, DEAD_AFTER_S),
+        "FROM toolhost_servers WHERE server = %s",
+        (server,),
     ).fetchall()
     state, last_error = aggregate(rows)
     conn.execute(
@@ -161,6 +166,37 @@ def _rederive(conn: Conn, *, server: str, live: list[str]) -> str:
         (server, server),
     )
     return state
+
+
+def mark_removed_servers(
+    conn: Conn, *, configured: Collection[str], live: Collection[str]
+) -> list[str]:
+    """Servers that no replica configures any more become ``removed``, their tools unavailable.
+
+    A server this replica does not configure stays when another live replica (``live``,
+    by heartbeat) serves it: hosts may run different MCP configs, and one host starting
+    without a server must not take it from the others.
+
+    Rows are kept, not deleted: executions, edges and capabilities refer to the ids, and a
+    server that comes back is upserted to ``connecting`` and its tools to available again.
+    """
+    with conn.transaction():
+        served = conn.execute(
+            f"SELECT DISTINCT server FROM toolhost_servers WHERE {_LIVE_ROW}", _live_params(live)
+        ).fetchall()
+        names = sorted({*configured, *(row["server"] for row in served)})
+        removed = conn.execute(
+            """
+            UPDATE mcp_servers SET state = %(state)s, last_error = %(reason)s, tool_count = 0,
+                   updated_at = now()
+             WHERE NOT (name = ANY(%(names)s)) AND state <> %(state)s
+            RETURNING name
+            """,
+            {"state": REMOVED_STATE, "reason": REMOVED_REASON, "names": names},
+        ).fetchall()
+        tools_store.mark_unavailable_except(conn, servers=names)
+        conn.execute("DELETE FROM toolhost_servers WHERE NOT (server = ANY(%s))", (names,))
+    return sorted(row["name"] for row in removed)
 
 
 def list_servers(conn: Conn) -> list[dict[str, Any]]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from services.toolhost.sync import mark_removed_servers
 from shared.db import connect
-from shared.tools.servers import record_replica_state
+from shared.tools.servers import mark_removed_servers, record_replica_state
 
 A, B = "host-a:101", "host-b:202"
 
