@@ -57,13 +57,26 @@ def watch(
                     failing = {
                         c.spec.name: c.health.detail for c in stack.children if not c.health.ok
                     }
+                    tails = "".join(
+                        f"\n--- last lines of {name}.log ---\n{_log_tail(stack, name)}"
+                        for name in failing
+                    )
                     raise DependencyError(
                         f"stack not healthy after {healthy_within_s:.0f}s: {failing} "
-                        f"(logs in {stack.run_dir / 'logs'})",
+                        f"(logs in {stack.run_dir / 'logs'}){tails}",
                         failing=failing,
                     )
             time.sleep(REAP_EVERY_S)
     return False
+
+
+def _log_tail(stack: Stack, name: str, lines: int = 15) -> str:
+    """The end of a child's log: why it is not healthy, without a trip to the log folder."""
+    try:
+        text = (stack.run_dir / "logs" / f"{name}.log").read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def server_lines(stack: Stack) -> dict[str, str]:

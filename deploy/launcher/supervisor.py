@@ -95,11 +95,27 @@ class Stack:
             )
         # The toolhost would exit on a broken file and be restarted forever: refuse it now.
         self.mcp_servers = list(load_servers(self.settings.mcp_config))
-        for what, port, var in (
+        ports = [
             ("gateway", self.settings.gateway_port, "AGENTCARDS_GATEWAY_PORT"),
             ("Flower", self.settings.flower_port, "AGENTCARDS_FLOWER_PORT"),
-        ):
-            if port_in_use(port):
+        ]
+        if not self.redis_url:
+            ports.append(
+                (
+                    "embedded Redis",
+                    self.settings.embedded_redis_port,
+                    "AGENTCARDS_EMBEDDED_REDIS_PORT",
+                )
+            )
+        for i, (what, port, var) in enumerate(ports):
+            # Two of ours on one port: the later one would fail to bind on every restart.
+            for other, other_port, other_var in ports[:i]:
+                if port == other_port:
+                    raise ConfigError(
+                        f"port {port} is set for both the {other} ({other_var}) and the "
+                        f"{what} ({var}): give each its own"
+                    )
+            if what != "embedded Redis" and port_in_use(port):  # Redis: start() checks it
                 raise ConfigError(f"port {port} for the {what} is in use: free it or set {var}")
 
     def start_dependencies(self) -> None:

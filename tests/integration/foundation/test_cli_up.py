@@ -112,6 +112,16 @@ def test_gateway_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     assert f"port {port}" in line and "AGENTCARDS_GATEWAY_PORT" in line
 
 
+def test_one_port_for_gateway_and_embedded_redis_is_one_clear_line(tmp_path: Path) -> None:
+    port = str(free_port())
+    line = _run_up_expecting_failure(
+        _env(tmp_path, AGENTCARDS_GATEWAY_PORT=port, AGENTCARDS_EMBEDDED_REDIS_PORT=port),
+        tmp_path,
+    )
+    assert f"port {port} is set for both" in line
+    assert "AGENTCARDS_GATEWAY_PORT" in line and "AGENTCARDS_EMBEDDED_REDIS_PORT" in line
+
+
 def test_redis_down_is_one_clear_line(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     line = _run_up_expecting_failure(_env(tmp_path, AGENTCARDS_REDIS_URL=url), tmp_path)
