@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -141,10 +140,8 @@ async def execute_capability(
     ref: str,
     body: CapabilityExecuteRequest,
     principal: Principal,
-    on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Row:
-    """Check args against the capability's schema, then run its code as the caller's execution;
-    when waiting, ``on_event`` gets each of the run's events.
+    """Check args against the capability's schema, then run its code as the caller's execution.
 
     It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
     """
@@ -179,6 +176,6 @@ async def execute_capability(
     row = await enqueue_admitted(state, admission=admission, principal=principal)
     if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), on_event=on_event
+            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
         )
     return row

@@ -9,7 +9,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 
-from services.gateway import mcp_logging
+from services.gateway import mcp_logging, mcp_passthrough
 from services.gateway.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
@@ -100,20 +100,17 @@ def register(
         try:
             body = CapabilityExecuteRequest(
                 args=args or {},
-                wait=True,
+                wait=False,  # waited for below, passing the protocol through
                 timeout_s=timeout_s,
                 no_cache=no_cache,
                 retry=retry,
             )
             row = await execute_capability(
-                get_state(),
-                ref=capability_id,
-                body=body,
-                principal=principal,
-                on_event=lambda event: mcp_logging.forward_event(ctx, event),
+                get_state(), ref=capability_id, body=body, principal=principal
             )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
+        row = await mcp_passthrough.wait_passing_through(get_state(), ctx, row)
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)
         return execution_result(view)

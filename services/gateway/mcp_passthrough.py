@@ -1,6 +1,7 @@
-"""``execute_code`` over MCP passes the protocol through: tool progress, sampling and elicitation.
+"""``execute_code`` and ``execute_capability`` over MCP pass the protocol through: tool progress,
+sampling and elicitation.
 
-While an MCP client waits on ``execute_code``, this relays what the downstream servers
+While an MCP client waits on either tool, this relays what the downstream servers
 send during the execution's tool calls: their ``notifications/progress`` (as progress on
 the client's own token, the message naming the tool and its trace call id) and their
 ``sampling/createMessage`` / ``elicitation/create`` requests, when the client declared the
@@ -24,8 +25,11 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
+from services.gateway import mcp_logging
 from services.gateway.config import GatewayState
+from services.gateway.executions import wait_for_finish
 from shared.executions.events import TOOL_PROGRESS
+from shared.executions.status import TERMINAL
 from shared.rpc import upstream
 from shared.rpc.upstream import ClientReply, ClientRequest
 
@@ -43,6 +47,25 @@ _POLL_S = 5.0  # how often the listener re-checks it was not cancelled while idl
 # LEASE_S of a gateway that died mid-wait.
 LEASE_S = 5.0
 RENEW_EVERY_S = 1.5
+
+
+async def wait_passing_through(
+    state: GatewayState, ctx: Context, row: dict[str, Any]
+) -> dict[str, Any]:
+    """The submitted execution ``row`` once finished; meanwhile its events reach ``ctx``'s client
+    as log lines and tool progress, and its tools' sampling/elicitation requests as requests."""
+    if row["status"] in TERMINAL:  # a cache hit, a refusal: nothing to wait for
+        return row
+
+    async def on_event(event: dict[str, Any]) -> None:
+        await mcp_logging.forward_event(ctx, event)
+        await forward_progress(ctx, event)
+
+    execution_id = str(row["id"])
+    async with relay_client_requests(state, ctx, execution_id=execution_id):
+        return await wait_for_finish(
+            state, execution_id=execution_id, timeout_s=float(row["timeout_s"]), on_event=on_event
+        )
 
 
 async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:

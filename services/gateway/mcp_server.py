@@ -25,14 +25,13 @@ from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
 from services.gateway.deps import request_principal
 from services.gateway.errors import mcp_error
-from services.gateway.executions import submit_execution, wait_for_finish
+from services.gateway.executions import submit_execution
 from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
-from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
@@ -143,17 +142,7 @@ def build_mcp_server(
             row = await submit_execution(state, request=request, principal=principal)
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-        if row["status"] not in TERMINAL:
-
-            async def on_event(event: dict[str, Any]) -> None:
-                await mcp_logging.forward_event(ctx, event)
-                await mcp_passthrough.forward_progress(ctx, event)
-
-            execution_id = str(row["id"])
-            async with mcp_passthrough.relay_client_requests(state, ctx, execution_id=execution_id):
-                row = await wait_for_finish(
-                    state, execution_id=execution_id, timeout_s=row["timeout_s"], on_event=on_event
-                )
+        row = await mcp_passthrough.wait_passing_through(state, ctx, row)
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)
         return execution_result(view)

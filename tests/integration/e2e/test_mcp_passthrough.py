@@ -166,6 +166,46 @@ async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
     }
 
 
+async def test_a_capability_run_over_mcp_passes_progress_and_sampling_through(
+    ready: E2EStack,
+) -> None:
+    # A learned capability is code like any other: its tools' progress and sampling
+    # requests reach the client that called execute_capability, as they do for execute_code.
+    code = """
+steps = await mcp.everything["trigger-long-running-operation"](duration=0.3, steps=2)
+answer = await mcp.everything["trigger-sampling-request"](prompt=args["prompt"], maxTokens=5)
+return {"steps": steps, "answer": answer}
+"""
+    with ready.client() as client:
+        created = client.post(
+            "/v1/capabilities",
+            json={"code": code, "intent": "ask the client's model a question after a slow step"},
+        )
+    assert created.status_code == 201, created.text
+    asked: list[types.CreateMessageRequestParams] = []
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with mcp_session(
+        ready, sampling_callback=_sampling_answer("from the caller", asked)
+    ) as session:
+        ran = _structured(
+            await session.call_tool(
+                "execute_capability",
+                {"capability_id": created.json()["id"], "args": {"prompt": "who asks?"}},
+                progress_callback=on_progress,
+            )
+        )
+    assert ran["status"] == "succeeded", ran
+    assert "from the caller" in json.dumps(ran["result"]["answer"]) and len(asked) == 1
+    assert (asked[0].meta or {})["agentcards/origin"]["execution_id"] == ran["id"]
+    assert [m for m in seen if m and m.startswith("everything:")] == [
+        f"everything:trigger-long-running-operation call-1: {i}/2" for i in (1, 2)
+    ]
+
+
 async def test_elicitation_reaches_the_client_and_its_answer_reaches_the_tool(
     ready: E2EStack,
 ) -> None:
