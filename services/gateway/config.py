@@ -29,6 +29,10 @@ POOL_TIMEOUT_S = 5.0
 # (100) turned a burst of slow waits into 503s; past this many, a request is refused with
 # 503 `unavailable` saying the gateway is at capacity (Redis' own limit is 10,000 clients).
 ASYNC_REDIS_CONNECTIONS = 1000
+# How long a command on the async client may wait for its reply; blocking reads on it
+# (the MCP relay's BLPOP) must block for less, so that Redis always answers first. Set
+# here, not left to redis-py, whose default went from none to 5 s in 8.0.
+ASYNC_REDIS_SOCKET_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -71,6 +75,7 @@ class GatewayState:
             aredis=aioredis.Redis.from_url(
                 redis_url,
                 max_connections=ASYNC_REDIS_CONNECTIONS,
+                socket_timeout=ASYNC_REDIS_SOCKET_TIMEOUT_S,
                 socket_connect_timeout=1,
                 retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
             ),

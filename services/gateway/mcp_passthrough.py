@@ -26,7 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway import mcp_logging
-from services.gateway.config import GatewayState
+from services.gateway.config import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from services.gateway.executions import wait_for_finish
 from shared.executions.events import TOOL_PROGRESS
 from shared.executions.status import TERMINAL
@@ -41,7 +41,10 @@ _NEEDS = {
     "elicitation": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
 }
 _ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
-_POLL_S = 5.0  # how often the listener re-checks it was not cancelled while idle
+# How long the listener's BLPOP blocks. Well under the client's socket timeout: when the
+# client gave up first (redis-py 8's 5 s default met a 5 s block), a request Redis popped
+# just then went to a dropped connection and was lost; the tool waited out its deadline.
+_POLL_S = ASYNC_REDIS_SOCKET_TIMEOUT_S / 2
 # The client's capabilities are advertised as a lease, renewed while the client waits: the
 # relay lasts exactly as long as the wait (which a re-run extends), and ends within
 # LEASE_S of a gateway that died mid-wait.

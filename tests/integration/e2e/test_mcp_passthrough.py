@@ -15,6 +15,7 @@ from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
+from services.gateway.mcp_passthrough import LEASE_S
 from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import everything_server, filesystem_server
 
@@ -164,6 +165,26 @@ async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
         "call_id": "call-1",
         "execution_id": ran["id"],
     }
+
+
+async def test_sampling_asked_after_the_relay_lease_would_have_lapsed_still_reaches_the_client(
+    ready: E2EStack,
+) -> None:
+    # The advertisement is a lease the waiting gateway renews: a tool that asks late in a
+    # long run (or in a re-run) still finds the client listening. This test once lost the
+    # request: the relay's 5 s BLPOP met redis-py 8's 5 s socket timeout, and a request
+    # popped as the client gave up went to a dropped connection.
+    asked: list[types.CreateMessageRequestParams] = []
+    sampling = _sampling_answer("late answer", asked)
+    code = f"""
+import asyncio
+await asyncio.sleep({LEASE_S * 2})
+return await mcp.everything["trigger-sampling-request"](prompt="still there?", maxTokens=5)
+"""
+    async with mcp_session(ready, sampling_callback=sampling) as session:
+        ran = await _execute(session, code)
+    assert ran["status"] == "succeeded", ran
+    assert "late answer" in json.dumps(ran["result"]) and len(asked) == 1
 
 
 async def test_a_capability_run_over_mcp_passes_progress_and_sampling_through(
