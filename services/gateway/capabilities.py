@@ -145,6 +145,19 @@ async def execute_capability(
 
     It runs under the caller's tool allow-list, not its author's: a capability is code, not a grant.
     """
+    admission = await admit_capability(state, ref=ref, body=body, principal=principal)
+    row = await enqueue_admitted(state, admission=admission, principal=principal)
+    if body.wait and row["status"] not in TERMINAL:
+        row = await wait_for_finish(
+            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
+        )
+    return row
+
+
+async def admit_capability(
+    state: GatewayState, *, ref: str, body: CapabilityExecuteRequest, principal: Principal
+) -> Admission:
+    """The capability's run, checked and recorded (or a cache hit), not yet enqueued."""
 
     def checked() -> Admission:  # one thread hop and one connection: a cache hit needs no other
         with state.pool.connection() as conn:
@@ -172,10 +185,4 @@ async def execute_capability(
             state, request=request, principal=principal, capability_id=str(cap["id"]), conn=conn
         )
 
-    admission = await to_thread.run_sync(checked)
-    row = await enqueue_admitted(state, admission=admission, principal=principal)
-    if body.wait and row["status"] not in TERMINAL:
-        row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
-        )
-    return row
+    return await to_thread.run_sync(checked)

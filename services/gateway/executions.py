@@ -209,10 +209,23 @@ async def submit_execution(
     The scope is the request's `tools` intersected with the principal's allow-list; a
     capability run gets the caller's scope, never its author's.
     """
-    admission = await to_thread.run_sync(
-        lambda: admit(state, request=request, principal=principal, capability_id=capability_id)
+    admission = await admit_submission(
+        state, request=request, principal=principal, capability_id=capability_id
     )
     return await enqueue_admitted(state, admission=admission, principal=principal)
+
+
+async def admit_submission(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    capability_id: str | None = None,
+) -> Admission:
+    """``admit`` off the event loop: checked and recorded (or a cache hit), not yet enqueued."""
+    return await to_thread.run_sync(
+        lambda: admit(state, request=request, principal=principal, capability_id=capability_id)
+    )
 
 
 async def enqueue_admitted(

@@ -14,7 +14,7 @@ from services.gateway.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
     CapabilitySearchResponse,
-    execute_capability,
+    admit_capability,
     search_capabilities,
 )
 from services.gateway.config import GatewayState
@@ -97,20 +97,23 @@ def register(
         retry: Retry = "never",
     ) -> Annotated[CallToolResult, ExecutionView]:
         principal = await principal_of(ctx)
+        state = get_state()
         try:
             body = CapabilityExecuteRequest(
                 args=args or {},
-                wait=False,  # waited for below, passing the protocol through
+                wait=True,
                 timeout_s=timeout_s,
                 no_cache=no_cache,
                 retry=retry,
             )
-            row = await execute_capability(
-                get_state(), ref=capability_id, body=body, principal=principal
+            admission = await admit_capability(
+                state, ref=capability_id, body=body, principal=principal
+            )
+            row = await mcp_passthrough.run_passing_through(
+                state, ctx, admission=admission, principal=principal
             )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-        row = await mcp_passthrough.wait_passing_through(get_state(), ctx, row)
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)
         return execution_result(view)

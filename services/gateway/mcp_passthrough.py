@@ -27,7 +27,8 @@ from redis.exceptions import RedisError
 
 from services.gateway import mcp_logging
 from services.gateway.config import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
-from services.gateway.executions import wait_for_finish
+from services.gateway.executions import Admission, enqueue_admitted, wait_for_finish
+from shared.auth.principal import Principal
 from shared.executions.events import TOOL_PROGRESS
 from shared.executions.status import TERMINAL
 from shared.rpc import upstream
@@ -52,12 +53,15 @@ LEASE_S = 5.0
 RENEW_EVERY_S = 1.5
 
 
-async def wait_passing_through(
-    state: GatewayState, ctx: Context, row: dict[str, Any]
+async def run_passing_through(
+    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
 ) -> dict[str, Any]:
-    """The submitted execution ``row`` once finished; meanwhile its events reach ``ctx``'s client
-    as log lines and tool progress, and its tools' sampling/elicitation requests as requests."""
-    if row["status"] in TERMINAL:  # a cache hit, a refusal: nothing to wait for
+    """Enqueue an admitted execution and return it once finished; meanwhile its events reach
+    ``ctx``'s client as log lines and tool progress, and its tools' sampling/elicitation
+    requests as requests. The relay is advertised before the task is sent, so a tool that
+    asks at once is never refused as if a REST caller had started it."""
+    row = admission.row
+    if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
 
     async def on_event(event: dict[str, Any]) -> None:
@@ -66,6 +70,9 @@ async def wait_passing_through(
 
     execution_id = str(row["id"])
     async with relay_client_requests(state, ctx, execution_id=execution_id):
+        row = await enqueue_admitted(state, admission=admission, principal=principal)
+        if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
+            return row
         return await wait_for_finish(
             state, execution_id=execution_id, timeout_s=float(row["timeout_s"]), on_event=on_event
         )

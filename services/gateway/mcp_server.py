@@ -25,7 +25,7 @@ from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
 from services.gateway.deps import request_principal
 from services.gateway.errors import mcp_error
-from services.gateway.executions import submit_execution
+from services.gateway.executions import admit_submission
 from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
@@ -139,10 +139,12 @@ def build_mcp_server(
                 no_cache=no_cache,
                 retry=retry,
             )
-            row = await submit_execution(state, request=request, principal=principal)
+            admission = await admit_submission(state, request=request, principal=principal)
+            row = await mcp_passthrough.run_passing_through(
+                state, ctx, admission=admission, principal=principal
+            )
         except (ValidationError, AgentCardsError) as exc:
             raise mcp_error(exc) from exc
-        row = await mcp_passthrough.wait_passing_through(state, ctx, row)
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)
         return execution_result(view)

@@ -7,10 +7,12 @@ gateway; downstream are `@modelcontextprotocol/server-everything` and `-filesyst
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -165,6 +167,57 @@ async def test_sampling_reaches_the_client_and_its_answer_reaches_the_tool(
         "call_id": "call-1",
         "execution_id": ran["id"],
     }
+
+
+@pytest.mark.parametrize("tool", ["execute_code", "execute_capability"])
+async def test_the_relay_is_advertised_before_the_run_is_enqueued(
+    ready: E2EStack, tool: str
+) -> None:
+    # A tool that asks for sampling in its first instruction must find the client
+    # listening: the advertisement reaches Redis before the task message does (read from
+    # Redis' own MONITOR stream of commands, in the order it ran them).
+    code = f"return {tool!r}"  # one capability per tool: the same code twice is a conflict
+    with ready.client() as client:
+        cap = client.post("/v1/capabilities", json={"code": code, "intent": f"one via {tool}"})
+    assert cap.status_code == 201, cap.text
+    commands: list[str] = []
+    stop = threading.Event()
+    monitor_ready = threading.Event()
+
+    def watch() -> None:
+        with redis.Redis.from_url(ready.settings.redis_url or "").monitor() as monitor:
+            monitor_ready.set()
+            for command in monitor.listen():
+                commands.append(str(command["command"]))
+                if stop.is_set():
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    monitor_ready.wait(10)
+    arguments = (
+        {"code": code, "no_cache": True}
+        if tool == "execute_code"
+        else {"capability_id": cap.json()["id"], "no_cache": True}
+    )
+    sampling = _sampling_answer("unused", [])
+    async with mcp_session(ready, sampling_callback=sampling) as session:
+        ran = _structured(await session.call_tool(tool, arguments))
+    assert ran["status"] == "succeeded", ran
+    stop.set()
+    redis.Redis.from_url(ready.settings.redis_url or "").ping()  # one more command: wakes it
+    watcher.join(10)
+    advertised = next(
+        i
+        for i, c in enumerate(commands)
+        if c.startswith("SET") and f"capabilities:{ran['id']}" in c
+    )
+    enqueued = next(
+        i
+        for i, c in enumerate(commands)
+        if "PUSH" in c.split(" ", 1)[0] and ran["id"] in c and "task" in c
+    )
+    assert advertised < enqueued, (commands[advertised], commands[enqueued])
 
 
 async def test_sampling_asked_after_the_relay_lease_would_have_lapsed_still_reaches_the_client(
