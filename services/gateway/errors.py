@@ -79,14 +79,16 @@ def error_response(exc: AgentCardsError) -> JSONResponse:
 def unavailable_response(name: str, error: str) -> JSONResponse:
     """503 + Retry-After in our envelope: a dependency is down; the request did nothing."""
     return JSONResponse(
-        error_body(
-            ErrorType.UNAVAILABLE,
-            f"{name} is unavailable ({error}); retry after {RETRY_AFTER_S}s — resubmitting "
-            "an execution with the same idempotency_key never runs it twice",
-            {"dependency": name},
-        ),
-        503,
-        headers={"Retry-After": str(RETRY_AFTER_S)},
+        {"error": _unavailable(name, error)}, 503, headers={"Retry-After": str(RETRY_AFTER_S)}
+    )
+
+
+def _unavailable(name: str, error: str) -> dict[str, Any]:
+    return error_dict(
+        ErrorType.UNAVAILABLE,
+        f"{name} is unavailable ({error}); retry after {RETRY_AFTER_S}s — resubmitting "
+        "an execution with the same idempotency_key never runs it twice",
+        details={"dependency": name},
     )
 
 
@@ -96,6 +98,20 @@ _OUTAGES: tuple[tuple[type[Exception], str], ...] = (
     (psycopg.OperationalError, "postgres"),  # includes psycopg_pool.PoolTimeout
     (kombu.exceptions.OperationalError, "redis"),  # the task broker
 )
+OUTAGES: tuple[type[Exception], ...] = tuple(kind for kind, _ in _OUTAGES)
+# What an MCP tool turns into our envelope (``mcp_error``); anything else is a crash.
+MCP_TOOL_ERRORS: tuple[type[Exception], ...] = (AgentCardsError, ValidationError, *OUTAGES)
+
+
+def _outage(exc: Exception) -> tuple[str, str]:
+    """The dependency an outage error is about, and what went wrong."""
+    name = next(n for t, n in _OUTAGES if isinstance(exc, t))
+    if isinstance(exc, redis.exceptions.MaxConnectionsError):  # busy, not down
+        return name, (
+            "the gateway is at capacity: every connection it keeps to Redis is in use by "
+            "requests waiting on results"
+        )
+    return name, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
@@ -121,13 +137,21 @@ def problems_message(problems: list[dict[str, str]]) -> str:
     )
 
 
-def mcp_error(exc: AgentCardsError | ValidationError) -> ToolError:
-    """The MCP tools' failure: the same ``{type, message, details?}`` as REST, as the error's text."""
+def mcp_error(exc: Exception) -> ToolError:
+    """The MCP tools' failure (one of ``MCP_TOOL_ERRORS``): the same ``{type, message,
+    details?}`` as REST, as the error's text; an outage is ``unavailable``, as REST's 503."""
     if isinstance(exc, AgentCardsError):
         body = exc.to_dict()
-    else:
+    elif isinstance(exc, OUTAGES):
+        name, error = _outage(exc)
+        log.warning("%s failed in an MCP tool call: %s", name, exc)
+        body = _unavailable(name, error)
+    elif isinstance(exc, ValidationError):
         problems = validation_problems(exc.errors())
         body = error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
+    else:  # not one of MCP_TOOL_ERRORS: a crash, told as one
+        log.error("unexpected error in an MCP tool call", exc_info=exc)
+        body = error_dict(ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details")
     return ToolError(json.dumps(body, default=str))
 
 
@@ -152,19 +176,13 @@ def install(app: FastAPI) -> None:
             error_body(type_, message), exc.status_code, headers=dict(exc.headers or {})
         )
 
-    async def _outage(request: Request, exc: Exception) -> JSONResponse:
-        name = next(n for t, n in _OUTAGES if isinstance(exc, t))
+    async def _outage_response(request: Request, exc: Exception) -> JSONResponse:
+        name, error = _outage(exc)
         log.warning("%s failed on %s %s: %s", name, request.method, request.url.path, exc)
-        if isinstance(exc, redis.exceptions.MaxConnectionsError):  # busy, not down
-            return unavailable_response(
-                name,
-                "the gateway is at capacity: every connection it keeps to Redis is in use by "
-                "requests waiting on results",
-            )
-        return unavailable_response(name, f"{type(exc).__name__}: {str(exc)[:200]}")
+        return unavailable_response(name, error)
 
-    for kind, _ in _OUTAGES:
-        app.add_exception_handler(kind, _outage)
+    for kind in OUTAGES:
+        app.add_exception_handler(kind, _outage_response)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

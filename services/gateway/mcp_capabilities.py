@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from services.gateway import mcp_logging, mcp_passthrough
 from services.gateway.capabilities import (
@@ -18,7 +18,7 @@ from services.gateway.capabilities import (
     search_capabilities,
 )
 from services.gateway.config import GatewayState
-from services.gateway.errors import mcp_error
+from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
 from services.gateway.mcp_tooling import (
     READ_ONLY,
     RUNS_CODE,
@@ -26,7 +26,6 @@ from services.gateway.mcp_tooling import (
     execution_result,
 )
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError
 from shared.executions.models import ExecutionView, RetryPolicy, view_from_row
 
 Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
@@ -79,7 +78,7 @@ def register(
         try:
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
             return await search_capabilities(get_state(), body=body, principal=principal)
-        except (ValidationError, AgentCardsError) as exc:
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
 
     @server.tool(
@@ -112,7 +111,7 @@ def register(
             row = await mcp_passthrough.run_passing_through(
                 state, ctx, admission=admission, principal=principal
             )
-        except (ValidationError, AgentCardsError) as exc:
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)

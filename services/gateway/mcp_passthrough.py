@@ -103,9 +103,13 @@ async def relay_client_requests(
     """While the block runs, answer the execution's sampling/elicitation requests through ``ctx``'s client."""
     capabilities = client_capabilities(ctx)
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
-    await upstream.advertise(
-        state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
-    )
+    try:
+        await upstream.advertise(
+            state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+        )
+    except RedisError as exc:  # not fatal: the enqueue that follows fails (and rejects the
+        # row) if Redis is down, and the renewal below retries if it was a blip
+        log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
     tasks = [asyncio.create_task(_renew(state, execution_id, capabilities))]
     if capabilities:
         tasks.append(asyncio.create_task(_listen(state, ctx, execution_id)))

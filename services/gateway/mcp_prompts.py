@@ -20,10 +20,9 @@ from pydantic import Field
 
 from services.gateway.capabilities import load_capability
 from services.gateway.config import GatewayState
-from services.gateway.errors import mcp_error
+from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
 from shared.auth.principal import Principal
 from shared.capabilities.store import names_starting
-from shared.errors import AgentCardsError
 
 PROMPT = "run_capability"
 ARGUMENT = "capability"
@@ -52,7 +51,7 @@ def register(
             cap = await to_thread.run_sync(
                 lambda: load_capability(get_state(), ref=capability, tenant_id=tenant_id)
             )
-        except AgentCardsError as exc:
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
         return run_text(cap)
 

@@ -24,13 +24,13 @@ from services.gateway.audit import audit
 from services.gateway.auth import resolve_sync
 from services.gateway.config import GatewayState
 from services.gateway.deps import request_principal
-from services.gateway.errors import mcp_error
+from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
 from services.gateway.executions import admit_submission
 from services.gateway.mcp_tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.search import ToolSearchRequest, ToolSearchResponse, search_response
 from shared.auth.audit import AuditAction
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, ConfigError, NotFound, Unauthorized
+from shared.errors import ConfigError, NotFound, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
 from shared.executions.store import get_execution
 
@@ -98,7 +98,7 @@ def build_mcp_server(
     async def principal_for(request: object) -> Principal:
         try:
             return await request_principal(request, state=get_state(), stdio_key=stdio_key)
-        except AgentCardsError as exc:
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
 
     async def principal_of(ctx: Context) -> Principal:
@@ -143,7 +143,7 @@ def build_mcp_server(
             row = await mcp_passthrough.run_passing_through(
                 state, ctx, admission=admission, principal=principal
             )
-        except (ValidationError, AgentCardsError) as exc:
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
         view = view_from_row(row)
         await mcp_logging.send_outcome(ctx, view)

@@ -1,0 +1,41 @@
+"""Redis failing under an MCP run: the caller gets our `unavailable` error, the run still goes out."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+import redis.asyncio as aioredis
+from mcp import Client
+
+from services.gateway.config import GatewayState
+from services.gateway.mcp_server import build_mcp_server
+from shared.config import Settings
+from shared.db import connect
+from shared.queues import Queue
+
+
+async def test_redis_failing_for_the_relay_and_the_wait_strands_nothing(
+    settings: Settings,
+) -> None:
+    # The gateway's async Redis client (the relay's advertisement, the wait's events)
+    # points at a closed port; the broker and Postgres work.
+    state = GatewayState.open(settings)
+    state.aredis = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    try:
+        async with Client(build_mcp_server(lambda: state)) as client:
+            result = await client.call_tool("execute_code", {"code": "return 1"})
+    finally:
+        await state.close()
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    error = json.loads(text[text.index("{") :])  # after the SDK's "Error executing tool …: "
+    assert error["type"] == "unavailable" and error["details"] == {"dependency": "redis"}
+    assert "retry after" in error["message"] and "idempotency_key" in error["message"]
+    # The run was recorded and its task sent before the wait failed: a worker runs it,
+    # nothing stays queued forever.
+    with connect(settings.database_url or "") as conn:
+        rows = conn.execute("SELECT id::text, status FROM executions").fetchall()
+    assert [r["status"] for r in rows] == ["queued"]
+    queued = redis.Redis.from_url(settings.redis_url or "").lrange(Queue.EXECUTIONS, 0, -1)
+    assert any(rows[0]["id"].encode() in message for message in queued)
