@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult
-from pydantic import Field, ValidationError
+from pydantic import Field
 from starlette.routing import Route
 
 from services.gateway import (
@@ -163,16 +163,16 @@ def build_mcp_server(
         principal = await principal_of(ctx)
         try:  # a blank query is refused by the model, as over REST, naming the field
             body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
-        except ValidationError as exc:
+            await audit(
+                get_state(),
+                principal=principal,
+                action=AuditAction.SEARCH,
+                args=body.model_dump(mode="json"),
+                details={"kind": "tools"},
+            )
+            return await search_response(get_state(), body=body, tenant_id=principal.tenant_id)
+        except MCP_TOOL_ERRORS as exc:
             raise mcp_error(exc) from exc
-        await audit(
-            get_state(),
-            principal=principal,
-            action=AuditAction.SEARCH,
-            args=body.model_dump(mode="json"),
-            details={"kind": "tools"},
-        )
-        return await search_response(get_state(), body=body, tenant_id=principal.tenant_id)
 
     @server.tool(
         name="get_execution",
@@ -188,7 +188,10 @@ def build_mcp_server(
             with state.pool.connection() as conn:
                 return get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
 
-        row = await to_thread.run_sync(load)
+        try:
+            row = await to_thread.run_sync(load)
+        except MCP_TOOL_ERRORS as exc:
+            raise mcp_error(exc) from exc
         if row is None:
             raise mcp_error(NotFound(f"no execution with id {execution_id!r}", id=execution_id))
         # Reading worked, so not an error even when the execution itself failed.

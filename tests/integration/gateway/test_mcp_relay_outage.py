@@ -1,9 +1,11 @@
-"""Redis failing under an MCP run: the caller gets our `unavailable` error, the run still goes out."""
+"""Redis or Postgres failing under MCP tools: our `unavailable` error, and a run still goes out."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 from mcp import Client
@@ -11,7 +13,7 @@ from mcp import Client
 from services.gateway.config import GatewayState
 from services.gateway.mcp_server import build_mcp_server
 from shared.config import Settings
-from shared.db import connect
+from shared.db import connect, make_pool
 from shared.queues import Queue
 
 
@@ -39,3 +41,28 @@ async def test_redis_failing_for_the_relay_and_the_wait_strands_nothing(
     assert [r["status"] for r in rows] == ["queued"]
     queued = redis.Redis.from_url(settings.redis_url or "").lrange(Queue.EXECUTIONS, 0, -1)
     assert any(rows[0]["id"].encode() in message for message in queued)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("get_execution", {"execution_id": "00000000-0000-0000-0000-000000000000"}),
+        ("search_tools", {"query": "add two numbers"}),
+    ],
+)
+async def test_postgres_unreachable_is_the_unavailable_error_in_every_mcp_tool(
+    settings: Settings, tool: str, arguments: dict[str, Any]
+) -> None:
+    state = GatewayState.open(settings)
+    healthy, state.pool = state.pool, make_pool("postgresql://nobody@127.0.0.1:1/none", timeout=0.5)
+    try:
+        async with Client(build_mcp_server(lambda: state)) as client:
+            result = await client.call_tool(tool, arguments)
+    finally:
+        state.pool.close()
+        state.pool = healthy
+        await state.close()
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    error = json.loads(text[text.index("{") :])
+    assert error["type"] == "unavailable" and error["details"] == {"dependency": "postgres"}
