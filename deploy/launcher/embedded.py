@@ -207,6 +207,7 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 _HANDED_OUT: set[int] = set()
 _LOWEST_FREE_PORT = 20000
+_PORT_DRAW = secrets.SystemRandom()
 
 
 def _ephemeral_low() -> int:
@@ -226,7 +227,7 @@ def free_port() -> int:
     """
     top = max(_LOWEST_FREE_PORT + 1000, _ephemeral_low())
     for _ in range(200):
-        port = secrets.SystemRandom().randrange(_LOWEST_FREE_PORT, top)
+        port = _PORT_DRAW.randrange(_LOWEST_FREE_PORT, top)
         if port in _HANDED_OUT:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

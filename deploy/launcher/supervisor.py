@@ -95,27 +95,27 @@ class Stack:
             )
         # The toolhost would exit on a broken file and be restarted forever: refuse it now.
         self.mcp_servers = list(load_servers(self.settings.mcp_config))
-        ports = [
+        listeners = [  # must be free now; the embedded Redis checks its own when it starts
             ("gateway", self.settings.gateway_port, "AGENTCARDS_GATEWAY_PORT"),
             ("Flower", self.settings.flower_port, "AGENTCARDS_FLOWER_PORT"),
         ]
-        if not self.redis_url:
-            ports.append(
-                (
-                    "embedded Redis",
-                    self.settings.embedded_redis_port,
-                    "AGENTCARDS_EMBEDDED_REDIS_PORT",
+        redis_port = (
+            "embedded Redis",
+            self.settings.embedded_redis_port,
+            "AGENTCARDS_EMBEDDED_REDIS_PORT",
+        )
+        # Two of ours on one port: the later one would fail to bind on every restart.
+        taken: dict[int, tuple[str, str]] = {}
+        for what, port, var in [*listeners, *([] if self.redis_url else [redis_port])]:
+            if port in taken:
+                other, other_var = taken[port]
+                raise ConfigError(
+                    f"port {port} is set for both the {other} ({other_var}) and the "
+                    f"{what} ({var}): give each its own"
                 )
-            )
-        for i, (what, port, var) in enumerate(ports):
-            # Two of ours on one port: the later one would fail to bind on every restart.
-            for other, other_port, other_var in ports[:i]:
-                if port == other_port:
-                    raise ConfigError(
-                        f"port {port} is set for both the {other} ({other_var}) and the "
-                        f"{what} ({var}): give each its own"
-                    )
-            if what != "embedded Redis" and port_in_use(port):  # Redis: start() checks it
+            taken[port] = (what, var)
+        for what, port, var in listeners:
+            if port_in_use(port):
                 raise ConfigError(f"port {port} for the {what} is in use: free it or set {var}")
 
     def start_dependencies(self) -> None:
