@@ -1,0 +1,51 @@
+"""Every message that starts work on a worker is sent from here: one place per task name.
+
+Two policies, because the senders need two:
+
+- ``send_run`` raises: a caller that just recorded a ``queued`` row must know the message
+  never left (the gateway rejects the row and answers 503). ``resend_run`` is for a row
+  already re-queued by recovery: a failure is logged, and the queue-wait limit ends the run
+  if it is never sent.
+- ``send_ingest`` never raises: the run is stored already, and beat's resend sweep sends
+  the ingestion of a run still unlearned again (``workers/learning/maintenance.py``).
+  It returns whether the message left, for callers that count.
+
+Messages carry ids only (ARCHITECTURE: id-only messages); kombu raises several connection
+error types, so failures are caught broadly and logged with the task name and id.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+from shared.queues import TaskName
+
+log = logging.getLogger(__name__)
+
+
+def send_run(app: Celery, execution_id: str) -> None:
+    """Send a queued execution to the sandbox workers; raises if the broker refused it."""
+    app.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+
+
+def resend_run(app: Celery, execution_id: str) -> bool:
+    """Send a re-queued execution (``"retry": "safe"``) again; a failure is logged, not raised
+    (the row waits ``queued`` and the queue-wait limit ends it if it is never sent)."""
+    try:
+        send_run(app, execution_id)
+    except Exception as exc:  # kombu raises several connection errors
+        log.error("could not send re-queued execution %s: %s", execution_id, exc)
+        return False
+    return True
+
+
+def send_ingest(app: Celery, execution_id: str) -> bool:
+    """Ask the learning workers to learn from a finished execution; never raises."""
+    try:
+        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+    except Exception as exc:  # kombu raises several connection errors; the row is stored
+        log.error("could not enqueue ingestion of %s (the resend sweep will): %s", execution_id, exc)
+        return False
+    return True
