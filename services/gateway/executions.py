@@ -31,7 +31,6 @@ from shared.errors import (
 from shared.events import bus
 from shared.executions.events import FINISHED, LEARNED, RETRIED, publish_event
 from shared.executions.models import ExecutionRequest
-from shared.executions.reaper import reap_stale
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import (
     create_execution,
@@ -42,6 +41,7 @@ from shared.executions.store import (
 from shared.inputs import check_value
 from shared.logs import bind
 from shared.queues import TaskName
+from shared.recovery.reaper import reap_stale
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.tools.store import get_tools
 

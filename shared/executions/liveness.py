@@ -1,6 +1,6 @@
 """Sandbox worker heartbeats: each pool process writes one expiring Redis key while it lives.
 
-The reaper (shared.executions.reaper) reads them to tell a dead worker from a slow one,
+The reaper (shared.recovery.reaper) reads them to tell a dead worker from a slow one,
 and /healthz and `agentcards status` count them. A process is named ``<host>:<pid>``,
 the same string its claimed executions carry in ``executions.worker``.
 """

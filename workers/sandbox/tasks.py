@@ -13,11 +13,11 @@ from shared.config import get_settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.events import FINISHED, publish_event
 from shared.executions.liveness import alive, worker_name
-from shared.executions.lost import end_lost_run
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, finish_execution, get_execution
 from shared.logs import bind
 from shared.queues import Queue, TaskName
+from shared.recovery.lost import end_lost_run
 from workers.sandbox import resources
 from workers.sandbox.celery_app import app
 from workers.sandbox.execute import run_claimed_execution

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.executions.lost import may_rerun
+from shared.recovery.lost import may_rerun
 
 
 @pytest.mark.parametrize(

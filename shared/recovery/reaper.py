@@ -5,7 +5,7 @@ running execution, so a client polling one never waits on a dead worker. Every r
 execution ends once (``finish_execution`` only moves it from the state it was read in),
 with an error saying why; nothing is re-run, since tool calls may have had side effects,
 unless the client submitted it with ``"retry": "safe"`` and its worker is confirmed dead
-(``shared.executions.lost``): then it goes back to the queue and ``on_requeued`` sends it.
+(``shared.recovery.lost``): then it goes back to the queue and ``on_requeued`` sends it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from shared.errors import ErrorType, error_dict
 from shared.events import bus
 from shared.executions.events import FINISHED, publish_events
 from shared.executions.liveness import BEAT_TTL_S, alive
-from shared.executions.lost import NOT_RERUN, end_lost_run
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.queues import reap_suspect_key
+from shared.recovery.lost import NOT_RERUN, end_lost_run
 
 log = logging.getLogger(__name__)
 
