@@ -31,9 +31,10 @@ from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.broker import make_celery
 from shared.config import Settings, settings_to_env
 from shared.db import connect, migrate
+from shared.dispatch import send_ingest
 from shared.graph.metrics import compute_metrics
 from shared.graph.store import refresh_metrics
-from shared.queues import Queue, TaskName
+from shared.queues import Queue
 
 TOOLS = ("bench:fetch", "bench:store")
 TOPICS = ("invoices", "weather", "tickets", "orders", "logs", "photos", "contracts", "news")
@@ -161,7 +162,8 @@ def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run"
 
 def _send(app: Celery, ids: list[str]) -> None:
     for execution_id in ids:
-        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+        if not send_ingest(app, execution_id):  # logged; a benchmark missing runs is void
+            raise RuntimeError(f"could not send the ingestion of {execution_id}")
 
 
 def _wait_learned(settings: Settings, ids: list[str], timeout_s: float = 600) -> None:

@@ -18,7 +18,8 @@ go_offline()
 
 app = make_celery("agentcards-learning")
 worker_logging(get_settings())
-app.conf.include = ["workers.learning.tasks"]
+# Every module that defines tasks: a worker registers only what it imports.
+app.conf.include = ["workers.learning.tasks", "workers.learning.maintenance"]
 app.conf.beat_schedule = BEAT_SCHEDULE
 # Ingestion runs in batches (workers.learning.batching): each process may hold two
 # batches' worth of unacknowledged messages, one being ingested and one filling up.

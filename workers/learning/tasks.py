@@ -17,12 +17,10 @@ from shared.cache.store import blocked_servers
 from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
-from shared.executions.reaper import reap_stale
 from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
-from shared.learning.lag import unlearned
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
-from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName, learning_resent_key
+from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
 from workers.learning import resources
 from workers.learning.batching import REQUEUE, ReliableBatches
@@ -33,11 +31,6 @@ _settings = get_settings()
 # Pause before handing back a batch the database could not take, so a requeued
 # message does not spin while it is away.
 REQUEUE_BACKOFF_S = 1.0
-# A run is ingested within about a second of its end (one batch wait); one still unlearned
-# after RESEND_AFTER_S lost its message, or sits in a long backlog (a copy is then skipped).
-RESEND_AFTER_S = 30
-RESEND_EVERY_S = 300
-RESEND_BATCH = 500
 
 
 @app.task(name=TaskName.PING, ignore_result=False)
@@ -217,56 +210,6 @@ def prune_capabilities(dry_run: bool = False) -> dict[str, Any]:
         "dry_run": dry_run,
         "deleted" if not dry_run else "would_delete": count,
     }
-
-
-@app.task(name=TaskName.REAP_EXECUTIONS, acks_late=True, reject_on_worker_lost=True)
-def reap_executions() -> int:
-    """End executions whose worker died or hung, and queued ones no worker came for.
-
-    Idempotent: each is finished at most once (``finish_execution`` from the state read).
-    """
-    settings = get_settings()
-    with resources.db_pool().connection() as conn:
-        reaped = reap_stale(
-            conn,
-            resources.redis_client(),
-            queue_max_s=settings.execution_queue_max_s,
-            max_retries=settings.execution_max_retries,
-            on_finished=lambda execution_id: ingest_execution.delay(execution_id),
-            on_requeued=_send_run,
-        )
-    return len(reaped)
-
-
-def _send_run(execution_id: str) -> None:
-    """Send a re-queued execution (`"retry": "safe"`) to the sandbox workers again."""
-    try:
-        app.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
-    except Exception as exc:  # kombu raises several connection errors
-        # The row waits `queued`; the queue-wait limit ends it if it is never sent.
-        log.error("could not send re-queued execution %s: %s", execution_id, exc)
-
-
-@app.task(name=TaskName.RESEND_UNLEARNED, acks_late=True, reject_on_worker_lost=True)
-def resend_unlearned() -> int:
-    """Send the ingestion message again for runs still unlearned ``RESEND_AFTER_S`` after they
-    ended: the sandbox worker's message is lost when Redis is down at the moment it finishes.
-
-    Ingestion skips a run already learned, so a message merely slow is harmless twice; each
-    run is sent again at most once per ``RESEND_EVERY_S`` (a Redis marker), so a long
-    backlog is not flooded with copies. Returns how many were sent.
-    """
-    client = resources.redis_client()
-    with resources.db_pool().connection() as conn:
-        waiting = unlearned(conn, older_than_s=RESEND_AFTER_S, limit=RESEND_BATCH)
-    sent = 0
-    for execution_id in waiting:
-        if client.set(learning_resent_key(execution_id), 1, nx=True, ex=RESEND_EVERY_S):
-            ingest_execution.delay(execution_id)
-            sent += 1
-    if sent:
-        log.warning("sent %d lost ingestion message(s) again", sent)
-    return sent
 
 
 @app.task(name=TaskName.EXPIRE_CACHE, acks_late=True, reject_on_worker_lost=True)
