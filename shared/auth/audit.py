@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shared.executions.trace import tool_calls_from_trace
+from shared.executions.trace import summary_of
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -77,7 +77,7 @@ def finish_audit(
     """Fill an execution's row with its terminal status and each tool call's outcome."""
     tools = [
         {"tool": c.tool, "ok": bool(c.ok), "error_type": c.error_type}
-        for c in tool_calls_from_trace(trace or [])
+        for c in summary_of(trace or []).tool_calls
     ]
     conn.execute(
         "UPDATE audit_log SET status = %s, tools = %s, finished_at = now() WHERE execution_id = %s",

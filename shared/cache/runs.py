@@ -29,7 +29,7 @@ from shared.cache.policy import (
 from shared.config import Settings
 from shared.errors import CacheInvalidationFailed
 from shared.executions.status import ExecutionStatus
-from shared.executions.trace import EventType, event_type, tool_calls_from_trace
+from shared.executions.trace import TraceSummary, summary_of
 from shared.tools.store import cache_settings
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,13 @@ def invalidate_writes(
 ) -> int:
     """Invalidate every entry that used a server the run may have written; how many.
     Retried; CacheInvalidationFailed when even blocking the servers failed."""
-    calls = _calls(run)
+    summary = summary_of(run.trace)
     policies = cache.scope.policies
     # Without a whole trace, any server the run could write to may have been written.
-    written = written_servers(calls, policies) if _complete(run) else writable_servers(policies)
+    if _complete(run, summary):
+        written = written_servers(_calls(summary), policies)
+    else:
+        written = writable_servers(policies)
     return invalidate_servers_safely(connect, client, servers=written)
 
 
@@ -120,10 +123,11 @@ def remember(
     settings: Settings,
 ) -> None:
     """Store the run's result in L1 (and L2 for a capability) where the rules allow."""
-    if not _complete(run):
+    summary = summary_of(run.trace)
+    if not _complete(run, summary):
         return
     execution_id, tenant_id = str(row["id"]), str(row["tenant_id"])
-    calls = _calls(run)
+    calls = _calls(summary)
 
     def decision(default_ttl_s: int, config: Mapping[str, Any] | None = None) -> Decision:
         return decide(
@@ -161,15 +165,13 @@ def remember(
         log.debug("execution %s not cached: %s", execution_id, l2.reason)
 
 
-def _calls(run: Finished) -> list[Call]:
-    return [Call(tool=c.tool, ok=c.ok) for c in tool_calls_from_trace(run.trace)]
+def _calls(summary: TraceSummary) -> list[Call]:
+    return [Call(tool=c.tool, ok=c.ok) for c in summary.tool_calls]
 
 
-def _complete(run: Finished) -> bool:
+def _complete(run: Finished, summary: TraceSummary) -> bool:
     """The trace names every call (a cancelled run's trace is lost; a long one may be cut)."""
-    return run.status != ExecutionStatus.CANCELLED and not any(
-        event_type(e) == EventType.TRACE_TRUNCATED for e in run.trace
-    )
+    return run.status != ExecutionStatus.CANCELLED and not summary.truncated
 
 
 def _put_capability_entry(

@@ -7,10 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from shared import tool_ids
-from shared.capabilities.outcome import LOST_CALL_MESSAGE, tool_failures
 from shared.errors import ErrorType
 from shared.executions.status import ExecutionStatus
-from shared.executions.trace import tool_calls_from_trace as trace_tool_calls
+from shared.executions.trace import LOST_CALL_MESSAGE, TraceSummary, summary_of
 from shared.inputs import RequestModel
 
 RetryPolicy = Literal["never", "safe"]
@@ -118,10 +117,10 @@ class ExecutionView(BaseModel):
     )
 
 
-def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
-    """The per-call summary (one entry per call, in start order); a lost call counts as failed."""
+def tool_call_views(summary: TraceSummary) -> list[ToolCallView]:
+    """The response's ``tool_calls`` (one entry per call, in start order); a lost call counts as failed."""
     views = []
-    for call in trace_tool_calls(trace):
+    for call in summary.tool_calls:
         error = None
         if not call.ok:
             error = ErrorInfo(
@@ -139,9 +138,9 @@ def tool_calls_from_trace(trace: list[dict[str, Any]]) -> list[ToolCallView]:
 
 def view_from_row(row: dict[str, Any]) -> ExecutionView:
     """Build the client view of an `executions` row."""
-    trace = row.get("trace") or []
-    calls = tool_calls_from_trace(trace)
-    failures = [ToolFailure(**f) for f in tool_failures(trace=trace)]
+    summary = summary_of(row)
+    calls = tool_call_views(summary)
+    failures = [ToolFailure(**f) for f in summary.failures]
     error = row.get("error")
     extras = row.get("extras") or {}
     return ExecutionView(

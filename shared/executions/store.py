@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
+from shared.executions.trace import summarize
 
 Row = dict[str, Any]
 
@@ -171,12 +172,17 @@ def finish_execution(
     duration_ms: float | None = None,
     from_statuses: tuple[ExecutionStatus, ...] = (ExecutionStatus.RUNNING,),
 ) -> Row | None:
-    """Store the terminal state; only from the given statuses, so a finish happens once."""
+    """Store the terminal state; only from the given statuses, so a finish happens once.
+
+    The trace's summary is stored beside it (``trace_summary``), decoded here once so that
+    no reader (API, audit, learning) decodes the trace again.
+    """
     return conn.execute(
         """
         UPDATE executions
            SET status = %(status)s, result = %(result)s, error = %(error)s, stdout = %(stdout)s,
-               stdout_truncated = %(trunc)s, trace = %(trace)s, finished_at = now(),
+               stdout_truncated = %(trunc)s, trace = %(trace)s,
+               trace_summary = %(summary)s, finished_at = now(),
                duration_ms = COALESCE(%(duration)s,
                    EXTRACT(EPOCH FROM (clock_timestamp() - COALESCE(started_at, created_at))) * 1000)
          WHERE id = %(id)s AND status = ANY(%(from)s)
@@ -190,6 +196,7 @@ def finish_execution(
             "stdout": stdout.replace("\x00", "\ufffd"),  # Postgres text cannot hold NUL
             "trunc": stdout_truncated,
             "trace": Jsonb(trace or []),
+            "summary": Jsonb(summarize(trace or []).as_dict()),
             "duration": duration_ms,
             "from": list(from_statuses),
         },

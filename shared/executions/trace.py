@@ -6,10 +6,13 @@ are forwarded live but never stored. Tool events are timed by the bridge. Capabi
 calls run inside the child, so their ``ts`` and ``duration_ms`` are the child's
 measurements (same host clock), validated and clamped by the bridge before recording.
 
-Reading is lenient: rows stored by older builds may miss fields, unknown event types
-are ignored (the recorder may add kinds without breaking learning), and the
-per-execution ``tool_calls`` summary ``[{"tool", "ok", "duration_ms", "error"}]`` reads
-into the same :class:`ToolCall`.
+Reading is lenient: rows stored by older builds may miss fields, and unknown event types
+are ignored (the recorder may add kinds without breaking learning).
+
+This module is the only decoder of a stored trace. ``finish_execution`` stores its
+:class:`TraceSummary` (``executions.trace_summary``) beside it, and every reader (the API
+view, audit, the result cache, learning, graph edges) takes that through :func:`summary_of`,
+which decodes the raw trace only for rows stored before the summary existed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
+
+from shared.errors import ErrorType
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +207,10 @@ class TraceRecorder:
 # Reading ------------------------------------------------------------------------------
 
 TraceEvent = Mapping[str, Any]  # one event as stored: its shape is not trusted
+# What a lost call (start recorded, no end) reports: the bridge never got an answer.
+LOST_CALL_MESSAGE = "no result recorded for this call (lost or cut off by the deadline)"
+# Bumped when the stored summary's shape changes: an older one is recomputed from its trace.
+SUMMARY_VERSION = 1
 _Call = TypeVar("_Call", "ToolCall", "CapabilityCall")
 
 
@@ -235,7 +244,7 @@ def event_type(event: TraceEvent) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def tool_calls_from_trace(trace: Sequence[TraceEvent]) -> list[ToolCall]:
+def _tool_calls(trace: Sequence[TraceEvent]) -> list[ToolCall]:
     """Every tool call in the trace, in start order; an end without a start still counts."""
     starts: dict[str, tuple[int, TraceEvent]] = {}
     ends: dict[str, TraceEvent] = {}
@@ -272,30 +281,7 @@ def tool_calls_from_trace(trace: Sequence[TraceEvent]) -> list[ToolCall]:
     return [call for _, call in _start_order(calls)]
 
 
-def tool_calls_from_summary(summary: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
-    """The ``tool_calls`` summary as ToolCalls (no parents: the summary does not keep them)."""
-    calls: list[ToolCall] = []
-    for index, item in enumerate(summary):
-        if not isinstance(item.get("tool"), str):
-            continue
-        error_type, error_message = _error(item.get("error"))
-        ok = item.get("ok")
-        calls.append(
-            ToolCall(
-                call_id=str(item.get("call_id", index)),
-                tool=item["tool"],
-                parent=None,
-                ts=None,
-                ok=None if ok is None else bool(ok),
-                duration_ms=_float(item.get("duration_ms")),
-                error_type=error_type,
-                error_message=error_message,
-            )
-        )
-    return calls
-
-
-def capability_calls_from_trace(trace: Sequence[TraceEvent]) -> list[CapabilityCall]:
+def _capability_calls(trace: Sequence[TraceEvent]) -> list[CapabilityCall]:
     """Every inline capability call (``capability_start`` events), in start order."""
     calls: list[tuple[int, CapabilityCall]] = []
     seen: set[str] = set()
@@ -351,3 +337,83 @@ def _error(error: Any) -> tuple[str | None, str | None]:
             str(message) if message is not None else None,
         )
     return None, str(error)
+
+
+# The summary -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """What every reader needs of one trace, decoded once: stored as ``executions.trace_summary``."""
+
+    tool_calls: tuple[ToolCall, ...] = ()  # in start order, lost calls (ok None) included
+    capability_calls: tuple[CapabilityCall, ...] = ()  # in start order
+    truncated: bool = False  # past a cap calls went unrecorded: the list is not every call
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """The response's ``tool_failures``: ``[{"tool", "error", "type"}]``, one per failed call.
+
+        Each names the tool and its error (``{"tool": "gmail:get_profile", "error": "MCP
+        server not connected"}``); ``type`` (the structured error type, or None) lets agents
+        tell a timeout from a refusal; a lost call is ``lost`` with LOST_CALL_MESSAGE.
+        """
+        out: list[dict[str, Any]] = []
+        for call in self.tool_calls:
+            if call.ok:
+                continue
+            if call.ok is None:
+                out.append({"tool": call.tool, "error": LOST_CALL_MESSAGE, "type": ErrorType.LOST})
+            else:
+                message = call.error_message or call.error_type or "tool call failed"
+                out.append({"tool": call.tool, "error": message, "type": call.error_type})
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored JSON object (``SUMMARY_VERSION`` under ``v``)."""
+        return {
+            "v": SUMMARY_VERSION,
+            "truncated": self.truncated,
+            "tool_calls": [_fields(call) for call in self.tool_calls],
+            "capability_calls": [_fields(call) for call in self.capability_calls],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceSummary:
+        """A summary stored by :meth:`as_dict` (of this ``SUMMARY_VERSION``)."""
+        return cls(
+            tool_calls=tuple(ToolCall(**call) for call in data.get("tool_calls") or ()),
+            capability_calls=tuple(
+                CapabilityCall(**call) for call in data.get("capability_calls") or ()
+            ),
+            truncated=bool(data.get("truncated")),
+        )
+
+
+def summarize(trace: Sequence[TraceEvent]) -> TraceSummary:
+    """Decode a raw trace into its summary (what ``finish_execution`` stores)."""
+    return TraceSummary(
+        tool_calls=tuple(_tool_calls(trace)),
+        capability_calls=tuple(_capability_calls(trace)),
+        truncated=any(event_type(e) == EventType.TRACE_TRUNCATED for e in trace),
+    )
+
+
+def summary_of(source: Mapping[str, Any] | Sequence[TraceEvent]) -> TraceSummary:
+    """The summary of an ``executions`` row, or of a raw trace (a run still in memory).
+
+    A row's stored ``trace_summary`` is used as is; a row stored before migration 0017
+    (or with an older ``SUMMARY_VERSION``) has its raw ``trace`` decoded instead: no backfill,
+    so old rows cost one decode per read, as they always did.
+    """
+    if not isinstance(source, Mapping):
+        return summarize(source)
+    stored = source.get("trace_summary")
+    if isinstance(stored, Mapping) and stored.get("v") == SUMMARY_VERSION:
+        return TraceSummary.from_dict(stored)
+    return summarize(source.get("trace") or [])
+
+
+def _fields(call: ToolCall | CapabilityCall) -> dict[str, Any]:
+    names: tuple[str, ...] = call.__slots__  # a slotted dataclass's fields, in order
+    return {name: getattr(call, name) for name in names}

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations, pairwise
 
-from shared.executions.trace import TraceEvent, capability_calls_from_trace, tool_calls_from_trace
+from shared.executions.trace import TraceSummary
 from shared.graph.weights import EdgeKind
 
 CAPABILITY_PREFIX = "cap:"
@@ -29,10 +28,8 @@ def capability_node(capability_id: str) -> str:
     return text if text.startswith(CAPABILITY_PREFIX) else CAPABILITY_PREFIX + text
 
 
-def derive_edges(
-    *, trace: Sequence[TraceEvent], root_capability_id: str | None = None
-) -> list[Edge]:
-    """Every edge the trace teaches, aggregated, sorted by (kind, src, dst).
+def derive_edges(*, summary: TraceSummary, root_capability_id: str | None = None) -> list[Edge]:
+    """Every edge the run's trace (read through its summary) teaches, aggregated, sorted by (kind, src, dst).
 
     - ``sequence``: consecutive tool calls in start order under the same parent
       (top level or one inline capability); one count per adjacent pair; a tool
@@ -52,7 +49,7 @@ def derive_edges(
     root = capability_node(root_capability_id) if root_capability_id else None
     counts: Counter[tuple[EdgeKind, str, str]] = Counter()
 
-    calls = tool_calls_from_trace(trace)
+    calls = summary.tool_calls
     by_parent: dict[str | None, list[str]] = {}
     for call in calls:
         by_parent.setdefault(call.parent, []).append(call.tool)
@@ -66,7 +63,7 @@ def derive_edges(
     for first, second in combinations(sorted({call.tool for call in calls}), 2):
         counts[(EdgeKind.CO_USED, first, second)] += 1
 
-    for cap_call in capability_calls_from_trace(trace):
+    for cap_call in summary.capability_calls:
         caller = capability_node(cap_call.parent) if cap_call.parent else root
         callee = capability_node(cap_call.capability_id)
         if caller is not None and caller != callee:

@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
 from shared.embeddings import Embedder
 from shared.executions.status import TERMINAL
+from shared.executions.trace import SUMMARY_VERSION, summary_of
 from shared.graph.edges import Edge, derive_edges
 from shared.graph.store import upsert_edges
 from shared.learning.capability_runs import (
@@ -41,7 +42,12 @@ log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
 
 # What ingestion reads of an execution (not its args, result or logs).
-_COLUMNS = "id, tenant_id, status, code, intent, trace, duration_ms, capability_id, learned_at"
+# The raw trace only where no current summary is stored (rows older than migration 0017):
+# summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
+_COLUMNS = (
+    "id, tenant_id, status, code, intent, duration_ms, capability_id, learned_at, trace_summary, "
+    f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
+)
 # Outcomes that changed nothing: no metrics, no "learned" event.
 NOTHING_DONE = frozenset({"missing", "already_ingested", "not_finished"})
 MATCHING = Context.CAPABILITY_MATCHING
@@ -102,9 +108,10 @@ def ingest_executions(
 def _apply(
     conn: Conn, *, rows: Sequence[dict[str, Any]], embedder: Embedder
 ) -> dict[str, IngestResult]:
+    summaries = {str(r["id"]): summary_of(r) for r in rows}
     decisions: dict[str, LearningDecision] = {
         str(r["id"]): decide_learning(
-            status=r["status"], intent=r["intent"], trace=r["trace"] or []
+            status=r["status"], intent=r["intent"], summary=summaries[str(r["id"])]
         )
         for r in rows
     }
@@ -151,7 +158,7 @@ def _apply(
         execution_id = str(row["id"])
         done = capabilities.get(execution_id)
         edges[execution_id] = derive_edges(
-            trace=row["trace"] or [],
+            summary=summaries[execution_id],
             root_capability_id=str(done.capability["id"]) if done else None,
         )
     upsert_edges(conn, edges=[e for per_run in edges.values() for e in per_run])

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from shared.executions.trace import summarize
 from shared.graph.edges import derive_edges
 from shared.graph.weights import EdgeKind
 from shared.sandbox.bridge import CapabilitySource
@@ -66,7 +67,7 @@ async def test_nested_capabilities_are_traced_with_parents_and_teach_edges(run: 
     tool_parents = {e["tool"]: e["parent"] for e in events(outcome, "tool_start")}
     assert tool_parents == {"t:a": "id-a", "t:b": "id-b", "t:c": "id-c"}
 
-    edges = {(e.kind, e.src, e.dst) for e in derive_edges(trace=outcome.trace)}
+    edges = {(e.kind, e.src, e.dst) for e in derive_edges(summary=summarize(outcome.trace))}
     assert {(EdgeKind.CALLS, "cap:id-a", "cap:id-b"), (EdgeKind.CALLS, "cap:id-b", "cap:id-c")} <= (
         edges
     )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from shared.capabilities.outcome import Verdict, decide_learning, tool_failures
+from shared.capabilities.outcome import Verdict, decide_learning
+from shared.executions.trace import summarize
 from tests.unit.graph.trace_builder import TraceBuilder
 
 
@@ -13,7 +14,9 @@ def test_all_tools_succeeded_learns_with_every_tool_in_call_order() -> None:
         .tool("memory:create_entities")
         .tool("memory:search_nodes")
     )
-    decision = decide_learning(status="succeeded", intent="memory workflow", trace=trace.events)
+    decision = decide_learning(
+        status="succeeded", intent="memory workflow", summary=summarize(trace.events)
+    )
     assert decision.learn
     assert decision.verdict is Verdict.LEARN
     assert decision.tools_used == ["memory:search_nodes", "memory:create_entities"]
@@ -30,7 +33,9 @@ def test_one_failed_tool_skips_the_capability_and_names_the_failures() -> None:
         .tool("memory:search_nodes")
         .tool("notion:notion-get-user", ok=False, error="server undefined")
     )
-    decision = decide_learning(status="succeeded", intent="Call Gmail, Maps...", trace=trace.events)
+    decision = decide_learning(
+        status="succeeded", intent="Call Gmail, Maps...", summary=summarize(trace.events)
+    )
     assert not decision.learn
     assert decision.verdict is Verdict.TOOL_FAILURES
     assert decision.failed_tools == [
@@ -50,7 +55,7 @@ def test_one_failed_tool_skips_the_capability_and_names_the_failures() -> None:
 def test_a_call_that_never_ended_counts_as_failed() -> None:
     builder = TraceBuilder().tool("fs:read")
     builder.start_tool("fs:write")  # the deadline cut it off
-    decision = decide_learning(status="succeeded", intent="copy", trace=builder.events)
+    decision = decide_learning(status="succeeded", intent="copy", summary=summarize(builder.events))
     assert decision.verdict is Verdict.TOOL_FAILURES
     assert decision.failed_tools == ["fs:write"]
     assert decision.tool_failures[0]["type"] == "lost"
@@ -60,66 +65,51 @@ def test_failed_call_inside_an_inline_capability_counts() -> None:
     builder = TraceBuilder().tool("fs:read")
     cap = builder.capability("11111111-1111-1111-1111-111111111111")
     builder.tool("memory:store", ok=False, parent=cap)
-    decision = decide_learning(status="succeeded", intent="x", trace=builder.events)
+    decision = decide_learning(status="succeeded", intent="x", summary=summarize(builder.events))
     assert decision.failed_tools == ["memory:store"]
 
 
 def test_code_without_tools_is_learned() -> None:
-    decision = decide_learning(status="succeeded", intent="add numbers", trace=[])
+    decision = decide_learning(status="succeeded", intent="add numbers", summary=summarize([]))
     assert decision.learn and decision.tools_used == []
 
 
 def test_failed_run_or_missing_intent_is_not_learned() -> None:
     trace = TraceBuilder().tool("fs:read").events
     assert (
-        decide_learning(status="failed", intent="x", trace=trace).verdict
+        decide_learning(status="failed", intent="x", summary=summarize(trace)).verdict
         is Verdict.EXECUTION_FAILED
     )
     assert (
-        decide_learning(status="timeout", intent="x", trace=trace).verdict
+        decide_learning(status="timeout", intent="x", summary=summarize(trace)).verdict
         is Verdict.EXECUTION_FAILED
     )
     assert (
-        decide_learning(status="succeeded", intent=None, trace=trace).verdict is Verdict.NO_INTENT
+        decide_learning(status="succeeded", intent=None, summary=summarize(trace)).verdict
+        is Verdict.NO_INTENT
     )
     assert (
-        decide_learning(status="succeeded", intent="  ", trace=trace).verdict is Verdict.NO_INTENT
+        decide_learning(status="succeeded", intent="  ", summary=summarize(trace)).verdict
+        is Verdict.NO_INTENT
     )
 
 
 def test_failed_run_still_reports_its_tool_failures() -> None:
     trace = TraceBuilder().tool("fs:read", ok=False).events
-    decision = decide_learning(status="failed", intent="x", trace=trace)
+    decision = decide_learning(status="failed", intent="x", summary=summarize(trace))
     assert decision.verdict is Verdict.EXECUTION_FAILED
     assert decision.failed_tools == ["fs:read"]
 
 
-def test_summary_is_used_when_the_trace_has_no_tool_events() -> None:
-    summary = [
-        {"tool": "fs:read", "ok": True, "duration_ms": 3.0, "error": None},
-        {
-            "tool": "fs:write",
-            "ok": False,
-            "duration_ms": 1.0,
-            "error": {"type": "timeout", "message": "30 s"},
-        },
-    ]
-    decision = decide_learning(status="succeeded", intent="x", trace=[], tool_calls=summary)
-    assert decision.verdict is Verdict.TOOL_FAILURES
-    assert tool_failures(trace=[], tool_calls=summary) == [
-        {"tool": "fs:write", "error": "30 s", "type": "timeout"}
-    ]
-
-
 def test_progress_events_are_ignored() -> None:
     trace = TraceBuilder().progress("half").tool("fs:read").progress("done").events
-    assert decide_learning(status="succeeded", intent="x", trace=trace).learn
+    assert decide_learning(status="succeeded", intent="x", summary=summarize(trace)).learn
 
 
 def test_events_keyed_event_are_no_longer_read() -> None:
     # Early builds keyed events by "event"; only "type" names an event now (issue 12).
     trace = TraceBuilder().tool("fs:read").tool("fs:write", ok=False).events
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
-    assert decide_learning(status="succeeded", intent="copy", trace=trace).failed_tools
-    decision = decide_learning(status="succeeded", intent="copy", trace=renamed)
+    assert decide_learning(status="succeeded", intent="copy", summary=summarize(trace)).failed_tools
+    decision = decide_learning(status="succeeded", intent="copy", summary=summarize(renamed))
     assert decision.tools_used == [] and decision.failed_tools == []

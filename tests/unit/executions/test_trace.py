@@ -13,9 +13,8 @@ from shared.executions.trace import (
     Progress,
     TraceRecorder,
     TraceTruncated,
-    capability_calls_from_trace,
     event_type,
-    tool_calls_from_trace,
+    summarize,
 )
 
 _BOOM = {"type": "timeout", "message": "30 s"}
@@ -44,7 +43,8 @@ def test_recorded_events_read_back_after_storage() -> None:
         "capability_start", "capability_start", "tool_start", "tool_end",
         "tool_start", "tool_end", "capability_end", "capability_end", "trace_truncated",
     ]  # fmt: skip
-    read, write = tool_calls_from_trace(stored)
+    summary = summarize(stored)
+    read, write = summary.tool_calls
     assert (read.call_id, read.tool, read.parent, read.ok) == (
         "call-1",
         "fs:read",
@@ -55,10 +55,11 @@ def test_recorded_events_read_back_after_storage() -> None:
     assert (write.tool, write.parent, write.ok) == ("fs:write", None, False)
     assert (write.error_type, write.error_message) == ("timeout", "30 s")
     assert read.ts is not None and write.ts is not None and read.ts <= write.ts
-    assert capability_calls_from_trace(stored) == [
+    assert summary.capability_calls == (
         CapabilityCall("cap-call-1", "cap-outer", None, 1_700_000_000.0),
         CapabilityCall("cap-call-2", "cap-inner", "cap-outer", 1_700_000_000.5),
-    ]
+    )
+    assert summary.truncated
 
 
 def test_stored_events_keep_the_api_shape() -> None:
@@ -121,5 +122,5 @@ def test_events_without_a_type_key_are_not_read() -> None:
     recorder = TraceRecorder(None)
     _record(recorder)
     legacy = [{("event" if k == "type" else k): v for k, v in e.items()} for e in recorder.events]
-    assert tool_calls_from_trace(legacy) == [] and capability_calls_from_trace(legacy) == []
+    assert summarize(legacy) == summarize([])
     assert event_type(legacy[0]) is None

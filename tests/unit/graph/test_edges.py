@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shared.executions.trace import summarize
 from shared.graph.edges import Edge, capability_node, derive_edges
 from shared.graph.weights import EdgeKind, edge_weight
 from tests.unit.graph.trace_builder import TraceBuilder
@@ -18,7 +19,7 @@ def test_sequence_follows_start_order_and_counts_repeats() -> None:
     trace = (
         TraceBuilder().tool("fs:read").tool("text:split").tool("fs:read").tool("text:split").events
     )
-    edges = derive_edges(trace=trace)
+    edges = derive_edges(summary=summarize(trace))
     assert edges_of(EdgeKind.SEQUENCE, edges) == {
         ("fs:read", "text:split"): 2,
         ("text:split", "fs:read"): 1,
@@ -30,20 +31,20 @@ def test_concurrent_calls_are_ordered_by_start_not_end() -> None:
     first = builder.start_tool("slow:a")
     second = builder.start_tool("fast:b")
     builder.end_tool(second, "fast:b").end_tool(first, "slow:a")
-    assert edges_of(EdgeKind.SEQUENCE, derive_edges(trace=builder.events)) == {
+    assert edges_of(EdgeKind.SEQUENCE, derive_edges(summary=summarize(builder.events))) == {
         ("slow:a", "fast:b"): 1
     }
 
 
 def test_repeated_tool_is_no_self_loop() -> None:
     trace = TraceBuilder().tool("fs:read").tool("fs:read").events
-    edges = derive_edges(trace=trace)
+    edges = derive_edges(summary=summarize(trace))
     assert edges == []
 
 
 def test_co_used_pairs_are_canonical_and_once_per_execution() -> None:
     trace = TraceBuilder().tool("z:last").tool("a:first").tool("z:last").tool("m:mid").events
-    assert edges_of(EdgeKind.CO_USED, derive_edges(trace=trace)) == {
+    assert edges_of(EdgeKind.CO_USED, derive_edges(summary=summarize(trace))) == {
         ("a:first", "m:mid"): 1,
         ("a:first", "z:last"): 1,
         ("m:mid", "z:last"): 1,
@@ -52,7 +53,7 @@ def test_co_used_pairs_are_canonical_and_once_per_execution() -> None:
 
 def test_failed_calls_still_teach_tool_edges() -> None:
     trace = TraceBuilder().tool("fs:read").tool("gmail:send", ok=False).events
-    edges = derive_edges(trace=trace)
+    edges = derive_edges(summary=summarize(trace))
     assert edges_of(EdgeKind.SEQUENCE, edges) == {("fs:read", "gmail:send"): 1}
     assert edges_of(EdgeKind.CO_USED, edges) == {("fs:read", "gmail:send"): 1}
 
@@ -62,7 +63,7 @@ def test_nested_capability_gives_contains_and_calls_and_separate_sequences() -> 
     inner = builder.capability(CAP_B)
     builder.tool("memory:search", parent=inner).tool("memory:store", parent=inner)
     builder.tool("slack:post")
-    edges = derive_edges(trace=builder.events, root_capability_id=CAP_A)
+    edges = derive_edges(summary=summarize(builder.events), root_capability_id=CAP_A)
 
     # Sequences stay within their parent: the top level goes read → post.
     assert edges_of(EdgeKind.SEQUENCE, edges) == {
@@ -84,7 +85,7 @@ def test_without_a_root_capability_top_level_calls_have_no_owner() -> None:
     builder = TraceBuilder().tool("fs:read")
     inner = builder.capability(CAP_B)
     builder.tool("memory:store", parent=inner)
-    edges = derive_edges(trace=builder.events)
+    edges = derive_edges(summary=summarize(builder.events))
     assert edges_of(EdgeKind.CONTAINS, edges) == {(f"cap:{CAP_B}", "memory:store"): 1}
     assert edges_of(EdgeKind.CALLS, edges) == {}
 
@@ -93,21 +94,21 @@ def test_capability_calling_capability_nested_two_deep() -> None:
     builder = TraceBuilder()
     outer = builder.capability(CAP_A)
     builder.capability(CAP_B, parent=outer)
-    assert edges_of(EdgeKind.CALLS, derive_edges(trace=builder.events)) == {
+    assert edges_of(EdgeKind.CALLS, derive_edges(summary=summarize(builder.events))) == {
         (f"cap:{CAP_A}", f"cap:{CAP_B}"): 1
     }
 
 
 def test_output_is_sorted_so_upserts_lock_in_one_order() -> None:
     trace = TraceBuilder().tool("b:x").tool("a:y").tool("c:z").events
-    edges = derive_edges(trace=trace, root_capability_id=CAP_A)
+    edges = derive_edges(summary=summarize(trace), root_capability_id=CAP_A)
     keys = [(e.kind, e.src, e.dst) for e in edges]
     assert keys == sorted(keys)
 
 
 def test_progress_and_unknown_events_teach_nothing() -> None:
     trace = [*TraceBuilder().progress("x").events, {"type": "log", "message": "hi"}]
-    assert derive_edges(trace=trace) == []
+    assert derive_edges(summary=summarize(trace)) == []
 
 
 def test_capability_node_ids() -> None:
@@ -127,5 +128,5 @@ def test_only_the_type_key_names_an_event() -> None:
     # Early builds keyed events by "event"; that spelling is no longer read (issue 12).
     trace = TraceBuilder().tool("fs:read").tool("fs:write", ok=False).events
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
-    assert derive_edges(trace=trace) != []
-    assert derive_edges(trace=renamed) == []
+    assert derive_edges(summary=summarize(trace)) != []
+    assert derive_edges(summary=summarize(renamed)) == []
