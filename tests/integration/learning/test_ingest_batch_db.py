@@ -13,6 +13,9 @@ from psycopg.types.json import Jsonb
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
+from shared.executions.status import ExecutionStatus
+from shared.executions.store import finish_execution
+from shared.executions.trace import summarize
 from shared.learning.ingest import IngestResult, ingest_executions
 
 CODE_A = "d = await mcp.bench.fetch(id=args['id'])\nreturn await mcp.bench.store(value=d)"
@@ -256,3 +259,25 @@ def test_a_batch_teaches_the_same_as_one_execution_at_a_time(
     tool_edges = {k: v for k, v in edges_after_one.items() if not k[0].startswith("cap:")}
     assert tool_edges and all(edges_after_both[k] == 2 * v for k, v in tool_edges.items())
     assert capability_edges(conn, "batch") == capability_edges(conn, "one") != {}
+
+
+def test_learning_reads_the_stored_summary_and_decodes_rows_stored_before_it(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    # Finished by the worker's path: the summary is stored beside the trace.
+    fresh = add_execution(conn, code=CODE_B, intent=None, events=[], status="running")
+    finish_execution(conn, execution_id=fresh, status=ExecutionStatus.SUCCEEDED, trace=BOTH_OK)
+    row = conn.execute("SELECT trace_summary FROM executions WHERE id = %s", (fresh,)).fetchone()
+    assert row is not None and row["trace_summary"] == summarize(BOTH_OK).as_dict()
+    # Emptied trace: whatever learning teaches now, it read from the summary.
+    conn.execute("UPDATE executions SET trace = '[]'::jsonb WHERE id = %s", (fresh,))
+    conn.commit()
+    # Stored before migration 0017 (no summary): its trace is decoded instead.
+    old = add_execution(conn, code=CODE_B, intent=None, events=trace(("bench:store", True),
+                                                                     ("bench:fetch", True)))  # fmt: skip
+    ingest(conn, [fresh, old], embedder)
+    sequences = {k: n for k, n in edge_counts(conn).items() if k[2] == "sequence"}
+    assert sequences == {
+        ("bench:fetch", "bench:store", "sequence"): 1,
+        ("bench:store", "bench:fetch", "sequence"): 1,
+    }
