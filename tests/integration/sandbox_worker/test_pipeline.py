@@ -95,3 +95,34 @@ def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learni
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
     assert _ingestions_queued(r, execution_id) == 1
     assert "failed in the worker (cache.prepare)" in worker.log()
+
+
+def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_outcome(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    # A tool that is not read-only is in the run's scope: a cancelled run (its trace lost)
+    # may have written to its server, so that server's cached results must be invalidated.
+    with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, description, schema_hash, pagerank, community) "
+            "VALUES ('w:put', 'w', 'put', 'writes', 'h', 0, 0)"
+        )
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    execution_id = _submit(client, "import asyncio\nawait asyncio.sleep(25)\nreturn 1")
+    deadline = time.monotonic() + 60
+    while _row(settings, execution_id)["status"] != "running":
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.05)
+    # Now neither the invalidation (it unblocks the servers it cleared) nor its fallback
+    # (blocking them) can complete: the invalidation raises after its retries.
+    with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+        conn.execute("ALTER TABLE cache_blocked_servers RENAME TO cache_blocked_servers_gone")
+    assert client.post(f"/v1/executions/{execution_id}/cancel").status_code == 202
+    row = _ended(settings, execution_id, worker)
+    # Not `cancelled`: stored as its outcome, the run's writes could be read back stale.
+    assert row["status"] == "failed", row
+    assert row["error"]["type"] == "internal_error"
+    assert "CacheInvalidationFailed" in row["error"]["message"]
+    r = redis.Redis.from_url(settings.redis_url or "")
+    assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
+    assert _ingestions_queued(r, execution_id) == 1
