@@ -1,0 +1,128 @@
+"""The sandbox worker's stages on real stores: a real gateway records the execution, a real
+Celery worker runs it in a real sandbox against this test's Postgres and Redis. Whatever
+way the run ends, the row ends terminal, `execution.finished` is published and the
+ingestion message is on the learning queue (read straight from the broker's list)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from services.gateway.app import create_app
+from shared.config import Settings
+from shared.db import connect
+from shared.executions.events import FINISHED
+from shared.queues import Queue, events_log_key
+from tests.conftest import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as test_client:
+        yield test_client
+
+
+def _submit(client: TestClient, code: str) -> str:
+    response = client.post("/v1/executions", json={"code": code, "timeout_s": 30})
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def _row(settings: Settings, execution_id: str) -> dict[str, Any]:
+    with connect(settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT status, result, error FROM executions WHERE id = %s", (execution_id,)
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def _ended(settings: Settings, execution_id: str, worker: WorkerProcess) -> dict[str, Any]:
+    deadline = time.monotonic() + 90
+    while (row := _row(settings, execution_id))["status"] in ("queued", "running"):
+        assert worker.proc.poll() is None, worker.log()[-3000:]
+        assert time.monotonic() < deadline, f"still {row['status']}:\n{worker.log()[-3000:]}"
+        time.sleep(0.1)
+    return row
+
+
+def _finished_events(client: redis.Redis, execution_id: str) -> list[dict[str, Any]]:
+    events = [orjson.loads(e) for e in client.lrange(events_log_key(execution_id), 0, -1)]
+    return [e for e in events if e.get("type") == FINISHED]
+
+
+def _ingestions_queued(client: redis.Redis, execution_id: str) -> int:
+    """Messages for ``execution_id`` on the learning queue's broker list (no learning worker)."""
+    messages = [orjson.loads(m) for m in client.lrange(Queue.LEARNING.value, 0, -1)]
+    return sum(execution_id in m["headers"].get("argsrepr", "") for m in messages)
+
+
+def test_a_run_is_stored_announced_and_sent_to_learning(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    execution_id = _submit(client, "return {'n': 41 + 1}")
+    row = _ended(settings, execution_id, worker)
+    assert (row["status"], row["result"]) == ("succeeded", {"n": 42})
+    r = redis.Redis.from_url(settings.redis_url or "")
+    assert [e["status"] for e in _finished_events(r, execution_id)] == ["succeeded"]
+    assert _ingestions_queued(r, execution_id) == 1
+
+
+def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learning(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    execution_id = _submit(client, "return 1")  # queued: no worker runs yet
+    # The result cache's stage reads this column; without it the stage raises (a
+    # ProgrammingError, not retried) after the claim, before the sandbox ran.
+    with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+        conn.execute("ALTER TABLE tools RENAME COLUMN schema_hash TO schema_hash_gone")
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    row = _ended(settings, execution_id, worker)
+    assert row["status"] == "failed" and row["result"] is None
+    assert row["error"]["type"] == "internal_error"
+    assert "UndefinedColumn" in row["error"]["message"]
+    r = redis.Redis.from_url(settings.redis_url or "")
+    assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
+    assert _ingestions_queued(r, execution_id) == 1
+    assert "failed in the worker (cache.prepare)" in worker.log()
+
+
+def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_outcome(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    # A tool that is not read-only is in the run's scope: a cancelled run (its trace lost)
+    # may have written to its server, so that server's cached results must be invalidated.
+    with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, description, schema_hash, pagerank, community) "
+            "VALUES ('w:put', 'w', 'put', 'writes', 'h', 0, 0)"
+        )
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    execution_id = _submit(client, "import asyncio\nawait asyncio.sleep(25)\nreturn 1")
+    deadline = time.monotonic() + 60
+    while _row(settings, execution_id)["status"] != "running":
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.05)
+    # Now neither the invalidation (it unblocks the servers it cleared) nor its fallback
+    # (blocking them) can complete: the invalidation raises after its retries.
+    with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+        conn.execute("ALTER TABLE cache_blocked_servers RENAME TO cache_blocked_servers_gone")
+    assert client.post(f"/v1/executions/{execution_id}/cancel").status_code == 202
+    row = _ended(settings, execution_id, worker)
+    # Not `cancelled`: stored as its outcome, the run's writes could be read back stale.
+    assert row["status"] == "failed", row
+    assert row["error"]["type"] == "internal_error"
+    assert "CacheInvalidationFailed" in row["error"]["message"]
+    r = redis.Redis.from_url(settings.redis_url or "")
+    assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
+    assert _ingestions_queued(r, execution_id) == 1

@@ -1,0 +1,49 @@
+"""Best-effort stage after the store: tell waiting clients, the tenant's bus and the metrics.
+
+Nothing here fails a run (it is stored already): clients waiting on the event also poll
+the row, the bus never raises, and a lost metrics sample is only a lost sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+import redis
+
+from shared import metrics
+from shared.events import bus
+from shared.executions.events import FINISHED, publish_event
+from workers.sandbox.pipeline.context import RunContext
+
+log = logging.getLogger(__name__)
+
+
+def announce(ctx: RunContext) -> None:
+    """The stored run: its metrics sample, its `execution.finished` event and bus event."""
+    assert ctx.outcome is not None and ctx.status is not None
+    outcome, seconds = ctx.outcome, ctx.outcome.duration_ms / 1000
+    with contextlib.suppress(redis.RedisError):
+        metrics.record_run(ctx.redis, status=ctx.status, error=outcome.error, seconds=seconds)
+    # `ts` (epoch seconds) lets a client or benchmark see when the end was announced.
+    announce_end(ctx.redis, ctx.execution_id, ctx.status, ts=time.time())
+    bus.publish(
+        ctx.redis,
+        tenant_id=ctx.row["tenant_id"],
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished(
+            {**ctx.row, "duration_ms": outcome.duration_ms}, status=ctx.status
+        ),
+    )
+
+
+def announce_end(client: redis.Redis, execution_id: str, status: str, **extra: Any) -> None:
+    """Publish `execution.finished`; a Redis error is logged (waiting clients poll the row)."""
+    try:
+        publish_event(
+            client, execution_id=execution_id, event={"type": FINISHED, "status": status, **extra}
+        )
+    except redis.RedisError as exc:
+        log.warning("could not announce the end of %s: %s", execution_id, exc)

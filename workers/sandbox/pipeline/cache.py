@@ -1,0 +1,58 @@
+"""The result cache's three stages around the run: prepare before it, invalidate the
+servers it may have written before its outcome is stored, remember the stored result."""
+
+from __future__ import annotations
+
+from shared.cache import runs as cache_runs
+from shared.executions.status import ExecutionStatus
+from shared.sandbox.outcome import ExecutionOutcome
+from workers.sandbox import resources
+from workers.sandbox.pipeline.context import RunContext
+from workers.sandbox.retry import with_db_retry
+
+
+def prepare(ctx: RunContext) -> None:
+    """The scope's cache policies and its servers' generations, read before the run starts."""
+    ctx.cache = with_db_retry(  # nothing ran yet: waiting out a Postgres restart is safe
+        lambda conn: cache_runs.prepare(conn, ctx.redis, row=ctx.row),
+        what="prepare the result cache",
+    )
+
+
+def invalidate_writes(ctx: RunContext) -> None:
+    """Before the execution is reported finished: what it wrote must not be read back stale.
+
+    Retried, else its servers' entries are blocked; if even that fails this raises, so the
+    run ends broken and is stored as failed, never as a success whose writes may be read
+    back stale.
+    """
+    assert ctx.outcome is not None and ctx.cache is not None
+    run = finished(ctx.outcome, ctx.outcome.status)
+    cache_runs.invalidate_writes(
+        resources.db_pool().connection, ctx.redis, run=run, cache=ctx.cache
+    )
+
+
+def remember(ctx: RunContext) -> None:
+    """Cache the stored outcome where the rules allow; a failed capability run may end its
+    cached results (three in a row). Best-effort: the run is stored already."""
+    assert ctx.outcome is not None and ctx.cache is not None and ctx.status is not None
+    run = finished(ctx.outcome, ctx.status)
+    # The pool rolls back a connection handed back mid-transaction (or drops a lost one).
+    with resources.db_pool().connection() as conn:
+        cache_runs.remember(
+            conn, ctx.redis, row=ctx.row, run=run, cache=ctx.cache, settings=ctx.settings
+        )
+        if run.status != ExecutionStatus.SUCCEEDED:
+            cache_runs.after_failure(conn, ctx.redis, row=ctx.row)
+
+
+def finished(outcome: ExecutionOutcome, status: str) -> cache_runs.Finished:
+    """What the cache reads of a run, with the status it ended (or was stored) with."""
+    return cache_runs.Finished(
+        status=status,
+        result=outcome.result,
+        stdout=outcome.stdout,
+        stdout_truncated=outcome.stdout_truncated,
+        trace=outcome.trace,
+    )

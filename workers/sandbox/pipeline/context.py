@@ -1,0 +1,41 @@
+"""What the stages of one run share: the claimed row, what the stages found, how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from shared.auth.grants import Grant
+from shared.cache.runs import RunCache
+from shared.config import Settings
+from shared.sandbox.bridge import CapabilitySource
+from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.tools import ToolSpec
+
+
+@dataclass
+class RunContext:
+    """One claimed execution as it goes through the stages (``stages.STAGES``, in order)."""
+
+    row: dict[str, Any]  # the executions row, already `running` and ours
+    settings: Settings
+    redis: redis.Redis
+    # scope: what the run may call and inline
+    grant: Grant | None = None
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    known_tools: list[str] = field(default_factory=list)
+    capabilities: dict[str, CapabilitySource] = field(default_factory=dict)
+    # cache.prepare: the scope's policies and generations before the run
+    cache: RunCache | None = None
+    # sandbox: what the child did (a cancelled run is an outcome too)
+    outcome: ExecutionOutcome | None = None
+    # store (or store.end_broken): the terminal status in the row
+    status: str | None = None
+    # runner: the first exception a stage raised; the run then ends broken
+    failure: Exception | None = None
+
+    @property
+    def execution_id(self) -> str:
+        return str(self.row["id"])

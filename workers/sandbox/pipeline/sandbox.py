@@ -1,0 +1,146 @@
+"""The run itself: the code in a sandbox child, its tool calls over RPC, a cancel watch.
+
+The one async stage: it runs on the worker process's persistent event loop (the async
+clients stay bound to it). A cancelled run is an outcome (`cancelled`) like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from shared import tool_ids
+from shared.config import Settings
+from shared.errors import ErrorType, error_dict
+from shared.executions.cancel import wait_for_cancel
+from shared.executions.events import publish_event
+from shared.executions.status import ExecutionStatus
+from shared.queues import grant_key
+from shared.rpc.client import RpcClient
+from shared.rpc.protocol import ResourceRequest, RpcReply
+from shared.sandbox.bridge import run_in_sandbox
+from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult
+from workers.sandbox import resources
+from workers.sandbox.pipeline.context import RunContext
+
+log = logging.getLogger(__name__)
+_rpc: RpcClient | None = None
+
+
+class RpcToolBackend:
+    """Tool calls of one execution over the Redis RPC channel (toolhost re-checks the scope)."""
+
+    def __init__(self, *, client: RpcClient, execution_id: str, allowed: list[str]) -> None:
+        self.client = client
+        self.execution_id = execution_id
+        self.allowed = allowed
+
+    async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        reply = await self.client.call(
+            execution_id=self.execution_id,
+            tool=tool_id,
+            args=args,
+            deadline=deadline,
+            allowed=self.allowed,
+            trace_call_id=CURRENT_CALL_ID.get(),
+        )
+        return _result(reply)
+
+    async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
+        """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""
+        request = ResourceRequest(
+            op="read_resource",
+            execution_id=self.execution_id,
+            server=server,
+            uri=uri,
+            deadline=deadline,
+            allowed_servers=sorted({tool_ids.parse(t).server for t in self.allowed}),
+        )
+        return _result(await self.client.resource(request))
+
+
+def _result(reply: RpcReply) -> ToolResult:
+    if reply.ok:
+        return ToolResult.success(reply.result)
+    assert reply.error is not None
+    return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
+
+
+def rpc_client(settings: Settings) -> RpcClient:
+    """The process's RPC client, bound to the worker's persistent event loop."""
+    global _rpc
+    if _rpc is None:
+        _rpc = RpcClient(settings.require_urls()[1])
+    return _rpc
+
+
+def run_sandboxed(ctx: RunContext) -> None:
+    """Run the code to its outcome (or to a cancel request); then its tool grant ends."""
+    ctx.outcome = resources.event_loop().run_until_complete(_run_or_cancel(ctx))
+    try:
+        ctx.redis.delete(grant_key(ctx.execution_id))  # runs never restart: the scope ends here
+    except RedisError as exc:  # it expires by itself shortly after the run's deadline
+        log.warning("could not drop the tool grant of %s: %s", ctx.execution_id, exc)
+
+
+async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
+    execution_id, redis = ctx.execution_id, ctx.redis
+
+    def on_event(event: dict[str, Any]) -> None:
+        publish_event(redis, execution_id=execution_id, event=event)
+
+    run = run_in_sandbox(
+        code=ctx.row["code"],
+        args=ctx.row["args"],
+        tools=ctx.tools,
+        known_tools=ctx.known_tools,
+        backend=RpcToolBackend(
+            client=rpc_client(ctx.settings), execution_id=execution_id, allowed=sorted(ctx.tools)
+        ),
+        limits=SandboxLimits.from_settings(ctx.settings, wall_time_s=ctx.row["timeout_s"]),
+        on_event=on_event,
+        capability_sources=ctx.capabilities,
+    )
+    watch = wait_for_cancel(resources.async_redis_client(), execution_id=execution_id)
+    return await unless_cancelled(run, watch, execution_id=execution_id)
+
+
+async def unless_cancelled(
+    run_code: Coroutine[Any, Any, ExecutionOutcome],
+    cancel_watch: Coroutine[Any, Any, object],
+    *,
+    execution_id: str,
+) -> ExecutionOutcome:
+    """The run's outcome, or `cancelled` (the run killed) if the watch returns first.
+
+    A watch that raises is no cancel request: the run goes on, uncancellable but not killed.
+    """
+    started = time.monotonic()
+    run = asyncio.ensure_future(run_code)
+    watch = asyncio.ensure_future(cancel_watch)
+    await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    if not run.done() and watch.exception() is not None:
+        log.error("cancel watch of %s failed: %r", execution_id, watch.exception())
+        await asyncio.wait({run})
+    if run.done():
+        watch.cancel()
+        return run.result()
+    # Cancelling the bridge kills the sandbox's whole process tree (its `finally`).
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    return ExecutionOutcome(
+        status=ExecutionStatus.CANCELLED,
+        error=error_dict(
+            ErrorType.CANCELLED, "cancelled on request; tool calls already made are not undone"
+        ),
+        duration_ms=(time.monotonic() - started) * 1000,
+    )  # fmt: skip

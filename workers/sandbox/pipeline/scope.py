@@ -1,0 +1,70 @@
+"""First stage: what the run may use: its grant, its tools, the capabilities it inlines."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
+from shared.capabilities.references import referenced_capabilities
+from shared.capabilities.store import capabilities_by_name
+from shared.queues import grant_key
+from shared.sandbox.bridge import CapabilitySource
+from shared.sandbox.tools import ToolSpec
+from shared.tools.store import list_tools
+from workers.sandbox.pipeline.context import RunContext
+from workers.sandbox.retry import with_db_retry
+
+log = logging.getLogger(__name__)
+
+# Capabilities reachable from one execution's code (through nested calls) that are
+# injected into the child; beyond this the code is refused rather than slowed down.
+MAX_INJECTED_CAPABILITIES = 64
+
+
+def resolve_scope(ctx: RunContext) -> None:
+    """Read the grant (and keep it for the run), the granted tools, the inlined capabilities."""
+    ctx.grant = read_grant(ctx.redis, execution_id=ctx.execution_id)
+    if ctx.grant is None:
+        log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
+    else:  # the grant now lives as long as this run, not as long as a queue wait
+        ttl = int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
+        ctx.redis.expire(grant_key(ctx.execution_id), ttl)
+    ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant)
+    ctx.capabilities = capability_sources(ctx.row)
+
+
+def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, ToolSpec], list[str]]:
+    """The execution's granted tools and every known tool id.
+
+    Granted: the row's listed tools (every known tool when none was listed) that its grant
+    record allows; no grant record (never written, or expired in the queue) grants nothing.
+    """
+    rows = with_db_retry(list_tools, what="load tools")
+    listed = None if row["tools"] is None else set(row["tools"])
+    granted = {
+        r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
+        for r in rows
+        if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
+    }
+    return granted, [r["id"] for r in rows]
+
+
+def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
+    """The capabilities the code calls, and those they call, by name, for inline injection."""
+
+    def load(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, CapabilitySource]:
+        wanted = referenced_capabilities(row["code"])
+        found: dict[str, CapabilitySource] = {}
+        while wanted and len(found) < MAX_INJECTED_CAPABILITIES:
+            rows = capabilities_by_name(conn, tenant_id=row["tenant_id"], names=sorted(wanted))
+            wanted = set()
+            for cap in rows:
+                found[cap["name"]] = CapabilitySource(id=str(cap["id"]), code=cap["code"])
+                wanted |= referenced_capabilities(cap["code"])
+            wanted -= set(found)
+        return found
+
+    return with_db_retry(load, what="load capabilities")

@@ -1,0 +1,95 @@
+"""Store the terminal state: the run's outcome, or (after a stage failed) a broken run's end."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from celery.exceptions import SoftTimeLimitExceeded
+
+from shared.auth.audit import finish_audit
+from shared.errors import ErrorType, error_dict
+from shared.executions.status import ExecutionStatus
+from shared.executions.store import finish_execution
+from shared.sandbox.outcome import ExecutionOutcome
+from workers.sandbox.pipeline.announce import announce_end
+from workers.sandbox.pipeline.context import RunContext
+from workers.sandbox.retry import DatabaseDown, with_db_retry
+
+log = logging.getLogger(__name__)
+
+
+def store(ctx: RunContext) -> None:
+    """Write the outcome (and end the audit row) in one transaction; ``ctx.status`` is the
+    status stored, which a result Postgres cannot hold turns into `failed`."""
+    assert ctx.outcome is not None
+    ctx.status = store_outcome(execution_id=ctx.execution_id, outcome=ctx.outcome)
+    log.info("execution %s %s in %.0f ms", ctx.execution_id, ctx.status, ctx.outcome.duration_ms)
+
+
+def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
+    """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error.
+    Returns the status stored."""
+    fields: dict[str, Any] = {
+        "status": outcome.status,
+        "result": outcome.result,
+        "error": outcome.error,
+        "stdout": outcome.stdout,
+        "stdout_truncated": outcome.stdout_truncated,
+        "trace": outcome.trace,
+        "duration_ms": outcome.duration_ms,
+    }
+
+    def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
+        try:
+            finish_execution(conn, execution_id=execution_id, **fields)
+        except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
+            conn.rollback()
+            fields.update(
+                status=ExecutionStatus.FAILED,
+                result=None,
+                error=error_dict(ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"),
+            )
+            finish_execution(conn, execution_id=execution_id, **fields)
+        # The audit row learns the tools called, in the transaction that ends the execution.
+        finish_audit(conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace)
+        conn.commit()
+
+    # Postgres down or restarting: the outcome waits here rather than being lost.
+    with_db_retry(write, what="store")
+    return str(fields["status"])
+
+
+def end_broken(ctx: RunContext) -> None:
+    """A stage raised between the claim and the store: the row must not stay `running`.
+    If even this store fails, the reaper is the backstop."""
+    assert ctx.failure is not None
+    status, error = broken_end(ctx.failure)
+    ctx.status = status
+
+    def write(conn: Any) -> None:
+        finish_execution(conn, execution_id=ctx.execution_id, status=status, error=error)
+        conn.commit()
+
+    try:
+        with_db_retry(write, what="store")
+    except DatabaseDown:
+        log.error("execution %s: outcome not stored; the reaper will end it", ctx.execution_id)
+        return
+    announce_end(ctx.redis, ctx.execution_id, status)
+
+
+def broken_end(failure: Exception) -> tuple[ExecutionStatus, dict[str, Any]]:
+    """The terminal status and error of a run a stage broke: the task's time limit is a
+    `timeout`; anything else (the invalidation of its writes too) `failed`."""
+    if isinstance(failure, SoftTimeLimitExceeded):
+        return ExecutionStatus.TIMEOUT, error_dict(
+            ErrorType.TIMEOUT, "the worker's time limit for the task passed"
+        )
+    kind = ErrorType.STORE_FAILED if isinstance(failure, DatabaseDown) else ErrorType.INTERNAL_ERROR
+    return ExecutionStatus.FAILED, error_dict(
+        kind,
+        f"the sandbox worker failed to complete it ({type(failure).__name__}: {failure}); "
+        "tool calls it made are not undone",
+    )
