@@ -46,6 +46,8 @@ def send_ingest(app: Celery, execution_id: str) -> bool:
     try:
         app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
     except Exception as exc:  # kombu raises several connection errors; the row is stored
-        log.error("could not enqueue ingestion of %s (the resend sweep will): %s", execution_id, exc)
+        log.error(
+            "could not enqueue ingestion of %s (the resend sweep will): %s", execution_id, exc
+        )
         return False
     return True
