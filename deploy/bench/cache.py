@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from deploy.bench.e2e import WARMUP, _celery_noop, _stats
+from deploy.bench.e2e import WARMUP, _celery_noop, _stats, wait_synced
 from deploy.bench.echo_server import write_config
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
@@ -33,6 +33,7 @@ def run(n: int = 200) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp,
         temporary_stack(mcp_config=write_config(Path(tmp) / "mcp.json")) as handle,
     ):
+        wait_synced(handle)
         with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
             capability = _learn(client, handle)
             execute = f"/v1/capabilities/{capability}/execute"

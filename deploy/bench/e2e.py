@@ -21,9 +21,11 @@ import httpx
 from deploy.bench.echo_server import write_config
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
+from shared.db import connect
 from shared.executions.status import ExecutionStatus
 from shared.queues import Queue, TaskName
 
+TOOL = "bench:echo"
 CODE = "return await mcp.bench.echo(n=args['n'])"
 WARMUP = 10
 
@@ -47,7 +49,22 @@ def run(n: int = 200) -> dict[str, Any]:
     return results
 
 
+def wait_synced(handle: StackHandle, tool: str = TOOL, *, timeout_s: float = 120.0) -> None:
+    """Wait until ``tool``'s row exists: a server counts as ready as soon as it serves calls,
+    while its tools' sync may still wait seconds for the embedding model, and a submission
+    may only name tools that Postgres knows."""
+    deadline = time.monotonic() + timeout_s
+    with connect(handle.settings.database_url or "", autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            query = "SELECT 1 FROM tools WHERE id = %s AND available"
+            if conn.execute(query, (tool,)).fetchone():
+                return
+            time.sleep(0.2)
+    raise RuntimeError(f"{tool} was not synced within {timeout_s:g}s")
+
+
 def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
+    wait_synced(handle)
     with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
         for i in range(WARMUP):
             _submit(client, i)

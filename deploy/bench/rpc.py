@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from shared.rpc.client import RpcClient
 TARGET_P50_MS = 1.0
 TARGET_P99_MS = 3.0
 WARMUP = 200
+STARTUP_TIMEOUT_S = 60.0
 RAW_REQUESTS = KEY_PREFIX + "bench:raw:requests"
 # A leading "_" is never a configured server's name, so this one cannot clash with one.
 BENCH_SERVER = "_bench"
@@ -70,11 +72,17 @@ def run(n: int = 2000, *, redis_url: str | None = None) -> dict[str, Any]:
 
 def _run_with(url: str, n: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")  # a clean interpreter, like a real toolhost process
-    raw_server = ctx.Process(target=_raw_echo_server, args=(url,), daemon=True)
-    rpc_server = ctx.Process(target=_rpc_echo_server, args=(url,), daemon=True)
+    started = [ctx.Event(), ctx.Event()]
+    raw_server = ctx.Process(target=_raw_echo_server, args=(url, started[0]), daemon=True)
+    rpc_server = ctx.Process(target=_rpc_echo_server, args=(url, started[1]), daemon=True)
     raw_server.start()
     rpc_server.start()
     try:
+        # Each child imports this module first (seconds on a busy host): time the calls
+        # only once both serve, or the first ones would wait for an interpreter to start.
+        for event in started:
+            if not event.wait(STARTUP_TIMEOUT_S):
+                raise RuntimeError(f"an echo server did not start within {STARTUP_TIMEOUT_S}s")
         raw = _stats(_raw_round_trips(url, n))
         channel = _stats(asyncio.run(_channel_round_trips(url, n)))
     finally:
@@ -139,19 +147,22 @@ def _raw_round_trips(url: str, n: int) -> list[float]:
     return samples
 
 
-def _raw_echo_server(url: str) -> None:
+def _raw_echo_server(url: str, started: Event) -> None:
     client = redis.Redis.from_url(url, socket_timeout=None)
+    started.set()
     while True:
         popped = client.blpop([RAW_REQUESTS], timeout=1)
         if popped is not None:
             client.rpush(popped[1], b"ok")
 
 
-def _rpc_echo_server(url: str) -> None:
+def _rpc_echo_server(url: str, started: Event) -> None:
     async def serve() -> None:
         registry = ToolRegistry()
         registry.add(EchoBackend())
-        await RpcServer(redis_url=url, registry=registry, reply_ttl_s=60).serve()
+        server = RpcServer(redis_url=url, registry=registry, reply_ttl_s=60)
+        started.set()  # requests wait in the Redis list until the first pop
+        await server.serve()
 
     asyncio.run(serve())
 
