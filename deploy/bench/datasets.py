@@ -8,7 +8,7 @@
   The third set, more_servers, is held out whole: its splits are reported, never fitted on.
 - The paraphrase sets `bench match` reports (``data/match_set*.json``).
 
-Every other bench module imports this one; it imports none of them.
+The bench modules that read data import this one; it imports none of them.
 """
 
 from __future__ import annotations
