@@ -16,6 +16,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 SERVER = "bench"
+# The checkout holding this file: the server runs from it (a stdio server gets a minimal
+# environment, no PYTHONPATH, so `-m` must find this checkout's `deploy` from its cwd).
+ROOT = Path(__file__).resolve().parents[2]
 
 server = MCPServer("agentcards-bench", instructions="Benchmark tools: echo returns its argument.")
 
@@ -29,7 +32,11 @@ def echo(n: int) -> dict[str, int]:
 def write_config(path: Path, *, agentcards: dict[str, Any] | None = None) -> Path:
     """Write an ``mcpServers`` file at ``path`` serving this module as server ``bench``;
     ``agentcards`` is the entry's ``"agentcards"`` block (e.g. the cache policy)."""
-    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "deploy.bench.echo_server"]}
+    entry: dict[str, Any] = {
+        "command": sys.executable,
+        "args": ["-m", "deploy.bench.echo_server"],
+        "cwd": str(ROOT),
+    }
     if agentcards is not None:
         entry["agentcards"] = agentcards
     path.write_text(json.dumps({"mcpServers": {SERVER: entry}}))
