@@ -248,7 +248,9 @@ class RedisMetricsCollector(Collector):
 
 
 def _rates(counts: dict[str, float], labelled: dict[str, dict[str, float]]) -> Iterator[Any]:
-    """The ADR-028 rates, derived from their counters at scrape time."""
+    """The learning loop's health as ratios, derived from their counters at scrape time:
+    how often a capability search matches, how often a re-run capability succeeds, and how
+    many detected patterns get promoted to capabilities."""
     runs = labelled["capability_runs_total"]
     for name, doc, value in (
         (

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-# A leading "_" is reserved for in-process servers (`_bench`); config files may not use it.
+# A leading "_" is reserved for in-process servers (`bench rpc`'s `_bench`); config files may not use it.
 SERVER_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}"
 TOOL_NAME_PATTERN = r"[A-Za-z0-9_.-]{1,128}"  # MCP spec 2025-11-25, "Tool names"
 TOOL_ID_PATTERN = rf"^{SERVER_NAME_PATTERN}:{TOOL_NAME_PATTERN}$"

@@ -1,24 +1,27 @@
 """`agentcards bench cache`: one capability's miss, L1 hit and L2 hit latency, end to end, beside a
 no-op Celery round trip.
 
-A temporary stack with the in-process `_bench:echo` tool (marked read-only here, so its
-results are cacheable). The miss is `POST /v1/capabilities/{id}/execute?wait=true` with
+A temporary stack whose one MCP server is deploy/bench/echo_server.py (`bench:echo`, read-only,
+so its results are cacheable). The miss is `POST /v1/capabilities/{id}/execute?wait=true` with
 `no_cache` (a sandbox run); the L2 hit is the same request answered from `capability_cache`;
 the L1 hit is `POST /v1/executions?wait=true` with the capability's code and arguments.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from deploy.bench.e2e import WARMUP, _celery_noop, _stats
+from deploy.bench.e2e import WARMUP, _celery_noop, _stats, wait_synced
+from deploy.bench.echo_server import write_config
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
 
-CODE = "return await mcp._bench.echo(n=args['n'])"
+CODE = "return await mcp.bench.echo(n=args['n'])"
 INTENT = "echo a number back through the bench tool"
 ARGS = {"n": 7}
 LEARN_TIMEOUT_S = 60.0
@@ -26,8 +29,11 @@ LEARN_TIMEOUT_S = 60.0
 
 def run(n: int = 200) -> dict[str, Any]:
     """Latencies (ms, one client) of a miss, an L1 hit and an L2 hit of one capability."""
-    with temporary_stack(extra_env={"AGENTCARDS_TOOLHOST_BENCH": "1"}) as handle:
-        _register_echo(handle)
+    with (
+        tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp,
+        temporary_stack(mcp_config=write_config(Path(tmp) / "mcp.json")) as handle,
+    ):
+        wait_synced(handle)
         with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
             capability = _learn(client, handle)
             execute = f"/v1/capabilities/{capability}/execute"
@@ -47,17 +53,6 @@ def run(n: int = 200) -> dict[str, Any]:
         "target": {"l2_hit_p50_ms": 3.0, "l2_hit_vs_miss_p50": 0.2},
         "meets_target": l2["p50"] <= 3.0 and l2["p50"] <= 0.2 * miss["p50"],
     }
-
-
-def _register_echo(handle: StackHandle) -> None:
-    """`_bench:echo` is never synced: give it a row, read-only, so its results are cacheable."""
-    with connect(handle.settings.database_url or "") as conn:
-        conn.execute(
-            "INSERT INTO tools (id, server, name, description, schema_hash, annotations) "
-            "VALUES ('_bench:echo', '_bench', 'echo', 'returns its arguments', 'bench', "
-            """'{"readOnlyHint": true}') ON CONFLICT (id) DO NOTHING"""
-        )
-        conn.commit()
 
 
 def _learn(client: httpx.Client, handle: StackHandle) -> str:

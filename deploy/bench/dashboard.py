@@ -86,6 +86,7 @@ def run(
 ) -> dict[str, Any]:
     """Median render time (create + fcose layout to layoutstop) per view, and label overlaps;
     with ``screenshots`` (a folder), each view's last drawing as ``bench-<view>.png``."""
+    # Imported here: selenium is needed by this bench only, and only once it runs.
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

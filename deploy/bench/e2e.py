@@ -1,7 +1,8 @@
 """`agentcards bench e2e`: POST /v1/executions?wait=true end to end, beside a no-op Celery round trip.
 
 Each configuration runs a whole temporary stack (embedded Postgres and Redis, toolhost
-with the in-process `_bench:echo` tool, sandbox workers, learning worker, gateway).
+serving `bench:echo` over stdio (deploy/bench/echo_server.py), sandbox workers, learning
+worker, gateway).
 Latency is measured one request at a time; throughput with as many concurrent clients
 as there are sandbox worker processes.
 """
@@ -9,32 +10,37 @@ as there are sandbox worker processes.
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from deploy.bench.echo_server import write_config
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
 from shared.db import connect
 from shared.executions.status import ExecutionStatus
 from shared.queues import Queue, TaskName
 
-CODE = "return await mcp._bench.echo(n=args['n'])"
+TOOL = "bench:echo"
+CODE = "return await mcp.bench.echo(n=args['n'])"
 WARMUP = 10
 
 
 def run(n: int = 200) -> dict[str, Any]:
     """Latency (1 client) and throughput (k clients) with k = 1 and 2 sandbox worker processes."""
     results: dict[str, Any] = {"n": n, "code": CODE, "configurations": []}
-    for workers in (1, 2):
-        with temporary_stack(
-            sandbox_workers=workers, extra_env={"AGENTCARDS_TOOLHOST_BENCH": "1"}
-        ) as handle:
-            if workers == 1:
-                results["baseline_celery_noop"] = _celery_noop(handle, n=n)
-            results["configurations"].append(_measure(handle, n=n, workers=workers))
+    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+        # Never cached: the same submissions repeat, and each must be a run.
+        config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
+        for workers in (1, 2):
+            with temporary_stack(mcp_config=config, sandbox_workers=workers) as handle:
+                if workers == 1:
+                    results["baseline_celery_noop"] = _celery_noop(handle, n=n)
+                results["configurations"].append(_measure(handle, n=n, workers=workers))
     one = results["configurations"][0]
     results["ratio_p50_vs_celery_noop"] = round(
         one["latency_ms"]["p50"] / results["baseline_celery_noop"]["p50"], 2
@@ -43,19 +49,22 @@ def run(n: int = 200) -> dict[str, Any]:
     return results
 
 
-def _register_echo(handle: StackHandle) -> None:
-    """`_bench:echo` lives inside the toolhost and is never synced; give the scope check a row."""
-    with connect(handle.settings.database_url or "") as conn:
-        conn.execute(
-            "INSERT INTO tools (id, server, name, description, schema_hash) "
-            "VALUES ('_bench:echo', '_bench', 'echo', 'returns its arguments', 'bench') "
-            "ON CONFLICT (id) DO NOTHING"
-        )
-        conn.commit()
+def wait_synced(handle: StackHandle, tool: str = TOOL, *, timeout_s: float = 120.0) -> None:
+    """Wait until ``tool``'s row exists: a server counts as ready as soon as it serves calls,
+    while its tools' sync may still wait seconds for the embedding model, and a submission
+    may only name tools that Postgres knows."""
+    deadline = time.monotonic() + timeout_s
+    with connect(handle.settings.database_url or "", autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            query = "SELECT 1 FROM tools WHERE id = %s AND available"
+            if conn.execute(query, (tool,)).fetchone():
+                return
+            time.sleep(0.2)
+    raise RuntimeError(f"{tool} was not synced within {timeout_s:g}s")
 
 
 def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
-    _register_echo(handle)
+    wait_synced(handle)
     with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
         for i in range(WARMUP):
             _submit(client, i)

@@ -29,7 +29,8 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from deploy.bench.search import bench_database
+from deploy.bench.database import bench_database
+from deploy.bench.datasets import MATCH_HELDOUT, MATCH_HELDOUT2, MATCH_SET, load_set
 from shared.capabilities.aliases import add_aliases
 from shared.config import Settings
 from shared.db import connect
@@ -38,25 +39,16 @@ from shared.matching.capabilities import match_capabilities
 from shared.matching.thresholds import Context, get_threshold, initial_threshold, set_threshold
 from shared.offline import go_offline
 
-DATA = Path(__file__).parent / "data" / "match_set.json"
-HELDOUT = Path(__file__).parent / "data" / "match_set_heldout.json"
-HELDOUT2 = Path(__file__).parent / "data" / "match_set_heldout2.json"
-SETS = (DATA, HELDOUT, HELDOUT2)
+SETS = (MATCH_SET, MATCH_HELDOUT, MATCH_HELDOUT2)
 ROLES = {
-    DATA.name: "tuning: the starting threshold was chosen on its curve",
-    HELDOUT.name: "held-out: written after the threshold was chosen; never tuned on",
-    HELDOUT2.name: "second held-out: written later by someone who had not seen the method",
+    MATCH_SET.name: "tuning: the starting threshold was chosen on its curve",
+    MATCH_HELDOUT.name: "held-out: written after the threshold was chosen; never tuned on",
+    MATCH_HELDOUT2.name: "second held-out: written later by someone who had not seen the method",
 }
 SUCCESS_RATES = (1.0, 0.8, 0.6)  # one third boosted by reliability, the rest neutral
 # The adaptive threshold's range, from MIN_THRESHOLD up: the curve is for information.
 CURVE = (*(round(0.40 + 0.02 * i, 2) for i in range(16)), 0.75, 0.80, 0.90)
 TENANT = "bench"
-
-
-def load_set(path: Path = DATA) -> dict[str, Any]:
-    """The paraphrase set: capabilities (intent, code, paraphrases) and unrelated intents."""
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
 
 
 def store_capabilities(

@@ -1,7 +1,8 @@
 """Benchmark of the RPC channel: RpcClient → Redis → toolhost (``_bench:echo``) → back.
 
-The toolhost side is the real ``RpcServer`` in its own process, serving only the in-process
-echo tool, so the numbers are the channel's own overhead. Beside it, the same run measures a
+The toolhost side is the real ``RpcServer`` in its own process, serving only an echo tool
+defined here (:class:`EchoBackend`, in that process: no MCP server behind it), so the numbers
+are the channel's own overhead. Beside it, the same run measures a
 raw redis-py LPUSH/BLPOP round trip through an equally trivial echo process: the floor any
 Redis-list channel pays. Calls are sequential (latency, not throughput).
 """
@@ -9,34 +10,58 @@ Redis-list channel pays. Calls are sequential (latency, not throughput).
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import statistics
 import tempfile
 import time
 import uuid
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from deploy.launcher.embedded import EmbeddedRedis, free_port
+from services.toolhost.registry import ToolRegistry, ToolResult, UnknownTool
+from services.toolhost.rpc_server import RpcServer
+from services.toolhost.upstream import CallContext
+from shared.auth.grants import Grant, write_grant
+from shared.config import DEFAULT_TENANT, get_settings
 from shared.queues import KEY_PREFIX
+from shared.rpc.client import RpcClient
 
 TARGET_P50_MS = 1.0
 TARGET_P99_MS = 3.0
 WARMUP = 200
+STARTUP_TIMEOUT_S = 60.0
 RAW_REQUESTS = KEY_PREFIX + "bench:raw:requests"
+# A leading "_" is never a configured server's name, so this one cannot clash with one.
+BENCH_SERVER = "_bench"
+BENCH_EXECUTION = "bench"
+
+
+class EchoBackend:
+    """A toolhost backend (``services.toolhost.registry.Backend``) whose one tool, ``echo``,
+    returns its arguments in-process: the cheapest possible tool."""
+
+    name = BENCH_SERVER
+    state = "ready"
+
+    async def call_tool(
+        self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
+    ) -> ToolResult:
+        if tool != "echo":
+            raise UnknownTool(f"{self.name} has no tool {tool!r}")
+        return ToolResult(ok=True, value=args)
 
 
 def run(n: int = 2000, *, redis_url: str | None = None) -> dict[str, Any]:
     """p50/p99 of ``n`` channel calls and ``n`` raw round trips; starts a Redis if none is given."""
-    from shared.config import get_settings
-
     url = redis_url or get_settings().redis_url
     if url:
         return _run_with(url, n)
-    from deploy.launcher.embedded import EmbeddedRedis, free_port
-
     with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
         server = EmbeddedRedis.start(Path(tmp), port=free_port(), persist=False)
         try:
@@ -47,11 +72,17 @@ def run(n: int = 2000, *, redis_url: str | None = None) -> dict[str, Any]:
 
 def _run_with(url: str, n: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")  # a clean interpreter, like a real toolhost process
-    raw_server = ctx.Process(target=_raw_echo_server, args=(url,), daemon=True)
-    rpc_server = ctx.Process(target=_rpc_echo_server, args=(url,), daemon=True)
+    started = [ctx.Event(), ctx.Event()]
+    raw_server = ctx.Process(target=_raw_echo_server, args=(url, started[0]), daemon=True)
+    rpc_server = ctx.Process(target=_rpc_echo_server, args=(url, started[1]), daemon=True)
     raw_server.start()
     rpc_server.start()
     try:
+        # Each child imports this module first (seconds on a busy host): time the calls
+        # only once both serve, or the first ones would wait for an interpreter to start.
+        for event in started:
+            if not event.wait(STARTUP_TIMEOUT_S):
+                raise RuntimeError(f"an echo server did not start within {STARTUP_TIMEOUT_S}s")
         raw = _stats(_raw_round_trips(url, n))
         channel = _stats(asyncio.run(_channel_round_trips(url, n)))
     finally:
@@ -72,21 +103,13 @@ def _run_with(url: str, n: int) -> dict[str, Any]:
     }
 
 
-BENCH_EXECUTION = "bench"
-
-
 def _grant_bench(url: str) -> None:
     """The toolhost serves only granted executions: grant the bench's calls ``_bench:*``."""
-    from shared.auth.grants import Grant, write_grant
-    from shared.config import DEFAULT_TENANT
-
-    grant = Grant(tenant_id=DEFAULT_TENANT, patterns=("_bench:*",))
+    grant = Grant(tenant_id=DEFAULT_TENANT, patterns=(f"{BENCH_SERVER}:*",))
     write_grant(redis.Redis.from_url(url), execution_id=BENCH_EXECUTION, grant=grant, timeout_s=0)
 
 
 async def _channel_round_trips(url: str, n: int) -> list[float]:
-    from shared.rpc.client import RpcClient
-
     _grant_bench(url)
     samples: list[float] = []
     async with RpcClient(url, max_connections=4) as client:
@@ -95,7 +118,7 @@ async def _channel_round_trips(url: str, n: int) -> list[float]:
             started = time.perf_counter()
             reply = await client.call(
                 execution_id=BENCH_EXECUTION,
-                tool="_bench:echo",
+                tool=f"{BENCH_SERVER}:echo",
                 args=args,
                 deadline=time.time() + 5,
             )
@@ -124,23 +147,22 @@ def _raw_round_trips(url: str, n: int) -> list[float]:
     return samples
 
 
-def _raw_echo_server(url: str) -> None:
+def _raw_echo_server(url: str, started: Event) -> None:
     client = redis.Redis.from_url(url, socket_timeout=None)
+    started.set()
     while True:
         popped = client.blpop([RAW_REQUESTS], timeout=1)
         if popped is not None:
             client.rpush(popped[1], b"ok")
 
 
-def _rpc_echo_server(url: str) -> None:
-    from services.toolhost.local import bench_server
-    from services.toolhost.registry import ToolRegistry
-    from services.toolhost.rpc_server import RpcServer
-
+def _rpc_echo_server(url: str, started: Event) -> None:
     async def serve() -> None:
         registry = ToolRegistry()
-        registry.add(bench_server())
-        await RpcServer(redis_url=url, registry=registry, reply_ttl_s=60).serve()
+        registry.add(EchoBackend())
+        server = RpcServer(redis_url=url, registry=registry, reply_ttl_s=60)
+        started.set()  # requests wait in the Redis list until the first pop
+        await server.serve()
 
     asyncio.run(serve())
 
@@ -161,6 +183,4 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    import json
-
     print(json.dumps(run(), indent=2))

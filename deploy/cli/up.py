@@ -97,8 +97,9 @@ def _announce(stack: Stack, seconds: float, console: Console) -> None:
         console.print(f"  {'MCP servers':<16} {', '.join(ready)}: ready")
     for name in failed:
         server = stack.servers.get(name)
-        why = server.error if server and server.error else lines[name]
-        console.print(f"  {'failed':<16} {name}: {escape(why)}", soft_wrap=True)
+        state, _, why = lines[name].partition(": ")
+        why = server.error if server and server.error else why or state
+        console.print(f"  {state:<16} {name}: {escape(why)}", soft_wrap=True)
     if failed:
         console.print(
             f"  fix them in {stack.settings.mcp_config} (the toolhost keeps retrying); "

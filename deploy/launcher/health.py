@@ -80,15 +80,16 @@ def _log_tail(stack: Stack, name: str, lines: int = 15) -> str:
 
 
 def server_lines(stack: Stack) -> dict[str, str]:
-    """One line per configured MCP server: ``ready`` (naming the replicas where it is down, if
-    any), ``connecting`` or ``failed: why``."""
+    """One line per configured MCP server, in the states ``agentcards status`` and
+    ``/v1/servers`` show: ``ready`` (naming the replicas where it is down, if any),
+    ``connecting`` or ``retrying: why``."""
     lines = {}
     for name in stack.mcp_servers:
         server = stack.servers.get(name)
         if server is None:
             lines[name] = "starting"
         elif server.failed:
-            lines[name] = f"failed (retrying): {server.error}"
+            lines[name] = f"{server.state}: {server.error}"
         elif server.degraded:
             lines[name] = f"ready (down on {', '.join(server.down_on)})"
         else:

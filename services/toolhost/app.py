@@ -17,7 +17,6 @@ import redis
 import redis.asyncio as aioredis
 from mcp import types
 
-from services.toolhost.local import BENCH_ENV, bench_server
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
 from services.toolhost.servers import ServerConfig, load_servers
@@ -78,9 +77,7 @@ def replica_id() -> str:
 class Toolhost:
     """Wires the registry, the server connections, the sync and the RPC server together."""
 
-    def __init__(
-        self, *, settings: Settings, servers: dict[str, ServerConfig], bench: bool = False
-    ) -> None:
+    def __init__(self, *, settings: Settings, servers: dict[str, ServerConfig]) -> None:
         database_url, redis_url = settings.require_urls()
         self._settings = settings
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
@@ -93,8 +90,6 @@ class Toolhost:
             redis_url=redis_url, request_timeout_s=settings.mcp_client_request_timeout_s
         )
         self.registry = ToolRegistry()
-        if bench:
-            self.registry.add(bench_server())
         self.connections = [
             ServerConnection(
                 name=name,
@@ -424,14 +419,13 @@ def main() -> None:
     except AgentCardsError as exc:
         print(f"toolhost: {exc.type}: {exc.message}", file=sys.stderr)
         sys.exit(2)
-    bench = os.environ.get(BENCH_ENV) == "1"
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(settings=settings, servers=servers, bench=bench))
+        asyncio.run(_run(settings=settings, servers=servers))
 
 
-async def _run(*, settings: Settings, servers: dict[str, ServerConfig], bench: bool) -> None:
+async def _run(*, settings: Settings, servers: dict[str, ServerConfig]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Toolhost(settings=settings, servers=servers, bench=bench).run(stop)
+    await Toolhost(settings=settings, servers=servers).run(stop)

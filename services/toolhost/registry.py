@@ -1,4 +1,4 @@
-"""Which backend serves which tool id: MCP server connections plus opt-in in-process servers."""
+"""Which backend serves which tool id: the MCP server connections."""
 
 from __future__ import annotations
 

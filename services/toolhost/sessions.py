@@ -39,6 +39,7 @@ from services.toolhost.upstream import (
     roots_result,
 )
 from shared.rpc.upstream import RelayedMethod
+from shared.tools.states import ServerState
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class ServerConnection:
         self._backoff_max_s = backoff_max_s
         self._session: ClientSession | None = None
         self._dead = asyncio.Event()
-        self._state = "connecting"
+        self._state: str = ServerState.CONNECTING.value
         self.last_error: str | None = None
         self.tools: dict[str, types.Tool] = {}
         self.first_attempt_done = asyncio.Event()
@@ -85,13 +86,14 @@ class ServerConnection:
 
     @property
     def state(self) -> str:
-        """connecting | ready | down (waiting to reconnect)."""
+        """connecting (first attempt) | ready | retrying (an attempt failed; ``last_error``
+        says why; it stays so while backing off and reconnecting), as in shared/tools/states.py."""
         return self._state
 
     async def run(self) -> None:
         """Connect, serve until the connection dies, back off, repeat; cancel to stop."""
         failures = 0
-        await self._set_state("connecting", None)
+        await self._set_state(ServerState.CONNECTING, None)
         while True:
             connected_at = time.monotonic()
             stderr = StderrTail(self.name) if isinstance(self.config, StdioServer) else None
@@ -108,7 +110,7 @@ class ServerConnection:
             if stderr and (tail := await asyncio.to_thread(stderr.tail)):
                 error = f"{error}; stderr: {tail}"
             self._session = None
-            await self._set_state("down", error)
+            await self._set_state(ServerState.RETRYING, error)
             self.first_attempt_done.set()
             # A connection that stayed up a while resets the backoff: a crash after an
             # hour should be retried at once, a crash loop should slow down to 30 s.
@@ -117,7 +119,6 @@ class ServerConnection:
             delay *= random.uniform(0.8, 1.2)  # jitter: replicas must not reconnect in lockstep
             log.warning("server %s down (%s); reconnecting in %.1fs", self.name, error, delay)
             await asyncio.sleep(delay)
-            await self._set_state("connecting", error)
 
     async def call_tool(
         self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
@@ -185,7 +186,7 @@ class ServerConnection:
 
     def _live_session(self) -> ClientSession:
         session = self._session
-        if session is None or self._state != "ready":
+        if session is None or self._state != ServerState.READY:
             detail = f": {self.last_error}" if self.last_error else ""
             raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
         return session
@@ -252,9 +253,9 @@ class ServerConnection:
             self.tools = {t.name: t for t in tools}
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
-            self._state = "ready"
+            self._state = ServerState.READY.value
             await self._on_tools(self.name, tools)
-            await self._set_state("ready", None)
+            await self._set_state(ServerState.READY, None)
             self.first_attempt_done.set()
             log.info("server %s ready with %d tools", self.name, len(tools))
             group.start_soon(self._ping_loop, session)
@@ -298,11 +299,11 @@ class ServerConnection:
         log.info("server %s changed its tool list (%d tools)", self.name, len(tools))
         await self._on_tools(self.name, tools)
 
-    async def _set_state(self, state: str, error: str | None) -> None:
-        self._state = state
+    async def _set_state(self, state: ServerState, error: str | None) -> None:
+        self._state = state.value
         self.last_error = error
         try:
-            await self._on_state(self.name, state, error)
+            await self._on_state(self.name, state.value, error)
         except Exception:  # bookkeeping must never stop the reconnect loop
             log.exception("recording state %s of server %s failed", state, self.name)
 

@@ -18,7 +18,7 @@ MAX_NAME_WORDS = 6
 # Descriptions are shown in tool lists and search results; one or two sentences.
 MAX_DESCRIPTION_LEN = 300
 
-# English and French filler (the seeds' intents are often French); dropped from names only.
+# English and French filler (intents are written in either); dropped from names only.
 _STOPWORD_TEXT = """a an the and or of to for from in on at by with into onto about as is are be
     this that these those it its my our your their me us some any all please then
     using use via i we you want need would like can could should will just also

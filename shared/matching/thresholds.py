@@ -43,7 +43,7 @@ class Outcome(StrEnum):
 # 0.917 (0.922 at 0.48; 0.641 at the former 0.70). Erring high is the cheaper mistake: a
 # false match runs the wrong code, a miss only writes new code, and each miss on a reliable
 # capability lowers the threshold (``detect_false_negatives``). docs/matching.md has the curve.
-# Suggestions score graph evidence on another scale: the seeds' suggestionThreshold default.
+# Suggestions score graph evidence on another scale; 0.70 is a starting value no bench calibrates.
 INITIAL: dict[str, float] = {"capability_matching": 0.50, "suggestions": 0.70}
 MIN_THRESHOLD = 0.40  # below this, unrelated intents start matching (see bench match)
 MAX_THRESHOLD = 0.90  # above this, even close paraphrases stop matching

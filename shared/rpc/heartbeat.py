@@ -18,6 +18,7 @@ import psutil
 import redis
 
 from shared.queues import HEARTBEAT_PREFIX
+from shared.tools.states import RANK, ServerState
 
 TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
 # A beat every second: health checks and callers waiting on a
@@ -25,10 +26,6 @@ TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
 # beats, so a replica whose loop stalls briefly is not declared dead).
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TTL_S = 5
-
-# Best first: with several replicas, a server is reported in its best state anywhere,
-# since calls go to a replica that has it ready.
-_RANK = {"ready": 0, "connecting": 1, "down": 2}
 
 
 def replica_name(host: str, pid: int) -> str:
@@ -43,7 +40,8 @@ def toolhost_key(host: str, pid: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ServerHealth:
-    """One MCP server as a replica sees it: connecting | ready | down, and why not ready."""
+    """One MCP server in its best state across replicas (``shared/tools/states.py``), and why
+    not ready."""
 
     name: str
     state: str
@@ -53,13 +51,13 @@ class ServerHealth:
 
     @property
     def failed(self) -> bool:
-        """Not ready after at least one attempt (it keeps retrying with backoff)."""
-        return self.state != "ready" and self.error is not None
+        """An attempt failed and the toolhost is reconnecting with backoff."""
+        return self.state == ServerState.RETRYING
 
     @property
     def degraded(self) -> bool:
         """Served, but not by every replica."""
-        return self.state == "ready" and bool(self.down_on)
+        return self.state == ServerState.READY and bool(self.down_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +145,16 @@ def server_health(beats: list[ToolhostBeat]) -> dict[str, ServerHealth]:
             seen.setdefault(name, []).append((beat, state))
     merged: dict[str, ServerHealth] = {}
     for name, views in sorted(seen.items()):
-        beat, state = min(views, key=lambda v: _RANK.get(v[1], len(_RANK)))
-        down_on = {b.replica: b.errors.get(name) for b, s in views if s != "ready"}
-        error = None if state == "ready" else beat.errors.get(name)
+        beat, state = min(views, key=lambda v: RANK.get(v[1], len(RANK)))
+        down_on = {b.replica: b.errors.get(name) for b, s in views if s != ServerState.READY}
+        error = None if state == ServerState.READY else beat.errors.get(name)
         merged[name] = ServerHealth(name, state, error, down_on)
     return merged
 
 
 def replicas_ready(beats: list[ToolhostBeat], server: str) -> list[str]:
     """The ready replicas (serving calls: not starting or stopping) that have ``server`` ready."""
-    return [b.replica for b in beats if b.ready and b.servers.get(server) == "ready"]
+    return [b.replica for b in beats if b.ready and b.servers.get(server) == ServerState.READY]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +174,10 @@ def toolhost_health(client: redis.Redis) -> ToolhostHealth:
         return ToolhostHealth(False, "no toolhost heartbeat (not started, or crash-looping)", {})
     servers = server_health(ready or beats)
     if not ready:
-        waiting = [s.name for s in servers.values() if s.state == "connecting" and not s.error]
+        waiting = [s.name for s in servers.values() if s.state == ServerState.CONNECTING]
         detail = "connecting to " + ", ".join(waiting) if waiting else "starting"
         return ToolhostHealth(False, detail, servers)
-    failed = [s.name for s in servers.values() if s.state != "ready"]
+    failed = [s.name for s in servers.values() if s.state != ServerState.READY]
     detail = (
         f"{len(ready)} replica(s) ready; {len(servers) - len(failed)}/{len(servers)} servers ready"
     )

@@ -130,7 +130,7 @@ def _graph_tools(conn: psycopg.Connection[Any], *, context: list[str]) -> list[d
     undirected = undirected_projection(graph)
     tools = [n for n in graph.nodes if not str(n).startswith(CAPABILITY_PREFIX)]
     out: list[dict[str, Any]] = []
-    for source in context[:2]:  # the seed's engine looks at the first two context tools
+    for source in context[:2]:  # related tools of the first two context tools only: bounded work
         scores = adamic_adar(undirected, context=[source], candidates=tools)
         ranked = sorted(
             ((t, s) for t, s in scores.items() if s > 0 and t not in context),

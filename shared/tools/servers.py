@@ -23,20 +23,18 @@ from psycopg.types.json import Jsonb
 
 from shared.rpc.heartbeat import HEARTBEAT_TTL_S
 from shared.tools import store as tools_store
+from shared.tools.states import RANK, ServerState
 
 Conn = psycopg.Connection[Any]
 
 DEAD_AFTER_S = HEARTBEAT_TTL_S
 NO_REPLICA_REASON = "no live toolhost replica serves it"
-REMOVED_STATE = "removed"
+REMOVED_STATE = ServerState.REMOVED.value
 REMOVED_REASON = "no longer in the MCP configuration (removed or disabled)"
 
 # A row counts while its replica beats, and for DEAD_AFTER_S after it was written; the
 # parameters are ``_live_params(live)``.
 _LIVE_ROW = "(replica = ANY(%s) OR updated_at >= now() - make_interval(secs => %s))"
-
-# Best first: the aggregate is the best state any live replica reports.
-_RANK = {"ready": 0, "connecting": 1, "down": 2}
 
 
 def server_lock(conn: Conn, server: str) -> None:
@@ -51,10 +49,10 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> tuple[str, str | None]:
     seen, with the newest error; no row at all is ``down``: nobody serves it.
     """
     if not rows:
-        return "down", NO_REPLICA_REASON
-    best = min(rows, key=lambda r: (_RANK.get(r["state"], len(_RANK)), -r["updated_at"]))
-    if best["state"] == "ready":
-        return "ready", None
+        return ServerState.DOWN.value, NO_REPLICA_REASON
+    best = min(rows, key=lambda r: (RANK.get(r["state"], len(RANK)), -r["updated_at"]))
+    if best["state"] == ServerState.READY:
+        return ServerState.READY.value, None
     errors = sorted((r for r in rows if r["last_error"]), key=lambda r: r["updated_at"])
     return best["state"], errors[-1]["last_error"] if errors else None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.bench import match, search, search_sets
+from deploy.bench import datasets, match, search
 from deploy.launcher.embedded import EmbeddedPostgres
 from shared.search.fusion import FEATURES
 
@@ -51,24 +51,24 @@ def test_bench_search_shape() -> None:
 
 
 def test_more_servers_set_is_whole_and_held_out() -> None:
-    data = search_sets.more_servers()
+    data = datasets.more_servers()
     ids = {t.id for t in data.tools}
     assert len(ids) == len(data.tools) == 66 and len(data.queries) >= 70
     # Every gold id names a listed tool, every tool is someone's gold, splits follow the rule.
     assert all(q.gold and q.gold <= ids for q in data.queries)
     assert set().union(*(q.gold for q in data.queries)) == ids
-    assert all(q.split == search_sets.hash_split(q.text) for q in data.queries)
+    assert all(q.split == datasets.hash_split(q.text) for q in data.queries)
     # Held out whole: weights are never fitted on it, unlike the two sets they were tuned on.
-    assert [s.name for s in search_sets.all_sets() if not s.tuned] == ["more_servers"]
+    assert [s.name for s in datasets.all_sets() if not s.tuned] == ["more_servers"]
 
 
 def test_match_sets_are_big_enough() -> None:
-    data = match.load_set()
+    data = datasets.load_set()
     assert len(data["capabilities"]) >= 60 and len(data["unrelated"]) >= 60
     assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in data["capabilities"])
     seen = {c["intent"] for c in data["capabilities"]}
-    for path in (match.HELDOUT, match.HELDOUT2):
-        heldout = match.load_set(path)
+    for path in (datasets.MATCH_HELDOUT, datasets.MATCH_HELDOUT2):
+        heldout = datasets.load_set(path)
         assert len(heldout["capabilities"]) >= 40 and len(heldout["unrelated"]) >= 40
         assert all(len(c["paraphrases"]) >= 3 and c["code"] for c in heldout["capabilities"])
         # No capability intent of a held-out set repeats one of an earlier set.
@@ -79,7 +79,7 @@ def test_match_sets_are_big_enough() -> None:
 
 @pytest.mark.usefixtures("bench_server")
 def test_bench_match_shape() -> None:
-    out = match.run(paths=(match.HELDOUT,), curve=(0.5,))
+    out = match.run(paths=(datasets.MATCH_HELDOUT,), curve=(0.5,))
     result = out["sets"]["match_set_heldout"]
     at = result["at_operating_threshold"]
     # A fresh tenant: the threshold the system ships, not a sweep's point.

@@ -12,12 +12,17 @@ def _row(state: str, at: float, error: str | None = None) -> dict[str, Any]:
 
 
 def test_one_ready_replica_makes_the_server_ready() -> None:
-    assert aggregate([_row("down", 2, "crashed"), _row("ready", 1)]) == ("ready", None)
+    assert aggregate([_row("retrying", 2, "crashed"), _row("ready", 1)]) == ("ready", None)
 
 
 def test_down_everywhere_keeps_the_newest_error() -> None:
-    rows = [_row("down", 1, "old"), _row("connecting", 3, "new"), _row("down", 2, "mid")]
-    assert aggregate(rows) == ("connecting", "new")
+    rows = [_row("retrying", 1, "old"), _row("retrying", 3, "new"), _row("retrying", 2, "mid")]
+    assert aggregate(rows) == ("retrying", "new")
+
+
+def test_a_first_attempt_is_the_best_state_short_of_ready() -> None:
+    rows = [_row("retrying", 2, "timed out"), _row("connecting", 1)]
+    assert aggregate(rows) == ("connecting", "timed out")
 
 
 def test_no_live_replica_means_down() -> None:

@@ -1,21 +1,97 @@
-"""The tool-search sets `bench search` reports: LiveMCPBench and two real-server request sets.
+"""The benchmarks' data sets, loaded from ``deploy/bench/data`` (nothing here touches a database).
 
-Each set is a catalogue, its queries with gold tools, and a hash-seeded split into a
-tuning part (weights are fitted on it) and a held-out part (looked at after fitting).
-The third set, more_servers, is held out whole: its splits are reported, never fitted on.
+- LiveMCPBench (``data/livemcpbench``, or $AGENTCARDS_LIVEMCPBENCH_DIR): 527 tools and the
+  dev-set questions with the tools their solutions used.
+- The tool-search sets `bench search` reports: LiveMCPBench and two real-server request
+  sets. Each is a catalogue, its queries with gold tools, and a hash-seeded split into a
+  tuning part (weights are fitted on it) and a held-out part (looked at after fitting).
+  The third set, more_servers, is held out whole: its splits are reported, never fitted on.
+- The paraphrase sets `bench match` reports (``data/match_set*.json``).
+
+The bench modules that read data import this one; it imports none of them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-
-from deploy.bench.search import Tool, data_dir, load_catalogue, load_tasks
+from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
+DATA_ENV = "AGENTCARDS_LIVEMCPBENCH_DIR"
 HOLDOUT_SHARE = 3  # one query in three is held out
+
+MATCH_SET = DATA / "match_set.json"
+MATCH_HELDOUT = DATA / "match_set_heldout.json"
+MATCH_HELDOUT2 = DATA / "match_set_heldout2.json"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One catalogue tool."""
+
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.server}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One dev-set question and the names of the tools its solution used."""
+
+    question: str
+    gold: frozenset[str]
+
+
+def data_dir() -> Path:
+    """LiveMCPBench data: $AGENTCARDS_LIVEMCPBENCH_DIR, else the copy shipped beside this file."""
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    return DATA / "livemcpbench"
+
+
+def load_catalogue(directory: Path) -> list[Tool]:
+    """Every tool of tools.json (servers → tools), in file order."""
+    tools: list[Tool] = []
+    for entry in json.loads((directory / "tools.json").read_text()):
+        for server, spec in entry.get("tools", {}).items():
+            for tool in spec.get("tools", []):
+                tools.append(
+                    Tool(
+                        server=server,
+                        name=tool["name"],
+                        description=tool.get("description") or "",
+                        input_schema=tool.get("inputSchema") or {},
+                    )
+                )
+    return tools
+
+
+def load_tasks(directory: Path, *, names: set[str]) -> list[Task]:
+    """Tasks with at least one annotated tool in the catalogue (94 of 95)."""
+    tasks = []
+    for item in json.loads((directory / "all_annotations.json").read_text()):
+        listed = item.get("Annotator Metadata", {}).get("Tools", "")
+        used = {re.sub(r"^\s*\d+\.\s*", "", line).strip() for line in listed.splitlines()}
+        gold = frozenset(u for u in used if u in names)
+        if gold:
+            tasks.append(Task(question=item["Question"], gold=gold))
+    return tasks
+
+
+def load_set(path: Path = MATCH_SET) -> dict[str, Any]:
+    """A paraphrase set: capabilities (intent, code, paraphrases) and unrelated intents."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 @dataclass(frozen=True)
