@@ -9,20 +9,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
 from services.gateway.mcp import log_messages, passthrough
+from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.tooling import (
     READ_ONLY,
     RUNS_CODE,
     described,
     execution_result,
 )
-from services.gateway.ops.capabilities import (
+from services.gateway.ops.capabilities import admit_capability, search_capabilities
+from services.gateway.ops.models.capabilities import (
     CapabilityExecuteRequest,
     CapabilitySearchRequest,
     CapabilitySearchResponse,
-    admit_capability,
-    search_capabilities,
 )
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
@@ -75,11 +74,9 @@ def register(
         intent: Intent, ctx: Context, include_suggestions: IncludeSuggestions = False
     ) -> CapabilitySearchResponse:
         principal = await principal_of(ctx)
-        try:
+        with tool_errors():
             body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
             return await search_capabilities(get_state(), body=body, principal=principal)
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
 
     @server.tool(
         name="execute_capability",
@@ -97,7 +94,7 @@ def register(
     ) -> Annotated[CallToolResult, ExecutionView]:
         principal = await principal_of(ctx)
         state = get_state()
-        try:
+        with tool_errors():
             body = CapabilityExecuteRequest(
                 args=args or {},
                 wait=True,
@@ -111,8 +108,6 @@ def register(
             row = await passthrough.run_passing_through(
                 state, ctx, admission=admission, principal=principal
             )
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
         view = view_from_row(row)
         await log_messages.send_outcome(ctx, view)
         return execution_result(view)

@@ -7,12 +7,11 @@ from typing import Any, Protocol
 
 from mcp import types
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
 
+from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as resources
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, NotFound, ValidationFailed
 
 
 class Fetch(Protocol):
@@ -35,15 +34,13 @@ def register(
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        asked = str(params.uri)
-        try:
-            name, uri = resources.split_gateway_uri(asked)
-        except ValidationFailed as exc:
-            raise _mcp_error(exc) from exc
+        with protocol_errors():
+            name, uri = resources.split_gateway_uri(str(params.uri))
         patterns = (await principal_for(ctx.request)).tool_patterns
-        result = await _ask(
-            resources.read_resource(get_state(), server=name, uri=uri, patterns=patterns)
-        )
+        with protocol_errors():
+            result = await resources.read_resource(
+                get_state(), server=name, uri=uri, patterns=patterns
+            )
         for content in result.get("contents", []):
             content["uri"] = resources.gateway_uri(name, content.get("uri") or uri)
         return types.ReadResourceResult.model_validate(result)
@@ -81,7 +78,8 @@ def _lister(
 
     async def handler(ctx: Any, params: types.PaginatedRequestParams) -> types.Result:
         patterns = (await principal_for(ctx.request)).tool_patterns
-        listed = await _ask(fetch(get_state(), patterns=patterns))
+        with protocol_errors():
+            listed = await fetch(get_state(), patterns=patterns)
         return result_type.model_validate({key: [_renamed(item, uri_key) for item in listed[key]]})
 
     return handler
@@ -93,20 +91,3 @@ def _renamed(item: dict[str, Any], key: str) -> dict[str, Any]:
     item[key] = resources.gateway_uri(server, item[key])
     item["name"] = f"{server}:{item.get('name', '')}"
     return item
-
-
-async def _ask(pending: Any) -> dict[str, Any]:
-    try:
-        result: dict[str, Any] = await pending
-    except AgentCardsError as exc:
-        raise _mcp_error(exc) from exc
-    return result
-
-
-def _mcp_error(exc: AgentCardsError) -> MCPError:
-    code = (
-        types.INVALID_PARAMS
-        if isinstance(exc, ValidationFailed | NotFound)
-        else types.INTERNAL_ERROR
-    )
-    return MCPError(code=code, message=exc.message, data=exc.to_dict())

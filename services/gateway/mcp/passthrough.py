@@ -26,7 +26,9 @@ from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import log_messages
-from services.gateway.ops.executions import Admission, enqueue_admitted, wait_for_finish
+from services.gateway.ops.admission import Admission
+from services.gateway.ops.enqueue import enqueue_admitted
+from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
 from shared.executions.events import TOOL_PROGRESS

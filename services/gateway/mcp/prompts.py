@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
-from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
+from services.gateway.mcp.errors import tool_errors
 from services.gateway.ops.capabilities import load_capability
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
@@ -47,12 +47,10 @@ def register(
         ctx: Context,
     ) -> str:
         tenant_id = (await principal_for(ctx.request_context.request)).tenant_id
-        try:
+        with tool_errors():
             cap = await to_thread.run_sync(
                 lambda: load_capability(get_state(), ref=capability, tenant_id=tenant_id)
             )
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
         return run_text(cap)
 
     async def complete(

@@ -14,7 +14,6 @@ from pydantic import Field
 from starlette.routing import Route
 
 from services.gateway.auth import resolve_sync
-from services.gateway.errors import MCP_TOOL_ERRORS, mcp_error
 from services.gateway.mcp import (
     capabilities,
     downstream_resources,
@@ -23,16 +22,16 @@ from services.gateway.mcp import (
     prompts,
 )
 from services.gateway.mcp.caller import request_principal
+from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
-from services.gateway.ops.audit import audit
-from services.gateway.ops.executions import admit_submission
-from services.gateway.ops.tool_search import ToolSearchRequest, ToolSearchResponse, search_response
+from services.gateway.ops.admission import admit_submission
+from services.gateway.ops.execution_reads import read_execution
+from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
-from shared.auth.audit import AuditAction
 from shared.auth.principal import Principal
-from shared.errors import ConfigError, NotFound, Unauthorized
+from shared.errors import ConfigError, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
-from shared.executions.store import get_execution
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
 Code = Annotated[str, described(ExecutionRequest, "code")]
@@ -96,10 +95,8 @@ def build_mcp_server(
     """
 
     async def principal_for(request: object) -> Principal:
-        try:
+        with tool_errors():
             return await request_principal(request, state=get_state(), stdio_key=stdio_key)
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
 
     async def principal_of(ctx: Context) -> Principal:
         return await principal_for(ctx.request_context.request)
@@ -129,7 +126,7 @@ def build_mcp_server(
     ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
-        try:
+        with tool_errors():
             request = ExecutionRequest(
                 code=code,
                 intent=intent,
@@ -143,8 +140,6 @@ def build_mcp_server(
             row = await passthrough.run_passing_through(
                 state, ctx, admission=admission, principal=principal
             )
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
         view = view_from_row(row)
         await log_messages.send_outcome(ctx, view)
         return execution_result(view)
@@ -161,18 +156,9 @@ def build_mcp_server(
         query: Query, ctx: Context, limit: Limit = 10, context_tools: ContextTools = None
     ) -> ToolSearchResponse:
         principal = await principal_of(ctx)
-        try:  # a blank query is refused by the model, as over REST, naming the field
+        with tool_errors():  # a blank query is refused by the model, as over REST, naming the field
             body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
-            await audit(
-                get_state(),
-                principal=principal,
-                action=AuditAction.SEARCH,
-                args=body.model_dump(mode="json"),
-                details={"kind": "tools"},
-            )
-            return await search_response(get_state(), body=body, tenant_id=principal.tenant_id)
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
+            return await search_tools_op(get_state(), body=body, principal=principal)
 
     @server.tool(
         name="get_execution",
@@ -181,19 +167,9 @@ def build_mcp_server(
         annotations=READ_ONLY,
     )
     async def get_execution_tool(execution_id: ExecutionId, ctx: Context) -> ExecutionView:
-        state = get_state()
         tenant_id = (await principal_of(ctx)).tenant_id
-
-        def load() -> dict[str, Any] | None:
-            with state.pool.connection() as conn:
-                return get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
-
-        try:
-            row = await to_thread.run_sync(load)
-        except MCP_TOOL_ERRORS as exc:
-            raise mcp_error(exc) from exc
-        if row is None:
-            raise mcp_error(NotFound(f"no execution with id {execution_id!r}", id=execution_id))
+        with tool_errors():  # a stale run is reaped on the way, as REST's GET does
+            row = await read_execution(get_state(), execution_id=execution_id, tenant_id=tenant_id)
         # Reading worked, so not an error even when the execution itself failed.
         return view_from_row(row)
 

@@ -6,9 +6,15 @@ from contextlib import nullcontext
 from typing import Any
 
 from anyio import to_thread
-from pydantic import BaseModel, Field
 
-from services.gateway.ops.executions import Admission, admit, enqueue_admitted, wait_for_finish
+from services.gateway.ops.admission import Admission, admit
+from services.gateway.ops.enqueue import enqueue_admitted
+from services.gateway.ops.models.capabilities import (
+    CapabilityExecuteRequest,
+    CapabilitySearchRequest,
+    CapabilitySearchResponse,
+)
+from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
 from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
@@ -16,71 +22,13 @@ from shared.auth.principal import Principal
 from shared.capabilities import store
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
-from shared.executions.models import RETRY_DESCRIPTION, ExecutionRequest, RetryPolicy
+from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
-from shared.inputs import RequestModel
 from shared.matching.capabilities import match_capabilities
 from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
 
 Row = dict[str, Any]
-
-
-class CapabilitySearchRequest(RequestModel):
-    """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool (no threshold: adaptive)."""
-
-    intent: str = Field(
-        min_length=1, max_length=2000, description="what you want to do, in one sentence"
-    )
-    include_suggestions: bool = Field(
-        default=False, description="add related tools and capabilities as suggestions"
-    )
-    limit: int = Field(default=5, ge=1, le=20, description="how many matches to return at most")
-
-
-class CapabilityExecuteRequest(RequestModel):
-    """`POST /v1/capabilities/{id}/execute`: arguments checked against the inferred schema."""
-
-    args: dict[str, Any] = Field(
-        default_factory=dict, description="arguments matching the capability's parameters_schema"
-    )
-    wait: bool = Field(default=False, description="block until the execution finishes")
-    timeout_s: float | None = Field(
-        default=None, gt=0, description="wall-time limit in seconds; default the server's"
-    )
-    no_cache: bool = Field(
-        default=False, description="run it even when a cached result exists (and refresh that)"
-    )
-    retry: RetryPolicy = Field(default="never", description=RETRY_DESCRIPTION)
-
-
-class CapabilityMatch(BaseModel):
-    """One capability matched to an intent."""
-
-    id: str
-    name: str = Field(description="run it by this name or by id with execute_capability")
-    description: str | None
-    intent: str | None
-    code: str
-    parameters_schema: dict[str, Any] = Field(description="JSON Schema of its `args`")
-    tools_used: list[str] | None
-    success_rate: float
-    usage_count: int
-    score: float = Field(description="semantic similarity * reliability")
-    semantic_score: float
-    degraded: bool = Field(description="true when a tool it uses is unavailable now")
-    missing_tools: list[str] = Field(description="the unavailable tools of a degraded match")
-
-
-class CapabilitySearchResponse(BaseModel):
-    """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool: the same body on both."""
-
-    capabilities: list[CapabilityMatch]
-    threshold_used: float = Field(description="the tenant's adaptive match threshold")
-    total_found: int = Field(description="matches at or above the threshold before the limit")
-    suggestions: list[dict[str, Any]] | None = Field(
-        default=None, description="related tools and capabilities; null unless asked for"
-    )
 
 
 async def search_capabilities(

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
-
+from services.gateway.ops.models.metrics_summary import MetricsSummary
 from services.gateway.state import GatewayState
 from shared.cache.stats import Level, tenant_stats
 from shared.config import Settings
@@ -20,20 +19,6 @@ RATE_WINDOW_S = 300.0
 OUTCOME_WINDOW_S = 3600.0
 # AGENTCARDS_FLOWER_URL=off: no Flower link (a gateway deployed without Flower).
 FLOWER_OFF = {"off", "none", "false", "0"}
-
-
-class MetricsSummary(BaseModel):
-    """`GET /api/metrics/summary`: the caller's tenant at a glance."""
-
-    executions_per_min: float = Field(description="executions submitted per minute (last 5 min)")
-    success_rate: float | None = Field(
-        description="succeeded / ended, of the last hour's executions; null when none ended"
-    )
-    cache_hit_rate: float | None = Field(
-        description="submissions answered from the result cache / lookups; null before any"
-    )
-    capabilities_learned: int = Field(description="capabilities the tenant has now")
-    flower_url: str | None = Field(description="Flower (Celery monitor); null when not set up")
 
 
 def flower_url(settings: Settings, *, host: str | None) -> str | None:

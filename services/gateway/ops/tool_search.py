@@ -1,4 +1,4 @@
-"""Tool search as the gateway serves it (REST and MCP): embed once, then hybrid fusion."""
+"""Tool search as the gateway serves it (REST and MCP): audit, embed once, then hybrid fusion."""
 
 from __future__ import annotations
 
@@ -10,69 +10,20 @@ from typing import Any
 
 from anyio import to_thread
 from psycopg_pool import PoolClosed
-from pydantic import BaseModel, Field, field_validator
 
+from services.gateway.ops.audit import audit
+from services.gateway.ops.models.tools import ToolHit, ToolSearchRequest, ToolSearchResponse
 from services.gateway.state import GatewayState
+from shared.auth.audit import AuditAction
+from shared.auth.principal import Principal
 from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
-from shared.inputs import RequestModel
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 
 # Agents repeat searches (retries, the same step in many runs); an embedding costs
 # 10-40 ms and a cached one nothing. 512 queries of at most 5 vectors of 384 floats: 4 MB.
 QUERY_CACHE_SIZE = 512
-
-
-class ToolSearchRequest(RequestModel):
-    """`POST /v1/tools/search` and the MCP `search_tools` tool."""
-
-    query: str = Field(
-        min_length=1, max_length=2000, description="the task in words, e.g. 'read a file'"
-    )
-    limit: int = Field(default=10, ge=1, le=100, description="how many tools to return, best first")
-    context_tools: list[str] = Field(
-        default_factory=list,
-        description="tool ids (`server:tool`) already in use: tools used with them rank higher",
-    )
-
-    @field_validator("query")
-    @classmethod
-    def _has_words(cls, value: str) -> str:
-        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
-        if not value.strip():
-            raise ValueError("query must contain words (it is empty or only whitespace)")
-        return value
-
-
-class ToolScores(BaseModel):
-    """The signals fused into a hit's score."""
-
-    semantic: float | None = Field(description="cosine similarity of query and tool, if embedded")
-    lexical: float = Field(description="full-text match of the query's words")
-    pagerank: float = Field(description="centrality in the tool usage graph")
-    graph: float = Field(description="co-use with the context tools")
-
-
-class ToolHit(BaseModel):
-    """One tool found for a query, with why it ranked where it did."""
-
-    id: str = Field(description="`server:tool`; call it as `mcp.<server>.<tool>(...)`")
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any] = Field(description="JSON Schema of the tool's arguments")
-    available: bool = Field(description="false while its server is down or the tool is unusable")
-    score: float = Field(description="fused rank score; higher is better")
-    scores: ToolScores
-    why: str = Field(description="the signals that placed the tool, strongest first")
-
-
-class ToolSearchResponse(BaseModel):
-    """`POST /v1/tools/search` and the MCP `search_tools` tool: the same body on both."""
-
-    query: str
-    hits: list[ToolHit]
 
 
 class QueryEmbeddings:
@@ -118,7 +69,7 @@ def warm_up(state: GatewayState) -> None:
         log.warning("search warm-up stopped: %s", exc)
 
 
-async def search_tools(
+async def ranked_tools(
     state: GatewayState,
     *,
     query: str,
@@ -141,16 +92,24 @@ async def search_tools(
     )
 
 
-async def search_response(
-    state: GatewayState, *, body: ToolSearchRequest, tenant_id: str
+async def search_tools(
+    state: GatewayState, *, body: ToolSearchRequest, principal: Principal
 ) -> ToolSearchResponse:
-    """``search_tools`` for a request, as the one response model REST and MCP both return."""
-    hits = await search_tools(
+    """REST's `POST /v1/tools/search` and MCP's `search_tools`: the search audited, then
+    ``ranked_tools`` as the one response model both return."""
+    await audit(
+        state,
+        principal=principal,
+        action=AuditAction.SEARCH,
+        args=body.model_dump(mode="json"),
+        details={"kind": "tools"},
+    )
+    hits = await ranked_tools(
         state,
         query=body.query,
         limit=body.limit,
         context_tools=body.context_tools,
-        tenant_id=tenant_id,
+        tenant_id=principal.tenant_id,
     )
     return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])
 

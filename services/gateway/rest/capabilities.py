@@ -8,16 +8,16 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.ops import capabilities as service
-from services.gateway.ops.capabilities import (
+from services.gateway.ops.capability_admin import item_json
+from services.gateway.ops.models.capabilities import (
     CapabilityExecuteRequest,
+    CapabilityList,
     CapabilitySearchRequest,
     CapabilitySearchResponse,
 )
-from services.gateway.ops.capability_admin import CapabilityList, item_json
 from services.gateway.rest.deps import CurrentPrincipal, State
+from services.gateway.rest.responses import execution_response
 from shared.capabilities.listing import CapabilityFilter, Sort, list_items
-from shared.executions.models import view_from_row
-from shared.executions.status import TERMINAL
 from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(tags=["capabilities"])
@@ -50,10 +50,7 @@ async def execute(
     row = await service.execute_capability(
         state, ref=capability_ref, body=body, principal=principal
     )
-    view = view_from_row(row)
-    return JSONResponse(
-        view.model_dump(mode="json"), status_code=200 if view.status in TERMINAL else 202
-    )
+    return execution_response(row)
 
 
 @router.get(

@@ -14,13 +14,12 @@ from anyio import to_thread
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from services.gateway.ops.capability_admin import (
+from services.gateway.ops.capability_admin import announce, item_json
+from services.gateway.ops.models.capabilities import (
     CapabilityCreate,
     CapabilityItem,
     CapabilityPatch,
     ImportResult,
-    announce,
-    item_json,
 )
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.state import GatewayState

@@ -1,4 +1,4 @@
-"""REST for executions: submit (optionally wait), read, and stream events over SSE."""
+"""REST for executions: submit (optionally wait), read, cancel, and stream events over SSE."""
 
 from __future__ import annotations
 
@@ -6,21 +6,20 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
-from anyio import to_thread
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
+from services.gateway.ops.cancel import cancel_execution
+from services.gateway.ops.enqueue import submit_execution
 from services.gateway.ops.execution_events import EventFollower
-from services.gateway.ops.executions import reap_if_stale, submit_execution, wait_for_finish
+from services.gateway.ops.execution_reads import load_execution, read_execution, recent_executions
+from services.gateway.ops.wait import wait_for_finish
 from services.gateway.rest.deps import CurrentPrincipal, State
-from shared.auth.audit import finish_audit
-from shared.errors import Conflict, ErrorType, NotFound, error_dict
-from shared.executions.cancel import request_cancel
-from shared.executions.events import FINISHED, publish_event
+from services.gateway.rest.responses import execution_response
+from shared.executions.events import FINISHED
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
-from shared.executions.status import TERMINAL, ExecutionStatus
-from shared.executions.store import finish_execution, get_execution, list_executions
+from shared.executions.status import TERMINAL
 from shared.executions.trace import event_type
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -40,9 +39,7 @@ async def create(
     row = await submit_execution(state, request=body, principal=principal)
     if (wait or body.wait) and row["status"] not in TERMINAL:
         row = await wait_for_finish(state, execution_id=str(row["id"]), timeout_s=row["timeout_s"])
-    view = view_from_row(row)
-    status = 200 if view.status in TERMINAL else 202
-    return JSONResponse(view.model_dump(mode="json"), status_code=status)
+    return execution_response(row)
 
 
 @router.get("", summary="The caller's tenant's newest executions, newest first")
@@ -50,12 +47,7 @@ async def list_recent(
     state: State, principal: CurrentPrincipal, limit: int = Query(20, ge=1, le=200)
 ) -> dict[str, Any]:
     """Newest first; only the caller's tenant's executions."""
-
-    def load() -> list[dict[str, Any]]:
-        with state.pool.connection() as conn:
-            return list_executions(conn, tenant_id=principal.tenant_id, limit=limit)
-
-    rows = await to_thread.run_sync(load)
+    rows = await recent_executions(state, tenant_id=principal.tenant_id, limit=limit)
     return {"executions": [view_from_row(r).model_dump(mode="json") for r in rows]}
 
 
@@ -63,8 +55,9 @@ async def list_recent(
 async def read(state: State, principal: CurrentPrincipal, execution_id: str) -> ExecutionView:
     """The execution as stored (a stale one is reaped first); 404 for an unknown id or another
     tenant's."""
-    row = await _load(state, execution_id, tenant_id=principal.tenant_id)
-    return view_from_row(await to_thread.run_sync(reap_if_stale, state, row))
+    return view_from_row(
+        await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    )
 
 
 @router.post(
@@ -76,48 +69,10 @@ async def cancel(
     state: State, principal: CurrentPrincipal, execution_id: str, wait: bool = Query(False)
 ) -> JSONResponse:
     """202 while a running execution is being stopped (200 when finished); 409 if already over."""
-    tenant_id = principal.tenant_id
-    row = await _load(state, execution_id, tenant_id=tenant_id)
-    if row["status"] in TERMINAL:
-        raise Conflict(
-            f"execution {execution_id} already ended as {row['status']}", status=row["status"]
-        )
-
-    def cancel_queued() -> dict[str, Any] | None:
-        with state.pool.connection() as conn:
-            done = finish_execution(
-                conn,
-                execution_id=execution_id,
-                status=ExecutionStatus.CANCELLED,
-                error=error_dict(ErrorType.CANCELLED, "cancelled before it started"),
-                from_statuses=(ExecutionStatus.QUEUED,),
-            )
-            if done is not None:
-                finish_audit(
-                    conn, execution_id=execution_id, status=ExecutionStatus.CANCELLED, trace=[]
-                )
-            return done
-
-    finished = await to_thread.run_sync(cancel_queued)
-    if finished is not None:
-        await to_thread.run_sync(
-            lambda: publish_event(
-                state.redis,
-                execution_id=execution_id,
-                event={"type": FINISHED, "status": ExecutionStatus.CANCELLED},
-            )
-        )
-        row = finished
-    else:  # running (or just claimed): the worker watching this flag kills the sandbox
-        await to_thread.run_sync(lambda: request_cancel(state.redis, execution_id=execution_id))
-        if wait:
-            row = await wait_for_finish(state, execution_id=execution_id, timeout_s=10)
-        else:
-            row = await _load(state, execution_id, tenant_id=tenant_id)
-    view = view_from_row(row)
-    return JSONResponse(
-        view.model_dump(mode="json"), status_code=200 if view.status in TERMINAL else 202
+    row = await cancel_execution(
+        state, execution_id=execution_id, tenant_id=principal.tenant_id, wait=wait
     )
+    return execution_response(row)
 
 
 @router.get("/{execution_id}/events", summary="Server-sent events of one execution")
@@ -130,13 +85,15 @@ async def events(
     """Progress, tool/capability start and end, then `execution.finished`; replayed from the start
     (or after `Last-Event-ID`) for late subscribers, then live."""
     tenant_id = principal.tenant_id
-    await _load(state, execution_id, tenant_id=tenant_id)  # 404 before opening a stream
+    await load_execution(
+        state, execution_id=execution_id, tenant_id=tenant_id
+    )  # 404 before opening a stream
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
         async with EventFollower(
             state, execution_id=execution_id, after_seq=last_event_id
         ) as follow:
-            row = await _load(state, execution_id, tenant_id=tenant_id)
+            row = await load_execution(state, execution_id=execution_id, tenant_id=tenant_id)
             if row["status"] in TERMINAL and not follow.replayed_any:
                 # The event log expired: replay the stored trace instead.
                 for event in row.get("trace") or []:
@@ -166,14 +123,3 @@ def _finished_event(row: dict[str, Any]) -> dict[str, Any]:
     view = view_from_row(row)
     data = {"type": FINISHED, "execution_id": view.id, "status": view.status}
     return {"event": FINISHED, "data": orjson.dumps(data).decode()}
-
-
-async def _load(state: State, execution_id: str, *, tenant_id: str) -> dict[str, Any]:
-    def load() -> dict[str, Any] | None:
-        with state.pool.connection() as conn:
-            return get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
-
-    row = await to_thread.run_sync(load)
-    if row is None:
-        raise NotFound(f"no execution with id {execution_id!r}", id=execution_id)
-    return row

@@ -5,7 +5,8 @@ from __future__ import annotations
 from anyio import to_thread
 from fastapi import APIRouter, Request
 
-from services.gateway.ops.metrics_summary import MetricsSummary, metrics_summary
+from services.gateway.ops.metrics_summary import metrics_summary
+from services.gateway.ops.models.metrics_summary import MetricsSummary
 from services.gateway.rest.deps import CurrentPrincipal, State
 
 router = APIRouter(tags=["metrics"])

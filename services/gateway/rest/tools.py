@@ -6,10 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.gateway.ops.audit import audit
-from services.gateway.ops.tool_search import ToolSearchRequest, ToolSearchResponse, search_response
+from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.rest.deps import CurrentPrincipal, State
-from shared.auth.audit import AuditAction
 from shared.tools import servers as servers_store
 from shared.tools import store as tools_store
 
@@ -29,14 +28,7 @@ async def search_tools(
     state: State, principal: CurrentPrincipal, body: ToolSearchRequest
 ) -> ToolSearchResponse:
     """Hybrid search: semantic, words, graph and the tenant's past runs; each hit says why."""
-    await audit(
-        state,
-        principal=principal,
-        action=AuditAction.SEARCH,
-        args=body.model_dump(mode="json"),
-        details={"kind": "tools"},
-    )
-    return await search_response(state, body=body, tenant_id=principal.tenant_id)
+    return await search_tools_op(state, body=body, principal=principal)
 
 
 @router.get(

@@ -1,4 +1,5 @@
-"""The layering rule: services and workers import shared; shared neither; never each other."""
+"""The layering rules: services and workers import shared; shared neither; never each other;
+the gateway's REST and MCP front ends never import each other, and its operations neither."""
 
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ def test_import_linter_contracts_hold() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert ", 0 broken" in result.stdout
+    for contract in (
+        "shared imports neither services nor workers",
+        "services never import workers",
+        "workers never import services",
+        "the gateway's REST and MCP front ends never import each other",
+        "gateway operations import neither front end",
+    ):
+        assert f"{contract} KEPT" in result.stdout, contract
 
 
 def _lint_imports() -> str:

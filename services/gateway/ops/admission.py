@@ -1,10 +1,9 @@
-"""Submitting an execution: validate against limits and known tools, record, enqueue, wait."""
+"""Admitting a submission: check it against limits and known tools, take a rate-limit slot, answer it from the result cache or record it queued."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -12,44 +11,31 @@ from typing import Any
 import redis
 from anyio import to_thread
 
-from services.gateway.ops.execution_events import EventFollower
 from services.gateway.ops.result_cache import answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics
 from shared.auth import limits
-from shared.auth.audit import AuditAction, finish_audit, record_audit
-from shared.auth.grants import Grant, write_grant
+from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.errors import (
     DependencyError,
-    ErrorType,
     ToolNotAllowed,
     ValidationFailed,
-    error_dict,
 )
 from shared.events import bus
-from shared.executions.events import FINISHED, LEARNED, RETRIED, publish_event
 from shared.executions.models import ExecutionRequest
-from shared.executions.reaper import reap_stale
-from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import (
     create_execution,
-    finish_execution,
     finished_executions,
-    get_execution,
 )
 from shared.inputs import check_value
-from shared.logs import bind
-from shared.queues import TaskName
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.tools.store import get_tools
 
 Row = dict[str, Any]
 log = logging.getLogger(__name__)
 
-# How long a waiting client gives the learning worker to report the capability.
-LEARN_WAIT_S = 3.0
 # Code up to this size is parsed here, so a syntax error fails at once without a sandbox.
 # Parsing holds the GIL (~2 ms per KiB): 32 KiB bounds the stall at ~60 ms, and covers
 # agent code in practice; longer code gets the same syntax_error from the sandbox.
@@ -195,26 +181,6 @@ def admit(
     return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
 
 
-async def submit_execution(
-    state: GatewayState,
-    *,
-    request: ExecutionRequest,
-    principal: Principal,
-    capability_id: str | None = None,
-) -> Row:
-    """Answer from the result cache (a succeeded row at once), else record a queued execution
-    (and its audit row), grant it the caller's tool scope and enqueue it; idempotent on
-    `idempotency_key`.
-
-    The scope is the request's `tools` intersected with the principal's allow-list; a
-    capability run gets the caller's scope, never its author's.
-    """
-    admission = await admit_submission(
-        state, request=request, principal=principal, capability_id=capability_id
-    )
-    return await enqueue_admitted(state, admission=admission, principal=principal)
-
-
 async def admit_submission(
     state: GatewayState,
     *,
@@ -228,72 +194,6 @@ async def admit_submission(
     )
 
 
-async def enqueue_admitted(
-    state: GatewayState, *, admission: Admission, principal: Principal
-) -> Row:
-    """A new execution gets its grant and is sent to the workers; a hit or a repeat is final."""
-    row, request, syntax = admission.row, admission.request, admission.syntax
-    if admission.hit or not admission.created:
-        return row
-    timeout_s = float(row["timeout_s"])
-    execution_id = str(row["id"])
-    bind(execution_id=execution_id)
-    if syntax is not None:
-        return await _fail_at_once(state, execution_id=execution_id, error=syntax)
-    grant = Grant.for_principal(principal, tools=request.tools)
-    try:
-        # The grant exists before the message does: a worker never sees a run without one.
-        await to_thread.run_sync(
-            lambda: write_grant(
-                state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s
-            )
-        )
-        await to_thread.run_sync(
-            lambda: state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
-        )
-    except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
-        reason = f"could not enqueue: {exc}"
-
-        def reject() -> None:
-            with state.pool.connection() as conn:
-                finish_execution(
-                    conn,
-                    execution_id=execution_id,
-                    status=ExecutionStatus.REJECTED,
-                    error=error_dict(ErrorType.BROKER_UNAVAILABLE, reason),
-                    from_statuses=(ExecutionStatus.QUEUED,),
-                )
-
-        await to_thread.run_sync(reject)
-        raise DependencyError(f"the task broker is unavailable: {exc}") from exc
-    return row
-
-
-async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[str, Any]) -> Row:
-    """Record a queued execution as failed without running it (its code does not parse)."""
-
-    def fail() -> Row:
-        with state.pool.connection() as conn:
-            row = finish_execution(
-                conn,
-                execution_id=execution_id,
-                status=ExecutionStatus.FAILED,
-                error=error,
-                from_statuses=(ExecutionStatus.QUEUED,),
-            )
-            assert row is not None  # created by this request a moment ago, not yet enqueued
-            finish_audit(conn, execution_id=execution_id, status=row["status"], trace=None)
-        publish_event(
-            state.redis,
-            execution_id=execution_id,
-            event={"type": FINISHED, "status": row["status"]},
-        )
-        _announce_finished(state, row, tenant_id=row["tenant_id"])
-        return row
-
-    return await to_thread.run_sync(fail)
-
-
 def _send(counters: redis.client.Pipeline) -> None:
     """Send a submission's counters and events; the submission is recorded already, so a lost
     counter or event is logged, never its failure."""
@@ -303,62 +203,6 @@ def _send(counters: redis.client.Pipeline) -> None:
         log.warning(
             "could not send %d counters/events of a submission", len(counters), exc_info=True
         )
-
-
-def _announce_finished(state: GatewayState, row: Row, *, tenant_id: str) -> None:
-    """`execution.finished` on the tenant's event stream (`GET /v1/events`)."""
-    bus.publish(
-        state.redis,
-        tenant_id=tenant_id,
-        type=bus.EventType.EXECUTION_FINISHED,
-        data=bus.execution_finished(row),
-    )
-
-
-async def wait_for_finish(
-    state: GatewayState,
-    *,
-    execution_id: str,
-    timeout_s: float,
-    on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-) -> Row:
-    """Block until the execution is terminal, passing every event (replayed, then live) on.
-
-    Waits ``timeout_s`` plus the configured slack, counted again from each re-run
-    (``"retry": "safe"``): the re-run gets its own wall time. Also re-reads the row every
-    second, in case a worker died without publishing (the read reaps it, or re-queues it).
-    """
-    budget = timeout_s + state.settings.execution_wait_slack_s
-    deadline = time.monotonic() + budget
-    async with EventFollower(state, execution_id=execution_id) as events:
-        row = await _fetch(state, execution_id)
-        retried = len(row.get("retries") or [])
-        next_poll = time.monotonic() + 1.0
-        finished = row["status"] in TERMINAL
-        while not finished and time.monotonic() < deadline:
-            event = await events.next(timeout_s=0.5)
-            if event is not None and on_event is not None:
-                await on_event(event)
-            if (
-                event is not None and event.get("type") in {FINISHED, RETRIED}
-            ) or time.monotonic() >= next_poll:
-                row = await _fetch(state, execution_id)
-                finished = row["status"] in TERMINAL
-                next_poll = time.monotonic() + 1.0
-                if len(row.get("retries") or []) > retried:
-                    # Seen on the row, so a re-run whose event was lost extends it too.
-                    retried = len(row.get("retries") or [])
-                    deadline = time.monotonic() + budget
-        if _learning_pending(row):
-            # The response names the capability the run became; learning takes a few
-            # milliseconds (an embedding for new code), so give it a short grace.
-            learn_deadline = time.monotonic() + LEARN_WAIT_S
-            while (remaining := learn_deadline - time.monotonic()) > 0:
-                event = await events.next(timeout_s=remaining)
-                if event is not None and event.get("type") == LEARNED:
-                    break
-            row = await _fetch(state, execution_id)
-        return row
 
 
 def _audit_submission(
@@ -391,56 +235,3 @@ def _settle(state: GatewayState, *, slot: limits.Reservation, execution_id: str 
         limits.release(state.redis, reservation=slot)
     else:
         limits.bind(state.redis, reservation=slot, execution_id=execution_id)
-
-
-def _learning_pending(row: Row) -> bool:
-    return (
-        row["status"] == ExecutionStatus.SUCCEEDED
-        and bool(row["intent"])
-        and row["learned_at"] is None
-    )
-
-
-async def _fetch(state: GatewayState, execution_id: str) -> Row:
-    def load() -> Row:
-        with state.pool.connection() as conn:
-            row = get_execution(conn, execution_id=execution_id)
-        assert row is not None
-        return reap_if_stale(state, row)
-
-    return await to_thread.run_sync(load)
-
-
-def reap_if_stale(state: GatewayState, row: Row) -> Row:
-    """A queued/running row whose worker died (or that nobody came for) ends now, with the reason.
-
-    So a client reading or waiting on an execution never waits for the beat's next pass.
-    """
-    if row["status"] in TERMINAL:
-        return row
-    with state.pool.connection() as conn:
-        reaped = reap_stale(
-            conn,
-            state.redis,
-            queue_max_s=state.settings.execution_queue_max_s,
-            max_retries=state.settings.execution_max_retries,
-            execution_id=str(row["id"]),
-            on_finished=lambda execution_id: _enqueue_ingest(state, execution_id),
-            on_requeued=lambda execution_id: _send_run(state, execution_id),
-        )
-    return reaped[0] if reaped else row
-
-
-def _send_run(state: GatewayState, execution_id: str) -> None:
-    """Send a re-queued execution (`"retry": "safe"`) to the sandbox workers again."""
-    try:
-        state.celery.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
-    except Exception:  # kombu raises several connection errors
-        log.warning("could not send re-queued execution %s; the queue limit ends it", execution_id)
-
-
-def _enqueue_ingest(state: GatewayState, execution_id: str) -> None:
-    try:
-        state.celery.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
-    except Exception:  # kombu raises several connection errors; the row is final already
-        log.warning("could not enqueue ingestion of reaped execution %s", execution_id)
