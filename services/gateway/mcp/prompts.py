@@ -12,17 +12,16 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from anyio import to_thread
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
 from services.gateway.mcp.errors import tool_errors
-from services.gateway.ops.capabilities import load_capability
+from services.gateway.ops.capabilities import capability_names, load_capability
+from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
-from shared.capabilities.store import names_starting
 
 PROMPT = "run_capability"
 ARGUMENT = "capability"
@@ -48,8 +47,10 @@ def register(
     ) -> str:
         tenant_id = (await principal_for(ctx.request_context.request)).tenant_id
         with tool_errors():
-            cap = await to_thread.run_sync(
-                lambda: load_capability(get_state(), ref=capability, tenant_id=tenant_id)
+            state = get_state()
+            cap = await in_pool(
+                state,
+                lambda conn: load_capability(state, ref=capability, tenant_id=tenant_id, conn=conn),
             )
         return run_text(cap)
 
@@ -63,8 +64,8 @@ def register(
         ):
             return CompleteResult(completion=Completion(values=[]))
         tenant_id = (await principal_for(ctx.request)).tenant_id
-        values, total = await to_thread.run_sync(
-            lambda: capability_names(get_state(), tenant_id=tenant_id, prefix=argument.value)
+        values, total = await capability_names(
+            get_state(), tenant_id=tenant_id, prefix=argument.value, limit=MAX_VALUES
         )
         return CompleteResult(
             completion=Completion(values=values, total=total, has_more=total > len(values))
@@ -75,14 +76,6 @@ def register(
     server._lowlevel_server.add_request_handler(
         "completion/complete", CompleteRequestParams, complete
     )
-
-
-def capability_names(state: GatewayState, *, tenant_id: str, prefix: str) -> tuple[list[str], int]:
-    """The tenant's capability names starting with ``prefix``; none for a prefix Postgres cannot hold."""
-    if "\x00" in prefix:
-        return [], 0
-    with state.pool.connection() as conn:
-        return names_starting(conn, tenant_id=tenant_id, prefix=prefix, limit=MAX_VALUES)
 
 
 def run_text(cap: dict[str, Any]) -> str:

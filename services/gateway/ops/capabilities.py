@@ -8,6 +8,7 @@ from typing import Any
 from anyio import to_thread
 
 from services.gateway.ops.admission import Admission, admit
+from services.gateway.ops.db import in_pool
 from services.gateway.ops.enqueue import enqueue_admitted
 from services.gateway.ops.models.capabilities import (
     CapabilityExecuteRequest,
@@ -20,6 +21,7 @@ from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
 from shared.capabilities import store
+from shared.db import DictConnection
 from shared.embeddings import get_embedder
 from shared.errors import NotFound, ValidationFailed
 from shared.executions.models import ExecutionRequest
@@ -38,31 +40,30 @@ async def search_capabilities(
     (vector,) = await to_thread.run_sync(get_embedder(state.settings).embed, [body.intent])
     tenant_id = principal.tenant_id
 
-    def run() -> Row:
-        with state.pool.connection() as conn:
-            record_audit(
-                conn,
-                tenant_id=tenant_id,
-                key_id=principal.key_id,
-                action=AuditAction.SEARCH,
-                args=body.model_dump(mode="json"),
-                details={"kind": "capabilities"},
-            )
-            found = match_capabilities(
-                conn, intent_embedding=vector, tenant_id=tenant_id, limit=body.limit
-            )
-            if body.include_suggestions:
-                context = [t for c in found["capabilities"] for t in (c.get("tools_used") or [])]
-                suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
-                matched = {c["id"] for c in found["capabilities"]}
-                suggestions = [s for s in suggestions if s["id"] not in matched]
-                shown = record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
-                metrics.incr(state.redis, "suggestions_generated_total", shown)
-                found["suggestions"] = suggestions
-            metrics.count_search(state.redis, matched=bool(found["capabilities"]))
-            return found
+    def run(conn: DictConnection) -> Row:  # one connection: audit row, matches, suggestions
+        record_audit(
+            conn,
+            tenant_id=tenant_id,
+            key_id=principal.key_id,
+            action=AuditAction.SEARCH,
+            args=body.model_dump(mode="json"),
+            details={"kind": "capabilities"},
+        )
+        found = match_capabilities(
+            conn, intent_embedding=vector, tenant_id=tenant_id, limit=body.limit
+        )
+        if body.include_suggestions:
+            context = [t for c in found["capabilities"] for t in (c.get("tools_used") or [])]
+            suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
+            matched = {c["id"] for c in found["capabilities"]}
+            suggestions = [s for s in suggestions if s["id"] not in matched]
+            shown = record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
+            metrics.incr(state.redis, "suggestions_generated_total", shown)
+            found["suggestions"] = suggestions
+        metrics.count_search(state.redis, matched=bool(found["capabilities"]))
+        return found
 
-    return CapabilitySearchResponse.model_validate(await to_thread.run_sync(run))
+    return CapabilitySearchResponse.model_validate(await in_pool(state, run))
 
 
 def load_capability(state: GatewayState, *, ref: str, tenant_id: str, conn: Any = None) -> Row:
@@ -80,6 +81,19 @@ def load_capability(state: GatewayState, *, ref: str, tenant_id: str, conn: Any 
             id=ref,
         )
     return row
+
+
+async def capability_names(
+    state: GatewayState, *, tenant_id: str, prefix: str, limit: int
+) -> tuple[list[str], int]:
+    """The tenant's capability names starting with ``prefix`` (at most ``limit``) and how many
+    there are; none for a prefix Postgres cannot hold."""
+    if "\x00" in prefix:
+        return [], 0
+    return await in_pool(
+        state,
+        lambda conn: store.names_starting(conn, tenant_id=tenant_id, prefix=prefix, limit=limit),
+    )
 
 
 async def execute_capability(
@@ -107,11 +121,7 @@ async def admit_capability(
 ) -> Admission:
     """The capability's run, checked and recorded (or a cache hit), not yet enqueued."""
 
-    def checked() -> Admission:  # one thread hop and one connection: a cache hit needs no other
-        with state.pool.connection() as conn:
-            return admitted(conn)
-
-    def admitted(conn: Any) -> Admission:
+    def admitted(conn: DictConnection) -> Admission:
         cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id, conn=conn)
         problems = validate_args(schema=cap["parameters_schema"], args=body.args)
         if not problems.ok:
@@ -133,4 +143,5 @@ async def admit_capability(
             state, request=request, principal=principal, capability_id=str(cap["id"]), conn=conn
         )
 
-    return await to_thread.run_sync(checked)
+    # One thread hop and one connection: a cache hit needs no other.
+    return await in_pool(state, admitted)

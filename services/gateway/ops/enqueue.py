@@ -12,6 +12,7 @@ from services.gateway.state import GatewayState
 from shared.auth.audit import finish_audit
 from shared.auth.grants import Grant, write_grant
 from shared.auth.principal import Principal
+from shared.db import DictConnection
 from shared.dispatch import send_run
 from shared.errors import (
     DependencyError,
@@ -91,26 +92,30 @@ async def enqueue_admitted(
 async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[str, Any]) -> Row:
     """Record a queued execution as failed without running it (its code does not parse)."""
 
-    def fail() -> Row:
-        with state.pool.connection() as conn:
-            row = finish_execution(
-                conn,
-                execution_id=execution_id,
-                status=ExecutionStatus.FAILED,
-                error=error,
-                from_statuses=(ExecutionStatus.QUEUED,),
-            )
-            assert row is not None  # created by this request a moment ago, not yet enqueued
-            finish_audit(conn, execution_id=execution_id, status=row["status"], trace=None)
+    def fail(conn: DictConnection) -> Row:
+        row = finish_execution(
+            conn,
+            execution_id=execution_id,
+            status=ExecutionStatus.FAILED,
+            error=error,
+            from_statuses=(ExecutionStatus.QUEUED,),
+        )
+        assert row is not None  # created by this request a moment ago, not yet enqueued
+        finish_audit(conn, execution_id=execution_id, status=row["status"], trace=None)
+        return row
+
+    row = await in_pool(state, fail)  # committed before anyone hears it ended
+
+    def announce() -> None:
         publish_event(
             state.redis,
             execution_id=execution_id,
             event={"type": FINISHED, "status": row["status"]},
         )
         _announce_finished(state, row, tenant_id=row["tenant_id"])
-        return row
 
-    return await to_thread.run_sync(fail)
+    await to_thread.run_sync(announce)
+    return row
 
 
 def _announce_finished(state: GatewayState, row: Row, *, tenant_id: str) -> None:

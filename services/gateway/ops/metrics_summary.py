@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from services.gateway.ops.db import in_pool
 from services.gateway.ops.models.metrics_summary import MetricsSummary
 from services.gateway.state import GatewayState
 from shared.cache.stats import Level, tenant_stats
 from shared.config import Settings
+from shared.db import DictConnection
 from shared.executions.activity import tenant_activity
 
 # Executions/min is averaged over 5 minutes: live enough for a dashboard, not one burst.
@@ -45,15 +47,22 @@ def cache_hit_rate(levels: Mapping[str, Mapping[str, Any]]) -> float | None:
     return round(hits / chains, 4) if chains else None
 
 
-def metrics_summary(state: GatewayState, *, tenant_id: str, host: str | None) -> MetricsSummary:
+async def metrics_summary(
+    state: GatewayState, *, tenant_id: str, host: str | None
+) -> MetricsSummary:
     """One indexed read of the tenant's executions and capabilities, one Redis read."""
-    with state.pool.connection() as conn:
-        activity = tenant_activity(
-            conn,
-            tenant_id=tenant_id,
-            rate_window_s=RATE_WINDOW_S,
-            outcome_window_s=OUTCOME_WINDOW_S,
-        )
+    return await in_pool(state, lambda conn: _summary(state, conn, tenant_id=tenant_id, host=host))
+
+
+def _summary(
+    state: GatewayState, conn: DictConnection, *, tenant_id: str, host: str | None
+) -> MetricsSummary:
+    activity = tenant_activity(
+        conn,
+        tenant_id=tenant_id,
+        rate_window_s=RATE_WINDOW_S,
+        outcome_window_s=OUTCOME_WINDOW_S,
+    )
     return MetricsSummary(
         executions_per_min=round(activity.submitted / (RATE_WINDOW_S / 60), 3),
         success_rate=(round(activity.succeeded / activity.ended, 4) if activity.ended else None),

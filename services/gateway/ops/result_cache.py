@@ -1,5 +1,6 @@
 """The gateway's side of the result cache: answer a submission from L2 (capabilities) or L1,
-then L3 (intents, when on), recording the hit as a succeeded execution; stats and clearing."""
+then L3 (intents, when on), recording the hit as a succeeded execution (stats and clearing:
+cache_admin.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ import numpy as np
 import redis
 
 from services.gateway.state import GatewayState
-from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.cache import entries, store
 from shared.cache.hits import record_capability_hit, record_hit
-from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.keys import execution_digest, params_hash
 from shared.cache.policy import servers_of
 from shared.cache.runs import load_scope
-from shared.cache.stats import Level, record_lookup, tenant_stats
+from shared.cache.stats import Level, record_lookup
 from shared.embeddings import get_embedder
 from shared.executions.models import ExecutionRequest
 
@@ -142,44 +141,3 @@ def _from_row(row: Row, capability_id: str) -> Found:
         result=row["result"], stdout=row["stdout"], cached_at=row["created_at"].isoformat(),
         source=str(row["source_execution_id"]),
     )  # fmt: skip
-
-
-def clear(
-    state: GatewayState,
-    *,
-    tenant_id: str,
-    key_id: str | None = None,
-    capability_id: str | None = None,
-    server: str | None = None,
-) -> int:
-    """Manual invalidation of the tenant's entries (of one capability, or that used a server),
-    audited as a cache clear."""
-    scope = (
-        f"capability:{capability_id}"
-        if capability_id
-        else f"server:{server}"
-        if server
-        else "tenant"
-    )
-    with state.pool.connection() as conn:
-        count = invalidate(
-            conn, state.redis, trigger=Trigger.MANUAL, scope=scope, tenant_id=tenant_id,
-            capability_id=capability_id, servers=[server] if server else [],
-        )  # fmt: skip
-        record_audit(
-            conn, tenant_id=tenant_id, key_id=key_id, action=AuditAction.CACHE_CLEAR,
-            details={"scope": scope, "invalidated": count},
-        )  # fmt: skip
-        conn.commit()
-        return count
-
-
-def stats(state: GatewayState, *, tenant_id: str) -> Row:
-    """Entries, hits, misses and hit rate per level, and invalidations by trigger."""
-    levels = tenant_stats(state.redis, tenant_id=tenant_id)
-    with state.pool.connection() as conn:
-        levels[Level.CAPABILITY]["entries"] = store.entry_count(conn, tenant_id=tenant_id)
-        invalidations = store.invalidations_by_trigger(conn, tenant_id=tenant_id)
-    levels[Level.EXECUTION]["entries"] = entries.count_entries(state.redis, tenant_id=tenant_id)
-    levels[Level.INTENT]["entries"] = None  # L3 reads L2's entries
-    return {"levels": levels, "invalidations": invalidations}

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from anyio import to_thread
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from services.gateway.ops.capability_admin import announce, item_json
+from services.gateway.ops.db import in_pool
 from services.gateway.ops.models.capabilities import (
     CapabilityCreate,
     CapabilityItem,
@@ -61,7 +61,7 @@ async def create_capability(
     "/v1/capabilities/export",
     summary="A JSON bundle of the given capabilities (`?ids=a,b`) or all, with schemas and stats",
 )
-def export_capabilities(
+async def export_capabilities(
     state: State,
     principal: CurrentPrincipal,
     ids: str | None = Query(
@@ -71,8 +71,9 @@ def export_capabilities(
     ),
 ) -> Row:
     wanted = [i.strip() for i in ids.split(",") if i.strip()] if ids is not None else None
-    with state.pool.connection() as conn:
-        exported = bundle.export_bundle(conn, tenant_id=principal.tenant_id, ids=wanted)
+    exported = await in_pool(
+        state, lambda conn: bundle.export_bundle(conn, tenant_id=principal.tenant_id, ids=wanted)
+    )
     if wanted is not None:
         missing = sorted(set(wanted) - {c["id"] for c in exported["capabilities"]})
         if missing:
@@ -120,9 +121,12 @@ async def import_capabilities(
     summary="One capability by id, or the latest version of a name",
     response_model=CapabilityItem,
 )
-def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
-    with state.pool.connection() as conn:
-        return item_json(manual.get_or_404(conn, tenant_id=principal.tenant_id, ref=capability_id))
+async def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
+    tenant_id = principal.tenant_id
+    found = await in_pool(
+        state, lambda conn: manual.get_or_404(conn, tenant_id=tenant_id, ref=capability_id)
+    )
+    return item_json(found)
 
 
 @router.patch(
@@ -159,9 +163,9 @@ async def patch_capability(
     "/v1/capabilities/{capability_id}/versions",
     summary="Every version of a capability's name, oldest first (each runnable by id)",
 )
-def capability_versions(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
+async def capability_versions(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
     tenant_id = principal.tenant_id
-    found = _on_conn(
+    found = await in_pool(
         state,
         lambda conn: lifecycle.versions(conn, tenant_id=tenant_id, capability_id=capability_id),
     )
@@ -176,9 +180,11 @@ def capability_versions(state: State, principal: CurrentPrincipal, capability_id
     response_class=Response,
     summary="Delete a capability (its aliases and cached results go with it)",
 )
-def delete_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Response:
+async def delete_capability(
+    state: State, principal: CurrentPrincipal, capability_id: str
+) -> Response:
     tenant_id = principal.tenant_id
-    gone = _on_conn(
+    gone = await in_pool(
         state, lambda conn: lifecycle.delete(conn, tenant_id=tenant_id, capability_id=capability_id)
     )
     if gone is None:
@@ -186,16 +192,10 @@ def delete_capability(state: State, principal: CurrentPrincipal, capability_id: 
     return Response(status_code=204)
 
 
-def _on_conn(state: GatewayState, action: Callable[[Conn], T]) -> T:
-    """``action`` on a pooled connection, committed after it (rolled back if it raises)."""
-    with state.pool.connection() as conn:
-        return action(conn)
-
-
-async def _in_thread(state: GatewayState, action: Callable[[Conn, Embedder], Any]) -> Any:
-    """``_on_conn`` off the event loop, with the embedding model."""
+async def _in_thread(state: GatewayState, action: Callable[[Conn, Embedder], T]) -> T:
+    """``action`` with the embedding model, on a pooled connection off the event loop."""
     embedder = get_embedder(state.settings)
-    return await to_thread.run_sync(lambda: _on_conn(state, lambda conn: action(conn, embedder)))
+    return await in_pool(state, lambda conn: action(conn, embedder))
 
 
 async def _write(

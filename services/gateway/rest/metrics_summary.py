@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from anyio import to_thread
 from fastapi import APIRouter, Request
 
 from services.gateway.ops.metrics_summary import metrics_summary
@@ -20,6 +19,4 @@ router = APIRouter(tags=["metrics"])
 async def summary(request: Request, state: State, principal: CurrentPrincipal) -> MetricsSummary:
     """The caller's tenant over the last minutes; `flower_url` is null when Flower is not set up."""
     host = request.headers.get("host")
-    return await to_thread.run_sync(
-        lambda: metrics_summary(state, tenant_id=principal.tenant_id, host=host)
-    )
+    return await metrics_summary(state, tenant_id=principal.tenant_id, host=host)

@@ -6,12 +6,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from anyio import to_thread
 from fastapi import APIRouter, Query
 from sse_starlette.sse import EventSourceResponse
 
-from services.gateway.ops import result_cache as service
-from services.gateway.ops.capabilities import load_capability
+from services.gateway.ops.cache_admin import cache_stats, clear_cache, clear_capability_cache
 from services.gateway.ops.execution_events import subscription
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.queues import CACHE_INVALIDATIONS_CHANNEL
@@ -22,7 +20,7 @@ router = APIRouter(tags=["cache"])
 @router.get("/v1/cache/stats", summary="Entries, hits, misses and hit rate per level")
 async def stats(state: State, principal: CurrentPrincipal) -> dict[str, Any]:
     """The caller's tenant: per level (execution, capability, intent) and invalidations by trigger."""
-    return await to_thread.run_sync(lambda: service.stats(state, tenant_id=principal.tenant_id))
+    return await cache_stats(state, tenant_id=principal.tenant_id)
 
 
 @router.delete(
@@ -36,12 +34,7 @@ async def clear(
     ),
 ) -> dict[str, Any]:
     """Every entry of the caller's tenant, both levels; logged as a manual invalidation."""
-    count = await to_thread.run_sync(
-        lambda: service.clear(
-            state, tenant_id=principal.tenant_id, key_id=principal.key_id, server=server
-        )
-    )
-    return {"invalidated": count, "scope": f"server:{server}" if server else "tenant"}
+    return await clear_cache(state, principal=principal, server=server)
 
 
 @router.delete(
@@ -51,18 +44,7 @@ async def clear_capability(
     state: State, principal: CurrentPrincipal, capability_ref: str
 ) -> dict[str, Any]:
     """By id or name; 404 for an unknown capability."""
-
-    def run() -> dict[str, Any]:
-        cap = load_capability(state, ref=capability_ref, tenant_id=principal.tenant_id)
-        count = service.clear(
-            state,
-            tenant_id=principal.tenant_id,
-            key_id=principal.key_id,
-            capability_id=str(cap["id"]),
-        )
-        return {"invalidated": count, "scope": f"capability:{cap['id']}"}
-
-    return await to_thread.run_sync(run)
+    return await clear_capability_cache(state, principal=principal, ref=capability_ref)
 
 
 @router.get("/v1/cache/events", summary="Server-sent events: one per invalidation of your entries")
