@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from services.gateway.ops import capabilities as service
-from services.gateway.ops.capability_admin import item_json
+from services.gateway.ops import capability_admin
 from services.gateway.ops.models.capabilities import (
     CapabilityExecuteRequest,
     CapabilityList,
@@ -17,7 +17,7 @@ from services.gateway.ops.models.capabilities import (
 )
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.rest.responses import execution_response
-from shared.capabilities.listing import CapabilityFilter, Sort, list_items
+from shared.capabilities.listing import CapabilityFilter, Sort
 from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(tags=["capabilities"])
@@ -58,7 +58,7 @@ async def execute(
     summary="The tenant's capabilities: filter, search, sort, page",
     response_model=CapabilityList,
 )
-def list_capabilities(
+async def list_capabilities(
     state: State,
     principal: CurrentPrincipal,
     community_id: int | None = Query(
@@ -87,13 +87,11 @@ def list_capabilities(
         server=server,
         tool=tool,
     )
-    with state.pool.connection() as conn:
-        rows, total = list_items(
-            conn,
-            tenant_id=principal.tenant_id,
-            filters=filters,
-            sort=sort,
-            limit=limit,
-            offset=offset,
-        )
-    return {"capabilities": [item_json(r) for r in rows], "total": total}
+    return await capability_admin.list_capabilities(
+        state,
+        tenant_id=principal.tenant_id,
+        filters=filters,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )

@@ -1,20 +1,16 @@
 """REST for managing capabilities: create, show, edit, versions, delete, export, import.
 
 Every route is the caller's tenant's only: another tenant's id is a 404, never a leak.
-What changes is announced on the tenant's event stream (``GET /v1/events``) after commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-import psycopg
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from services.gateway.ops.capability_admin import announce, item_json
-from services.gateway.ops.db import in_pool
+from services.gateway.ops import capability_admin as ops
 from services.gateway.ops.models.capabilities import (
     CapabilityCreate,
     CapabilityItem,
@@ -22,18 +18,12 @@ from services.gateway.ops.models.capabilities import (
     ImportResult,
 )
 from services.gateway.rest.deps import CurrentPrincipal, State
-from services.gateway.state import GatewayState
-from shared.capabilities import bundle, lifecycle, manual
-from shared.embeddings import Embedder, get_embedder
-from shared.errors import NotFound, ValidationFailed
-from shared.events import bus
+from shared.capabilities import bundle, manual
 from shared.inputs import QUERY_TEXT_MAX
 
 router = APIRouter(tags=["capabilities"])
 
 Row = dict[str, Any]
-Conn = psycopg.Connection[Any]
-T = TypeVar("T")
 
 
 @router.post(
@@ -47,14 +37,7 @@ async def create_capability(
 ) -> Row:
     """201 with the capability; 409 when the tenant already has this code."""
     spec = manual.ManualCapability(**body.model_dump())
-    return await _write(
-        state,
-        principal.tenant_id,
-        bus.EventType.CAPABILITY_LEARNED,
-        lambda conn, embedder: manual.create_manual(
-            conn, tenant_id=principal.tenant_id, spec=spec, embedder=embedder
-        )[0],
-    )
+    return await ops.create_capability(state, tenant_id=principal.tenant_id, spec=spec)
 
 
 @router.get(
@@ -71,18 +54,7 @@ async def export_capabilities(
     ),
 ) -> Row:
     wanted = [i.strip() for i in ids.split(",") if i.strip()] if ids is not None else None
-    exported = await in_pool(
-        state, lambda conn: bundle.export_bundle(conn, tenant_id=principal.tenant_id, ids=wanted)
-    )
-    if wanted is not None:
-        missing = sorted(set(wanted) - {c["id"] for c in exported["capabilities"]})
-        if missing:
-            raise NotFound(
-                f"no capabilities with ids {', '.join(missing)}: list yours with "
-                "GET /api/capabilities",
-                ids=missing,
-            )
-    return exported
+    return await ops.export_capabilities(state, tenant_id=principal.tenant_id, ids=wanted)
 
 
 @router.post(
@@ -93,27 +65,7 @@ async def export_capabilities(
 async def import_capabilities(
     state: State, principal: CurrentPrincipal, body: bundle.Bundle
 ) -> Row:
-    done: list[Row] = await _in_thread(
-        state,
-        lambda conn, embedder: bundle.import_bundle(
-            conn, tenant_id=principal.tenant_id, bundle=body, embedder=embedder
-        ),
-    )
-    bus.publish_many(
-        state.redis,
-        events=[
-            (
-                principal.tenant_id,
-                bus.EventType.CAPABILITY_LEARNED
-                if d["status"] == "created"
-                else bus.EventType.CAPABILITY_UPDATED,
-                {"capability_id": d["id"], "name": d["name"], "version": d["version"]},
-            )
-            for d in done
-        ],
-    )
-    created = sum(1 for d in done if d["status"] == "created")
-    return {"created": created, "merged": len(done) - created, "capabilities": done}
+    return await ops.import_capabilities(state, tenant_id=principal.tenant_id, body=body)
 
 
 @router.get(
@@ -122,11 +74,7 @@ async def import_capabilities(
     response_model=CapabilityItem,
 )
 async def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
-    tenant_id = principal.tenant_id
-    found = await in_pool(
-        state, lambda conn: manual.get_or_404(conn, tenant_id=tenant_id, ref=capability_id)
-    )
-    return item_json(found)
+    return await ops.get_capability(state, tenant_id=principal.tenant_id, ref=capability_id)
 
 
 @router.patch(
@@ -137,25 +85,11 @@ async def get_capability(state: State, principal: CurrentPrincipal, capability_i
 async def patch_capability(
     state: State, principal: CurrentPrincipal, capability_id: str, body: CapabilityPatch
 ) -> Row:
-    changes = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise ValidationFailed(
-            "nothing to change: give any of name, description, intent, aliases", field="body"
-        )
-    if "name" in changes and changes["name"] is None:
-        raise ValidationFailed("name: must not be null", field="name")
-
-    return await _write(
+    return await ops.edit_capability(
         state,
-        principal.tenant_id,
-        bus.EventType.CAPABILITY_UPDATED,
-        lambda conn, embedder: manual.edit(
-            conn,
-            tenant_id=principal.tenant_id,
-            capability_id=capability_id,
-            changes=changes,
-            embedder=embedder,
-        ),
+        tenant_id=principal.tenant_id,
+        capability_id=capability_id,
+        changes=body.model_dump(exclude_unset=True),
     )
 
 
@@ -164,14 +98,9 @@ async def patch_capability(
     summary="Every version of a capability's name, oldest first (each runnable by id)",
 )
 async def capability_versions(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
-    tenant_id = principal.tenant_id
-    found = await in_pool(
-        state,
-        lambda conn: lifecycle.versions(conn, tenant_id=tenant_id, capability_id=capability_id),
+    return await ops.capability_versions(
+        state, tenant_id=principal.tenant_id, capability_id=capability_id
     )
-    if found:
-        return {"versions": [item_json(r) for r in found]}
-    raise manual.not_found(capability_id)
 
 
 @router.delete(
@@ -183,28 +112,5 @@ async def capability_versions(state: State, principal: CurrentPrincipal, capabil
 async def delete_capability(
     state: State, principal: CurrentPrincipal, capability_id: str
 ) -> Response:
-    tenant_id = principal.tenant_id
-    gone = await in_pool(
-        state, lambda conn: lifecycle.delete(conn, tenant_id=tenant_id, capability_id=capability_id)
-    )
-    if gone is None:
-        raise manual.not_found(capability_id)
+    await ops.delete_capability(state, tenant_id=principal.tenant_id, capability_id=capability_id)
     return Response(status_code=204)
-
-
-async def _in_thread(state: GatewayState, action: Callable[[Conn, Embedder], T]) -> T:
-    """``action`` with the embedding model, on a pooled connection off the event loop."""
-    embedder = get_embedder(state.settings)
-    return await in_pool(state, lambda conn: action(conn, embedder))
-
-
-async def _write(
-    state: GatewayState,
-    tenant_id: str,
-    kind: bus.EventType,
-    action: Callable[[Conn, Embedder], Row],
-) -> Row:
-    """``_in_thread``, then announce the capability it returns and answer with it."""
-    row: Row = await _in_thread(state, action)
-    announce(state, tenant_id, kind, row)
-    return item_json(row)
