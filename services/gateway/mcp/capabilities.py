@@ -9,13 +9,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from services.gateway.mcp import log_messages, passthrough
+from services.gateway.mcp import passthrough
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.tooling import (
     READ_ONLY,
     RUNS_CODE,
     described,
-    execution_result,
 )
 from services.gateway.ops.capabilities import admit_capability, search_capabilities
 from services.gateway.ops.models.capabilities import (
@@ -25,7 +24,7 @@ from services.gateway.ops.models.capabilities import (
 )
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
-from shared.executions.models import ExecutionView, RetryPolicy, view_from_row
+from shared.executions.models import ExecutionView, RetryPolicy
 
 Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
 IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
@@ -105,9 +104,6 @@ def register(
             admission = await admit_capability(
                 state, ref=capability_id, body=body, principal=principal
             )
-            row = await passthrough.run_passing_through(
+            return await passthrough.run_as_tool(
                 state, ctx, admission=admission, principal=principal
             )
-        view = view_from_row(row)
-        await log_messages.send_outcome(ctx, view)
-        return execution_result(view)

@@ -22,16 +22,19 @@ from mcp import types
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp.types import CallToolResult
 from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import log_messages
+from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.enqueue import enqueue_admitted
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
 from shared.executions.events import TOOL_PROGRESS
+from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 from shared.rpc import upstream
 from shared.rpc.upstream import ClientReply, ClientRequest
@@ -78,6 +81,17 @@ async def run_passing_through(
         return await wait_for_finish(
             state, execution_id=execution_id, timeout_s=float(row["timeout_s"]), on_event=on_event
         )
+
+
+async def run_as_tool(
+    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
+) -> CallToolResult:
+    """``execute_code`` and ``execute_capability`` end alike: the admitted run passed through
+    while it runs, then its outcome logged to the client and returned as the tool's result."""
+    row = await run_passing_through(state, ctx, admission=admission, principal=principal)
+    view = view_from_row(row)
+    await log_messages.send_outcome(ctx, view)
+    return execution_result(view)
 
 
 async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from services.gateway.mcp import (
 )
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
-from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
+from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described
 from services.gateway.ops.admission import admit_submission
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
@@ -137,12 +137,9 @@ def build_mcp_server(
                 retry=retry,
             )
             admission = await admit_submission(state, request=request, principal=principal)
-            row = await passthrough.run_passing_through(
+            return await passthrough.run_as_tool(
                 state, ctx, admission=admission, principal=principal
             )
-        view = view_from_row(row)
-        await log_messages.send_outcome(ctx, view)
-        return execution_result(view)
 
     @server.tool(
         name="search_tools",
