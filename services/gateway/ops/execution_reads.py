@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from anyio import to_thread
-
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.db import DictConnection
@@ -18,7 +16,7 @@ from shared.executions.store import get_execution, list_executions
 Row = dict[str, Any]
 
 
-def reap_if_stale(state: GatewayState, row: Row) -> Row:
+def reap_if_stale(state: GatewayState, conn: DictConnection, row: Row) -> Row:
     """A queued/running row whose worker died (or that nobody came for) ends now, with the reason.
 
     So a client reading or waiting on an execution never waits for the beat's next pass.
@@ -32,16 +30,15 @@ def reap_if_stale(state: GatewayState, row: Row) -> Row:
     def rerun(execution_id: str) -> None:  # re-queued ("retry": "safe"): its worker died
         resend_run(state.celery, execution_id)
 
-    with state.pool.connection() as conn:
-        reaped = reap_stale(
-            conn,
-            state.redis,
-            queue_max_s=state.settings.execution_queue_max_s,
-            max_retries=state.settings.execution_max_retries,
-            execution_id=str(row["id"]),
-            on_finished=ingest,
-            on_requeued=rerun,
-        )
+    reaped = reap_stale(
+        conn,
+        state.redis,
+        queue_max_s=state.settings.execution_queue_max_s,
+        max_retries=state.settings.execution_max_retries,
+        execution_id=str(row["id"]),
+        on_finished=ingest,
+        on_requeued=rerun,
+    )
     return reaped[0] if reaped else row
 
 
@@ -51,13 +48,9 @@ async def load_execution(
     """The execution as stored, not reaped; NotFound for an unknown id (or, with ``tenant_id``,
     another tenant's: never a leak)."""
 
-    def load(conn: DictConnection) -> Row:
-        row = get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
-        if row is None:
-            raise NotFound(f"no execution with id {execution_id!r}", id=execution_id)
-        return row
-
-    return await in_pool(state, load)
+    return await in_pool(
+        state, lambda conn: _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+    )
 
 
 async def read_execution(
@@ -65,8 +58,12 @@ async def read_execution(
 ) -> Row:
     """``load_execution``, a stale one reaped first. REST's GET and MCP's get_execution both
     read through here, so both see a dead worker's run end the same way."""
-    row = await load_execution(state, execution_id=execution_id, tenant_id=tenant_id)
-    return await to_thread.run_sync(reap_if_stale, state, row)
+
+    def read(conn: DictConnection) -> Row:  # one thread hop and one connection for both
+        row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+        return reap_if_stale(state, conn, row)
+
+    return await in_pool(state, read)
 
 
 async def recent_executions(state: GatewayState, *, tenant_id: str, limit: int) -> list[Row]:
@@ -74,3 +71,10 @@ async def recent_executions(state: GatewayState, *, tenant_id: str, limit: int) 
     return await in_pool(
         state, lambda conn: list_executions(conn, tenant_id=tenant_id, limit=limit)
     )
+
+
+def _found(conn: DictConnection, *, execution_id: str, tenant_id: str | None) -> Row:
+    row = get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
+    if row is None:
+        raise NotFound(f"no execution with id {execution_id!r}", id=execution_id)
+    return row
