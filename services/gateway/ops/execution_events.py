@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
+from services.gateway.ops.subscription import subscription
 from services.gateway.state import GatewayState
 from shared.executions.events import decode_event
 from shared.queues import events_channel, events_log_key
-
-
-@asynccontextmanager
-async def subscription(client: aioredis.Redis, channel: str) -> AsyncIterator[PubSub]:
-    """A pub/sub subscription whose connection goes back to the pool whatever happens.
-
-    The connection is taken by ``subscribe``; anything failing or cancelled after that,
-    subscribing included, must still close it, or the pool loses it for good.
-    """
-    pubsub = client.pubsub()
-    try:
-        await pubsub.subscribe(channel)
-        yield pubsub
-    finally:
-        await pubsub.aclose()
 
 
 class EventFollower:

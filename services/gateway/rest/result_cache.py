@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from sse_starlette.sse import EventSourceResponse
 
 from services.gateway.ops.cache_admin import cache_stats, clear_cache, clear_capability_cache
-from services.gateway.ops.execution_events import subscription
+from services.gateway.ops.subscription import subscription
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.queues import CACHE_INVALIDATIONS_CHANNEL
 

@@ -9,7 +9,7 @@ import orjson
 from fastapi import APIRouter
 from sse_starlette.sse import EventSourceResponse
 
-from services.gateway.ops.execution_events import subscription
+from services.gateway.ops.subscription import subscription
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.events import bus
 from shared.queues import tenant_events_channel
