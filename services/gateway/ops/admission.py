@@ -1,4 +1,5 @@
-"""Admitting a submission: check it against limits and known tools, take a rate-limit slot, answer it from the result cache or record it queued."""
+"""Admitting a submission: check it against limits and known tools, take a rate-limit slot,
+then answer it from the result cache or record it queued."""
 
 from __future__ import annotations
 

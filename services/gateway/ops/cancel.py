@@ -1,7 +1,8 @@
-"""Cancelling an execution: at once while queued, by flagging its worker (which kills the sandbox) while running.
+"""Cancelling an execution: at once while queued; while running, by flagging its worker,
+which kills the sandbox.
 
-REST's ``POST /v1/executions/{id}/cancel`` is its only caller: the MCP server offers no
-cancel tool (an MCP client cancels a waiting call with ``notifications/cancelled``).
+REST's ``POST /v1/executions/{id}/cancel`` is its only caller: the MCP server has no cancel
+tool (a run started over MCP can be cancelled over REST by the same tenant).
 """
 
 from __future__ import annotations

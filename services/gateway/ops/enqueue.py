@@ -1,4 +1,5 @@
-"""Enqueueing an admitted execution: its grant, then its message; a run that cannot be sent is rejected, never left queued."""
+"""Enqueueing an admitted execution: its grant, then its message; a run that cannot be sent
+is rejected, never left queued."""
 
 from __future__ import annotations
 

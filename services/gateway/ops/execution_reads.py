@@ -1,4 +1,5 @@
-"""Reading executions (REST and MCP alike): one by id, reaped first when its worker is gone; the newest of a tenant."""
+"""Reading executions (REST and MCP alike): one by id, reaped first when its worker is gone;
+the newest of a tenant."""
 
 from __future__ import annotations
 

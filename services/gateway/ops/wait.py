@@ -1,4 +1,5 @@
-"""Waiting for an execution to end: its events passed on as they come, the row re-read (and reaped) every second."""
+"""Waiting for an execution to end: its events passed on as they come, the row re-read (and
+reaped) every second."""
 
 from __future__ import annotations
 

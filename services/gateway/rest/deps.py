@@ -1,4 +1,4 @@
-"""FastAPI dependencies (Annotated aliases) for the gateway's routes: the opened clients and the caller."""
+"""FastAPI dependencies (Annotated aliases) for the routes: the opened clients, the caller."""
 
 from __future__ import annotations
 

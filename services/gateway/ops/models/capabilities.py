@@ -1,4 +1,5 @@
-"""The capability family's requests and responses: search and execute (REST and MCP), and management (REST)."""
+"""The capability family's requests and responses: search and execute (REST and MCP),
+management (REST)."""
 
 from __future__ import annotations
 
