@@ -182,7 +182,7 @@ def mcp() -> None:
             _fail(exc)
     import asyncio
 
-    from services.gateway.mcp_server import serve_stdio
+    from services.gateway.mcp.server import serve_stdio
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:

@@ -14,26 +14,26 @@ from fastapi.middleware.cors import CORSMiddleware
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
-from services.gateway.config import GatewayState
-from services.gateway.dependencies import OutageGuard
-from services.gateway.mcp_server import build_mcp_server, mount_mcp
-from services.gateway.routes import (
+from services.gateway.mcp.server import build_mcp_server, mount_mcp
+from services.gateway.ops.tool_search import warm_up
+from services.gateway.outage import OutageGuard
+from services.gateway.rest import (
     audit,
-    cache,
     capabilities,
     capability_admin,
     dashboard,
-    events,
+    downstream_resources,
     executions,
     health,
     metrics,
-    resources,
-    summary,
+    metrics_summary,
+    result_cache,
+    tenant_events,
     tools,
 )
-from services.gateway.routes.docs import docs_router
-from services.gateway.search import warm_up
+from services.gateway.rest.docs import docs_router
 from services.gateway.security_headers import SecurityHeaders
+from services.gateway.state import GatewayState
 from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Run agent-written Python against MCP tools in isolated sandboxes; "
         "reuse what worked.",
         lifespan=lifespan,
-        docs_url=None,  # served by routes/docs.py, with a CSP that fits each page
+        docs_url=None,  # served by rest/docs.py, with a CSP that fits each page
         redoc_url=None,
     )
     errors.install(app)
@@ -98,13 +98,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(executions.router)
     app.include_router(tools.router)
-    app.include_router(resources.router)
+    app.include_router(downstream_resources.router)
     app.include_router(capabilities.router)
     app.include_router(capability_admin.router)
-    app.include_router(events.router)
-    app.include_router(cache.router)
+    app.include_router(tenant_events.router)
+    app.include_router(result_cache.router)
     app.include_router(metrics.router)
-    app.include_router(summary.router)
+    app.include_router(metrics_summary.router)
     app.include_router(dashboard.router)
     dashboard.mount_static(app)
     app.include_router(audit.router)

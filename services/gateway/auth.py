@@ -14,10 +14,11 @@ from typing import Any
 
 import psycopg
 from anyio import to_thread
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.config import GatewayState
 from services.gateway.errors import error_response
+from services.gateway.state import GatewayState
 from shared.auth.cache import MISSING, PrincipalCache
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.auth.store import active_keys_exist
@@ -147,6 +148,12 @@ class AuthGate:
         scope.setdefault("state", {})["principal"] = principal
         bind(tenant_id=principal.tenant_id)  # this request's task: on every line it logs
         await self.app(scope, receive, send)
+
+
+def principal_of_request(request: Request) -> Principal:
+    """The caller, set on the request by ``AuthGate``; anonymous when auth is not in use."""
+    principal: Principal = getattr(request.state, "principal", ANONYMOUS)
+    return principal
 
 
 def bind_refusal(settings: Settings, *, keys_exist: bool) -> str | None:

@@ -1,8 +1,10 @@
-"""Every error the gateway returns has one shape: {"error": {"type", "message", "details"?}}."""
+"""Every error the gateway returns has one shape: {"error": {"type", "message", "details"?}}.
+
+REST's handlers live here; MCP's adapter (services/gateway/mcp/errors.py) builds the same body.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -13,8 +15,6 @@ import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from shared.errors import (
@@ -79,11 +79,11 @@ def error_response(exc: AgentCardsError) -> JSONResponse:
 def unavailable_response(name: str, error: str) -> JSONResponse:
     """503 + Retry-After in our envelope: a dependency is down; the request did nothing."""
     return JSONResponse(
-        {"error": _unavailable(name, error)}, 503, headers={"Retry-After": str(RETRY_AFTER_S)}
+        {"error": unavailable_error(name, error)}, 503, headers={"Retry-After": str(RETRY_AFTER_S)}
     )
 
 
-def _unavailable(name: str, error: str) -> dict[str, Any]:
+def unavailable_error(name: str, error: str) -> dict[str, Any]:
     return error_dict(
         ErrorType.UNAVAILABLE,
         f"{name} is unavailable ({error}); retry after {RETRY_AFTER_S}s — resubmitting "
@@ -99,11 +99,9 @@ _OUTAGES: tuple[tuple[type[Exception], str], ...] = (
     (kombu.exceptions.OperationalError, "redis"),  # the task broker
 )
 OUTAGES: tuple[type[Exception], ...] = tuple(kind for kind, _ in _OUTAGES)
-# What an MCP tool turns into our envelope (``mcp_error``); anything else is a crash.
-MCP_TOOL_ERRORS: tuple[type[Exception], ...] = (AgentCardsError, ValidationError, *OUTAGES)
 
 
-def _outage(exc: Exception) -> tuple[str, str]:
+def outage_of(exc: Exception) -> tuple[str, str]:
     """The dependency an outage error is about, and what went wrong."""
     name = next(n for t, n in _OUTAGES if isinstance(exc, t))
     if isinstance(exc, redis.exceptions.MaxConnectionsError):  # busy, not down
@@ -137,24 +135,6 @@ def problems_message(problems: list[dict[str, str]]) -> str:
     )
 
 
-def mcp_error(exc: Exception) -> ToolError:
-    """The MCP tools' failure (one of ``MCP_TOOL_ERRORS``): the same ``{type, message,
-    details?}`` as REST, as the error's text; an outage is ``unavailable``, as REST's 503."""
-    if isinstance(exc, AgentCardsError):
-        body = exc.to_dict()
-    elif isinstance(exc, OUTAGES):
-        name, error = _outage(exc)
-        log.warning("%s failed in an MCP tool call: %s", name, exc)
-        body = _unavailable(name, error)
-    elif isinstance(exc, ValidationError):
-        problems = validation_problems(exc.errors())
-        body = error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
-    else:  # not one of MCP_TOOL_ERRORS: a crash, told as one
-        log.error("unexpected error in an MCP tool call", exc_info=exc)
-        body = error_dict(ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details")
-    return ToolError(json.dumps(body, default=str))
-
-
 def install(app: FastAPI) -> None:
     """Register handlers so no route leaks a bare 500 or FastAPI's default shapes."""
 
@@ -177,7 +157,7 @@ def install(app: FastAPI) -> None:
         )
 
     async def _outage_response(request: Request, exc: Exception) -> JSONResponse:
-        name, error = _outage(exc)
+        name, error = outage_of(exc)
         log.warning("%s failed on %s %s: %s", name, request.method, request.url.path, exc)
         return unavailable_response(name, error)
 

@@ -2,7 +2,7 @@
 
 The dashboard's policy allows nothing inline and nothing from elsewhere. The API docs
 (Swagger UI, vendored under /static/vendor) start with one inline script; their policy
-allows exactly that script by hash (routes/docs.py), and still nothing from elsewhere.
+allows exactly that script by hash (rest/docs.py), and still nothing from elsewhere.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from services.gateway import errors
-from services.gateway.config import GatewayState
-from services.gateway.routes.capabilities import router
+from services.gateway.rest.capabilities import router
+from services.gateway.state import GatewayState
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import get_embedder

@@ -17,7 +17,7 @@ from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from services.gateway.mcp_passthrough import LEASE_S
+from services.gateway.mcp.passthrough import LEASE_S
 from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import everything_server, filesystem_server
 

@@ -18,8 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import MaxConnectionsError
 
-from services.gateway.config import GatewayState
-from services.gateway.events import EventFollower
+from services.gateway.ops.execution_events import EventFollower
+from services.gateway.state import GatewayState
 
 pytestmark = pytest.mark.integration
 

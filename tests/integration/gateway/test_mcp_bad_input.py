@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from services.gateway.config import GatewayState
-from services.gateway.mcp_server import build_mcp_server
+from services.gateway.mcp.server import build_mcp_server
+from services.gateway.state import GatewayState
 from shared.config import Settings
 from shared.db import connect
 from shared.inputs import BODY_DEPTH

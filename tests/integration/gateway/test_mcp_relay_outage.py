@@ -10,8 +10,8 @@ import redis
 import redis.asyncio as aioredis
 from mcp import Client
 
-from services.gateway.config import GatewayState
-from services.gateway.mcp_server import build_mcp_server
+from services.gateway.mcp.server import build_mcp_server
+from services.gateway.state import GatewayState
 from shared.config import Settings
 from shared.db import connect, make_pool
 from shared.queues import Queue

@@ -18,7 +18,7 @@ import mcp
 import pytest
 from fastapi.testclient import TestClient
 
-from services.gateway.mcp_server import build_mcp_server
+from services.gateway.mcp.server import build_mcp_server
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import get_embedder

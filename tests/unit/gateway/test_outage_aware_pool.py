@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from psycopg_pool import PoolTimeout
 
-from services.gateway.dependencies import Outage, OutageAwarePool
-from services.gateway.dependencies import outage_aware_pool as make
+from services.gateway.outage import Outage, OutageAwarePool
+from services.gateway.outage import outage_aware_pool as make
 
 
 def _closed_port() -> int:

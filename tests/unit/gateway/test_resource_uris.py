@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.resources import gateway_uri, split_gateway_uri
+from services.gateway.ops.downstream_resources import gateway_uri, split_gateway_uri
 from shared.errors import ValidationFailed
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.gateway.summary import cache_hit_rate, flower_url
+from services.gateway.ops.metrics_summary import cache_hit_rate, flower_url
 from shared.config import Settings
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from services.gateway.search import QueryEmbeddings
+from services.gateway.ops.tool_search import QueryEmbeddings
 from shared.config import Settings
 from shared.embeddings import Embedder, get_embedder
 from shared.embeddings.plan import MAX_PLAN_TEXTS

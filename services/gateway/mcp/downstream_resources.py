@@ -1,0 +1,93 @@
+"""The gateway's MCP server lists and reads downstream resources, named ``agentcards://<server>/<uri>``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from mcp import types
+from mcp.server.mcpserver import MCPServer
+
+from services.gateway.mcp.errors import protocol_errors
+from services.gateway.ops import downstream_resources as resources
+from services.gateway.state import GatewayState
+from shared.auth.principal import Principal
+
+
+class Fetch(Protocol):
+    """A listing of every server's items, filtered by the caller's allow-list."""
+
+    def __call__(
+        self, state: GatewayState, *, patterns: tuple[str, ...] | None = None
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+def register(
+    server: MCPServer,
+    get_state: Callable[[], GatewayState],
+    principal_for: Callable[[object], Awaitable[Principal]],
+) -> None:
+    """Replace the SDK's own (empty) resource handlers with ones that ask the toolhosts;
+    a caller sees and reads only servers its key's allow-list has a tool of."""
+    lowlevel = server._lowlevel_server  # the SDK has no public hook for dynamic resources
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        with protocol_errors():
+            name, uri = resources.split_gateway_uri(str(params.uri))
+        patterns = (await principal_for(ctx.request)).tool_patterns
+        with protocol_errors():
+            result = await resources.read_resource(
+                get_state(), server=name, uri=uri, patterns=patterns
+            )
+        for content in result.get("contents", []):
+            content["uri"] = resources.gateway_uri(name, content.get("uri") or uri)
+        return types.ReadResourceResult.model_validate(result)
+
+    listings: dict[str, tuple[Fetch, str, str, type[types.Result]]] = {
+        "resources/list": (resources.list_resources, "resources", "uri", types.ListResourcesResult),
+        "resources/templates/list": (
+            resources.list_resource_templates,
+            "resourceTemplates",
+            "uriTemplate",
+            types.ListResourceTemplatesResult,
+        ),
+    }
+    for method, (fetch, key, uri_key, result_type) in listings.items():
+        lowlevel.add_request_handler(
+            method,
+            types.PaginatedRequestParams,
+            _lister(
+                get_state, fetch, principal_for, key=key, uri_key=uri_key, result_type=result_type
+            ),
+        )
+    lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+
+
+def _lister(
+    get_state: Callable[[], GatewayState],
+    fetch: Fetch,
+    principal_for: Callable[[object], Awaitable[Principal]],
+    *,
+    key: str,
+    uri_key: str,
+    result_type: type[types.Result],
+) -> Callable[[Any, types.PaginatedRequestParams], Awaitable[types.Result]]:
+    """A list handler: every server's items (all in one page), renamed into the gateway's names."""
+
+    async def handler(ctx: Any, params: types.PaginatedRequestParams) -> types.Result:
+        patterns = (await principal_for(ctx.request)).tool_patterns
+        with protocol_errors():
+            listed = await fetch(get_state(), patterns=patterns)
+        return result_type.model_validate({key: [_renamed(item, uri_key) for item in listed[key]]})
+
+    return handler
+
+
+def _renamed(item: dict[str, Any], key: str) -> dict[str, Any]:
+    """A listed item under the gateway's names: URI (or template) and name prefixed by its server."""
+    server = item.pop("server")
+    item[key] = resources.gateway_uri(server, item[key])
+    item["name"] = f"{server}:{item.get('name', '')}"
+    return item

@@ -1,0 +1,79 @@
+"""The one MCP error adapter: our failures as the tool error (or JSON-RPC error) a client reads.
+
+Every tool, prompt and resource handler runs its body inside ``tool_errors()`` (or
+``protocol_errors()`` for the resource methods, which are JSON-RPC requests, not tools),
+so each failure has the same ``{type, message, details?}`` body as REST's envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mcp import types
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from services.gateway.errors import (
+    OUTAGES,
+    outage_of,
+    problems_message,
+    unavailable_error,
+    validation_problems,
+)
+from shared.errors import AgentCardsError, ErrorType, NotFound, ValidationFailed, error_dict
+
+log = logging.getLogger(__name__)
+
+# What an MCP tool turns into our envelope (``mcp_error``); anything else is a crash.
+MCP_TOOL_ERRORS: tuple[type[Exception], ...] = (AgentCardsError, ValidationError, *OUTAGES)
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """Turn one of ``MCP_TOOL_ERRORS`` raised in the block into the tool error clients read."""
+    try:
+        yield
+    except MCP_TOOL_ERRORS as exc:
+        raise mcp_error(exc) from exc
+
+
+@contextmanager
+def protocol_errors() -> Iterator[None]:
+    """Our errors raised in a resource handler as a JSON-RPC error carrying the same body."""
+    try:
+        yield
+    except AgentCardsError as exc:
+        raise protocol_error(exc) from exc
+
+
+def mcp_error(exc: Exception) -> ToolError:
+    """The MCP tools' failure (one of ``MCP_TOOL_ERRORS``): the same ``{type, message,
+    details?}`` as REST, as the error's text; an outage is ``unavailable``, as REST's 503."""
+    if isinstance(exc, AgentCardsError):
+        body = exc.to_dict()
+    elif isinstance(exc, OUTAGES):
+        name, error = outage_of(exc)
+        log.warning("%s failed in an MCP tool call: %s", name, exc)
+        body = unavailable_error(name, error)
+    elif isinstance(exc, ValidationError):
+        problems = validation_problems(exc.errors())
+        body = error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
+    else:  # not one of MCP_TOOL_ERRORS: a crash, told as one
+        log.error("unexpected error in an MCP tool call", exc_info=exc)
+        body = error_dict(ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details")
+    return ToolError(json.dumps(body, default=str))
+
+
+def protocol_error(exc: AgentCardsError) -> MCPError:
+    """A JSON-RPC error: invalid params for a bad or unknown name, internal otherwise; ``data``
+    is our error body."""
+    code = (
+        types.INVALID_PARAMS
+        if isinstance(exc, ValidationFailed | NotFound)
+        else types.INTERNAL_ERROR
+    )
+    return MCPError(code=code, message=exc.message, data=exc.to_dict())

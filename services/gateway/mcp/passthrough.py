@@ -1,0 +1,216 @@
+"""``execute_code`` and ``execute_capability`` over MCP pass the protocol through: tool progress,
+sampling and elicitation.
+
+While an MCP client waits on either tool, this relays what the downstream servers
+send during the execution's tool calls: their ``notifications/progress`` (as progress on
+the client's own token, the message naming the tool and its trace call id) and their
+``sampling/createMessage`` / ``elicitation/create`` requests, when the client declared the
+capability. The toolhost refuses those requests itself for any other caller (see
+shared/rpc/upstream.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp import types
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.types import CallToolResult
+from pydantic import TypeAdapter, ValidationError
+from redis.exceptions import RedisError
+
+from services.gateway.mcp import log_messages
+from services.gateway.mcp.tooling import execution_result
+from services.gateway.ops.admission import Admission
+from services.gateway.ops.enqueue import enqueue_admitted
+from services.gateway.ops.wait import wait_for_finish
+from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
+from shared.auth.principal import Principal
+from shared.executions.events import TOOL_PROGRESS
+from shared.executions.models import view_from_row
+from shared.executions.status import TERMINAL
+from shared.rpc import upstream
+from shared.rpc.upstream import ClientReply, ClientRequest
+
+log = logging.getLogger(__name__)
+
+# The client capability each relayed capability name needs.
+_NEEDS = {
+    "sampling": types.ClientCapabilities(sampling=types.SamplingCapability()),
+    "elicitation": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+}
+_ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
+# How long the listener's BLPOP blocks. Well under the client's socket timeout: when the
+# client gave up first (redis-py 8's 5 s default met a 5 s block), a request Redis popped
+# just then went to a dropped connection and was lost; the tool waited out its deadline.
+_POLL_S = ASYNC_REDIS_SOCKET_TIMEOUT_S / 2
+# The client's capabilities are advertised as a lease, renewed while the client waits: the
+# relay lasts exactly as long as the wait (which a re-run extends), and ends within
+# LEASE_S of a gateway that died mid-wait.
+LEASE_S = 5.0
+RENEW_EVERY_S = 1.5
+
+
+async def run_passing_through(
+    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
+) -> dict[str, Any]:
+    """Enqueue an admitted execution and return it once finished; meanwhile its events reach
+    ``ctx``'s client as log lines and tool progress, and its tools' sampling/elicitation
+    requests as requests. The relay is advertised before the task is sent, so a tool that
+    asks at once is never refused as if a REST caller had started it."""
+    row = admission.row
+    if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
+        return row
+
+    async def on_event(event: dict[str, Any]) -> None:
+        await log_messages.forward_event(ctx, event)
+        await forward_progress(ctx, event)
+
+    execution_id = str(row["id"])
+    async with relay_client_requests(state, ctx, execution_id=execution_id):
+        row = await enqueue_admitted(state, admission=admission, principal=principal)
+        if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
+            return row
+        return await wait_for_finish(
+            state, execution_id=execution_id, timeout_s=float(row["timeout_s"]), on_event=on_event
+        )
+
+
+async def run_as_tool(
+    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
+) -> CallToolResult:
+    """``execute_code`` and ``execute_capability`` end alike: the admitted run passed through
+    while it runs, then its outcome logged to the client and returned as the tool's result."""
+    row = await run_passing_through(state, ctx, admission=admission, principal=principal)
+    view = view_from_row(row)
+    await log_messages.send_outcome(ctx, view)
+    return execution_result(view)
+
+
+async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
+    """A ``tool_progress`` event as progress on the caller's token (other events: nothing)."""
+    if event.get("type") != TOOL_PROGRESS:
+        return
+    progress = float(event.get("progress") or 0)
+    total = float(event["total"]) if event.get("total") is not None else None
+    done = event.get("message") or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+    await ctx.report_progress(
+        progress, total, f"{event.get('tool')} {event.get('call_id')}: {done}"
+    )
+
+
+def client_capabilities(ctx: Context) -> list[str]:
+    """Which relayed capabilities (sampling, elicitation) the calling client declared."""
+    session = ctx.session
+    return [name for name, needed in _NEEDS.items() if session.check_client_capability(needed)]
+
+
+@contextlib.asynccontextmanager
+async def relay_client_requests(
+    state: GatewayState, ctx: Context, *, execution_id: str
+) -> AsyncIterator[None]:
+    """While the block runs, answer the execution's sampling/elicitation requests through ``ctx``'s client."""
+    capabilities = client_capabilities(ctx)
+    # Advertised even when empty: the toolhost's refusal then names the missing capability.
+    try:
+        await upstream.advertise(
+            state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+        )
+    except RedisError as exc:  # not fatal: the enqueue that follows fails (and rejects the
+        # row) if Redis is down, and the renewal below retries if it was a blip
+        log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
+    tasks = [asyncio.create_task(_renew(state, execution_id, capabilities))]
+    if capabilities:
+        tasks.append(asyncio.create_task(_listen(state, ctx, execution_id)))
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(RedisError):
+            await upstream.withdraw(state.aredis, execution_id=execution_id)
+
+
+async def _renew(state: GatewayState, execution_id: str, capabilities: list[str]) -> None:
+    while True:
+        await asyncio.sleep(RENEW_EVERY_S)
+        try:
+            await upstream.advertise(
+                state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+            )
+        except RedisError as exc:  # the next renewal tries again; requests meanwhile refused
+            log.warning("relay for execution %s: lease not renewed: %s", execution_id, exc)
+
+
+async def _listen(state: GatewayState, ctx: Context, execution_id: str) -> None:
+    while True:
+        try:
+            request = await upstream.next_request(
+                state.aredis, execution_id=execution_id, timeout_s=_POLL_S
+            )
+        except (RedisError, ValidationError) as exc:
+            log.warning("relay for execution %s: %s", execution_id, exc)
+            await asyncio.sleep(1.0)
+            continue
+        if request is None:
+            continue
+        reply = await _ask_client(ctx, request)
+        try:
+            await upstream.answer(state.aredis, reply)
+        except RedisError as exc:  # the toolhost then times out and says so
+            log.warning("could not deliver the client's answer %s: %s", request.id, exc)
+
+
+async def _ask_client(ctx: Context, request: ClientRequest) -> ClientReply:
+    """Send the request to the MCP client on the ``execute_code`` call's stream; its answer or error."""
+    remaining = request.deadline - time.time()
+    # Where it came from, for a client that shows it: the server, the tool and its call.
+    meta = {
+        "agentcards/origin": {
+            "server": request.server,
+            "tool": request.tool,
+            "call_id": request.trace_call_id,
+            "execution_id": request.execution_id,
+        }
+    }
+    params = {**request.params, "_meta": {**request.params.get("_meta", {}), **meta}}
+    outgoing: types.ServerRequest
+    result_type: type[types.Result]
+    try:
+        if request.method == "sampling/createMessage":
+            outgoing = types.CreateMessageRequest(
+                params=types.CreateMessageRequestParams.model_validate(params)
+            )
+            result_type = types.CreateMessageResult
+        else:
+            outgoing = types.ElicitRequest(params=_ELICIT_PARAMS.validate_python(params))
+            result_type = types.ElicitResult
+    except ValidationError as exc:
+        return ClientReply.refusal(request.id, types.INVALID_PARAMS, f"{request.method}: {exc}")
+    try:
+        result = await ctx.session.send_request(
+            outgoing,
+            result_type,
+            request_read_timeout_seconds=max(0.1, remaining),
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_context.request_id),
+        )
+    except MCPError as exc:
+        return ClientReply.refusal(request.id, exc.error.code, exc.error.message)
+    except Exception as exc:  # a timeout, a closed stream: the server gets an error, not silence
+        log.warning("relaying %s to the MCP client failed: %r", request.method, exc)
+        return ClientReply.refusal(
+            request.id, types.INTERNAL_ERROR, f"the MCP client did not answer: {exc!r}"
+        )
+    return ClientReply(
+        id=request.id, result=result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )

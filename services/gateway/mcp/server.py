@@ -1,0 +1,224 @@
+"""AgentCards as an MCP server: the same operations as REST, as tools (HTTP at /mcp, or stdio)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from anyio import to_thread
+from fastapi import FastAPI
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult
+from pydantic import Field
+from starlette.routing import Route
+
+from services.gateway.auth import resolve_sync
+from services.gateway.mcp import (
+    capabilities,
+    downstream_resources,
+    log_messages,
+    passthrough,
+    prompts,
+)
+from services.gateway.mcp.caller import request_principal
+from services.gateway.mcp.errors import tool_errors
+from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described
+from services.gateway.ops.admission import admit_submission
+from services.gateway.ops.execution_reads import read_execution
+from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.tool_search import search_tools as search_tools_op
+from services.gateway.state import GatewayState
+from shared.auth.principal import Principal
+from shared.errors import ConfigError, Unauthorized
+from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
+
+# Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
+Code = Annotated[str, described(ExecutionRequest, "code")]
+Intent = Annotated[str | None, described(ExecutionRequest, "intent")]
+Args = Annotated[dict[str, Any] | None, described(ExecutionRequest, "args")]
+Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
+TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
+NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
+Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
+Query = Annotated[str, described(ToolSearchRequest, "query")]
+Limit = Annotated[int, described(ToolSearchRequest, "limit")]
+ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
+ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
+# A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
+ExecutionResult = Annotated[CallToolResult, ExecutionView]
+
+EXECUTE_CODE_DESCRIPTION = """\
+Run Python code in an isolated sandbox that can call MCP tools, and return its result.
+
+How to write the code:
+- It runs as the body of an async function: use `await` at top level.
+- Call tools as `await mcp.<server>.<tool>(**kwargs)`, e.g.
+  `notes = await mcp.notes.list_notes()`. Tool ids are `server:tool` (find them with
+  `search_tools`). Keyword arguments only, matching the tool's input schema.
+- Names with `-` or `.` are written with `_`: tool `get-sum` on server `my-server` is
+  `mcp.my_server.get_sum(...)`; the exact names also work: `mcp["my-server"]["get-sum"](...)`.
+- A failed call raises ToolCallError; its `.type` says why: `unknown_tool` (no such tool;
+  the message names the nearest ones), `tool_not_allowed` (outside this execution's
+  `tools` or your API key's allow-list), `rate_limited` (retry after the time it gives),
+  `timeout`, `server_unavailable`, `tool_error` (the tool itself failed).
+- Run independent calls concurrently: `a, b = await asyncio.gather(mcp.x.f(), mcp.y.g())`.
+- Parameters: pass `args` (a JSON object) and read them as `args["path"]`,
+  `args.get("limit", 10)` or `args.path`. Use args for anything that varies between
+  runs, so the code can be reused as a capability.
+- The result is the value of a top-level `return` (else the last expression); it must
+  be JSON: dict, list, str, int, float, bool, None. Tuples become lists and int dict keys
+  become strings; anything else (a set, bytes, a datetime, an object, NaN) fails with
+  `result_not_json` naming where, e.g. `result['a'][2] is a set`: convert it first
+  (`sorted(s)`, `d.isoformat()`). `print` output is captured and returned as `stdout`.
+- Code that does not parse fails with `syntax_error`; `error.details` has its `line`
+  and `column`.
+- `progress("message", done=3, total=10)` reports progress.
+- `await mcp.<server>.read_resource(uri)` reads one of that server's resources (the
+  server needs a tool in scope), e.g. a URI a tool returned as a resource link.
+- No network, no files outside /tmp, no subprocesses: everything external goes through
+  `mcp.*` tools.
+Give `intent` (one sentence: what the code does); successful runs whose tools all
+succeed are saved as reusable capabilities.
+The response has status, result, error {type, message, traceback, details}, stdout,
+tool_calls, tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools
+are all read-only is answered from the cache (pass no_cache=true to run anyway). A run that
+did not succeed is an error result (isError) with the same fields."""
+
+
+def build_mcp_server(
+    get_state: Callable[[], GatewayState], *, stdio_key: str | None = None
+) -> MCPServer:
+    """The MCP server with AgentCards' tools, prompts, completions and logging.
+
+    Over HTTP each call runs as its request's principal; over stdio as ``stdio_key``'s.
+    """
+
+    async def principal_for(request: object) -> Principal:
+        with tool_errors():
+            return await request_principal(request, state=get_state(), stdio_key=stdio_key)
+
+    async def principal_of(ctx: Context) -> Principal:
+        return await principal_for(ctx.request_context.request)
+
+    server: MCPServer = MCPServer(
+        name="agentcards",
+        title="AgentCards",
+        instructions="Search tools with search_tools, then run Python that calls them with "
+        "execute_code. Read execute_code's description for how to write the code.",
+    )
+
+    @server.tool(
+        name="execute_code",
+        title="Run Python code with tools",
+        description=EXECUTE_CODE_DESCRIPTION,
+        annotations=RUNS_CODE,
+    )
+    async def execute_code(
+        code: Code,
+        ctx: Context,
+        intent: Intent = None,
+        args: Args = None,
+        tools: Tools = None,
+        timeout_s: TimeoutS = None,
+        no_cache: NoCache = False,
+        retry: Retry = "never",
+    ) -> ExecutionResult:
+        state = get_state()
+        principal = await principal_of(ctx)
+        with tool_errors():
+            request = ExecutionRequest(
+                code=code,
+                intent=intent,
+                args=args or {},
+                tools=tools,
+                timeout_s=timeout_s,
+                no_cache=no_cache,
+                retry=retry,
+            )
+            admission = await admit_submission(state, request=request, principal=principal)
+            return await passthrough.run_as_tool(
+                state, ctx, admission=admission, principal=principal
+            )
+
+    @server.tool(
+        name="search_tools",
+        title="Search tools",
+        description="Find MCP tools for a task described in words. Returns tool ids "
+        "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
+        "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
+        annotations=READ_ONLY,
+    )
+    async def search_tools(
+        query: Query, ctx: Context, limit: Limit = 10, context_tools: ContextTools = None
+    ) -> ToolSearchResponse:
+        principal = await principal_of(ctx)
+        with tool_errors():  # a blank query is refused by the model, as over REST, naming the field
+            body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
+            return await search_tools_op(get_state(), body=body, principal=principal)
+
+    @server.tool(
+        name="get_execution",
+        title="Get an execution",
+        description="Fetch an execution by id (status, result, error, stdout, tool calls).",
+        annotations=READ_ONLY,
+    )
+    async def get_execution_tool(execution_id: ExecutionId, ctx: Context) -> ExecutionView:
+        tenant_id = (await principal_of(ctx)).tenant_id
+        with tool_errors():  # a stale run is reaped on the way, as REST's GET does
+            row = await read_execution(get_state(), execution_id=execution_id, tenant_id=tenant_id)
+        # Reading worked, so not an error even when the execution itself failed.
+        return view_from_row(row)
+
+    capabilities.register(server, get_state, principal_of)
+    prompts.register(server, get_state, principal_for)
+    downstream_resources.register(server, get_state, principal_for)
+    log_messages.register(server)
+    return server
+
+
+def mount_mcp(app: FastAPI, server: MCPServer, *, host: str) -> None:
+    """Serve streamable HTTP at exactly /mcp.
+
+    A route, not a mount at "/": a catch-all mount would answer every unknown path and
+    wrong method with the SDK app's plain-text 404 instead of our 404/405 envelope.
+    """
+    loopback = host in {"127.0.0.1", "localhost", "::1"}
+    security = (
+        None if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, transport_security=security
+    )
+    app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
+
+
+async def serve_stdio(settings: Any) -> None:
+    """`agentcards mcp`: the same server over stdio, for desktop MCP clients.
+
+    When the stack has API keys, AGENTCARDS_API_KEY must hold a valid one: refused at start
+    (ConfigError) otherwise, and re-checked on every call (revocation applies within seconds).
+    """
+    state = GatewayState.open(settings)
+    try:
+        key = settings.api_key.get_secret_value() if settings.api_key else None
+        if settings.auth:
+            try:
+                await to_thread.run_sync(lambda: resolve_sync(state.auth, token=key, state=state))
+            except Unauthorized as exc:
+                raise ConfigError(_stdio_refusal(has_key=key is not None)) from exc
+        await build_mcp_server(lambda: state, stdio_key=key).run_stdio_async()
+    finally:
+        await state.close()
+
+
+def _stdio_refusal(*, has_key: bool) -> str:
+    if has_key:
+        return (
+            "AGENTCARDS_API_KEY is unknown or revoked: set it to an active key "
+            "(`agentcards keys list`, `agentcards keys create --tenant <tenant>`)"
+        )
+    return (
+        "this stack has API keys: set AGENTCARDS_API_KEY to one "
+        "(`agentcards keys create --tenant <tenant>` prints a new key)"
+    )

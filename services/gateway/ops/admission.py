@@ -1,0 +1,238 @@
+"""Admitting a submission: check it against limits and known tools, take a rate-limit slot,
+then answer it from the result cache or record it queued."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from anyio import to_thread
+
+from services.gateway.ops.result_cache import answer_from_cache
+from services.gateway.state import GatewayState
+from shared import metrics
+from shared.auth import limits
+from shared.auth.audit import AuditAction, record_audit
+from shared.auth.patterns import allowed_scope
+from shared.auth.principal import Principal
+from shared.errors import (
+    DependencyError,
+    ToolNotAllowed,
+    ValidationFailed,
+)
+from shared.events import bus
+from shared.executions.models import ExecutionRequest
+from shared.executions.store import (
+    create_execution,
+    finished_executions,
+)
+from shared.inputs import check_value
+from shared.sandbox.child.usercode import find_syntax_error
+from shared.tools.store import get_tools
+
+Row = dict[str, Any]
+log = logging.getLogger(__name__)
+
+# Code up to this size is parsed here, so a syntax error fails at once without a sandbox.
+# Parsing holds the GIL (~2 ms per KiB): 32 KiB bounds the stall at ~60 ms, and covers
+# agent code in practice; longer code gets the same syntax_error from the sandbox.
+SYNTAX_PRECHECK_BYTES = 32 << 10
+
+
+def validate_request(state: GatewayState, request: ExecutionRequest) -> float:
+    """Check size and limits before anything is written; returns the effective timeout."""
+    settings = state.settings
+    size = len(request.code.encode())
+    if size > settings.sandbox_code_bytes:
+        raise ValidationFailed(
+            f"code is {size} bytes; the limit is {settings.sandbox_code_bytes}",
+            field="code",
+            limit=settings.sandbox_code_bytes,
+        )
+    # The same check the sandbox makes before starting the child (depth, size, JSON-ness).
+    check_value(request.args, field="args", max_bytes=settings.sandbox_tool_args_bytes)
+    timeout_s = request.timeout_s or settings.sandbox_wall_time_s
+    if timeout_s > settings.sandbox_max_wall_time_s:
+        raise ValidationFailed(
+            f"timeout_s {timeout_s} exceeds the maximum {settings.sandbox_max_wall_time_s}",
+            field="timeout_s",
+        )
+    return timeout_s
+
+
+def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
+    """Tool ids in the requested scope that the toolhost has never seen."""
+    if not tools:
+        return []
+    with state.pool.connection() as conn:
+        known = get_tools(conn, ids=tools)
+    return [t for t in tools if t not in known]
+
+
+def reserve_slot(
+    state: GatewayState, *, principal: Principal, timeout_s: float
+) -> limits.Reservation | None:
+    """The key's executions/min and concurrency checked (RateLimited past either), a slot taken."""
+    if not limits.limited(principal):
+        return None
+
+    def finished(ids: Sequence[str]) -> list[str]:
+        with state.pool.connection() as conn:
+            return finished_executions(conn, ids=ids, tenant_id=principal.tenant_id)
+
+    try:
+        return limits.reserve(
+            state.redis, principal=principal, timeout_s=timeout_s, finished=finished
+        )
+    except redis.RedisError as exc:
+        raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc
+
+
+def scoped_request(request: ExecutionRequest, principal: Principal) -> ExecutionRequest:
+    """The request with its `tools` narrowed to the caller's allow-list; ToolNotAllowed when none is left.
+
+    A request without `tools` keeps None: its scope is every tool the patterns allow, checked
+    again by the worker and the toolhost against the grant record.
+    """
+    kept, refused = allowed_scope(request.tools, principal.tool_patterns)
+    if refused and not kept:
+        raise ToolNotAllowed(
+            f"tools not allowed for this API key: {', '.join(refused[:20])}; "
+            f"it may call {', '.join(principal.tool_patterns or ())}",
+            tools=refused,
+        )
+    return request if not refused else request.model_copy(update={"tools": kept})
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A submission past its checks: the cache hit or the new (or idempotently found) row."""
+
+    row: Row
+    created: bool
+    hit: bool
+    request: ExecutionRequest
+    syntax: dict[str, Any] | None  # the code does not parse: fail it without a sandbox
+
+
+def admit(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    capability_id: str | None = None,
+    conn: Any = None,
+) -> Admission:
+    """Check, take a rate-limit slot, then answer from the result cache (a recorded, audited,
+    succeeded row) or record a queued execution and its audit row; blocking, so a hit costs
+    one thread hop in all (on ``conn`` when given). Its counters and events are sent together,
+    in one round trip at the end."""
+    timeout_s = validate_request(state, request)
+    missing = unknown_tools(state, request.tools or [])
+    if missing:
+        raise ValidationFailed(
+            f"unknown tools in scope: {', '.join(missing)}: find tool ids with search_tools "
+            "(MCP) or GET /v1/tools",
+            tools=missing,
+        )
+    request = scoped_request(request, principal)
+    slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
+    syntax = None
+    counters = state.redis.pipeline(transaction=False)
+    if capability_id is not None:
+        metrics.incr(counters, "capabilities_executed_total")
+    try:
+        with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
+            hit = None
+            if not request.no_cache:
+                hit = answer_from_cache(state, conn, request=request, principal=principal,
+                                        timeout_s=timeout_s, capability_id=capability_id,
+                                        counters=counters)  # fmt: skip
+            if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
+                row, created = hit, True
+            else:
+                if len(request.code) <= SYNTAX_PRECHECK_BYTES:
+                    syntax = find_syntax_error(request.code)
+                row, created = create_execution(
+                    conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
+                    capability_id=capability_id,
+                )  # fmt: skip
+                if created:  # in the same transaction: no execution without its audit row
+                    _audit_submission(conn, principal=principal, request=request, row=row)
+                conn.commit()
+    except BaseException:
+        if slot is not None:
+            limits.release(state.redis, reservation=slot)
+        _send(counters)
+        raise
+    if slot is not None:
+        _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
+    if hit is not None:
+        bus.queue(
+            counters,
+            tenant_id=principal.tenant_id,
+            type=bus.EventType.EXECUTION_FINISHED,
+            data=bus.execution_finished(row),
+        )
+    _send(counters)
+    return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
+
+
+async def admit_submission(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    capability_id: str | None = None,
+) -> Admission:
+    """``admit`` off the event loop: checked and recorded (or a cache hit), not yet enqueued."""
+    return await to_thread.run_sync(
+        lambda: admit(state, request=request, principal=principal, capability_id=capability_id)
+    )
+
+
+def _send(counters: redis.client.Pipeline) -> None:
+    """Send a submission's counters and events; the submission is recorded already, so a lost
+    counter or event is logged, never its failure."""
+    try:
+        counters.execute()
+    except redis.RedisError:
+        log.warning(
+            "could not send %d counters/events of a submission", len(counters), exc_info=True
+        )
+
+
+def _audit_submission(
+    conn: Any,
+    *,
+    principal: Principal,
+    request: ExecutionRequest,
+    row: Row,
+    cache_hit: str | None = None,
+) -> None:
+    """The audit row of one submitted execution (arguments hashed, never stored)."""
+    capability_id = row.get("capability_id")
+    details = {"capability_id": str(capability_id)} if capability_id else {}
+    if cache_hit:
+        details["cache_hit"] = cache_hit
+    record_audit(
+        conn,
+        tenant_id=principal.tenant_id,
+        key_id=principal.key_id,
+        action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
+        execution_id=str(row["id"]),
+        args={"code": request.code, "args": request.args, "tools": request.tools},
+        details=details or None,
+    )
+
+
+def _settle(state: GatewayState, *, slot: limits.Reservation, execution_id: str | None) -> None:
+    """Bind the slot to the new execution; an idempotent repeat started nothing: give it back."""
+    if execution_id is None:
+        limits.release(state.redis, reservation=slot)
+    else:
+        limits.bind(state.redis, reservation=slot, execution_id=execution_id)

@@ -1,0 +1,117 @@
+"""Downstream servers' resources through the gateway (REST and MCP share this): list, list templates, read.
+
+The toolhost holds the sessions, so each operation is one RPC round trip. On the
+gateway's MCP server a resource is named ``agentcards://<server>/<its own URI>`` (and
+``<server>:<its name>``): URIs of different servers may collide, and the prefix says
+which session reads it. REST and agent code name the server separately and use the
+server's own URI, as tool results (resource links) carry it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from services.gateway.state import GatewayState
+from shared import tool_ids
+from shared.auth.patterns import cached_patterns
+from shared.errors import (
+    AgentCardsError,
+    DependencyError,
+    ErrorType,
+    NotFound,
+    ToolNotAllowed,
+    ValidationFailed,
+)
+from shared.rpc.protocol import GATEWAY_CALLER, ResourceOp, ResourceRequest
+
+GATEWAY_URI_PREFIX = "agentcards://"
+
+
+def gateway_uri(server: str, uri: str) -> str:
+    """The name the gateway's MCP server gives ``server``'s resource ``uri``."""
+    return f"{GATEWAY_URI_PREFIX}{server}/{uri}"
+
+
+def split_gateway_uri(uri: str) -> tuple[str, str]:
+    """``agentcards://<server>/<uri>`` -> (server, uri); ValidationFailed naming the form otherwise."""
+    server, _, inner = uri.removeprefix(GATEWAY_URI_PREFIX).partition("/")
+    if not uri.startswith(GATEWAY_URI_PREFIX) or not tool_ids.is_server_name(server) or not inner:
+        raise ValidationFailed(
+            f"resource URI {uri[:200]!r} is not one of this gateway's: they look like "
+            f"{GATEWAY_URI_PREFIX}<server>/<the server's own URI> (see resources/list)",
+            field="uri",
+        )
+    return server, inner
+
+
+async def list_resources(
+    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Every server's resources, each with its ``server``; ``errors`` names servers that failed.
+
+    ``patterns`` (the caller's tool allow-list) keeps only servers it has a tool of.
+    """
+    return _visible(await _call(state, op="list_resources"), "resources", patterns)
+
+
+async def list_resource_templates(
+    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Every server's resource templates, each with its ``server`` (filtered like resources)."""
+    return _visible(await _call(state, op="list_resource_templates"), "resourceTemplates", patterns)
+
+
+async def read_resource(
+    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob).
+
+    A caller whose allow-list has no tool of ``server`` may not read its resources.
+    """
+    if not tool_ids.is_server_name(server):
+        raise ValidationFailed(
+            f"server {server[:80]!r}: {tool_ids.SERVER_NAME_RULE}", field="server"
+        )
+    if not uri:
+        raise ValidationFailed("uri must not be empty", field="uri")
+    if patterns is not None and not cached_patterns(patterns).allows_server(server):
+        raise ToolNotAllowed(
+            f"this API key has no tool of server {server!r}, so it may not read its resources",
+            server=server,
+        )
+    return await _call(state, op="read_resource", server=server, uri=uri)
+
+
+def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None) -> dict[str, Any]:
+    if patterns is None:
+        return listed
+    allowed = cached_patterns(patterns).allows_server
+    items = [item for item in listed.get(key, []) if allowed(str(item.get("server", "")))]
+    errors = {s: e for s, e in listed.get("errors", {}).items() if allowed(s)}
+    return {**listed, key: items, "errors": errors}
+
+
+async def _call(
+    state: GatewayState, *, op: ResourceOp, server: str | None = None, uri: str | None = None
+) -> dict[str, Any]:
+    deadline = time.time() + state.settings.tool_call_timeout_s
+    request = ResourceRequest(
+        op=op, execution_id=GATEWAY_CALLER, server=server, uri=uri, deadline=deadline
+    )
+    reply = await state.rpc.resource(request)
+    if reply.ok:
+        result: dict[str, Any] = reply.result
+        return result
+    assert reply.error is not None
+    raise _error(reply.error.type, reply.error.message, server=server, uri=uri)
+
+
+def _error(kind: ErrorType, message: str, **details: Any) -> AgentCardsError:
+    if kind == ErrorType.UNKNOWN_TOOL:
+        return NotFound(message, **details)
+    if kind == ErrorType.TOOL_ERROR:  # the server refused: most often an unknown URI
+        return NotFound(f"the server could not read it: {message}", **details)
+    if kind in {ErrorType.INVALID_REQUEST, ErrorType.TOOL_NOT_ALLOWED}:
+        return ValidationFailed(message, **details)
+    return DependencyError(f"{message} (try again when the server is ready)", **details)

@@ -1,0 +1,129 @@
+"""Enqueueing an admitted execution: its grant, then its message; a run that cannot be sent
+is rejected, never left queued."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+
+from services.gateway.ops.admission import Admission, admit_submission
+from services.gateway.ops.db import in_pool
+from services.gateway.state import GatewayState
+from shared.auth.audit import finish_audit
+from shared.auth.grants import Grant, write_grant
+from shared.auth.principal import Principal
+from shared.db import DictConnection
+from shared.dispatch import send_run
+from shared.errors import (
+    DependencyError,
+    ErrorType,
+    error_dict,
+)
+from shared.events import bus
+from shared.executions.events import FINISHED, publish_event
+from shared.executions.models import ExecutionRequest
+from shared.executions.status import ExecutionStatus
+from shared.executions.store import (
+    finish_execution,
+)
+from shared.logs import bind
+
+Row = dict[str, Any]
+
+
+async def submit_execution(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    capability_id: str | None = None,
+) -> Row:
+    """Answer from the result cache (a succeeded row at once), else record a queued execution
+    (and its audit row), grant it the caller's tool scope and enqueue it; idempotent on
+    `idempotency_key`.
+
+    The scope is the request's `tools` intersected with the principal's allow-list; a
+    capability run gets the caller's scope, never its author's.
+    """
+    admission = await admit_submission(
+        state, request=request, principal=principal, capability_id=capability_id
+    )
+    return await enqueue_admitted(state, admission=admission, principal=principal)
+
+
+async def enqueue_admitted(
+    state: GatewayState, *, admission: Admission, principal: Principal
+) -> Row:
+    """A new execution gets its grant and is sent to the workers; a hit or a repeat is final."""
+    row, request, syntax = admission.row, admission.request, admission.syntax
+    if admission.hit or not admission.created:
+        return row
+    timeout_s = float(row["timeout_s"])
+    execution_id = str(row["id"])
+    bind(execution_id=execution_id)
+    if syntax is not None:
+        return await _fail_at_once(state, execution_id=execution_id, error=syntax)
+    grant = Grant.for_principal(principal, tools=request.tools)
+    try:
+        # The grant exists before the message does: a worker never sees a run without one.
+        await to_thread.run_sync(
+            lambda: write_grant(
+                state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s
+            )
+        )
+        await to_thread.run_sync(send_run, state.celery, execution_id)
+    except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
+        reason = f"could not enqueue: {exc}"
+
+        await in_pool(
+            state,
+            lambda conn: finish_execution(
+                conn,
+                execution_id=execution_id,
+                status=ExecutionStatus.REJECTED,
+                error=error_dict(ErrorType.BROKER_UNAVAILABLE, reason),
+                from_statuses=(ExecutionStatus.QUEUED,),
+            ),
+        )
+        raise DependencyError(f"the task broker is unavailable: {exc}") from exc
+    return row
+
+
+async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[str, Any]) -> Row:
+    """Record a queued execution as failed without running it (its code does not parse)."""
+
+    def fail(conn: DictConnection) -> Row:
+        row = finish_execution(
+            conn,
+            execution_id=execution_id,
+            status=ExecutionStatus.FAILED,
+            error=error,
+            from_statuses=(ExecutionStatus.QUEUED,),
+        )
+        assert row is not None  # created by this request a moment ago, not yet enqueued
+        finish_audit(conn, execution_id=execution_id, status=row["status"], trace=None)
+        return row
+
+    row = await in_pool(state, fail)  # committed before anyone hears it ended
+
+    def announce() -> None:
+        publish_event(
+            state.redis,
+            execution_id=execution_id,
+            event={"type": FINISHED, "status": row["status"]},
+        )
+        _announce_finished(state, row, tenant_id=row["tenant_id"])
+
+    await to_thread.run_sync(announce)
+    return row
+
+
+def _announce_finished(state: GatewayState, row: Row, *, tenant_id: str) -> None:
+    """`execution.finished` on the tenant's event stream (`GET /v1/events`)."""
+    bus.publish(
+        state.redis,
+        tenant_id=tenant_id,
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished(row),
+    )

@@ -1,0 +1,78 @@
+"""Follow one execution's events: subscribe, replay the log, then live, each sequence number once."""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any
+
+from redis.asyncio.client import PubSub
+
+from services.gateway.ops.subscription import subscription
+from services.gateway.state import GatewayState
+from shared.executions.events import decode_event
+from shared.queues import events_channel, events_log_key
+
+
+class EventFollower:
+    """Async context manager yielding events in order; late subscribers miss nothing."""
+
+    def __init__(self, state: GatewayState, *, execution_id: str, after_seq: int = 0) -> None:
+        self._state = state
+        self._execution_id = execution_id
+        self._stack = AsyncExitStack()
+        self._pubsub: PubSub | None = None
+        self._backlog: list[dict[str, Any]] = []
+        self.last_seq = after_seq
+
+    async def __aenter__(self) -> EventFollower:
+        # Subscribe before reading the log: an event published in between is in both,
+        # and the sequence number drops the duplicate.
+        async with AsyncExitStack() as stack:  # a failure below closes the subscription
+            self._pubsub = await stack.enter_async_context(
+                subscription(self._state.aredis, events_channel(self._execution_id))
+            )
+            raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
+            self._stack = stack.pop_all()  # entered: __aexit__ closes it
+        self._backlog = [decode_event(item) for item in raw]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+
+    @property
+    def replayed_any(self) -> bool:
+        """True when the log held events (False: expired or never any)."""
+        return bool(self._backlog) or self.last_seq > 0
+
+    async def next(self, *, timeout_s: float) -> dict[str, Any] | None:
+        """The next unseen event, or None when none arrived within `timeout_s`."""
+        while self._backlog:
+            event = self._backlog.pop(0)
+            if self._fresh(event):
+                return event
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            assert self._pubsub is not None  # entered
+            message = await self._pubsub.get_message(
+                ignore_subscribe_messages=True, timeout=remaining
+            )
+            if message is None:
+                continue
+            event = decode_event(message["data"])
+            if self._fresh(event):
+                return event
+        return None
+
+    def _fresh(self, event: dict[str, Any]) -> bool:
+        seq = int(event.get("seq") or 0)
+        if seq and seq <= self.last_seq:
+            return False
+        self.last_seq = max(self.last_seq, seq)
+        return True

@@ -1,0 +1,81 @@
+"""Reading executions (REST and MCP alike): one by id, reaped first when its worker is gone;
+the newest of a tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.gateway.ops.db import in_pool
+from services.gateway.state import GatewayState
+from shared.db import DictConnection
+from shared.dispatch import resend_run, send_ingest
+from shared.errors import NotFound
+from shared.recovery.reaper import reap_stale
+from shared.executions.status import TERMINAL
+from shared.executions.store import get_execution, list_executions
+
+Row = dict[str, Any]
+
+
+def reap_if_stale(state: GatewayState, conn: DictConnection, row: Row) -> Row:
+    """A queued/running row whose worker died (or that nobody came for) ends now, with the reason.
+
+    So a client reading or waiting on an execution never waits for the beat's next pass.
+    """
+    if row["status"] in TERMINAL:
+        return row
+
+    def ingest(execution_id: str) -> None:  # the run is final: learning gets it (or the sweep)
+        send_ingest(state.celery, execution_id)
+
+    def rerun(execution_id: str) -> None:  # re-queued ("retry": "safe"): its worker died
+        resend_run(state.celery, execution_id)
+
+    reaped = reap_stale(
+        conn,
+        state.redis,
+        queue_max_s=state.settings.execution_queue_max_s,
+        max_retries=state.settings.execution_max_retries,
+        execution_id=str(row["id"]),
+        on_finished=ingest,
+        on_requeued=rerun,
+    )
+    return reaped[0] if reaped else row
+
+
+async def load_execution(
+    state: GatewayState, *, execution_id: str, tenant_id: str | None = None
+) -> Row:
+    """The execution as stored, not reaped; NotFound for an unknown id (or, with ``tenant_id``,
+    another tenant's: never a leak)."""
+
+    return await in_pool(
+        state, lambda conn: _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+    )
+
+
+async def read_execution(
+    state: GatewayState, *, execution_id: str, tenant_id: str | None = None
+) -> Row:
+    """``load_execution``, a stale one reaped first. REST's GET and MCP's get_execution both
+    read through here, so both see a dead worker's run end the same way."""
+
+    def read(conn: DictConnection) -> Row:  # one thread hop and one connection for both
+        row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+        return reap_if_stale(state, conn, row)
+
+    return await in_pool(state, read)
+
+
+async def recent_executions(state: GatewayState, *, tenant_id: str, limit: int) -> list[Row]:
+    """The tenant's newest executions, newest first."""
+    return await in_pool(
+        state, lambda conn: list_executions(conn, tenant_id=tenant_id, limit=limit)
+    )
+
+
+def _found(conn: DictConnection, *, execution_id: str, tenant_id: str | None) -> Row:
+    row = get_execution(conn, execution_id=execution_id, tenant_id=tenant_id)
+    if row is None:
+        raise NotFound(f"no execution with id {execution_id!r}", id=execution_id)
+    return row

@@ -1,0 +1,60 @@
+"""Tool search's request and response, as REST and MCP both take and return them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from shared.inputs import RequestModel
+
+
+class ToolSearchRequest(RequestModel):
+    """`POST /v1/tools/search` and the MCP `search_tools` tool."""
+
+    query: str = Field(
+        min_length=1, max_length=2000, description="the task in words, e.g. 'read a file'"
+    )
+    limit: int = Field(default=10, ge=1, le=100, description="how many tools to return, best first")
+    context_tools: list[str] = Field(
+        default_factory=list,
+        description="tool ids (`server:tool`) already in use: tools used with them rank higher",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        # A blank query has no meaning to rank by: every tool would be an arbitrary hit.
+        if not value.strip():
+            raise ValueError("query must contain words (it is empty or only whitespace)")
+        return value
+
+
+class ToolScores(BaseModel):
+    """The signals fused into a hit's score."""
+
+    semantic: float | None = Field(description="cosine similarity of query and tool, if embedded")
+    lexical: float = Field(description="full-text match of the query's words")
+    pagerank: float = Field(description="centrality in the tool usage graph")
+    graph: float = Field(description="co-use with the context tools")
+
+
+class ToolHit(BaseModel):
+    """One tool found for a query, with why it ranked where it did."""
+
+    id: str = Field(description="`server:tool`; call it as `mcp.<server>.<tool>(...)`")
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="JSON Schema of the tool's arguments")
+    available: bool = Field(description="false while its server is down or the tool is unusable")
+    score: float = Field(description="fused rank score; higher is better")
+    scores: ToolScores
+    why: str = Field(description="the signals that placed the tool, strongest first")
+
+
+class ToolSearchResponse(BaseModel):
+    """`POST /v1/tools/search` and the MCP `search_tools` tool: the same body on both."""
+
+    query: str
+    hits: list[ToolHit]

@@ -1,0 +1,143 @@
+"""The gateway's side of the result cache: answer a submission from L2 (capabilities) or L1,
+then L3 (intents, when on), recording the hit as a succeeded execution (stats and clearing:
+cache_admin.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import redis
+
+from services.gateway.state import GatewayState
+from shared.auth.patterns import cached_patterns
+from shared.auth.principal import Principal
+from shared.cache import entries, store
+from shared.cache.hits import record_capability_hit, record_hit
+from shared.cache.keys import execution_digest, params_hash
+from shared.cache.policy import servers_of
+from shared.cache.runs import load_scope
+from shared.cache.stats import Level, record_lookup
+from shared.embeddings import get_embedder
+from shared.executions.models import ExecutionRequest
+
+Row = dict[str, Any]
+
+# L3: how close (cosine) an intent must be to a cached capability's to take its result.
+INTENT_MIN_SIMILARITY = 0.95
+
+
+def answer_from_cache(
+    state: GatewayState,
+    conn: Any,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    timeout_s: float,
+    capability_id: str | None,
+    counters: redis.client.Pipeline,
+) -> Row | None:
+    """The recorded, audited hit for this submission, or None (a miss: run it); each lookup
+    is counted on ``counters``, which the caller sends.
+
+    An entry whose run used a tool outside the caller's allow-list is a miss (and is not
+    counted as a hit), so a restricted key never reads what only a wider key's run could
+    produce; so is one whose servers were invalidated or blocked since it was stored.
+    """
+    tenant_id = principal.tenant_id
+    allowed = principal.tool_patterns
+    permitted = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
+
+    def usable(tools: list[str], servers: list[str], generations: dict[str, Any]) -> bool:
+        return all(map(permitted, tools)) and entries.current(
+            state.redis, servers=servers, generations=generations
+        )
+
+    def record(level: Level, found: Found | None) -> Row | None:
+        row = None
+        if found is not None:
+            row = record_hit(
+                conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
+                key_id=principal.key_id, capability_id=found.capability_id,
+                entry_id=found.entry_id, servers=found.servers, result=found.result,
+                stdout=found.stdout, extras={"cache_hit": str(level),
+                "cached_at": found.cached_at, "source_execution_id": found.source},
+            )  # fmt: skip
+            conn.commit()
+        record_lookup(counters, tenant_id=tenant_id, level=level, hit=row is not None)
+        return row
+
+    if capability_id is not None:
+        # Found, counted and recorded in one statement, then checked: a refusal rolls it all
+        # back (no hit counted, no execution), so a hit costs one statement and one commit.
+        recorded = record_capability_hit(
+            conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
+            key_id=principal.key_id, capability_id=capability_id,
+            params_hash=params_hash(request.args), level=str(Level.CAPABILITY),
+        )  # fmt: skip
+        row = None
+        if recorded is not None:
+            row, entry = recorded
+            if usable(entry["tools_used"], entry["servers"], entry["generations"]):
+                conn.commit()
+            else:
+                conn.rollback()
+                row = None
+        record_lookup(counters, tenant_id=tenant_id, level=Level.CAPABILITY, hit=row is not None)
+        return row
+    scope = load_scope(conn, tools=request.tools)
+    digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
+    hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
+    if hit is not None and not usable(
+        hit.tools_used, sorted(servers_of(hit.tools_used)), hit.generations
+    ):
+        hit = None
+    found = None
+    if hit is not None:
+        found = Found(
+            capability_id=hit.capability_id, entry_id=None,
+            servers=sorted(servers_of(hit.tools_used)), result=hit.result, stdout=hit.stdout,
+            cached_at=datetime.fromtimestamp(hit.cached_at, UTC).isoformat(),
+            source=hit.source_execution_id,
+        )  # fmt: skip
+    row = record(Level.EXECUTION, found)
+    if row is not None or not (state.settings.intent_cache and request.intent):
+        return row
+    (vector,) = get_embedder(state.settings).embed([request.intent])
+    near = store.find_by_intent(
+        conn,
+        tenant_id=tenant_id,
+        embedding=np.asarray(vector, dtype=np.float32),
+        params_hash=params_hash(request.args),
+        min_similarity=INTENT_MIN_SIMILARITY,
+    )
+    # The cached run may only have used tools this request may call.
+    if near is not None and not (
+        set(near["tools_used"]) <= set(scope.policies)
+        and usable(near["tools_used"], near["servers"], near["generations"])
+    ):
+        near = None
+    return record(Level.INTENT, _from_row(near, str(near["capability_id"])) if near else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A usable entry of any level, before its hit is recorded."""
+
+    capability_id: str | None
+    entry_id: int | None  # the L2 row (L2 and L3 hits), counted when the hit is recorded
+    servers: list[str]
+    result: Any
+    stdout: str
+    cached_at: str
+    source: str
+
+
+def _from_row(row: Row, capability_id: str) -> Found:
+    return Found(
+        capability_id=capability_id, entry_id=int(row["id"]), servers=list(row["servers"]),
+        result=row["result"], stdout=row["stdout"], cached_at=row["created_at"].isoformat(),
+        source=str(row["source_execution_id"]),
+    )  # fmt: skip

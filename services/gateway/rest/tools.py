@@ -1,0 +1,43 @@
+"""REST for tools and servers: list, search, and the state of each downstream MCP server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.tool_search import search_tools as search_tools_op
+from services.gateway.rest.deps import CurrentPrincipal, State
+from shared.tools import servers as servers_store
+from shared.tools import store as tools_store
+
+router = APIRouter(prefix="/v1", tags=["tools"])
+
+
+@router.get("/tools", summary="Every known tool with its server, availability and server state")
+def list_tools(state: State) -> dict[str, Any]:
+    """Unavailable tools are listed too (``server_state`` says why: down, removed…)."""
+    with state.pool.connection() as conn:
+        rows = tools_store.list_tools(conn)
+    return {"tools": rows, "total": len(rows)}
+
+
+@router.post("/tools/search", summary="Find tools for a task described in words")
+async def search_tools(
+    state: State, principal: CurrentPrincipal, body: ToolSearchRequest
+) -> ToolSearchResponse:
+    """Hybrid search: semantic, words, graph and the tenant's past runs; each hit says why."""
+    return await search_tools_op(state, body=body, principal=principal)
+
+
+@router.get(
+    "/servers",
+    summary="Downstream MCP servers and their state (`removed`: left the configuration)",
+)
+def list_servers(state: State) -> dict[str, Any]:
+    """``state`` is ready when any toolhost replica has the server ready (calls are routed
+    there); ``replicas`` holds each replica's own state and last error."""
+    with state.pool.connection() as conn:
+        rows = servers_store.list_servers(conn)
+    return {"servers": rows}

@@ -1,0 +1,92 @@
+"""Gateway-specific wiring of the shared settings: the resources every request may use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis
+import redis.asyncio as aioredis
+from celery import Celery
+from psycopg_pool import ConnectionPool
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+
+from services.gateway.outage import DependencyProbe, outage_aware_pool
+from shared.auth.cache import PrincipalCache
+from shared.broker import make_celery
+from shared.clients import FAST_RETRIES, fast_retry
+from shared.config import Settings
+from shared.db import DictConnection, migrate
+from shared.rpc.client import RpcClient
+
+# A request waits at most this long for a pooled Postgres connection (then 503); when the
+# probe (services.gateway.outage) marks Postgres down, waiting requests stop at once.
+POOL_TIMEOUT_S = 5.0
+
+
+# Every `?wait=true` request and every SSE stream holds one pub/sub connection for as long
+# as it waits, on top of the few the other calls borrow for a moment. redis-py's default
+# (100) turned a burst of slow waits into 503s; past this many, a request is refused with
+# 503 `unavailable` saying the gateway is at capacity (Redis' own limit is 10,000 clients).
+ASYNC_REDIS_CONNECTIONS = 1000
+# How long a command on the async client may wait for its reply; blocking reads on it
+# (the MCP relay's BLPOP) must block for less, so that Redis always answers first. Set
+# here, not left to redis-py, whose default went from none to 5 s in 8.0.
+ASYNC_REDIS_SOCKET_TIMEOUT_S = 5.0
+
+
+@dataclass
+class GatewayState:
+    """Long-lived clients opened at start-up and closed at shutdown."""
+
+    settings: Settings
+    pool: ConnectionPool[DictConnection]
+    redis: redis.Redis
+    aredis: aioredis.Redis
+    celery: Celery
+    probe: DependencyProbe
+    rpc: RpcClient  # resources requests to the toolhosts
+    # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
+    auth: PrincipalCache = field(default_factory=PrincipalCache)
+
+    @classmethod
+    def open(cls, settings: Settings) -> GatewayState:
+        """Apply migrations and open every client (HTTP app and stdio MCP server alike)."""
+        database_url, redis_url = settings.require_urls()
+        migrate(settings)
+        celery = make_celery("agentcards-gateway", settings=settings)
+        # Publishing to a dead broker: fail in about a second (503), never retry for long.
+        celery.conf.broker_connection_timeout = 1
+        celery.conf.task_publish_retry_policy = {
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        }
+        probe = DependencyProbe(redis_url=redis_url, database_url=database_url).start()
+        return cls(
+            settings=settings,
+            pool=outage_aware_pool(
+                database_url, outage=probe.outage, min_size=1, max_size=10, timeout=POOL_TIMEOUT_S
+            ),
+            redis=redis.Redis.from_url(
+                redis_url, socket_timeout=5, socket_connect_timeout=1, retry=fast_retry()
+            ),
+            aredis=aioredis.Redis.from_url(
+                redis_url,
+                max_connections=ASYNC_REDIS_CONNECTIONS,
+                socket_timeout=ASYNC_REDIS_SOCKET_TIMEOUT_S,
+                socket_connect_timeout=1,
+                retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
+            ),
+            celery=celery,
+            probe=probe,
+            rpc=RpcClient(redis_url, max_connections=16),
+        )
+
+    async def close(self) -> None:
+        self.probe.stop()
+        self.pool.close()
+        self.redis.close()
+        await self.aredis.aclose()
+        await self.rpc.aclose()
