@@ -39,7 +39,7 @@ from services.toolhost.upstream import (
     roots_result,
 )
 from shared.rpc.upstream import RelayedMethod
-from shared.tools.states import ServerState
+from shared.server_states import ServerState
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ServerConnection:
     @property
     def state(self) -> str:
         """connecting (first attempt) | ready | retrying (an attempt failed; ``last_error``
-        says why; it stays so while backing off and reconnecting), as in shared/tools/states.py."""
+        says why; it stays so while backing off and reconnecting), as in shared/server_states.py."""
         return self._state
 
     async def run(self) -> None:

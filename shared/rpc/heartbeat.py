@@ -18,7 +18,7 @@ import psutil
 import redis
 
 from shared.queues import HEARTBEAT_PREFIX
-from shared.tools.states import RANK, ServerState
+from shared.server_states import RANK, ServerState
 
 TOOLHOST_PATTERN = f"{HEARTBEAT_PREFIX}toolhost:*"
 # A beat every second: health checks and callers waiting on a
@@ -40,7 +40,7 @@ def toolhost_key(host: str, pid: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ServerHealth:
-    """One MCP server in its best state across replicas (``shared/tools/states.py``), and why
+    """One MCP server in its best state across replicas (``shared/server_states.py``), and why
     not ready."""
 
     name: str

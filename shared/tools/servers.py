@@ -22,8 +22,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from shared.rpc.heartbeat import HEARTBEAT_TTL_S
+from shared.server_states import RANK, ServerState
 from shared.tools import store as tools_store
-from shared.tools.states import RANK, ServerState
 
 Conn = psycopg.Connection[Any]
 

@@ -10,9 +10,9 @@ from services.gateway.state import GatewayState
 from shared.db import DictConnection
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
-from shared.recovery.reaper import reap_stale
 from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution, list_executions
+from shared.recovery.reaper import reap_stale
 
 Row = dict[str, Any]
 

@@ -15,9 +15,9 @@ import redis
 from shared.config import Settings
 from shared.dispatch import send_ingest
 from shared.executions.liveness import alive, worker_name
-from shared.recovery.lost import end_lost_run
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, get_execution
+from shared.recovery.lost import end_lost_run
 from workers.sandbox import resources
 from workers.sandbox.celery_app import app
 from workers.sandbox.pipeline.announce import announce_end
