@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from shared.errors import ErrorType, error_dict
-from shared.sandbox.child import api, inline, result, usercode, wire
+from shared.sandbox.child import api, helpers, inline, result, usercode, wire
 
 _START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
 _STDOUT_FRAME = 64 << 10
@@ -87,11 +87,14 @@ class Session(api.Caller):
         self._next_id = 0
         # Shared by the main body and every capability call (each gets its own dict copy).
         self.base_globals: dict[str, Any] = {
+            **helpers.helper_globals(),
             "__name__": "__main__",
             "__builtins__": builtins,
             "mcp": api.Mcp(self),
             "capabilities": api.Capabilities(self),
             "progress": api.make_progress(self),
+            # The description tells agents to catch it by name: `except ToolCallError as e`.
+            "ToolCallError": api.ToolCallError,
         }
 
     def send(self, msg: dict[str, Any]) -> None:
