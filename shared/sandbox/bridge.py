@@ -26,7 +26,7 @@ from shared.executions.trace import (
     TraceTruncated,
 )
 from shared.sandbox import messages
-from shared.sandbox.child import wire
+from shared.sandbox.child import advice, wire
 from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
@@ -158,6 +158,7 @@ def _child_limits(limits: SandboxLimits) -> dict[str, int]:
         "result_bytes": limits.result_bytes,
         "tool_args_bytes": limits.tool_args_bytes,
         "max_tool_calls": limits.max_tool_calls,
+        "cpu_time_s": limits.cpu_time_s,
     }
 
 
@@ -227,7 +228,8 @@ class _Session:
         except TimeoutError:
             outcome.status = ExecutionStatus.TIMEOUT
             outcome.error = error_dict(
-                ErrorType.TIMEOUT, f"wall time limit of {self.limits.wall_time_s:g}s exceeded"
+                ErrorType.TIMEOUT,
+                advice.wall_time_exceeded(self.limits.wall_time_s, self.limits.max_wall_time_s),
             )
         except (wire.WireError, ProtocolViolation) as exc:
             outcome.status = ExecutionStatus.FAILED
@@ -455,7 +457,7 @@ class _Session:
                     result.value, max_bytes=self.limits.tool_result_bytes
                 )
             except wire.WireError as exc:
-                err = error_dict(ErrorType.TOOL_ERROR, f"result of {label} rejected: {exc}")
+                err = _tool_result_refusal(exc)
         if call_id is not None:
             self.trace.tool_end(call_id, err)
         if err is not None:
@@ -485,14 +487,10 @@ class _Session:
         """The child vanished without ``done``: say which limit killed it if we can tell."""
         cg = self.proc.cgroup
         if cg is not None and cg.memory_exceeded():
-            return error_dict(
-                ErrorType.MEMORY_LIMIT, "memory limit exceeded (the sandbox was killed)"
-            )
+            return error_dict(ErrorType.MEMORY_LIMIT, advice.memory_exceeded(killed=True))
         cpu = cg.cpu_seconds() if cg is not None else None
         if cpu is not None and cpu >= self.limits.cpu_time_s * 0.9:
-            return error_dict(
-                ErrorType.CPU_LIMIT, f"CPU time limit of {self.limits.cpu_time_s}s exceeded"
-            )
+            return error_dict(ErrorType.CPU_LIMIT, advice.cpu_time_exceeded(self.limits.cpu_time_s))
         return error_dict(ErrorType.RUNTIME_ERROR, "the sandbox process exited without a result")
 
     def _cancel_pending(self) -> None:
@@ -508,6 +506,19 @@ class _Session:
                 )
                 self.trace.tool_end(call.call_id, unknown)
         self.pending.clear()
+
+
+def _tool_result_refusal(exc: wire.WireError) -> dict[str, Any]:
+    """Why a tool result cannot reach the code: over a sandbox limit (``output_limit``), or not JSON.
+
+    Size and depth are the sandbox's limits, not the tool failing: ``output_limit``, with
+    the setting to raise for size. A value that is not JSON at all is the tool's fault.
+    """
+    if isinstance(exc, wire.ValueOverBudget):
+        return error_dict(ErrorType.OUTPUT_LIMIT, advice.tool_result_too_large(exc.max_bytes))
+    if isinstance(exc, (wire.ValueTooLarge, wire.ValueTooDeep)):
+        return error_dict(ErrorType.OUTPUT_LIMIT, f"its result is refused: {exc}")
+    return error_dict(ErrorType.TOOL_ERROR, f"its result is not JSON: {exc}")
 
 
 def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:

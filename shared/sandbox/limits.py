@@ -19,6 +19,7 @@ class SandboxLimits:
     """Every cap one execution runs under; see shared.config.Settings for the defaults."""
 
     wall_time_s: float = 30.0
+    max_wall_time_s: float = 300.0  # the server's cap on wall_time_s, named in timeout errors
     cpu_time_s: int = 30
     memory_bytes: int = 256 << 20
     tmp_bytes: int = 16 << 20
@@ -41,6 +42,7 @@ class SandboxLimits:
         wall = settings.sandbox_wall_time_s if wall_time_s is None else wall_time_s
         return cls(
             wall_time_s=max(0.1, min(wall, settings.sandbox_max_wall_time_s)),
+            max_wall_time_s=settings.sandbox_max_wall_time_s,
             cpu_time_s=settings.sandbox_cpu_time_s,
             memory_bytes=settings.sandbox_memory_mb << 20,
             tmp_bytes=settings.sandbox_tmp_mb << 20,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shared.sandbox.child import wire
+from shared.sandbox.child import advice, wire
 
 ROOT = "result"
 # What to write instead, for the types agent code returns by mistake most often.
@@ -59,7 +59,7 @@ def encode_result(value: Any, *, max_bytes: int) -> str:
     _check(value, max_bytes=max_bytes)
     text = wire.encode_value(value)
     if wire.utf8_size(text) > max_bytes:  # escapes can grow strings past the walk's estimate
-        raise ResultTooLarge(f"result exceeds {max_bytes} bytes")
+        raise ResultTooLarge(advice.result_too_large(max_bytes))
     return text
 
 
@@ -104,7 +104,7 @@ def _check(value: Any, *, max_bytes: int) -> None:
             article = "an" if kind[:1].lower() in "aeiou" else "a"
             raise ResultNotJson(_path(entry), kind, f"is {article} {kind}")
         if budget < 0:
-            raise ResultTooLarge(f"result exceeds {max_bytes} bytes")
+            raise ResultTooLarge(advice.result_too_large(max_bytes))
 
 
 def _path(entry: tuple[Any, int, Any, Any]) -> str:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from shared.errors import ErrorType, error_dict
-from shared.sandbox.child import api, inline, result, usercode, wire
+from shared.sandbox.child import advice, api, helpers, inline, result, usercode, wire
 
 _START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
 _STDOUT_FRAME = 64 << 10
@@ -78,6 +78,7 @@ class Session(api.Caller):
         self.tool_args_bytes: int = limits.get("tool_args_bytes", 1 << 20)
         self.max_tool_calls: int = limits.get("max_tool_calls", 1000)
         self.result_bytes: int = limits.get("result_bytes", 4 << 20)
+        self.cpu_time_s: int | None = limits.get("cpu_time_s")
         self.capture = _Capture(self, limits.get("stdout_bytes", 1 << 20))
         self.sources: dict[str, list[str]] = {}
         self.inline = inline.InlineCapabilities(
@@ -87,11 +88,14 @@ class Session(api.Caller):
         self._next_id = 0
         # Shared by the main body and every capability call (each gets its own dict copy).
         self.base_globals: dict[str, Any] = {
+            **helpers.helper_globals(),
             "__name__": "__main__",
             "__builtins__": builtins,
             "mcp": api.Mcp(self),
             "capabilities": api.Capabilities(self),
             "progress": api.make_progress(self),
+            # The description tells agents to catch it by name: `except ToolCallError as e`.
+            "ToolCallError": api.ToolCallError,
         }
 
     def send(self, msg: dict[str, Any]) -> None:
@@ -232,11 +236,15 @@ async def _execute(start: dict[str, Any], session: Session) -> tuple[dict[str, A
     except api.CapabilityError as exc:
         return _error(exc.type, str(exc)[:4000], exc, session), "null"
     except MemoryError as exc:
-        return _error(ErrorType.MEMORY_LIMIT, "memory limit exceeded", exc, session), "null"
+        return _error(ErrorType.MEMORY_LIMIT, advice.memory_exceeded(), exc, session), "null"
     except CpuLimitExceeded as exc:
-        return _error(ErrorType.CPU_LIMIT, "CPU time limit exceeded", exc, session), "null"
+        message = advice.cpu_time_exceeded(session.cpu_time_s)
+        return _error(ErrorType.CPU_LIMIT, message, exc, session), "null"
     except BaseException as exc:  # agent code may raise anything, SystemExit included
         message = usercode.exception_message(exc)
+        hint = advice.network_hint(exc)  # a refused socket or DNS lookup: say what to use instead
+        if hint is not None:
+            message = f"{message}. {hint}"
         return _error(ErrorType.RUNTIME_ERROR, message, exc, session), "null"
 
 

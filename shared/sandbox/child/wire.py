@@ -31,7 +31,15 @@ class WireError(Exception):
 
 
 class ValueTooLarge(WireError):
-    """Raised when a JSON value exceeds its byte budget."""
+    """Raised when a JSON value is too large: over its byte budget (ValueOverBudget) or an integer too long."""
+
+
+class ValueOverBudget(ValueTooLarge):
+    """Raised when a JSON value's encoding is larger than ``max_bytes`` (a size limit, not a shape)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"larger than {max_bytes} bytes")
+        self.max_bytes = max_bytes
 
 
 class ValueTooDeep(WireError):
@@ -131,7 +139,7 @@ def check_value(value: Any, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> No
         else:
             raise WireError(f"{type(item).__name__} is not JSON")
         if budget < 0:
-            raise ValueTooLarge(f"larger than {max_bytes} bytes")
+            raise ValueOverBudget(max_bytes)
 
 
 def dumps_bounded(value: Any, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> str:
@@ -142,14 +150,14 @@ def dumps_bounded(value: Any, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> 
     except (TypeError, ValueError, RecursionError) as exc:
         raise WireError(f"not JSON-encodable: {str(exc)[:200]}") from None
     if utf8_size(text) > max_bytes:  # escapes can grow strings past the walker's estimate
-        raise ValueTooLarge(f"larger than {max_bytes} bytes")
+        raise ValueOverBudget(max_bytes)
     return text
 
 
 def loads_bounded(text: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
     """Decode untrusted JSON text (e.g. a remote tool's reply) within size and depth caps."""
     if len(text) > max_bytes:
-        raise ValueTooLarge(f"larger than {max_bytes} bytes")
+        raise ValueOverBudget(max_bytes)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError, UnicodeDecodeError) as exc:

@@ -20,7 +20,7 @@ import socket
 import sys
 from typing import Any, NoReturn
 
-from shared.sandbox.child import confine, fsview, runner
+from shared.sandbox.child import confine, fsview, helpers, runner
 
 CHANNEL_FD = 3
 
@@ -74,6 +74,7 @@ def main(ctl_fd: int) -> NoReturn:
     sys.path[:] = [p for p in sys.path if p.startswith(tuple(plan["stdlib_paths"]))]
     # pid 1 of the zygote namespace: orphaned execution children are reaped automatically.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    helpers.helper_globals()  # import agent code's helper modules once, for every fork
     # Freeze everything imported so far out of the GC: a collection in a child would
     # otherwise touch (and copy-on-write) every object page inherited from us.
     gc.collect()

@@ -11,6 +11,7 @@ async def test_fast_memory_bomb(run: Run, host_intact) -> None:
     outcome = await run("b = bytearray(2 * 1024**3)\nlen(b)")
     assert outcome.status == "failed"
     assert outcome.error is not None and outcome.error["type"] == "memory_limit"
+    assert "AGENTCARDS_SANDBOX_MEMORY_MB" in outcome.error["message"]
     await host_intact()
 
 
@@ -25,6 +26,7 @@ while True:
     outcome = await run(code)
     assert outcome.status == "failed"
     assert outcome.error is not None and outcome.error["type"] == "memory_limit"
+    assert "AGENTCARDS_SANDBOX_MEMORY_MB" in outcome.error["message"]
     await host_intact()
 
 
@@ -52,6 +54,9 @@ async def test_cpu_spin_hits_cpu_limit(run: Run, limits, host_intact) -> None:
     )
     assert outcome.status == "failed"
     assert outcome.error is not None and outcome.error["type"] == "cpu_limit"
+    assert (
+        "CPU time limit of 1s exceeded (AGENTCARDS_SANDBOX_CPU_TIME_S)" in outcome.error["message"]
+    )
     await host_intact()
 
 
