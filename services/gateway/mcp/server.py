@@ -32,6 +32,7 @@ from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.errors import ConfigError, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
+from shared.sandbox.child.helpers import HELPER_MODULES
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
 Code = Annotated[str, described(ExecutionRequest, "code")]
@@ -58,10 +59,15 @@ How to write the code:
   `search_tools`). Keyword arguments only, matching the tool's input schema.
 - Names with `-` or `.` are written with `_`: tool `get-sum` on server `my-server` is
   `mcp.my_server.get_sum(...)`; the exact names also work: `mcp["my-server"]["get-sum"](...)`.
-- A failed call raises ToolCallError; its `.type` says why: `unknown_tool` (no such tool;
-  the message names the nearest ones), `tool_not_allowed` (outside this execution's
-  `tools` or your API key's allow-list), `rate_limited` (retry after the time it gives),
-  `timeout`, `server_unavailable`, `tool_error` (the tool itself failed).
+- Already defined, no import needed: the modules <helpers>, and ToolCallError.
+  Any other standard-library module can be imported; third-party packages are not
+  installed.
+- A failed call raises ToolCallError (catch it as `except ToolCallError as e`); its
+  `.type` says why: `unknown_tool` (no such tool; the message names the nearest ones),
+  `tool_not_allowed` (outside this execution's `tools` or your API key's allow-list),
+  `rate_limited` (retry after the time it gives), `timeout`, `server_unavailable`,
+  `output_limit` (the tool's result is larger than a tool result may be: ask it for
+  less), `tool_error` (the tool itself failed).
 - Run independent calls concurrently: `a, b = await asyncio.gather(mcp.x.f(), mcp.y.g())`.
 - Parameters: pass `args` (a JSON object) and read them as `args["path"]`,
   `args.get("limit", 10)` or `args.path`. Use args for anything that varies between
@@ -78,12 +84,17 @@ How to write the code:
   server needs a tool in scope), e.g. a URI a tool returned as a resource link.
 - No network, no files outside /tmp, no subprocesses: everything external goes through
   `mcp.*` tools.
+- Limits: a run longer than `timeout_s` (capped by the server) ends with `timeout`; a
+  result too large fails with `output_limit`; CPU and memory with `cpu_limit` and
+  `memory_limit`. Each error's message names the setting or field to change.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,
 tool_calls, tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools
 are all read-only is answered from the cache (pass no_cache=true to run anyway). A run that
-did not succeed is an error result (isError) with the same fields."""
+did not succeed is an error result (isError) with the same fields.""".replace(
+    "<helpers>", ", ".join(f"`{name}`" for name in HELPER_MODULES)
+)
 
 
 def build_mcp_server(
