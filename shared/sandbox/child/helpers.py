@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import types
 
-# execute_code's description (services/gateway/mcp_server.py) lists these from here.
+# execute_code's description (services/gateway/mcp/server.py) lists these from here.
 HELPER_MODULES: tuple[str, ...] = (
     "asyncio",
     "json",
