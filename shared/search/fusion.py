@@ -43,47 +43,134 @@ WEIGHTS: dict[str, float] = {
 }
 
 
+# Priors: evidence about the tool, not about the request. They may only reorder hits the
+# request itself speaks for, so each is scaled by the tool's ``support`` in [0, 1]: a tool
+# with no semantic or lexical support gains nothing from them (issue 11: with a busy
+# filesystem/git graph, "remember that Alice works at Acme" ranked git tools at cosine
+# 0.04 first on their graph bonus alone). Multiplicative rather than a cap: a weakly
+# supported tool gets a proportionally weak prior, so the prior never outweighs the text
+# evidence that admitted the tool.
+PRIORS = ("graph", "pagerank")
+# Fields whose word coverage is lexical support.
+LEXICAL = ("name", "description", "params", "server")
+# Semantic support rises linearly from 0, at this far below the best candidate's cosine,
+# to 1 at the best: a short request's top ten span ~0.1-0.2 (see UNMEASURED), and a tool
+# further below the best than that is not what the request asks for.
+SUPPORT_BAND = 0.15
+
+
+def support(
+    *, dense: Mapping[str, float], features: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
+    """Per candidate, how much the request itself speaks for it, in [0, 1]: the larger of its
+    semantic support (best of query and clause cosine, relative to the best candidate's,
+    see ``SUPPORT_BAND``) and its lexical support (the largest share of the query's words
+    one of its fields holds)."""
+    floor = min(dense.values(), default=0.0)
+    tools = list(dict.fromkeys([*dense, *features]))
+    semantic = {t: dense.get(t, floor) + features.get(t, {}).get("clause", 0.0) for t in tools}
+    top = max(semantic.values(), default=0.0)
+    out: dict[str, float] = {}
+    for tool in tools:
+        near = min(1.0, max(0.0, (semantic[tool] - (top - SUPPORT_BAND)) / SUPPORT_BAND))
+        lexical = max((features.get(tool, {}).get(f, 0.0) for f in LEXICAL), default=0.0)
+        out[tool] = max(near, min(1.0, lexical))
+    return out
+
+
+def contributions(
+    *,
+    dense: Mapping[str, float],
+    features: Mapping[str, Mapping[str, float]],
+    weights: Mapping[str, float] = WEIGHTS,
+) -> dict[str, dict[str, float]]:
+    """Per candidate, what each signal adds to its score: ``semantic`` (its cosine), each
+    feature's weight * value, priors also times the candidate's ``support``. They sum to
+    the fused score, and ``explain`` names each, so nothing lifts a hit unexplained.
+
+    Candidates that only other evidence found get the lowest dense similarity seen: they
+    were not in the dense top list, so that is an upper bound on theirs.
+    """
+    floor = min(dense.values(), default=0.0)
+    backing = support(dense=dense, features=features)
+    out: dict[str, dict[str, float]] = {}
+    for tool in dict.fromkeys([*dense, *features]):
+        parts = {"semantic": dense.get(tool, floor)}
+        for name, value in features.get(tool, {}).items():
+            amount = weights.get(name, 0.0) * value
+            if name in PRIORS:
+                amount *= backing[tool]
+            if amount:
+                parts[name] = amount
+        out[tool] = parts
+    return out
+
+
 def fuse(
     *,
     dense: Mapping[str, float],
     features: Mapping[str, Mapping[str, float]],
     weights: Mapping[str, float] = WEIGHTS,
 ) -> dict[str, float]:
-    """Per candidate: dense similarity + Σ weight * feature.
+    """Per candidate: dense similarity + Σ weight * feature, priors scaled by support
+    (``contributions``).
 
     A score, not a rank fusion: reciprocal ranks throw away how far apart two
     similarities are, which is most of what a short request has, and gave the
-    lexical list as much say as the dense one (the ablation in the bench). Candidates
-    that only other evidence found get the lowest dense similarity seen: they were
-    not in the dense top list, so that is an upper bound on theirs.
+    lexical list as much say as the dense one (the ablation in the bench).
     """
-    floor = min(dense.values(), default=0.0)
     return {
-        tool: dense.get(tool, floor)
-        + sum(weights.get(name, 0.0) * value for name, value in features.get(tool, {}).items())
-        for tool in dict.fromkeys([*dense, *features])
+        tool: sum(parts.values())
+        for tool, parts in contributions(dense=dense, features=features, weights=weights).items()
     }
 
 
 def explain(
     *,
-    semantic: float | None,
-    matched_words: Sequence[str],
-    graph_reasons: Sequence[str],
-    pagerank_share: float,
-    learned: float,
+    parts: Mapping[str, float],
+    matched_words: Mapping[str, Sequence[str]] | None = None,
+    graph_reasons: Sequence[str] = (),
+    semantic: float | None = None,
+    learned: float = 0.0,
+    support: float | None = None,
 ) -> str:
-    """A one-line reason naming the evidence that placed the tool."""
-    parts: list[str] = []
-    if learned > 0:
-        parts.append(f"used for similar requests before (vote {learned:.2f})")
-    elif learned < 0:
-        parts.append(f"failed for similar requests before (vote {learned:.2f})")
-    if semantic is not None:
-        parts.append(f"semantic similarity {semantic:.2f}")
-    if matched_words:
-        parts.append(f"matches query words {', '.join(sorted(matched_words)[:5])}")
-    parts.extend(graph_reasons)
-    if pagerank_share >= 0.5:
-        parts.append("a central tool in the usage graph")
-    return "; ".join(parts) if parts else "weak match on every signal"
+    """A one-line reason naming every signal that placed the tool, each with what it added
+    (``parts`` from ``contributions``; amounts in parentheses sum to the score).
+
+    ``semantic`` is the cosine to show when it differs from the one scored (a
+    candidate outside the dense list is scored at the list's lowest); ``matched_words``
+    the query words per field; ``support`` what the priors were scaled by.
+    """
+    words = matched_words or {}
+    items: list[str] = []
+
+    def add(text: str, amount: float) -> None:
+        if abs(amount) >= 0.0005:
+            items.append(f"{text} ({amount:+.3f})")
+
+    if "learned" in parts:
+        verb = "used" if learned >= 0 else "failed"
+        add(f"{verb} for similar requests before (vote {learned:.2f})", parts["learned"])
+    if "semantic" in parts:
+        shown = parts["semantic"] if semantic is None else semantic
+        items.append(f"semantic similarity {shown:.2f} ({parts['semantic']:+.3f})")
+    add("one step of the request matches better", parts.get("clause", 0.0))
+    for field in LEXICAL:
+        if field in parts:
+            found = sorted(words.get(field, ()))[:5]
+            add(
+                f"query words in its {field}" + (f": {', '.join(found)}" if found else ""),
+                parts[field],
+            )
+    backed = "" if support is None else f", scaled by support {support:.2f}"
+    if "graph" in parts:
+        add(
+            f"usage graph: {'; '.join(graph_reasons) or 'related to the context'}{backed}",
+            parts["graph"],
+        )
+    if "pagerank" in parts:
+        add(f"central in the usage graph (PageRank prior{backed})", parts["pagerank"])
+    for name, amount in parts.items():
+        if name not in ("learned", "semantic", "clause", *LEXICAL, *PRIORS):
+            add(name, amount)
+    return "; ".join(items) if items else "weak match on every signal"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from shared.config import DEFAULT_TENANT
-from shared.search.fusion import WEIGHTS, explain, fuse
+from shared.search.fusion import WEIGHTS, contributions, explain, fuse, support
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
 from shared.search.learned import nearest_intents_query, tool_votes
@@ -47,6 +47,8 @@ class Evidence:
     graph: GraphScores
     pageranks: dict[str, float]
     clause_best: dict[str, float]
+    # tool → field → the query words that field holds (what ``why`` names)
+    matched: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def embed_texts_for_query(query: str) -> list[str]:
@@ -111,6 +113,7 @@ def gather_evidence(
     pool = list(dict.fromkeys([*pool, *graph.score]))
     ranks = {t: pageranks.of(t) for t in pool}
     coverage = index.coverage(words=words, ids=pool)
+    matched = index.matched(words=words, ids=pool)
     top_graph = max(graph.score.values(), default=0.0) or 1.0
     top_rank = max(ranks.values(), default=0.0) or 1.0
     features: dict[str, dict[str, float]] = {}
@@ -132,6 +135,7 @@ def gather_evidence(
         graph=graph,
         pageranks=ranks,
         clause_best=clause_best,
+        matched=matched,
     )
 
 
@@ -170,14 +174,28 @@ def hybrid_tool_search(
         candidates=max(MIN_CANDIDATES, 3 * limit),
     )
     ranked = rank(evidence, weights=weights)[: limit + DETAIL_SPARES]
+    parts = contributions(dense=evidence.dense, features=evidence.features, weights=weights)
+    backing = support(dense=evidence.dense, features=evidence.features)
     vector = np.asarray(query_embedding, dtype=np.float32)
     # A few spares: a tool deleted (or gone unavailable) since the words were loaded.
     found = get_tools(conn, ids=[t for t, _ in ranked], similar_to=vector)
     details = {tool_id: row for tool_id, row in found.items() if row["available"]}
-    return [_hit(details[t], fused=f, evidence=evidence) for t, f in ranked if t in details][:limit]
+    return [
+        _hit(
+            details[t],
+            fused=f,
+            evidence=evidence,
+            parts=parts.get(t, {}),
+            support=backing.get(t, 0.0),
+        )
+        for t, f in ranked
+        if t in details
+    ][:limit]
 
 
-def _hit(row: Row, *, fused: float, evidence: Evidence) -> Row:
+def _hit(
+    row: Row, *, fused: float, evidence: Evidence, parts: Mapping[str, float], support: float
+) -> Row:
     tool_id = row["id"]
     semantic = row["semantic"]
     clause_sim = evidence.clause_best.get(tool_id)
@@ -200,13 +218,15 @@ def _hit(row: Row, *, fused: float, evidence: Evidence) -> Row:
             "pagerank": round(pagerank, 6),
             "graph": round(evidence.graph.score.get(tool_id, 0.0), 4),
             "learned": round(features.get("learned", 0.0), 4),
+            "support": round(support, 4),
         },
         "why": explain(
-            semantic=float(semantic) if semantic is not None else None,
-            matched_words=lexical.words if lexical else [],
+            parts=parts,
+            matched_words=evidence.matched.get(tool_id, {}),
             graph_reasons=evidence.graph.reasons.get(tool_id, []),
-            pagerank_share=features.get("pagerank", 0.0),
+            semantic=None if tool_id in evidence.dense else row["semantic"],
             learned=features.get("learned", 0.0),
+            support=support,
         ),
     }
 

@@ -130,11 +130,16 @@ class WordIndex:
         words any tool holds) that the field holds, in [0, 1]. Tools without a match are absent.
 
         Unlike ``search``, common words are kept: in a short request over a small
-        catalogue ("list the files") the common word may be the only one.
+        catalogue ("list the files") the common word may be the only one. Words no tool
+        holds count in the query's information too (at the largest idf): otherwise in
+        "remember that Alice works at Acme" the one word the catalogue knows, "work" (of
+        "working directory"), was all of it and gave every filesystem tool full coverage.
         """
-        known = [w for w in dict.fromkeys(words) if self.frequency(w) > 0]
+        query = list(dict.fromkeys(words))
+        known = [w for w in query if self.frequency(w) > 0]
         weights = {w: idf(total=self.total, frequency=self.frequency(w)) for w in known}
-        total = sum(weights.values())
+        unknown = idf(total=self.total, frequency=0) * (len(query) - len(known))
+        total = sum(weights.values()) + unknown
         out: dict[str, dict[str, float]] = {}
         if not total:
             return out
@@ -148,6 +153,24 @@ class WordIndex:
             }
             if any(per_field.values()):
                 out[tool_id] = per_field
+        return out
+
+    def matched(
+        self, *, words: Sequence[str], ids: Sequence[str]
+    ) -> dict[str, dict[str, list[str]]]:
+        """Per tool id, per field: the query words that field holds (for ``why``)."""
+        query = list(dict.fromkeys(words))
+        out: dict[str, dict[str, list[str]]] = {}
+        for tool_id in ids:
+            row = self.rows.get(tool_id)
+            if row is None:
+                continue
+            found = {
+                name: [w for w in query if w in words_of]
+                for name, words_of in self.fields[row].items()
+            }
+            if any(found.values()):
+                out[tool_id] = {name: ws for name, ws in found.items() if ws}
         return out
 
 

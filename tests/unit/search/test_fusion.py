@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.search.fusion import FEATURES, explain, fuse
+from shared.search.fusion import FEATURES, contributions, explain, fuse, support
 from shared.search.learned import HALF_LIFE_DAYS, MIN_SIMILARITY, intent_weight, tool_votes
 
 ZERO = {f: 0.0 for f in FEATURES}
@@ -75,7 +75,42 @@ def test_older_runs_count_less() -> None:
 
 def test_explain_names_learned_evidence() -> None:
     why = explain(
-        semantic=0.5, matched_words=["file"], graph_reasons=[], pagerank_share=0.0, learned=0.4
+        parts={"semantic": 0.5, "learned": 0.4, "name": 0.08},
+        matched_words={"name": ["file"]},
+        learned=0.4,
     )
-    assert why.startswith("used for similar requests before")
-    assert "matches query words file" in why
+    assert why.startswith("used for similar requests before (vote 0.40) (+0.400)")
+    assert "query words in its name: file (+0.080)" in why
+
+
+def test_a_prior_does_not_lift_a_tool_the_request_does_not_speak_for() -> None:
+    # Issue 11: a tool at cosine 0.05 with the best graph and PageRank stayed above the
+    # tools the request was about (0.2); a prior is scaled by support, 0 that far down.
+    weights = {**ZERO, "graph": 0.1, "pagerank": 0.02}
+    dense = {"memory:add": 0.21, "memory:create": 0.2, "git:status": 0.05}
+    features = {"git:status": {"graph": 1.0, "pagerank": 1.0}}
+    fused = fuse(dense=dense, features=features, weights=weights)
+    assert fused["git:status"] == pytest.approx(0.05)
+    assert max(fused, key=fused.__getitem__) == "memory:add"
+
+
+def test_a_prior_reorders_close_supported_hits() -> None:
+    weights = {**ZERO, "graph": 0.1}
+    dense = {"a": 0.50, "b": 0.49, "far": 0.20}
+    features = {"b": {"graph": 1.0}, "far": {"graph": 1.0}}
+    fused = fuse(dense=dense, features=features, weights=weights)
+    assert fused["b"] > fused["a"] > fused["far"] == pytest.approx(0.20)
+
+
+def test_lexical_coverage_is_support_too() -> None:
+    backing = support(dense={"a": 0.5, "b": 0.1}, features={"b": {"name": 0.7, "graph": 1.0}})
+    assert backing["a"] == 1.0 and backing["b"] == pytest.approx(0.7)
+
+
+def test_contributions_sum_to_the_fused_score() -> None:
+    dense = {"a": 0.5, "b": 0.45}
+    features = {"a": {"name": 0.5, "pagerank": 0.3}, "b": {"graph": 1.0, "learned": -0.5}}
+    parts = contributions(dense=dense, features=features)
+    fused = fuse(dense=dense, features=features)
+    assert {t: sum(p.values()) for t, p in parts.items()} == pytest.approx(fused)
+    assert set(parts["b"]) == {"semantic", "graph", "learned"}

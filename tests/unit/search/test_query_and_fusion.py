@@ -36,13 +36,12 @@ def test_rare_words_weigh_more() -> None:
 
 def test_explain_names_the_signals() -> None:
     why = explain(
-        semantic=0.61,
-        matched_words=["pdf", "report"],
+        parts={"semantic": 0.61, "description": 0.04, "graph": 0.05},
+        matched_words={"description": ["pdf", "report"]},
         graph_reasons=["often follows fs:read_file"],
-        pagerank_share=0.0,
-        learned=0.0,
+        support=0.5,
     )
-    assert "semantic similarity 0.61" in why
-    assert "pdf, report" in why
-    assert "often follows fs:read_file" in why
-    assert explain(semantic=None, matched_words=[], graph_reasons=[], pagerank_share=0, learned=0)
+    assert "semantic similarity 0.61 (+0.610)" in why
+    assert "description: pdf, report (+0.040)" in why
+    assert "often follows fs:read_file, scaled by support 0.50 (+0.050)" in why
+    assert explain(parts={}) == "weak match on every signal"

@@ -52,3 +52,20 @@ def test_equal_scores_rank_by_id_and_words_are_listed_rarest_first() -> None:
 def test_words_in_most_tools_are_ignored() -> None:
     # "file" is in 16 of 20 tools: past MAX_DOC_FRACTION, so it matches nothing.
     assert _index().search(words=["file"], limit=10) == []
+
+
+def test_words_no_tool_holds_still_count_in_the_query_s_information() -> None:
+    # Issue 11: "remember that Alice works at Acme": "work" (of "working directory") is the
+    # one word the catalogue knows; it must not be the whole query's information.
+    rows = [
+        {**_row("fs:search", ["work", "directori"]), "in_description": ["work", "directori"]},
+        {**_row("mem:add", ["observ", "entiti"]), "in_description": ["observ", "entiti"]},
+    ]
+    index = build_index(rows=rows)
+    alone = index.coverage(words=["work"], ids=["fs:search"])["fs:search"]["description"]
+    diluted = index.coverage(words=["rememb", "alic", "work", "acm"], ids=["fs:search", "mem:add"])
+    assert alone == pytest.approx(1.0)
+    assert diluted["fs:search"]["description"] < 0.25 and "mem:add" not in diluted
+    assert index.matched(words=["rememb", "work"], ids=["fs:search", "mem:add"]) == {
+        "fs:search": {"description": ["work"]}
+    }

@@ -1,0 +1,135 @@
+"""Hybrid search over five published servers' real tools (MiniLM) with a usage graph among
+filesystem and git tools: a prior must not lift a tool the request does not speak of, and
+``why`` names every signal that moved a hit (issue 11)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from psycopg.types.json import Jsonb
+
+from shared.config import Settings
+from shared.db import connect
+from shared.embeddings import get_embedder
+from shared.search.graph_snapshot import GRAPH_SNAPSHOTS
+from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
+from shared.search.lexical import WORD_INDEXES
+from shared.search.pageranks import PAGERANKS
+from tests.integration.discovery.helpers import insert_edge
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[3] / "deploy" / "bench" / "data" / "real_servers"
+# A workspace where files are read, edited and committed all day: co-use edges and the
+# PageRank they give, among filesystem and git tools only.
+WORKFLOW = [
+    "filesystem:read_text_file",
+    "filesystem:edit_file",
+    "git:git_diff_unstaged",
+    "git:git_add",
+    "git:git_commit",
+    "git:git_status",
+    "filesystem:read_text_file",
+    "filesystem:write_file",
+    "git:git_add",
+]
+PAGERANK = {
+    "filesystem:read_text_file": 0.2,
+    "git:git_add": 0.16,
+    "git:git_commit": 0.14,
+    "filesystem:edit_file": 0.1,
+    "git:git_status": 0.1,
+    "filesystem:write_file": 0.08,
+    "git:git_diff_unstaged": 0.06,
+    "filesystem:list_directory": 0.04,
+}
+CONTEXT = ["filesystem:read_text_file", "git:git_add"]
+
+
+def _tools() -> list[tuple[str, str, str, dict[str, Any]]]:
+    listed = json.loads((DATA / "tools.json").read_text())["tools"]
+    return [
+        (server, t["name"], t["description"], t["inputSchema"] or {})
+        for server, entries in listed.items()
+        for t in entries
+    ]
+
+
+@pytest.fixture
+def searcher(pg_url: str) -> Any:
+    """search(query) → hits: the five servers' tools embedded as the toolhost does, a usage graph."""
+    settings = Settings(database_url=pg_url, redis_url="redis://unused", env="test")
+    embedder = get_embedder(settings)
+    tools = _tools()
+    vectors = embedder.embed([f"{name}: {description}" for _, name, description, _ in tools])
+    for cache in (WORD_INDEXES, PAGERANKS, GRAPH_SNAPSHOTS):
+        cache.clear()
+    with connect(pg_url) as conn:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO tools (id, server, name, description, input_schema, schema_hash, "
+                "embedding, pagerank) VALUES (%s, %s, %s, %s, %s, '', %s, %s)",
+                [
+                    (
+                        f"{server}:{name}",
+                        server,
+                        name,
+                        description,
+                        Jsonb(schema),
+                        np.asarray(v, dtype=np.float32),
+                        PAGERANK.get(f"{server}:{name}", 0.0),
+                    )
+                    for (server, name, description, schema), v in zip(tools, vectors, strict=True)
+                ],
+            )
+        conn.commit()
+        for src, dst in itertools.pairwise(WORKFLOW):
+            insert_edge(conn, src=src, dst=dst, weight=3.0)
+
+    def search(query: str, *, limit: int = 10) -> list[dict[str, Any]]:
+        vecs = embedder.embed_query(embed_texts_for_query(query))
+        with connect(pg_url) as conn:
+            return hybrid_tool_search(
+                conn,
+                query=query,
+                query_embedding=vecs[0],
+                clause_embeddings=vecs[1:],
+                limit=limit,
+                context_tools=CONTEXT,
+            )
+
+    return search
+
+
+def _show(hits: list[dict[str, Any]]) -> str:
+    return "\n".join(f"{h['id']} {h['score']:.3f} {h['scores']} | {h['why']}" for h in hits)
+
+
+def test_remembering_a_fact_finds_the_memory_tools(searcher: Any) -> None:
+    hits = searcher("remember that Alice works at Acme")
+    ids = [h["id"] for h in hits]
+    print(_show(hits))
+    assert {"memory:create_entities", "memory:add_observations"} & set(ids[:5]), _show(hits)
+
+
+def test_time_in_a_city_is_the_current_time(searcher: Any) -> None:
+    hits = searcher("what time is it in Tokyo")
+    print(_show(hits))
+    ids = [h["id"] for h in hits]
+    assert ids.index("time:get_current_time") < ids.index("time:convert_time"), _show(hits)
+
+
+def test_why_names_every_signal_with_its_amount(searcher: Any) -> None:
+    for query in ("remember that Alice works at Acme", "commit the edited file"):
+        for hit in searcher(query):
+            amounts = [float(x) for x in re.findall(r"\(([+-]\d+\.\d+)\)", hit["why"])]
+            # The listed contributions add up to the score: nothing lifted a hit unexplained.
+            assert sum(amounts) == pytest.approx(hit["score"], abs=0.001 * len(amounts)), hit
+            if hit["scores"]["support"] == 0:  # no support: no prior took part
+                assert "usage graph" not in hit["why"], hit
