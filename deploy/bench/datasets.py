@@ -140,9 +140,12 @@ def livemcpbench() -> SearchSet:
     )
 
 
-def server_requests(folder: Path, *, tuned: bool = True) -> SearchSet:
+def server_requests(
+    folder: Path, *, tuned: bool = True, requests: str = "requests.json", name: str | None = None
+) -> SearchSet:
     """A folder's snapshot of real servers' tools (tools.json) and short one-tool requests
-    (requests.json), named after the folder; gold are alternatives, compared by tool id."""
+    (requests.json unless named), named after the folder unless named; gold are alternatives,
+    compared by tool id."""
     listed = json.loads((folder / "tools.json").read_text())["tools"]
     tools = [
         Tool(
@@ -154,11 +157,11 @@ def server_requests(folder: Path, *, tuned: bool = True) -> SearchSet:
         for server, entries in listed.items()
         for t in entries
     ]
-    requests = json.loads((folder / "requests.json").read_text())["requests"]
+    listed_requests = json.loads((folder / requests).read_text())["requests"]
     return SearchSet(
-        name=folder.name,
+        name=name or folder.name,
         tools=tools,
-        queries=[Query(r["request"], frozenset(r["gold"]), r["split"]) for r in requests],
+        queries=[Query(r["request"], frozenset(r["gold"]), r["split"]) for r in listed_requests],
         by="id",
         scoring="any",
         tuned=tuned,
@@ -176,5 +179,17 @@ def more_servers() -> SearchSet:
     return server_requests(DATA / "more_servers", tuned=False)
 
 
+def real_servers_issue11() -> SearchSet:
+    """22 more requests on the same five servers (people, places, "remember that …"), written
+    before any result on them was seen and kept out of fitting: priors and word coverage
+    must not lift a tool the request does not support."""
+    return server_requests(
+        DATA / "real_servers",
+        requests="requests_issue11.json",
+        name="real_servers_issue11",
+        tuned=False,
+    )
+
+
 def all_sets() -> list[SearchSet]:
-    return [livemcpbench(), real_servers(), more_servers()]
+    return [livemcpbench(), real_servers(), more_servers(), real_servers_issue11()]

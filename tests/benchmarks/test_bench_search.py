@@ -24,7 +24,12 @@ def test_bench_search_shape() -> None:
         latency_intents=200,
         latency_queries=3,
     )
-    assert set(out["sets"]) == {"livemcpbench", "real_servers", "more_servers"}
+    assert set(out["sets"]) == {
+        "livemcpbench",
+        "real_servers",
+        "more_servers",
+        "real_servers_issue11",
+    }
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
     # Each learned weight tried is reported, with None where a set fell below dense.
@@ -59,7 +64,10 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
     assert set().union(*(q.gold for q in data.queries)) == ids
     assert all(q.split == datasets.hash_split(q.text) for q in data.queries)
     # Held out whole: weights are never fitted on it, unlike the two sets they were tuned on.
-    assert [s.name for s in datasets.all_sets() if not s.tuned] == ["more_servers"]
+    assert [s.name for s in datasets.all_sets() if not s.tuned] == [
+        "more_servers",
+        "real_servers_issue11",
+    ]
 
 
 def test_match_sets_are_big_enough() -> None:
