@@ -35,10 +35,10 @@ def _warm_embedder(**_: Any) -> None:
     gateway's grace for reporting the learned capability. A thread keeps the pool
     process ready for messages meanwhile (the embedder's lock serialises the load).
     """
-    from workers.learning import resources
+    from workers.learning import clients
 
     def warm_up() -> None:
-        resources.embedder().embed(["warm-up"])
+        clients.embedder().embed(["warm-up"])
         # The model and its libraries are ~1M long-lived objects; left in the collected
         # generations, every full collection walks them all (measured: 20 % of a batch).
         gc.freeze()

@@ -10,7 +10,7 @@ from shared.dispatch import resend_run, send_ingest
 from shared.learning.lag import unlearned
 from shared.queues import TaskName, learning_resent_key
 from shared.recovery.reaper import reap_stale
-from workers.learning import resources
+from workers.learning import clients
 from workers.learning.celery_app import app
 
 log = logging.getLogger(__name__)
@@ -28,10 +28,10 @@ def reap_executions() -> int:
     Idempotent: each is finished at most once (``finish_execution`` from the state read).
     """
     settings = get_settings()
-    with resources.db_pool().connection() as conn:
+    with clients.db_pool().connection() as conn:
         reaped = reap_stale(
             conn,
-            resources.redis_client(),
+            clients.redis_client(),
             queue_max_s=settings.execution_queue_max_s,
             max_retries=settings.execution_max_retries,
             on_finished=_send_ingest,
@@ -59,8 +59,8 @@ def resend_unlearned() -> int:
     run is sent again at most once per ``RESEND_EVERY_S`` (a Redis marker), so a long
     backlog is not flooded with copies. Returns how many were sent.
     """
-    client = resources.redis_client()
-    with resources.db_pool().connection() as conn:
+    client = clients.redis_client()
+    with clients.db_pool().connection() as conn:
         waiting = unlearned(conn, older_than_s=RESEND_AFTER_S, limit=RESEND_BATCH)
     sent = 0
     for execution_id in waiting:

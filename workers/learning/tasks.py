@@ -22,7 +22,7 @@ from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
-from workers.learning import resources
+from workers.learning import clients
 from workers.learning.batching import REQUEUE, ReliableBatches
 from workers.learning.celery_app import app
 
@@ -91,8 +91,8 @@ def _execution_id(request: SimpleRequest) -> str | None:
 def _ingest(ids: list[str]) -> dict[str, IngestResult]:
     if not ids:
         return {}
-    with resources.db_pool().connection() as conn:
-        results = ingest_executions(conn, execution_ids=ids, embedder=resources.embedder())
+    with clients.db_pool().connection() as conn:
+        results = ingest_executions(conn, execution_ids=ids, embedder=clients.embedder())
         conn.commit()
     return results
 
@@ -102,7 +102,7 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
     done = {i: r for i, r in results.items() if r.outcome not in NOTHING_DONE}
     if not done:
         return
-    client = resources.redis_client()
+    client = clients.redis_client()
     outcomes = [r.outcome for r in done.values()]
     metrics.incr(client, "traces_ingested_total", len(done))
     for outcome, counter in (
@@ -162,8 +162,8 @@ def _tenant_events(
 )
 def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
     """PageRank + Louvain over the whole graph; skipped cheaply when no edge changed."""
-    client = resources.redis_client()
-    with resources.db_pool().connection() as conn:
+    client = clients.redis_client()
+    with clients.db_pool().connection() as conn:
         fold_ended_writers(conn)  # housekeeping of the graph version, even when skipped
         conn.commit()
         fingerprint = graph_fingerprint(conn)
@@ -187,11 +187,11 @@ def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
 @app.task(name=TaskName.PROMOTE_PATTERNS, acks_late=True, reject_on_worker_lost=True)
 def promote_patterns() -> int:
     """Mark capabilities used ≥ 3 times with success rate > 0.7 as promoted."""
-    with resources.db_pool().connection() as conn:
+    with clients.db_pool().connection() as conn:
         promoted = promote_capabilities(conn)
         conn.commit()
     if promoted:
-        metrics.incr(resources.redis_client(), "capabilities_promoted_total", promoted)
+        metrics.incr(clients.redis_client(), "capabilities_promoted_total", promoted)
     return promoted
 
 
@@ -200,11 +200,11 @@ def prune_capabilities(dry_run: bool = False) -> dict[str, Any]:
     """Delete emergent capabilities used once and idle 30 days (off unless enabled)."""
     if not get_settings().pruning_enabled and not dry_run:
         return {"enabled": False, "deleted": 0}
-    with resources.db_pool().connection() as conn:
+    with clients.db_pool().connection() as conn:
         count = prune_idle_capabilities(conn, dry_run=dry_run)
         conn.commit()
     if not dry_run and count:
-        metrics.incr(resources.redis_client(), "capabilities_pruned_total", count)
+        metrics.incr(clients.redis_client(), "capabilities_pruned_total", count)
     return {
         "enabled": True,
         "dry_run": dry_run,
@@ -216,7 +216,7 @@ def prune_capabilities(dry_run: bool = False) -> dict[str, Any]:
 def expire_cache() -> int:
     """Delete expired capability-cache rows, logged per tenant, and retry the invalidations owed
     to blocked servers (idempotent: a re-run finds none)."""
-    client = resources.redis_client()
-    with resources.db_pool().connection() as conn:
+    client = clients.redis_client()
+    with clients.db_pool().connection() as conn:
         expired = invalidate(conn, client, trigger=Trigger.TTL, scope="expired", expired=True)
         return expired + invalidate_servers(conn, client, servers=blocked_servers(conn))

@@ -20,9 +20,9 @@ app.conf.include = ["workers.sandbox.tasks"]
 @worker_process_init.connect
 def _start_heartbeat(**_: Any) -> None:
     """Each pool process beats while it lives: the reaper tells a dead worker by its silence."""
-    from workers.sandbox import resources
+    from workers.sandbox import clients
 
-    resources.heartbeat()
+    clients.heartbeat()
 
 
 @task_prerun.connect

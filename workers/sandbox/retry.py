@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from workers.sandbox import resources
+from workers.sandbox import clients
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,7 +34,7 @@ def with_db_retry(step: Callable[[Any], T], *, what: str) -> T:
     attempt = 0
     while True:
         try:
-            with resources.db_pool().connection() as conn:
+            with clients.db_pool().connection() as conn:
                 return step(conn)
         except psycopg.OperationalError as exc:
             attempt += 1

@@ -9,7 +9,7 @@ from shared.config import get_settings
 from shared.executions.status import ExecutionStatus
 from shared.logs import bind
 from shared.queues import Queue, TaskName
-from workers.sandbox import resources
+from workers.sandbox import clients
 from workers.sandbox.celery_app import app
 from workers.sandbox.pipeline.claim import claim, handle_unclaimable
 from workers.sandbox.pipeline.context import RunContext
@@ -41,7 +41,7 @@ def sandbox_ping() -> str:
 )
 def run_execution(self: Task, execution_id: str) -> str:
     """Run one queued execution; a redelivery of a finished or orphaned one changes nothing else."""
-    beat = resources.heartbeat()
+    beat = clients.heartbeat()
     try:
         row = with_db_retry(lambda conn: claim(conn, execution_id), what="claim")
     except DatabaseDown as exc:
@@ -59,7 +59,7 @@ def run_execution(self: Task, execution_id: str) -> str:
             return ExecutionStatus.RUNNING
     bind(tenant_id=row["tenant_id"])
     # From here on the row is ours: the stages end it whatever happens (runner.py).
-    ctx = RunContext(row=row, settings=_settings, redis=resources.redis_client())
+    ctx = RunContext(row=row, settings=_settings, redis=clients.redis_client())
     beat.busy = execution_id
     beat.beat()
     try:

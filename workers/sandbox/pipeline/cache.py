@@ -6,7 +6,7 @@ from __future__ import annotations
 from shared.cache import runs as cache_runs
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.outcome import ExecutionOutcome
-from workers.sandbox import resources
+from workers.sandbox import clients
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.retry import with_db_retry
 
@@ -28,9 +28,7 @@ def invalidate_writes(ctx: RunContext) -> None:
     """
     assert ctx.outcome is not None and ctx.cache is not None
     run = finished(ctx.outcome, ctx.outcome.status)
-    cache_runs.invalidate_writes(
-        resources.db_pool().connection, ctx.redis, run=run, cache=ctx.cache
-    )
+    cache_runs.invalidate_writes(clients.db_pool().connection, ctx.redis, run=run, cache=ctx.cache)
 
 
 def remember(ctx: RunContext) -> None:
@@ -39,7 +37,7 @@ def remember(ctx: RunContext) -> None:
     assert ctx.outcome is not None and ctx.cache is not None and ctx.status is not None
     run = finished(ctx.outcome, ctx.status)
     # The pool rolls back a connection handed back mid-transaction (or drops a lost one).
-    with resources.db_pool().connection() as conn:
+    with clients.db_pool().connection() as conn:
         cache_runs.remember(
             conn, ctx.redis, row=ctx.row, run=run, cache=ctx.cache, settings=ctx.settings
         )

@@ -18,7 +18,7 @@ from shared.executions.liveness import alive, worker_name
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import claim_execution, get_execution
 from shared.recovery.lost import end_lost_run
-from workers.sandbox import resources
+from workers.sandbox import clients
 from workers.sandbox.celery_app import app
 from workers.sandbox.pipeline.announce import announce_end
 
@@ -43,7 +43,7 @@ def handle_unclaimable(conn: Any, execution_id: str, *, settings: Settings) -> s
         return str(current["status"])
     holder = current["worker"] or ""
     try:
-        holder_alive = bool(alive(resources.redis_client(), [holder]))
+        holder_alive = bool(alive(clients.redis_client(), [holder]))
     except redis.RedisError:
         holder_alive = True  # cannot tell: leave it to the reaper rather than guess
     if holder_alive:
@@ -55,7 +55,7 @@ def handle_unclaimable(conn: Any, execution_id: str, *, settings: Settings) -> s
     # At most once unless the client allowed re-runs (shared.recovery.lost decides).
     lost = end_lost_run(
         conn,
-        resources.redis_client(),
+        clients.redis_client(),
         row=current,
         reason=f"the sandbox worker running it ({holder}) died",
         max_retries=settings.execution_max_retries,
@@ -65,6 +65,6 @@ def handle_unclaimable(conn: Any, execution_id: str, *, settings: Settings) -> s
         return "reaped"
     if lost.requeued:
         return ExecutionStatus.QUEUED
-    announce_end(resources.redis_client(), execution_id, ExecutionStatus.WORKER_LOST)
+    announce_end(clients.redis_client(), execution_id, ExecutionStatus.WORKER_LOST)
     send_ingest(app, execution_id)
     return ExecutionStatus.WORKER_LOST

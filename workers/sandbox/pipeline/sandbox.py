@@ -28,7 +28,7 @@ from shared.sandbox.bridge import run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult
-from workers.sandbox import resources
+from workers.sandbox import clients
 from workers.sandbox.pipeline.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def rpc_client(settings: Settings) -> RpcClient:
 
 def run_sandboxed(ctx: RunContext) -> None:
     """Run the code to its outcome (or to a cancel request); then its tool grant ends."""
-    ctx.outcome = resources.event_loop().run_until_complete(_run_or_cancel(ctx))
+    ctx.outcome = clients.event_loop().run_until_complete(_run_or_cancel(ctx))
     try:
         ctx.redis.delete(grant_key(ctx.execution_id))  # runs never restart: the scope ends here
     except RedisError as exc:  # it expires by itself shortly after the run's deadline
@@ -109,7 +109,7 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         on_event=on_event,
         capability_sources=ctx.capabilities,
     )
-    watch = wait_for_cancel(resources.async_redis_client(), execution_id=execution_id)
+    watch = wait_for_cancel(clients.async_redis_client(), execution_id=execution_id)
     return await unless_cancelled(run, watch, execution_id=execution_id)
 
 
