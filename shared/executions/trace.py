@@ -244,6 +244,12 @@ def event_type(event: TraceEvent) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def replay(trace: Sequence[TraceEvent] | None) -> list[tuple[str, TraceEvent]]:
+    """A stored trace as the events a late subscriber is shown: each with its type (``event``
+    when it has none), in order; for the SSE replay of a run whose event log expired."""
+    return [(event_type(event) or "event", event) for event in trace or []]
+
+
 def _tool_calls(trace: Sequence[TraceEvent]) -> list[ToolCall]:
     """Every tool call in the trace, in start order; an end without a start still counts."""
     starts: dict[str, tuple[int, TraceEvent]] = {}

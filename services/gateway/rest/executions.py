@@ -20,7 +20,7 @@ from services.gateway.rest.responses import execution_response
 from shared.executions.events import FINISHED
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.status import TERMINAL
-from shared.executions.trace import event_type
+from shared.executions.trace import replay
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
@@ -96,11 +96,8 @@ async def events(
             row = await load_execution(state, execution_id=execution_id, tenant_id=tenant_id)
             if row["status"] in TERMINAL and not follow.replayed_any:
                 # The event log expired: replay the stored trace instead.
-                for event in row.get("trace") or []:
-                    yield {
-                        "event": event_type(event) or "event",
-                        "data": orjson.dumps(event).decode(),
-                    }
+                for kind, stored in replay(row.get("trace")):
+                    yield {"event": kind, "data": orjson.dumps(stored).decode()}
                 yield _finished_event(row)
                 return
             while True:

@@ -9,6 +9,7 @@ from shared.executions.trace import (
     LOST_CALL_MESSAGE,
     SUMMARY_VERSION,
     TraceSummary,
+    replay,
     summarize,
     summary_of,
 )
@@ -73,3 +74,10 @@ def test_a_row_stored_before_the_summary_is_decoded_from_its_trace() -> None:
 def test_a_run_in_memory_is_summarised_from_its_trace() -> None:
     assert summary_of(_trace()) == summarize(_trace())
     assert summary_of([]) == TraceSummary() and summary_of({"trace": None}) == TraceSummary()
+
+
+def test_a_stored_trace_replays_as_typed_events_in_order() -> None:
+    trace = [{"type": "tool_start", "call_id": "t1"}, {"call_id": "odd"}, {"type": "progress"}]
+    assert [kind for kind, _ in replay(trace)] == ["tool_start", "event", "progress"]
+    assert [event for _, event in replay(trace)] == trace
+    assert replay(None) == []
