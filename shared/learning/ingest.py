@@ -18,7 +18,8 @@ from psycopg.types.json import Jsonb
 
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
 from shared.embeddings import Embedder
-from shared.executions.status import TERMINAL
+from shared.errors import ErrorType
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import SUMMARY_VERSION, summary_of
 from shared.graph.edges import Edge, derive_edges
 from shared.graph.store import upsert_edges
@@ -45,7 +46,8 @@ Conn = psycopg.Connection[dict[str, Any]]
 # The raw trace only where no current summary is stored (rows older than migration 0017):
 # summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
 _COLUMNS = (
-    "id, tenant_id, status, code, intent, duration_ms, capability_id, learned_at, trace_summary, "
+    "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
+    "trace_summary, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
 # Outcomes that changed nothing: no metrics, no "learned" event.
@@ -121,6 +123,8 @@ def _apply(
         execution_id = str(row["id"])
         decision = decisions[execution_id]
         if row["capability_id"] is not None:
+            if not _counts_against_capability(row, decision):
+                continue  # the caller's refusal, rate limit or cancel: not the capability's
             reruns.append(
                 Rerun(
                     execution_id,
@@ -187,7 +191,9 @@ def _apply(
             threshold_change=moved.get(row["tenant_id"]),
             suggested=len(suggestions.shown[execution_id]),
             suggestions_used=suggestions.accepted[execution_id],
-            rerun_ok=_rerun_ok(decision) if row["capability_id"] is not None else None,
+            rerun_ok=_rerun_ok(decision)
+            if row["capability_id"] is not None and _counts_against_capability(row, decision)
+            else None,
         )
     with conn.cursor() as cur:
         cur.executemany(
@@ -234,6 +240,24 @@ def _threshold_feedback(
     detect_false_negatives(conn, created=created)
     after = {t: get_threshold(conn, context=MATCHING, tenant_id=t) for t in tenants}
     return {t: (before[t], after[t]) for t in tenants if before[t] != after[t]}
+
+
+# Outcomes that say something about the caller (its allow-list, its rate limits, its cancel),
+# nothing about the capability's code: a re-run ending so is left out of the capability's stats.
+CALLER_OUTCOMES = frozenset(
+    {ErrorType.TOOL_NOT_ALLOWED, ErrorType.RATE_LIMITED, ErrorType.CANCELLED}
+)
+
+
+def _counts_against_capability(row: dict[str, Any], decision: LearningDecision) -> bool:
+    """False for a re-run cancelled, or failed by a caller's refusal or rate limit (the run
+    itself or any of its tool calls): those are not the capability's failures."""
+    if row["status"] == ExecutionStatus.CANCELLED:
+        return False
+    error = row.get("error") or {}
+    if isinstance(error, dict) and error.get("type") in CALLER_OUTCOMES:
+        return False
+    return not any(item.get("type") in CALLER_OUTCOMES for item in decision.tool_failures)
 
 
 def _rerun_ok(decision: LearningDecision) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from shared.auth.patterns import compile_patterns
 from shared.capabilities import store
 from shared.config import DEFAULT_TENANT
 from shared.db import index_scans_only
@@ -49,8 +50,17 @@ def match_capabilities(
     intent_embedding: list[float],
     tenant_id: str = DEFAULT_TENANT,
     limit: int = 5,
+    tool_patterns: Sequence[str] | None = None,
+    include_out_of_scope: bool = False,
+    candidates: int = 0,
 ) -> dict[str, Any]:
-    """Capabilities reaching the tenant's adaptive threshold, runnable first, then best first."""
+    """Capabilities reaching the tenant's adaptive threshold, runnable first, then best first.
+
+    ``tool_patterns`` (the caller's allow-list; None: every tool) leaves out capabilities
+    calling a tool outside it, unless ``include_out_of_scope``: then they follow the
+    runnable ones, marked ``runnable: false``. When nothing reaches the threshold, up to
+    ``candidates`` of the closest below it come back as ``candidates`` (``below_threshold``).
+    """
     threshold = get_threshold(conn, context=Context.CAPABILITY_MATCHING, tenant_id=tenant_id)
     rows = store.nearest(
         conn,
@@ -58,46 +68,76 @@ def match_capabilities(
         tenant_id=tenant_id,
         n=max(limit, 1) * CANDIDATE_FACTOR,
     )
-    scored = []
+    scope = compile_patterns(tool_patterns) if tool_patterns is not None else None
+    refused: dict[str, list[str]] = {}
+    above: list[tuple[float, float, dict[str, Any]]] = []
+    below: list[tuple[float, float, dict[str, Any]]] = []
     for row in rows:
+        tools = list(row["tools_used"] or [])
+        refused[str(row["id"])] = [t for t in tools if not scope.allows(t)] if scope else []
+        if refused[str(row["id"])] and not include_out_of_scope:
+            continue
         semantic = float(row["semantic"])
         score = match_score(semantic=semantic, success_rate=float(row["success_rate"]))
-        if score >= threshold:
-            scored.append((score, semantic, row))
+        (above if score >= threshold else below).append((score, semantic, row))
+    closest = [] if above else sorted(below, key=_rank_key)[: max(candidates, 0)]
     unavailable = unavailable_tools(
-        conn, tool_ids=(t for _, _, row in scored for t in (row["tools_used"] or []))
+        conn, tool_ids=(t for _, _, row in above + closest for t in (row["tools_used"] or []))
     )
     missing = {
         str(row["id"]): missing_tools(row["tools_used"], unavailable=unavailable)
-        for _, _, row in scored
+        for _, _, row in above + closest
     }
-    # Runnable first: a degraded capability (a tool's server is down or left the
-    # configuration) would fail if run, whatever its score.
-    scored.sort(
-        key=lambda item: (bool(missing[str(item[2]["id"])]), -item[0], -item[1], str(item[2]["id"]))
+    # Runnable first: one calling a tool outside the caller's allow-list would be refused,
+    # and a degraded one (a tool's server is down or left the configuration) would fail
+    # if run, whatever its score.
+    above.sort(
+        key=lambda item: (
+            bool(refused[str(item[2]["id"])]),
+            bool(missing[str(item[2]["id"])]),
+            *_rank_key(item),
+        )
     )
+
+    def entry(score: float, semantic: float, row: dict[str, Any]) -> dict[str, Any]:
+        cap_id = str(row["id"])
+        out_of_scope = refused[cap_id]
+        return {
+            "id": cap_id,
+            "name": row["name"],
+            "description": row["description"],
+            "intent": row["intent"],
+            "code": row["code"],
+            "parameters_schema": row["parameters_schema"],
+            "tools_used": row["tools_used"],
+            "success_rate": float(row["success_rate"]),
+            "usage_count": int(row["usage_count"]),
+            "score": round(score, 4),
+            "semantic_score": round(semantic, 4),
+            "degraded": bool(missing[cap_id]),
+            "missing_tools": missing[cap_id],
+            "runnable": not out_of_scope,
+            "out_of_scope_tools": out_of_scope,
+            "not_runnable_reason": (
+                f"calls tools outside this API key's allow-list: {', '.join(out_of_scope)}"
+                if out_of_scope
+                else None
+            ),
+            "below_threshold": score < threshold,
+        }
+
     return {
-        "capabilities": [
-            {
-                "id": str(row["id"]),
-                "name": row["name"],
-                "description": row["description"],
-                "intent": row["intent"],
-                "code": row["code"],
-                "parameters_schema": row["parameters_schema"],
-                "tools_used": row["tools_used"],
-                "success_rate": float(row["success_rate"]),
-                "usage_count": int(row["usage_count"]),
-                "score": round(score, 4),
-                "semantic_score": round(semantic, 4),
-                "degraded": bool(missing[str(row["id"])]),
-                "missing_tools": missing[str(row["id"])],
-            }
-            for score, semantic, row in scored[:limit]
-        ],
+        "capabilities": [entry(*item) for item in above[:limit]],
         "threshold_used": threshold,
-        "total_found": len(scored),
+        "total_found": len(above),
+        "candidates": [entry(*item) for item in closest],
     }
+
+
+def _rank_key(item: tuple[float, float, dict[str, Any]]) -> tuple[float, float, str]:
+    """Best score first, then best semantic score, then id (a stable order)."""
+    score, semantic, row = item
+    return (-score, -semantic, str(row["id"]))
 
 
 def best_below_threshold(

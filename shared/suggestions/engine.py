@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from shared.auth.patterns import compile_patterns
 from shared.capabilities.store import community_capabilities, max_usage_count
 from shared.config import DEFAULT_TENANT
 from shared.graph.edges import CAPABILITY_PREFIX
@@ -53,17 +54,24 @@ def suggest(
     context_tools: Sequence[str],
     tenant_id: str = DEFAULT_TENANT,
     limit: int = MAX_SUGGESTIONS,
+    tool_patterns: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """At most ``limit`` suggestions {type, id, name, score, reason}, best first, deduplicated.
 
     Tools that cannot be called now are left out; capabilities that use one are kept,
     marked ``degraded`` with their ``missing_tools``, after every runnable suggestion.
+    With ``tool_patterns`` (the caller's allow-list), tools outside it and capabilities
+    calling one are left out: only what the caller may run is suggested.
     """
     context = list(dict.fromkeys(t for t in context_tools if t))
     if not context:
         return []
     capabilities = _community_capabilities(conn, context=context, tenant_id=tenant_id)
     tools = _graph_tools(conn, context=context)
+    if tool_patterns is not None:
+        scope = compile_patterns(tool_patterns)
+        tools = [t for t in tools if scope.allows(t["id"])]
+        capabilities = [c for c in capabilities if all(map(scope.allows, c["tools_used"]))]
     unavailable = unavailable_tools(
         conn,
         tool_ids=[*(t["id"] for t in tools), *(u for c in capabilities for u in c["tools_used"])],

@@ -28,6 +28,7 @@ from shared.executions.models import ExecutionView, RetryPolicy
 
 Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
 IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
+IncludeOutOfScope = Annotated[bool, described(CapabilitySearchRequest, "include_out_of_scope")]
 CapabilityRef = Annotated[
     str,
     Field(description="capability id or name (the prompt run_capability completes names)"),
@@ -43,7 +44,10 @@ Give `intent` in one sentence. Matches are scored semantic similarity * reliabil
 against an adaptive threshold (returned as threshold_used). Each match has its id, code,
 parameters_schema, success_rate and usage_count; run one with execute_capability
 instead of writing new code. A match marked `degraded` uses tools that are unavailable
-now (`missing_tools`) and is listed after the runnable ones.
+now (`missing_tools`) and is listed after the runnable ones. Capabilities calling tools
+your API key may not call are left out unless `include_out_of_scope` (then marked
+`runnable: false`). When nothing reaches the threshold, `candidates` lists the closest
+ones with their scores (`below_threshold: true`) for you to judge.
 `include_suggestions` adds related tools/capabilities."""
 
 EXECUTE_DESCRIPTION = """\
@@ -70,11 +74,18 @@ def register(
         annotations=READ_ONLY,
     )
     async def search_capabilities_tool(
-        intent: Intent, ctx: Context, include_suggestions: IncludeSuggestions = False
+        intent: Intent,
+        ctx: Context,
+        include_suggestions: IncludeSuggestions = False,
+        include_out_of_scope: IncludeOutOfScope = False,
     ) -> CapabilitySearchResponse:
         principal = await principal_of(ctx)
         with tool_errors():
-            body = CapabilitySearchRequest(intent=intent, include_suggestions=include_suggestions)
+            body = CapabilitySearchRequest(
+                intent=intent,
+                include_suggestions=include_suggestions,
+                include_out_of_scope=include_out_of_scope,
+            )
             return await search_capabilities(get_state(), body=body, principal=principal)
 
     @server.tool(

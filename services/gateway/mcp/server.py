@@ -45,6 +45,7 @@ Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
 Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
+IncludeOutOfScope = Annotated[bool, described(ToolSearchRequest, "include_out_of_scope")]
 ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
 # A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
@@ -157,15 +158,26 @@ def build_mcp_server(
         title="Search tools",
         description="Find MCP tools for a task described in words. Returns tool ids "
         "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
-        "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits.",
+        "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits. "
+        "Tools your API key may not call are left out unless include_out_of_scope (then "
+        "listed last, marked runnable: false).",
         annotations=READ_ONLY,
     )
     async def search_tools(
-        query: Query, ctx: Context, limit: Limit = 10, context_tools: ContextTools = None
+        query: Query,
+        ctx: Context,
+        limit: Limit = 10,
+        context_tools: ContextTools = None,
+        include_out_of_scope: IncludeOutOfScope = False,
     ) -> ToolSearchResponse:
         principal = await principal_of(ctx)
         with tool_errors():  # a blank query is refused by the model, as over REST, naming the field
-            body = ToolSearchRequest(query=query, limit=limit, context_tools=context_tools or [])
+            body = ToolSearchRequest(
+                query=query,
+                limit=limit,
+                context_tools=context_tools or [],
+                include_out_of_scope=include_out_of_scope,
+            )
             return await search_tools_op(get_state(), body=body, principal=principal)
 
     @server.tool(

@@ -19,11 +19,12 @@ from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
 from shared import metrics
 from shared.auth.audit import AuditAction, record_audit
+from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.capabilities import store
 from shared.db import DictConnection
 from shared.embeddings import get_embedder
-from shared.errors import NotFound, ValidationFailed
+from shared.errors import NotFound, ToolNotAllowed, ValidationFailed
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
 from shared.matching.capabilities import match_capabilities
@@ -31,6 +32,9 @@ from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
 
 Row = dict[str, Any]
+
+# When no capability reaches the threshold, at most this many of the closest are shown.
+BELOW_THRESHOLD_CANDIDATES = 3
 
 
 async def search_capabilities(
@@ -50,11 +54,22 @@ async def search_capabilities(
             details={"kind": "capabilities"},
         )
         found = match_capabilities(
-            conn, intent_embedding=vector, tenant_id=tenant_id, limit=body.limit
+            conn,
+            intent_embedding=vector,
+            tenant_id=tenant_id,
+            limit=body.limit,
+            tool_patterns=principal.tool_patterns,
+            include_out_of_scope=body.include_out_of_scope,
+            candidates=min(body.limit, BELOW_THRESHOLD_CANDIDATES),
         )
         if body.include_suggestions:
             context = [t for c in found["capabilities"] for t in (c.get("tools_used") or [])]
-            suggestions = suggest(conn, context_tools=context, tenant_id=tenant_id)
+            suggestions = suggest(
+                conn,
+                context_tools=context,
+                tenant_id=tenant_id,
+                tool_patterns=None if body.include_out_of_scope else principal.tool_patterns,
+            )
             matched = {c["id"] for c in found["capabilities"]}
             suggestions = [s for s in suggestions if s["id"] not in matched]
             shown = record_shown(conn, suggestions=suggestions, tenant_id=tenant_id)
@@ -116,6 +131,25 @@ async def execute_capability(
     return row
 
 
+def out_of_scope_tools(tools_used: list[str] | None, principal: Principal) -> list[str]:
+    """The tools a capability used that the caller's allow-list does not let it call."""
+    _, refused = allowed_scope(list(tools_used or []), principal.tool_patterns)
+    return refused
+
+
+def refuse_out_of_scope(cap: Row, principal: Principal) -> None:
+    """ToolNotAllowed (as execute_code gives) before anything starts, when the capability
+    calls a tool outside the caller's allow-list: its run could only fail on that call."""
+    refused = out_of_scope_tools(cap.get("tools_used"), principal)
+    if refused:
+        raise ToolNotAllowed(
+            f"capability {cap['name']!r} calls tools not allowed for this API key: "
+            f"{', '.join(refused[:20])}; it may call {', '.join(principal.tool_patterns or ())}",
+            tools=refused,
+            capability_id=str(cap["id"]),
+        )
+
+
 async def admit_capability(
     state: GatewayState, *, ref: str, body: CapabilityExecuteRequest, principal: Principal
 ) -> Admission:
@@ -123,6 +157,7 @@ async def admit_capability(
 
     def admitted(conn: DictConnection) -> Admission:
         cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id, conn=conn)
+        refuse_out_of_scope(cap, principal)
         problems = validate_args(schema=cap["parameters_schema"], args=body.args)
         if not problems.ok:
             raise ValidationFailed(

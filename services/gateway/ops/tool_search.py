@@ -15,6 +15,7 @@ from services.gateway.ops.audit import audit
 from services.gateway.ops.models.tools import ToolHit, ToolSearchRequest, ToolSearchResponse
 from services.gateway.state import GatewayState
 from shared.auth.audit import AuditAction
+from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
@@ -52,6 +53,11 @@ class QueryEmbeddings:
 
 
 QUERY_EMBEDDINGS = QueryEmbeddings()
+
+# A key narrowed by an allow-list searches SCOPED_FACTOR times its limit (at most MAX_SCOPED)
+# before the out-of-scope hits are dropped, so the page still fills with tools it may call.
+SCOPED_FACTOR = 5
+MAX_SCOPED = 200
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +110,38 @@ async def search_tools(
         args=body.model_dump(mode="json"),
         details={"kind": "tools"},
     )
+    patterns = principal.tool_patterns
     hits = await ranked_tools(
         state,
         query=body.query,
-        limit=body.limit,
+        # A narrowed key: rank more, so its own tools can fill the page after the filter.
+        limit=body.limit if patterns is None else min(body.limit * SCOPED_FACTOR, MAX_SCOPED),
         context_tools=body.context_tools,
         tenant_id=principal.tenant_id,
     )
-    return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])
+    if patterns is not None:
+        hits = scoped_hits(hits, patterns, include_out_of_scope=body.include_out_of_scope)
+    return ToolSearchResponse(
+        query=body.query, hits=[ToolHit.model_validate(h) for h in hits[: body.limit]]
+    )
+
+
+def scoped_hits(
+    hits: list[dict[str, Any]], patterns: Sequence[str], *, include_out_of_scope: bool
+) -> list[dict[str, Any]]:
+    """The hits the allow-list lets the caller call, in rank order; then, when asked, the
+    others marked ``runnable: false`` with the reason."""
+    scope = cached_patterns(tuple(patterns))
+    allowed = [h for h in hits if scope.allows(h["id"])]
+    if not include_out_of_scope:
+        return allowed
+    reason = f"outside this API key's allow-list ({', '.join(patterns)})"
+    others = [
+        {**h, "runnable": False, "not_runnable_reason": reason}
+        for h in hits
+        if not scope.allows(h["id"])
+    ]
+    return allowed + others
 
 
 def _search(

@@ -154,10 +154,17 @@ def test_a_capability_runs_under_the_callers_allow_list(e2e: E2EStack, as_key: A
         params={"wait": "true"},
         json={"args": {"a": 1}},
     )
-    assert response.status_code == 200, response.text
-    run = response.json()
-    assert run["status"] == "failed"
-    assert run["error"]["type"] == "tool_not_allowed" and "example:add" in run["error"]["message"]
+    # Refused before anything starts, as execute_code refuses tools outside the allow-list.
+    assert response.status_code == 403, response.text
+    error = response.json()["error"]
+    assert error["type"] == "tool_not_allowed" and "example:add" in error["message"]
+    assert error["details"]["tools"] == ["example:add"]
+    assert error["details"]["capability_id"] == capability_id
+    with e2e.db() as conn:
+        runs = conn.execute(
+            "SELECT count(*) AS n FROM executions WHERE capability_id = %s", (capability_id,)
+        ).fetchone()
+    assert runs is not None and runs["n"] == 0
 
 
 def test_the_bridge_refuses_what_the_grant_does_not_allow(e2e: E2EStack) -> None:

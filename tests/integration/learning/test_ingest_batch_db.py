@@ -281,3 +281,47 @@ def test_learning_reads_the_stored_summary_and_decodes_rows_stored_before_it(
         ("bench:fetch", "bench:store", "sequence"): 1,
         ("bench:store", "bench:fetch", "sequence"): 1,
     }
+
+
+def test_a_callers_refusal_rate_limit_or_cancel_never_counts_against_the_capability(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    first = add_execution(conn, code=CODE_A, intent="fetch a record and store it", events=BOTH_OK)
+    ingest(conn, [first], embedder)
+    before = capability(conn, CODE_A)
+    cap_id = str(before["id"])
+
+    def refused_call(error_type: str) -> list[dict[str, Any]]:
+        base = {"call_id": "c0", "tool": "bench:fetch", "parent": None}
+        return [
+            {"type": "tool_start", **base, "ts": 100.0},
+            {"type": "tool_end", **base, "ts": 100.5, "duration_ms": 1.0, "ok": False,
+             "error": {"type": error_type, "message": "refused"}},
+        ]  # fmt: skip
+
+    not_allowed = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
+                                events=refused_call("tool_not_allowed"), status="failed")  # fmt: skip
+    call_limited = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
+                                 events=refused_call("rate_limited"), status="failed")  # fmt: skip
+    cancelled = add_execution(
+        conn, code=CODE_A, intent=None, events=[], capability_id=cap_id, status="cancelled"
+    )
+    run_limited = add_execution(
+        conn, code=CODE_A, intent=None, events=[], capability_id=cap_id, status="failed"
+    )
+    conn.execute(
+        "UPDATE executions SET error = %s WHERE id = %s",
+        (Jsonb({"type": "rate_limited", "message": "too many"}), run_limited),
+    )
+    conn.commit()
+    results = ingest(conn, [not_allowed, call_limited, cancelled, run_limited], embedder)
+
+    assert all(r.rerun_ok is None and r.capability is None for r in results.values()), results
+    after = capability(conn, CODE_A)
+    stats = ("usage_count", "success_count", "failure_count", "success_rate")
+    assert [after[f] for f in stats] == [before[f] for f in stats] == [1, 1, 0, 1.0]
+    # Nor do they move the matching threshold: they say nothing about the match.
+    row = conn.execute(
+        "SELECT samples FROM adaptive_thresholds WHERE context = 'capability_matching'"
+    ).fetchone()
+    assert row is None or "false_positive" not in row["samples"]

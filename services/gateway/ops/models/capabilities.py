@@ -21,6 +21,11 @@ class CapabilitySearchRequest(RequestModel):
         default=False, description="add related tools and capabilities as suggestions"
     )
     limit: int = Field(default=5, ge=1, le=20, description="how many matches to return at most")
+    include_out_of_scope: bool = Field(
+        default=False,
+        description="also list capabilities calling tools outside your API key's allow-list, "
+        "after the runnable ones, marked runnable: false",
+    )
 
 
 class CapabilityExecuteRequest(RequestModel):
@@ -55,6 +60,16 @@ class CapabilityMatch(BaseModel):
     semantic_score: float
     degraded: bool = Field(description="true when a tool it uses is unavailable now")
     missing_tools: list[str] = Field(description="the unavailable tools of a degraded match")
+    runnable: bool = Field(
+        default=True, description="false when it calls tools your API key may not call"
+    )
+    out_of_scope_tools: list[str] = Field(
+        default_factory=list, description="its tools outside your API key's allow-list"
+    )
+    not_runnable_reason: str | None = Field(default=None, description="why runnable is false")
+    below_threshold: bool = Field(
+        default=False, description="true for a candidate scoring under threshold_used"
+    )
 
 
 class CapabilitySearchResponse(BaseModel):
@@ -65,6 +80,11 @@ class CapabilitySearchResponse(BaseModel):
     total_found: int = Field(description="matches at or above the threshold before the limit")
     suggestions: list[dict[str, Any]] | None = Field(
         default=None, description="related tools and capabilities; null unless asked for"
+    )
+    candidates: list[CapabilityMatch] = Field(
+        default_factory=list,
+        description="when no match reaches the threshold: the closest below it, best first, "
+        "with their scores (below_threshold: true); empty otherwise",
     )
 
 

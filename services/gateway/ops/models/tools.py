@@ -20,6 +20,11 @@ class ToolSearchRequest(RequestModel):
         default_factory=list,
         description="tool ids (`server:tool`) already in use: tools used with them rank higher",
     )
+    include_out_of_scope: bool = Field(
+        default=False,
+        description="also list tools outside your API key's allow-list, after the ones you "
+        "may call, marked runnable: false",
+    )
 
     @field_validator("query")
     @classmethod
@@ -51,6 +56,8 @@ class ToolHit(BaseModel):
     score: float = Field(description="fused rank score; higher is better")
     scores: ToolScores
     why: str = Field(description="the signals that placed the tool, strongest first")
+    runnable: bool = Field(default=True, description="false when your API key may not call it")
+    not_runnable_reason: str | None = Field(default=None, description="why runnable is false")
 
 
 class ToolSearchResponse(BaseModel):
