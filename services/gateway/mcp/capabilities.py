@@ -53,7 +53,8 @@ ones with their scores (`below_threshold: true`) for you to judge.
 EXECUTE_DESCRIPTION = """\
 Run a learned capability by id (or name) with `args` matching its parameters_schema.
 Arguments are checked first: missing, unknown or mistyped ones are reported without
-running anything. Waits for the result and returns the execution (status, result,
+running anything, and so is a capability calling tools your API key may not call
+(tool_not_allowed, naming them). Waits for the result and returns the execution (status, result,
 error, stdout, tool_calls, tool_failures). A result cached from an identical earlier run
 comes back at once with `cache_hit` set (only runs whose tools are all read-only are
 cached); pass `no_cache: true` to run it anyway."""
