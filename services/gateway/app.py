@@ -14,6 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
+from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.ops.tool_search import warm_up
 from services.gateway.outage import OutageGuard
@@ -84,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(OutageGuard)  # refuse before reading bodies while a dependency is down
     # Outside the body and outage guards: no body is read for a caller without a valid key.
-    app.add_middleware(AuthGate, settings=settings)
+    app.add_middleware(AuthGate, settings=settings, mcp_refusal=http_error_response)
     if settings.cors_origin_list:  # off by default: no Access-Control-* header at all
         app.add_middleware(
             CORSMiddleware,

@@ -124,11 +124,20 @@ async def resolve(state: GatewayState, *, token: str | None) -> Principal:
 
 
 class AuthGate:
-    """ASGI middleware: sets ``scope["state"]["principal"]`` or answers 401 in our envelope."""
+    """ASGI middleware: sets ``scope["state"]["principal"]`` or answers 401 in our envelope
+    (on /mcp, as a JSON-RPC error carrying it, which MCP clients read)."""
 
-    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        mcp_refusal: Callable[[AgentCardsError], ASGIApp] = error_response,
+    ) -> None:
         self.app = app
         self.settings = settings
+        # /mcp's refusal (the MCP adapter's, passed in by app.py: REST imports this module).
+        self.mcp_refusal = mcp_refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.settings.auth or _open(scope["path"]):
@@ -143,7 +152,9 @@ class AuthGate:
             state: GatewayState = scope["app"].state.gateway
             principal = await resolve(state, token=bearer_token(scope.get("headers") or []))
         except AgentCardsError as exc:
-            await error_response(exc)(scope, receive, send)
+            # /mcp's clients read a JSON-RPC error body; REST's read our envelope.
+            refuse = self.mcp_refusal if _mcp(scope["path"]) else error_response
+            await refuse(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         bind(tenant_id=principal.tenant_id)  # this request's task: on every line it logs
@@ -185,6 +196,10 @@ def auth_off_warning(settings: Settings) -> str | None:
         f"WARNING: AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of "
         f"{settings.gateway_host}:{settings.gateway_port} runs as tenant 'default' without limits"
     )
+
+
+def _mcp(path: str) -> bool:
+    return path == "/mcp" or path.startswith("/mcp/")
 
 
 def _open(path: str) -> bool:

@@ -63,6 +63,14 @@ def error_body(type_: str, message: str, details: Any = None) -> dict[str, Any]:
 
 def error_response(exc: AgentCardsError) -> JSONResponse:
     """The envelope and status for one of our errors."""
+    status, headers = error_status(exc)
+    return JSONResponse(
+        error_body(exc.type, exc.message, exc.details or None), status, headers=headers
+    )
+
+
+def error_status(exc: AgentCardsError) -> tuple[int, dict[str, str]]:
+    """The HTTP status and headers one of our errors is answered with (REST's and /mcp's)."""
     status = next((s for t, s in STATUS_BY_TYPE.items() if isinstance(exc, t)), 500)
     headers = {}
     if status == 503:
@@ -71,9 +79,7 @@ def error_response(exc: AgentCardsError) -> JSONResponse:
         headers["WWW-Authenticate"] = 'Bearer realm="agentcards"'
     elif isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after_s)
-    return JSONResponse(
-        error_body(exc.type, exc.message, exc.details or None), status, headers=headers
-    )
+    return status, headers
 
 
 def unavailable_response(name: str, error: str) -> JSONResponse:

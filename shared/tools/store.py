@@ -14,6 +14,8 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.server_states import ServerState
+
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
 
@@ -43,12 +45,16 @@ def get_tools(
     return {r["id"]: r for r in rows}
 
 
-def list_tools(conn: Conn) -> list[Row]:
-    """Every known tool, by id, with its server's state (``server_state``: why it is unavailable)."""
+def list_tools(conn: Conn, *, include_removed: bool = False) -> list[Row]:
+    """The tools of configured servers, by id, with their server's state (``server_state``: why
+    one is unavailable); ``include_removed`` adds those of servers that left the configuration
+    (``removed``: history only, as the dashboard's graphs of past runs show them)."""
     columns = ", ".join(f"t.{c.strip()}" for c in TOOL_COLUMNS.split(","))
+    configured = "" if include_removed else "WHERE s.state IS DISTINCT FROM %(removed)s "
     return conn.execute(
         f"SELECT {columns}, s.state AS server_state "
-        "FROM tools t LEFT JOIN mcp_servers s ON s.name = t.server ORDER BY t.id"
+        f"FROM tools t LEFT JOIN mcp_servers s ON s.name = t.server {configured}ORDER BY t.id",
+        {"removed": ServerState.REMOVED.value},
     ).fetchall()
 
 

@@ -16,15 +16,25 @@ from mcp import types
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from starlette.responses import JSONResponse
 
 from services.gateway.errors import (
     OUTAGES,
+    error_status,
     outage_of,
     problems_message,
     unavailable_error,
     validation_problems,
 )
-from shared.errors import AgentCardsError, ErrorType, NotFound, ValidationFailed, error_dict
+from shared.errors import (
+    AgentCardsError,
+    ErrorType,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    ValidationFailed,
+    error_dict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +81,21 @@ def mcp_error(exc: Exception) -> ToolError:
 def protocol_error(exc: AgentCardsError) -> MCPError:
     """A JSON-RPC error: invalid params for a bad or unknown name, internal otherwise; ``data``
     is our error body."""
-    code = (
-        types.INVALID_PARAMS
-        if isinstance(exc, ValidationFailed | NotFound)
-        else types.INTERNAL_ERROR
-    )
+    if isinstance(exc, ValidationFailed | NotFound):
+        code = types.INVALID_PARAMS
+    elif isinstance(exc, Unauthorized | Forbidden):
+        code = types.INVALID_REQUEST
+    else:
+        code = types.INTERNAL_ERROR
     return MCPError(code=code, message=exc.message, data=exc.to_dict())
+
+
+def http_error_response(exc: AgentCardsError) -> JSONResponse:
+    """A refusal of a /mcp request before MCP sees it (the auth gate's 401): REST's status and
+    headers (401's ``WWW-Authenticate``, which OAuth-aware clients act on), with a JSON-RPC
+    error as the body, whose message and ``data`` (our ``{type, message, details?}``) the
+    SDK client raises; REST's envelope there reads to it as "Server returned an error response".
+    ``id`` is null: the request was not read (the client answers its own request with it)."""
+    status, headers = error_status(exc)
+    error = protocol_error(exc).error.model_dump(mode="json", exclude_none=True)
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status, headers=headers)

@@ -45,7 +45,7 @@ def hypergraph(
     """Each of the tenant's capabilities is a compound node with one child per tool it uses;
     edges: tool order inside a capability, capabilities sharing tools, capabilities calling others."""
     with state.pool.connection() as conn:
-        tools = list_tools(conn)
+        tools = list_tools(conn, include_removed=True)  # history
         caps = graph_nodes(conn, tenant_id=principal.tenant_id)
         edges = heaviest_edges(conn, limit=max_edges, tenant_id=principal.tenant_id)
     return HypergraphBuilder(tools=tools, capabilities=caps, edges=edges).build()
@@ -59,6 +59,6 @@ def tools_graph(
 ) -> dict[str, Any]:
     """Every known tool and the heaviest tool→tool edges (sequence, co_used), as Cytoscape elements."""
     with state.pool.connection() as conn:
-        tools = list_tools(conn)
+        tools = list_tools(conn, include_removed=True)  # history
         edges = heaviest_edges(conn, limit=max_edges, tenant_id=principal.tenant_id)
     return tool_graph(tools=tools, edges=edges)

@@ -15,11 +15,12 @@ from shared.tools import store as tools_store
 router = APIRouter(prefix="/v1", tags=["tools"])
 
 
-@router.get("/tools", summary="Every known tool with its server, availability and server state")
-def list_tools(state: State) -> dict[str, Any]:
-    """Unavailable tools are listed too (``server_state`` says why: down, removed…)."""
+@router.get("/tools", summary="The configured servers' tools: server, availability, server state")
+def list_tools(state: State, include_removed: bool = False) -> dict[str, Any]:
+    """Unavailable tools are listed too (``server_state`` says why: down, retrying…). Tools of
+    servers that left the configuration are history: only with ``include_removed=true``."""
     with state.pool.connection() as conn:
-        rows = tools_store.list_tools(conn)
+        rows = tools_store.list_tools(conn, include_removed=include_removed)
     return {"tools": rows, "total": len(rows)}
 
 

@@ -31,10 +31,10 @@ MCP_INIT = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
-def _assert_401(response: Any) -> None:
+def _assert_401(response: Any, *, body: dict[str, Any] | None = None) -> None:
     assert response.status_code == 401, response.text
     assert response.headers["www-authenticate"].startswith("Bearer")
-    assert response.json()["error"]["type"] == "unauthorized"
+    assert (response.json()["error"] if body is None else body)["type"] == "unauthorized"
 
 
 def _revoke(settings: Settings, key_id: str) -> None:
@@ -61,7 +61,9 @@ def test_once_a_key_exists_rest_sse_and_mcp_need_it(settings: Settings, make_key
             _assert_401(client.get("/v1/tools", headers=headers))
             _assert_401(client.post("/v1/executions", json={"code": "return 1"}, headers=headers))
             _assert_401(client.get(events, headers=headers))
-            _assert_401(client.post("/mcp", json=MCP_INIT, headers={**MCP_HEADERS, **headers}))
+            # /mcp: a JSON-RPC error carrying our body, which MCP clients read (test_mcp_refusal)
+            mcp = client.post("/mcp", json=MCP_INIT, headers={**MCP_HEADERS, **headers})
+            _assert_401(mcp, body=mcp.json()["error"]["data"] if mcp.status_code == 401 else {})
             _assert_401(client.get("/api/capabilities", headers=headers))
         _assert_401(client.get("/v1/tools", headers={"Authorization": "Basic eDp5"}))
         assert client.get("/v1/tools", headers=auth).status_code == 200

@@ -1,8 +1,8 @@
 """A server dropped from the config is `removed`, not a ghost: real toolhost, real MCP servers, real Postgres.
 
 The toolhost is restarted with a config without `time` (mcp-server-time from PyPI):
-its row and tools stay (ids live on) but are unavailable, search no longer offers
-them, and a capability that uses them is `degraded` and ranked below a runnable one,
+its row and tools stay (ids live on) but are unavailable, tool listings and unknown-tool
+errors leave them out (history only: `include_removed=true`), search no longer offers them, and a capability that uses them is `degraded` and ranked below a runnable one,
 over REST and over MCP. Put back in the config, it is available again.
 """
 
@@ -22,6 +22,8 @@ from services.gateway.mcp.server import build_mcp_server
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import get_embedder
+from shared.tools.catalog import ToolCatalog
+from shared.tools.store import list_tools
 from tests.integration.discovery.helpers import insert_capability
 from tests.integration.mcp_servers import ToolhostProcess, example_server, time_server, write_config
 
@@ -55,8 +57,9 @@ def _servers(client: TestClient) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in _get(client, "/v1/servers")["servers"]}
 
 
-def _tools(client: TestClient) -> dict[str, dict[str, Any]]:
-    return {t["id"]: t for t in _get(client, "/v1/tools")["tools"]}
+def _tools(client: TestClient, *, include_removed: bool = False) -> dict[str, dict[str, Any]]:
+    query = "?include_removed=true" if include_removed else ""
+    return {t["id"]: t for t in _get(client, f"/v1/tools{query}")["tools"]}
 
 
 def _search_ids(client: TestClient) -> list[str]:
@@ -123,10 +126,24 @@ def test_dropped_server_is_removed_then_comes_back(
     assert "configuration" in servers["time"]["last_error"]
     assert servers["time"]["tool_count"] == 0
     assert servers["example"]["state"] == "ready"
+    # Listings name only configured servers' tools; the removed ones are history, on request.
     tools = _tools(client)
-    assert tools["time:get_current_time"]["available"] is False
-    assert tools["time:get_current_time"]["server_state"] == "removed"
+    assert not [t for t in tools if t.startswith("time:")]
     assert tools["example:add"]["available"] is True
+    history = _tools(client, include_removed=True)
+    assert history["time:get_current_time"]["available"] is False
+    assert history["time:get_current_time"]["server_state"] == "removed"
+    # The run's catalog (the worker's tool scope reads list_tools): a call to the removed
+    # server's tool is unknown, and the error's server list and nearest ids leave it out.
+    with connect(settings.database_url or "") as conn:
+        known = [t["id"] for t in list_tools(conn)]
+    catalog = ToolCatalog.build({}, known)
+    _, error = catalog.resolve("time:get_current_time")
+    assert error is not None and error["type"] == "unknown_tool", error
+    assert "time:" not in json.dumps(error.get("details")), error
+    assert "servers: example)" in error["message"], error
+    _, near = catalog.resolve("example:ad")
+    assert near is not None and "time:" not in json.dumps(near), near
     found = _search_ids(client)
     assert found and not [t for t in found if t.startswith("time:")]
 
