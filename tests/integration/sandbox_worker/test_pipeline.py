@@ -66,6 +66,15 @@ def _ingestions_queued(client: redis.Redis, execution_id: str) -> int:
     return sum(execution_id in m["headers"].get("argsrepr", "") for m in messages)
 
 
+def _after_the_store(client: redis.Redis, execution_id: str, worker: WorkerProcess) -> None:
+    """Wait for the stages after the store: the row is terminal before `announce` and `learn`
+    run, so a test that reads the broker the moment the row ends races them."""
+    deadline = time.monotonic() + 30
+    while _ingestions_queued(client, execution_id) == 0:
+        assert time.monotonic() < deadline, f"no ingestion sent:\n{worker.log()[-3000:]}"
+        time.sleep(0.05)
+
+
 def test_a_run_is_stored_announced_and_sent_to_learning(
     settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
 ) -> None:
@@ -74,6 +83,7 @@ def test_a_run_is_stored_announced_and_sent_to_learning(
     row = _ended(settings, execution_id, worker)
     assert (row["status"], row["result"]) == ("succeeded", {"n": 42})
     r = redis.Redis.from_url(settings.redis_url or "")
+    _after_the_store(r, execution_id, worker)
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["succeeded"]
     assert _ingestions_queued(r, execution_id) == 1
 
@@ -92,6 +102,7 @@ def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learni
     assert row["error"]["type"] == "internal_error"
     assert "UndefinedColumn" in row["error"]["message"]
     r = redis.Redis.from_url(settings.redis_url or "")
+    _after_the_store(r, execution_id, worker)
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
     assert _ingestions_queued(r, execution_id) == 1
     assert "failed in the worker (cache.prepare)" in worker.log()
@@ -124,5 +135,6 @@ def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_ou
     assert row["error"]["type"] == "internal_error"
     assert "CacheInvalidationFailed" in row["error"]["message"]
     r = redis.Redis.from_url(settings.redis_url or "")
+    _after_the_store(r, execution_id, worker)
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
     assert _ingestions_queued(r, execution_id) == 1
