@@ -45,7 +45,6 @@ def test_a_cancel_request_kills_the_run_and_the_outcome_is_cancelled() -> None:
     assert log == ["run cancelled"]
     assert outcome.status == ExecutionStatus.CANCELLED
     assert outcome.error is not None and outcome.error["type"] == ErrorType.CANCELLED
-    assert 0 <= outcome.duration_ms < 5000
 
 
 def test_a_broken_watch_is_no_cancel_request_the_run_goes_on() -> None:
