@@ -20,6 +20,9 @@ class ErrorType(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"  # outside the execution's tool scope
     TOOL_CALL_LIMIT = "tool_call_limit"  # more calls than the execution may make
     TOOL_ARGS_TOO_LARGE = "tool_args_too_large"  # arguments over the size limit
+    # Missing required, unknown or mistyped arguments for the tool's input schema (checked
+    # before the call; the message names them and lists the valid ones).
+    INVALID_ARGUMENTS = "invalid_arguments"
     RATE_LIMITED = (
         "rate_limited"  # a key's executions/min, concurrency or tool calls/min is reached
     )
@@ -72,6 +75,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.TOOL_NOT_ALLOWED,
         ErrorType.TOOL_CALL_LIMIT,
         ErrorType.TOOL_ARGS_TOO_LARGE,
+        ErrorType.INVALID_ARGUMENTS,
         ErrorType.RATE_LIMITED,
         ErrorType.INVALID_REQUEST,
         ErrorType.INTERNAL_ERROR,

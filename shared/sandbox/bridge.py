@@ -38,6 +38,7 @@ from shared.sandbox.tools import (
     ToolResult,
     ToolSpec,
 )
+from shared.tools.arguments import check_tool_arguments
 from shared.tools.catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,9 @@ async def run_in_sandbox(
             )
         cap_ids = {name: src["id"] for name, src in caps.items()}
         catalog = ToolCatalog.build(tools or {}, known_tools)
-        session = _Session(proc, limits, catalog, backend, TraceRecorder(on_event), cap_ids)
+        schemas = {tid: spec.input_schema for tid, spec in (tools or {}).items()}
+        trace = TraceRecorder(on_event)
+        session = _Session(proc, limits, catalog, backend, trace, cap_ids, schemas=schemas)
         start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
@@ -181,6 +184,8 @@ class _Session:
         backend: ToolBackend | None,
         trace: TraceRecorder,
         capability_ids: Mapping[str, str],
+        *,
+        schemas: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.proc, self.limits, self.catalog, self.backend, self.trace = (
             proc,
@@ -190,6 +195,7 @@ class _Session:
             trace,
         )
         self.capability_ids = dict(capability_ids)  # name -> id, the injected set
+        self.schemas = dict(schemas or {})  # tool id -> its input schema, checked per call
         self.granted_capability_ids = frozenset(capability_ids.values())
         self.stdout: list[str] = []
         self.stdout_left = limits.stdout_bytes
@@ -386,7 +392,9 @@ class _Session:
             wire.check_value(args, max_bytes=self.limits.tool_args_bytes)
         except wire.WireError as exc:
             return tool, error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
-        return tool, None
+        # Checked here, before the RPC: the agent gets the names (not the server's raw -32602)
+        # and a wrong call never costs a round trip to the toolhost.
+        return tool, check_tool_arguments(tool, self.schemas.get(tool), args)
 
     async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
         backend = self.backend

@@ -66,6 +66,8 @@ How to write the code:
 - A failed call raises ToolCallError (catch it as `except ToolCallError as e`); its
   `.type` says why: `unknown_tool` (no such tool; the message names the nearest ones),
   `tool_not_allowed` (outside this execution's `tools` or your API key's allow-list),
+  `invalid_arguments` (missing, unknown or mistyped arguments for the tool's input
+  schema; the message names them and lists the valid ones; nothing was sent),
   `rate_limited` (retry after the time it gives), `timeout`, `server_unavailable`,
   `output_limit` (the tool's result is larger than a tool result may be: ask it for
   less), `tool_error` (the tool itself failed).

@@ -28,8 +28,8 @@ from shared.errors import NotFound, ToolNotAllowed, ValidationFailed
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
 from shared.matching.capabilities import match_capabilities
-from shared.matching.validate_args import validate_args
 from shared.suggestions import record_shown, suggest
+from shared.tools.arguments import validate_args
 
 Row = dict[str, Any]
 

@@ -1,9 +1,17 @@
-"""Check a capability's arguments against its inferred JSON Schema before running it."""
+"""Check arguments against a JSON Schema before anything runs: a capability's parameters
+(at submission) and a tool's input schema (in the bridge, before the call leaves the worker).
+
+Top-level only and cheap (no schema compilation): missing required, unknown and mistyped
+arguments, named, with the valid ones listed. The downstream server still validates the rest.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from shared.errors import ErrorType, error_dict
 
 # JSON Schema type → the Python types a JSON value of that type decodes to. bool is
 # excluded from integer/number explicitly below (True is an int in Python).
@@ -50,18 +58,15 @@ class ArgProblems:
 def validate_args(*, schema: dict[str, Any] | None, args: dict[str, Any]) -> ArgProblems:
     """Missing required, unexpected and mistyped top-level arguments for an object schema.
 
-    Extra arguments are rejected unless the schema sets ``additionalProperties``
-    true: a typo like ``pth`` would otherwise be silently ignored by the code.
+    Extra arguments are rejected unless the schema sets ``additionalProperties`` (true or a
+    schema): a typo like ``pth`` would otherwise be silently ignored by the code.
     """
     schema = schema or {}
     properties: dict[str, Any] = schema.get("properties") or {}
     required = [str(r) for r in schema.get("required") or []]
     missing = [name for name in required if name not in args]
-    extra = (
-        []
-        if schema.get("additionalProperties") is True
-        else sorted(name for name in args if name not in properties)
-    )
+    open_ended = schema.get("additionalProperties") not in (None, False)  # true or a schema
+    extra = [] if open_ended else sorted(name for name in args if name not in properties)
     mistyped: dict[str, str] = {}
     for name, value in args.items():
         spec = properties.get(name)
@@ -103,3 +108,40 @@ def _json_type(value: Any) -> str:
         if _is_type(value, name) and not (name == "number" and isinstance(value, int)):
             return name
     return type(value).__name__
+
+
+def describe_parameters(schema: dict[str, Any] | None) -> str:
+    """The valid arguments, for a message: ``timezone (string, required), limit (integer)``."""
+    schema = schema or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    parts = []
+    for name, spec in properties.items():
+        kinds = _expected_types(spec) if isinstance(spec, dict) else []
+        notes = [" or ".join(kinds)] if kinds else []
+        if name in required:
+            notes.append("required")
+        parts.append(f"{name} ({', '.join(notes)})" if notes else name)
+    return ", ".join(parts) if parts else "none"
+
+
+def check_tool_arguments(
+    tool: str, schema: Mapping[str, Any] | None, args: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``invalid_arguments`` naming what is wrong with a call to ``tool`` (None: the call may go).
+
+    A tool that published no schema (or no ``properties``) is not checked: there is nothing
+    to name, and its server decides.
+    """
+    if not schema or not isinstance(schema.get("properties"), dict):
+        return None
+    as_dict = dict(schema)
+    problems = validate_args(schema=as_dict, args=args)
+    if problems.ok:
+        return None
+    return error_dict(
+        ErrorType.INVALID_ARGUMENTS,
+        f"arguments do not fit {tool}'s input schema: {problems.message()}; "
+        f"valid arguments: {describe_parameters(as_dict)}",
+        **problems.to_dict(),
+    )

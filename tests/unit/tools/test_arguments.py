@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.matching.validate_args import validate_args
+from shared.tools.arguments import check_tool_arguments, validate_args
 
 SCHEMA = {
     "type": "object",
@@ -52,3 +52,26 @@ def test_additional_properties_true_allows_extras() -> None:
 def test_empty_schema_rejects_unknown_args() -> None:
     assert validate_args(schema=None, args={"x": 1}).extra == ["x"]
     assert validate_args(schema=None, args={}).ok
+
+
+def test_a_tool_call_that_does_not_fit_names_what_is_wrong_and_the_valid_arguments() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"timezone": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["timezone"],
+    }
+    error = check_tool_arguments("time:get_current_time", schema, {"timezon": "UTC"})
+    assert error is not None and error["type"] == "invalid_arguments"
+    assert error["missing"] == ["timezone"] and error["extra"] == ["timezon"]
+    assert "valid arguments: timezone (string, required), limit (integer)" in error["message"]
+    assert check_tool_arguments("time:get_current_time", schema, {"timezone": "UTC"}) is None
+
+
+def test_tools_without_properties_or_with_open_extras_are_left_to_their_server() -> None:
+    assert check_tool_arguments("x:y", {}, {"anything": 1}) is None
+    assert check_tool_arguments("x:y", {"type": "object"}, {"anything": 1}) is None
+    open_schema = {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}
+    assert check_tool_arguments("x:y", open_schema, {"anything": "v"}) is None
+    closed = {"type": "object", "properties": {}}
+    error = check_tool_arguments("x:y", closed, {"anything": "v"})
+    assert error is not None and "valid arguments: none" in error["message"]
