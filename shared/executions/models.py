@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from shared import tool_ids
 from shared.errors import ErrorType
+from shared.executions.pages import OutputPage, ReplyTruncation
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import LOST_CALL_MESSAGE, TraceSummary, summary_of
 from shared.inputs import RequestModel
@@ -114,6 +115,14 @@ class ExecutionView(BaseModel):
     )
     retries: list[RetryRecord] = Field(
         default_factory=list, description="each lost attempt that was re-run, and why"
+    )
+    truncated: ReplyTruncation | None = Field(
+        default=None,
+        description="set when this reply left parts out to fit the client's message limit: "
+        "which, their full sizes, and how to read them (get_execution with part/offset)",
+    )
+    page: OutputPage | None = Field(
+        default=None, description="the page asked for with `part` (the parts themselves left empty)"
     )
 
 

@@ -20,6 +20,7 @@ from shared.auth.grants import Grant, write_grant
 from shared.config import DEFAULT_TENANT, Settings
 from shared.queues import HEARTBEAT_PREFIX
 from tests.conftest import settings_env
+from tests.harness import spawn
 
 REPO = Path(__file__).resolve().parents[2]
 # Where CI installs the published npm server (see NPM_INSTALL below).
@@ -189,13 +190,12 @@ def toolhost_factory(
     ) -> ToolhostProcess:
         log_path = tmp_path / f"toolhost-{len(started)}.log"
         env = settings_env(settings) | {"AGENTCARDS_MCP_CONFIG": str(config)} | (extra_env or {})
-        proc = subprocess.Popen(
+        proc = spawn(
             [sys.executable, "-m", "services.toolhost"],
             env=env,
             cwd=REPO,
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         host = ToolhostProcess(proc, log_path, settings.redis_url or "")
         started.append(host)

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from services.gateway.mcp.fit import clip_text
 from shared.executions.events import FINISHED, RETRIED
 from shared.executions.models import ExecutionView
 from shared.executions.status import ExecutionStatus
@@ -31,6 +32,10 @@ LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # severity-ascending 
 DEFAULT_LEVEL: LoggingLevel = "warning"
 LOGGER = "agentcards.execution"
 STDOUT_LOGGER = "agentcards.stdout"
+# A log line carries at most this much of stdout or an error text: a notification is one
+# server-sent event, and MCP clients refuse one over 1 MiB (see fit.py); even escaped 6-fold
+# (control characters) this stays under it.
+LOG_TEXT_BYTES = 64 << 10
 
 # The level each client connection asked for; a connection that ends drops out by itself.
 _levels: weakref.WeakKeyDictionary[Connection, LoggingLevel] = weakref.WeakKeyDictionary()
@@ -133,10 +138,18 @@ def outcome_lines(view: ExecutionView) -> list[tuple[LogLine, str]]:
         message = f"execution {view.id} succeeded"
         lines.append((("info", {"message": message, "duration_ms": view.duration_ms}), LOGGER))
     elif view.error is not None:
-        data = {"message": f"execution {view.id} {view.status}: {view.error.message}"}
-        lines.append((("error", {**data, "error": view.error.model_dump()}), LOGGER))
+        error = view.error.model_dump()
+        for key in ("message", "traceback"):
+            if isinstance(error.get(key), str):
+                error[key] = clip_text(
+                    error[key], max_bytes=LOG_TEXT_BYTES, rest="see get_execution"
+                )
+        data = {"message": f"execution {view.id} {view.status}: {error['message']}"}
+        lines.append((("error", {**data, "error": error}), LOGGER))
     if view.stdout:
-        lines.append((("info", {"message": view.stdout}), STDOUT_LOGGER))
+        rest = f"get_execution(execution_id={view.id!r}, part='stdout') has all of it"
+        stdout = clip_text(view.stdout, max_bytes=LOG_TEXT_BYTES, rest=rest)
+        lines.append((("info", {"message": stdout}), STDOUT_LOGGER))
     return lines
 
 

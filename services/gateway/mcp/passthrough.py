@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import log_messages
+from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.enqueue import enqueue_admitted
@@ -55,6 +56,9 @@ _POLL_S = ASYNC_REDIS_SOCKET_TIMEOUT_S / 2
 # relay lasts exactly as long as the wait (which a re-run extends), and ends within
 # LEASE_S of a gateway that died mid-wait.
 LEASE_S = 5.0
+# A downstream server's progress message is relayed up to this size (a notification must fit
+# MCP clients' message limit like any reply; see fit.py).
+PROGRESS_TEXT_BYTES = 4096
 RENEW_EVERY_S = 1.5
 
 
@@ -91,7 +95,7 @@ async def run_as_tool(
     row = await run_passing_through(state, ctx, admission=admission, principal=principal)
     view = view_from_row(row)
     await log_messages.send_outcome(ctx, view)
-    return execution_result(view)
+    return execution_result(view, max_bytes=state.settings.mcp_reply_max_bytes)
 
 
 async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
@@ -101,8 +105,9 @@ async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
     progress = float(event.get("progress") or 0)
     total = float(event["total"]) if event.get("total") is not None else None
     done = event.get("message") or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+    message = clip_text(str(done), max_bytes=PROGRESS_TEXT_BYTES, rest="the tool's own message")
     await ctx.report_progress(
-        progress, total, f"{event.get('tool')} {event.get('call_id')}: {done}"
+        progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
     )
 
 

@@ -23,15 +23,17 @@ from services.gateway.mcp import (
 )
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
-from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described
+from services.gateway.mcp.fit import reply_bytes
+from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.ops.admission import admit_submission
-from services.gateway.ops.execution_reads import read_execution
+from services.gateway.ops.execution_reads import paged_view, read_execution
 from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.errors import ConfigError, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
+from shared.executions.pages import PART_DESCRIPTION, Part
 from shared.sandbox.child.helpers import HELPER_MODULES
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
@@ -47,6 +49,18 @@ Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
 IncludeOutOfScope = Annotated[bool, described(ToolSearchRequest, "include_out_of_scope")]
 ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
+PartArg = Annotated[Part | None, Field(description=PART_DESCRIPTION)]
+Offset = Annotated[
+    int, Field(ge=0, description="with `part`: the first byte (0, or a page's `next_offset`)")
+]
+MaxBytes = Annotated[
+    int | None,
+    Field(
+        ge=1024,
+        description="with `part`: page size in bytes (default and cap: a quarter "
+        "of the reply cap, AGENTCARDS_MCP_REPLY_MAX_BYTES)",
+    ),
+]
 # A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
@@ -95,9 +109,20 @@ succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,
 tool_calls, tool_failures, duration_ms, and cache_hit: an identical earlier run whose tools
 are all read-only is answered from the cache (pass no_cache=true to run anyway). A run that
-did not succeed is an error result (isError) with the same fields.""".replace(
+did not succeed is an error result (isError) with the same fields. A reply larger than the
+MCP reply cap (256 KiB by default) leaves the large parts out (stdout: cut) and says so in
+`truncated`; read them in pages with get_execution(part=..., offset=...).""".replace(
     "<helpers>", ", ".join(f"`{name}`" for name in HELPER_MODULES)
 )
+
+
+GET_EXECUTION_DESCRIPTION = """\
+Fetch an execution by id (status, result, error, stdout, tool calls). A reply never exceeds
+the MCP reply cap: when a part was too large it is left out (or, for stdout, cut) and
+`truncated` names it with its full size. Read such a part in pages: pass `part` (`result`,
+`stdout`, `tool_calls`, `tool_failures`), `offset` (0 first, then each page's `next_offset`
+until it is null) and optionally `max_bytes`; `page.text` holds the page. The result's pages
+joined are its JSON text: `json.loads` gives the value."""
 
 
 def build_mcp_server(
@@ -185,15 +210,30 @@ def build_mcp_server(
     @server.tool(
         name="get_execution",
         title="Get an execution",
-        description="Fetch an execution by id (status, result, error, stdout, tool calls).",
+        description=GET_EXECUTION_DESCRIPTION,
         annotations=READ_ONLY,
     )
-    async def get_execution_tool(execution_id: ExecutionId, ctx: Context) -> ExecutionView:
+    async def get_execution_tool(
+        execution_id: ExecutionId,
+        ctx: Context,
+        part: PartArg = None,
+        offset: Offset = 0,
+        max_bytes: MaxBytes = None,
+    ) -> ExecutionResult:
         tenant_id = (await principal_of(ctx)).tenant_id
+        cap = get_state().settings.mcp_reply_max_bytes
         with tool_errors():  # a stale run is reaped on the way, as REST's GET does
             row = await read_execution(get_state(), execution_id=execution_id, tenant_id=tenant_id)
-        # Reading worked, so not an error even when the execution itself failed.
-        return view_from_row(row)
+            view = view_from_row(row)
+            if part is None:  # reading worked, so not an error even when the run failed
+                return execution_result(view, max_bytes=cap, failure_is_error=False)
+            size = min(max_bytes or cap // 4, cap)
+            while True:  # text that escapes to more than it weighs gets a smaller page
+                paged = paged_view(view, part=part, offset=offset, max_bytes=size)
+                reply = execution_result(paged, max_bytes=cap, failure_is_error=False)
+                if reply_bytes(reply.structured_content or {}) <= cap or size <= 1024:
+                    return reply
+                size //= 2
 
     capabilities.register(server, get_state, principal_of)
     prompts.register(server, get_state, principal_for)

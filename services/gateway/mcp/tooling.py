@@ -8,6 +8,7 @@ import orjson
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from services.gateway.mcp.fit import fit
 from shared.executions.models import ExecutionView
 from shared.executions.status import TERMINAL, ExecutionStatus
 
@@ -31,15 +32,19 @@ def described(model: type[BaseModel], field: str) -> Any:
     return Field(description=model.model_fields[field].description)
 
 
-def execution_result(view: ExecutionView) -> CallToolResult:
+def execution_result(
+    view: ExecutionView, *, max_bytes: int, failure_is_error: bool = True
+) -> CallToolResult:
     """An execution as a tool result: structured, and ``isError`` when it ended without success.
 
     Still running (the wait ran out) is not an error: the client polls ``get_execution``.
+    ``get_execution`` reads without failing (``failure_is_error=False``). Cut to fit
+    ``max_bytes`` (fit.py): what was left out is named in ``truncated``.
     """
-    data = view.model_dump(mode="json")
+    data = fit(view.model_dump(mode="json"), max_bytes=max_bytes, execution_id=view.id)
     failed = view.status in TERMINAL and view.status != ExecutionStatus.SUCCEEDED
     return CallToolResult(
         content=[TextContent(type="text", text=orjson.dumps(data).decode())],
         structured_content=data,
-        is_error=failed,
+        is_error=failed and failure_is_error,
     )

@@ -10,6 +10,8 @@ from services.gateway.state import GatewayState
 from shared.db import DictConnection
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
+from shared.executions.models import ExecutionView
+from shared.executions.pages import Part, page_of, part_text
 from shared.executions.status import TERMINAL
 from shared.executions.store import get_execution, list_executions
 from shared.recovery.reaper import reap_stale
@@ -72,6 +74,14 @@ async def recent_executions(state: GatewayState, *, tenant_id: str, limit: int) 
     return await in_pool(
         state, lambda conn: list_executions(conn, tenant_id=tenant_id, limit=limit)
     )
+
+
+def paged_view(view: ExecutionView, *, part: Part, offset: int, max_bytes: int) -> ExecutionView:
+    """The execution with one page of ``part`` in ``page`` and its large parts left empty
+    (REST's ``?part=`` and MCP's get_execution alike)."""
+    page = page_of(part_text(view, part), part=part, offset=offset, max_bytes=max_bytes)
+    empty: dict[str, Any] = {"result": None, "stdout": "", "tool_calls": [], "tool_failures": []}
+    return view.model_copy(update={**empty, "page": page})
 
 
 def _found(conn: DictConnection, *, execution_id: str, tenant_id: str | None) -> Row:

@@ -13,12 +13,18 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.enqueue import submit_execution
 from services.gateway.ops.execution_events import EventFollower
-from services.gateway.ops.execution_reads import load_execution, read_execution, recent_executions
+from services.gateway.ops.execution_reads import (
+    load_execution,
+    paged_view,
+    read_execution,
+    recent_executions,
+)
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.rest.responses import execution_response
 from shared.executions.events import FINISHED
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.pages import PART_DESCRIPTION, Part
 from shared.executions.status import TERMINAL
 from shared.executions.trace import replay
 
@@ -52,12 +58,22 @@ async def list_recent(
 
 
 @router.get("/{execution_id}", response_model=ExecutionView, summary="One execution")
-async def read(state: State, principal: CurrentPrincipal, execution_id: str) -> ExecutionView:
+async def read(
+    state: State,
+    principal: CurrentPrincipal,
+    execution_id: str,
+    part: Part | None = Query(None, description=PART_DESCRIPTION),
+    offset: int = Query(0, ge=0, description="with `part`: the first byte to return"),
+    max_bytes: int = Query(1 << 20, ge=1024, le=64 << 20, description="with `part`: page size"),
+) -> ExecutionView:
     """The execution as stored (a stale one is reaped first); 404 for an unknown id or another
-    tenant's."""
-    return view_from_row(
+    tenant's. With ``part``, one page of that part (``page``), the large parts left empty."""
+    view = view_from_row(
         await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
     )
+    if part is None:
+        return view
+    return paged_view(view, part=part, offset=offset, max_bytes=max_bytes)
 
 
 @router.post(

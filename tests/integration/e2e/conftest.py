@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings
 from tests.conftest import TEMPLATE_DB, settings_env, with_database
+from tests.harness import spawn
 from tests.integration.mcp_servers import (
     example_server,
     install_memory_server,
@@ -68,13 +69,12 @@ class E2EStack:
 
     def start(self, name: str, argv: list[str], *, extra_env: dict[str, str] | None = None) -> Proc:
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
-        popen = subprocess.Popen(
+        popen = spawn(
             argv,
             env=settings_env(self.settings) | (extra_env or {}),
             cwd=REPO,
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         proc = Proc(name, popen, log_path)
         self.procs[name] = proc

@@ -1,0 +1,107 @@
+"""The test harness cleans up after itself, also when stopped with Ctrl-C or SIGTERM.
+
+- SIGTERM (and SIGHUP) become a KeyboardInterrupt, as Ctrl-C already is: pytest then stops
+  the run and tears every fixture down (session fixtures included), so the Postgres, Redis,
+  Celery workers, toolhosts and gateways the fixtures started are stopped and their data
+  folders removed. Only the first such signal interrupts; later ones are ignored so they
+  cannot cut the teardown short (a second Ctrl-C still can: pytest's own).
+- Whatever a teardown did not reach is stopped at exit: every process group ``spawn``
+  started (SIGTERM, then SIGKILL), and every folder ``remove_at_exit`` registered.
+- Children ``spawn`` starts from the main thread die with the test process
+  (``PR_SET_PDEATHSIG``): a pytest killed with SIGKILL, which runs no handler at all,
+  still takes them down. (Postgres is daemonized by pg_ctl, so it is not a child: pgserver
+  stops it at exit, and the session fixture's teardown does.)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # resolved here, never in a forked child
+_procs: list[subprocess.Popen[bytes]] = []
+_folders: set[Path] = set()
+_interrupted = False
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGHUP interrupt the run like Ctrl-C (call from the main thread)."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    global _interrupted
+    if _interrupted:  # already tearing down: let it finish
+        return
+    _interrupted = True
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    def arm() -> None:  # runs in the child between fork and exec: no allocation-heavy work
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
+def spawn(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``Popen`` in a process group of its own, stopped at exit if no teardown stopped it.
+
+    From the main thread the child also dies with this process: the kernel's parent-death
+    signal follows the thread that forked, and other threads come and go.
+    """
+    if threading.current_thread() is threading.main_thread():
+        options.setdefault("preexec_fn", _die_with(os.getpid()))
+    return track(subprocess.Popen(argv, start_new_session=True, **options))
+
+
+def track(proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    """Stop ``proc``'s process group at exit unless it was stopped (and reaped) by then.
+
+    ``proc`` must lead its own group (``start_new_session``). A reaped leader is skipped: its
+    pid, and so its group id, may belong to someone else by then.
+    """
+    _procs.append(proc)
+    return proc
+
+
+def remove_at_exit(folder: Path) -> Path:
+    """Remove ``folder`` at exit if a teardown did not."""
+    _folders.add(folder)
+    return folder
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, timeout_s: float = 20) -> None:
+    """SIGTERM the group ``proc`` leads, SIGKILL it after ``timeout_s``; ``proc`` is reaped."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@atexit.register
+def _clean_up_the_rest() -> None:
+    for proc in _procs:
+        stop_group(proc, timeout_s=5)
+    for folder in list(_folders):
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,99 @@
+"""Stopping the test suite with Ctrl-C or SIGTERM leaves nothing running and no data folder behind.
+
+A pytest run of its own (in a subprocess) starts the session's Postgres and Redis, a Celery
+sandbox worker and a toolhost (with a real MCP server) with the suite's fixtures, says so,
+and waits. It
+gets SIGTERM (as from `kill`), or SIGINT on its process group (as a terminal's Ctrl-C): every
+process it started is gone afterwards, Postgres (daemonized, not its child) included, and so
+are the data folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.integration.mcp_servers import wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+
+PROBE = """
+import json
+import os
+import time
+from pathlib import Path
+
+from tests.integration.mcp_servers import time_server, write_config
+
+
+def test_probe(embedded_pg, redis_server, settings, celery_worker, toolhost, tmp_path):
+    worker = celery_worker("workers.sandbox.celery_app", "executions")
+    host = toolhost(write_config(tmp_path / "mcp.json", {"time": time_server()}), wait=False)
+    info = {
+        "postgres": embedded_pg.pid(),
+        "folders": [str(embedded_pg.pgdata.parent), str(redis_server.datadir)],
+        "started": [worker.proc.pid, host.proc.pid],
+    }
+    Path(os.environ["PROBE_READY"]).write_text(json.dumps(info))
+    time.sleep(600)
+"""
+
+
+def _started_by(run: str) -> list[str]:
+    """Live processes carrying the run's marker: everything it started inherits its environment."""
+    found = []
+    for process in psutil.process_iter(["pid", "status", "cmdline"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE or process.pid == os.getpid():
+                continue
+            if process.environ().get("PROBE_READY") == run:
+                found.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_an_interrupted_run_stops_what_it_started(tmp_path: Path, how: str) -> None:
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    ready, log = tmp_path / "ready.json", tmp_path / "pytest.log"
+    run = subprocess.Popen(
+        [
+            sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "tests.integration.conftest",
+            "-p", "no:cacheprovider",
+            "-q", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py"),
+        ],
+        cwd=REPO,
+        env=os.environ | {"PROBE_READY": str(ready)},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+    )  # fmt: skip
+    try:
+        wait_for(lambda: ready.exists() or run.poll() is not None, what="the stack", timeout_s=300)
+        assert ready.exists(), log.read_text()[-3000:]
+        info = json.loads(ready.read_text())
+        running = _started_by(str(ready))
+        for pid in [run.pid, info["postgres"], *info["started"]]:  # pg_ctl daemonized Postgres
+            assert any(line.startswith(f"{pid} ") for line in running), (pid, running)
+        if how == "SIGTERM":
+            os.kill(run.pid, signal.SIGTERM)
+        else:
+            os.killpg(run.pid, signal.SIGINT)
+        wait_for(lambda: run.poll() is not None, what="pytest to stop", timeout_s=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, log.read_text()[-3000:]
+    # The teardown waited for each process; orphans of a killed group are reaped by init.
+    wait_for(lambda: not _started_by(str(ready)), what="no process left", timeout_s=15)
+    for folder in info["folders"]:
+        assert not Path(folder).exists(), folder
