@@ -31,22 +31,30 @@ def reply_bytes(data: dict[str, Any]) -> int:
     return len(compact) + len(orjson.dumps(compact.decode())) + ENVELOPE_BYTES
 
 
+def fits(data: dict[str, Any], max_bytes: int) -> bool:
+    """``reply_bytes(data) <= max_bytes``, without escaping a copy that cannot fit anyway."""
+    compact = orjson.dumps(data)
+    if 2 * len(compact) + ENVELOPE_BYTES > max_bytes:  # the text copy is never smaller
+        return False
+    return len(compact) + len(orjson.dumps(compact.decode())) + ENVELOPE_BYTES <= max_bytes
+
+
 def fit(data: dict[str, Any], *, max_bytes: int, execution_id: str) -> dict[str, Any]:
     """``data`` (an ExecutionView dumped as JSON) as it may go in one reply of ``max_bytes``."""
-    if reply_bytes(data) <= max_bytes:
+    if fits(data, max_bytes):
         return data
     fitted = {**data, "stdout": ""}
     left_out: list[TruncatedPart] = []
     sizes = {part: len(orjson.dumps(data[part])) for part in _WHOLE_PARTS}
     for part in sorted(_WHOLE_PARTS, key=lambda p: -sizes[p]):  # the largest goes first
-        if reply_bytes(_marked(fitted, left_out, max_bytes, execution_id)) <= max_bytes:
+        if fits(_marked(fitted, left_out, max_bytes, execution_id), max_bytes):
             break
         if data[part] not in (None, []):
             fitted[part] = _EMPTY[part]
             left_out.append(
                 TruncatedPart(part=part, total_bytes=sizes[part], inline_bytes=0, next_offset=0)
             )
-    if reply_bytes(_marked(fitted, left_out, max_bytes, execution_id)) > max_bytes:
+    if not fits(_marked(fitted, left_out, max_bytes, execution_id), max_bytes):
         fitted["error"] = _clipped_error(fitted.get("error"))
     stdout = str(data.get("stdout") or "")
     if stdout:
@@ -73,19 +81,19 @@ def _longest_prefix(
 ) -> str:
     """The longest prefix of ``stdout`` with which the reply (marked as cut) still fits."""
 
-    def fits(n: int) -> bool:
+    def fits_with(n: int) -> bool:
         marks = left_out if n == len(stdout) else [*left_out, entry]
-        return (
-            reply_bytes(_marked({**fitted, "stdout": stdout[:n]}, marks, max_bytes, execution_id))
-            <= max_bytes
-        )
+        marked = _marked({**fitted, "stdout": stdout[:n]}, marks, max_bytes, execution_id)
+        return fits(marked, max_bytes)
 
-    if fits(len(stdout)):
+    if fits_with(len(stdout)):
         return stdout
-    low, high = 0, len(stdout)  # fits(low) holds (an empty stdout always fits by now)
+    # fits_with(low) holds (an empty stdout always fits by now); a character costs at least
+    # two bytes (structured and text copy), so no longer prefix than max_bytes / 2 can fit.
+    low, high = 0, min(len(stdout), max_bytes // 2 + 1)
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
+        low, high = (middle, high) if fits_with(middle) else (low, middle)
     return stdout[:low]
 
 
