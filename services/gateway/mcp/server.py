@@ -51,7 +51,12 @@ IncludeOutOfScope = Annotated[bool, described(ToolSearchRequest, "include_out_of
 ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
 PartArg = Annotated[Part | None, Field(description=PART_DESCRIPTION)]
 Offset = Annotated[
-    int, Field(ge=0, description="with `part`: the first byte (0, or a page's `next_offset`)")
+    int,
+    Field(
+        ge=0,
+        le=(1 << 31) - 1,
+        description="with `part`: the first byte (0, or a page's `next_offset`)",
+    ),
 ]
 MaxBytes = Annotated[
     int | None,

@@ -63,7 +63,9 @@ async def read(
     principal: CurrentPrincipal,
     execution_id: str,
     part: Part | None = Query(None, description=PART_DESCRIPTION),
-    offset: int = Query(0, ge=0, description="with `part`: the first byte to return"),
+    offset: int = Query(
+        0, ge=0, le=(1 << 31) - 1, description="with `part`: the first byte to return"
+    ),
     max_bytes: int = Query(1 << 20, ge=1024, le=64 << 20, description="with `part`: page size"),
 ) -> ExecutionView:
     """The execution as stored (a stale one is reaped first); 404 for an unknown id or another
