@@ -65,9 +65,9 @@
 
   // --- Legend: only what the current view draws.
   const EDGES = {
-    sequence: ["edge-sequence", "sequence: called one after the other (arrow: the order)"],
+    sequence: ["edge-sequence", "sequence: called one after the other"],
     co_used: ["edge-co_used", "co-used: called in the same runs"],
-    shares: ["edge-shares", "shares tools: capabilities using a common tool (its 3 strongest)"],
+    shares: ["edge-shares", "shares tools (3 strongest per capability)"],
     calls: ["edge-calls", "calls: a capability calls another one inline"],
   };
   const EDGES_BY_VIEW = {
@@ -85,16 +85,16 @@
   function renderLegend(view) {
     const cy = window.cy;
     const nodes = [];
-    if (view !== "tools") nodes.push(item("node-capability", "capability (violet box: holds the tools it calls)"));
+    if (view !== "tools") nodes.push(item("node-capability", "capability (its box holds the tools it calls)"));
     if (view !== "capabilities" && cy) {
       const names = [...new Set(cy.nodes("[kind = 'tool']").map(n => n.data("server")))].sort();
       for (const name of names) {
         nodes.push(item("node-tool", `tool of server ${name}`, AgentCardsGraph.serverColour(name)));
       }
-      nodes.push(item("node-unavailable", "tool unavailable now (grey)"));
+      nodes.push(item("node-unavailable", "tool unavailable now"));
     }
-    nodes.push(item("node-degraded", "degraded: its server is retrying, down or not ready everywhere"));
-    nodes.push(item("node-match", "matches the explorer's filter (others faded)"));
+    nodes.push(item("node-degraded", "degraded: server retrying, down or not ready everywhere"));
+    nodes.push(item("node-match", "matches the filter (others faded)"));
     $("#legend-nodes").replaceChildren(...nodes);
     $("#legend-edges").replaceChildren(
       ...(EDGES_BY_VIEW[view] || []).map(kind => item(...EDGES[kind])),

@@ -330,6 +330,7 @@ def test_a_capability_runs_from_its_schema_form_and_shows_cache_facts(
     assert "50%" in page.find_element(By.ID, "cap-cache").text
     failed = run_form("1", "0")
     assert failed.startswith("failed") and "division by zero" in failed
+    page.execute_script("document.querySelector('#cap-cache').scrollIntoView()")
     page.save_screenshot(str(artifacts / "capability-run.png"))
     # A form value the schema refuses never runs: the gateway's 422 is shown.
     page.execute_script(
@@ -340,3 +341,15 @@ def test_a_capability_runs_from_its_schema_form_and_shows_cache_facts(
     _wait(page, "document.querySelector('#cap-run-out').dataset.state === 'refused'")
     assert "validation_error" in page.find_element(By.ID, "cap-run-out").text
     assert _page_errors(page) == []
+
+
+def test_a_finished_run_appears_in_the_open_executions_view_without_a_reload(
+    page: webdriver.Chrome, api: httpx.Client
+) -> None:
+    page.find_element(By.CSS_SELECTOR, 'button[data-view="executions"]').click()
+    _wait(page, "document.body.dataset.rendered === 'executions'")
+    _wait(page, "document.querySelector('#live-state').textContent === '● live'")
+    page.execute_script("window.__samePage = true")
+    late = submit(api, "return 'late'", "a run finished while the operator watches")
+    _wait(page, f"document.querySelector('#ex-rows tr')?.dataset.executionId === '{late['id']}'")
+    assert page.execute_script("return window.__samePage") is True
