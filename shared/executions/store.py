@@ -101,6 +101,15 @@ def _listing_filter(
     return " AND ".join(where), params
 
 
+# A brief listing row: what a listing item shows, without what may be megabytes (result,
+# stdout, and the submitted code and args, read with `/submission`).
+_BRIEF_COLUMNS = (
+    "id, tenant_id, status, intent, tools, timeout_s, idempotency_key, capability_id, error, "
+    "stdout_truncated, trace, trace_summary, extras, worker, created_at, started_at, "
+    "finished_at, duration_ms, queued_ms, learned_at, retry, attempts, retries, requeued_at"
+)
+
+
 def list_executions(
     conn: psycopg.Connection[Row],
     *,
@@ -109,12 +118,15 @@ def list_executions(
     offset: int = 0,
     statuses: Sequence[str] = (),
     error_types: Sequence[str] = (),
+    brief: bool = False,
 ) -> list[Row]:
     """A page of a tenant's executions, newest first, optionally only some statuses or error
-    types (see ``_listing_filter``)."""
+    types (see ``_listing_filter``); ``brief`` leaves out ``result``, ``stdout``, ``code`` and
+    ``args``."""
     where, params = _listing_filter(tenant_id=tenant_id, statuses=statuses, error_types=error_types)
+    columns = _BRIEF_COLUMNS if brief else "*"
     return conn.execute(
-        f"SELECT * FROM executions WHERE {where} "
+        f"SELECT {columns} FROM executions WHERE {where} "
         "ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s",
         {**params, "limit": limit, "offset": offset},
     ).fetchall()

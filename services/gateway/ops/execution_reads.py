@@ -81,14 +81,16 @@ async def recent_executions(
     offset: int = 0,
     statuses: Sequence[str] = (),
     error_types: Sequence[str] = (),
+    brief: bool = False,
 ) -> tuple[list[Row], int]:
     """A page of the tenant's executions, newest first, with these statuses and error types
-    (empty: any), and how many match in all; both read in one transaction."""
+    (empty: any), and how many match in all; both read in one transaction. ``brief``: without
+    results and stdout."""
 
     def read(conn: DictConnection) -> tuple[list[Row], int]:
         rows = list_executions(
             conn, tenant_id=tenant_id, limit=limit, offset=offset, statuses=statuses,
-            error_types=error_types,
+            error_types=error_types, brief=brief,
         )  # fmt: skip
         total = count_executions(
             conn, tenant_id=tenant_id, statuses=statuses, error_types=error_types

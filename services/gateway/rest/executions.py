@@ -74,11 +74,16 @@ async def list_recent(
     ),
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=SQL_INT_MAX, description="skip this many (paging)"),
+    brief: bool = Query(
+        False,
+        description="leave out each `result` and `stdout` (null and empty: they may be "
+        "megabytes); read one execution for them",
+    ),
 ) -> ExecutionPage:
     """Newest first; only the caller's tenant's executions; `total` counts every page."""
     rows, total = await recent_executions(
         state, tenant_id=principal.tenant_id, limit=limit, offset=offset,
-        statuses=status, error_types=error_type,
+        statuses=status, error_types=error_type, brief=brief,
     )  # fmt: skip
     return ExecutionPage(
         executions=[list_item(r) for r in rows], total=total, limit=limit, offset=offset

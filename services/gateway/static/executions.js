@@ -25,7 +25,7 @@
     return [...seen].map(([tool, ok]) => (ok ? tool : `${tool} ✗`)).join(", ") || "none";
   }
   function query() {
-    const params = new URLSearchParams({limit: String(PAGE), offset: String(ex.offset)});
+    const params = new URLSearchParams({limit: String(PAGE), offset: String(ex.offset), brief: "true"});
     if ($("#ex-status").value) params.set("status", $("#ex-status").value);
     if ($("#ex-error-type").value) params.set("error_type", $("#ex-error-type").value);
     return params;

@@ -122,6 +122,10 @@ def test_the_listing_filters_by_status_and_error_type_and_pages(
         and first["started_at"]
         and first["tool_calls"][0]["tool"] == "example:divide"
     )
+    assert first["result"] == 2 and first["stdout"] == ""
+    brief = api.get("/v1/executions", params={"brief": "true"}).json()
+    assert ids(brief) == newest_first and brief["executions"][-1]["result"] is None
+    assert brief["executions"][-1]["tool_calls"] == first["tool_calls"]
     failed = api.get("/v1/executions", params={"status": "failed"}).json()
     assert ids(failed) == newest_first[:3] and failed["total"] == 3
     both = api.get("/v1/executions", params=[("status", "failed"), ("status", "succeeded")]).json()
