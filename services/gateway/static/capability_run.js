@@ -135,7 +135,7 @@
     const rows = [
       ["hit rate", facts.runs ? `${pct(facts.hit_rate)} (${facts.hits} of ${facts.runs} runs)` : "no runs yet"],
       ["TTL", facts.cacheable ? `${facts.ttl_s} s` : `not cached: ${facts.reason}`],
-      ["stored results", `${facts.entries} (served ${facts.entry_hits} hits; first expires ${expires})`],
+      ["stored results", `${facts.entries} (served ${facts.entry_hits} hit${facts.entry_hits === 1 ? "" : "s"}; first expires ${expires})`],
     ];
     const dl = $("#cap-cache");
     dl.replaceChildren(...rows.flatMap(([k, v]) => {
