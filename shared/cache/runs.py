@@ -85,6 +85,22 @@ def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:
     )
 
 
+def capability_policy(
+    conn: Conn, *, tools_used: Sequence[str], config: Mapping[str, Any] | None, default_ttl_s: int
+) -> Decision:
+    """Whether a successful run of a capability calling ``tools_used`` would be cached, why
+    not, and for how long: the rules ``remember`` applies, with the tools' current policies."""
+    tools = list(dict.fromkeys(tools_used))
+    return decide(
+        status=ExecutionStatus.SUCCEEDED,
+        stdout_truncated=False,
+        calls=[Call(tool=tool, ok=True) for tool in tools],
+        policies=load_scope(conn, tools=tools).policies,
+        default_ttl_s=default_ttl_s,
+        capability_config=config or {},
+    )
+
+
 def prepare(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> RunCache:
     """Before the sandbox starts: the scope and the generations its servers are at."""
     scope = load_scope(conn, tools=row["tools"])

@@ -219,3 +219,27 @@ def blocked_servers(conn: Conn) -> list[str]:
     """Servers whose invalidation is still owed (retried by the expiry beat job)."""
     rows = conn.execute("SELECT server FROM cache_blocked_servers ORDER BY server").fetchall()
     return [str(r["server"]) for r in rows]
+
+
+def capability_facts(conn: Conn, *, tenant_id: str, capability_id: str) -> Row:
+    """What the cache did for one capability: its runs (``POST …/execute``, finished) and how
+    many of them a cached result answered; its live entries, the hits they served and when
+    the first of them expires."""
+    row: Row | None = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM executions
+                 WHERE capability_id = %(cap)s AND tenant_id = %(tenant)s
+                   AND finished_at IS NOT NULL) AS runs,
+               (SELECT count(*) FROM executions
+                 WHERE capability_id = %(cap)s AND tenant_id = %(tenant)s
+                   AND finished_at IS NOT NULL AND extras ? 'cache_hit') AS hits,
+               count(c.id) AS entries,
+               COALESCE(sum(c.hit_count), 0) AS entry_hits,
+               min(c.expires_at) AS next_expiry
+          FROM capability_cache c
+         WHERE c.capability_id = %(cap)s AND c.tenant_id = %(tenant)s AND c.expires_at > now()
+        """,
+        {"cap": capability_id, "tenant": tenant_id},
+    ).fetchone()
+    assert row is not None  # an aggregate always has its one row
+    return row

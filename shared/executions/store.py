@@ -85,11 +85,73 @@ def get_execution(
     ).fetchone()
 
 
-def list_executions(conn: psycopg.Connection[Row], *, tenant_id: str, limit: int) -> list[Row]:
-    """A tenant's newest executions, newest first."""
+def _listing_filter(
+    *, tenant_id: str, statuses: Sequence[str], error_types: Sequence[str]
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause (and its parameters) of a tenant's executions with any of ``statuses``
+    and any of ``error_types`` (the stored error's ``type``); an empty list does not filter."""
+    where = ["tenant_id = %(tenant)s"]
+    params: dict[str, Any] = {"tenant": tenant_id}
+    if statuses:
+        where.append("status = ANY(%(statuses)s)")
+        params["statuses"] = [str(s) for s in statuses]
+    if error_types:
+        where.append("error ->> 'type' = ANY(%(error_types)s)")
+        params["error_types"] = [str(t) for t in error_types]
+    return " AND ".join(where), params
+
+
+# A brief listing row: what a listing item shows, without what may be megabytes (result,
+# stdout, and the submitted code and args, read with `/submission`).
+_BRIEF_COLUMNS = (
+    "id, tenant_id, status, intent, tools, timeout_s, idempotency_key, capability_id, error, "
+    "stdout_truncated, trace, trace_summary, extras, worker, created_at, started_at, "
+    "finished_at, duration_ms, queued_ms, learned_at, retry, attempts, retries, requeued_at"
+)
+
+
+def list_executions(
+    conn: psycopg.Connection[Row],
+    *,
+    tenant_id: str,
+    limit: int,
+    offset: int = 0,
+    statuses: Sequence[str] = (),
+    error_types: Sequence[str] = (),
+    brief: bool = False,
+) -> list[Row]:
+    """A page of a tenant's executions, newest first, optionally only some statuses or error
+    types (see ``_listing_filter``); ``brief`` leaves out ``result``, ``stdout``, ``code`` and
+    ``args``."""
+    where, params = _listing_filter(tenant_id=tenant_id, statuses=statuses, error_types=error_types)
+    columns = _BRIEF_COLUMNS if brief else "*"
     return conn.execute(
-        "SELECT * FROM executions WHERE tenant_id = %s ORDER BY created_at DESC LIMIT %s",
-        (tenant_id, limit),
+        f"SELECT {columns} FROM executions WHERE {where} "
+        "ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s",
+        {**params, "limit": limit, "offset": offset},
+    ).fetchall()
+
+
+def count_executions(
+    conn: psycopg.Connection[Row],
+    *,
+    tenant_id: str,
+    statuses: Sequence[str] = (),
+    error_types: Sequence[str] = (),
+) -> int:
+    """How many of a tenant's executions ``list_executions`` pages through with these filters."""
+    where, params = _listing_filter(tenant_id=tenant_id, statuses=statuses, error_types=error_types)
+    row = conn.execute(f"SELECT count(*) AS n FROM executions WHERE {where}", params).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def execution_breakdown(conn: psycopg.Connection[Row], *, tenant_id: str) -> list[Row]:
+    """A tenant's executions counted by status and error type (``error_type`` None when the
+    execution has no error): which runs fail, and why, at a glance."""
+    return conn.execute(
+        "SELECT status, error ->> 'type' AS error_type, count(*) AS n FROM executions "
+        "WHERE tenant_id = %s GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2",
+        (tenant_id,),
     ).fetchall()
 
 

@@ -1,4 +1,5 @@
-"""Managing the result cache (REST): a tenant's stats, and manual invalidation, audited."""
+"""Managing the result cache (REST): a tenant's stats, one capability's cache facts, and
+manual invalidation, audited."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
 from shared.cache import entries, store
 from shared.cache.invalidate import Trigger, invalidate
+from shared.cache.runs import capability_policy
 from shared.cache.stats import Level, tenant_stats
 from shared.db import DictConnection
 
@@ -27,6 +29,37 @@ async def cache_stats(state: GatewayState, *, tenant_id: str) -> Row:
         levels[Level.EXECUTION]["entries"] = entries.count_entries(state.redis, tenant_id=tenant_id)
         levels[Level.INTENT]["entries"] = None  # L3 reads L2's entries
         return {"levels": levels, "invalidations": invalidations}
+
+    return await in_pool(state, read)
+
+
+async def capability_cache_facts(state: GatewayState, *, tenant_id: str, ref: str) -> Row:
+    """One capability (by id or name): how often the cache answered its runs, its live entries,
+    and whether (and for how long) its next successful run would be cached."""
+
+    def read(conn: DictConnection) -> Row:
+        cap = load_capability(state, ref=ref, tenant_id=tenant_id, conn=conn)
+        facts = store.capability_facts(conn, tenant_id=tenant_id, capability_id=str(cap["id"]))
+        policy = capability_policy(
+            conn,
+            tools_used=cap.get("tools_used") or [],
+            config=cap.get("cache_config"),
+            default_ttl_s=state.settings.capability_cache_ttl_s,
+        )
+        runs, hits = int(facts["runs"]), int(facts["hits"])
+        expiry = facts["next_expiry"]
+        return {
+            "capability_id": str(cap["id"]),
+            "runs": runs,
+            "hits": hits,
+            "hit_rate": round(hits / runs, 4) if runs else None,
+            "cacheable": policy.cacheable,
+            "reason": policy.reason,
+            "ttl_s": policy.ttl_s if policy.cacheable else 0,
+            "entries": int(facts["entries"]),
+            "entry_hits": int(facts["entry_hits"]),
+            "next_expiry": expiry.isoformat() if expiry else None,
+        }
 
     return await in_pool(state, read)
 

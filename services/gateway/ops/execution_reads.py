@@ -1,8 +1,9 @@
 """Reading executions (REST and MCP alike): one by id, reaped first when its worker is gone;
-the newest of a tenant."""
+a page of a tenant's (filtered by status and error type), and their breakdown."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from services.gateway.ops.db import in_pool
@@ -13,7 +14,12 @@ from shared.errors import NotFound
 from shared.executions.models import ExecutionView
 from shared.executions.pages import Part, page_of, part_text
 from shared.executions.status import TERMINAL
-from shared.executions.store import get_execution, list_executions
+from shared.executions.store import (
+    count_executions,
+    execution_breakdown,
+    get_execution,
+    list_executions,
+)
 from shared.recovery.reaper import reap_stale
 
 Row = dict[str, Any]
@@ -69,11 +75,36 @@ async def read_execution(
     return await in_pool(state, read)
 
 
-async def recent_executions(state: GatewayState, *, tenant_id: str, limit: int) -> list[Row]:
-    """The tenant's newest executions, newest first."""
-    return await in_pool(
-        state, lambda conn: list_executions(conn, tenant_id=tenant_id, limit=limit)
-    )
+async def recent_executions(
+    state: GatewayState,
+    *,
+    tenant_id: str,
+    limit: int,
+    offset: int = 0,
+    statuses: Sequence[str] = (),
+    error_types: Sequence[str] = (),
+    brief: bool = False,
+) -> tuple[list[Row], int]:
+    """A page of the tenant's executions, newest first, with these statuses and error types
+    (empty: any), and how many match in all; both read in one transaction. ``brief``: without
+    results and stdout."""
+
+    def read(conn: DictConnection) -> tuple[list[Row], int]:
+        rows = list_executions(
+            conn, tenant_id=tenant_id, limit=limit, offset=offset, statuses=statuses,
+            error_types=error_types, brief=brief,
+        )  # fmt: skip
+        total = count_executions(
+            conn, tenant_id=tenant_id, statuses=statuses, error_types=error_types
+        )
+        return rows, total
+
+    return await in_pool(state, read)
+
+
+async def executions_breakdown(state: GatewayState, *, tenant_id: str) -> list[Row]:
+    """The tenant's executions counted per (status, error type)."""
+    return await in_pool(state, lambda conn: execution_breakdown(conn, tenant_id=tenant_id))
 
 
 def paged_view(view: ExecutionView, *, part: Part, offset: int, max_bytes: int) -> ExecutionView:

@@ -1,4 +1,5 @@
-"""REST for executions: submit (optionally wait), read, cancel, and stream events over SSE."""
+"""REST for executions: submit (optionally wait), list (filtered, paged) and count, read (the
+view, the submission), cancel, and stream events over SSE."""
 
 from __future__ import annotations
 
@@ -14,19 +15,30 @@ from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.enqueue import submit_execution
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.ops.execution_reads import (
+    executions_breakdown,
     load_execution,
     paged_view,
     read_execution,
     recent_executions,
 )
+from services.gateway.ops.models.executions import (
+    ExecutionBreakdown,
+    ExecutionPage,
+    ExecutionSubmission,
+    breakdown,
+    list_item,
+    submission,
+)
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.rest.responses import execution_response
+from shared.errors import ErrorType
 from shared.executions.events import FINISHED
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.pages import PART_DESCRIPTION, Part
-from shared.executions.status import TERMINAL
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import replay
+from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
@@ -48,13 +60,60 @@ async def create(
     return execution_response(row)
 
 
-@router.get("", summary="The caller's tenant's newest executions, newest first")
+@router.get(
+    "",
+    response_model=ExecutionPage,
+    summary="The caller's tenant's executions, newest first: filter by status and error type, page",
+)
 async def list_recent(
-    state: State, principal: CurrentPrincipal, limit: int = Query(20, ge=1, le=200)
-) -> dict[str, Any]:
-    """Newest first; only the caller's tenant's executions."""
-    rows = await recent_executions(state, tenant_id=principal.tenant_id, limit=limit)
-    return {"executions": [view_from_row(r).model_dump(mode="json") for r in rows]}
+    state: State,
+    principal: CurrentPrincipal,
+    status: list[ExecutionStatus] = Query(
+        [], description="only these statuses (repeat the parameter for several)"
+    ),
+    error_type: list[ErrorType] = Query(
+        [], description="only runs whose error has one of these types, e.g. `runtime_error`"
+    ),
+    limit: int = Query(20, ge=1, le=200),
+    offset: int = Query(0, ge=0, le=SQL_INT_MAX, description="skip this many (paging)"),
+    brief: bool = Query(
+        False,
+        description="leave out each `result` and `stdout` (null and empty: they may be "
+        "megabytes); read one execution for them",
+    ),
+) -> ExecutionPage:
+    """Newest first; only the caller's tenant's executions; `total` counts every page."""
+    rows, total = await recent_executions(
+        state, tenant_id=principal.tenant_id, limit=limit, offset=offset,
+        statuses=status, error_types=error_type, brief=brief,
+    )  # fmt: skip
+    return ExecutionPage(
+        executions=[list_item(r) for r in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/breakdown",
+    response_model=ExecutionBreakdown,
+    summary="The tenant's executions counted by status and by error type",
+)
+async def breakdown_of(state: State, principal: CurrentPrincipal) -> ExecutionBreakdown:
+    """Which runs fail and why: every execution of the caller's tenant, counted."""
+    return breakdown(await executions_breakdown(state, tenant_id=principal.tenant_id))
+
+
+@router.get(
+    "/{execution_id}/submission",
+    response_model=ExecutionSubmission,
+    summary="What was submitted: the code, its args, the tool scope and the timeout",
+)
+async def read_submission(
+    state: State, principal: CurrentPrincipal, execution_id: str
+) -> ExecutionSubmission:
+    """404 for an unknown id or another tenant's."""
+    return submission(
+        await load_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    )
 
 
 @router.get("/{execution_id}", response_model=ExecutionView, summary="One execution")
@@ -64,7 +123,7 @@ async def read(
     execution_id: str,
     part: Part | None = Query(None, description=PART_DESCRIPTION),
     offset: int = Query(
-        0, ge=0, le=(1 << 31) - 1, description="with `part`: the first byte to return"
+        0, ge=0, le=SQL_INT_MAX, description="with `part`: the first byte to return"
     ),
     max_bytes: int = Query(1 << 20, ge=1024, le=64 << 20, description="with `part`: page size"),
 ) -> ExecutionView:

@@ -1,4 +1,5 @@
-"""REST for the result cache: stats, manual invalidation, and a live stream of invalidations."""
+"""REST for the result cache: stats (the tenant's, one capability's), manual invalidation, and
+a live stream of invalidations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import orjson
 from fastapi import APIRouter, Query
 from sse_starlette.sse import EventSourceResponse
 
-from services.gateway.ops.cache_admin import cache_stats, clear_cache, clear_capability_cache
+from services.gateway.ops.cache_admin import (
+    cache_stats,
+    capability_cache_facts,
+    clear_cache,
+    clear_capability_cache,
+)
+from services.gateway.ops.models.cache import CapabilityCacheFacts
 from services.gateway.ops.subscription import subscription
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.queues import CACHE_INVALIDATIONS_CHANNEL
@@ -35,6 +42,18 @@ async def clear(
 ) -> dict[str, Any]:
     """Every entry of the caller's tenant, both levels; logged as a manual invalidation."""
     return await clear_cache(state, principal=principal, server=server)
+
+
+@router.get(
+    "/v1/capabilities/{capability_ref}/cache",
+    response_model=CapabilityCacheFacts,
+    summary="One capability's cache facts: hit rate of its runs, TTL, live entries",
+)
+async def capability_facts(
+    state: State, principal: CurrentPrincipal, capability_ref: str
+) -> dict[str, Any]:
+    """By id or name; 404 for an unknown capability."""
+    return await capability_cache_facts(state, tenant_id=principal.tenant_id, ref=capability_ref)
 
 
 @router.delete(

@@ -1,9 +1,9 @@
-// The dashboard: API access (with a key when keys are on), the three graph views, metrics and
-// live updates. Served as files: the page's CSP allows no inline script and no other origin.
+// The dashboard: API access (with a key when keys are on), the three graph views and the
+// executions view (executions.js), metrics and live updates. Served as files: the page's CSP allows no inline script and no other origin.
 (function () {
   "use strict";
   const $ = sel => document.querySelector(sel);
-  const VIEWS = ["tools", "capabilities", "hypergraph"];
+  const VIEWS = ["tools", "capabilities", "hypergraph", "executions"];
   const state = {view: null, data: {}, caps: new Map(), missing: new Set()};
   const AC = window.agentcards = {state};
 
@@ -70,12 +70,19 @@
     state.view = view;
     localStorage.setItem("agentcards_view", view);
     for (const b of document.querySelectorAll("#views button")) b.classList.toggle("active", b.dataset.view === view);
+    document.body.dataset.view = view;  // the stylesheet shows the graph or the executions list
+    if (view === "executions") {
+      await AC.showExecutions();
+      document.body.dataset.rendered = view;
+      return;
+    }
     if (window.cy) window.cy.destroy();
     const {cy, ms} = await AgentCardsGraph.render($("#graph"), view, state.data);
     window.cy = cy;
     AC.lastRender = {view, ms, nodes: cy.nodes().length, edges: cy.edges().length};
     cy.on("tap", "node[kind = 'capability']", ev => AC.openPanel(ev.target.data("capability_id")));
     AC.applyFilter && AC.applyFilter();
+    AC.onGraphDrawn && AC.onGraphDrawn(view);  // legend.js: the legend and degraded markers
     document.body.dataset.rendered = view;  // tests wait on this
   }
   for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => show(b.dataset.view));
@@ -165,7 +172,10 @@
     AC.events = (AC.events || 0) + 1;
     if (type === "capability.learned") toast(`New capability: ${data.name || data.capability_id}`);
     if (type === "capability.learned" || type === "capability.updated") AC.refreshSoon();
-    if (type === "execution.finished") metrics();
+    if (type === "execution.finished") {
+      metrics();
+      AC.executionsChanged && AC.executionsChanged();
+    }
   }
 
   async function start() {
@@ -178,6 +188,7 @@
     }
     metrics();
     if (!AC.metricsTimer) AC.metricsTimer = setInterval(metrics, 10000);
+    AC.onStarted && AC.onStarted();  // legend.js polls server states, executions.js reads the hash
     if (!AC.live) AC.live = live();
   }
   document.addEventListener("DOMContentLoaded", start);

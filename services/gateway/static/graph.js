@@ -47,6 +47,8 @@
     {selector: "edge[kind = 'sequence']", style: {"target-arrow-shape": "triangle", "target-arrow-color": "#94a3b8", "line-color": "#94a3b8"}},
     {selector: "edge[kind = 'shares']", style: {"line-style": "dashed", "line-color": "#c4b5fd"}},
     {selector: "edge[kind = 'calls']", style: {"line-color": VIOLET, "target-arrow-shape": "triangle", "target-arrow-color": VIOLET, "width": 3}},
+    // A tool whose server is degraded (legend.js), and a capability using one.
+    {selector: ".degraded", style: {"border-width": 3, "border-style": "dashed", "border-color": "#dc2626"}},
     {selector: ".dimmed", style: {"opacity": 0.15}},
     {selector: ".match", style: {"border-width": 4, "border-color": "#f59e0b"}},
     {selector: ":selected", style: {"border-width": 4, "border-color": "#111827"}},
