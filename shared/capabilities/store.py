@@ -105,7 +105,8 @@ def graph_nodes(conn: Conn, *, tenant_id: str) -> list[Row]:
 
 def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n: int) -> list[Row]:
     """The ``n`` capabilities whose intent or an alias of it (``capability_aliases``) is
-    semantically closest, with the best ``semantic`` similarity and the ``phrasing`` it was."""
+    semantically closest, with the best ``semantic`` similarity and the ``phrasing`` it was;
+    disabled ones are never matched."""
     # Two HNSW scans side by side (own intents, aliases), then the best per capability.
     return conn.execute(
         """
@@ -114,6 +115,7 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
                     1 - (intent_embedding <=> %(q)s) AS semantic
                FROM capabilities
               WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
+                AND disabled_at IS NULL
               ORDER BY intent_embedding <=> %(q)s
               LIMIT %(n)s)
             UNION ALL
@@ -129,6 +131,7 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
         SELECT c.id, c.name, c.description, c.intent, c.code, c.parameters_schema,
                c.success_rate, c.usage_count, c.tools_used, b.semantic, b.phrasing
           FROM best AS b JOIN capabilities AS c ON c.id = b.capability_id
+         WHERE c.disabled_at IS NULL
          ORDER BY b.semantic DESC, c.id
          LIMIT %(n)s
         """,
@@ -154,7 +157,7 @@ def nearest_reliable(
               SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> q.v) AS semantic
                 FROM capabilities
                WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-                 AND success_rate >= %(rate)s
+                 AND success_rate >= %(rate)s AND disabled_at IS NULL
                  AND NOT (id::text = ANY(string_to_array(q.excluded, ',')))
                ORDER BY intent_embedding <=> q.v
                LIMIT 1) AS c
@@ -187,7 +190,7 @@ def community_capabilities(conn: Conn, *, tenant_id: str, community: int, limit:
         """
         SELECT c.id, c.name, c.description, c.success_rate, c.usage_count, c.tools_used
           FROM capabilities c
-         WHERE c.tenant_id = %(tenant)s
+         WHERE c.tenant_id = %(tenant)s AND c.disabled_at IS NULL
            AND (c.community = %(community)s OR EXISTS (
                  SELECT 1 FROM jsonb_array_elements_text(c.tools_used) AS u(tool)
                    JOIN tools t ON t.id = u.tool

@@ -42,6 +42,7 @@ Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
 TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
 NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
 Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
+Learn = Annotated[bool, described(ExecutionRequest, "learn")]
 Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
@@ -135,6 +136,7 @@ def build_mcp_server(
         timeout_s: TimeoutS = None,
         no_cache: NoCache = False,
         retry: Retry = "never",
+        learn: Learn = True,
     ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
@@ -147,6 +149,7 @@ def build_mcp_server(
                 timeout_s=timeout_s,
                 no_cache=no_cache,
                 retry=retry,
+                learn=learn,
             )
             admission = await admit_submission(state, request=request, principal=principal)
             return await passthrough.run_as_tool(
