@@ -9,7 +9,7 @@ from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 from starlette.routing import Route
 
@@ -25,7 +25,9 @@ from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described
 from services.gateway.ops.admission import admit_submission
+from services.gateway.ops.execution_feedback import report_execution
 from services.gateway.ops.execution_reads import read_execution
+from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResult
 from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
@@ -48,6 +50,12 @@ Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
 IncludeOutOfScope = Annotated[bool, described(ToolSearchRequest, "include_out_of_scope")]
 ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
+FeedbackOk = Annotated[bool, described(ExecutionFeedback, "ok")]
+FeedbackReason = Annotated[str | None, described(ExecutionFeedback, "reason")]
+# Changes what was learned, reversibly by nothing: not read-only, and a repeat changes nothing.
+REPORTS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 # A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
@@ -195,6 +203,26 @@ def build_mcp_server(
             row = await read_execution(get_state(), execution_id=execution_id, tenant_id=tenant_id)
         # Reading worked, so not an error even when the execution itself failed.
         return view_from_row(row)
+
+    @server.tool(
+        name="report_execution",
+        title="Report whether a run was right",
+        description="Say whether a finished execution did what it was for. ok=false (a wrong "
+        "or empty answer) takes the run back as learned evidence: the capability it alone "
+        "created is deleted, one it counted for counts it as a failure, its cached results "
+        "go. ok=true is recorded only. (To keep a run from being learned at all, pass "
+        "learn=false to execute_code.)",
+        annotations=REPORTS,
+    )
+    async def report_execution_tool(
+        execution_id: ExecutionId, ok: FeedbackOk, ctx: Context, reason: FeedbackReason = None
+    ) -> FeedbackResult:
+        principal = await principal_of(ctx)
+        with tool_errors():
+            body = ExecutionFeedback(ok=ok, reason=reason)
+            return await report_execution(
+                get_state(), execution_id=execution_id, body=body, principal=principal
+            )
 
     capabilities.register(server, get_state, principal_of)
     prompts.register(server, get_state, principal_for)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deploy.cli.capabilities import capabilities_app
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import example_server
 
 stack = stack_fixture(lambda tmp: {"example": example_server(tmp)})
@@ -170,3 +170,108 @@ def test_the_cli_disables_enables_and_deletes(stack: E2EStack, cli: CliRunner) -
         assert client.get(f"/v1/capabilities/{created['id']}").status_code == 404
     missing = runner.invoke(capabilities_app, ["disable", created["id"]])
     assert missing.exit_code == 1 and "not_found" in missing.output
+
+
+def test_a_near_identical_intent_with_the_same_tools_is_the_next_version_not_a_twin(
+    stack: E2EStack,
+) -> None:
+    def learn(code: str, x: int, intent: str) -> dict[str, Any]:
+        capability: dict[str, Any] = _run(
+            stack, {"code": code, "args": {"x": x}, "intent": intent}
+        )["capability"]
+        return capability
+
+    first = learn("return {'n': await mcp.example.add(a=1, b=args['x'])}", 1, "add one to a number")
+    fixed = learn(
+        "n = await mcp.example.add(a=args['x'], b=1)\nreturn {'n': n, 'x': args['x']}",
+        2,
+        "add one to the number",
+    )
+    assert fixed["id"] != first["id"] and fixed["name"] == first["name"], (first, fixed)
+    with stack.client() as client:
+        versions = client.get(f"/v1/capabilities/{first['id']}/versions").json()["versions"]
+    assert [(v["id"], v["version"]) for v in versions] == [(first["id"], 1), (fixed["id"], 2)]
+    found = _search(stack, "add one to a number")
+    assert fixed["id"] in found and first["id"] not in found, found
+    # Other tools for the same words are another job: a capability of its own name.
+    other = learn(
+        "return {'n': await mcp.example.multiply(a=args['x'], b=1) + 1}", 3, "add one to a number"
+    )
+    assert other["name"].startswith(first["name"] + "_") and other["id"] != first["id"]
+
+
+def _feedback(stack: E2EStack, execution_id: str, **body: Any) -> dict[str, Any]:
+    with stack.client() as client:
+        response = client.post(f"/v1/executions/{execution_id}/feedback", json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_feedback_un_teaches_a_wrong_run(stack: E2EStack) -> None:
+    code = "return {'q': await mcp.example.divide(a=args['a'], b=args['b'])}"
+    intent = "divide the invoice amount into equal parts"
+    wrong = _run(stack, {"code": code, "args": {"a": 1, "b": 3}, "intent": intent})
+    capability = wrong["capability"]
+    assert capability["status"] == "created" and capability["id"] in _search(stack, intent)
+    answer = _feedback(stack, wrong["id"], ok=False, reason="rounded to nothing")
+    assert answer == {
+        "execution_id": wrong["id"], "ok": False, "reason": "rounded to nothing",
+        "capability": {"id": capability["id"], "name": capability["name"], "action": "deleted"},
+    }  # fmt: skip
+    with stack.client() as client:
+        assert client.get(f"/v1/capabilities/{capability['id']}").status_code == 404
+    assert capability["id"] not in _search(stack, intent)
+    assert _feedback(stack, wrong["id"], ok=False)["capability"] == answer["capability"]
+
+    # A capability other runs proved keeps them: the wrong run becomes a failure.
+    runs = [_run(stack, {"code": code, "args": {"a": a, "b": 2}, "intent": intent}) for a in (4, 6)]
+    kept = runs[0]["capability"]["id"]
+    assert runs[1]["capability"]["id"] == kept and _stats(stack, kept) == (2, 2)
+    counted = _feedback(stack, runs[1]["id"], ok=False)
+    assert counted["capability"]["action"] == "counted_as_failure"
+    assert _stats(stack, kept) == (2, 1)
+
+
+def test_feedback_on_a_run_still_running_is_refused_and_a_run_not_yet_learned_never_is(
+    stack: E2EStack,
+) -> None:
+    with stack.client() as client:
+        slow = client.post(
+            "/v1/executions",
+            json={"code": "await asyncio.sleep(30)\nreturn {'late': True}", "intent": "wait"},
+        ).json()
+        refused = client.post(f"/v1/executions/{slow['id']}/feedback", json={"ok": False})
+        assert refused.status_code == 409 and "finished" in refused.json()["error"]["message"]
+        client.post(f"/v1/executions/{slow['id']}/cancel")
+        unknown = client.post(
+            "/v1/executions/00000000-0000-0000-0000-000000000000/feedback", json={"ok": False}
+        )
+        assert unknown.status_code == 404, unknown.text
+
+
+async def test_mcp_report_execution_and_learn_false(stack: E2EStack) -> None:
+    code = "return {'p': await mcp.example.multiply(a=args['a'], b=args['a'])}"
+    async with mcp_session(stack) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert "learn" in tools["execute_code"].input_schema["properties"]
+        assert "learn" in tools["execute_capability"].input_schema["properties"]
+        skipped = await session.call_tool(
+            "execute_code",
+            {"code": code, "args": {"a": 3}, "intent": "square a number", "learn": False},
+        )
+        ran = await session.call_tool(
+            "execute_code", {"code": code, "args": {"a": 4}, "intent": "square a number"}
+        )
+        assert skipped.structured_content and ran.structured_content
+        assert skipped.structured_content["capability"] is None
+        taught = ran.structured_content["capability"]
+        assert taught["status"] == "created", ran.structured_content
+        report = await session.call_tool(
+            "report_execution",
+            {"execution_id": ran.structured_content["id"], "ok": False, "reason": "wrong"},
+        )
+    assert not report.is_error and report.structured_content, report
+    assert report.structured_content["capability"] == {
+        "id": taught["id"], "name": taught["name"], "action": "deleted",
+    }  # fmt: skip
