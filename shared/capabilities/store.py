@@ -70,11 +70,12 @@ def list_capabilities(
 
 
 def capabilities_by_name(conn: Conn, *, tenant_id: str, names: Sequence[str]) -> list[Row]:
-    """Id, name and code of a tenant's capabilities with these names."""
+    """Id, name and code of a tenant's enabled capabilities with these names (a disabled one
+    is not callable from code: its name resolves to the latest enabled version, or nothing)."""
     return conn.execute(
         # By version: a name's latest version comes last, and the caller keeps the last.
         "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s) "
-        "ORDER BY version",
+        "AND disabled_at IS NULL ORDER BY version",
         (tenant_id, list(names)),
     ).fetchall()
 
@@ -86,7 +87,7 @@ def names_starting(conn: Conn, *, tenant_id: str, prefix: str, limit: int) -> tu
     rows = conn.execute(
         """
         SELECT name, count(*) OVER () AS total FROM capabilities
-         WHERE tenant_id = %s AND name ILIKE %s
+         WHERE tenant_id = %s AND name ILIKE %s AND disabled_at IS NULL
          GROUP BY name ORDER BY max(usage_count) DESC, name LIMIT %s
         """,
         (tenant_id, pattern, limit),

@@ -138,6 +138,12 @@ def test_a_disabled_capability_is_not_matched_and_refuses_runs_until_enabled(
         error = refused.json()["error"]
         assert error["type"] == "capability_disabled" and "enable" in error["message"]
         assert error["details"]["capability_id"] == capability
+        inline = client.post(
+            "/v1/executions",
+            params={"wait": "true"},
+            json={"code": f"return await capabilities.{learned['capability']['name']}(a=1, b=1)"},
+        ).json()
+        assert inline["status"] == "failed" and "no capability named" in str(inline["error"])
         null = client.patch(f"/v1/capabilities/{capability}", json={"disabled": None})
         assert null.status_code == 422 and "disabled" in null.text
         enabled = client.patch(f"/v1/capabilities/{capability}", json={"disabled": False})
