@@ -79,6 +79,7 @@ def _print_server_changes(stack: Stack, shown: dict[str, str], console: Console)
 def _announce(stack: Stack, seconds: float, console: Console) -> None:
     """What the README promises: the URLs, then which MCP servers failed and why."""
     lines = server_lines(stack)
+    cached = cache_lines(stack)  # read before printing: the announcement comes out in one go
     failed = [name for name, line in lines.items() if not line.startswith("ready")]
     if failed:
         console.print(
@@ -96,7 +97,7 @@ def _announce(stack: Stack, seconds: float, console: Console) -> None:
         console.print(f"  {'flower':<16} {flower}")
     if ready := [name for name in lines if name not in failed]:
         console.print(f"  {'MCP servers':<16} {', '.join(ready)}: ready")
-    for name, line in cache_lines(stack).items():
+    for name, line in cached.items():
         console.print(f"  {'cache ' + name:<16} {escape(line)}", soft_wrap=True)
     for name in failed:
         server = stack.servers.get(name)
