@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import redis
@@ -37,10 +38,14 @@ def report(
     """Record the verdict (in the caller's transaction, for it to commit) and undo what a wrong
     run taught; ``{"execution_id", "ok", "reason", "capability"}`` where ``capability`` says
     what became of the capability it taught (``{"id", "name", "action"}``) or is None."""
+    try:
+        UUID(execution_id)
+    except ValueError:
+        raise NotFound(f"no execution {execution_id!r}", id=execution_id) from None
     row = conn.execute(
         "SELECT id, status, learn, learned_at, capability_id, extras, "
         "(result IS NULL OR result IN ('{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '\"\"'::jsonb)) "
-        "AS result_empty FROM executions WHERE id::text = %s AND tenant_id = %s FOR UPDATE",
+        "AS result_empty FROM executions WHERE id = %s AND tenant_id = %s FOR UPDATE",
         (execution_id, tenant_id),
     ).fetchone()
     if row is None:

@@ -84,6 +84,7 @@ CASES = [
     Case("unknown server", "read_resource", {"server": "nowhere", "uri": STATIC_DOC}, "not_found"),
     Case("right", "report_execution", {"execution_id": "{finished}", "ok": True, "reason": "fine"}),
     Case("unknown id", "report_execution", {"execution_id": "00000000-0000-4000-8000-000000000000", "ok": False}, "not_found"),
+    Case("malformed id", "report_execution", {"execution_id": "not-an-id", "ok": True}, "not_found"),
     Case("reason too long", "report_execution", {"execution_id": "{finished}", "ok": False, "reason": "x" * 2001}, "validation_error"),
 ]  # fmt: skip
 
