@@ -127,8 +127,12 @@ class Settings(BaseSettings):
     # Result cache: how long an entry lives when no tool it used says otherwise (an
     # `agentcards.cache` block in the MCP config overrides per server or tool; 0 = never).
     cache_ttl_s: int = Field(default=300, ge=0, le=30 * 86400)
-    # A capability's results live longer by default, still capped by its tools' overrides.
+    # A capability's results live longer by default, still capped by its tools' TTLs.
     capability_cache_ttl_s: int = Field(default=3600, ge=0, le=30 * 86400)
+    # A read-only tool's TTL when neither its server (a result's `ttlMs`) nor the operator
+    # (`agentcards.cache.ttl_s`) says: read-only is not unchanging (a clock, a file another
+    # process writes), so short; a run or capability lives no longer than its shortest tool.
+    cache_read_only_ttl_s: int = Field(default=60, ge=0, le=30 * 86400)
     # L3: an intent nearly identical (cosine >= 0.95) to a cached capability's, with the
     # same args, gets that result. Off by default: similar words can still mean other data.
     intent_cache: bool = False

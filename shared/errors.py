@@ -57,6 +57,7 @@ class ErrorType(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     BAD_REQUEST = "bad_request"  # any other malformed HTTP request
     CONFLICT = "conflict"
+    CAPABILITY_DISABLED = "capability_disabled"  # an operator disabled it: enable it to run it
     UNAUTHORIZED = "unauthorized"  # no API key, or an unknown or revoked one
     FORBIDDEN = "forbidden"  # the key is valid but may not do this (admin-only routes)
     DEPENDENCY_ERROR = "dependency_error"
@@ -173,6 +174,12 @@ class Conflict(AgentCardsError):
     """Raised when a request contradicts the current state (cancelling a finished execution)."""
 
     type = ErrorType.CONFLICT
+
+
+class CapabilityDisabled(Conflict):
+    """Raised when running a capability an operator disabled (409)."""
+
+    type = ErrorType.CAPABILITY_DISABLED
 
 
 class Unauthorized(AgentCardsError):

@@ -128,7 +128,8 @@ def _ingest_rate(settings: Settings, *, n: int, known: bool, prefix: str = "run"
     with connect(settings.database_url or "") as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO executions (status, code, intent, timeout_s, trace, duration_ms, "
-            "finished_at) VALUES ('succeeded', %s, %s, 30, %s, 12.5, now()) RETURNING id",
+            "finished_at, result) VALUES ('succeeded', %s, %s, 30, %s, 12.5, now(), "
+            "'{\"ok\": true}') RETURNING id",  # a result: an empty one is no evidence
             [(code, intent, Jsonb(trace)) for code, intent, trace in rows],
             returning=True,
         )

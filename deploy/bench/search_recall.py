@@ -117,8 +117,8 @@ def learn_from(
         code = "# " + query.text + "\n" + "\n".join(f"await mcp.{e['tool']}()" for e in events[::2])
         row = conn.execute(
             "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, "
-            "duration_ms, finished_at) VALUES (%s, 'succeeded', %s, %s, 30, %s, 5, now()) "
-            "RETURNING id",
+            "duration_ms, finished_at, result) VALUES (%s, 'succeeded', %s, %s, 30, %s, 5, "
+            "now(), '{\"ok\": true}') RETURNING id",  # an empty result is no evidence
             (TENANT, code, query.text, Jsonb(events)),
         ).fetchone()
         assert row is not None

@@ -1,4 +1,5 @@
-"""``agentcards capabilities list|show|export|import``: what a running gateway learned, over REST.
+"""``agentcards capabilities list|show|export|import|disable|enable|delete``: what a running
+gateway learned, over REST.
 
 Runs as the tenant of AGENTCARDS_API_KEY when it is set (the default tenant otherwise).
 """
@@ -19,14 +20,15 @@ from rich.table import Table
 from deploy.cli.gateway_client import call
 
 capabilities_app = typer.Typer(
-    help="List, show, export and import capabilities.", no_args_is_help=True
+    help="List, show, export, import, disable, enable and delete capabilities.",
+    no_args_is_help=True,
 )
 console = Console()
 
 
 @capabilities_app.callback()
 def _group() -> None:
-    """List, show, export and import the capabilities of a running stack."""
+    """List, show, export, import, disable, enable and delete the capabilities of a running stack."""
 
 
 @capabilities_app.command("list")
@@ -83,7 +85,8 @@ def show(
         return
     facts = "\n".join(
         [
-            f"[bold]{escape(c['name'])}[/] v{c['version']} ({c['source']})  {c['id']}",
+            f"[bold]{escape(c['name'])}[/] v{c['version']} ({c['source']})  {c['id']}"
+            + ("  [bold red]disabled[/]" if c["disabled"] else ""),
             escape(c["description"]),
             f"intent: {escape(c['intent'])}",
             f"aliases: {escape(', '.join(c['aliases']) or '-')}",
@@ -124,3 +127,36 @@ def import_(
         raise typer.Exit(code=1) from exc
     done = call("POST", "/v1/capabilities/import", body=bundle)
     typer.echo(json.dumps({"created": done["created"], "merged": done["merged"]}))
+
+
+@capabilities_app.command("disable")
+def disable(ref: str = typer.Argument(help="id, or name (its latest version)")) -> None:
+    """Stop matching, suggesting and searching it, and refuse runs of it (kept; `enable` undoes)."""
+    _set_disabled(ref, disabled=True)
+
+
+@capabilities_app.command("enable")
+def enable(ref: str = typer.Argument(help="id, or name (its latest version)")) -> None:
+    """Make a disabled capability matched, suggested, searched and runnable again."""
+    _set_disabled(ref, disabled=False)
+
+
+@capabilities_app.command("delete")
+def delete(
+    ref: str = typer.Argument(help="id, or name (its latest version)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
+    """Delete a capability with its aliases and cached results (other versions stay)."""
+    c: dict[str, Any] = call("GET", f"/v1/capabilities/{ref}")
+    label = f"{c['name']} v{c['version']} ({c['id']})"
+    if not yes and not typer.confirm(f"delete {label}?"):
+        raise typer.Exit(code=1)
+    call("DELETE", f"/v1/capabilities/{c['id']}")
+    typer.echo(f"deleted {label}")
+
+
+def _set_disabled(ref: str, *, disabled: bool) -> None:
+    c: dict[str, Any] = call("GET", f"/v1/capabilities/{ref}")
+    done = call("PATCH", f"/v1/capabilities/{c['id']}", body={"disabled": disabled})
+    state = "disabled" if done["disabled"] else "enabled"
+    typer.echo(f"{state} {done['name']} v{done['version']} ({done['id']})")

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from deploy.launcher.health import server_lines, wait_healthy, watch
 from deploy.launcher.supervisor import Stack
+from shared.cache.policy import tool_cache, tool_policy
 from shared.config import Settings
 
 WATCH_CHECK_EVERY_S = 5.0  # once healthy, a slower beat: the checks cost a Celery ping each
@@ -78,6 +79,7 @@ def _print_server_changes(stack: Stack, shown: dict[str, str], console: Console)
 def _announce(stack: Stack, seconds: float, console: Console) -> None:
     """What the README promises: the URLs, then which MCP servers failed and why."""
     lines = server_lines(stack)
+    cached = cache_lines(stack)  # read before printing: the announcement comes out in one go
     failed = [name for name, line in lines.items() if not line.startswith("ready")]
     if failed:
         console.print(
@@ -95,6 +97,8 @@ def _announce(stack: Stack, seconds: float, console: Console) -> None:
         console.print(f"  {'flower':<16} {flower}")
     if ready := [name for name in lines if name not in failed]:
         console.print(f"  {'MCP servers':<16} {', '.join(ready)}: ready")
+    for name, line in cached.items():
+        console.print(f"  {'cache ' + name:<16} {escape(line)}", soft_wrap=True)
     for name in failed:
         server = stack.servers.get(name)
         state, _, why = lines[name].partition(": ")
@@ -122,3 +126,34 @@ def status_table(stack: Stack) -> Table:
         mark = f"[green]{state}[/]" if state == "ready" else f"[yellow]{escape(state)}[/]"
         table.add_row(f"mcp {name}", "-", mark, escape(why), "-")
     return table
+
+
+def cache_lines(stack: Stack) -> dict[str, str]:
+    """One line per configured server: which of its tools' results are cached, for how long
+    and why (``GET /v1/tools`` says the same per tool); none when the tools cannot be read."""
+    import psycopg
+
+    from shared.db import connect
+    from shared.tools.store import list_tools
+
+    try:
+        with connect(stack.database_url) as conn:
+            rows = list_tools(conn)
+    except psycopg.Error:
+        return {}
+    by_server: dict[str, dict[tuple[int, str], list[str]]] = {}
+    for row in rows:
+        if row["server"] not in stack.mcp_servers:
+            continue
+        policy = tool_policy(annotations=row["annotations"], override=row["cache_override"])
+        cache = tool_cache(policy, read_only_ttl_s=stack.settings.cache_read_only_ttl_s)
+        key = (int(cache["ttl_s"]), str(cache["why"]))
+        by_server.setdefault(row["server"], {}).setdefault(key, []).append(row["name"])
+    lines = {}
+    for server, groups in sorted(by_server.items()):
+        parts = []
+        for (ttl_s, why), names in sorted(groups.items(), reverse=True):
+            said = f"{ttl_s} s ({why})" if ttl_s else f"not cached ({why})"
+            parts.append(f"{', '.join(sorted(names))}: {said}")
+        lines[server] = "; ".join(parts)
+    return lines

@@ -151,6 +151,21 @@ def delete_entries(
     return counts
 
 
+def delete_from_source(client: redis.Redis, *, tenant_id: str, execution_id: str) -> int:
+    """Delete the tenant's entries stored from one execution's result; how many (a scan of
+    the tenant's entries: for the rare run an agent reports wrong)."""
+    keys = sorted(m.decode() if isinstance(m, bytes) else str(m)
+                  for m in client.smembers(index_key("tenant", tenant_id)))  # fmt: skip
+    if not keys:
+        return 0
+    doomed = [
+        key
+        for key, raw in zip(keys, client.mget(keys), strict=True)
+        if raw is not None and orjson.loads(raw).get("source_execution_id") == execution_id
+    ]
+    return int(client.delete(*doomed)) if doomed else 0
+
+
 def count_entries(client: redis.Redis, *, tenant_id: str) -> int:
     """Live entries of a tenant (its index may still name expired ones)."""
     members = client.smembers(index_key("tenant", tenant_id))

@@ -3,7 +3,13 @@
 A run is cacheable only when it succeeded, its stdout was not truncated, every tool call it
 made succeeded, every tool it called is read-only (annotation or operator override) and none
 is configured ``ttl_s: 0``. A capability's ``cache_config`` may opt out or shorten, never in.
-Read-only is not unchanging (``get_current_time`` is read-only), hence the TTLs.
+
+Read-only is not unchanging (``get_current_time`` is read-only), hence each tool's TTL: the
+operator's ``ttl_s``, otherwise the short read-only default (``AGENTCARDS_CACHE_READ_ONLY_TTL_S``,
+60 s). An entry lives no longer than the shortest TTL of the tools its run called, whatever
+the level's own default. (MCP 2026-07-28's ``ttlMs``/``cacheScope`` hints belong to the
+cacheable methods, ``tools/list``, ``resources/read`` and the like; ``tools/call`` is not one,
+and the mcp SDK drops them from a ``CallToolResult``, so no server can say it of a call.)
 """
 
 from __future__ import annotations
@@ -62,9 +68,11 @@ def decide(
     calls: Iterable[Call],
     policies: Mapping[str, ToolPolicy],
     default_ttl_s: int,
+    read_only_ttl_s: int,
     capability_config: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """Apply the safety rules to one finished run; ``default_ttl_s`` is the level's default."""
+    """Apply the safety rules to one finished run; ``default_ttl_s`` is the level's default,
+    ``read_only_ttl_s`` a read-only tool's when neither its server nor the operator says."""
     if status != ExecutionStatus.SUCCEEDED:
         return Decision(False, f"the run ended {status}")
     if stdout_truncated:
@@ -84,7 +92,7 @@ def decide(
             return Decision(False, f"tool {call.tool} is not read-only")
         if policy.ttl_s == 0:
             return Decision(False, f"tool {call.tool} is configured ttl_s: 0")
-        ttl = min(ttl, policy.ttl_s if policy.ttl_s is not None else default_ttl_s)
+        ttl = min(ttl, policy.ttl_s if policy.ttl_s is not None else read_only_ttl_s)
         if call.tool not in used:
             used.append(call.tool)
     if isinstance(config.get("ttl_s"), int):
@@ -92,6 +100,17 @@ def decide(
     if ttl <= 0:
         return Decision(False, "caching is off (TTL 0)")
     return Decision(True, "cacheable", ttl, tuple(used), tuple(sorted(servers_of(used))))
+
+
+def tool_cache(policy: ToolPolicy, *, read_only_ttl_s: int) -> dict[str, Any]:
+    """What ``/v1/tools`` and ``agentcards up`` say of a tool: ``{"cached", "ttl_s", "why"}``."""
+    if not policy.read_only:
+        return {"cached": False, "ttl_s": 0, "why": "not read-only"}
+    if policy.ttl_s == 0:
+        return {"cached": False, "ttl_s": 0, "why": "operator ttl_s: 0"}
+    if policy.ttl_s is not None:
+        return {"cached": True, "ttl_s": policy.ttl_s, "why": "operator ttl_s"}
+    return {"cached": True, "ttl_s": read_only_ttl_s, "why": "read-only default"}
 
 
 def written_servers(calls: Iterable[Call], policies: Mapping[str, ToolPolicy]) -> set[str]:

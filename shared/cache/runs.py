@@ -152,6 +152,7 @@ def remember(
             calls=calls,
             policies=cache.scope.policies,
             default_ttl_s=default_ttl_s,
+            read_only_ttl_s=settings.cache_read_only_ttl_s,
             capability_config=config,
         )
 

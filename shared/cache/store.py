@@ -139,6 +139,7 @@ def find_by_intent(
           FROM capability_cache cc JOIN capabilities c ON c.id = cc.capability_id
          WHERE cc.tenant_id = %(tenant)s AND cc.params_hash = %(params)s
            AND cc.expires_at > now() AND c.intent_embedding IS NOT NULL
+           AND c.disabled_at IS NULL
          ORDER BY c.intent_embedding <=> %(q)s LIMIT 1
         """,
         {"tenant": tenant_id, "params": params_hash, "q": embedding},

@@ -161,8 +161,10 @@ def update_fields(
     name: str | None = None,
     description: str | None = None,
     intent: tuple[str, Sequence[float]] | None = None,
+    disabled: bool | None = None,
 ) -> bool:
-    """Change the given fields (an intent with its embedding); False when no such capability."""
+    """Change the given fields (an intent with its embedding; ``disabled`` sets or clears
+    ``disabled_at``, keeping the first time); False when no such capability."""
     row = conn.execute(
         """
         UPDATE capabilities
@@ -171,6 +173,9 @@ def update_fields(
                intent = coalesce(%(intent)s, intent),
                intent_embedding = CASE WHEN %(intent)s::text IS NULL THEN intent_embedding
                                        ELSE %(vec)s END,
+               disabled_at = CASE WHEN %(disabled)s::boolean IS NULL THEN disabled_at
+                                  WHEN %(disabled)s THEN coalesce(disabled_at, now())
+                                  ELSE NULL END,
                updated_at = now()
          WHERE tenant_id = %(tenant)s AND id::text = %(id)s
         RETURNING id
@@ -180,6 +185,7 @@ def update_fields(
             "description": description,
             "intent": intent[0] if intent else None,
             "vec": np.asarray(intent[1], dtype=np.float32) if intent else None,
+            "disabled": disabled,
             "tenant": tenant_id,
             "id": capability_id,
         },

@@ -96,7 +96,8 @@ def edit(
     changes: dict[str, Any],
     embedder: Embedder,
 ) -> Row:
-    """Apply ``changes`` (any of name, description, intent, aliases: the list replaces them)."""
+    """Apply ``changes`` (any of name, description, intent, aliases: the list replaces them;
+    disabled: true hides it from matching, search and suggestions and refuses runs)."""
     if changes.get("name") is not None:
         lifecycle.check_name(changes["name"])
     intent = changes.get("intent")
@@ -110,6 +111,7 @@ def edit(
         name=changes.get("name"),
         description=changes.get("description"),
         intent=(intent, vectors[0]) if intent is not None else None,
+        disabled=changes.get("disabled"),
     )
     if not found:
         raise not_found(capability_id)

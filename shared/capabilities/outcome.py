@@ -1,4 +1,6 @@
-"""A run becomes a capability only if it succeeded, had an intent and every tool call succeeded."""
+"""A run becomes a capability only if it succeeded, had an intent, every tool call succeeded,
+it returned something (an empty result is no evidence the code did its job) and its caller
+did not say it was not worth keeping (``"learn": false``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ class Verdict(StrEnum):
     EXECUTION_FAILED = "execution_failed"
     NO_INTENT = "no_intent"
     TOOL_FAILURES = "tool_failures"  # counts in capabilities_skipped_tool_failures_total
+    NOT_WANTED = "not_wanted"  # the caller said ``"learn": false``
+    EMPTY_RESULT = "empty_result"  # {}, [], None or "": no evidence of success
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,14 @@ class LearningDecision:
         return self.verdict is Verdict.LEARN
 
 
-def decide_learning(*, status: str, intent: str | None, summary: TraceSummary) -> LearningDecision:
+def decide_learning(
+    *,
+    status: str,
+    intent: str | None,
+    summary: TraceSummary,
+    wanted: bool = True,
+    result_empty: bool = False,
+) -> LearningDecision:
     """Learn vs skip for one finished execution: all tool calls succeeded, or no capability.
 
     A call with a start but no end (lost) counts as failed.
@@ -48,6 +59,10 @@ def decide_learning(*, status: str, intent: str | None, summary: TraceSummary) -
         verdict = Verdict.NO_INTENT
     elif failures:
         verdict = Verdict.TOOL_FAILURES
+    elif not wanted:
+        verdict = Verdict.NOT_WANTED
+    elif result_empty:
+        verdict = Verdict.EMPTY_RESULT
     else:
         verdict = Verdict.LEARN
     return LearningDecision(

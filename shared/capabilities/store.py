@@ -70,11 +70,12 @@ def list_capabilities(
 
 
 def capabilities_by_name(conn: Conn, *, tenant_id: str, names: Sequence[str]) -> list[Row]:
-    """Id, name and code of a tenant's capabilities with these names."""
+    """Id, name and code of a tenant's enabled capabilities with these names (a disabled one
+    is not callable from code: its name resolves to the latest enabled version, or nothing)."""
     return conn.execute(
         # By version: a name's latest version comes last, and the caller keeps the last.
         "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s) "
-        "ORDER BY version",
+        "AND disabled_at IS NULL ORDER BY version",
         (tenant_id, list(names)),
     ).fetchall()
 
@@ -86,7 +87,7 @@ def names_starting(conn: Conn, *, tenant_id: str, prefix: str, limit: int) -> tu
     rows = conn.execute(
         """
         SELECT name, count(*) OVER () AS total FROM capabilities
-         WHERE tenant_id = %s AND name ILIKE %s
+         WHERE tenant_id = %s AND name ILIKE %s AND disabled_at IS NULL
          GROUP BY name ORDER BY max(usage_count) DESC, name LIMIT %s
         """,
         (tenant_id, pattern, limit),
@@ -105,7 +106,8 @@ def graph_nodes(conn: Conn, *, tenant_id: str) -> list[Row]:
 
 def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n: int) -> list[Row]:
     """The ``n`` capabilities whose intent or an alias of it (``capability_aliases``) is
-    semantically closest, with the best ``semantic`` similarity and the ``phrasing`` it was."""
+    semantically closest, with the best ``semantic`` similarity and the ``phrasing`` it was;
+    disabled ones are never matched, nor a version a later enabled version replaced."""
     # Two HNSW scans side by side (own intents, aliases), then the best per capability.
     return conn.execute(
         """
@@ -114,6 +116,7 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
                     1 - (intent_embedding <=> %(q)s) AS semantic
                FROM capabilities
               WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
+                AND disabled_at IS NULL
               ORDER BY intent_embedding <=> %(q)s
               LIMIT %(n)s)
             UNION ALL
@@ -129,6 +132,11 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
         SELECT c.id, c.name, c.description, c.intent, c.code, c.parameters_schema,
                c.success_rate, c.usage_count, c.tools_used, b.semantic, b.phrasing
           FROM best AS b JOIN capabilities AS c ON c.id = b.capability_id
+         WHERE c.disabled_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM capabilities AS n  -- superseded by a live version
+                            WHERE n.tenant_id = c.tenant_id AND n.version > c.version
+                              AND coalesce(n.family_id, n.id) = coalesce(c.family_id, c.id)
+                              AND n.disabled_at IS NULL)
          ORDER BY b.semantic DESC, c.id
          LIMIT %(n)s
         """,
@@ -154,7 +162,7 @@ def nearest_reliable(
               SELECT id, success_rate, tools_used, 1 - (intent_embedding <=> q.v) AS semantic
                 FROM capabilities
                WHERE tenant_id = %(tenant)s AND intent_embedding IS NOT NULL
-                 AND success_rate >= %(rate)s
+                 AND success_rate >= %(rate)s AND disabled_at IS NULL
                  AND NOT (id::text = ANY(string_to_array(q.excluded, ',')))
                ORDER BY intent_embedding <=> q.v
                LIMIT 1) AS c
@@ -187,7 +195,7 @@ def community_capabilities(conn: Conn, *, tenant_id: str, community: int, limit:
         """
         SELECT c.id, c.name, c.description, c.success_rate, c.usage_count, c.tools_used
           FROM capabilities c
-         WHERE c.tenant_id = %(tenant)s
+         WHERE c.tenant_id = %(tenant)s AND c.disabled_at IS NULL
            AND (c.community = %(community)s OR EXISTS (
                  SELECT 1 FROM jsonb_array_elements_text(c.tools_used) AS u(tool)
                    JOIN tools t ON t.id = u.tool
@@ -271,7 +279,8 @@ def insert_capabilities(conn: Conn, *, rows: Sequence[Mapping[str, Any]]) -> lis
     """Insert new capabilities (used now); a (tenant, code hash) that exists is skipped.
 
     Each row holds tenant, hash, code, intent, vec, name, desc, schema and tools (jsonb
-    wrapped) and the ``STATS_FIELDS``; returns the inserted summaries with their keys.
+    wrapped), the ``STATS_FIELDS``, and version and family (1 and None: a family of its own);
+    returns the inserted summaries with their keys.
     """
     if not rows:
         return []
@@ -281,10 +290,11 @@ def insert_capabilities(conn: Conn, *, rows: Sequence[Mapping[str, Any]]) -> lis
             INSERT INTO capabilities (tenant_id, code_hash, code, intent, intent_embedding,
                                       name, description, parameters_schema, tools_used,
                                       usage_count, success_count, failure_count, success_rate,
-                                      avg_duration_ms, last_used)
+                                      avg_duration_ms, last_used, version, family_id)
             VALUES (%(tenant)s, %(hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s, %(desc)s,
                     %(schema)s, %(tools)s, %(usage_count)s, %(success_count)s,
-                    %(failure_count)s, %(success_rate)s, %(avg_duration_ms)s, now())
+                    %(failure_count)s, %(success_rate)s, %(avg_duration_ms)s, now(),
+                    %(version)s, %(family)s)
             ON CONFLICT (tenant_id, code_hash) DO NOTHING
             RETURNING {SUMMARY_COLUMNS}, tenant_id, code_hash
             """,
@@ -292,6 +302,31 @@ def insert_capabilities(conn: Conn, *, rows: Sequence[Mapping[str, Any]]) -> lis
             returning=True,
         )
         return list(_all_results(cur))
+
+
+def latest_named(
+    conn: Conn, *, tenant_id: str, name: str, intent_embedding: Sequence[float]
+) -> Row | None:
+    """The latest version of the capability so named: its family, the family's highest
+    version, its tools and the cosine ``similarity`` of its intent to ``intent_embedding``."""
+    row: Row | None = conn.execute(
+        """
+        SELECT coalesce(c.family_id, c.id)::text AS family, c.tools_used,
+               (SELECT max(v.version) FROM capabilities AS v
+                 WHERE v.tenant_id = c.tenant_id
+                   AND coalesce(v.family_id, v.id) = coalesce(c.family_id, c.id)) AS top,
+               coalesce(1 - (c.intent_embedding <=> %(q)s), 0) AS similarity
+          FROM capabilities AS c
+         WHERE c.tenant_id = %(tenant)s AND c.name = %(name)s
+         ORDER BY c.version DESC, c.created_at DESC LIMIT 1
+        """,
+        {
+            "tenant": tenant_id,
+            "name": name,
+            "q": np.asarray(intent_embedding, dtype=np.float32),
+        },
+    ).fetchone()
+    return row
 
 
 def taken_names(conn: Conn, *, wanted: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:

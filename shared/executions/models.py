@@ -37,6 +37,11 @@ class ExecutionRequest(RequestModel):
         default=False, description="run it even when a cached result exists (and refresh that)"
     )
     retry: RetryPolicy = Field(default="never", description=RETRY_DESCRIPTION)
+    learn: bool = Field(
+        default=True,
+        description="false: this run is not worth keeping (an experiment, a wrong answer): no "
+        "capability is created from it and it counts toward no capability's success",
+    )
 
     @field_validator("tools")
     @classmethod

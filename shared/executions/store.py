@@ -32,9 +32,9 @@ def create_execution(
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry)
+                                idempotency_key, capability_id, retry, learn)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s)
+                %(cap)s, %(retry)s, %(learn)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
@@ -59,6 +59,7 @@ def request_params(
         "key": request.idempotency_key,
         "cap": cap,
         "retry": request.retry,
+        "learn": request.learn,
     }
 
 

@@ -203,11 +203,11 @@ def _insert_new(
         return {}
     firsts = [runs[0] for runs in groups.values()]
     vectors = embed_cached(conn=conn, embedder=embedder, texts=[r.intent for r in firsts])
-    names = _names(conn, groups=groups)
+    names = _names(conn, groups=groups, vectors=vectors)
     schemas = _schemas(conn, runs=[runs[-1] for runs in groups.values()])
     params = []
     stats_of: dict[tuple[str, str], list[tuple[str, str, CapabilityStats]]] = {}
-    for (key, runs), vector, name, schema in zip(
+    for (key, runs), vector, (name, version, family), schema in zip(
         groups.items(), vectors, names, schemas, strict=True
     ):
         first = runs[0]
@@ -227,6 +227,8 @@ def _insert_new(
                 "desc": capability_description(intent=first.intent, tools_used=first.tools_used),
                 "schema": Jsonb(schema),
                 "tools": Jsonb(list(runs[-1].tools_used)),
+                "version": version,
+                "family": family,
                 **{f: getattr(stats, f) for f in _STATS_FIELDS},
             }
         )
@@ -244,21 +246,46 @@ def _insert_new(
     return out
 
 
-def _names(conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]]) -> list[str]:
-    """A readable name per new capability; one already taken (or taken in this batch) gets
-    its code hash appended."""
+def _names(
+    conn: Conn,
+    *,
+    groups: dict[tuple[str, str], list[LearnedRun]],
+    vectors: Sequence[Sequence[float]],
+) -> list[tuple[str, int, str | None]]:
+    """(name, version, family) per new capability. A name already taken is the next version
+    of that capability when the new code does the same (a near-identical intent, the same
+    tools): the corrected code replaces it rather than standing beside it as a twin. Other
+    taken names (or one taken in this batch) get the code hash appended."""
     wanted = [
-        (key, capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
+        (key, runs[0], capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
         for key, runs in groups.items()
     ]
-    taken = store.taken_names(conn, wanted=[(key[0], name) for key, name in wanted])
-    names = []
-    for (tenant, key_hash), name in wanted:
-        if (tenant, name) in taken:
+    taken = store.taken_names(conn, wanted=[(key[0], name) for key, _, name in wanted])
+    batch: set[tuple[str, str]] = set()
+    names: list[tuple[str, int, str | None]] = []
+    for ((tenant, key_hash), run, name), vector in zip(wanted, vectors, strict=True):
+        version, family = 1, None
+        if (tenant, name) in taken and (tenant, name) not in batch:
+            latest = store.latest_named(conn, tenant_id=tenant, name=name, intent_embedding=vector)
+            if latest is not None and _same_job(latest, run):
+                version, family = int(latest["top"]) + 1, str(latest["family"])
+            else:
+                name = unique_name(name=name, code_hash=key_hash)
+        elif (tenant, name) in batch:
             name = unique_name(name=name, code_hash=key_hash)
-        taken.add((tenant, name))
-        names.append(name)
+        batch.add((tenant, name))
+        names.append((name, version, family))
     return names
+
+
+# Intents this close under one name say the same thing (rewordings score ~0.9-0.98).
+SAME_INTENT = 0.9
+
+
+def _same_job(latest: dict[str, Any], run: LearnedRun) -> bool:
+    """New code for the same job: the same set of tools and a near-identical intent."""
+    same_tools = set(latest["tools_used"] or []) == set(run.tools_used)
+    return same_tools and float(latest["similarity"]) >= SAME_INTENT
 
 
 def _schemas(conn: Conn, *, runs: Sequence[LearnedRun]) -> list[dict[str, Any]]:

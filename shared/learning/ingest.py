@@ -42,12 +42,16 @@ from shared.matching.thresholds import Context, get_threshold
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[dict[str, Any]]
 
-# What ingestion reads of an execution (not its args, result or logs).
+# Results that are no evidence the code did its job: {}, [], null and "".
+_EMPTY = """'{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '""'::jsonb"""
+# What ingestion reads of an execution (not its args, result or logs; whether the result is
+# empty).
 # The raw trace only where no current summary is stored (rows older than migration 0017):
 # summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
 _COLUMNS = (
     "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
-    "trace_summary, "
+    "trace_summary, learn, "
+    f"(result IS NULL OR result IN ({_EMPTY})) AS result_empty, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
 # Outcomes that changed nothing: no metrics, no "learned" event.
@@ -113,7 +117,11 @@ def _apply(
     summaries = {str(r["id"]): summary_of(r) for r in rows}
     decisions: dict[str, LearningDecision] = {
         str(r["id"]): decide_learning(
-            status=r["status"], intent=r["intent"], summary=summaries[str(r["id"])]
+            status=r["status"],
+            intent=r["intent"],
+            summary=summaries[str(r["id"])],
+            wanted=r["learn"],
+            result_empty=r["result_empty"],
         )
         for r in rows
     }
@@ -251,8 +259,11 @@ CALLER_OUTCOMES = frozenset(
 
 def _counts_against_capability(row: dict[str, Any], decision: LearningDecision) -> bool:
     """False for a re-run cancelled, or failed by a caller's refusal or rate limit (the run
-    itself or any of its tool calls): those are not the capability's failures."""
-    if row["status"] == ExecutionStatus.CANCELLED:
+    itself or any of its tool calls): those are not the capability's failures; nor is a run
+    its caller said not to learn from, nor an empty result (no evidence of success)."""
+    if row["status"] == ExecutionStatus.CANCELLED or not row["learn"]:
+        return False
+    if row["status"] == ExecutionStatus.SUCCEEDED and row["result_empty"]:
         return False
     error = row.get("error") or {}
     if isinstance(error, dict) and error.get("type") in CALLER_OUTCOMES:

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from shared.capabilities.aliases import add_aliases
-from shared.capabilities.outcome import LearningDecision
+from shared.capabilities.outcome import LearningDecision, Verdict
 from shared.embeddings import Embedder, embed_cached
 from shared.executions.status import ExecutionStatus
 from shared.learning.capability_runs import CapabilityOutcome
@@ -22,7 +22,9 @@ def intent_evidence(*, status: str, decision: LearningDecision) -> tuple[list[st
     """(tools that served the intent, tools that failed it): a tool serves only in a
     succeeded run and only if none of its calls failed; a failed call counts against."""
     failed = list(decision.failed_tools)
-    if status != ExecutionStatus.SUCCEEDED:
+    if decision.verdict is Verdict.NOT_WANTED:  # the caller said it is not worth keeping
+        return [], []
+    if status != ExecutionStatus.SUCCEEDED or decision.verdict is Verdict.EMPTY_RESULT:
         return [], failed
     return [t for t in decision.tools_used if t not in failed], failed
 

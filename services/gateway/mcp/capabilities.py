@@ -37,6 +37,7 @@ CapabilityArgs = Annotated[dict[str, Any] | None, described(CapabilityExecuteReq
 TimeoutS = Annotated[float | None, described(CapabilityExecuteRequest, "timeout_s")]
 NoCache = Annotated[bool, described(CapabilityExecuteRequest, "no_cache")]
 Retry = Annotated[RetryPolicy, described(CapabilityExecuteRequest, "retry")]
+Learn = Annotated[bool, described(CapabilityExecuteRequest, "learn")]
 
 SEARCH_DESCRIPTION = """\
 Find reusable capabilities: code that already ran successfully for a similar intent.
@@ -102,6 +103,7 @@ def register(
         timeout_s: TimeoutS = None,
         no_cache: NoCache = False,
         retry: Retry = "never",
+        learn: Learn = True,
     ) -> Annotated[CallToolResult, ExecutionView]:
         principal = await principal_of(ctx)
         state = get_state()
@@ -112,6 +114,7 @@ def register(
                 timeout_s=timeout_s,
                 no_cache=no_cache,
                 retry=retry,
+                learn=learn,
             )
             admission = await admit_capability(
                 state, ref=capability_id, body=body, principal=principal

@@ -9,7 +9,7 @@ from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 from starlette.routing import Route
 
@@ -26,7 +26,9 @@ from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.ops.admission import admit_submission
+from services.gateway.ops.execution_feedback import report_execution
 from services.gateway.ops.execution_reads import paged_view, read_execution
+from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResult
 from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
@@ -34,6 +36,7 @@ from shared.auth.principal import Principal
 from shared.errors import ConfigError, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
 from shared.executions.pages import PART_DESCRIPTION, Part
+from shared.inputs import SQL_INT_MAX
 from shared.sandbox.child.helpers import HELPER_MODULES
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
@@ -44,6 +47,7 @@ Tools = Annotated[list[str] | None, described(ExecutionRequest, "tools")]
 TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
 NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
 Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
+Learn = Annotated[bool, described(ExecutionRequest, "learn")]
 Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
@@ -54,7 +58,7 @@ Offset = Annotated[
     int,
     Field(
         ge=0,
-        le=(1 << 31) - 1,
+        le=SQL_INT_MAX,
         description="with `part`: the first byte (0, or a page's `next_offset`)",
     ),
 ]
@@ -66,6 +70,12 @@ MaxBytes = Annotated[
         "of the reply cap, AGENTCARDS_MCP_REPLY_MAX_BYTES)",
     ),
 ]
+FeedbackOk = Annotated[bool, described(ExecutionFeedback, "ok")]
+FeedbackReason = Annotated[str | None, described(ExecutionFeedback, "reason")]
+# Changes what was learned, reversibly by nothing: not read-only, and a repeat changes nothing.
+REPORTS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 # A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
@@ -167,6 +177,7 @@ def build_mcp_server(
         timeout_s: TimeoutS = None,
         no_cache: NoCache = False,
         retry: Retry = "never",
+        learn: Learn = True,
     ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
@@ -179,6 +190,7 @@ def build_mcp_server(
                 timeout_s=timeout_s,
                 no_cache=no_cache,
                 retry=retry,
+                learn=learn,
             )
             admission = await admit_submission(state, request=request, principal=principal)
             return await passthrough.run_as_tool(
@@ -239,6 +251,26 @@ def build_mcp_server(
                 if reply_bytes(reply.structured_content or {}) <= cap or size <= 1024:
                     return reply
                 size //= 2
+
+    @server.tool(
+        name="report_execution",
+        title="Report whether a run was right",
+        description="Say whether a finished execution did what it was for. ok=false (a wrong "
+        "or empty answer) takes the run back as learned evidence: the capability it alone "
+        "created is deleted, one it counted for counts it as a failure, its cached results "
+        "go. ok=true is recorded only. (To keep a run from being learned at all, pass "
+        "learn=false to execute_code.)",
+        annotations=REPORTS,
+    )
+    async def report_execution_tool(
+        execution_id: ExecutionId, ok: FeedbackOk, ctx: Context, reason: FeedbackReason = None
+    ) -> FeedbackResult:
+        principal = await principal_of(ctx)
+        with tool_errors():
+            body = ExecutionFeedback(ok=ok, reason=reason)
+            return await report_execution(
+                get_state(), execution_id=execution_id, body=body, principal=principal
+            )
 
     capabilities.register(server, get_state, principal_of)
     prompts.register(server, get_state, principal_for)

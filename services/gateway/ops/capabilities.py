@@ -24,7 +24,7 @@ from shared.auth.principal import Principal
 from shared.capabilities import store
 from shared.db import DictConnection
 from shared.embeddings import get_embedder
-from shared.errors import NotFound, ToolNotAllowed, ValidationFailed
+from shared.errors import CapabilityDisabled, NotFound, ToolNotAllowed, ValidationFailed
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL
 from shared.matching.capabilities import match_capabilities
@@ -137,6 +137,18 @@ def out_of_scope_tools(tools_used: list[str] | None, principal: Principal) -> li
     return refused
 
 
+def refuse_disabled(cap: Row) -> None:
+    """CapabilityDisabled (409 ``capability_disabled``) before anything starts."""
+    if cap.get("disabled_at") is not None:
+        raise CapabilityDisabled(
+            f"capability {cap['name']!r} is disabled by an operator: enable it "
+            f'(PATCH /v1/capabilities/{cap["id"]} with {{"disabled": false}}, or '
+            f"`agentcards capabilities enable {cap['id']}`) or find another with "
+            "search_capabilities",
+            capability_id=str(cap["id"]),
+        )
+
+
 def refuse_out_of_scope(cap: Row, principal: Principal) -> None:
     """ToolNotAllowed (as execute_code gives) before anything starts, when the capability
     calls a tool outside the caller's allow-list: its run could only fail on that call."""
@@ -157,6 +169,7 @@ async def admit_capability(
 
     def admitted(conn: DictConnection) -> Admission:
         cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id, conn=conn)
+        refuse_disabled(cap)
         refuse_out_of_scope(cap, principal)
         problems = validate_args(schema=cap["parameters_schema"], args=body.args)
         if not problems.ok:
@@ -173,6 +186,7 @@ async def admit_capability(
             timeout_s=body.timeout_s,
             no_cache=body.no_cache,
             retry=body.retry,
+            learn=body.learn,
         )
         return admit(
             state, request=request, principal=principal, capability_id=str(cap["id"]), conn=conn

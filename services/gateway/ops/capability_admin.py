@@ -118,10 +118,12 @@ async def edit_capability(
     """Apply the given fields (ValidationFailed for none, or a null name), announced."""
     if not changes:
         raise ValidationFailed(
-            "nothing to change: give any of name, description, intent, aliases", field="body"
+            "nothing to change: give any of name, description, intent, aliases, disabled",
+            field="body",
         )
-    if "name" in changes and changes["name"] is None:
-        raise ValidationFailed("name: must not be null", field="name")
+    for field in ("name", "disabled"):
+        if field in changes and changes[field] is None:
+            raise ValidationFailed(f"{field}: must not be null", field=field)
     return await _write(
         state,
         tenant_id,

@@ -14,6 +14,7 @@ from sse_starlette.sse import EventSourceResponse
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.enqueue import submit_execution
 from services.gateway.ops.execution_events import EventFollower
+from services.gateway.ops.execution_feedback import report_execution
 from services.gateway.ops.execution_reads import (
     executions_breakdown,
     load_execution,
@@ -29,6 +30,7 @@ from services.gateway.ops.models.executions import (
     list_item,
     submission,
 )
+from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResult
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.rest.responses import execution_response
@@ -150,6 +152,19 @@ async def cancel(
         state, execution_id=execution_id, tenant_id=principal.tenant_id, wait=wait
     )
     return execution_response(row)
+
+
+@router.post(
+    "/{execution_id}/feedback",
+    response_model=FeedbackResult,
+    summary="Say whether a finished run was right; a wrong one stops being learned evidence",
+)
+async def feedback(
+    state: State, principal: CurrentPrincipal, execution_id: str, body: ExecutionFeedback
+) -> FeedbackResult:
+    """``ok: false`` un-teaches the run: the capability it alone created is deleted, one it
+    counted for counts it as a failure, its cached results go; 409 while it still runs."""
+    return await report_execution(state, execution_id=execution_id, body=body, principal=principal)
 
 
 @router.get("/{execution_id}/events", summary="Server-sent events of one execution")

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.rest.deps import CurrentPrincipal, State
+from shared.cache.policy import tool_cache, tool_policy
 from shared.tools import servers as servers_store
 from shared.tools import store as tools_store
 
@@ -18,9 +19,14 @@ router = APIRouter(prefix="/v1", tags=["tools"])
 @router.get("/tools", summary="The configured servers' tools: server, availability, server state")
 def list_tools(state: State, include_removed: bool = False) -> dict[str, Any]:
     """Unavailable tools are listed too (``server_state`` says why: down, retrying…). Tools of
-    servers that left the configuration are history: only with ``include_removed=true``."""
+    servers that left the configuration are history: only with ``include_removed=true``.
+    ``cache`` says whether a tool's results are cached and for how long (``ttl_s``, ``why``)."""
     with state.pool.connection() as conn:
         rows = tools_store.list_tools(conn, include_removed=include_removed)
+    read_only_ttl_s = state.settings.cache_read_only_ttl_s
+    for row in rows:
+        policy = tool_policy(annotations=row["annotations"], override=row["cache_override"])
+        row["cache"] = tool_cache(policy, read_only_ttl_s=read_only_ttl_s)
     return {"tools": rows, "total": len(rows)}
 
 

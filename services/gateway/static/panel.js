@@ -26,7 +26,8 @@
       ["success rate", pct(cap.success_rate)], ["usage", cap.usage_count ?? 0],
       ["last used", cap.last_used ? new Date(cap.last_used).toLocaleString() : "never"],
       ["tools", (cap.tools_used || []).join(", ") || "none"], ["version", cap.version ?? 1],
-      ["source", cap.source || "learned"], ["id", cap.id],
+      ["source", cap.source || "learned"], ["state", cap.disabled ? "disabled" : "enabled"],
+      ["id", cap.id],
     ];
     const dl = $("#cap-stats");
     dl.replaceChildren(...stats.flatMap(([k, v]) => {
@@ -35,8 +36,10 @@
       dd.textContent = String(v);
       return [dt, dd];
     }));
+    $("#cap-toggle").textContent = cap.disabled ? "Enable" : "Disable";
     $("#code-panel").hidden = false;
     $("#code-panel").dataset.capabilityId = cap.id;
+    $("#code-panel").classList.toggle("disabled", !!cap.disabled);
     if (window.cy) window.cy.resize();
   };
   function closePanel() {
@@ -82,6 +85,43 @@
     } catch (err) {
       AC.toast(`Not saved: ${err.message}`);
     }
+  });
+
+  // Disable/Enable (reversible) and Delete (asks first): an operator's control over what was learned.
+  // The answer's JSON ({} for 204), or null after saying in a toast why it failed.
+  async function change(cap, options, failed) {
+    try {
+      const r = await AC.request(`/v1/capabilities/${encodeURIComponent(cap.id)}`, options);
+      const answer = r.status === 204 ? {} : await r.json().catch(() => ({}));
+      if (r.ok) return answer;
+      AC.toast(`${failed}: ${(answer.error && answer.error.message) || `HTTP ${r.status}`}`);
+    } catch (err) {
+      AC.toast(`${failed}: ${err.message}`);
+    }
+    return null;
+  }
+  $("#cap-toggle").addEventListener("click", async () => {
+    if (!current) return;
+    const cap = current, disabled = !cap.disabled;
+    const answer = await change(cap, {
+      method: "PATCH", headers: {"Content-Type": "application/json"}, body: JSON.stringify({disabled}),
+    }, "Not changed");
+    if (!answer) return;
+    Object.assign(cap, answer);
+    if (current === cap) AC.openPanel(cap.id);
+    AC.toast(disabled ? "Disabled" : "Enabled");
+    AC.refreshSoon();
+  });
+  $("#cap-delete").addEventListener("click", async () => {
+    if (!current) return;
+    const cap = current;
+    const sure = window.confirm(
+      `Delete ${cap.name} v${cap.version ?? 1}? Its cached results go too; this cannot be undone.`);
+    if (!sure || !(await change(cap, {method: "DELETE"}, "Not deleted"))) return;
+    AC.state.caps.delete(String(cap.id));
+    if (current === cap) closePanel();
+    AC.toast("Deleted");
+    AC.refreshSoon();
   });
 
   // --- Explorer

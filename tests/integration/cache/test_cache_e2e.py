@@ -33,6 +33,10 @@ def _servers(tmp: Path) -> dict[str, Any]:
     return {
         "files": filesystem_server(tmp / "files"),
         "clock": {**time_server(), "agentcards": {"cache": {"ttl_s": 0}}},
+        "tick": {
+            **time_server(),
+            "agentcards": {"cache": {"tools": {"get_current_time": {"ttl_s": 2}}}},
+        },
         "example": example_server(tmp),
         "cachetest": cache_test_server(
             tmp / "cachetest", agentcards={"cache": {"tools": {"short": {"ttl_s": 1}}}}
@@ -128,6 +132,57 @@ def test_a_tool_configured_ttl_0_is_never_cached(stack: E2EStack) -> None:
     runs = [_run(stack, code, {}) for _ in range(2)]
     assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
     assert [r["cache_hit"] for r in runs] == [None, None]
+
+
+def _entry_lifetime_s(stack: E2EStack, capability_id: str) -> float:
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM expires_at - created_at) AS s FROM capability_cache "
+            "WHERE capability_id = %s",
+            (capability_id,),
+        ).fetchone()
+    assert row is not None, "the capability's run left no cached result"
+    return float(row["s"])
+
+
+def test_up_and_tools_say_what_is_cached_and_for_how_long(stack: E2EStack) -> None:
+    with stack.client() as client:
+        tools = {t["id"]: t["cache"] for t in client.get("/v1/tools").json()["tools"]}
+    assert tools["tick:get_current_time"] == {"cached": True, "ttl_s": 2, "why": "operator ttl_s"}
+    # Nothing configured: a read-only tool gets the short default, not the level's 300/3600 s.
+    default = {"cached": True, "ttl_s": 60, "why": "read-only default"}
+    assert tools["tick:convert_time"] == default
+    assert tools["clock:get_current_time"] == {
+        "cached": False, "ttl_s": 0, "why": "operator ttl_s: 0",
+    }  # fmt: skip
+    assert tools["example:add"] == {"cached": False, "ttl_s": 0, "why": "not read-only"}
+
+
+def test_a_capability_reading_the_clock_is_never_served_past_the_tools_ttl(
+    stack: E2EStack,
+) -> None:
+    code = "return await mcp.tick.get_current_time(timezone=args['tz'])"
+    capability = _learn(stack, code, {"tz": "UTC"}, "what time is it now on the tick clock")
+    first = _execute(stack, capability, {"tz": "UTC"})
+    assert first["status"] == "succeeded" and first["cache_hit"] is None, first
+    # The capability level's 3600 s is capped by the tool's own 2 s.
+    assert _entry_lifetime_s(stack, capability) == 2
+    time.sleep(2.5)
+    later = _execute(stack, capability, {"tz": "UTC"})
+    assert later["status"] == "succeeded" and later["cache_hit"] is None, later
+    assert later["result"]["datetime"] > first["result"]["datetime"]
+
+
+def test_a_read_only_tool_with_no_ttl_configured_caches_for_the_short_default(
+    stack: E2EStack,
+) -> None:
+    code = (
+        "return await mcp.tick.convert_time(source_timezone='UTC', time=args['t'], "
+        "target_timezone='Asia/Tokyo')"
+    )
+    capability = _learn(stack, code, {"t": "12:00"}, "convert noon UTC to Tokyo time")
+    assert _execute(stack, capability, {"t": "12:00"})["status"] == "succeeded"
+    assert _entry_lifetime_s(stack, capability) == 60  # not the capability level's 3600 s
 
 
 def test_a_write_invalidates_cached_reads_of_that_server(stack: E2EStack) -> None:

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from services.gateway.app import create_app
 from shared.auth.store import issue_key
-from shared.config import Settings
+from shared.config import Settings, get_settings
 from shared.db import connect
 
 Headers = dict[str, str]
@@ -42,3 +43,14 @@ def sql(settings: Settings, query: str, params: Any = ()) -> list[dict[str, Any]
         rows = cur.fetchall() if cur.description else []
         conn.commit()
     return [dict(r) for r in rows]
+
+
+@pytest.fixture
+def cli(stack: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
+    """A CLI runner whose `agentcards` calls reach the test module's ``stack`` gateway."""
+    monkeypatch.setenv("AGENTCARDS_HOME", str(tmp_path / "no-stack-here"))
+    monkeypatch.setenv("AGENTCARDS_GATEWAY_HOST", "127.0.0.1")
+    monkeypatch.setenv("AGENTCARDS_GATEWAY_PORT", str(stack.settings.gateway_port))
+    get_settings.cache_clear()
+    yield CliRunner()
+    get_settings.cache_clear()

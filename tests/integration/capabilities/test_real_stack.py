@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 from deploy.cli.capabilities import capabilities_app
-from shared.config import get_settings
 from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
 
@@ -171,38 +170,31 @@ def test_a_failed_capability_run_moves_the_threshold_and_says_so(
 
 
 def test_the_cli_lists_shows_exports_and_imports(
-    stack: E2EStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: E2EStack, tmp_path: Path, cli: CliRunner
 ) -> None:
-    monkeypatch.setenv("AGENTCARDS_HOME", str(tmp_path / "no-stack-here"))
-    monkeypatch.setenv("AGENTCARDS_GATEWAY_HOST", "127.0.0.1")
-    monkeypatch.setenv("AGENTCARDS_GATEWAY_PORT", str(stack.settings.gateway_port))
-    get_settings.cache_clear()
-    runner = CliRunner()
-    try:
-        with stack.client() as client:
-            created = client.post(
-                "/v1/capabilities",
-                json={"code": 'return "pong"', "intent": "answer a ping", "name": "pong"},
-            ).json()
-        listed = runner.invoke(capabilities_app, ["list", "--q", "ping"])
-        assert listed.exit_code == 0, listed.output
-        # The table folds long cells to the terminal's width: the id's head is on one line.
-        assert "1 capabilities" in listed.output and "pong" in listed.output
-        assert created["id"][:8] in listed.output
-        as_json = runner.invoke(capabilities_app, ["list", "--q", "ping", "--json"])
-        assert [c["id"] for c in json.loads(as_json.output)["capabilities"]] == [created["id"]]
-        shown = runner.invoke(capabilities_app, ["show", "pong"])
-        assert shown.exit_code == 0 and 'return "pong"' in shown.output
-        bundle = tmp_path / "bundle.json"
-        exported = runner.invoke(
-            capabilities_app, ["export", "--ids", created["id"], "-o", str(bundle)]
-        )
-        assert exported.exit_code == 0, exported.output
-        assert [c["name"] for c in json.loads(bundle.read_text())["capabilities"]] == ["pong"]
-        imported = runner.invoke(capabilities_app, ["import", str(bundle)])
-        assert imported.exit_code == 0, imported.output
-        assert json.loads(imported.output) == {"created": 0, "merged": 1}
-        missing = runner.invoke(capabilities_app, ["show", "no_such_thing"])
-        assert missing.exit_code == 1 and "not_found" in missing.output
-    finally:
-        get_settings.cache_clear()
+    runner = cli
+    with stack.client() as client:
+        created = client.post(
+            "/v1/capabilities",
+            json={"code": 'return "pong"', "intent": "answer a ping", "name": "pong"},
+        ).json()
+    listed = runner.invoke(capabilities_app, ["list", "--q", "ping"])
+    assert listed.exit_code == 0, listed.output
+    # The table folds long cells to the terminal's width: the id's head is on one line.
+    assert "1 capabilities" in listed.output and "pong" in listed.output
+    assert created["id"][:8] in listed.output
+    as_json = runner.invoke(capabilities_app, ["list", "--q", "ping", "--json"])
+    assert [c["id"] for c in json.loads(as_json.output)["capabilities"]] == [created["id"]]
+    shown = runner.invoke(capabilities_app, ["show", "pong"])
+    assert shown.exit_code == 0 and 'return "pong"' in shown.output
+    bundle = tmp_path / "bundle.json"
+    exported = runner.invoke(
+        capabilities_app, ["export", "--ids", created["id"], "-o", str(bundle)]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert [c["name"] for c in json.loads(bundle.read_text())["capabilities"]] == ["pong"]
+    imported = runner.invoke(capabilities_app, ["import", str(bundle)])
+    assert imported.exit_code == 0, imported.output
+    assert json.loads(imported.output) == {"created": 0, "merged": 1}
+    missing = runner.invoke(capabilities_app, ["show", "no_such_thing"])
+    assert missing.exit_code == 1 and "not_found" in missing.output

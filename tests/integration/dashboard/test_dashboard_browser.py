@@ -366,3 +366,43 @@ def test_docs_list_the_endpoints_offline(
     }
     browser.save_screenshot(str(artifacts / "docs.png"))
     assert _page_errors(browser) == []
+
+
+def test_the_capability_panel_disables_enables_and_deletes_after_asking(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    dash, auth = stack
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        created = client.post(
+            "/v1/capabilities",
+            json={"code": "return 'buttons'", "intent": "press the panel's buttons",
+                  "name": "panel_buttons"},
+        ).json()  # fmt: skip
+        url = f"/v1/capabilities/{created['id']}"
+        dashboard.execute_script("return agentcards.openPanel(arguments[0])", created["id"])
+        _wait(
+            dashboard,
+            f"document.querySelector('#code-panel').dataset.capabilityId === '{created['id']}'",
+        )
+        toggle = dashboard.find_element(By.ID, "cap-toggle")
+        assert toggle.text == "Disable"
+        toggle.click()
+        _wait(dashboard, "document.querySelector('#toast').textContent === 'Disabled'")
+        assert client.get(url).json()["disabled"] is True
+        _wait(dashboard, "document.querySelector('#cap-toggle').textContent === 'Enable'")
+        assert "disabled" in dashboard.find_element(By.ID, "cap-stats").text
+        dashboard.find_element(By.ID, "cap-toggle").click()
+        _wait(dashboard, "document.querySelector('#toast').textContent === 'Enabled'")
+        assert client.get(url).json()["disabled"] is False
+        # Delete asks first: dismissed, nothing happens; accepted, it is gone.
+        dashboard.find_element(By.ID, "cap-delete").click()
+        WebDriverWait(dashboard, 10).until(lambda d: d.switch_to.alert)
+        assert "panel_buttons" in dashboard.switch_to.alert.text
+        dashboard.switch_to.alert.dismiss()
+        assert client.get(url).status_code == 200
+        dashboard.find_element(By.ID, "cap-delete").click()
+        WebDriverWait(dashboard, 10).until(lambda d: d.switch_to.alert)
+        dashboard.switch_to.alert.accept()
+        _wait(dashboard, "document.querySelector('#toast').textContent === 'Deleted'")
+        assert dashboard.find_element(By.ID, "code-panel").get_attribute("hidden") is not None
+        assert client.get(url).status_code == 404

@@ -82,6 +82,10 @@ CASES = [
     Case("static document", "read_resource", {"server": "everything", "uri": STATIC_DOC}),
     Case("unknown uri", "read_resource", {"server": "everything", "uri": "demo://nope"}, "not_found"),
     Case("unknown server", "read_resource", {"server": "nowhere", "uri": STATIC_DOC}, "not_found"),
+    Case("right", "report_execution", {"execution_id": "{finished}", "ok": True, "reason": "fine"}),
+    Case("unknown id", "report_execution", {"execution_id": "00000000-0000-4000-8000-000000000000", "ok": False}, "not_found"),
+    Case("malformed id", "report_execution", {"execution_id": "not-an-id", "ok": True}, "not_found"),
+    Case("reason too long", "report_execution", {"execution_id": "{finished}", "ok": False, "reason": "x" * 2001}, "validation_error"),
 ]  # fmt: skip
 
 
@@ -171,6 +175,9 @@ def rest_call(stack: E2EStack, op: str, args: dict[str, Any]) -> Answer:
         body = {k: v for k, v in args.items() if k != "capability_id"}
         path = f"/v1/capabilities/{args['capability_id']}/execute"
         return _rest(stack, "POST", path, params={"wait": "true"}, json=body)
+    if op == "report_execution":
+        body = {k: v for k, v in args.items() if k != "execution_id"}
+        return _rest(stack, "POST", f"/v1/executions/{args['execution_id']}/feedback", json=body)
     if op == "list_resources":
         return _rest(stack, "GET", "/v1/resources")
     if op == "read_resource":
@@ -323,6 +330,7 @@ def test_the_table_covers_every_operation_both_surfaces_offer() -> None:
         "execute_capability",
         "list_resources",
         "read_resource",
+        "report_execution",
     }
     assert {case.op for case in CASES} == both
     for op in both - {"list_resources"}:  # listing takes no input to get wrong

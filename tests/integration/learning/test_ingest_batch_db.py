@@ -79,7 +79,8 @@ def add_execution(
 ) -> str:
     row = conn.execute(
         "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, duration_ms, "
-        "capability_id, finished_at) VALUES (%s, %s, %s, %s, 30, %s, %s, %s, now()) RETURNING id",
+        "capability_id, finished_at, result) "  # a result: an empty one is no evidence
+        "VALUES (%s, %s, %s, %s, 30, %s, %s, %s, now(), '{\"ok\": true}') RETURNING id",
         (tenant, status, code, intent, Jsonb(events), duration_ms, capability_id),
     ).fetchone()
     conn.commit()

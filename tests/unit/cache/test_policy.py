@@ -11,6 +11,7 @@ from shared.cache.policy import (
     Call,
     ToolPolicy,
     decide,
+    tool_cache,
     tool_policy,
     writable_servers,
     written_servers,
@@ -27,13 +28,34 @@ POLICIES = {
 
 def _decide(*calls: Call, status: str = "succeeded", truncated: bool = False, **kw: object):
     return decide(status=status, stdout_truncated=truncated, calls=calls, policies=POLICIES,
-                  default_ttl_s=300, **kw)  # type: ignore[arg-type]  # fmt: skip
+                  default_ttl_s=300, read_only_ttl_s=60, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_a_successful_read_only_run_is_cached_for_the_default_ttl() -> None:
+def test_a_read_only_tool_without_a_ttl_is_cached_for_the_short_read_only_default() -> None:
     decision = _decide(Call("files:read_text_file", True))
-    assert decision.cacheable and decision.ttl_s == 300
+    assert decision.cacheable and decision.ttl_s == 60
     assert decision.servers == ("files",)
+
+
+def test_an_operator_ttl_may_be_longer_than_the_read_only_default_not_the_level() -> None:
+    policies = {**POLICIES, "files:stat": ToolPolicy(read_only=True, ttl_s=200)}
+    kw = {"status": "succeeded", "stdout_truncated": False, "policies": policies}
+    assert decide(calls=[Call("files:stat", True)], default_ttl_s=300, read_only_ttl_s=60,
+                  **kw).ttl_s == 200  # type: ignore[arg-type]  # fmt: skip
+    assert decide(calls=[Call("files:stat", True)], default_ttl_s=100, read_only_ttl_s=60,
+                  **kw).ttl_s == 100  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_code_calling_no_tool_keeps_the_level_default() -> None:
+    assert _decide().ttl_s == 300
+
+
+def test_what_tools_report_of_their_cache() -> None:
+    assert tool_cache(READ, read_only_ttl_s=60) == {
+        "cached": True, "ttl_s": 60, "why": "read-only default"}  # fmt: skip
+    assert tool_cache(POLICIES["files:short"], read_only_ttl_s=60)["ttl_s"] == 30
+    assert not tool_cache(POLICIES["time:get_current_time"], read_only_ttl_s=60)["cached"]
+    assert tool_cache(POLICIES["files:write_file"], read_only_ttl_s=60)["why"] == "not read-only"
 
 
 def test_only_succeeded_runs_are_cached() -> None:
@@ -71,7 +93,7 @@ def test_a_capability_may_opt_out_or_shorten_but_never_in() -> None:
     assert not _decide(read, capability_config={"enabled": False}).cacheable
     assert not _decide(read, capability_config={"ttl_s": 0}).cacheable
     assert _decide(read, capability_config={"ttl_s": 10}).ttl_s == 10
-    assert _decide(read, capability_config={"ttl_s": 10_000}).ttl_s == 300
+    assert _decide(read, capability_config={"ttl_s": 10_000}).ttl_s == 60
     write = Call("files:write_file", True)
     assert not _decide(write, capability_config={"enabled": True}).cacheable
 

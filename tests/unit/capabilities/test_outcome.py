@@ -113,3 +113,15 @@ def test_events_keyed_event_are_no_longer_read() -> None:
     assert decide_learning(status="succeeded", intent="copy", summary=summarize(trace)).failed_tools
     decision = decide_learning(status="succeeded", intent="copy", summary=summarize(renamed))
     assert decision.tools_used == [] and decision.failed_tools == []
+
+
+def test_an_empty_result_or_a_run_not_wanted_is_not_learned() -> None:
+    summary = summarize(TraceBuilder().tool("memory:search_nodes").events)
+    empty = decide_learning(status="succeeded", intent="x", summary=summary, result_empty=True)
+    assert not empty.learn and empty.verdict is Verdict.EMPTY_RESULT
+    unwanted = decide_learning(status="succeeded", intent="x", summary=summary, wanted=False)
+    assert not unwanted.learn and unwanted.verdict is Verdict.NOT_WANTED
+    # A failed tool is named first: the log and metrics still say why.
+    failed = summarize(TraceBuilder().tool("memory:search_nodes", ok=False, error="e").events)
+    both = decide_learning(status="succeeded", intent="x", summary=failed, result_empty=True)
+    assert both.verdict is Verdict.TOOL_FAILURES

@@ -42,6 +42,11 @@ class CapabilityExecuteRequest(RequestModel):
         default=False, description="run it even when a cached result exists (and refresh that)"
     )
     retry: RetryPolicy = Field(default="never", description=RETRY_DESCRIPTION)
+    learn: bool = Field(
+        default=True,
+        description="false: this run says nothing about the capability (it counts toward "
+        "neither its successes nor its failures)",
+    )
 
 
 class CapabilityMatch(BaseModel):
@@ -106,6 +111,9 @@ class CapabilityItem(BaseModel):
     community_id: int | None = Field(description="its tool-graph community (Louvain)")
     version: int = Field(description="1, 2, ... within the capabilities of its name")
     source: str = Field(description="`emergent` (learned) or `manual`")
+    disabled: bool = Field(
+        description="an operator disabled it: not matched, suggested or searched; runs refused"
+    )
 
 
 class CapabilityList(BaseModel):
@@ -139,6 +147,11 @@ class CapabilityPatch(RequestModel):
     intent: str | None = Field(default=None, min_length=1, max_length=2000)
     aliases: list[Annotated[str, Field(min_length=1, max_length=2000)]] | None = Field(
         default=None, max_length=50
+    )
+    disabled: bool | None = Field(
+        default=None,
+        description="true: never matched, suggested or offered by search, and runs are "
+        "refused (`capability_disabled`) until set false again",
     )
 
 
