@@ -115,6 +115,11 @@ class ExecutionView(BaseModel):
     retries: list[RetryRecord] = Field(
         default_factory=list, description="each lost attempt that was re-run, and why"
     )
+    trace_id: str | None = Field(
+        default=None,
+        description="the OpenTelemetry trace the execution ran in (32 hex digits; null when "
+        "tracing is off)",
+    )
 
 
 def tool_call_views(summary: TraceSummary) -> list[ToolCallView]:
@@ -165,4 +170,5 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         retry=row.get("retry") or "never",
         attempts=int(row.get("attempts") or 0),
         retries=[RetryRecord(**r) for r in row.get("retries") or []],
+        trace_id=row.get("trace_id"),
     )
