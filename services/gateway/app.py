@@ -116,7 +116,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics,static")
+        FastAPIInstrumentor.instrument_app(
+            app, excluded_urls="healthz,readyz,metrics,static", exclude_spans=["receive", "send"]
+        )
     return app
 
 

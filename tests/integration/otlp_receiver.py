@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,7 +50,7 @@ def _value(v: AnyValue) -> Any:
 class OtlpReceiver:
     """Collects every span exported to it, and every raw request body (for leak checks)."""
 
-    server: ThreadingHTTPServer
+    server: ThreadingHTTPServer = field(init=False)
     spans: list[ReceivedSpan] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,10 +99,28 @@ class OtlpReceiver:
         self.server.shutdown()
         self.server.server_close()
 
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """Nothing listens on the endpoint inside the block (connections refused); then the
+        receiver serves again on the same port."""
+        address = self.server.server_address
+        self.stop()
+        try:
+            yield
+        finally:
+            self.server = _serve(self, address[0], address[1])
+
 
 def start_receiver() -> OtlpReceiver:
     """A receiver on a free loopback port, served by a background thread."""
-    holder: dict[str, OtlpReceiver] = {}
+    receiver = OtlpReceiver()
+    receiver.server = _serve(receiver, "127.0.0.1", 0)
+    return receiver
+
+
+def _serve(receiver: OtlpReceiver, host: str, port: int) -> ThreadingHTTPServer:
+    """Serve ``receiver`` on ``host:port`` from a background thread."""
+    holder = {"receiver": receiver}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -120,7 +140,6 @@ def start_receiver() -> OtlpReceiver:
         def log_message(self, *_: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    holder["receiver"] = receiver = OtlpReceiver(server)
+    server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return receiver
+    return server

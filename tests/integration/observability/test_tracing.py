@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.integration.e2e.conftest import E2EStack, mcp_session, running_stack, wait_until
 from tests.integration.mcp_servers import REPO
 from tests.integration.otlp_receiver import OtlpReceiver, ReceivedSpan, start_receiver
@@ -271,22 +271,18 @@ async def test_mcp_meta_traceparent_is_honoured(traced: E2EStack, receiver: Otlp
 
 
 def test_executions_run_when_the_collector_is_down(
-    embedded_pg: EmbeddedPostgres, redis_server: EmbeddedRedis, tmp_path: Path
+    traced: E2EStack, receiver: OtlpReceiver
 ) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    servers = {"traced": traced_server(tmp_path, dead)}
-    with running_stack(
-        embedded_pg,
-        redis_server,
-        tmp_path,
-        servers,
-        learning=False,
-        redis_db=14,
-        env=otel_env(dead),
-    ) as stack:
-        views = [execute(stack, {"code": TWO_LOOKUPS, "args": {"secret": "a", "email": "b"}})
+    with receiver.down():  # connections to the endpoint are refused meanwhile
+        views = [execute(traced, {"code": TWO_LOOKUPS, "args": {"secret": "a", "email": "b"}})
                  for _ in range(3)]  # fmt: skip
-        assert [v["result"] for v in views] == [["looked up a", "looked up b"]] * 3
-        assert all(TRACE_ID.match(v["trace_id"]) for v in views)
-        gateway = stack.procs["gateway"]
-        assert gateway.popen.poll() is None
+    assert [v["result"] for v in views] == [["looked up a", "looked up b"]] * 3
+    assert all(TRACE_ID.match(v["trace_id"]) for v in views)
+    assert all(proc.popen.poll() is None for proc in traced.procs.values())
+    # Back up: the next execution's trace arrives whole (the exporters recovered).
+    view = execute(traced, {"code": ONE_LOOKUP})
+    wait_until(
+        lambda: any(s.name == "execution.run" for s in receiver.trace(view["trace_id"])),
+        what="spans once the collector is back",
+        timeout_s=60,
+    )
