@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from deploy.bench.otlp_receiver import OtlpReceiver, ReceivedSpan, start_receiver
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.integration.e2e.conftest import E2EStack, mcp_session, running_stack, wait_until
 from tests.integration.mcp_servers import REPO
-from tests.integration.otlp_receiver import OtlpReceiver, ReceivedSpan, start_receiver
 
 pytestmark = pytest.mark.integration
 

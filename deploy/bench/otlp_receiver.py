@@ -1,4 +1,4 @@
-"""A real OTLP/HTTP receiver for tests: POST /v1/traces, protobuf decoded with opentelemetry-proto."""
+"""A real OTLP/HTTP receiver (`bench tracing`, the tracing tests): POST /v1/traces, decoded with opentelemetry-proto."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class OtlpReceiver:
     @property
     def endpoint(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def trace(self, trace_id: str) -> list[ReceivedSpan]:
         with self.lock:
@@ -103,12 +103,12 @@ class OtlpReceiver:
     def down(self) -> Iterator[None]:
         """Nothing listens on the endpoint inside the block (connections refused); then the
         receiver serves again on the same port."""
-        address = self.server.server_address
+        port = int(self.server.server_address[1])
         self.stop()
         try:
             yield
         finally:
-            self.server = _serve(self, address[0], address[1])
+            self.server = _serve(self, "127.0.0.1", port)
 
 
 def start_receiver() -> OtlpReceiver:
