@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import context as otel_context
@@ -104,7 +104,6 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
-@contextmanager
 def span(
     name: str,
     *,
@@ -112,11 +111,26 @@ def span(
     attributes: Mapping[str, Any] | None = None,
     parent: otel_context.Context | None = None,
     links: list[Link] | None = None,
+) -> AbstractContextManager[Span]:
+    """A current span around the block; an exception marks it failed with ``error.type``.
+    Not tracing: one shared no-op context (no generator, no API bookkeeping)."""
+    if not _enabled:
+        return _NO_SPAN
+    return _recording(name, kind=kind, attributes=attributes, parent=parent, links=links)
+
+
+_NO_SPAN: AbstractContextManager[Span] = nullcontext(trace.INVALID_SPAN)
+
+
+@contextmanager
+def _recording(
+    name: str,
+    *,
+    kind: SpanKind,
+    attributes: Mapping[str, Any] | None,
+    parent: otel_context.Context | None,
+    links: list[Link] | None,
 ) -> Iterator[Span]:
-    """A current span around the block; an exception marks it failed with ``error.type``."""
-    if not _enabled:  # no provider: skip even the API's bookkeeping
-        yield trace.INVALID_SPAN
-        return
     with tracer().start_as_current_span(
         name,
         kind=kind,

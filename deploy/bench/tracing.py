@@ -1,10 +1,11 @@
 """`agentcards bench tracing`: the cost of OpenTelemetry tracing on `bench e2e`'s execution.
 
-Two temporary stacks run side by side, one with tracing off (no endpoint: nothing
+Three temporary stacks run side by side: two with tracing off (no endpoint: nothing
 installed) and one exporting every span (the default sampler, parentbased_always_on) over
 OTLP/HTTP to a real receiver in this process. Executions alternate between them, one at a
-time, the order swapped each round, so both see the same machine load; p50 and p99 of each
-and their ratio. With tracing off the added code is a flag check per span site: its cost is
+time, the order rotated each round, so all see the same machine load; p50 and p99 of each.
+The two identical "off" stacks give the noise floor: an overhead below their difference is
+not measured. With tracing off the added code is a flag check per span site: its cost is
 measured directly (in-process, per execution's worth of span sites), since no end-to-end
 figure could resolve it.
 """
@@ -40,37 +41,49 @@ def run(n: int = 200) -> dict[str, Any]:
             config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
             with (
                 temporary_stack(mcp_config=config, extra_env=off_env) as off,
+                temporary_stack(mcp_config=config, extra_env=off_env) as off_control,
                 temporary_stack(mcp_config=config, extra_env=on_env) as on,
             ):
-                for handle in (off, on):
+                stacks = {"off": off, "off_control": off_control, "on": on}
+                for handle in stacks.values():
                     wait_synced(handle)
-                samples: dict[str, list[float]] = {"off": [], "on": []}
-                with (
-                    httpx.Client(base_url=off.gateway_url, timeout=60) as off_client,
-                    httpx.Client(base_url=on.gateway_url, timeout=60) as on_client,
-                ):
-                    clients = {"off": off_client, "on": on_client}
+                samples: dict[str, list[float]] = {name: [] for name in stacks}
+                clients = {
+                    name: httpx.Client(base_url=handle.gateway_url, timeout=60)
+                    for name, handle in stacks.items()
+                }
+                try:
                     for i in range(WARMUP):
                         for client in clients.values():
                             _submit(client, i)
+                    names = list(stacks)
                     for i in range(n):
-                        order = ("off", "on") if i % 2 == 0 else ("on", "off")
-                        for name in order:
+                        for name in names[i % 3 :] + names[: i % 3]:
                             started = time.perf_counter()
                             _submit(clients[name], i)
                             samples[name].append((time.perf_counter() - started) * 1000)
+                finally:
+                    for client in clients.values():
+                        client.close()
                 time.sleep(1.0)  # the last batches leave the exporters
                 spans = len(receiver.all_spans())
     finally:
         receiver.stop()
     off_stats, on_stats = _stats(samples["off"]), _stats(samples["on"])
+    control = _stats(samples["off_control"])
+
+    def pct(a: float, b: float) -> float:
+        return round((a / b - 1) * 100, 1)
+
     return {
         "n": n,
         "code": CODE,
         "tracing_off_ms": off_stats,
+        "tracing_off_control_ms": control,
         "tracing_on_ms": on_stats,
-        "overhead_p50_pct": round((on_stats["p50"] / off_stats["p50"] - 1) * 100, 1),
-        "overhead_p99_pct": round((on_stats["p99"] / off_stats["p99"] - 1) * 100, 1),
+        "overhead_p50_pct": pct(on_stats["p50"], off_stats["p50"]),
+        "overhead_p99_pct": pct(on_stats["p99"], off_stats["p99"]),
+        "noise_floor_p50_pct": pct(control["p50"], off_stats["p50"]),
         "spans_exported": spans,
         "spans_per_execution": round(spans / (n + WARMUP), 1),
         "off_path_us_per_execution": _off_path_us(),

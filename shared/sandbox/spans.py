@@ -8,21 +8,24 @@ CLIENT, ``mcp.method.name``, ``gen_ai.operation.name = execute_tool``, ``gen_ai.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import orjson
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
+from opentelemetry.trace import Span, SpanKind
 
 from shared import telemetry, tool_ids
 
 
-@contextmanager
-def tool_call_span(tool: str, call_id: str, args: dict[str, Any]) -> Iterator[Span]:
+def tool_call_span(tool: str, call_id: str, args: dict[str, Any]) -> AbstractContextManager[Span]:
     """A CLIENT span around one tool call; ``ended`` records its outcome."""
     if not telemetry.enabled():
-        yield INVALID_SPAN
-        return
+        return telemetry.span(tool)  # the shared no-op
+    return _tool_call_span(tool, call_id, args)
+
+
+@contextmanager
+def _tool_call_span(tool: str, call_id: str, args: dict[str, Any]) -> Iterator[Span]:
     parsed = tool_ids.parse(tool)
     attributes = {
         "mcp.method.name": "tools/call",
