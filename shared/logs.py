@@ -19,7 +19,11 @@ from typing import Any
 
 import orjson
 
+from shared.telemetry import current_ids
+
 CONTEXT_FIELDS = ("execution_id", "tool_call_id", "tenant_id")
+# The current span's ids (shared.telemetry), so log lines join their trace.
+TRACE_FIELDS = ("trace_id", "span_id")
 _CONTEXT: dict[str, ContextVar[str | None]] = {
     name: ContextVar(f"agentcards_{name}", default=None) for name in CONTEXT_FIELDS
 }
@@ -58,6 +62,8 @@ class ContextFilter(logging.Filter):
         for name, value in current_context().items():
             if getattr(record, name, None) is None:
                 setattr(record, name, value)
+        if getattr(record, "trace_id", None) is None and (ids := current_ids()) is not None:
+            record.trace_id, record.span_id = ids
         return True
 
 
@@ -71,7 +77,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in CONTEXT_FIELDS:
+        for name in (*CONTEXT_FIELDS, *TRACE_FIELDS):
             if (value := getattr(record, name, None)) is not None:
                 line[name] = str(value)
         if record.exc_info:

@@ -40,6 +40,12 @@ def e2e(n: int = typer.Option(200, help="executions per configuration")) -> None
     _run("e2e", n=n)
 
 
+@bench_app.command("tracing")
+def tracing(n: int = typer.Option(200, help="executions per side")) -> None:
+    """`bench e2e`'s execution with tracing off and on (OTLP to a local receiver), alternating."""
+    _run("tracing", n=n)
+
+
 @bench_app.command("learning")
 def learning() -> None:
     """Trace ingestion throughput and graph refresh time."""

@@ -40,6 +40,9 @@ from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
 from shared.logs import configure_logging
+from shared.telemetry import enabled as tracing_enabled
+from shared.telemetry import instrument_celery
+from shared.telemetry import setup as setup_tracing
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -110,6 +113,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard.mount_static(app)
     app.include_router(audit.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
+    if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(
+            app, excluded_urls="healthz,readyz,metrics,static", exclude_spans=["receive", "send"]
+        )
     return app
 
 
@@ -130,6 +139,8 @@ def main() -> None:
     json_logs = settings.log_format == "json"
     if json_logs:  # else uvicorn's own text lines, as always
         configure_logging(level=settings.log_level, log_format="json")
+    if setup_tracing("agentcards-gateway"):
+        instrument_celery()  # the run message carries the request's trace to the worker
     if warning := auth_off_warning(settings):
         if json_logs:
             logging.getLogger(__name__).warning(warning)

@@ -29,7 +29,7 @@ from services.toolhost.sync import (
     unavailable_reason,
 )
 from services.toolhost.upstream import Upstream
-from shared import tool_ids
+from shared import telemetry, tool_ids
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.grants import Grant
 from shared.cache.invalidate import Trigger, invalidate
@@ -412,6 +412,7 @@ def main() -> None:
         print(f"toolhost: {exc.message}", file=sys.stderr)
         sys.exit(2)
     configure_logging(level=settings.log_level, log_format=settings.log_format)
+    telemetry.setup("agentcards-toolhost")
     try:
         settings.require_urls()
         servers = load_servers(settings.mcp_config)

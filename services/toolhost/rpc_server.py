@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import OnRefusal, ScopeGuard
+from services.toolhost.tracing import call_span
 from services.toolhost.upstream import CallContext
 from shared import metrics
 from shared.errors import ErrorType
@@ -198,7 +199,9 @@ class RpcServer:
                 else RpcReply.failure(call_id=request.call_id, type=refusal[0], message=refusal[1])
             )
         else:
-            reply = await self._execute(request, started)
+            async with call_span(request) as record:
+                reply = await self._execute(request, started)
+                record(reply)
             await self._observe(request, reply)
         await self._send(reply)
 

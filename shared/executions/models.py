@@ -129,6 +129,11 @@ class ExecutionView(BaseModel):
     page: OutputPage | None = Field(
         default=None, description="the page asked for with `part` (the parts themselves left empty)"
     )
+    trace_id: str | None = Field(
+        default=None,
+        description="the OpenTelemetry trace the execution ran in (32 hex digits; null when "
+        "tracing is off)",
+    )
 
 
 def tool_call_views(summary: TraceSummary) -> list[ToolCallView]:
@@ -179,4 +184,5 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         retry=row.get("retry") or "never",
         attempts=int(row.get("attempts") or 0),
         retries=[RetryRecord(**r) for r in row.get("retries") or []],
+        trace_id=row.get("trace_id"),
     )

@@ -13,6 +13,7 @@ from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import summarize
+from shared.telemetry import current_trace_id
 
 Row = dict[str, Any]
 
@@ -32,9 +33,9 @@ def create_execution(
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry, learn)
+                                idempotency_key, capability_id, retry, learn, trace_id)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s)
+                %(cap)s, %(retry)s, %(learn)s, %(trace)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
@@ -60,6 +61,7 @@ def request_params(
         "cap": cap,
         "retry": request.retry,
         "learn": request.learn,
+        "trace": current_trace_id(),  # the submission's trace (null when not tracing)
     }
 
 

@@ -27,6 +27,7 @@ from shared.rpc.protocol import (
     decode_reply,
     encode,
 )
+from shared.telemetry import inject
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
 # the time went) usually wins the race against the client's synthesized one.
@@ -96,6 +97,7 @@ class RpcClient:
                     deadline=deadline,
                     allowed=allowed,
                     trace_call_id=trace_call_id,
+                    otel=inject(),
                 )
             )
         except ValueError as exc:  # pydantic's ValidationError or an unserializable arg

@@ -44,6 +44,9 @@ class RpcRequest(BaseModel):
     # The call's id in the execution trace (``call-3``): progress and server-to-client
     # requests the toolhost relays name it, so they can be tied to the call.
     trace_call_id: str | None = Field(default=None, pattern=CALL_ID_PATTERN)
+    # The caller's W3C trace context (``traceparent``, ``tracestate``; shared.telemetry): the
+    # toolhost's span of this call is its child. Absent when the caller does not trace.
+    otel: dict[str, str] | None = Field(default=None, max_length=4)
 
     @field_validator("tool")
     @classmethod

@@ -31,6 +31,7 @@ from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.spans import ended, tool_call_span
 from shared.sandbox.tools import (
     CURRENT_CALL_ID,
     ResourceBackend,
@@ -400,7 +401,11 @@ class _Session:
         backend = self.backend
         assert backend is not None
         CURRENT_CALL_ID.set(call_id)  # this task's own context: the backend names the call
-        await self._serve(cid, call_id, tool, lambda deadline: backend.call(tool, args, deadline))
+        with tool_call_span(tool, call_id, args) as span:
+            err = await self._serve(
+                cid, call_id, tool, lambda deadline: backend.call(tool, args, deadline)
+            )
+            ended(span, err)
 
     def _on_resource_read(self, message: messages.ResourceReadMessage) -> None:
         cid, written, uri = message.id, message.server, message.uri
@@ -441,8 +446,9 @@ class _Session:
         call_id: str | None,
         label: str,
         request: Callable[[float], Awaitable[ToolResult]],
-    ) -> None:
-        """Run one backend request under the call deadline and answer the child (and the trace when ``call_id``)."""
+    ) -> dict[str, Any] | None:
+        """Run one backend request under the call deadline and answer the child (and the trace
+        when ``call_id``); returns its error (None: it succeeded)."""
         deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
@@ -470,9 +476,10 @@ class _Session:
             self.trace.tool_end(call_id, err)
         if err is not None:
             self._reply_error(cid, label, err)
-            return
+            return err
         head = {"op": "tool_result", "id": cid, "ok": True}
         self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
+        return None
 
     def _reply_error(self, cid: int, tool: str, err: dict[str, Any]) -> None:
         self.proc.writer.write(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from typing import Any
 
@@ -11,6 +12,7 @@ from celery.signals import worker_process_init
 from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
 from shared.offline import go_offline
+from shared.telemetry import instrument_celery, setup
 from workers.learning.schedule import BEAT_SCHEDULE
 
 # Workers, beat and Flower import this module first; the pool processes inherit it.
@@ -18,6 +20,11 @@ go_offline()
 
 app = make_celery("agentcards-learning")
 worker_logging(get_settings())
+# Beat sends the periodic jobs; workers ingest and maintain. Flower only watches: not traced.
+if "flower" not in sys.argv and setup(
+    "agentcards-beat" if "beat" in sys.argv else "agentcards-learning-worker"
+):
+    instrument_celery()
 # Every module that defines tasks: a worker registers only what it imports.
 app.conf.include = ["workers.learning.tasks", "workers.learning.maintenance"]
 app.conf.beat_schedule = BEAT_SCHEDULE

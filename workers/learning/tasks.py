@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from celery_batches import SimpleRequest
 
-from shared import metrics
+from shared import metrics, telemetry
 from shared.cache.invalidate import Trigger, invalidate
 from shared.cache.runs import invalidate_servers
 from shared.cache.store import blocked_servers
@@ -39,6 +41,30 @@ def ping() -> str:
     return "pong"
 
 
+def linked_to_runs(
+    func: Callable[[list[SimpleRequest]], str | None],
+) -> Callable[[list[SimpleRequest]], str | None]:
+    """A batch's ingestion as one span linked to each execution's trace: every message
+    carries the W3C context of the run that sent it (Celery headers, shared.telemetry)."""
+
+    @functools.wraps(func)
+    def inner(requests: list[SimpleRequest]) -> str | None:
+        if not telemetry.enabled():
+            return func(requests)
+        links = [link for r in requests if (link := telemetry.link_to(_carrier(r)))]
+        attributes = {"agentcards.batch.size": len(requests)}
+        with telemetry.span("learning.ingest", attributes=attributes, links=links):
+            return func(requests)
+
+    return inner
+
+
+def _carrier(request: SimpleRequest) -> dict[str, Any]:
+    """The message headers that may hold ``traceparent`` (top level, or Celery's ``headers``)."""
+    sent = request.request_dict or {}
+    return sent if "traceparent" in sent else dict(sent.get("headers") or {})
+
+
 @app.task(
     name=TaskName.INGEST_EXECUTION,
     base=ReliableBatches,
@@ -47,6 +73,7 @@ def ping() -> str:
     flush_every=_settings.learning_batch_size,
     flush_interval=_settings.learning_batch_wait_ms / 1000,
 )
+@linked_to_runs
 def ingest_execution(requests: list[SimpleRequest]) -> str | None:
     """Turn finished executions (one message each: ``[execution_id]``) into graph and capabilities.
 

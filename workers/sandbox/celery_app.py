@@ -11,9 +11,13 @@ from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
 from shared.logs import bind
 from shared.queues import TaskName
+from shared.telemetry import instrument_celery, setup
 
 app = make_celery("agentcards-sandbox")
 worker_logging(get_settings())
+# Pool processes inherit it (the exporter thread restarts in each, by the SDK's fork hook).
+if setup("agentcards-sandbox-worker"):
+    instrument_celery()
 app.conf.include = ["workers.sandbox.tasks"]
 
 

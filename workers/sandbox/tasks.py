@@ -15,6 +15,7 @@ from workers.sandbox.pipeline.claim import claim, handle_unclaimable
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.pipeline.runner import run_pipeline
 from workers.sandbox.pipeline.stages import STAGES
+from workers.sandbox.pipeline.tracing import run_span, wrappers
 from workers.sandbox.retry import DatabaseDown, with_db_retry
 
 _settings = get_settings()
@@ -63,7 +64,8 @@ def run_execution(self: Task, execution_id: str) -> str:
     beat.busy = execution_id
     beat.beat()
     try:
-        run_pipeline(STAGES, ctx)
+        with run_span(ctx):
+            run_pipeline(STAGES, ctx, wrappers=wrappers())
     finally:
         beat.busy = None
         beat.beat()

@@ -32,6 +32,7 @@ from shared.executions.store import (
 )
 from shared.inputs import check_value
 from shared.sandbox.child.usercode import find_syntax_error
+from shared.telemetry import traced
 from shared.tools.store import get_tools
 
 Row = dict[str, Any]
@@ -119,6 +120,7 @@ class Admission:
     syntax: dict[str, Any] | None  # the code does not parse: fail it without a sandbox
 
 
+@traced("admission")
 def admit(
     state: GatewayState,
     *,

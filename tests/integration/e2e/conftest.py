@@ -66,12 +66,13 @@ class E2EStack:
     gateway_url: str
     tmp: Path
     procs: dict[str, Proc] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # for every process (OTEL_*, say)
 
     def start(self, name: str, argv: list[str], *, extra_env: dict[str, str] | None = None) -> Proc:
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
         popen = spawn(
             argv,
-            env=settings_env(self.settings) | (extra_env or {}),
+            env=settings_env(self.settings) | self.env | (extra_env or {}),
             cwd=REPO,
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
@@ -128,6 +129,7 @@ def running_stack(
     redis_db: int = E2E_REDIS_DB,
     synced_servers: int | None = None,
     learning: bool = True,
+    env: dict[str, str] | None = None,
     **settings: Any,
 ) -> Iterator[E2EStack]:
     """Gateway, toolhost with ``servers``, sandbox (and learning) workers on a fresh database."""
@@ -150,6 +152,7 @@ def running_stack(
         ),
         gateway_url=f"http://127.0.0.1:{port}",
         tmp=tmp,
+        env=env or {},
     )
     wanted = len(servers) if synced_servers is None else synced_servers
     try:

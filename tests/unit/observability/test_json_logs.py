@@ -75,3 +75,23 @@ def test_exceptions_stay_on_one_line() -> None:
     line = formatter.format(record)
     assert "\n" not in line
     assert "ValueError: bad" in str(orjson.loads(line)["exc"])
+
+
+def test_lines_inside_a_span_carry_its_trace_and_span_ids() -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    logger, stream = _capture()
+    context = SpanContext(
+        trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736,
+        span_id=0x00F067AA0BA902B7,
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    with trace.use_span(NonRecordingSpan(context)):
+        logger.info("traced")
+    logger.info("outside")
+    inside, outside = _lines(stream)
+    assert inside["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert inside["span_id"] == "00f067aa0ba902b7"
+    assert not {"trace_id", "span_id"} & set(outside)
