@@ -86,7 +86,12 @@ def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:
 
 
 def capability_policy(
-    conn: Conn, *, tools_used: Sequence[str], config: Mapping[str, Any] | None, default_ttl_s: int
+    conn: Conn,
+    *,
+    tools_used: Sequence[str],
+    config: Mapping[str, Any] | None,
+    default_ttl_s: int,
+    read_only_ttl_s: int,
 ) -> Decision:
     """Whether a successful run of a capability calling ``tools_used`` would be cached, why
     not, and for how long: the rules ``remember`` applies, with the tools' current policies."""
@@ -97,6 +102,7 @@ def capability_policy(
         calls=[Call(tool=tool, ok=True) for tool in tools],
         policies=load_scope(conn, tools=tools).policies,
         default_ttl_s=default_ttl_s,
+        read_only_ttl_s=read_only_ttl_s,
         capability_config=config or {},
     )
 

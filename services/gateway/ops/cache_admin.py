@@ -45,6 +45,7 @@ async def capability_cache_facts(state: GatewayState, *, tenant_id: str, ref: st
             tools_used=cap.get("tools_used") or [],
             config=cap.get("cache_config"),
             default_ttl_s=state.settings.capability_cache_ttl_s,
+            read_only_ttl_s=state.settings.cache_read_only_ttl_s,
         )
         runs, hits = int(facts["runs"]), int(facts["hits"])
         expiry = facts["next_expiry"]
