@@ -1,0 +1,43 @@
+"""The PII token vault, and what each execution tokenised.
+
+``pii_vault`` maps a tenant's token (``⟨EMAIL_…⟩``) to its value, encrypted with AES-GCM
+under the stack's PII key (``key_id`` names the key, so a rotated key's rows are still
+read with the previous one); a row past ``expires_at`` no longer resolves.
+``executions.pii`` lists the tokens a run produced (kind, tool; never values) and the
+tokens it was given that did not resolve.
+
+Revision ID: 0018
+Revises: 0017
+Create Date: 2026-11-25
+"""
+
+from alembic import op
+
+revision = "0018"
+down_revision = "0017"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute(
+        """
+        CREATE TABLE IF NOT EXISTS pii_vault (
+            tenant_id   text NOT NULL,
+            token       text NOT NULL,
+            kind        text NOT NULL,
+            key_id      text NOT NULL,
+            ciphertext  bytea NOT NULL,
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            expires_at  timestamptz NOT NULL,
+            PRIMARY KEY (tenant_id, token)
+        )
+        """
+    )
+    op.execute("CREATE INDEX IF NOT EXISTS pii_vault_expires_idx ON pii_vault (expires_at)")
+    op.execute("ALTER TABLE executions ADD COLUMN IF NOT EXISTS pii jsonb")
+
+
+def downgrade() -> None:
+    op.execute("ALTER TABLE executions DROP COLUMN IF EXISTS pii")
+    op.execute("DROP TABLE IF EXISTS pii_vault")
