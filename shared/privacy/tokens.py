@@ -44,13 +44,20 @@ class Tokenizer:
     produced: dict[str, Produced] = field(default_factory=dict)
     tool: str | None = None  # the tool whose data is being tokenised, if known
     region: str = "US"  # where national phone numbers are read (AGENTCARDS_PII_PHONE_REGION)
+    # Strings already scanned (a tool's result is scanned when it arrives, to know the tool,
+    # and again in the outcome): the second time costs a lookup.
+    _seen: dict[str, str] = field(default_factory=dict, repr=False)
 
     def text(self, text: str, *, key: str | None = None) -> str:
         """``text`` with each detected value replaced; ``key``: the JSON key it is the value of."""
         if key is not None and Kind.SECRET in self.kinds and keyed_secret(key, text):
             return self._token(Kind.SECRET, text)
+        done = self._seen.get(text)
+        if done is not None:
+            return done
         spans = find(text, self.kinds, region=self.region)
         if not spans:
+            self._seen[text] = text
             return text
         parts: list[str] = []
         at = 0
@@ -59,7 +66,8 @@ class Tokenizer:
             parts.append(self._token(span.kind, text[span.start : span.end]))
             at = span.end
         parts.append(text[at:])
-        return "".join(parts)
+        self._seen[text] = out = "".join(parts)
+        return out
 
     def value(self, value: Any) -> Any:
         """A JSON value with every string (dict keys too) tokenised; a new value, same shape."""
@@ -67,7 +75,8 @@ class Tokenizer:
 
     def _token(self, kind: Kind, value: str) -> str:
         token = make_token(self.key, kind.value, value)
-        if token not in self.produced:
+        known = self.produced.get(token)
+        if known is None or (known.tool is None and self.tool is not None):
             self.produced[token] = Produced(kind.value, value, self.tool)
         return token
 

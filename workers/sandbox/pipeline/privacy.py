@@ -119,7 +119,15 @@ class Detokenizing:
 
     async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
         backend: ToolBackend = self.inner
-        return await backend.call(tool_id, await self._real(args), deadline)
+        result = await backend.call(tool_id, await self._real(args), deadline)
+        if enabled(self.ctx) and result.ok:
+            # The code gets the real values; the scan notes which tool they came from
+            # (the outcome's scan then finds these strings done).
+            tok = tokenizer(self.ctx)
+            tok.tool = tool_id
+            tok.value(result.value)
+            tok.tool = None
+        return result
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         real_uri = await self._real(uri)
