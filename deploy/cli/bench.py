@@ -40,6 +40,12 @@ def e2e(n: int = typer.Option(200, help="executions per configuration")) -> None
     _run("e2e", n=n)
 
 
+@bench_app.command("pii")
+def pii(n: int = typer.Option(20, help="runs of each case")) -> None:
+    """Tokenising a 1 MB tool result and a 100-record JSON result, beside the untokenised path."""
+    _run("pii", n=n)
+
+
 @bench_app.command("learning")
 def learning() -> None:
     """Trace ingestion throughput and graph refresh time."""

@@ -42,16 +42,16 @@ class Tokenizer:
     key: bytes
     kinds: frozenset[Kind] = ALL_KINDS
     produced: dict[str, Produced] = field(default_factory=dict)
-    tool: str | None = None  # the tool whose data is being tokenised, if known
     region: str = "US"  # where national phone numbers are read (AGENTCARDS_PII_PHONE_REGION)
     # Strings already scanned (a tool's result is scanned when it arrives, to know the tool,
     # and again in the outcome): the second time costs a lookup.
     _seen: dict[str, str] = field(default_factory=dict, repr=False)
 
-    def text(self, text: str, *, key: str | None = None) -> str:
-        """``text`` with each detected value replaced; ``key``: the JSON key it is the value of."""
+    def text(self, text: str, *, key: str | None = None, tool: str | None = None) -> str:
+        """``text`` with each detected value replaced; ``key``: the JSON key it is the value
+        of; ``tool``: the tool whose data it is, if known."""
         if key is not None and Kind.SECRET in self.kinds and keyed_secret(key, text):
-            return self._token(Kind.SECRET, text)
+            return self._token(Kind.SECRET, text, tool)
         done = self._seen.get(text)
         if done is not None:
             return done
@@ -63,21 +63,23 @@ class Tokenizer:
         at = 0
         for span in spans:
             parts.append(text[at : span.start])
-            parts.append(self._token(span.kind, text[span.start : span.end]))
+            parts.append(self._token(span.kind, text[span.start : span.end], tool))
             at = span.end
         parts.append(text[at:])
         self._seen[text] = out = "".join(parts)
         return out
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any, *, tool: str | None = None) -> Any:
         """A JSON value with every string (dict keys too) tokenised; a new value, same shape."""
-        return map_strings(value, self.text)
+        if tool is None:
+            return map_strings(value, self.text)
+        return map_strings(value, lambda s, key=None: self.text(s, key=key, tool=tool))
 
-    def _token(self, kind: Kind, value: str) -> str:
+    def _token(self, kind: Kind, value: str, tool: str | None) -> str:
         token = make_token(self.key, kind.value, value)
         known = self.produced.get(token)
-        if known is None or (known.tool is None and self.tool is not None):
-            self.produced[token] = Produced(kind.value, value, self.tool)
+        if known is None or (known.tool is None and tool is not None):
+            self.produced[token] = Produced(kind.value, value, tool)
         return token
 
 

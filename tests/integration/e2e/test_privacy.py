@@ -60,6 +60,10 @@ class Tenant:
         with httpx.Client(base_url=self.stack.gateway_url, headers=self.headers, timeout=60) as c:
             return c.get(f"/v1/executions/{execution_id}").text
 
+    def resolve(self, tokens: list[str]) -> httpx.Response:
+        with httpx.Client(base_url=self.stack.gateway_url, headers=self.headers, timeout=60) as c:
+            return c.post("/v1/pii/resolve", json={"tokens": tokens})
+
     async def mcp_view(self, execution_id: str) -> str:
         async with (
             create_mcp_http_client(headers=self.headers) as http,
@@ -72,11 +76,12 @@ class Tenant:
 
 
 @pytest.fixture(scope="module")
-def tenants(pii_stack: E2EStack) -> Iterator[tuple[Tenant, Tenant]]:
+def tenants(pii_stack: E2EStack) -> Iterator[tuple[Tenant, Tenant, Tenant]]:
     with pii_stack.db() as conn:
         _, acme = issue_key(conn, tenant_id="acme")
         _, globex = issue_key(conn, tenant_id="globex")
-    yield Tenant(pii_stack, acme), Tenant(pii_stack, globex)
+        _, reviewer = issue_key(conn, tenant_id="acme", admin=True)
+    yield Tenant(pii_stack, acme), Tenant(pii_stack, globex), Tenant(pii_stack, reviewer)
 
 
 def received(stack: E2EStack) -> list[str]:
@@ -99,9 +104,9 @@ return {'customers': rows, 'domains': domains}
 
 
 async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
-    pii_stack: E2EStack, tenants: tuple[Tenant, Tenant]
+    pii_stack: E2EStack, tenants: tuple[Tenant, Tenant, Tenant]
 ) -> None:
-    acme, globex = tenants
+    acme, globex, reviewer = tenants
     run = acme.run(READ_AND_USE, intent="list customers")
     assert run["status"] == "succeeded", run
     customers = run["result"]["customers"]
@@ -156,6 +161,16 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
     # The same value is another token in another tenant.
     theirs = globex.run("return (await mcp.crm.customers())[0]['email']")
     assert TOKEN_PATTERN.fullmatch(theirs["result"]) and theirs["result"] != email_token
+
+    # Only an admin key resolves a token explicitly, for its own tenant, and it is audited.
+    assert acme.resolve([email_token]).status_code == 403
+    answer = reviewer.resolve([email_token, made_up]).json()
+    assert answer == {"values": {email_token: CUSTOMERS[0]["email"]}, "unresolved": [made_up]}
+    with pii_stack.db() as conn:
+        audit = conn.execute(
+            "SELECT details FROM audit_log WHERE action = 'pii_resolve'"
+        ).fetchall()
+    assert [a["details"] for a in audit] == [{"tokens": [email_token, made_up], "resolved": 1}]
 
     # A 10 MB result comes back tokenised, without crash.
     big = acme.run("return (await mcp.crm.export(megabytes=1)) * 10", timeout_s=120)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.privacy.detect import ALL_KINDS, Kind, find, keyed_secret
+from shared.privacy.detect import ALL_KINDS, WINDOW, Kind, find, keyed_secret
 from shared.privacy.tokens import Tokenizer
 
 FOUND = [
@@ -137,3 +137,17 @@ def test_lookalikes_inside_json_stay_byte_identical() -> None:
     tok = Tokenizer(b"k" * 32)
     assert tok.value(record) == record
     assert tok.produced == {}
+
+
+def test_a_long_text_is_read_in_windows_without_losing_values_at_their_edges() -> None:
+    values = ["jane.doe@example.com", "4111 1111 1111 1111", "+1 415-555-2671"]
+    pieces, expected, at = [], [], 0
+    for i in range(40):  # values land on and around every window boundary
+        filler = "x " * ((WINDOW // 2 - 7 + i * 3) // 2)
+        value = values[i % len(values)]
+        pieces += [filler, value, " "]
+        expected.append((at + len(filler), value))
+        at += len(filler) + len(value) + 1
+    text = "".join(pieces)
+    assert len(text) > 10 * WINDOW
+    assert [(s.start, text[s.start : s.end]) for s in find(text)] == expected

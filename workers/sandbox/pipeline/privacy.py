@@ -63,9 +63,8 @@ def event_out(ctx: RunContext, event: dict[str, Any]) -> dict[str, Any]:
     """An event of the run as its subscribers may see it."""
     if not enabled(ctx):
         return event
-    tok = tokenizer(ctx)
-    tok.tool = event.get("tool") if isinstance(event.get("tool"), str) else None
-    return tok.value(event)
+    tool = event.get("tool")
+    return tokenizer(ctx).value(event, tool=tool if isinstance(tool, str) else None)
 
 
 def tokenize_outcome(ctx: RunContext) -> None:
@@ -79,9 +78,7 @@ def tokenize_outcome(ctx: RunContext) -> None:
     trace = []
     for entry in outcome.trace:
         tool = entry.get("tool")
-        tok.tool = tool if isinstance(tool, str) else None
-        trace.append(tok.value(entry))
-    tok.tool = None
+        trace.append(tok.value(entry, tool=tool if isinstance(tool, str) else None))
     ctx.outcome = dataclasses.replace(
         outcome,
         result=tok.value(outcome.result),
@@ -121,12 +118,11 @@ class Detokenizing:
         backend: ToolBackend = self.inner
         result = await backend.call(tool_id, await self._real(args), deadline)
         if enabled(self.ctx) and result.ok:
-            # The code gets the real values; the scan notes which tool they came from
-            # (the outcome's scan then finds these strings done).
+            # The code gets the real values; the scan notes which tool they came from (the
+            # outcome's scan then finds these strings done). In a thread: a large result
+            # must not hold up the run's event loop.
             tok = tokenizer(self.ctx)
-            tok.tool = tool_id
-            tok.value(result.value)
-            tok.tool = None
+            await asyncio.to_thread(tok.value, result.value, tool=tool_id)
         return result
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
