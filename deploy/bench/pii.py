@@ -82,11 +82,39 @@ def _case(value: Any, n: int) -> dict[str, Any]:
     }
 
 
-def run(n: int = 20) -> dict[str, Any]:
-    """p50 over ``n`` runs of each case."""
+def e2e_overhead(n: int) -> dict[str, Any]:
+    """`bench e2e`'s one-tool path (one client, one sandbox worker) on a stack with
+    `AGENTCARDS_PII=off`, then on one with `tokenize`: p50 of each and their ratio."""
+    import tempfile
+    from pathlib import Path
+
+    from deploy.bench.e2e import measure_latency
+    from deploy.bench.echo_server import write_config
+    from deploy.launcher.harness import temporary_stack
+
+    p50: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+        config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
+        for mode in ("off", "tokenize"):
+            with temporary_stack(mcp_config=config, sandbox_workers=1, pii=mode) as handle:
+                p50[mode] = measure_latency(handle, n=n)["p50"]
     return {
+        "n": n,
+        "off_p50_ms": p50["off"],
+        "tokenize_p50_ms": p50["tokenize"],
+        "ratio_p50": round(p50["tokenize"] / p50["off"], 3),
+        "target_ratio_p50": 1.10,
+    }
+
+
+def run(n: int = 20, e2e: int = 0) -> dict[str, Any]:
+    """p50 over ``n`` runs of each case; with ``e2e`` > 0, the end-to-end overhead too."""
+    result: dict[str, Any] = {
         "benchmark": "pii",
         "runs": n,
         "tool_result_1mb": _case(document(1 << 20), n),
         "records_100": _case(records(100), max(n, 100)),
     }
+    if e2e > 0:
+        result["e2e_one_tool"] = e2e_overhead(e2e)
+    return result

@@ -135,7 +135,7 @@ class ExecutionView(BaseModel):
         default_factory=list, description="each lost attempt that was re-run, and why"
     )
     pii: PiiReport | None = Field(
-        default=None, description="tokens produced and tokens not resolved; null when off"
+        default=None, description="tokens produced and tokens not resolved; null when none"
     )
 
 

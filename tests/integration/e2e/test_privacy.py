@@ -142,7 +142,7 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
     literal = acme.run(f"return await mcp.crm.record(value='mail: {customers[1]['card']}')")
     assert by_args["status"] == literal["status"] == "succeeded"
     assert received(pii_stack)[-2:] == [CUSTOMERS[0]["email"], f"mail: {CUSTOMERS[1]['card']}"]
-    assert by_args["pii"]["unresolved"] == []
+    assert by_args["pii"] is None  # every token resolved, nothing new produced
     # A tool that fails naming the value fails with the token.
     missing = acme.run("return await mcp.crm.customer_by_email(email='nobody@nowhere.example')")
     assert missing["status"] == "failed"

@@ -93,6 +93,8 @@ def tokenize_outcome(ctx: RunContext) -> None:
         ],
         "unresolved": sorted(ctx.pii_unresolved),
     }
+    if not record["produced"] and not record["unresolved"]:
+        return  # nothing to keep: no extra transaction on the hot path
     tenant_id, keys = str(ctx.row["tenant_id"]), _keys(ctx.settings)
 
     def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
