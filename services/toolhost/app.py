@@ -332,6 +332,7 @@ class Toolhost:
                 else {},
                 output_schema=t.output_schema,
                 cache_override=block.cache_override(t.name),
+                pii_kinds=block.pii_kinds(t.name),
                 unavailable_reason=unavailable_reason(t),
             )
             for t in valid

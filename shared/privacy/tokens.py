@@ -45,19 +45,29 @@ class Tokenizer:
     region: str = "US"  # where national phone numbers are read (AGENTCARDS_PII_PHONE_REGION)
     # Strings already scanned (a tool's result is scanned when it arrives, to know the tool,
     # and again in the outcome): the second time costs a lookup.
-    _seen: dict[str, str] = field(default_factory=dict, repr=False)
+    _seen: dict[tuple[frozenset[Kind], str], str] = field(default_factory=dict, repr=False)
 
-    def text(self, text: str, *, key: str | None = None, tool: str | None = None) -> str:
+    def text(
+        self,
+        text: str,
+        *,
+        key: str | None = None,
+        tool: str | None = None,
+        kinds: frozenset[Kind] | None = None,
+    ) -> str:
         """``text`` with each detected value replaced; ``key``: the JSON key it is the value
-        of; ``tool``: the tool whose data it is, if known."""
-        if key is not None and Kind.SECRET in self.kinds and keyed_secret(key, text):
+        of; ``tool``: the tool whose data it is, if known; ``kinds``: instead of ``self.kinds``."""
+        kinds = self.kinds if kinds is None else kinds
+        if not kinds:
+            return text
+        if key is not None and Kind.SECRET in kinds and keyed_secret(key, text):
             return self._token(Kind.SECRET, text, tool)
-        done = self._seen.get(text)
+        done = self._seen.get((kinds, text))
         if done is not None:
             return done
-        spans = find(text, self.kinds, region=self.region)
+        spans = find(text, kinds, region=self.region)
         if not spans:
-            self._seen[text] = text
+            self._seen[(kinds, text)] = text
             return text
         parts: list[str] = []
         at = 0
@@ -66,14 +76,16 @@ class Tokenizer:
             parts.append(self._token(span.kind, text[span.start : span.end], tool))
             at = span.end
         parts.append(text[at:])
-        self._seen[text] = out = "".join(parts)
+        self._seen[(kinds, text)] = out = "".join(parts)
         return out
 
-    def value(self, value: Any, *, tool: str | None = None) -> Any:
+    def value(
+        self, value: Any, *, tool: str | None = None, kinds: frozenset[Kind] | None = None
+    ) -> Any:
         """A JSON value with every string (dict keys too) tokenised; a new value, same shape."""
-        if tool is None:
+        if tool is None and kinds is None:
             return map_strings(value, self.text)
-        return map_strings(value, lambda s, key=None: self.text(s, key=key, tool=tool))
+        return map_strings(value, lambda s, key=None: self.text(s, key=key, tool=tool, kinds=kinds))
 
     def _token(self, kind: Kind, value: str, tool: str | None) -> str:
         token = make_token(self.key, kind.value, value)

@@ -5,7 +5,8 @@ under the stack's PII key (``key_id`` names the key, so a rotated key's rows are
 read with the previous one); a row past ``expires_at`` no longer resolves.
 ``audit_log`` accepts ``pii_resolve`` (an admin key resolved tokens).
 ``executions.pii`` lists the tokens a run produced (kind, tool; never values) and the
-tokens it was given that did not resolve.
+tokens it was given that did not resolve; ``tools.pii`` the operator's setting for a tool
+(the ``"pii"`` of its server's ``agentcards`` block).
 
 Revision ID: 0018
 Revises: 0017
@@ -42,6 +43,8 @@ def upgrade() -> None:
     )
     op.execute("CREATE INDEX IF NOT EXISTS pii_vault_expires_idx ON pii_vault (expires_at)")
     op.execute("ALTER TABLE executions ADD COLUMN IF NOT EXISTS pii jsonb")
+    # The operator's setting for a tool's data: NULL every kind, {"kinds": [...]} those only.
+    op.execute("ALTER TABLE tools ADD COLUMN IF NOT EXISTS pii jsonb")
     _actions(f"{_ACTIONS}, 'pii_resolve'")
 
 
@@ -56,4 +59,5 @@ def downgrade() -> None:
     op.execute("DELETE FROM audit_log WHERE action = 'pii_resolve'")
     _actions(_ACTIONS)
     op.execute("ALTER TABLE executions DROP COLUMN IF EXISTS pii")
+    op.execute("ALTER TABLE tools DROP COLUMN IF EXISTS pii")
     op.execute("DROP TABLE IF EXISTS pii_vault")

@@ -27,17 +27,23 @@ from tests.integration.pii_server import CUSTOMERS, PLANTED
 MB = 1 << 20
 
 
-def crm_server(tmp: Path) -> dict[str, Any]:
-    return {
+def crm_server(tmp: Path, **agentcards: Any) -> dict[str, Any]:
+    entry = {
         "command": sys.executable,
         "args": ["-m", "tests.integration.pii_server"],
         "env": {"PII_TEST_DIR": str(tmp / "crm")},
         "cwd": str(REPO),
     }
+    return entry | ({"agentcards": agentcards} if agentcards else {})
 
 
 pii_stack = stack_fixture(
-    lambda tmp: {"crm": crm_server(tmp)},
+    lambda tmp: {
+        "crm": crm_server(tmp),
+        # The operator's opt-outs: a server whose data is public, one tokenising e-mail only.
+        "public": crm_server(tmp, pii="off"),
+        "partial": crm_server(tmp, pii={"kinds": ["EMAIL"], "tools": {"export": "off"}}),
+    },
     learning=False,
     sandbox_tool_result_bytes=12 * MB,
     sandbox_result_bytes=12 * MB,
@@ -188,6 +194,13 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
     assert "crm:customers" in dump and email_token in dump  # the scan reads what it should
     assert leaks(dump) == []
     assert leaks(_redis_dump(client)) == []
+
+    # Opt-outs in the servers' `agentcards` blocks (after the scan: these store values).
+    public = acme.run("return (await mcp.public.customers())[0]")
+    assert public["result"] == CUSTOMERS[0] and public["pii"] is None
+    partial = acme.run("return (await mcp.partial.customers())[0]")["result"]
+    assert TOKEN_PATTERN.fullmatch(partial["email"])
+    assert partial["phone"] == CUSTOMERS[0]["phone"] and partial["card"] == CUSTOMERS[0]["card"]
 
 
 def _redis_dump(client: redis.Redis) -> str:

@@ -20,8 +20,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from shared.config import Settings
+from shared.privacy.detect import ALL_KINDS, Kind
 from shared.privacy.keys import PiiKeys
-from shared.privacy.tokens import Tokenizer, replace_tokens, tokens_in
+from shared.privacy.tokens import Tokenizer, kinds_of, replace_tokens, tokens_in
 from shared.privacy.vault import resolve_tokens, store_tokens
 from shared.sandbox.tools import ToolBackend, ToolResult
 from workers.sandbox import clients
@@ -59,12 +60,34 @@ def tokenizer(ctx: RunContext) -> Tokenizer:
     return ctx.pii
 
 
+def tool_kinds(ctx: RunContext, tool_id: str) -> frozenset[Kind]:
+    """The kinds tokenised in one tool's data (its server's ``"pii"`` setting)."""
+    spec = ctx.tools.get(tool_id)
+    if spec is None or spec.pii_kinds is None:
+        return ALL_KINDS
+    return kinds_of(spec.pii_kinds)
+
+
+def run_kinds(ctx: RunContext, tool_ids: set[str]) -> frozenset[Kind]:
+    """The kinds tokenised in output that mixes the data of ``tool_ids``: every kind one of
+    them asks for (every kind when none was called: the code's own output)."""
+    if not tool_ids:
+        return ALL_KINDS
+    kinds: set[Kind] = set()
+    for tool_id in tool_ids:
+        kinds |= tool_kinds(ctx, tool_id)
+    return frozenset(kinds)
+
+
 def event_out(ctx: RunContext, event: dict[str, Any]) -> dict[str, Any]:
-    """An event of the run as its subscribers may see it."""
+    """An event of the run as its subscribers may see it (while it runs, any granted tool's
+    data may be in it)."""
     if not enabled(ctx):
         return event
     tool = event.get("tool")
-    return tokenizer(ctx).value(event, tool=tool if isinstance(tool, str) else None)
+    return tokenizer(ctx).value(
+        event, tool=tool if isinstance(tool, str) else None, kinds=run_kinds(ctx, set(ctx.tools))
+    )
 
 
 def tokenize_outcome(ctx: RunContext) -> None:
@@ -75,15 +98,17 @@ def tokenize_outcome(ctx: RunContext) -> None:
         return
     tok = tokenizer(ctx)
     outcome = ctx.outcome
+    called = {e["tool"] for e in outcome.trace if isinstance(e.get("tool"), str)}
+    kinds = run_kinds(ctx, called)
     trace = []
     for entry in outcome.trace:
         tool = entry.get("tool")
-        trace.append(tok.value(entry, tool=tool if isinstance(tool, str) else None))
+        trace.append(tok.value(entry, tool=tool if isinstance(tool, str) else None, kinds=kinds))
     ctx.outcome = dataclasses.replace(
         outcome,
-        result=tok.value(outcome.result),
-        error=tok.value(outcome.error),
-        stdout=tok.text(outcome.stdout),
+        result=tok.value(outcome.result, kinds=kinds),
+        error=tok.value(outcome.error, kinds=kinds),
+        stdout=tok.text(outcome.stdout, kinds=kinds),
         trace=trace,
     )
     record = {
@@ -123,8 +148,9 @@ class Detokenizing:
             # The code gets the real values; the scan notes which tool they came from (the
             # outcome's scan then finds these strings done). In a thread: a large result
             # must not hold up the run's event loop.
-            tok = tokenizer(self.ctx)
-            await asyncio.to_thread(tok.value, result.value, tool=tool_id)
+            tok, kinds = tokenizer(self.ctx), tool_kinds(self.ctx, tool_id)
+            if kinds:
+                await asyncio.to_thread(tok.value, result.value, tool=tool_id, kinds=kinds)
         return result
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
