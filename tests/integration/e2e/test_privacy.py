@@ -202,6 +202,15 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
     assert TOKEN_PATTERN.fullmatch(partial["email"])
     assert partial["phone"] == CUSTOMERS[0]["phone"] and partial["card"] == CUSTOMERS[0]["card"]
 
+    # Every log of the stack (the recorder's own file holds what the tool received: real values).
+    for proc in pii_stack.procs.values():
+        proc.stop()  # flush and close every log first
+    logs = [p for p in pii_stack.tmp.rglob("*.log") if p.is_file()]
+    assert len(logs) >= 3  # the scan reads what it should: gateway, toolhost, worker
+    assert {str(p): leaks(p.read_bytes().decode("utf-8", "replace")) for p in logs} == {
+        str(p): [] for p in logs
+    }
+
 
 def _redis_dump(client: redis.Redis) -> str:
     parts: list[str] = []
