@@ -132,6 +132,27 @@ def tokenize_outcome(ctx: RunContext) -> None:
     with_db_retry(write, what="store tokens")
 
 
+_INLINE_CHARS = 16 * 1024
+
+
+def _small(value: Any) -> bool:
+    """Whether a result holds few enough characters to scan on the event loop (bounded walk)."""
+    budget, stack = _INLINE_CHARS, [value]
+    while stack:
+        item = stack.pop()
+        budget -= 1  # every item counts: a long list of numbers is not small either
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, dict):
+            budget -= sum(len(k) for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        if budget < 0:
+            return False
+    return True
+
+
 class Detokenizing:
     """A tool backend that gives the tool the real value of the tenant's tokens in its
     arguments; a token that does not resolve (another tenant's, expired, made up) goes to
@@ -149,7 +170,9 @@ class Detokenizing:
             # outcome's scan then finds these strings done). In a thread: a large result
             # must not hold up the run's event loop.
             tok, kinds = tokenizer(self.ctx), tool_kinds(self.ctx, tool_id)
-            if kinds:
+            if kinds and _small(result.value):
+                tok.value(result.value, tool=tool_id, kinds=kinds)  # a thread hop costs more
+            elif kinds:
                 await asyncio.to_thread(tok.value, result.value, tool=tool_id, kinds=kinds)
         return result
 
