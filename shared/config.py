@@ -69,6 +69,18 @@ class Settings(BaseSettings):
     auth: bool = True
     # /healthz and /metrics answer loopback clients without a key; `true` opens them to all.
     public_health: bool = False
+    # Privacy (docs/privacy.md): `tokenize` replaces personal data and secrets in everything a
+    # run returns with tokens (``⟨EMAIL_…⟩``); `off` returns tool data as it is.
+    pii: Literal["tokenize", "off"] = "tokenize"
+    # The key of the token vault and of the token HMACs (urlsafe base64 of 32 bytes). Unset:
+    # `home`/pii.key, generated on first use; a multi-host stack sets it everywhere.
+    pii_key: SecretStr | None = None
+    # The key before a rotation: vault rows it encrypted still resolve until they expire.
+    pii_key_previous: SecretStr | None = None
+    # How long a value keeps its token (and a token resolves): at least this, at most twice.
+    pii_token_ttl_s: int = Field(default=86_400, ge=60, le=90 * 86_400)
+    # The region national phone numbers (no +country code) are read in.
+    pii_phone_region: str = Field(default="US", pattern=r"^[A-Z]{2}$")
     # The key `agentcards mcp` (stdio) and the CLI's HTTP clients send.
     api_key: SecretStr | None = None
 

@@ -85,6 +85,15 @@ def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
     }
 
 
+def measure_latency(handle: StackHandle, *, n: int) -> dict[str, float]:
+    """Latency stats of ``n`` sequential one-tool executions (after the warm-up)."""
+    wait_synced(handle)
+    with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
+        for i in range(WARMUP):
+            _submit(client, i)
+        return _stats([_timed(client, i) for i in range(n)])
+
+
 def _submit(client: httpx.Client, i: int) -> dict[str, Any]:
     response = client.post(
         "/v1/executions", params={"wait": "true"}, json={"code": CODE, "args": {"n": i}}

@@ -46,6 +46,15 @@ def tracing(n: int = typer.Option(200, help="executions per side")) -> None:
     _run("tracing", n=n)
 
 
+@bench_app.command("pii")
+def pii(
+    n: int = typer.Option(20, help="runs of each case"),
+    e2e: int = typer.Option(0, help="also: one-tool executions on stacks with PII off and on"),
+) -> None:
+    """Tokenising a 1 MB tool result and a 100-record JSON result, beside the untokenised path."""
+    _run("pii", n=n, e2e=e2e)
+
+
 @bench_app.command("learning")
 def learning() -> None:
     """Trace ingestion throughput and graph refresh time."""

@@ -34,6 +34,7 @@ def _mount_subcommands() -> None:
     from deploy.cli.cache import cache_app
     from deploy.cli.capabilities import capabilities_app
     from deploy.cli.keys import audit_app, keys_app
+    from deploy.cli.pii import pii_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
@@ -43,6 +44,7 @@ def _mount_subcommands() -> None:
     )
     app.add_typer(keys_app, name="keys")
     app.add_typer(audit_app, name="audit")
+    app.add_typer(pii_app, name="pii")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 

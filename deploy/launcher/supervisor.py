@@ -27,6 +27,7 @@ from services.toolhost.servers import load_servers
 from shared.config import Settings, settings_to_env
 from shared.db import check_pgvector_available, migrate, redact
 from shared.errors import ConfigError, DependencyError
+from shared.privacy.keys import ensure_key_file
 from shared.rpc.heartbeat import ServerHealth
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ class Stack:
         """Embedded Postgres/Redis unless URLs are configured; then migrations."""
         home = self.settings.home
         home.mkdir(parents=True, exist_ok=True)
+        if self.settings.pii_key is None:  # every child reads the same key (docs/privacy.md)
+            ensure_key_file(home)
         if not self.redis_url:
             self.redis = EmbeddedRedis.start(home / "redis", port=self.settings.embedded_redis_port)
             self.redis_url = self.redis.url

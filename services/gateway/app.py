@@ -28,6 +28,7 @@ from services.gateway.rest import (
     health,
     metrics,
     metrics_summary,
+    pii,
     result_cache,
     tenant_events,
     tools,
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dashboard.router)
     dashboard.mount_static(app)
     app.include_router(audit.router)
+    app.include_router(pii.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

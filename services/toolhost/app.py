@@ -17,6 +17,7 @@ import redis
 import redis.asyncio as aioredis
 from mcp import types
 
+from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
 from services.toolhost.servers import ServerConfig, load_servers
@@ -87,7 +88,11 @@ class Toolhost:
         # Per-server lock: state and tool writes run in threads and must land in order.
         self._db_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.upstream = Upstream(
-            redis_url=redis_url, request_timeout_s=settings.mcp_client_request_timeout_s
+            redis_url=redis_url,
+            request_timeout_s=settings.mcp_client_request_timeout_s,
+            private=None
+            if settings.pii == "off"
+            else ProgressPrivacy(settings, self._pool, self._sync_redis),
         )
         self.registry = ToolRegistry()
         self.connections = [
@@ -327,6 +332,7 @@ class Toolhost:
                 else {},
                 output_schema=t.output_schema,
                 cache_override=block.cache_override(t.name),
+                pii_kinds=block.pii_kinds(t.name),
                 unavailable_reason=unavailable_reason(t),
             )
             for t in valid

@@ -45,6 +45,7 @@ class ToolSpec:
     annotations: dict[str, Any] = field(default_factory=dict)  # MCP hints (readOnlyHint...)
     output_schema: dict[str, Any] | None = None
     cache_override: dict[str, Any] = field(default_factory=dict)  # the operator's agentcards block
+    pii_kinds: list[str] | None = None  # kinds tokenised in its data (None: all; []: none)
     unavailable_reason: str | None = None  # listed but never callable through AgentCards
 
 
@@ -126,6 +127,7 @@ def sync_server_tools(
                 output_schema=spec.output_schema,
                 cache_override=spec.cache_override,
                 available=spec.unavailable_reason is None,
+                pii_kinds=spec.pii_kinds,
             )
         vanished = [tool_id for tool_id in existing if tool_id not in ids]
         for tool_id in vanished:

@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -90,7 +90,15 @@ class InflightCalls:
 class Upstream:
     """Publishes tool progress as execution events and relays server requests to the gateway."""
 
-    def __init__(self, *, redis_url: str, request_timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        request_timeout_s: float,
+        private: Callable[[str, str, str], str] | None = None,
+    ) -> None:
+        # ``private(execution_id, tool, message)``: the message with values as tokens.
+        self._private = private
         # Blocking reads on the relay wait up to request_timeout_s: no socket timeout.
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=None)
         self._sync = redis.Redis.from_url(redis_url, socket_timeout=10)
@@ -105,13 +113,22 @@ class Upstream:
         self, context: CallContext, progress: float, total: float | None, message: str | None
     ) -> None:
         """One ``notifications/progress`` of a tool call, as a ``tool_progress`` execution event."""
+        text = message[:_MAX_PROGRESS_MESSAGE] if message else None
+        if text and self._private is not None:
+            try:
+                text = await asyncio.to_thread(
+                    self._private, context.execution_id, context.tool, text
+                )
+            except Exception as exc:  # no token, no message: it never leaves in clear
+                log.warning("progress message of %s dropped: %s", context.tool, exc)
+                text = None
         event = {
             "type": TOOL_PROGRESS,
             "call_id": context.trace_call_id,
             "tool": context.tool,
             "progress": progress,
             "total": total,
-            "message": message[:_MAX_PROGRESS_MESSAGE] if message else None,
+            "message": text,
         }
         try:
             await asyncio.to_thread(

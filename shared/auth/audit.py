@@ -36,6 +36,7 @@ class AuditAction(StrEnum):
     KEY_REVOKE = "key_revoke"
     CACHE_CLEAR = "cache_clear"
     TOOL_CALL_REFUSED = "tool_call_refused"  # the toolhost refused a call outside the grant
+    PII_RESOLVE = "pii_resolve"  # an admin key resolved tokens to their values
 
 
 def args_hash(args: Any) -> str:

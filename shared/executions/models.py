@@ -89,6 +89,25 @@ class ToolFailure(BaseModel):
     type: str | None = None
 
 
+class PiiToken(BaseModel):
+    """A token the run put in place of a value (never the value): its kind and its tool."""
+
+    token: str
+    kind: str
+    tool: str | None = Field(default=None, description="the tool whose data held it, if known")
+
+
+class PiiReport(BaseModel):
+    """What privacy did to this run (docs/privacy.md)."""
+
+    produced: list[PiiToken] = Field(default_factory=list)
+    unresolved: list[str] = Field(
+        default_factory=list,
+        description="tokens the run passed to tools that did not resolve (another tenant's, "
+        "expired or made up): the tool got them as they are",
+    )
+
+
 class ExecutionView(BaseModel):
     """An execution as returned by the REST API and MCP tools."""
 
@@ -133,6 +152,9 @@ class ExecutionView(BaseModel):
         default=None,
         description="the OpenTelemetry trace the execution ran in (32 hex digits; null when "
         "tracing is off)",
+    )
+    pii: PiiReport | None = Field(
+        default=None, description="tokens produced and tokens not resolved; null when none"
     )
 
 
@@ -185,4 +207,5 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         attempts=int(row.get("attempts") or 0),
         retries=[RetryRecord(**r) for r in row.get("retries") or []],
         trace_id=row.get("trace_id"),
+        pii=PiiReport(**row["pii"]) if row.get("pii") else None,
     )

@@ -21,6 +21,8 @@ class ToolSpec:
     id: str
     description: str = ""
     input_schema: Mapping[str, Any] = field(default_factory=dict)
+    # The kinds of personal data tokenised in its results (docs/privacy.md): None, every kind.
+    pii_kinds: frozenset[str] | None = None
 
     @property
     def server(self) -> str:

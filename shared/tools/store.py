@@ -22,7 +22,7 @@ Row = dict[str, Any]
 # What a reader gets for one tool; the embedding stays in the table (search reads it there).
 TOOL_COLUMNS = (
     "id, server, name, description, input_schema, available, pagerank, community, "
-    "annotations, output_schema, cache_override"
+    "annotations, output_schema, cache_override, pii"
 )
 
 
@@ -93,6 +93,7 @@ def upsert_tool(
     output_schema: dict[str, Any] | None = None,
     cache_override: dict[str, Any] | None = None,
     available: bool = True,
+    pii_kinds: list[str] | None = None,
 ) -> None:
     """Insert or refresh one listed tool (available again unless it is never callable); a
     missing vector keeps the old one."""
@@ -100,8 +101,8 @@ def upsert_tool(
         """
         INSERT INTO tools (id, server, name, description, input_schema, schema_hash,
                            embedding, annotations, output_schema, cache_override,
-                           available, updated_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                           available, pii, updated_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
         ON CONFLICT (id) DO UPDATE SET
             description = EXCLUDED.description,
             input_schema = EXCLUDED.input_schema,
@@ -111,6 +112,7 @@ def upsert_tool(
             output_schema = EXCLUDED.output_schema,
             cache_override = EXCLUDED.cache_override,
             available = EXCLUDED.available,
+            pii = EXCLUDED.pii,
             updated_at = now()
         """,
         (
@@ -120,6 +122,7 @@ def upsert_tool(
             None if output_schema is None else Jsonb(output_schema),
             Jsonb(cache_override or {}),
             available,
+            None if pii_kinds is None else Jsonb({"kinds": pii_kinds}),
         ),
     )  # fmt: skip
 

@@ -53,6 +53,7 @@ def test_required_secrets_fail_loudly_when_unset(compose: dict[str, Any]) -> Non
         "POSTGRES_PASSWORD",
         "REDIS_PASSWORD",
         "AGENTCARDS_SECRET_KEY",
+        "AGENTCARDS_PII_KEY",
         "FLOWER_BASIC_AUTH",
     ):
         assert re.search(r"\$\{" + var + r":\?[^}]+\}", text), f"{var} is not required"

@@ -44,7 +44,8 @@ def _run(
 
 def test_the_order() -> None:
     assert NAMES == [
-        "scope", "cache.prepare", "sandbox", "cache.invalidate_writes", "store", "end_broken",
+        "scope", "cache.prepare", "sandbox", "privacy", "cache.invalidate_writes", "store",
+        "end_broken",
         "cache.remember", "announce", "learn",
     ]  # fmt: skip
     by_name = {s.name: s for s in STAGES}

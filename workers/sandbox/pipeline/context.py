@@ -10,6 +10,7 @@ import redis
 from shared.auth.grants import Grant
 from shared.cache.runs import RunCache
 from shared.config import Settings
+from shared.privacy.tokens import Tokenizer
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolSpec
@@ -31,6 +32,9 @@ class RunContext:
     cache: RunCache | None = None
     # sandbox: what the child did (a cancelled run is an outcome too)
     outcome: ExecutionOutcome | None = None
+    # privacy: the run's tokenizer (events and outcome), tokens given that did not resolve
+    pii: Tokenizer | None = None
+    pii_unresolved: set[str] = field(default_factory=set)
     # store (or store.end_broken): the terminal status in the row
     status: str | None = None
     # runner: the first exception a stage raised; the run then ends broken

@@ -29,6 +29,7 @@ from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult
 from workers.sandbox import clients
+from workers.sandbox.pipeline import privacy
 from workers.sandbox.pipeline.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -95,15 +96,20 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
     execution_id, redis = ctx.execution_id, ctx.redis
 
     def on_event(event: dict[str, Any]) -> None:
-        publish_event(redis, execution_id=execution_id, event=event)
+        publish_event(redis, execution_id=execution_id, event=privacy.event_out(ctx, event))
 
     run = run_in_sandbox(
         code=ctx.row["code"],
         args=ctx.row["args"],
         tools=ctx.tools,
         known_tools=ctx.known_tools,
-        backend=RpcToolBackend(
-            client=rpc_client(ctx.settings), execution_id=execution_id, allowed=sorted(ctx.tools)
+        backend=privacy.Detokenizing(
+            RpcToolBackend(
+                client=rpc_client(ctx.settings),
+                execution_id=execution_id,
+                allowed=sorted(ctx.tools),
+            ),
+            ctx,
         ),
         limits=SandboxLimits.from_settings(ctx.settings, wall_time_s=ctx.row["timeout_s"]),
         on_event=on_event,

@@ -45,7 +45,12 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
     rows = with_db_retry(list_tools, what="load tools")
     listed = None if row["tools"] is None else set(row["tools"])
     granted = {
-        r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
+        r["id"]: ToolSpec(
+            id=r["id"],
+            description=r["description"],
+            input_schema=r["input_schema"],
+            pii_kinds=None if r.get("pii") is None else frozenset(r["pii"]["kinds"]),
+        )
         for r in rows
         if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
     }

@@ -3,13 +3,15 @@ new stage here or a wrapper passed to ``run_pipeline``, not a branch inside a st
 
 from __future__ import annotations
 
-from workers.sandbox.pipeline import announce, cache, learn, sandbox, scope, store
+from workers.sandbox.pipeline import announce, cache, learn, privacy, sandbox, scope, store
 from workers.sandbox.pipeline.runner import Stage, When
 
 STAGES: tuple[Stage, ...] = (
     Stage("scope", scope.resolve_scope),
     Stage("cache.prepare", cache.prepare),
     Stage("sandbox", sandbox.run_sandboxed),
+    # Before anything stores, caches or announces the outcome: values become tokens.
+    Stage("privacy", privacy.tokenize_outcome),
     # Before the store: a run whose writes could not be invalidated is stored `failed`.
     Stage("cache.invalidate_writes", cache.invalidate_writes),
     Stage("store", store.store),

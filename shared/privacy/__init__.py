@@ -1,0 +1,1 @@
+"""Privacy: personal data and secrets in what a run returns become tokens (docs/privacy.md)."""
