@@ -250,3 +250,16 @@ def test_matching_scores_the_best_alias(conn: Conn, embedder: Embedder) -> None:
         not before["capabilities"]
         or before["capabilities"][0]["semantic_score"] < after["capabilities"][0]["semantic_score"]
     )
+
+
+def test_a_tool_gone_unavailable_gets_no_stale_vote(conn: Conn, embedder: Embedder) -> None:
+    # Its server left the configuration (or is down): the tenant's past runs with it no
+    # longer place it, and the other tools rank as they would without the vote.
+    tool = "memory:create_entities"
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    assert next(iter(hits(conn, embedder, PARAPHRASE))) == tool
+    conn.execute("UPDATE tools SET available = false WHERE id = %s", (tool,))
+    conn.commit()
+    after = hits(conn, embedder, PARAPHRASE)
+    assert tool not in after
+    assert all(h["scores"]["learned"] == 0.0 for h in after.values())
