@@ -49,7 +49,8 @@ FOLDS = 2  # each learning request of a tool with two or more is validation in o
 
 def validation_split(learn: Sequence[Any], *, fold: int = 0) -> tuple[list[Any], list[Any]]:
     """(fit part, validation slice) of one fold: the ``fold``-th learning request of each tool
-    with two or more (and more than ``fold``) is validation, the tool's others are fit."""
+    with two or more (and more than ``fold``) is validation, the tool's others are fit; a
+    tool's only learning request is validation in fold 0."""
     groups: dict[str, list[Any]] = {}
     for q in learn:
         groups.setdefault(sorted(q.gold)[0], []).append(q)
@@ -59,6 +60,11 @@ def validation_split(learn: Sequence[Any], *, fold: int = 0) -> tuple[list[Any],
         if len(members) >= 2 and fold < len(members):
             validation.append(members[fold])
             fit_part.extend(m for i, m in enumerate(members) if i != fold)
+        elif len(members) == 1 and fold == 0:
+            # A tool learned once is validation in the first fold: a request for a tool the
+            # tenant never ran, where only other tools' runs are near (the test halves hold
+            # many; a vote fitted without them lets those runs outvote the right tool).
+            validation.append(members[0])
         else:
             fit_part.extend(members)
     return fit_part, validation

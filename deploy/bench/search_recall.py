@@ -243,7 +243,7 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
 
 def validation_run(*, fit: bool) -> dict[str, Any]:
     """Every set's validation slice and its ablation (no test half is searched), and with
-    ``fit`` the vote fitted on the slices of the sets that can measure learning."""
+    ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
     slices = {}
@@ -254,7 +254,9 @@ def validation_run(*, fit: bool) -> dict[str, Any]:
             "can_measure_learning": result["learned"]["can_measure_learning"],
             "validation": result["learned"]["validation"],
         }
-        if result["learned"]["can_measure_learning"]:
+        # Fitted on: the sets that can measure learning and those weights may be tuned to
+        # (never a held-out set).
+        if result["learned"]["can_measure_learning"] or dataset.tuned:
             judged = result["_judged"]
             slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
     if fit:
