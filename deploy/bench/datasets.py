@@ -191,5 +191,23 @@ def real_servers_issue11() -> SearchSet:
     )
 
 
+def real_servers_issue31() -> SearchSet:
+    """250 short requests on the same five servers, five per tool (issue 31's learned
+    protocol needs two learning requests per tool or more), written from the tools' names
+    and descriptions before any result on them was seen; kept out of zero-shot fitting."""
+    return server_requests(
+        DATA / "real_servers",
+        requests="requests_issue31.json",
+        name="real_servers_issue31",
+        tuned=False,
+    )
+
+
 def all_sets() -> list[SearchSet]:
-    return [livemcpbench(), real_servers(), more_servers(), real_servers_issue11()]
+    return [
+        livemcpbench(),
+        real_servers(),
+        more_servers(),
+        real_servers_issue11(),
+        real_servers_issue31(),
+    ]

@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from shared.graph.metrics import compute_metrics
 from shared.offline import go_offline
 from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
+from shared.search.learned import FITTED, LEGACY, Vote
 
 KS = (5, 10, 20)
 LATENCY_TOOLS = 10_000
@@ -55,6 +57,7 @@ def latency_benchmark(
     n_queries: int,
     n_intents: int = LATENCY_INTENTS,
     seed: int = 0,
+    legacy_sets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """p50/p95 of embed + hybrid search on a synthetic catalogue, graph and store of past
     intents of the given sizes, for each set of queries."""
@@ -107,12 +110,16 @@ def latency_benchmark(
     # The timed searches stay in autocommit, as the gateway runs them.
     ids = [t.id for t in synthetic]
     load_before = os.getloadavg()[0]
-    timed = {
-        name: _time_queries(
-            conn, embedder=embedder, queries=queries, ids=ids, n_queries=n_queries, rng=rng
-        )
-        for name, queries in query_sets.items()
-    }
+    timed = {}
+    time_them = partial(
+        _time_queries, conn, embedder=embedder, ids=ids, n_queries=n_queries, rng=rng
+    )
+    for name, queries in query_sets.items():
+        # Before and after in the same run: the vote before issue 31 first, then the fitted.
+        for vote, label in ((LEGACY, f"{name}_legacy_vote"), (FITTED, name)):
+            if vote is LEGACY and name not in legacy_sets:
+                continue
+            timed[label] = time_them(queries=queries, vote=vote)
     return {
         "tools": n_tools,
         "edges": n_edges,
@@ -181,6 +188,7 @@ def _time_queries(
     ids: Sequence[str],
     n_queries: int,
     rng: np.random.Generator,
+    vote: Vote = FITTED,
 ) -> dict[str, Any]:
     """Embed and search ``n_queries`` of ``queries`` (every other with two context tools),
     on an autocommit connection as the gateway does (``services/gateway/search.py``)."""
@@ -203,6 +211,7 @@ def _time_queries(
             clause_embeddings=query_vectors[1:],
             limit=10,
             context_tools=context,
+            vote=vote,
         )
         done = time.perf_counter()
         if i >= 5:
@@ -283,6 +292,7 @@ def run(
                 n_edges=latency_edges,
                 n_intents=latency_intents,
                 n_queries=latency_queries,
+                legacy_sets=("short_requests",),
             )
     return out
 

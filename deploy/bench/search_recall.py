@@ -20,13 +20,24 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import Query, SearchSet
+from deploy.bench.datasets import Query, SearchSet, all_sets
 from deploy.bench.search_fit import Judged, dense_metrics, evaluate, fit
+from deploy.bench.search_learned import (
+    FIT_TENANT,
+    FOLDS,
+    ablation,
+    fit_vote,
+    learning_per_tool,
+    score,
+    validation_split,
+)
+from shared.config import Settings
 from shared.db import connect
-from shared.embeddings import Embedder
+from shared.embeddings import Embedder, get_embedder
 from shared.learning.ingest import ingest_executions
 from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, gather_evidence
+from shared.search.learned import FITTED, LEGACY
 
 TENANT = "bench"
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
@@ -42,6 +53,7 @@ def judge(
     dataset: SearchSet,
     queries: Sequence[Query],
     reference: np.ndarray,
+    tenant: str = TENANT,
 ) -> list[Judged]:
     """Evidence, gold and the exact dense ranking of each query."""
     keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
@@ -55,7 +67,7 @@ def judge(
             query=query.text,
             query_embedding=vectors[0],
             clause_embeddings=vectors[1:],
-            tenant_id=TENANT,
+            tenant_id=tenant,
         )
         out.append(Judged(evidence=evidence, gold=query.gold, dense=[keys[i] for i in order]))
     return out
@@ -100,6 +112,7 @@ def learn_from(
     embedder: Embedder,
     dataset: SearchSet,
     queries: Sequence[Query],
+    tenant: str = TENANT,
 ) -> None:
     """Store each request as a succeeded execution calling its gold tools; ingest them."""
     ids_of: dict[str, str] = {}
@@ -119,7 +132,7 @@ def learn_from(
             "INSERT INTO executions (tenant_id, status, code, intent, timeout_s, trace, "
             "duration_ms, finished_at, result) VALUES (%s, 'succeeded', %s, %s, 30, %s, 5, "
             "now(), '{\"ok\": true}') RETURNING id",  # an empty result is no evidence
-            (TENANT, code, query.text, Jsonb(events)),
+            (tenant, code, query.text, Jsonb(events)),
         ).fetchone()
         assert row is not None
         executions.append(str(row["id"]))
@@ -127,12 +140,16 @@ def learn_from(
     conn.commit()
 
 
-def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
-    """Zero-shot (per split, with ablations) and the learning curve of one set."""
+def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dict[str, Any]:
+    """Zero-shot (per split, with ablations), the learned protocol's validation slice
+    (searched against the fit part, another tenant) and, unless ``test`` is False, the
+    learning curve on the test half."""
     key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}
     docs = [f"{t.name}: {t.description}" for t in dataset.tools]
     reference = np.asarray(embedder.encode_reference(docs), np.float32)
     out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
+    learn, test_half = learning_split(dataset.queries)
+    folds = [validation_split(learn, fold=f) for f in range(FOLDS)]
     with bench_database() as (url, _settings), connect(url) as conn:
         index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs), np.float32))
         conn.autocommit = True
@@ -146,16 +163,29 @@ def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
                 reference=reference,
             )
         conn.autocommit = False
-        learn, test = learning_split(dataset.queries)
+        validated: list[Judged] = []
+        for fold, (fit_part, validation) in enumerate(folds):
+            tenant = f"{FIT_TENANT}{fold}"
+            learn_from(conn, embedder=embedder, dataset=dataset, queries=fit_part, tenant=tenant)
+            conn.autocommit = True
+            validated += judge(
+                conn,
+                embedder=embedder,
+                dataset=dataset,
+                queries=validation,
+                reference=reference,
+                tenant=tenant,
+            )
+            conn.autocommit = False
         curve: list[dict[str, Any]] = []
         done = 0
-        for fraction in FRACTIONS:
+        for fraction in FRACTIONS if test else ():
             upto = min(len(learn), round(fraction * len(dataset.queries)))
             learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
             done = upto
             conn.autocommit = True
             judged = judge(
-                conn, embedder=embedder, dataset=dataset, queries=test, reference=reference
+                conn, embedder=embedder, dataset=dataset, queries=test_half, reference=reference
             )
             conn.autocommit = False
             curve.append({"fraction": fraction, "learned_executions": upto, "judged": judged})
@@ -167,27 +197,70 @@ def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
             "hybrid": evaluate(judged, weights=WEIGHTS, key=key, scoring=dataset.scoring),
             "ablation": ablations(judged, key=key, scoring=dataset.scoring),
         }
+    per_tool = learning_per_tool(learn, test_half)
     out["learned"] = {
-        "test_queries": len(test),
+        "learning_requests_per_tool": per_tool,
+        # The targets apply where the learning half holds two requests per tool or more.
+        "can_measure_learning": per_tool >= 2.0,
+        "validation": {
+            "fit_part": [len(f) for f, _ in folds],
+            "queries": len(validated),
+            "dense": dense_metrics(validated, scoring=dataset.scoring),
+            "ablation": ablation(validated, key=key, scoring=dataset.scoring),
+        },
+        "test_queries": len(test_half),
         "curve": [
             {
                 "fraction": point["fraction"],
                 "learned_executions": point["learned_executions"],
                 "dense": dense_metrics(point["judged"], scoring=dataset.scoring),
-                "hybrid": evaluate(
-                    point["judged"], weights=WEIGHTS, key=key, scoring=dataset.scoring
+                "zero_shot": evaluate(
+                    point["judged"],
+                    weights={**WEIGHTS, "learned": 0.0},
+                    key=key,
+                    scoring=dataset.scoring,
                 ),
+                "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
+                "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
             }
             for point in curve
         ],
     }
+    if curve:
+        out["learned"]["test_ablation_at_50"] = ablation(
+            curve[-1]["judged"], key=key, scoring=dataset.scoring
+        )
     out["_judged"] = {
         "zero": zero,
         "curve": curve,
-        "test": test,
+        "validation": validated,
+        "test": test_half,
         "key": key,
         "scoring": dataset.scoring,
     }
+    return out
+
+
+def validation_run(*, fit: bool) -> dict[str, Any]:
+    """Every set's validation slice and its ablation (no test half is searched), and with
+    ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned."""
+    embedder = get_embedder(Settings())
+    out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
+    slices = {}
+    for dataset in all_sets():
+        result = run_set(embedder=embedder, dataset=dataset, test=False)
+        out["sets"][dataset.name] = {
+            "learning_requests_per_tool": result["learned"]["learning_requests_per_tool"],
+            "can_measure_learning": result["learned"]["can_measure_learning"],
+            "validation": result["learned"]["validation"],
+        }
+        # Fitted on: the sets that can measure learning and those weights may be tuned to
+        # (never a held-out set).
+        if result["learned"]["can_measure_learning"] or dataset.tuned:
+            judged = result["_judged"]
+            slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
+    if fit:
+        out["fit"] = {"sets": sorted(slices), **fit_vote(slices)}
     return out
 
 
@@ -236,3 +309,14 @@ def learned_weight_objective(results: dict[str, dict[str, Any]]) -> dict[str, An
             total += sum(got.values())
         out[str(value)] = None if total is None else round(total, 3)
     return out
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    from shared.offline import go_offline
+
+    go_offline()
+    # The validation slices and the vote's fit (--fit); never the test halves.
+    print(json.dumps(validation_run(fit="--fit" in sys.argv), indent=2))

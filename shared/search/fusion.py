@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from shared.search.learned import FITTED
+
 # The evidence beside the dense similarity, each a number per tool (0 when absent):
 # clause   how much better one step of a multi-step request matches than the whole (≥ 0)
 # name, description, params, server   share of the query's words (idf-weighted) in that field
@@ -38,7 +40,7 @@ WEIGHTS: dict[str, float] = {
     "description": 0.2,
     "params": 0.08,
     "server": 0.3,
-    "learned": 1.0,
+    "learned": FITTED.weight,
     **UNMEASURED,
 }
 

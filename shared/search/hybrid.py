@@ -13,7 +13,7 @@ from shared.config import DEFAULT_TENANT
 from shared.search.fusion import WEIGHTS, contributions, explain, fuse, support
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
-from shared.search.learned import nearest_intents_query, tool_votes
+from shared.search.learned import FITTED, Vote, nearest_intents_query, tool_votes, voted_tools
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
     WORD_INDEXES,
@@ -49,6 +49,8 @@ class Evidence:
     clause_best: dict[str, float]
     # tool → field → the query words that field holds (what ``why`` names)
     matched: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # the tenant's nearest past intents as read (sim, tools_ok, tools_failed, age_days)
+    intents: tuple[Row, ...] = ()
 
 
 def embed_texts_for_query(query: str) -> list[str]:
@@ -65,8 +67,12 @@ def gather_evidence(
     context_tools: Sequence[str] = (),
     clause_embeddings: Sequence[list[float]] = (),
     candidates: int = MIN_CANDIDATES,
+    vote: Vote = FITTED,
 ) -> Evidence:
-    """One round trip plus in-memory work: candidates and every feature the fusion weighs."""
+    """One round trip plus in-memory work: candidates and every feature the fusion weighs.
+
+    Every tool a near past intent names is a candidate (so a vote can always reach it,
+    with all its features); ``vote`` says how the intents vote (the bench's ablation)."""
     vector = np.asarray(query_embedding, dtype=np.float32)
     vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
     # A round trip costs far more than its statements here (the server's core has gone
@@ -93,12 +99,14 @@ def gather_evidence(
         for hit in index.search(words=words, limit=candidates)
         if hit.id not in unavailable
     }
+    intents = tuple(intents_cur.fetchall())
     learned = {
         t: v
-        for t, v in tool_votes(intents_cur.fetchall()).items()
+        for t, v in tool_votes(intents, vote=vote).items()
         if t in index.known and t not in unavailable
     }
-    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned]))
+    named = sorted(t for t in voted_tools(intents) if t in index.known and t not in unavailable)
+    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned, *named]))
     graph = GraphScores()
     if graph_cur is not None:
         snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
@@ -136,6 +144,7 @@ def gather_evidence(
         pageranks=ranks,
         clause_best=clause_best,
         matched=matched,
+        intents=intents,
     )
 
 
@@ -155,6 +164,7 @@ def hybrid_tool_search(
     context_tools: Sequence[str] = (),
     clause_embeddings: Sequence[list[float]] = (),
     weights: Mapping[str, float] = WEIGHTS,
+    vote: Vote = FITTED,
 ) -> list[Row]:
     """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
 
@@ -172,6 +182,7 @@ def hybrid_tool_search(
         context_tools=context_tools,
         clause_embeddings=clause_embeddings,
         candidates=max(MIN_CANDIDATES, 3 * limit),
+        vote=vote,
     )
     ranked = rank(evidence, weights=weights)[: limit + DETAIL_SPARES]
     parts = contributions(dense=evidence.dense, features=evidence.features, weights=weights)

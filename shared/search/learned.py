@@ -19,20 +19,51 @@ is exactly the zero-shot one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
 
 NEIGHBOURS = 20  # past intents read per search; more add only far, weak votes
-# MiniLM puts paraphrases of one request at 0.6-0.9 and unrelated requests at 0.0-0.4;
-# an intent below this says nothing about the query and does not vote.
-MIN_SIMILARITY = 0.5
 HALF_LIFE_DAYS = 30.0  # a run's vote halves every month: tools and habits change
-# Closeness is raised to this power: on `bench search`'s tuning requests a past request at
-# 0.5-0.65 used the query's tool in ~1 case of 4 on the real servers' set (read vs write
-# the same thing), so only close intents may weigh much.
-CLOSENESS_POWER = 2.0
+
+
+@dataclass(frozen=True)
+class Vote:
+    """How the nearest past intents vote, and how much the vote weighs in the fusion.
+
+    One past intent weighs ``closeness ** power`` x recency, closeness = (cosine - floor) /
+    (1 - floor) (0 at or below ``floor``). A tool's vote is its share of that evidence,
+    + for succeeded calls, - for failed ones, shrunk toward 0 by ``prior``:
+
+        vote(tool) = sum(weight * sign) / (sum(weight) + prior)        (``shrink``)
+
+    so the vote's say grows with how much close evidence the tenant has (none: 0, the
+    ranking is exactly the zero-shot one; a lot: the tool's share of it). ``weight`` is the
+    fusion weight of the vote (``fusion.WEIGHTS['learned']``).
+    ``saturate`` is the vote before issue 31 (sum / max(1, sum(weight))), kept for the bench's
+    ablation only.
+    """
+
+    floor: float
+    power: float
+    prior: float
+    weight: float
+    saturate: bool = False
+
+
+# Before issue 31: a floor at 0.5, closeness squared, weight 1.0 (hand-set; docs/search.md).
+LEGACY = Vote(floor=0.5, power=2.0, prior=0.0, weight=1.0, saturate=True)
+# Fitted, not chosen: `python -m deploy.bench.search_recall --fit` maximises top-1 + @5 +
+# @10 on the validation slices of the learning halves (two folds; never the test halves)
+# of the sets with two learning requests per tool or more, and prints these (2026-11-25:
+# real_servers_issue31, 98 validation requests, objective 2.581 against 2.530 for the
+# legacy vote; docs/search.md). A past intent at 0.3 or below says nothing; one at 0.65
+# weighs 0.5; a tool's vote is its share of the close evidence shrunk by 0.3 intents'
+# worth, so one 0.65-close run gives its tool 0.5 / 0.8 = 0.63 x 0.3 = +0.19 and many give
+# up to +0.3, about the cosine span of a short request's top five.
+FITTED = Vote(floor=0.3, power=1.0, prior=0.3, weight=0.3)
 
 # The nearest past intents of the tenant. pgvector 0.6's HNSW filters the tenant after
 # the scan (up to hnsw.ef_search rows, which the search raises to its candidate count),
@@ -52,26 +83,23 @@ def nearest_intents_query(*, vector: np.ndarray, tenant_id: str) -> tuple[str, d
     return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS}
 
 
-def intent_weight(*, similarity: float, age_days: float) -> float:
-    """How much one past intent counts: 0 at MIN_SIMILARITY, 1 for the same intent (closeness
-    squared in between), halved per HALF_LIFE_DAYS of age."""
-    if similarity <= MIN_SIMILARITY:
+def intent_weight(*, similarity: float, age_days: float, vote: Vote = FITTED) -> float:
+    """How much one past intent counts: 0 at or below the floor, 1 for the same intent,
+    ``closeness ** power`` in between, halved per HALF_LIFE_DAYS of age."""
+    if similarity <= vote.floor:
         return 0.0
-    closeness = min(1.0, (similarity - MIN_SIMILARITY) / (1.0 - MIN_SIMILARITY))
-    return closeness**CLOSENESS_POWER * 0.5 ** (max(0.0, age_days) / HALF_LIFE_DAYS)
+    closeness = min(1.0, (similarity - vote.floor) / (1.0 - vote.floor))
+    return closeness**vote.power * 0.5 ** (max(0.0, age_days) / HALF_LIFE_DAYS)
 
 
-def tool_votes(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Per tool, Σ weight * (+1 succeeded, -1 failed) / max(1, Σ weight), in [-1, 1].
-
-    Dividing by the total weight (at least 1) keeps a tool's vote its share of the close
-    evidence when many intents agree (agreement), and leaves a single close intent's vote
-    its weight (closeness): one run of the same request votes 1, two runs at 0.8 vote 0.72.
-    """
+def tool_votes(rows: Iterable[Mapping[str, Any]], *, vote: Vote = FITTED) -> dict[str, float]:
+    """Per tool, the vote of the past intents ``rows`` in [-1, 1] (``Vote``)."""
     votes: dict[str, float] = {}
     total = 0.0
     for row in rows:
-        weight = intent_weight(similarity=float(row["sim"]), age_days=float(row["age_days"]))
+        weight = intent_weight(
+            similarity=float(row["sim"]), age_days=float(row["age_days"]), vote=vote
+        )
         if weight <= 0:
             continue
         total += weight
@@ -79,8 +107,13 @@ def tool_votes(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
             votes[tool] = votes.get(tool, 0.0) + weight
         for tool in row["tools_failed"] or []:
             votes[tool] = votes.get(tool, 0.0) - weight
-    scale = max(1.0, total)
-    return {tool: vote / scale for tool, vote in votes.items() if vote}
+    scale = max(1.0, total) if vote.saturate else total + vote.prior
+    return {tool: v / scale for tool, v in votes.items() if v}
+
+
+def voted_tools(rows: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Every tool a row names, whatever its weight: the candidates a vote may reach."""
+    return {t for row in rows for t in [*(row["tools_ok"] or []), *(row["tools_failed"] or [])]}
 
 
 def record_intents(

@@ -214,3 +214,33 @@ def test_late_subscribers_replay_everything_and_can_resume(e2e: E2EStack) -> Non
         assert [e["seq"] for e in replay] == sorted(e["seq"] for e in replay)
         resumed = _sse(client, url, headers={"Last-Event-ID": str(replay[1]["seq"])})
     assert [e["type"] for e in resumed] == kinds[2:]
+
+
+def test_a_runs_intent_teaches_the_next_search_through_the_learning_worker(
+    e2e: E2EStack,
+) -> None:
+    # The whole path of immediate learning: a run through the gateway, its row ingested by
+    # the real learning worker, and the tenant's next search for a paraphrase names the
+    # tool the run used, "used for similar requests before".
+    query = "remember that my neighbour Tomas keeps bees"
+
+    def hit() -> dict[str, Any]:
+        with e2e.client() as client:
+            response = client.post("/v1/tools/search", json={"query": query, "limit": 10})
+        assert response.status_code == 200, response.text
+        found = {h["id"]: h for h in response.json()["hits"]}
+        return found.get("memory:create_entities", {"scores": {"learned": 0.0}, "why": ""})
+
+    before = hit()["scores"]["learned"]
+    code = """
+await mcp.memory.create_entities(entities=[
+    {"name": "Tomas", "entityType": "person", "observations": ["keeps bees"]}])
+"""
+    result = _run(e2e, {"code": code, "intent": "remember that my neighbour Tomas keeps bees"})
+    assert result["status"] == "succeeded", result
+    wait_until(
+        lambda: hit()["scores"]["learned"] > before,
+        what="the run's intent voting in the next search",
+        timeout_s=60,
+    )
+    assert "used for similar requests before" in hit()["why"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.search.fusion import FEATURES, contributions, explain, fuse, support
-from shared.search.learned import HALF_LIFE_DAYS, MIN_SIMILARITY, intent_weight, tool_votes
+from shared.search.learned import FITTED, HALF_LIFE_DAYS, LEGACY, intent_weight, tool_votes
 
 ZERO = {f: 0.0 for f in FEATURES}
 
@@ -35,36 +35,45 @@ def test_votes_weigh_similarity_and_count_failures_against() -> None:
     rows = [
         {"sim": 1.0, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []},
         {"sim": 0.75, "age_days": 0.0, "tools_ok": ["t:b"], "tools_failed": ["t:c"]},
-        {"sim": MIN_SIMILARITY, "age_days": 0.0, "tools_ok": ["t:z"], "tools_failed": []},
+        {"sim": FITTED.floor, "age_days": 0.0, "tools_ok": ["t:z"], "tools_failed": []},
     ]
     votes = tool_votes(rows)
     assert votes["t:a"] > votes["t:b"] > 0 > votes["t:c"]
     assert "t:z" not in votes  # too far to say anything
 
 
-def test_a_close_paraphrase_outweighs_a_merely_related_request() -> None:
-    # Same request: full vote; a close paraphrase a large share; a related request (0.6)
-    # almost nothing, so one run of something nearby cannot reorder a search.
+def test_closer_intents_weigh_more_and_older_ones_less() -> None:
     assert intent_weight(similarity=1.0, age_days=0.0) == pytest.approx(1.0)
-    assert intent_weight(similarity=0.9, age_days=0.0) > 0.5
-    assert intent_weight(similarity=0.6, age_days=0.0) < 0.05
-
-
-def test_agreeing_neighbours_add_up_and_disagreement_splits_the_vote() -> None:
-    one = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
-    two = tool_votes([{"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}] * 2)
-    split = tool_votes(
-        [
-            {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []},
-            {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:b"], "tools_failed": []},
-        ]
+    assert (
+        intent_weight(similarity=0.9, age_days=0.0)
+        > intent_weight(similarity=0.6, age_days=0.0)
+        > intent_weight(similarity=FITTED.floor + 0.01, age_days=0.0)
+        > 0
     )
-    assert two["t:a"] > one["t:a"]
-    assert split["t:a"] == split["t:b"] < two["t:a"]
+    assert intent_weight(similarity=1.0, age_days=HALF_LIFE_DAYS) == pytest.approx(0.5)
+
+
+def test_the_vote_grows_with_evidence_and_disagreement_splits_it() -> None:
+    run = {"sim": 0.8, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}
+    one = tool_votes([run])
+    three = tool_votes([run] * 3)
+    split = tool_votes([run, {**run, "tools_ok": ["t:b"]}])
+    # Shrunk toward zero-shot by FITTED.prior: more agreeing evidence, a larger say (< 1).
+    assert 0 < one["t:a"] < three["t:a"] < 1
+    assert split["t:a"] == split["t:b"] < one["t:a"]
+
+
+def test_legacy_vote_saturates_at_one_intent_of_weight() -> None:
+    # The vote before issue 31 (kept for the bench's ablation): sum / max(1, sum of weights).
+    far = {"sim": 0.6, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}
+    assert tool_votes([far], vote=LEGACY)["t:a"] == pytest.approx(0.04)
+    assert tool_votes([{**far, "sim": 1.0}] * 3, vote=LEGACY)["t:a"] == pytest.approx(1.0)
 
 
 def test_nothing_close_means_no_vote() -> None:
-    rows = [{"sim": 0.45, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": ["t:b"]}]
+    rows = [
+        {"sim": FITTED.floor - 0.05, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": ["t:b"]}
+    ]
     assert tool_votes(rows) == {}
 
 

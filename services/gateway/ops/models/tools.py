@@ -42,6 +42,10 @@ class ToolScores(BaseModel):
     lexical: float = Field(description="full-text match of the query's words")
     pagerank: float = Field(description="centrality in the tool usage graph")
     graph: float = Field(description="co-use with the context tools")
+    learned: float = Field(
+        default=0.0,
+        description="vote of your similar past runs, in [-1, 1]: + used, - failed for them",
+    )
 
 
 class ToolHit(BaseModel):

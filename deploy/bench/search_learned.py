@@ -1,0 +1,148 @@
+"""The learned protocol's ablation and the vote's fit (issue 31).
+
+A set's requests are split by gold tool into a learning half and a test half
+(``search_recall.learning_split``). The learning half is split again, per tool, into a fit
+part and a validation slice (one request of each tool with two or more), in two folds (each
+tool's first, then second learning request is the validation one): each fold's fit part is
+stored as a separate tenant's executions and its validation slice searched against it.
+The vote's constants (``shared.search.learned.FITTED``) are fitted on the validation
+slices only; the test half is searched by ``bench search`` after the fit and never here.
+
+Every variant is computed in memory from one search's evidence: the search keeps the
+nearest past intents it read (``Evidence.intents``), so re-voting them under other
+constants costs no database work.
+
+Refit: ``python -m deploy.bench.search_recall --fit`` (prints JSON; copy ``fitted`` into
+``shared/search/learned.py: FITTED``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from deploy.bench.search_fit import Judged, evaluate
+from shared.search.fusion import LEXICAL, WEIGHTS
+from shared.search.hybrid import Evidence
+from shared.search.learned import FITTED, LEGACY, Vote, tool_votes
+
+FIT_TENANT = "bench-fit"  # + the fold
+# The fit's grid: floors from none to the old one, linear to steep closeness, shrinkage from
+# none to several intents' worth, fusion weights from a nudge to a decision.
+FLOORS = (0.0, 0.2, 0.3, 0.4, 0.5)
+POWERS = (1.0, 2.0, 3.0)
+PRIORS = (0.0, 0.1, 0.3, 1.0)
+WEIGHT_GRID = (0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0)
+ZERO_SHOT_OFF = {f: 0.0 for f in ("clause", *LEXICAL)}
+
+
+def learning_per_tool(learn: Sequence[Any], test: Sequence[Any]) -> float:
+    """Learning requests per tool that has test requests (the protocol's evidence)."""
+    tools = {sorted(q.gold)[0] for q in test}
+    return round(sum(1 for q in learn if sorted(q.gold)[0] in tools) / max(1, len(tools)), 2)
+
+
+FOLDS = 2  # each learning request of a tool with two or more is validation in one fold
+
+
+def validation_split(learn: Sequence[Any], *, fold: int = 0) -> tuple[list[Any], list[Any]]:
+    """(fit part, validation slice) of one fold: the ``fold``-th learning request of each tool
+    with two or more (and more than ``fold``) is validation, the tool's others are fit; a
+    tool's only learning request is validation in fold 0."""
+    groups: dict[str, list[Any]] = {}
+    for q in learn:
+        groups.setdefault(sorted(q.gold)[0], []).append(q)
+    fit_part: list[Any] = []
+    validation: list[Any] = []
+    for members in groups.values():
+        if len(members) >= 2 and fold < len(members):
+            validation.append(members[fold])
+            fit_part.extend(m for i, m in enumerate(members) if i != fold)
+        elif len(members) == 1 and fold == 0:
+            # A tool learned once is validation in the first fold: a request for a tool the
+            # tenant never ran, where only other tools' runs are near (the test halves hold
+            # many; a vote fitted without them lets those runs outvote the right tool).
+            validation.append(members[0])
+        else:
+            fit_part.extend(members)
+    return fit_part, validation
+
+
+def revote(evidence: Evidence, *, vote: Vote) -> Evidence:
+    """The same evidence with the learned feature recomputed under ``vote``."""
+    known = set(evidence.features) | set(evidence.dense)
+    votes = {t: v for t, v in tool_votes(evidence.intents, vote=vote).items() if t in known}
+    features = {}
+    for tool, values in evidence.features.items():
+        rest = {k: v for k, v in values.items() if k != "learned"}
+        if votes.get(tool):
+            rest["learned"] = votes[tool]
+        features[tool] = rest
+    return replace(evidence, features=features)
+
+
+def score(
+    judged: Sequence[Judged],
+    *,
+    vote: Vote,
+    key: Mapping[str, str],
+    scoring: str,
+    off: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion)."""
+    weights = {**WEIGHTS, **(off or {}), "learned": vote.weight}
+    revoted = [replace(j, evidence=revote(j.evidence, vote=vote)) for j in judged]
+    return evaluate(revoted, weights=weights, key=key, scoring=scoring)
+
+
+def variants() -> dict[str, tuple[Vote, dict[str, float]]]:
+    """Each suspect of the old gap switched on its own, then the fitted vote with each of
+    its choices put back to the old one."""
+    return {
+        "legacy (floor 0.5, squared, saturate at 1, weight 1)": (LEGACY, {}),
+        "legacy, weight x3": (replace(LEGACY, weight=3.0), {}),
+        "legacy, floor 0.3": (replace(LEGACY, floor=0.3), {}),
+        "legacy, floor 0": (replace(LEGACY, floor=0.0), {}),
+        "legacy, no saturation (share of evidence)": (replace(LEGACY, saturate=False), {}),
+        "legacy, lexical/clause priors off": (LEGACY, ZERO_SHOT_OFF),
+        "fitted": (FITTED, {}),
+        "fitted, old floor 0.5": (replace(FITTED, floor=0.5), {}),
+        "fitted, old power 2": (replace(FITTED, power=2.0), {}),
+        "fitted, saturate at 1 instead of shrink": (replace(FITTED, saturate=True), {}),
+        "fitted, weight 1 (old)": (replace(FITTED, weight=1.0), {}),
+        "fitted, lexical/clause priors off": (FITTED, ZERO_SHOT_OFF),
+    }
+
+
+def ablation(judged: Sequence[Judged], *, key: Mapping[str, str], scoring: str) -> dict[str, Any]:
+    return {
+        name: score(judged, vote=vote, key=key, scoring=scoring, off=off)
+        for name, (vote, off) in variants().items()
+    }
+
+
+def fit_vote(sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]]) -> dict[str, Any]:
+    """The grid's best vote on the validation slices: the mean over sets of top-1 + @5 + @10
+    (each set counts alike, whatever its size). Ties go to the first in grid order (lower
+    floor, power, prior and weight)."""
+    best: tuple[float, Vote] | None = None
+    table = []
+    for floor, power, prior, weight in itertools.product(FLOORS, POWERS, PRIORS, WEIGHT_GRID):
+        vote = Vote(floor=floor, power=power, prior=prior, weight=weight)
+        total = 0.0
+        for judged, key, scoring in sets.values():
+            total += sum(score(judged, vote=vote, key=key, scoring=scoring).values())
+        total /= max(1, len(sets))
+        table.append((round(total, 4), vote))
+        if best is None or total > best[0] + 1e-9:
+            best = (total, vote)
+    assert best is not None
+    top = sorted(table, key=lambda r: -r[0])[:10]
+    return {
+        "objective": round(best[0], 4),
+        "fitted": {k: getattr(best[1], k) for k in ("floor", "power", "prior", "weight")},
+        "best_ten": [{"objective": t, **vars(v)} for t, v in top],
+        "in_use": {k: getattr(FITTED, k) for k in ("floor", "power", "prior", "weight")},
+    }
