@@ -132,9 +132,13 @@ def _sequential(handle: StackHandle, *, n: int) -> dict[str, Any]:
         "errors": sum(not s["ok"] for s in samples),
         "latency_ms": stats,
         "p99_over_p50": round(stats["p99"] / stats["p50"], 2),
-        "phases_ms": phase_breakdown(handle, samples),
+        "phases_ms": phase_breakdown(*_urls(handle), samples),
         "load_avg": os.getloadavg()[0],
     }
+
+
+def _urls(handle: StackHandle) -> tuple[str, str]:
+    return handle.settings.database_url or "", handle.settings.redis_url or ""
 
 
 def _post(http: httpx.Client, code: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -243,7 +247,7 @@ def _rate_search(handle: StackHandle, *, probe_seconds: float, seconds: float) -
         "best_probe_rate_per_s": best,
         "held_rate_per_s": rate if final["holds"] else None,
         "runs": runs,
-        "phases_ms": phase_breakdown(handle, final["samples"]),
+        "phases_ms": phase_breakdown(*_urls(handle), final["samples"]),
     }
 
 
