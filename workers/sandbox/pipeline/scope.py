@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, load_grant
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.queues import grant_key
@@ -26,12 +26,16 @@ MAX_INJECTED_CAPABILITIES = 64
 
 def resolve_scope(ctx: RunContext) -> None:
     """Read the grant (and keep it for the run), the granted tools, the inlined capabilities."""
-    ctx.grant = read_grant(ctx.redis, execution_id=ctx.execution_id)
+    # Read, and from now on kept as long as this run (not as long as a queue wait), in one
+    # round trip: EXPIRE changes nothing when there is no grant.
+    key, ttl = grant_key(ctx.execution_id), int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
+    pipe = ctx.redis.pipeline(transaction=False)
+    pipe.get(key)
+    pipe.expire(key, ttl)
+    raw, _ = pipe.execute()
+    ctx.grant = load_grant(raw)
     if ctx.grant is None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
-    else:  # the grant now lives as long as this run, not as long as a queue wait
-        ttl = int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
-        ctx.redis.expire(grant_key(ctx.execution_id), ttl)
     ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant)
     ctx.capabilities = capability_sources(ctx.row)
 
