@@ -10,6 +10,7 @@ import psycopg
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, load_grant
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
+from shared.db import autocommit
 from shared.queues import grant_key
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.tools import ToolSpec
@@ -46,7 +47,7 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
     Granted: the row's listed tools (every known tool when none was listed) that its grant
     record allows; no grant record (never written, or expired in the queue) grants nothing.
     """
-    rows = with_db_retry(list_tools, what="load tools")
+    rows = with_db_retry(_list_tools, what="load tools")
     listed = None if row["tools"] is None else set(row["tools"])
     granted = {
         r["id"]: ToolSpec(id=r["id"], description=r["description"], input_schema=r["input_schema"])
@@ -54,6 +55,11 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
         if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
     }
     return granted, [r["id"] for r in rows]
+
+
+def _list_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
+    with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+        return list_tools(conn)
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
