@@ -187,8 +187,8 @@ class RpcServer:
         bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
         if source in _SHARED_LIST and await self._forwarded(request, raw):
             return
+        await self._claim(request)
         if isinstance(request, ResourceRequest):
-            await self._claim(request)
             refusal = await self._scope.resource_refusal(
                 request, server_tools=self._tool_ids(request.server)
             )
@@ -199,10 +199,7 @@ class RpcServer:
             )
             await self._send(reply)
             return
-        # The claim's SET overlaps the grant check; it is written before the tool runs.
-        claimed = asyncio.ensure_future(self._claim(request))
-        reply = await self._execute(request, started, claimed)
-        await claimed
+        reply = await self._execute(request, started)
         await self._send(reply)
         await self._observe(request, reply)  # after the reply: the caller does not wait for it
 
@@ -256,9 +253,7 @@ class RpcServer:
         except RedisError as exc:  # the reply cannot go out either; the caller times out
             log.warning("could not claim call %s: %s", request.call_id, exc)
 
-    async def _execute(
-        self, request: RpcRequest, started: float, claimed: Awaitable[None]
-    ) -> RpcReply:
+    async def _execute(self, request: RpcRequest, started: float) -> RpcReply:
         call_id, tool = request.call_id, request.tool
 
         def fail(kind: ErrorType, message: str) -> RpcReply:
@@ -276,7 +271,6 @@ class RpcServer:
         refusal = await self._scope.refusal(request)
         if refusal is not None:
             return fail(*refusal)
-        await claimed
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):
