@@ -33,7 +33,7 @@ def run(n: int = 200) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp,
         temporary_stack(mcp_config=write_config(Path(tmp) / "mcp.json")) as handle,
     ):
-        wait_synced(handle)
+        wait_synced(handle.settings.database_url or "")
         with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
             capability = _learn(client, handle)
             execute = f"/v1/capabilities/{capability}/execute"

@@ -3,58 +3,210 @@
 Each configuration runs a whole temporary stack (embedded Postgres and Redis, toolhost
 serving `bench:echo` over stdio (deploy/bench/echo_server.py), sandbox workers, learning
 worker, gateway).
-Latency is measured one request at a time; throughput with as many concurrent clients
-as there are sandbox worker processes.
+Latency is measured one request at a time, alternating three kinds so that other work on
+the machine hits each alike: a run with one tool call, a run without one (a unique
+argument, so nothing is cached) and a no-op Celery task on the same broker (the floor).
+Each figure is reported beside that same-run floor, the machine's load average and where
+the time went (deploy/bench/load_phases.py). Throughput is measured with as many
+concurrent clients as there are sandbox worker processes.
+
+``--compare REF`` runs this checkout and a git ref (or a checkout's directory) side by
+side, one stack each, alternating every request between them: old/new medians and their
+ratio, each side beside its own Celery floor.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from celery import Celery
 
 from deploy.bench.echo_server import write_config
+from deploy.bench.load_phases import phase_breakdown
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
+from shared.config import Settings
 from shared.db import connect
 from shared.executions.status import ExecutionStatus
 from shared.queues import Queue, TaskName
 
 TOOL = "bench:echo"
 CODE = "return await mcp.bench.echo(n=args['n'])"
+NO_TOOL_CODE = "return args['n']"
 WARMUP = 10
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = {
+    "p50_vs_celery_noop": 2.0,
+    "p99_over_p50_one_worker": 2.0,
+    "p99_over_p50_two_workers": 3.0,
+    "no_tool_p50_vs_celery_noop": 1.5,
+}
 
 
-def run(n: int = 200) -> dict[str, Any]:
-    """Latency (1 client) and throughput (k clients) with k = 1 and 2 sandbox worker processes."""
-    results: dict[str, Any] = {"n": n, "code": CODE, "configurations": []}
+def run(n: int = 200, compare: str | None = None) -> dict[str, Any]:
+    """Latency (1 client) and throughput (k clients) with k = 1 and 2 sandbox worker
+    processes; with ``compare``, this checkout against that ref, alternately, in one run."""
+    if compare:
+        return run_compare(compare, n=n)
+    results: dict[str, Any] = {
+        "n": n,
+        "code": CODE,
+        "no_tool_code": NO_TOOL_CODE,
+        "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg(),
+        "configurations": [],
+    }
     with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
         # Never cached: the same submissions repeat, and each must be a run.
         config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
         for workers in (1, 2):
             with temporary_stack(mcp_config=config, sandbox_workers=workers) as handle:
-                if workers == 1:
-                    results["baseline_celery_noop"] = _celery_noop(handle, n=n)
-                results["configurations"].append(_measure(handle, n=n, workers=workers))
+                side = Side.of(handle)
+                try:
+                    configuration: dict[str, Any] = {"sandbox_workers": workers}
+                    configuration |= _latency([side], n=n)[0]
+                    configuration["throughput_per_s"] = _throughput(side, n=n, workers=workers)
+                finally:
+                    side.close()
+                results["configurations"].append(configuration)
     one = results["configurations"][0]
-    results["ratio_p50_vs_celery_noop"] = round(
-        one["latency_ms"]["p50"] / results["baseline_celery_noop"]["p50"], 2
-    )
-    results["target"] = {"p50_ms": 30}
+    # The first configuration's figures at the top level, as before.
+    results["baseline_celery_noop"] = one["celery_noop_ms"]
+    results["ratio_p50_vs_celery_noop"] = one["ratio_p50_vs_celery_noop"]
+    results["target"] = TARGETS
+    results["meets_target"] = _meets(results["configurations"])
+    results["load_avg_end"] = os.getloadavg()
     return results
 
 
-def wait_synced(handle: StackHandle, tool: str = TOOL, *, timeout_s: float = 120.0) -> None:
+@dataclass
+class Side:
+    """One running stack as the bench sees it: its gateway and its broker (as URLs, so a
+    stack of another checkout, in another process, is measured the same way)."""
+
+    gateway_url: str
+    database_url: str
+    redis_url: str
+    name: str = "this checkout"
+    http: httpx.Client = field(init=False)
+    celery: Celery = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(base_url=self.gateway_url, timeout=60)
+        settings = Settings(database_url=self.database_url, redis_url=self.redis_url)
+        self.celery = make_celery("bench", settings=settings)
+
+    @classmethod
+    def of(cls, handle: StackHandle, name: str = "this checkout") -> Side:
+        settings = handle.settings
+        return cls(handle.gateway_url, settings.database_url or "", settings.redis_url or "", name)
+
+    def close(self) -> None:
+        self.http.close()
+        self.celery.close()
+
+    def warm_up(self) -> None:
+        wait_synced(self.database_url)
+        for i in range(WARMUP):
+            _submit(self.http, CODE, i)
+            _submit(self.http, NO_TOOL_CODE, -i - 1)
+            self.noop()
+
+    def noop(self) -> float:
+        """One no-op Celery task's round trip (ms), on the learning worker: same broker."""
+        started = time.perf_counter()
+        self.celery.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
+        return (time.perf_counter() - started) * 1000
+
+
+def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
+    """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
+    request at a time, every kind and side in turn (the order flipped every round)."""
+    for side in sides:
+        side.warm_up()
+    samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
+    loads = []
+    for i in range(n):
+        order = list(enumerate(sides))
+        for k, side in order if i % 2 == 0 else reversed(order):
+            samples[k]["tool"].append(_sample(side.http, CODE, i))
+            # A unique argument (negative, never a tool run's): nothing is cached.
+            samples[k]["no_tool"].append(_sample(side.http, NO_TOOL_CODE, -(WARMUP + i + 1)))
+            samples[k]["noop"].append(side.noop())
+        if i % 20 == 0:
+            loads.append(os.getloadavg()[0])
+    out = []
+    for side, got in zip(sides, samples, strict=True):
+        floor = _stats(got["noop"])
+        tool = _stats([_ms(s) for s in got["tool"]])
+        no_tool = _stats([_ms(s) for s in got["no_tool"]])
+        out.append(
+            {
+                "latency_ms": tool,
+                "p99_over_p50": round(tool["p99"] / tool["p50"], 2),
+                "no_tool_latency_ms": no_tool,
+                "celery_noop_ms": floor,
+                "ratio_p50_vs_celery_noop": round(tool["p50"] / floor["p50"], 2),
+                "no_tool_ratio_p50_vs_celery_noop": round(no_tool["p50"] / floor["p50"], 2),
+                "load_avg_1m": {
+                    "min": min(loads),
+                    "median": statistics.median(loads),
+                    "max": max(loads),
+                },
+                "phases_ms": phase_breakdown(side.database_url, side.redis_url, got["tool"]),
+                "no_tool_phases_ms": phase_breakdown(
+                    side.database_url, side.redis_url, got["no_tool"], tool_call=False
+                ),
+            }
+        )
+    return out
+
+
+def _throughput(side: Side, *, n: int, workers: int) -> float:
+    started = time.perf_counter()
+    clients = [httpx.Client(base_url=side.gateway_url, timeout=60) for _ in range(workers * 2)]
+    try:
+        with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+            list(pool.map(lambda i: _submit(clients[i % len(clients)], CODE, i), range(n)))
+    finally:
+        for c in clients:
+            c.close()
+    return round(n / (time.perf_counter() - started), 1)
+
+
+def _meets(configurations: list[dict[str, Any]]) -> dict[str, bool]:
+    one = configurations[0]
+    out = {
+        "p50_vs_celery_noop": one["ratio_p50_vs_celery_noop"] <= TARGETS["p50_vs_celery_noop"],
+        "p99_over_p50_one_worker": one["p99_over_p50"] <= TARGETS["p99_over_p50_one_worker"],
+        "no_tool_p50_vs_celery_noop": one["no_tool_ratio_p50_vs_celery_noop"]
+        <= TARGETS["no_tool_p50_vs_celery_noop"],
+    }
+    if len(configurations) > 1:
+        two = configurations[1]["p99_over_p50"]
+        out["p99_over_p50_two_workers"] = two <= TARGETS["p99_over_p50_two_workers"]
+    return out
+
+
+def wait_synced(database_url: str, tool: str = TOOL, *, timeout_s: float = 120.0) -> None:
     """Wait until ``tool``'s row exists: a server counts as ready as soon as it serves calls,
     while its tools' sync may still wait seconds for the embedding model, and a submission
     may only name tools that Postgres knows."""
     deadline = time.monotonic() + timeout_s
-    with connect(handle.settings.database_url or "", autocommit=True) as conn:
+    with connect(database_url, autocommit=True) as conn:
         while time.monotonic() < deadline:
             query = "SELECT 1 FROM tools WHERE id = %s AND available"
             if conn.execute(query, (tool,)).fetchone():
@@ -63,51 +215,41 @@ def wait_synced(handle: StackHandle, tool: str = TOOL, *, timeout_s: float = 120
     raise RuntimeError(f"{tool} was not synced within {timeout_s:g}s")
 
 
-def _measure(handle: StackHandle, *, n: int, workers: int) -> dict[str, Any]:
-    wait_synced(handle)
-    with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
-        for i in range(WARMUP):
-            _submit(client, i)
-        latencies = [_timed(client, i) for i in range(n)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers * 2) as pool:
-        clients = [
-            httpx.Client(base_url=handle.gateway_url, timeout=60) for _ in range(workers * 2)
-        ]
-        list(pool.map(lambda i: _submit(clients[i % len(clients)], i), range(n)))
-        for c in clients:
-            c.close()
-    elapsed = time.perf_counter() - started
-    return {
-        "sandbox_workers": workers,
-        "latency_ms": _stats(latencies),
-        "throughput_per_s": round(n / elapsed, 1),
-    }
-
-
 def measure_latency(handle: StackHandle, *, n: int) -> dict[str, float]:
     """Latency stats of ``n`` sequential one-tool executions (after the warm-up)."""
-    wait_synced(handle)
+    wait_synced(handle.settings.database_url or "")
     with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:
         for i in range(WARMUP):
-            _submit(client, i)
-        return _stats([_timed(client, i) for i in range(n)])
+            _submit(client, CODE, i)
+        samples = []
+        for i in range(n):
+            started = time.perf_counter()
+            _submit(client, CODE, i)
+            samples.append((time.perf_counter() - started) * 1000)
+        return _stats(samples)
 
 
-def _submit(client: httpx.Client, i: int) -> dict[str, Any]:
+def _submit(client: httpx.Client, code: str, n: int) -> dict[str, Any]:
     response = client.post(
-        "/v1/executions", params={"wait": "true"}, json={"code": CODE, "args": {"n": i}}
+        "/v1/executions", params={"wait": "true"}, json={"code": code, "args": {"n": n}}
     )
     body: dict[str, Any] = response.json()
-    if body.get("status") != ExecutionStatus.SUCCEEDED or body.get("result") != {"n": i}:
+    expected = {"n": n} if code == CODE else n
+    if body.get("status") != ExecutionStatus.SUCCEEDED or body.get("result") != expected:
         raise RuntimeError(f"bench execution failed: {body}")
     return body
 
 
-def _timed(client: httpx.Client, i: int) -> float:
-    started = time.perf_counter()
-    _submit(client, i)
-    return (time.perf_counter() - started) * 1000
+def _sample(client: httpx.Client, code: str, n: int) -> dict[str, Any]:
+    """One timed run, as the phase breakdown reads it (wall-clock stamps, the id)."""
+    sent, started = time.time(), time.perf_counter()
+    body = _submit(client, code, n)
+    elapsed = time.perf_counter() - started
+    return {"sent": sent, "received": sent + elapsed, "ok": True, "id": body.get("id")}
+
+
+def _ms(sample: dict[str, Any]) -> float:
+    return float(sample["received"] - sample["sent"]) * 1000
 
 
 def _celery_noop(handle: StackHandle, *, n: int) -> dict[str, Any]:
@@ -133,3 +275,108 @@ def _stats(samples: list[float]) -> dict[str, float]:
         "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
         "mean": round(statistics.fmean(ordered), 2),
     }
+
+
+# --- --compare REF -------------------------------------------------------------------
+
+# Run in the other checkout's interpreter path: starts its stack, prints its URLs, holds
+# it until stdin closes. Only names every checkout with `bench e2e` has.
+_HOLD_STACK = """
+import json, sys, tempfile
+from pathlib import Path
+from deploy.bench.echo_server import write_config
+from deploy.launcher.harness import temporary_stack
+with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+    config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
+    with temporary_stack(mcp_config=config, sandbox_workers=1) as h:
+        s = h.settings
+        print(json.dumps({"gateway_url": h.gateway_url, "database_url": s.database_url,
+                          "redis_url": s.redis_url}), flush=True)
+        sys.stdin.read()
+"""
+
+
+def run_compare(ref: str, *, n: int) -> dict[str, Any]:
+    """This checkout ("new") and ``ref`` ("old": a git ref, or a checkout's directory), one
+    sandbox worker each, both stacks up at once and every request alternating between them."""
+    load_start = os.getloadavg()
+    with (
+        _checkout(ref) as old_root,
+        _held_stack(old_root, "old") as old,
+        _held_stack(ROOT, "new") as new,
+    ):
+        try:
+            measured = _latency([old, new], n=n)
+        finally:
+            old.close()
+            new.close()
+    out: dict[str, Any] = {
+        "n": n,
+        "compare": {"old": ref, "new": str(ROOT)},
+        "cpus": os.cpu_count(),
+        "load_avg_start": load_start,
+        "load_avg_end": os.getloadavg(),
+        "old": measured[0],
+        "new": measured[1],
+    }
+    ratios: dict[str, Any] = {}
+    for key in ("latency_ms", "no_tool_latency_ms", "celery_noop_ms"):
+        a, b = measured[0][key], measured[1][key]
+        ratios[key] = {
+            "old_p50": a["p50"],
+            "new_p50": b["p50"],
+            "new_over_old_p50": round(b["p50"] / a["p50"], 2),
+            "old_p99": a["p99"],
+            "new_p99": b["p99"],
+            "new_over_old_p99": round(b["p99"] / a["p99"], 2),
+        }
+    out["new_vs_old"] = ratios
+    out["target"] = TARGETS
+    out["meets_target"] = {"old": _meets([measured[0]]), "new": _meets([measured[1]])}
+    return out
+
+
+@contextmanager
+def _checkout(ref: str) -> Iterator[Path]:
+    """A directory holding ``ref``'s tree: the directory itself, or a `git archive` of it."""
+    if Path(ref).is_dir():
+        yield Path(ref).resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="agentcards-ref-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", ref],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise RuntimeError(f"--compare {ref}: {archive.stderr.decode(errors='replace')}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp)
+
+
+@contextmanager
+def _held_stack(root: Path, name: str) -> Iterator[Side]:
+    """A stack of the checkout at ``root``, in a process of its own (that checkout's code)."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_STACK],
+            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            line = proc.stdout.readline()
+            if not line:
+                proc.wait(30)
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-3000:]
+                raise RuntimeError(f"the {name} stack ({root}) did not start:\n{tail}")
+            urls = json.loads(line)
+            yield Side(urls["gateway_url"], urls["database_url"], urls["redis_url"], name)
+        finally:
+            proc.stdin.close()  # the holder stops its stack
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -4,7 +4,9 @@ One temporary stack (embedded Postgres and Redis, the example MCP server over st
 
 1. I/O-bound throughput: closed-loop clients run code whose one tool call waits 50 ms,
    with 1 sandbox worker process, then 2 (the pool grown in place), then 2 + 2 on a
-   second "host" (`agentcards worker sandbox` with its own home, only the URLs shared).
+   second "host" (`agentcards worker sandbox` with its own home, only the URLs shared),
+   then 3 and 4 processes on the first host: ``scaling`` gives each count's rate beside
+   linear (``k`` times one process's).
 2. Rate: open-loop submissions (``POST /v1/executions?wait=true``, one quick tool call
    each) at rising rates; a rate holds when nothing fails and the backlog drains within
    ``DRAIN_S`` of the last submission. The highest one then runs for ``seconds``.
@@ -70,6 +72,12 @@ def run(
         out["rate"] = _rate_search(handle, probe_seconds=probe_seconds, seconds=seconds)
         with _second_host(handle, home / "host-b", concurrency=2):
             io["two_hosts_four_processes"] = _closed_loop(handle, processes=4, seconds=io_seconds)
+        scaling = [io["one_process"], io["two_processes"]]
+        _wait_processes(handle, 2, at_most=True)  # the second host's beats are gone
+        for total in (3, 4):
+            _grow_pool(handle, total=total)
+            scaling.append(_closed_loop(handle, processes=total, seconds=io_seconds))
+        io["scaling"] = _scaling(scaling)
         one, two = io["one_process"]["per_s"], io["two_processes"]["per_s"]
         io["ratio_two_vs_one"] = round(two / one, 2)
         io["ratio_two_hosts_vs_one_host"] = round(io["two_hosts_four_processes"]["per_s"] / two, 2)
@@ -113,6 +121,22 @@ def _closed_loop(handle: StackHandle, *, processes: int, seconds: float) -> dict
     }
 
 
+def _scaling(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each process count's rate beside linear: ``k`` times one process's rate."""
+    one = runs[0]["per_s"]
+    return [
+        {
+            "sandbox_processes": run["sandbox_processes"],
+            "per_s": run["per_s"],
+            "vs_linear": round(run["per_s"] / (run["sandbox_processes"] * one), 2) if one else None,
+            "errors": run["errors"],
+            "latency_p50_ms": (run["latency_ms"] or {}).get("p50"),
+            "load_avg": run["load_avg"],
+        }
+        for run in runs
+    ]
+
+
 def _sequential(handle: StackHandle, *, n: int) -> dict[str, Any]:
     """One client, one run at a time (the e2e bench's latency): the tail without queueing."""
     samples: list[dict[str, Any]] = []
@@ -132,9 +156,13 @@ def _sequential(handle: StackHandle, *, n: int) -> dict[str, Any]:
         "errors": sum(not s["ok"] for s in samples),
         "latency_ms": stats,
         "p99_over_p50": round(stats["p99"] / stats["p50"], 2),
-        "phases_ms": phase_breakdown(handle, samples),
+        "phases_ms": phase_breakdown(*_urls(handle), samples),
         "load_avg": os.getloadavg()[0],
     }
+
+
+def _urls(handle: StackHandle) -> tuple[str, str]:
+    return handle.settings.database_url or "", handle.settings.redis_url or ""
 
 
 def _post(http: httpx.Client, code: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -154,11 +182,14 @@ def _sandbox_processes(handle: StackHandle) -> int:
     )
 
 
-def _wait_processes(handle: StackHandle, total: int, *, timeout_s: float = 120.0) -> None:
+def _wait_processes(
+    handle: StackHandle, total: int, *, timeout_s: float = 120.0, at_most: bool = False
+) -> None:
+    """Until ``total`` processes beat (or, ``at_most``, no more than ``total`` do)."""
     deadline = time.monotonic() + timeout_s
-    while _sandbox_processes(handle) < total:
+    while (_sandbox_processes(handle) > total) if at_most else (_sandbox_processes(handle) < total):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{total} sandbox worker processes never beat")
+            raise RuntimeError(f"{total} sandbox worker processes never beat (at_most={at_most})")
         time.sleep(0.2)
 
 
@@ -243,7 +274,7 @@ def _rate_search(handle: StackHandle, *, probe_seconds: float, seconds: float) -
         "best_probe_rate_per_s": best,
         "held_rate_per_s": rate if final["holds"] else None,
         "runs": runs,
-        "phases_ms": phase_breakdown(handle, final["samples"]),
+        "phases_ms": phase_breakdown(*_urls(handle), final["samples"]),
     }
 
 

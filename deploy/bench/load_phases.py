@@ -12,6 +12,9 @@ compare directly (``now()`` in Postgres is the start of the writing transaction)
 - ``wait_wakeup``: the event → the client has the answer (gateway wake-up, read, HTTP).
 
 For the slowest 1 % the same phases are given, so the tail's cause shows beside the median.
+A run without a tool call (``tool_call=False``) has no tool stamps: its ``sandbox_start``
+covers claim → the finishing UPDATE (sandbox, code and store), ``tool_rpc`` and
+``result_store`` are 0.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from typing import Any
 
 import redis
 
-from deploy.launcher.harness import StackHandle
 from shared.db import connect
 from shared.executions.events import FINISHED, decode_event
 from shared.queues import events_log_key
@@ -37,12 +39,14 @@ PHASES = (
 )
 
 
-def phase_breakdown(handle: StackHandle, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def phase_breakdown(
+    database_url: str, redis_url: str, samples: list[dict[str, Any]], *, tool_call: bool = True
+) -> dict[str, Any]:
     """p50/p99 of each phase over ``samples`` (sent, received, id), and the tail's medians."""
     ok = {s["id"]: s for s in samples if s["ok"] and s["id"]}
     if not ok:
         return {}
-    with connect(handle.settings.database_url or "", autocommit=True) as conn:
+    with connect(database_url, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT id::text AS id, extract(epoch FROM created_at) AS created, "
             "extract(epoch FROM started_at) AS started, "
@@ -50,8 +54,14 @@ def phase_breakdown(handle: StackHandle, samples: list[dict[str, Any]]) -> dict[
             "FROM executions WHERE id::text = ANY(%s)",
             (list(ok),),
         ).fetchall()
-    announced = _announced(handle, list(ok))
-    phases = [p for p in (_phases(ok[r["id"]], r, announced.get(r["id"])) for r in rows) if p]
+    announced = _announced(redis_url, list(ok))
+    phases = [
+        p
+        for p in (
+            _phases(ok[r["id"]], r, announced.get(r["id"]), tool_call=tool_call) for r in rows
+        )
+        if p
+    ]
     if not phases:
         return {}
     out: dict[str, Any] = {
@@ -65,9 +75,9 @@ def phase_breakdown(handle: StackHandle, samples: list[dict[str, Any]]) -> dict[
     return out
 
 
-def _announced(handle: StackHandle, ids: list[str]) -> dict[str, float]:
+def _announced(redis_url: str, ids: list[str]) -> dict[str, float]:
     """When each execution's `execution.finished` was published, from its event log."""
-    client = redis.Redis.from_url(handle.settings.redis_url or "")
+    client = redis.Redis.from_url(redis_url)
     pipe = client.pipeline(transaction=False)
     for execution_id in ids:
         pipe.lrange(events_log_key(execution_id), 0, -1)
@@ -80,17 +90,26 @@ def _announced(handle: StackHandle, ids: list[str]) -> dict[str, float]:
 
 
 def _phases(
-    sample: dict[str, Any], row: dict[str, Any], announced: float | None
+    sample: dict[str, Any],
+    row: dict[str, Any],
+    announced: float | None,
+    *,
+    tool_call: bool = True,
 ) -> dict[str, float] | None:
     tool = [e for e in row["trace"] or [] if e.get("type") in {"tool_start", "tool_end"}]
-    if len(tool) < 2 or row["started"] is None or row["finished"] is None or not announced:
+    if (tool_call and len(tool) < 2) or row["started"] is None or row["finished"] is None:
         return None
-    tool_start, tool_end = float(tool[0]["ts"]), float(tool[1]["ts"])
+    if not announced:
+        return None
     created, started, finished = (
         float(row["created"]),
         float(row["started"]),
         float(row["finished"]),
     )
+    if tool_call:
+        tool_start, tool_end = float(tool[0]["ts"]), float(tool[1]["ts"])
+    else:  # no tool stamps: the run up to its UPDATE counts as the sandbox's
+        tool_start = tool_end = finished
     stamps = [sample["sent"], created, started, tool_start, tool_end, finished, announced]
     stamps.append(sample["received"])
     out = {name: (b - a) * 1000 for name, a, b in zip(PHASES, stamps[:-1], stamps[1:], strict=True)}

@@ -4,7 +4,8 @@ The toolhost side is the real ``RpcServer`` in its own process, serving only an 
 defined here (:class:`EchoBackend`, in that process: no MCP server behind it), so the numbers
 are the channel's own overhead. Beside it, the same run measures a
 raw redis-py LPUSH/BLPOP round trip through an equally trivial echo process: the floor any
-Redis-list channel pays. Calls are sequential (latency, not throughput).
+Redis-list channel pays. Calls are sequential (latency, not throughput), one channel call
+and one raw round trip in turn, so other work on the machine hits both alike.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def _run_with(url: str, n: int) -> dict[str, Any]:
         for event in started:
             if not event.wait(STARTUP_TIMEOUT_S):
                 raise RuntimeError(f"an echo server did not start within {STARTUP_TIMEOUT_S}s")
-        raw = _stats(_raw_round_trips(url, n))
-        channel = _stats(asyncio.run(_channel_round_trips(url, n)))
+        raw_samples: list[float] = []
+        channel = _stats(asyncio.run(_channel_round_trips(url, n, raw=raw_samples)))
+        raw = _stats(raw_samples)
     finally:
         for proc in (raw_server, rpc_server):
             proc.terminate()
@@ -95,6 +97,8 @@ def _run_with(url: str, n: int) -> dict[str, Any]:
         "channel_ms": channel,
         "raw_redis_ms": raw,
         "overhead_p50_ms": round(channel["p50"] - raw["p50"], 4),
+        "ratio_p50_vs_raw": round(channel["p50"] / raw["p50"], 2),
+        "target_ratio_p50_vs_raw": 1.5,
         "target": {"p50_ms": TARGET_P50_MS, "p99_ms": TARGET_P99_MS},
         "meets_target": channel["p50"] <= TARGET_P50_MS and channel["p99"] <= TARGET_P99_MS,
         "cpus": os.cpu_count(),
@@ -109,9 +113,11 @@ def _grant_bench(url: str) -> None:
     write_grant(redis.Redis.from_url(url), execution_id=BENCH_EXECUTION, grant=grant, timeout_s=0)
 
 
-async def _channel_round_trips(url: str, n: int) -> list[float]:
+async def _channel_round_trips(url: str, n: int, *, raw: list[float]) -> list[float]:
+    """``n`` channel calls, each followed by one raw round trip (appended to ``raw``)."""
     _grant_bench(url)
     samples: list[float] = []
+    raw_client = redis.Redis.from_url(url, socket_timeout=10)
     async with RpcClient(url, max_connections=4) as client:
         for i in range(WARMUP + n):
             args = {"i": i}
@@ -125,26 +131,23 @@ async def _channel_round_trips(url: str, n: int) -> list[float]:
             elapsed = time.perf_counter() - started
             if not reply.ok or reply.result != args:
                 raise RuntimeError(f"bench echo failed: {reply.error}")
+            raw_ms = _raw_round_trip(raw_client)  # blocks the loop: nothing else runs here
             if i >= WARMUP:
                 samples.append(elapsed * 1000)
+                raw.append(raw_ms)
+    raw_client.close()
     return samples
 
 
-def _raw_round_trips(url: str, n: int) -> list[float]:
-    client = redis.Redis.from_url(url, socket_timeout=10)
-    samples: list[float] = []
-    for i in range(WARMUP + n):
-        reply_key = f"{KEY_PREFIX}bench:raw:reply:{uuid.uuid4().hex}"
-        started = time.perf_counter()
-        client.lpush(RAW_REQUESTS, reply_key)
-        popped = client.blpop([reply_key], timeout=5)
-        elapsed = time.perf_counter() - started
-        if popped is None:
-            raise RuntimeError("raw echo server did not answer")
-        if i >= WARMUP:
-            samples.append(elapsed * 1000)
-    client.close()
-    return samples
+def _raw_round_trip(client: redis.Redis) -> float:
+    reply_key = f"{KEY_PREFIX}bench:raw:reply:{uuid.uuid4().hex}"
+    started = time.perf_counter()
+    client.lpush(RAW_REQUESTS, reply_key)
+    popped = client.blpop([reply_key], timeout=5)
+    elapsed = time.perf_counter() - started
+    if popped is None:
+        raise RuntimeError("raw echo server did not answer")
+    return elapsed * 1000
 
 
 def _raw_echo_server(url: str, started: Event) -> None:

@@ -46,7 +46,7 @@ def run(n: int = 200) -> dict[str, Any]:
             ):
                 stacks = {"off": off, "off_control": off_control, "on": on}
                 for handle in stacks.values():
-                    wait_synced(handle)
+                    wait_synced(handle.settings.database_url or "")
                 samples: dict[str, list[float]] = {name: [] for name in stacks}
                 clients = {
                     name: httpx.Client(base_url=handle.gateway_url, timeout=60)
@@ -55,12 +55,12 @@ def run(n: int = 200) -> dict[str, Any]:
                 try:
                     for i in range(WARMUP):
                         for client in clients.values():
-                            _submit(client, i)
+                            _submit(client, CODE, i)
                     names = list(stacks)
                     for i in range(n):
                         for name in names[i % 3 :] + names[: i % 3]:
                             started = time.perf_counter()
-                            _submit(clients[name], i)
+                            _submit(clients[name], CODE, i)
                             samples[name].append((time.perf_counter() - started) * 1000)
                 finally:
                     for client in clients.values():

@@ -35,9 +35,15 @@ def rpc(n: int = typer.Option(2000, help="tool calls to time")) -> None:
 
 
 @bench_app.command("e2e")
-def e2e(n: int = typer.Option(200, help="executions per configuration")) -> None:
-    """POST /v1/executions?wait=true latency and throughput, beside a no-op Celery task."""
-    _run("e2e", n=n)
+def e2e(
+    n: int = typer.Option(200, help="executions of each kind per configuration"),
+    compare: str | None = typer.Option(
+        None, help="a git ref (or a checkout's directory) to run alternately with this one"
+    ),
+) -> None:
+    """POST /v1/executions?wait=true latency and throughput, beside a no-op Celery task;
+    with --compare REF, this checkout against REF in one run (old/new medians, ratio)."""
+    _run("e2e", n=n, compare=compare)
 
 
 @bench_app.command("tracing")

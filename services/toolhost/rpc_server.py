@@ -198,12 +198,13 @@ class RpcServer:
                 if refusal is None
                 else RpcReply.failure(call_id=request.call_id, type=refusal[0], message=refusal[1])
             )
-        else:
-            async with call_span(request) as record:
-                reply = await self._execute(request, started)
-                record(reply)
-            await self._observe(request, reply)
+            await self._send(reply)
+            return
+        async with call_span(request) as record:
+            reply = await self._execute(request, started)
+            record(reply)
         await self._send(reply)
+        await self._observe(request, reply)  # after the reply: the caller does not wait for it
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
         """The ids of the tools ``server`` lists here; None when it is not serving here."""

@@ -31,3 +31,11 @@ def test_phases_cover_the_whole_client_latency_in_order() -> None:
 def test_a_run_without_a_tool_call_or_announcement_is_left_out() -> None:
     assert _phases(SAMPLE, {**ROW, "trace": []}, announced=100.250) is None
     assert _phases(SAMPLE, ROW, announced=None) is None
+
+
+def test_a_run_without_a_tool_call_counts_its_run_as_the_sandbox_phase() -> None:
+    phases = _phases(SAMPLE, {**ROW, "trace": []}, announced=100.250, tool_call=False)
+    assert phases is not None
+    assert sum(phases[name] for name in PHASES) == pytest.approx(phases["total"])
+    assert phases["sandbox_start"] == pytest.approx(150.0)
+    assert phases["tool_rpc"] == phases["result_store"] == 0

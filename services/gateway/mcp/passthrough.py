@@ -83,7 +83,11 @@ async def run_passing_through(
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
         return await wait_for_finish(
-            state, execution_id=execution_id, timeout_s=float(row["timeout_s"]), on_event=on_event
+            state,
+            execution_id=execution_id,
+            timeout_s=float(row["timeout_s"]),
+            on_event=on_event,
+            submitted=row,
         )
 
 

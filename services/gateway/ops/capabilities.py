@@ -126,7 +126,7 @@ async def execute_capability(
     row = await enqueue_admitted(state, admission=admission, principal=principal)
     if body.wait and row["status"] not in TERMINAL:
         row = await wait_for_finish(
-            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"])
+            state, execution_id=str(row["id"]), timeout_s=float(row["timeout_s"]), submitted=row
         )
     return row
 

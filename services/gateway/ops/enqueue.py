@@ -65,14 +65,14 @@ async def enqueue_admitted(
     if syntax is not None:
         return await _fail_at_once(state, execution_id=execution_id, error=syntax)
     grant = Grant.for_principal(principal, tools=request.tools)
-    try:
+
+    def grant_and_send() -> None:  # one thread hop for both
         # The grant exists before the message does: a worker never sees a run without one.
-        await to_thread.run_sync(
-            lambda: write_grant(
-                state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s
-            )
-        )
-        await to_thread.run_sync(send_run, state.celery, execution_id)
+        write_grant(state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s)
+        send_run(state.celery, execution_id)
+
+    try:
+        await to_thread.run_sync(grant_and_send)
     except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
         reason = f"could not enqueue: {exc}"
 

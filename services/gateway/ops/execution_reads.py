@@ -8,7 +8,7 @@ from typing import Any
 
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
-from shared.db import DictConnection
+from shared.db import DictConnection, autocommit
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
 from shared.executions.models import ExecutionView
@@ -69,8 +69,9 @@ async def read_execution(
     read through here, so both see a dead worker's run end the same way."""
 
     def read(conn: DictConnection) -> Row:  # one thread hop and one connection for both
-        row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
-        return reap_if_stale(state, conn, row)
+        with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+            row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+        return reap_if_stale(state, conn, row)  # its own transaction, if it is not final
 
     return await in_pool(state, read)
 

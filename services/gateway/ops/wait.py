@@ -25,17 +25,20 @@ async def wait_for_finish(
     execution_id: str,
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    submitted: Row | None = None,
 ) -> Row:
     """Block until the execution is terminal, passing every event (replayed, then live) on.
 
     Waits ``timeout_s`` plus the configured slack, counted again from each re-run
     (``"retry": "safe"``): the re-run gets its own wall time. Also re-reads the row every
     second, in case a worker died without publishing (the read reaps it, or re-queues it).
+    ``submitted``: the row this request just recorded and enqueued; it is not read again
+    before anything is heard (its end is in the replayed log if it came first).
     """
     budget = timeout_s + state.settings.execution_wait_slack_s
     deadline = time.monotonic() + budget
     async with EventFollower(state, execution_id=execution_id) as events:
-        row = await read_execution(state, execution_id=execution_id)
+        row = submitted or await read_execution(state, execution_id=execution_id)
         retried = len(row.get("retries") or [])
         next_poll = time.monotonic() + 1.0
         finished = row["status"] in TERMINAL

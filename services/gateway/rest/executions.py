@@ -58,7 +58,9 @@ async def create(
     with `wait` block until the execution is terminal."""
     row = await submit_execution(state, request=body, principal=principal)
     if (wait or body.wait) and row["status"] not in TERMINAL:
-        row = await wait_for_finish(state, execution_id=str(row["id"]), timeout_s=row["timeout_s"])
+        row = await wait_for_finish(
+            state, execution_id=str(row["id"]), timeout_s=row["timeout_s"], submitted=row
+        )
     return execution_response(row)
 
 

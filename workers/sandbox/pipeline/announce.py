@@ -22,13 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def announce(ctx: RunContext) -> None:
-    """The stored run: its metrics sample, its `execution.finished` event and bus event."""
+    """The stored run: its `execution.finished` event (first: a waiting client wakes on it),
+    its metrics sample and bus event."""
     assert ctx.outcome is not None and ctx.status is not None
     outcome, seconds = ctx.outcome, ctx.outcome.duration_ms / 1000
-    with contextlib.suppress(redis.RedisError):
-        metrics.record_run(ctx.redis, status=ctx.status, error=outcome.error, seconds=seconds)
     # `ts` (epoch seconds) lets a client or benchmark see when the end was announced.
     announce_end(ctx.redis, ctx.execution_id, ctx.status, ts=time.time())
+    with contextlib.suppress(redis.RedisError):
+        metrics.record_run(ctx.redis, status=ctx.status, error=outcome.error, seconds=seconds)
     bus.publish(
         ctx.redis,
         tenant_id=ctx.row["tenant_id"],

@@ -3,7 +3,10 @@ servers it may have written before its outcome is stored, remember the stored re
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.cache import runs as cache_runs
+from shared.db import autocommit
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.outcome import ExecutionOutcome
 from workers.sandbox import clients
@@ -13,10 +16,13 @@ from workers.sandbox.retry import with_db_retry
 
 def prepare(ctx: RunContext) -> None:
     """The scope's cache policies and its servers' generations, read before the run starts."""
-    ctx.cache = with_db_retry(  # nothing ran yet: waiting out a Postgres restart is safe
-        lambda conn: cache_runs.prepare(conn, ctx.redis, row=ctx.row),
-        what="prepare the result cache",
-    )
+
+    def read(conn: Any) -> cache_runs.RunCache:
+        with autocommit(conn):  # reads only: no BEGIN and COMMIT round trips around them
+            return cache_runs.prepare(conn, ctx.redis, row=ctx.row)
+
+    # Nothing ran yet: waiting out a Postgres restart is safe.
+    ctx.cache = with_db_retry(read, what="prepare the result cache")
 
 
 def invalidate_writes(ctx: RunContext) -> None:

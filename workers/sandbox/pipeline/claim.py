@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from shared.config import Settings
+from shared.db import autocommit
 from shared.dispatch import send_ingest
 from shared.executions.liveness import alive, worker_name
 from shared.executions.status import ExecutionStatus
@@ -26,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 def claim(conn: Any, execution_id: str) -> dict[str, Any] | None:
-    """The row, now `running` on this worker; None when it was not `queued`."""
-    row = claim_execution(conn, execution_id=execution_id, worker=worker_name())
-    conn.commit()
-    return row
+    """The row, now `running` on this worker; None when it was not `queued`.
+
+    One statement in autocommit: claimed and committed in one round trip (no BEGIN, no
+    COMMIT), as atomic and as durable as in a transaction of its own."""
+    with autocommit(conn):
+        return claim_execution(conn, execution_id=execution_id, worker=worker_name())
 
 
 def handle_unclaimable(conn: Any, execution_id: str, *, settings: Settings) -> str:

@@ -7,9 +7,10 @@ from typing import Any
 
 import psycopg
 
-from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, read_grant
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, load_grant
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
+from shared.db import autocommit
 from shared.queues import grant_key
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.tools import ToolSpec
@@ -26,12 +27,16 @@ MAX_INJECTED_CAPABILITIES = 64
 
 def resolve_scope(ctx: RunContext) -> None:
     """Read the grant (and keep it for the run), the granted tools, the inlined capabilities."""
-    ctx.grant = read_grant(ctx.redis, execution_id=ctx.execution_id)
+    # Read, and from now on kept as long as this run (not as long as a queue wait), in one
+    # round trip: EXPIRE changes nothing when there is no grant.
+    key, ttl = grant_key(ctx.execution_id), int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
+    pipe = ctx.redis.pipeline(transaction=False)
+    pipe.get(key)
+    pipe.expire(key, ttl)
+    raw, _ = pipe.execute()
+    ctx.grant = load_grant(raw)
     if ctx.grant is None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
-    else:  # the grant now lives as long as this run, not as long as a queue wait
-        ttl = int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
-        ctx.redis.expire(grant_key(ctx.execution_id), ttl)
     ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant)
     ctx.capabilities = capability_sources(ctx.row)
 
@@ -42,7 +47,7 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
     Granted: the row's listed tools (every known tool when none was listed) that its grant
     record allows; no grant record (never written, or expired in the queue) grants nothing.
     """
-    rows = with_db_retry(list_tools, what="load tools")
+    rows = with_db_retry(_list_tools, what="load tools")
     listed = None if row["tools"] is None else set(row["tools"])
     granted = {
         r["id"]: ToolSpec(
@@ -55,6 +60,11 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
         if grant is not None and (listed is None or r["id"] in listed) and grant.allows(r["id"])
     }
     return granted, [r["id"] for r in rows]
+
+
+def _list_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
+    with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+        return list_tools(conn)
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
