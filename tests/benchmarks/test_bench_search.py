@@ -29,6 +29,7 @@ def test_bench_search_shape() -> None:
         "real_servers",
         "more_servers",
         "real_servers_issue11",
+        "real_servers_issue31",
     }
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
@@ -45,11 +46,19 @@ def test_bench_search_shape() -> None:
                 assert all(0.0 <= v <= 1.0 for v in split[key].values())
         curve = result["learned"]["curve"]
         assert [p["fraction"] for p in curve] == [0.0, 0.1, 0.25, 0.5]
-        assert all(set(p["hybrid"]) == {"top1", "@5", "@10"} for p in curve)
+        # Each point: dense, zero-shot, the old vote and the fitted one, on the same searches.
+        for point in curve:
+            for arm in ("dense", "zero_shot", "legacy", "learned"):
+                assert set(point[arm]) == {"top1", "@5", "@10"}
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
     assert latency["stored_intents"] == 200
-    assert set(latency["query_sets"]) == {"livemcpbench_questions", "short_requests"}
+    # Short requests are timed with the fitted vote and, in the same run, with the old one.
+    assert set(latency["query_sets"]) == {
+        "livemcpbench_questions",
+        "short_requests",
+        "short_requests_legacy_vote",
+    }
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
         assert timed["tokens_embedded"]["p50"] > 0
@@ -67,6 +76,7 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
     assert [s.name for s in datasets.all_sets() if not s.tuned] == [
         "more_servers",
         "real_servers_issue11",
+        "real_servers_issue31",
     ]
 
 
