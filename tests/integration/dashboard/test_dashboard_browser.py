@@ -379,6 +379,10 @@ def test_the_capability_panel_disables_enables_and_deletes_after_asking(
                   "name": "panel_buttons"},
         ).json()  # fmt: skip
         url = f"/v1/capabilities/{created['id']}"
+        # Another test may have left the browser on another page (/docs): open the dashboard
+        # again (the key stays in localStorage).
+        dashboard.get(f"{dash.gateway_url}/dashboard")
+        _wait(dashboard, "document.body.dataset.rendered && window.agentcards")
         dashboard.execute_script("return agentcards.openPanel(arguments[0])", created["id"])
         _wait(
             dashboard,
