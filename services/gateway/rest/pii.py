@@ -11,7 +11,9 @@ from services.gateway.ops.pii import resolve
 from services.gateway.rest.deps import CurrentPrincipal, State
 
 router = APIRouter(prefix="/v1/pii", tags=["privacy"])
-Token = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+# Only what a run can return (⟨KIND_16 hex⟩): anything else is a 422 naming it, never a query
+# (a NUL or other text Postgres refuses would otherwise reach the database).
+Token = Annotated[str, StringConstraints(pattern=r"^\u27e8[A-Z]{2,12}_[0-9a-f]{16}\u27e9$")]
 
 
 class ResolveRequest(BaseModel):
