@@ -4,6 +4,7 @@ and the Redis key names (prefixes from ``shared.queues``)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,13 @@ from shared.queues import (
 
 def params_hash(args: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of the arguments (sorted keys): the L2 key per capability."""
-    return hashlib.sha256(orjson.dumps(dict(args), option=orjson.OPT_SORT_KEYS)).hexdigest()
+    try:
+        canonical = orjson.dumps(dict(args), option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson cannot encode (an integer beyond 64 bits): the slow path
+        canonical = json.dumps(
+            dict(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def scope_digest(schema_hashes: Mapping[str, str]) -> str:
