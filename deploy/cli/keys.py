@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Annotated, Any, NoReturn
 
 import psycopg
@@ -17,10 +18,19 @@ from deploy.launcher.state import running_stack
 from shared.auth.audit import list_audit
 from shared.auth.cache import CACHE_TTL_S
 from shared.auth.keys import parse_per_minute
+from shared.auth.principal import PII_OFF, PII_TOKENIZE
 from shared.auth.store import issue_key, list_keys, revoke_key
 from shared.config import get_settings
 from shared.db import connect
 from shared.errors import AgentCardsError, ValidationFailed
+
+
+class PiiMode(StrEnum):
+    """``--pii``: the stack's tokenisation, or none for this key's runs."""
+
+    tokenize = PII_TOKENIZE
+    off = PII_OFF
+
 
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 audit_app = typer.Typer(help="Read the audit log.", no_args_is_help=True)
@@ -72,6 +82,13 @@ def create(
     concurrency: Annotated[int | None, typer.Option(help="executions in flight at once")] = None,
     name: Annotated[str | None, typer.Option(help="a label for `keys list`")] = None,
     admin: Annotated[bool, typer.Option(help="may read the tenant's audit log")] = False,
+    pii: Annotated[
+        PiiMode,
+        typer.Option(
+            help="off: the key's runs return personal data and secrets in clear (a trusted "
+            "back-office key; audited)",
+        ),
+    ] = PiiMode.tokenize,
 ) -> None:
     """Create a key and print it once: only its sha256 is stored."""
     try:
@@ -90,11 +107,14 @@ def create(
                 tool_calls_per_min=tool_calls_per_min,
                 max_concurrent=concurrency,
                 admin=admin,
+                pii=pii.value,
             )
         except ValidationFailed as exc:
             _fail(exc)
         conn.commit()
     console.print(f"key id  {row['id']}  tenant {escape(row['tenant_id'])}")
+    if row["pii"] == PII_OFF:
+        console.print("PII tokenisation off for this key's runs (audited)", style="yellow")
     console.print("API key (shown once, store it now):", style="bold")
     print(key)
 
@@ -107,7 +127,7 @@ def list_command(
     with _database() as conn:
         rows = list_keys(conn, tenant_id=tenant)
     table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "state"):
+    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "pii", "state"):
         table.add_column(col)
     for r in rows:
         limits = ", ".join(
@@ -128,6 +148,7 @@ def list_command(
             escape(", ".join(r["tool_patterns"])) if r["tool_patterns"] is not None else "all",
             limits or "-",
             "yes" if r["admin"] else "no",
+            r["pii"],
             state,
         )
     console.print(table)

@@ -30,6 +30,8 @@ class ProgressPrivacy:
         grant = read_grant(self._redis, execution_id=execution_id)
         if grant is None:
             raise LookupError(f"execution {execution_id} has no grant: no tenant to tokenise for")
+        if grant.pii_off:  # a key that opted out of tokenisation (docs/privacy.md)
+            return message
         tok = Tokenizer(self._keys.token_key(grant.tenant_id), region=self._region)
         out = tok.text(message, tool=tool)
         if tok.produced:

@@ -14,7 +14,7 @@ import orjson
 import redis
 
 from shared.auth.patterns import cached_patterns
-from shared.auth.principal import Principal
+from shared.auth.principal import PII_OFF, PII_TOKENIZE, Principal
 from shared.queues import grant_key
 
 # A grant outlives its execution's deadline by this much: the time an execution may wait
@@ -34,6 +34,8 @@ class Grant:
     tools: tuple[str, ...] | None = None
     patterns: tuple[str, ...] | None = None
     tool_calls_per_min: int | None = None
+    # The submitting key's ``pii`` setting: "off" runs are not tokenised (docs/privacy.md).
+    pii: str = PII_TOKENIZE
 
     @classmethod
     def for_principal(cls, principal: Principal, *, tools: list[str] | None) -> Grant:
@@ -44,7 +46,13 @@ class Grant:
             tools=None if tools is None else tuple(tools),
             patterns=principal.tool_patterns,
             tool_calls_per_min=principal.tool_calls_per_min,
+            pii=principal.pii,
         )
+
+    @property
+    def pii_off(self) -> bool:
+        """Whether the run's key opted out of tokenisation."""
+        return self.pii == PII_OFF
 
     def allows(self, tool_id: str) -> bool:
         """True when ``tool_id`` is in the explicit scope (if any) and matched by the patterns (if any)."""
@@ -67,6 +75,7 @@ class Grant:
                 "tools": self.tools,
                 "patterns": self.patterns,
                 "tool_calls_per_min": self.tool_calls_per_min,
+                "pii": self.pii,
             }
         )
 
@@ -87,6 +96,9 @@ class Grant:
             tools=None if tools is None else tuple(str(t) for t in tools),
             patterns=None if patterns is None else tuple(str(p) for p in patterns),
             tool_calls_per_min=None if limit is None else int(limit),
+            # Only an explicit "off" opts out: a record without it (an older gateway's) or
+            # with anything else is tokenised.
+            pii=PII_OFF if data.get("pii") == PII_OFF else PII_TOKENIZE,
         )
 
 

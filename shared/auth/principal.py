@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 from shared.config import DEFAULT_TENANT
 
+# A key's ``pii`` setting: the stack's tokenisation applies, or the key opted out.
+PII_TOKENIZE = "tokenize"
+PII_OFF = "off"
+PII_MODES = (PII_TOKENIZE, PII_OFF)
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:
@@ -22,6 +27,13 @@ class Principal:
     tool_calls_per_min: int | None = None
     max_concurrent: int | None = None
     admin: bool = True
+    # "off": a trusted back-office key whose runs are not tokenised (docs/privacy.md).
+    pii: str = PII_TOKENIZE
+
+    @property
+    def pii_off(self) -> bool:
+        """Whether this caller's runs return values in clear (the key opted out of PII)."""
+        return self.pii == PII_OFF
 
 
 # The caller when no API key exists (loopback-only serving) or auth is explicitly off.

@@ -9,7 +9,7 @@ import psycopg
 
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.keys import check_tenant, check_tool_patterns, hash_key, new_key, shown_prefix
-from shared.auth.principal import Principal
+from shared.auth.principal import PII_MODES, PII_OFF, PII_TOKENIZE, Principal
 from shared.errors import Conflict, NotFound, ValidationFailed
 
 Conn = psycopg.Connection[Any]
@@ -17,7 +17,7 @@ Row = dict[str, Any]
 
 KEY_COLUMNS = (
     "id, tenant_id, name, key_prefix, tool_patterns, executions_per_min, tool_calls_per_min, "
-    "max_concurrent, admin, created_at, revoked_at"
+    "max_concurrent, admin, pii, created_at, revoked_at"
 )
 
 
@@ -31,8 +31,14 @@ def issue_key(
     tool_calls_per_min: int | None = None,
     max_concurrent: int | None = None,
     admin: bool = False,
+    pii: str = PII_TOKENIZE,
 ) -> tuple[Row, str]:
-    """Store a new key (hashed) and audit it; returns the row and the key, its only copy."""
+    """Store a new key (hashed) and audit it; returns the row and the key, its only copy.
+
+    ``pii="off"``: the key's runs are not tokenised (a trusted back-office key); its audit
+    row says so."""
+    if pii not in PII_MODES:
+        raise ValidationFailed(f"pii must be one of {', '.join(PII_MODES)}, not {pii!r}")
     try:
         check_tenant(tenant_id)
         patterns = check_tool_patterns(tool_patterns)
@@ -49,8 +55,9 @@ def issue_key(
     row = conn.execute(
         f"""
         INSERT INTO api_keys (tenant_id, name, key_hash, key_prefix, tool_patterns,
-                              executions_per_min, tool_calls_per_min, max_concurrent, admin)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              executions_per_min, tool_calls_per_min, max_concurrent, admin,
+                              pii)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         RETURNING {KEY_COLUMNS}
         """,
         (
@@ -63,6 +70,7 @@ def issue_key(
             tool_calls_per_min,
             max_concurrent,
             admin,
+            pii,
         ),
     ).fetchone()
     assert row is not None
@@ -71,7 +79,12 @@ def issue_key(
         tenant_id=tenant_id,
         action=AuditAction.KEY_CREATE,
         key_id=str(row["id"]),
-        details={"name": row["name"], "admin": admin, "tool_patterns": row["tool_patterns"]},
+        details={
+            "name": row["name"],
+            "admin": admin,
+            "tool_patterns": row["tool_patterns"],
+            "pii": pii,
+        },
     )
     return row, key
 
@@ -132,6 +145,7 @@ def principal_from_row(row: Row) -> Principal:
         tool_calls_per_min=row["tool_calls_per_min"],
         max_concurrent=row["max_concurrent"],
         admin=bool(row["admin"]),
+        pii=PII_OFF if row.get("pii") == PII_OFF else PII_TOKENIZE,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.auth.grants import Grant
 from shared.config import Settings
 from shared.privacy.detect import ALL_KINDS, Kind
 from shared.privacy.keys import PiiKeys
@@ -46,8 +47,16 @@ def _keys(settings: Settings) -> PiiKeys:
 
 
 def enabled(ctx: RunContext) -> bool:
-    """Whether this run's output is tokenised (``AGENTCARDS_PII``)."""
-    return ctx.settings.pii != "off"
+    """Whether this run's output is tokenised: ``AGENTCARDS_PII`` is not ``off`` and the key
+    that submitted it did not opt out (``agentcards keys create --pii off``, carried by the
+    run's grant; no grant, no opt-out)."""
+    return tokenizes(ctx.settings.pii, ctx.grant)
+
+
+def tokenizes(stack_pii: str, grant: Grant | None) -> bool:
+    """The decision: the stack's setting, then the submitting key's (fail closed: only a
+    grant that says ``off`` opts out)."""
+    return stack_pii != "off" and not (grant is not None and grant.pii_off)
 
 
 def tokenizer(ctx: RunContext) -> Tokenizer:
