@@ -1,6 +1,8 @@
 """The test harness cleans up after itself, also when stopped with Ctrl-C or SIGTERM.
 
-- SIGTERM (and SIGHUP) become a KeyboardInterrupt, as Ctrl-C already is: pytest then stops
+- SIGTERM (and SIGHUP) become a KeyboardInterrupt, as Ctrl-C is (also in a run started with
+  SIGINT ignored, as a CI script's background job is: the harness installs Python's handler
+  itself): pytest then stops
   the run and tears every fixture down (session fixtures included), so the Postgres, Redis,
   Celery workers, toolhosts and gateways the fixtures started are stopped and their data
   folders removed. Only the first such signal interrupts; later ones are ignored so they
@@ -36,9 +38,19 @@ _interrupted = False
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGHUP interrupt the run like Ctrl-C (call from the main thread)."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+    """SIGTERM and SIGHUP interrupt the run like Ctrl-C, and Ctrl-C interrupts it however it
+    was started (call from the main thread).
+
+    A process started with SIGINT ignored (a background job of a non-interactive shell: a CI
+    script's ``pytest … &``) keeps it ignored across exec, and Python installs its
+    KeyboardInterrupt handler only over the default: such a run, and the pytest runs it
+    starts, slept through Ctrl-C with everything running. A SIGHUP ignored on purpose
+    (``nohup``) stays ignored.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _interrupt)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
