@@ -25,6 +25,7 @@ from shared.auth.store import revoke_key
 from shared.config import Settings
 from shared.db import connect
 from tests.conftest import settings_env
+from tests.harness import spawn
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 REPO = Path(__file__).resolve().parents[3]
@@ -43,7 +44,7 @@ def keyed_gateway(
     port = free_port()
     log = tmp_path / "gateway.log"
     env = settings_env(settings) | {"AGENTCARDS_GATEWAY_PORT": str(port)}
-    proc = subprocess.Popen(
+    proc = spawn(  # stopped at exit, and dies with pytest, if the test is cut short
         [sys.executable, "-m", "services.gateway"],
         env=env, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip

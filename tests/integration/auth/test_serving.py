@@ -19,6 +19,7 @@ from deploy.launcher.embedded import free_port
 from services.gateway.app import create_app
 from shared.config import Settings
 from tests.conftest import settings_env
+from tests.harness import spawn
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 REPO = Path(__file__).resolve().parents[3]
@@ -28,7 +29,7 @@ def _gateway(
     settings: Settings, tmp_path: Path, **env: str
 ) -> tuple[subprocess.Popen[bytes], Path]:
     log = tmp_path / f"gateway-{time.monotonic_ns()}.log"
-    proc = subprocess.Popen(
+    proc = spawn(  # stopped at exit, and dies with pytest, if the test is cut short
         [sys.executable, "-m", "services.gateway"],
         env=settings_env(settings) | env,
         cwd=REPO,

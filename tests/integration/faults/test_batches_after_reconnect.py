@@ -23,6 +23,7 @@ import pytest
 from celery import Celery
 
 from deploy.launcher.embedded import EmbeddedRedis
+from tests.harness import track
 from tests.integration.e2e.conftest import REPO
 from tests.integration.faults.accounting import poll_until
 from tests.integration.faults.batch_app import FLUSH_EVERY, VISIBILITY_TIMEOUT_S
@@ -41,7 +42,7 @@ def worker(own_redis: EmbeddedRedis, tmp_path: Path) -> Iterator[tuple[Path, Pat
         "BATCH_TEST_HOLD_S": "6",
     }
     with log.open("ab") as sink:
-        proc = subprocess.Popen(
+        popen = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "tests.integration.faults.batch_app",
                 "worker", "--concurrency", "1", "--without-gossip", "--without-mingle",
@@ -50,6 +51,7 @@ def worker(own_redis: EmbeddedRedis, tmp_path: Path) -> Iterator[tuple[Path, Pat
             cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
+        proc = track(popen)  # its group is stopped at exit if the test is cut short
     try:
         poll_until(lambda: " ready." in log.read_text(), what="batch worker ready")
         yield out, log

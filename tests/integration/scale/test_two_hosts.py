@@ -31,6 +31,7 @@ from deploy.launcher.embedded import free_port
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
 from shared.rpc.heartbeat import read_toolhost_beats
+from tests.harness import spawn, track
 from tests.integration.e2e.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -64,13 +65,15 @@ class Host:
 
     def start(self, name: str, *args: str) -> None:
         log = (self.home / f"{name}.log").open("wb")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "deploy.cli.main", *args],
-            env=self.env,
-            cwd=self.home,  # nothing of host A's folders
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self.procs[name] = track(  # its group is stopped at exit if the test is cut short
+            subprocess.Popen(
+                [sys.executable, "-m", "deploy.cli.main", *args],
+                env=self.env,
+                cwd=self.home,  # nothing of host A's folders
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         )
 
     def log(self, name: str) -> str:
@@ -89,7 +92,7 @@ class Host:
 def notes_url(tmp_path: Path) -> Iterator[str]:
     """The example MCP server over streamable HTTP: one note list for every toolhost."""
     port = free_port()
-    proc = subprocess.Popen(
+    proc = spawn(  # stopped at exit, and dies with pytest, if the test is cut short
         [sys.executable, "-m", "deploy.examples.example_server", "--http", str(port)],
         cwd=REPO,
         stdout=(tmp_path / "notes.log").open("wb"),

@@ -23,6 +23,7 @@ from shared.queues import RPC_REQUESTS, TOOLS_CHANGED_CHANNEL, rpc_reply_key
 from shared.rpc.client import RpcClient
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.protocol import RpcReply, decode_reply
+from tests.harness import spawn
 from tests.integration.mcp_servers import (
     ToolhostProcess,
     example_server,
@@ -331,7 +332,7 @@ async def test_streamable_http_server(settings: Settings, tmp_path: Path, toolho
     from tests.integration.mcp_servers import REPO
 
     port = free_port()
-    server = subprocess.Popen(
+    server = spawn(  # stopped at exit, and dies with pytest, if the test is cut short
         [sys.executable, "-m", "deploy.examples.example_server", "--http", str(port)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
