@@ -78,6 +78,9 @@ def _as_a_background_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+# Its own bounded waits (300 s for the stack, 240 s for the stop) outlast the suite's 300 s
+# per test: the suite's timeout must not cut the inner run down before it could clean up.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
 def test_an_interrupted_run_stops_what_it_started(tmp_path: Path, how: str) -> None:
     (tmp_path / "test_probe.py").write_text(PROBE)
