@@ -6,6 +6,7 @@ planted value."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,6 +194,18 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
         )  # fmt: skip
     assert "crm:customers" in dump and email_token in dump  # the scan reads what it should
     assert leaks(dump) == []
+    # And pg_dump of the whole database (every schema, not only the public tables' rows).
+    # Imported here: pgserver reads XDG_RUNTIME_DIR at import, which the session's
+    # Postgres fixture sets (tests/conftest.py, deploy/launcher/embedded.py).
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    pg_dump = subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_dump"), pii_stack.settings.database_url or ""],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert pg_dump.returncode == 0, pg_dump.stderr[-3000:]
+    assert "pii_vault" in pg_dump.stdout and email_token in pg_dump.stdout
+    assert leaks(pg_dump.stdout) == []
     assert leaks(_redis_dump(client)) == []
 
     # Opt-outs in the servers' `agentcards` blocks (after the scan: these store values).
