@@ -27,6 +27,7 @@ opt_out_stack = stack_fixture(
 READ = """
 rows = await mcp.crm.customers()
 progress(f"read {rows[0]['email']}", 1, 1)
+await mcp.crm.sync_customers()
 return rows[0]
 """
 
@@ -65,7 +66,10 @@ def test_an_opted_out_key_gets_values_a_normal_key_tokens(opt_out_stack: E2EStac
     assert clear["cache_hit"] is None  # not the normal key's cached (tokenised) result
     client = redis.Redis.from_url(opt_out_stack.settings.redis_url or "")
     events = [json.loads(e) for e in client.lrange(events_log_key(clear["id"]), 0, -1)]
-    assert f"read {CUSTOMERS[0]['email']}" in [e.get("message") for e in events]
+    # The code's progress and the server's own (the toolhost's tool_progress) alike.
+    messages = [e.get("message") for e in events]
+    assert f"read {CUSTOMERS[0]['email']}" in messages
+    assert f"syncing {CUSTOMERS[0]['email']}" in messages
 
     # The normal key again, after the opted-out run: its own cached tokens; the clear run
     # left no entry behind (it would have replaced this one).
