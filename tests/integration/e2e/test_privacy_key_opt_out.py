@@ -32,17 +32,23 @@ return rows[0]
 """
 
 
-def _create_key(stack: E2EStack, *args: str) -> tuple[str, str]:
-    """``agentcards keys create`` against the stack's database: (key id, key)."""
+def _keys(stack: E2EStack, *args: str) -> str:
+    """``agentcards keys …`` against the stack's database: its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
-    env |= {"AGENTCARDS_DATABASE_URL": stack.settings.database_url or "", "COLUMNS": "220"}
+    env |= {"AGENTCARDS_DATABASE_URL": stack.settings.database_url or "", "COLUMNS": "250"}
     done = subprocess.run(
-        [sys.executable, "-m", "deploy.cli.main", "keys", "create", "--tenant", "acme", *args],
+        [sys.executable, "-m", "deploy.cli.main", "keys", *args],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    key_id = re.findall(r"key id\s+(\S+)", done.stdout)[0]
-    key = next(line for line in done.stdout.splitlines() if line.startswith("ack_"))
+    return done.stdout
+
+
+def _create_key(stack: E2EStack, *args: str) -> tuple[str, str]:
+    """``agentcards keys create`` for tenant acme: (key id, key)."""
+    out = _keys(stack, "create", "--tenant", "acme", *args)
+    key_id = re.findall(r"key id\s+(\S+)", out)[0]
+    key = next(line for line in out.splitlines() if line.startswith("ack_"))
     return key_id, key
 
 
@@ -93,3 +99,6 @@ def test_an_opted_out_key_gets_values_a_normal_key_tokens(opt_out_stack: E2EStac
     assert audit[backoffice_id]["pii"] == "off" and audit[backoffice_id]["name"] == "back-office"
     assert audit[normal_id]["pii"] == "tokenize"
     assert stored == {normal_id: "tokenize", backoffice_id: "off"}
+    listed = _keys(opt_out_stack, "list").splitlines()
+    assert any(backoffice_id in line and " off " in line for line in listed), listed
+    assert any(normal_id in line and " tokenize " in line for line in listed), listed
