@@ -151,7 +151,8 @@ def admit(
         with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
             hit = None
             # A key that opted out of PII wants values, and the cache holds tokens.
-            if not request.no_cache and not principal.pii_off:
+            tokens_cached = state.settings.pii != "off"
+            if not request.no_cache and not (principal.pii_off and tokens_cached):
                 hit = answer_from_cache(state, conn, request=request, principal=principal,
                                         timeout_s=timeout_s, capability_id=capability_id,
                                         counters=counters)  # fmt: skip

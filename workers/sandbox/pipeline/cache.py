@@ -42,8 +42,9 @@ def remember(ctx: RunContext) -> None:
     cached results (three in a row). Best-effort: the run is stored already."""
     assert ctx.outcome is not None and ctx.cache is not None and ctx.status is not None
     run = finished(ctx.outcome, ctx.status)
-    # Values in clear (a key that opted out of PII) are never served to the tenant's other keys.
-    clear = ctx.grant is not None and ctx.grant.pii_off
+    # Values in clear (a key that opted out of PII, on a stack that tokenises) are never
+    # served to the tenant's other keys.
+    clear = ctx.settings.pii != "off" and ctx.grant is not None and ctx.grant.pii_off
     # The pool rolls back a connection handed back mid-transaction (or drops a lost one).
     with clients.db_pool().connection() as conn:
         if not clear:
