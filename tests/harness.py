@@ -1,7 +1,7 @@
 """The test harness cleans up after itself, also when stopped with Ctrl-C or SIGTERM.
 
 - SIGTERM (and SIGHUP) become a KeyboardInterrupt, as Ctrl-C is (also in a run started with
-  SIGINT ignored, as a CI script's background job is: the harness installs Python's handler
+  SIGINT ignored, as a script's background job is: the harness installs Python's handler
   itself): pytest then stops
   the run and tears every fixture down (session fixtures included), so the Postgres, Redis,
   Celery workers, toolhosts and gateways the fixtures started are stopped and their data
@@ -41,8 +41,8 @@ def install_signal_handlers() -> None:
     """SIGTERM and SIGHUP interrupt the run like Ctrl-C, and Ctrl-C interrupts it however it
     was started (call from the main thread).
 
-    A process started with SIGINT ignored (a background job of a non-interactive shell: a CI
-    script's ``pytest … &``) keeps it ignored across exec, and Python installs its
+    A process started with SIGINT ignored (a background job of a non-interactive shell:
+    ``pytest … &`` in a script) keeps it ignored across exec, and Python installs its
     KeyboardInterrupt handler only over the default: such a run, and the pytest runs it
     starts, slept through Ctrl-C with everything running. A SIGHUP ignored on purpose
     (``nohup``) stays ignored.

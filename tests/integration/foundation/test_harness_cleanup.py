@@ -6,9 +6,9 @@ and waits. It gets SIGTERM (as from `kill`), or SIGINT on its process group (as 
 Ctrl-C): every process it started is gone afterwards, Postgres (daemonized, not its child)
 included, and so are the data folders.
 
-The inner run is started with SIGINT ignored, as a CI script's background job is (and as the
-inner run inherited it when the suite itself ran that way: the Ctrl-C case then hung until
-its bounded wait gave up, issue 30 item 14). The harness installs Python's SIGINT handler
+The inner run is started with SIGINT ignored, as a script's background job is (and as it
+inherited whenever the suite itself ran that way: the Ctrl-C case then slept until its
+bounded wait gave up, the hang of issue 30 item 14). The harness installs Python's SIGINT handler
 itself, so the case holds however the suite was started.
 """
 
@@ -72,7 +72,7 @@ def _started_by(run: str) -> list[str]:
 
 def _as_a_background_job() -> None:
     """Runs in the inner pytest before exec: SIGINT ignored, as a non-interactive shell starts
-    a background job (``pytest … &`` in a CI script). Python then installs no SIGINT handler
+    a background job (``pytest … &`` in a script). Python then installs no SIGINT handler
     at start, and the inherited SIG_IGN survives exec: before the harness installed its own,
     such a run slept through Ctrl-C. The outer suite's own disposition no longer matters."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
