@@ -2,10 +2,9 @@
 
 - SIGTERM (and SIGHUP) become a KeyboardInterrupt, as Ctrl-C is (also in a run started with
   SIGINT ignored, as a script's background job is: the harness installs Python's handler
-  itself): pytest then stops
-  the run and tears every fixture down (session fixtures included), so the Postgres, Redis,
-  Celery workers, toolhosts and gateways the fixtures started are stopped and their data
-  folders removed. Only the first such signal interrupts; later ones are ignored so they
+  itself): pytest then stops the run and tears every fixture down (session fixtures
+  included), so the Postgres, Redis, Celery workers, toolhosts and gateways the fixtures
+  started are stopped and their data folders removed. Only the first such signal interrupts; later ones are ignored so they
   cannot cut the teardown short (a second Ctrl-C still can: pytest's own).
 - Whatever a teardown did not reach is stopped at exit: every process group ``spawn``
   started (SIGTERM, then SIGKILL), and every folder ``remove_at_exit`` registered.
