@@ -1,0 +1,435 @@
+// AgentCards TypeScript child: the globals agent code sees, speaking the bridge's frames.
+//
+// Runs as main.js inside the confined child (shared/sandbox/child/deno_child.py wrote it
+// to the private /tmp next to start.json, body.ts and caps.ts). The channel to the bridge
+// is this process's stdin (replies) and stdout (frames): 4-byte big-endian length + one
+// JSON object, the same frames the Python child sends (shared/sandbox/messages.py).
+// Deno runs with every permission denied; this file adds no capability, it only frames
+// calls. The bridge validates every frame, so agent code forging one gains nothing.
+import start from "./start.json" with { type: "json" };
+import caps from "./caps.ts";
+import body from "./body.ts";
+import { AsyncLocalStorage } from "node:async_hooks";
+
+const MAX_DEPTH = 64; // JSON nesting, as shared/sandbox/child/wire.py
+const CAP_DEPTH = 8; // capability nesting, as shared/sandbox/child/inline.py
+const STDOUT_FRAME = 64 << 10;
+const PROGRESS_CHARS = 1000;
+const ERROR_CHARS = 500;
+const limits = start.limits ?? {};
+const STDOUT_BYTES = limits.stdout_bytes ?? 1 << 20;
+const RESULT_BYTES = limits.result_bytes ?? 4 << 20;
+const TOOL_ARGS_BYTES = limits.tool_args_bytes ?? 1 << 20;
+const MAX_TOOL_CALLS = limits.max_tool_calls ?? 1000;
+
+const stdin = Deno.stdin;
+const stdout = Deno.stdout;
+const exit = Deno.exit;
+const inspect = Deno.inspect;
+const encoder = new TextEncoder();
+
+// ---- frames -----------------------------------------------------------------------
+function send(msg) {
+  const body = encoder.encode(JSON.stringify(msg));
+  const frame = new Uint8Array(4 + body.length);
+  new DataView(frame.buffer).setUint32(0, body.length);
+  frame.set(body, 4);
+  let view = frame;
+  while (view.length) view = view.subarray(stdout.writeSync(view));
+}
+
+const pending = new Map();
+
+async function readReplies() {
+  let buf = new Uint8Array(0);
+  const chunk = new Uint8Array(1 << 16);
+  const decoder = new TextDecoder();
+  for (;;) {
+    const n = await stdin.read(chunk);
+    if (n === null) exit(0); // the bridge went away: nothing left to do
+    const joined = new Uint8Array(buf.length + n);
+    joined.set(buf);
+    joined.set(chunk.subarray(0, n), buf.length);
+    buf = joined;
+    while (buf.length >= 4) {
+      const size = new DataView(buf.buffer, buf.byteOffset).getUint32(0);
+      if (buf.length < 4 + size) break;
+      let frame;
+      try {
+        frame = JSON.parse(decoder.decode(buf.subarray(4, 4 + size)));
+      } catch {
+        exit(0);
+      }
+      buf = buf.slice(4 + size);
+      const waiter = pending.get(frame?.id);
+      if (frame?.op !== "tool_result" || waiter === undefined) continue;
+      pending.delete(frame.id);
+      if (frame.ok) {
+        waiter.resolve(frame.value);
+      } else {
+        const err = frame.error ?? {};
+        waiter.reject(
+          new ToolCallError(
+            String(err.type ?? "tool_error"),
+            String(err.message ?? "tool call failed"),
+            String(frame.tool ?? "?"),
+          ),
+        );
+      }
+    }
+  }
+}
+
+// ---- output capture -----------------------------------------------------------------
+let outLeft = STDOUT_BYTES;
+let outTruncated = false;
+let outPending = [];
+let outPendingBytes = 0;
+
+function write(text) {
+  if (outLeft <= 0) {
+    if (text) outTruncated = true;
+    return;
+  }
+  let bytes = encoder.encode(text);
+  if (bytes.length > outLeft) {
+    bytes = bytes.subarray(0, outLeft);
+    text = new TextDecoder().decode(bytes).replace(/\uFFFD$/, "");
+    outTruncated = true;
+  }
+  outLeft -= bytes.length;
+  outPending.push(text);
+  outPendingBytes += bytes.length;
+  if (outPendingBytes >= STDOUT_FRAME) drain();
+}
+
+function drain() {
+  flushEvents();
+  if (!outPending.length) return;
+  const text = outPending.join("");
+  outPending = [];
+  outPendingBytes = 0;
+  for (let i = 0; i < text.length; i += STDOUT_FRAME) {
+    send({ op: "stdout", data: text.slice(i, i + STDOUT_FRAME) });
+  }
+}
+
+function format(values) {
+  return values.map((v) => (typeof v === "string" ? v : inspect(v, { depth: 4 }))).join(" ");
+}
+
+const line = (...values) => write(format(values) + "\n");
+const console = {
+  log: line,
+  info: line,
+  debug: line,
+  warn: line,
+  error: line,
+  trace: line,
+  dir: (v) => write(inspect(v) + "\n"),
+  table: line,
+  assert: (ok, ...values) => {
+    if (!ok) line("Assertion failed", ...values);
+  },
+};
+Object.defineProperty(globalThis, "console", { value: console, writable: true, configurable: true });
+
+// ---- errors ---------------------------------------------------------------------------
+class ToolCallError extends Error {
+  constructor(type, message, tool) {
+    super(`${tool}: ${message}`);
+    this.name = "ToolCallError";
+    this.type = type;
+    this.tool = tool;
+    this.toolMessage = message;
+  }
+}
+
+class CapabilityError extends Error {
+  constructor(type, message) {
+    super(message);
+    this.name = "CapabilityError";
+    this.type = type;
+  }
+}
+
+class ResultNotJson extends Error {
+  constructor(path, kind, problem) {
+    super(`${path} ${problem}; a result must be JSON (object, array, string, number, boolean, null)`);
+    this.path = path;
+    this.kind = kind;
+  }
+}
+
+// ---- tools and resources --------------------------------------------------------------
+let nextId = 0;
+const chain = new AsyncLocalStorage();
+const capIds = Object.fromEntries(
+  Object.entries(start.capabilities ?? {}).map(([name, spec]) => [name, String(spec?.id ?? name)]),
+);
+
+function request(frame) {
+  drain();
+  return new Promise((resolve, reject) => {
+    pending.set(frame.id, { resolve, reject });
+    send(frame);
+  });
+}
+
+function callTool(tool, kwargs) {
+  if (nextId >= MAX_TOOL_CALLS) {
+    return Promise.reject(new ToolCallError("tool_call_limit", `more than ${MAX_TOOL_CALLS} tool calls`, tool));
+  }
+  if (kwargs === undefined) kwargs = {};
+  if (kwargs === null || typeof kwargs !== "object" || Array.isArray(kwargs)) {
+    return Promise.reject(new TypeError(`${tool} takes one object of named arguments`));
+  }
+  let text;
+  try {
+    text = JSON.stringify(kwargs);
+  } catch (err) {
+    return Promise.reject(new TypeError(`arguments to ${tool} must be JSON-serialisable: ${err.message}`));
+  }
+  if (encoder.encode(text).length > TOOL_ARGS_BYTES) {
+    return Promise.reject(new ToolCallError("tool_args_too_large", `arguments exceed ${TOOL_ARGS_BYTES} bytes`, tool));
+  }
+  const calling = chain.getStore() ?? [];
+  const parent = calling.length ? capIds[calling[calling.length - 1]] : null;
+  nextId += 1;
+  return request({ op: "tool_call", id: nextId, tool, parent, args: JSON.parse(text) });
+}
+
+function readResource(server, uri) {
+  const label = `${server}.read_resource`;
+  if (typeof uri !== "string") return Promise.reject(new TypeError("read_resource(uri) takes the resource URI as a string"));
+  if (nextId >= MAX_TOOL_CALLS) {
+    return Promise.reject(new ToolCallError("tool_call_limit", `more than ${MAX_TOOL_CALLS} tool calls`, label));
+  }
+  nextId += 1;
+  return request({ op: "resource_read", id: nextId, server, uri });
+}
+
+// `then` is never a server or tool: `await mcp` must not look like a promise.
+function serverProxy(server) {
+  return new Proxy(Object.create(null), {
+    get(_, tool) {
+      if (typeof tool !== "string" || tool === "then") return undefined;
+      if (tool === "read_resource") {
+        return (arg) => (typeof arg === "string" ? readResource(server, arg) : callTool(`${server}:${tool}`, arg));
+      }
+      return (kwargs) => callTool(`${server}:${tool}`, kwargs);
+    },
+  });
+}
+
+const mcp = new Proxy(Object.create(null), {
+  get(_, server) {
+    if (typeof server !== "string" || server === "then") return undefined;
+    return serverProxy(server);
+  },
+});
+
+// ---- capabilities ---------------------------------------------------------------------
+let events = [];
+let seq = 0;
+
+function flushEvents() {
+  if (!events.length) return;
+  const batch = events;
+  events = [];
+  send({ op: "capability_events", events: batch });
+}
+
+function errorType(err) {
+  if (err instanceof ToolCallError || err instanceof CapabilityError) return err.type;
+  if (isAllocationFailure(err)) return "memory_limit";
+  return "runtime_error";
+}
+
+async function runCapability(name, kwargs) {
+  const calling = chain.getStore() ?? [];
+  const path = [...calling, name].join(" -> ");
+  if (calling.includes(name)) throw new CapabilityError("capability_cycle", `capability cycle: ${path}`);
+  if (calling.length >= CAP_DEPTH) {
+    throw new CapabilityError("capability_depth_exceeded", `capability depth limit of ${CAP_DEPTH} exceeded: ${path}`);
+  }
+  seq += 1;
+  const mine = seq;
+  events.push(["s", mine, name, calling.length ? calling[calling.length - 1] : null, Date.now() * 1000]);
+  const t0 = performance.now();
+  try {
+    const value = await chain.run([...calling, name], () => caps[name](kwargs ?? {}));
+    events.push(["e", mine, Math.round((performance.now() - t0) * 1000), null]);
+    if (events.length >= 256) flushEvents();
+    return value;
+  } catch (err) {
+    const message = describe(err).slice(0, ERROR_CHARS);
+    events.push(["e", mine, Math.round((performance.now() - t0) * 1000), { type: errorType(err), message }]);
+    throw err;
+  }
+}
+
+const capabilities = new Proxy(Object.create(null), {
+  get(_, name) {
+    if (typeof name !== "string" || name === "then") return undefined;
+    if (!Object.hasOwn(caps, name)) {
+      const available = Object.keys(caps).sort().join(", ") || "none";
+      throw new TypeError(`no capability named '${name}' in this execution (available: ${available})`);
+    }
+    return (kwargs) => runCapability(name, kwargs);
+  },
+  ownKeys: () => Object.keys(caps),
+  getOwnPropertyDescriptor: (_, name) =>
+    Object.hasOwn(caps, name) ? { configurable: true, enumerable: true, value: undefined } : undefined,
+});
+
+// ---- progress ------------------------------------------------------------------------
+function number(name, value) {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new TypeError(`progress ${name} must be a finite number or null`);
+  }
+  return value;
+}
+
+function progress(message, done = null, total = null) {
+  const frame = { op: "progress", message: String(message).slice(0, PROGRESS_CHARS), done: number("done", done), total: number("total", total) };
+  drain();
+  send(frame);
+}
+
+// ---- result --------------------------------------------------------------------------
+function kindOf(value) {
+  if (value === undefined) return "undefined";
+  if (typeof value === "bigint") return "bigint";
+  if (typeof value === "function") return "function";
+  if (typeof value === "symbol") return "symbol";
+  return value?.constructor?.name ?? "object";
+}
+
+const HINTS = {
+  Date: "value.toISOString()",
+  Map: "Object.fromEntries(value)",
+  Set: "[...value]",
+  bigint: "value.toString() or Number(value)",
+  Uint8Array: "Array.from(value)",
+};
+
+function pathOf(keys) {
+  const head = keys.slice(0, 12).map((k) => `[${JSON.stringify(k)}]`).join("");
+  return "result" + head + (keys.length > 12 ? `...(${keys.length} levels)` : "");
+}
+
+function notJson(keys, kind, problem) {
+  const hint = HINTS[kind];
+  return new ResultNotJson(pathOf(keys), kind, problem + (hint ? ` (use ${hint})` : ""));
+}
+
+// Strict, like the Python child's result check: what JSON cannot hold is refused by path,
+// never silently dropped or stringified. Undefined object members are left out (JSON's rule).
+function checkResult(value) {
+  const stack = [[value, []]];
+  while (stack.length) {
+    const [item, keys] = stack.pop();
+    if (keys.length > MAX_DEPTH) throw new ResultNotJson(pathOf(keys), "object", `nests deeper than ${MAX_DEPTH} levels (a cycle?)`);
+    if (item === null || typeof item === "string" || typeof item === "boolean") continue;
+    if (typeof item === "number") {
+      if (!Number.isFinite(item)) throw notJson(keys, "number", `is ${item}, which JSON cannot hold`);
+      continue;
+    }
+    if (Array.isArray(item)) {
+      item.forEach((child, i) => {
+        if (child === undefined) throw notJson([...keys, i], "undefined", "is undefined");
+        stack.push([child, [...keys, i]]);
+      });
+      continue;
+    }
+    const proto = typeof item === "object" ? Object.getPrototypeOf(item) : undefined;
+    if (proto === Object.prototype || proto === null) {
+      for (const [key, child] of Object.entries(item)) {
+        if (child !== undefined) stack.push([child, [...keys, key]]);
+      }
+      continue;
+    }
+    const kind = kindOf(item);
+    const article = /^[aeiou]/i.test(kind) ? "an" : "a";
+    throw notJson(keys, kind, `is ${article} ${kind}`);
+  }
+}
+
+// ---- running the body ----------------------------------------------------------------
+function isAllocationFailure(err) {
+  return err instanceof RangeError && /allocation failed|Invalid typed array length|Invalid array buffer length/.test(err.message);
+}
+
+function describe(err) {
+  if (err instanceof Error) return `${err.name}: ${err.message}`;
+  try {
+    return `Uncaught ${inspect(err, { depth: 2 })}`;
+  } catch {
+    return "Uncaught exception";
+  }
+}
+
+// Stack frames of the agent's own code, renumbered to its lines (body.ts has one line above).
+function traceback(err) {
+  const stack = err instanceof Error && typeof err.stack === "string" ? err.stack : "";
+  return stack
+    .split("\n")
+    .map((line) =>
+      line
+        .replace(/file:\/\/[^\s)]*\/body\.ts:(\d+):(\d+)/g, (_, l, c) => `<code>:${Number(l) - 1}:${c}`)
+        .replace(/file:\/\/[^\s)]*\/caps\.ts:(\d+):(\d+)/g, "<capability>:$1:$2"),
+    )
+    .filter((line) => !/file:\/\/[^\s)]*\/main\.js|ext:/.test(line))
+    .join("\n")
+    .slice(-16000);
+}
+
+function failure(type, message, err, details) {
+  const error = { type, message: String(message).slice(0, 4000) };
+  const tb = err === undefined ? "" : traceback(err);
+  if (tb) error.traceback = tb;
+  if (details) error.details = details;
+  return { op: "done", ok: false, error };
+}
+
+async function execute() {
+  let value;
+  try {
+    value = await body(wrapArgs(start.args ?? {}));
+  } catch (err) {
+    if (err instanceof ToolCallError) return failure(err.type, err.message, err);
+    if (err instanceof CapabilityError) return failure(err.type, err.message, err);
+    if (isAllocationFailure(err)) {
+      return failure("memory_limit", `${describe(err)}: the run is out of its memory limit; process data in smaller pieces`, err);
+    }
+    return failure("runtime_error", describe(err), err);
+  }
+  if (value === undefined) value = null;
+  try {
+    checkResult(value);
+  } catch (err) {
+    if (err instanceof ResultNotJson) return failure("result_not_json", err.message, undefined, { path: err.path, type: err.kind });
+    throw err;
+  }
+  const text = JSON.stringify(value);
+  if (encoder.encode(text).length > RESULT_BYTES) {
+    return failure("output_limit", `the result is larger than ${RESULT_BYTES} bytes; return less (a summary, or the first items)`);
+  }
+  return { op: "done", ok: true, result: value };
+}
+
+function wrapArgs(value) {
+  return value && typeof value === "object" ? value : {};
+}
+
+// Unawaited rejections are the agent's to handle; they must not end the run without done.
+globalThis.addEventListener("unhandledrejection", (event) => event.preventDefault());
+Object.assign(globalThis, { mcp, capabilities, progress, ToolCallError });
+void readReplies();
+const done = await execute();
+drain();
+done.stdout_truncated = outTruncated;
+send(done);
+exit(0);
