@@ -152,6 +152,8 @@ def serve(chan_fd: int, start: dict[str, Any], cfg: dict[str, Any]) -> None:
     _, status = os.waitpid(pid, 0)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return  # the prelude sent done (or the code exited itself: the bridge sees no done)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return  # the cgroup's OOM killer (or the hard CPU limit): the bridge asks the cgroup
     limits = start.get("limits") or {}
     cpu = limits.get("cpu_time_s") if isinstance(limits, dict) else None
     _send_done(chan_fd, failure_from_exit(status, stderr, cpu if isinstance(cpu, int) else None))
