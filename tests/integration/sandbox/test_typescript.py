@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from shared.sandbox import fsplan
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
@@ -145,6 +146,17 @@ async def test_typescript_capabilities_run_inline_and_are_traced(ts: Run) -> Non
 # ---- the adversarial suite --------------------------------------------------------------
 
 
+async def test_deno_runs_under_every_os_layer_of_the_python_sandbox(ts: Run) -> None:
+    outcome = await ts("return 1;")
+    assert outcome.status == "succeeded", outcome.error
+    expected = {
+        "namespaces", "private_tmp", "fresh_proc", "rlimits", "capabilities_dropped",
+        "no_new_privs", "landlock", "seccomp", "cgroup", "clean_env", "filesystem_view",
+        "unprivileged_user",
+    }  # fmt: skip
+    assert {name for name, up in outcome.layers.items() if up} >= expected, outcome.layers
+
+
 async def test_host_files_and_secrets_are_out_of_reach(ts: Run, host_intact, tmp_path: Path) -> None:
     planted = tmp_path / "secret.json"
     planted.write_text(json.dumps({"secret": SECRET}))
@@ -247,6 +259,7 @@ async def test_processes_ffi_workers_and_remote_code_are_refused(ts: Run, host_i
         ts,
         """
 await attempt("command", async () => new TextDecoder().decode((await new Deno.Command("id").output()).stdout));
+await attempt("command by path", async () => (await new Deno.Command(args.deno, { args: ["--version"] }).output()).code);
 await attempt("node child_process", async () => (await import("node:child_process")).execSync("id").toString());
 await attempt("dlopen", () => Deno.dlopen("libc.so.6", { getpid: { parameters: [], result: "i32" } }).symbols.getpid());
 await attempt("npm import", () => import("npm:left-pad@1.3.0"));
@@ -261,6 +274,7 @@ await attempt("worker env", () => new Promise((ok, fail) => {
 }));
 await attempt("kill", () => Deno.kill(1, "SIGKILL"));
 """,
+        args={"deno": fsplan.find_deno()},  # a binary that is inside the sandbox's view
     )
     assert_refused(results)
     await host_intact()
