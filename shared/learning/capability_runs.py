@@ -38,6 +38,7 @@ class LearnedRun:
     intent: str
     tools_used: list[str]
     duration_ms: float | None
+    language: str = "python"
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,9 @@ class CapabilityOutcome:
 
 
 @functools.lru_cache(maxsize=4096)
-def cached_code_hash(code: str) -> str:
+def cached_code_hash(code: str, language: str = "python") -> str:
     """``code_hash`` (an AST parse, ~0.1 ms) memoised by code text: known code repeats."""
-    return code_hash(code)
+    return code_hash(code, language)
 
 
 def tool_schemas(conn: Conn, *, tools: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -85,7 +86,7 @@ def apply_capability_runs(
     """
     by_key: dict[tuple[str, str], list[LearnedRun]] = {}
     for run in learned:
-        by_key.setdefault((run.tenant_id, cached_code_hash(run.code)), []).append(run)
+        by_key.setdefault((run.tenant_id, cached_code_hash(run.code, run.language)), []).append(run)
     locked = _lock(conn, ids=[r.capability_id for r in reruns], keys=list(by_key))
     out = _insert_new(
         conn,
@@ -221,6 +222,7 @@ def _insert_new(
                 "tenant": key[0],
                 "hash": key[1],
                 "code": runs[-1].code,
+                "language": first.language,
                 "intent": first.intent,
                 "vec": vector,
                 "name": name,

@@ -27,7 +27,9 @@ class FsPlan:
     masks: list[str]
     symlinks: list[tuple[str, str]]
     stdlib_paths: list[str]
-    deno: str | None = None  # the TypeScript runtime's binary, bound read-only (None: not installed)
+    deno: str | None = (
+        None  # the TypeScript runtime's binary, bound read-only (None: not installed)
+    )
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for the zygote's init message."""

@@ -132,9 +132,7 @@ async def test_typescript_capabilities_run_inline_and_are_traced(ts: Run) -> Non
             "return [a, await capabilities.double({ x: args.v })];",
         ),
     }
-    outcome = await ts(
-        "return await capabilities.echo_twice({ v: 21 });", capability_sources=caps
-    )
+    outcome = await ts("return await capabilities.echo_twice({ v: 21 });", capability_sources=caps)
     assert outcome.status == "succeeded", outcome.error
     assert outcome.result == [{"v": 21}, 42]
     names = [e.get("name") for e in outcome.trace if e.get("type") == "capability_start"]
@@ -157,7 +155,9 @@ async def test_deno_runs_under_every_os_layer_of_the_python_sandbox(ts: Run) -> 
     assert {name for name, up in outcome.layers.items() if up} >= expected, outcome.layers
 
 
-async def test_host_files_and_secrets_are_out_of_reach(ts: Run, host_intact, tmp_path: Path) -> None:
+async def test_host_files_and_secrets_are_out_of_reach(
+    ts: Run, host_intact, tmp_path: Path
+) -> None:
     planted = tmp_path / "secret.json"
     planted.write_text(json.dumps({"secret": SECRET}))
     planted.chmod(0o644)
@@ -183,7 +183,9 @@ await attempt("node fs", async () => (await import("node:fs")).readFileSync("/et
     await host_intact()
 
 
-async def test_writes_outside_and_inside_tmp_are_refused(ts: Run, host_intact, tmp_path: Path) -> None:
+async def test_writes_outside_and_inside_tmp_are_refused(
+    ts: Run, host_intact, tmp_path: Path
+) -> None:
     target = tmp_path / "written"
     tmp_path.chmod(0o777)
     results = await attempts(
@@ -332,7 +334,10 @@ async def test_a_forged_tool_call_is_refused_like_any_other(ts: Run) -> None:
 @pytest.mark.parametrize(
     ("frame", "expected"),
     [
-        ('{ op: "done", ok: false, error: { type: "sandbox_unavailable", message: "x" } }', "protocol_error"),
+        (
+            '{ op: "done", ok: false, error: { type: "sandbox_unavailable", message: "x" } }',
+            "protocol_error",
+        ),
         ('{ op: "launch_missiles" }', "protocol_error"),
         (
             '{ op: "tool_call", id: 5, tool: "t:echo", parent: "cap-forged", args: {} }',

@@ -3,7 +3,7 @@ management (REST)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -113,6 +113,10 @@ class CapabilityItem(BaseModel):
     source: str = Field(description="`emergent` (learned) or `manual`")
     disabled: bool = Field(
         description="an operator disabled it: not matched, suggested or searched; runs refused"
+    )
+    language: Literal["python", "typescript"] = Field(
+        description="the language of its code: execute_capability runs either; code inlines "
+        "only capabilities of its own language"
     )
 
 

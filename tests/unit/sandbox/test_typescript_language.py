@@ -1,0 +1,115 @@
+"""TypeScript's pure pieces: the request field, per-language hashes and cache keys, references,
+how a Deno exit becomes an error, and the Deno command line (no permission, no remote code)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from pydantic import ValidationError
+
+from shared.cache.keys import execution_digest
+from shared.capabilities.normalize import code_hash
+from shared.capabilities.references import referenced_capabilities
+from shared.executions.models import ExecutionRequest
+from shared.sandbox.child import deno_child
+from shared.sandbox.limits import DENO_ADDRESS_SPACE, SandboxLimits
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, "python"),
+        ("python", "python"),
+        ("typescript", "typescript"),
+        ("TypeScript", "typescript"),
+        ("javascript", "typescript"),
+        ("js", "typescript"),
+    ],
+)
+def test_the_request_language_defaults_to_python_and_takes_javascript_as_typescript(
+    given: str | None, expected: str
+) -> None:
+    body = {"code": "return 1"} | ({"language": given} if given else {})
+    assert ExecutionRequest.model_validate(body).language == expected
+
+
+def test_an_unknown_language_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match="language"):
+        ExecutionRequest.model_validate({"code": "1", "language": "ruby"})
+
+
+def test_the_same_text_in_two_languages_is_two_capabilities_and_two_cache_entries() -> None:
+    code = "return 1"
+    assert code_hash(code) != code_hash(code, "typescript")
+    assert code_hash(code) == code_hash(code, "python")  # existing rows keep their hash
+    # Line endings and trailing blanks do not split a TypeScript capability; its text does.
+    assert code_hash("return 1;\r\n", "typescript") == code_hash("return 1;  \n", "typescript")
+    assert code_hash("return 1;", "typescript") != code_hash("return 2;", "typescript")
+    python = execution_digest(code=code, args={}, scope="s")
+    typescript = execution_digest(code=code, args={}, scope="s", language="typescript")
+    assert python != typescript
+
+
+def test_typescript_capability_references_are_found_by_pattern() -> None:
+    code = (
+        'const a = await capabilities.add_numbers({ a: 1 });\nawait capabilities["get-time"]({});'
+    )
+    assert referenced_capabilities(code, "typescript") == {"add_numbers", "get-time"}
+    assert referenced_capabilities(code) == set()  # not Python
+
+
+def test_a_parse_error_names_the_agents_line_and_column() -> None:
+    stderr = (
+        "error: SyntaxError: Expression expected\n  |\n3 |  let x = ;\n  |          ~\n"
+        f"    at file://{deno_child.RUN_DIR}/body.ts:4:10\n"
+    )
+    error = deno_child.failure_from_exit(1 << 8, stderr, 30)
+    assert error["type"] == "syntax_error"
+    assert error["details"] == {"line": 3, "column": 10, "text": " let x = ;"}
+    assert error["message"] == "SyntaxError: Expression expected at line 3, column 10"
+
+
+def test_a_heap_limit_or_the_cpu_signal_is_named_as_that_limit() -> None:
+    oom = deno_child.failure_from_exit(
+        133, "#\n# Fatal JavaScript out of memory: Reached heap limit\n#", 30
+    )
+    assert oom["type"] == "memory_limit"
+    status = signal.SIGXCPU.value  # a waitpid status for "killed by SIGXCPU"
+    assert os.WIFSIGNALED(status)
+    assert deno_child.failure_from_exit(status, "", 30)["type"] == "cpu_limit"
+    other = deno_child.failure_from_exit(3 << 8, "boom", 30)
+    assert other["type"] == "runtime_error" and "boom" in other["message"]
+
+
+def test_the_body_is_an_async_function_one_line_below_its_header() -> None:
+    source = deno_child.body_source("return args.a;")
+    assert source.splitlines()[deno_child.BODY_LINE_OFFSET] == "return args.a;"
+    assert source.startswith("export default async function")
+
+
+def test_deno_is_run_with_no_permission_and_no_way_to_fetch_code() -> None:
+    argv = deno_child.deno_argv("/x/deno", 160)
+    assert not [a for a in argv if a.startswith(("--allow", "-A", "--unstable"))]
+    for flag in ("--no-remote", "--no-npm", "--cached-only", "--no-config", "--no-prompt"):
+        assert flag in argv
+    assert "--v8-flags=--max-old-space-size=160" in argv
+    env = deno_child.deno_env()
+    assert env["DENO_DIR"].startswith("/tmp/")
+    assert set(env) == {"DENO_DIR", "HOME", "DENO_NO_UPDATE_CHECK", "DENO_NO_PROMPT", "NO_COLOR"}
+
+
+def test_v8_gets_its_address_space_and_a_heap_under_the_memory_cap() -> None:
+    limits = SandboxLimits(memory_bytes=256 << 20)
+    assert limits.deno_rlimits()["as"] == DENO_ADDRESS_SPACE
+    assert {k: v for k, v in limits.deno_rlimits().items() if k != "as"} == {
+        k: v for k, v in limits.rlimits().items() if k != "as"
+    }
+    assert limits.v8_heap_mb < 256
+
+
+def test_capabilities_module_exports_each_capability_by_its_json_name() -> None:
+    source = deno_child.capabilities_source({"a-b": {"id": "1", "code": "return 1;"}})
+    assert source.startswith("export default {")
+    assert '"a-b": async function (args: any) {\nreturn 1;\n},' in source
