@@ -170,7 +170,9 @@ class _Update:
             self.changes["code"] = run.code
             self.changes["parameters_schema"] = Jsonb(
                 infer_parameters_schema(
-                    code=run.code, tool_schemas=tool_schemas(conn, tools=run.tools_used)
+                    code=run.code,
+                    tool_schemas=tool_schemas(conn, tools=run.tools_used),
+                    language=run.language,
                 )
             )
 
@@ -294,7 +296,9 @@ def _schemas(conn: Conn, *, runs: Sequence[LearnedRun]) -> list[dict[str, Any]]:
     schemas = tool_schemas(conn, tools=sorted({t for r in runs for t in r.tools_used}))
     return [
         infer_parameters_schema(
-            code=r.code, tool_schemas={t: schemas[t] for t in r.tools_used if t in schemas}
+            code=r.code,
+            tool_schemas={t: schemas[t] for t in r.tools_used if t in schemas},
+            language=r.language,
         )
         for r in runs
     ]

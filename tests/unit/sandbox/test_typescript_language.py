@@ -113,3 +113,27 @@ def test_capabilities_module_exports_each_capability_by_its_json_name() -> None:
     source = deno_child.capabilities_source({"a-b": {"id": "1", "code": "return 1;"}})
     assert source.startswith("export default {")
     assert '"a-b": async function (args: any) {\nreturn 1;\n},' in source
+
+
+def test_a_typescript_capabilitys_parameters_are_inferred_from_its_args_and_tool_calls() -> None:
+    from shared.capabilities.schema import infer_parameters_schema
+
+    code = (
+        'const now = await mcp.time.get_current_time({ timezone: args.tz ?? "UTC" });\n'
+        "const r: number = await mcp.example.add({ a: args.a, b: 2 });\n"
+        'const n = args["limit"] || 10;\n'
+    )
+    tools = {
+        "example:add": {"properties": {"a": {"type": "number", "description": "first"}}},
+        "time:get_current_time": {"properties": {"timezone": {"type": "string"}}},
+    }
+    schema = infer_parameters_schema(code=code, tool_schemas=tools, language="typescript")
+    assert schema["required"] == ["a"]
+    props = schema["properties"]
+    assert props["a"]["type"] == "number" and props["a"]["description"] == "first"
+    assert props["tz"]["type"] == "string" and props["tz"]["default"] == "UTC"
+    assert props["limit"]["type"] == "integer" and props["limit"]["default"] == 10
+    assert infer_parameters_schema(code="return 1;", tool_schemas={}, language="typescript") == {
+        "type": "object",
+        "properties": {},
+    }

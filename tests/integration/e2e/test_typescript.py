@@ -1,0 +1,80 @@
+"""TypeScript on the real stack: gateway → Celery → sandbox (Deno) → toolhost → real MCP servers → learning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.mcp_servers import example_server, time_server
+
+stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
+
+ISSUE_EXAMPLE = """
+const now = await mcp.time.get_current_time({ timezone: "UTC" });
+const r: number = await mcp.example.add({ a: args.a, b: 2 });
+console.log("adding", args.a);
+progress("half way", 1, 2);
+return { tz: now.timezone, r };
+"""
+
+
+def _post(stack: E2EStack, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    with stack.client() as client:
+        response = client.post(path, params={"wait": "true"}, json=body)
+    assert response.status_code == 200, response.text
+    reply: dict[str, Any] = response.json()
+    return reply
+
+
+def test_a_typescript_run_calls_real_tools_and_becomes_a_typescript_capability(
+    stack: E2EStack,
+) -> None:
+    body = {
+        "code": ISSUE_EXAMPLE,
+        "language": "typescript",
+        "intent": "add two to a number and tell the UTC time",
+        "args": {"a": 40},
+    }
+    run = _post(stack, "/v1/executions", body)
+    assert run["status"] == "succeeded", run
+    assert run["language"] == "typescript"
+    assert run["result"] == {"tz": "UTC", "r": 42}
+    assert run["stdout"] == "adding 40\n"
+    assert [c["tool"] for c in run["tool_calls"]] == ["time:get_current_time", "example:add"]
+    capability = run["capability"]
+    assert capability and capability["status"] == "created"
+    with stack.db() as conn:
+        row = conn.execute("SELECT language FROM executions WHERE id = %s", (run["id"],)).fetchone()
+        cap = conn.execute(
+            "SELECT language, code FROM capabilities WHERE id = %s", (capability["id"],)
+        ).fetchone()
+    assert row == {"language": "typescript"}
+    assert cap is not None and cap["language"] == "typescript" and cap["code"] == ISSUE_EXAMPLE
+
+    # The capability runs in its own language, whoever calls it.
+    again = _post(stack, f"/v1/capabilities/{capability['id']}/execute", {"args": {"a": 1}})
+    assert again["status"] == "succeeded", again
+    assert again["result"]["r"] == 3 and again["language"] == "typescript"
+
+    # JavaScript is TypeScript; a Python run of the same text is a different thing.
+    js = _post(
+        stack,
+        "/v1/executions",
+        {"code": "return await mcp.example.add({ a: 1, b: 1 });", "language": "javascript"},
+    )
+    assert js["status"] == "succeeded", js
+    assert js["result"] == 2 and js["language"] == "typescript"
+
+
+def test_typescript_errors_come_back_typed(stack: E2EStack) -> None:
+    syntax = _post(stack, "/v1/executions", {"code": "const x = ;", "language": "typescript"})
+    assert syntax["status"] == "failed"
+    assert syntax["error"]["type"] == "syntax_error"
+    assert syntax["error"]["details"]["line"] == 1
+    failed = _post(
+        stack,
+        "/v1/executions",
+        {"code": "await mcp.example.nope({});", "language": "typescript"},
+    )
+    assert failed["status"] == "failed"
+    assert failed["error"]["type"] == "unknown_tool", failed["error"]
