@@ -127,12 +127,16 @@ def _typescript_params(
             continue
         for passed in _TS_PASSED.finditer(call.group(5)):
             key, name = passed.group(1).strip('"'), passed.group(2)
-            prop, param = props.get(key), params.get(name)
-            if isinstance(prop, Mapping) and param is not None and param.tool_type is None:
-                if "type" in prop:
-                    param.tool_type = prop["type"]
-                    description = prop.get("description")
-                    param.tool_description = description if isinstance(description, str) else None
+            prop, target = props.get(key), params.get(name)
+            if (
+                isinstance(prop, Mapping)
+                and "type" in prop
+                and target is not None
+                and target.tool_type is None
+            ):
+                target.tool_type = prop["type"]
+                description = prop.get("description")
+                target.tool_description = description if isinstance(description, str) else None
     return params
 
 
