@@ -350,3 +350,20 @@ async def test_forged_bridge_frames_are_protocol_errors(ts: Run, frame: str, exp
     assert outcome.status == "failed"
     assert outcome.error is not None and outcome.error["type"] == expected, outcome.error
     assert not [e for e in outcome.trace if e["type"] == "tool_end" and not e.get("error")]
+
+
+def test_the_cli_runs_a_ts_file_like_a_python_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = tmp_path / "job.ts"
+    code.write_text("const n: number = args.n * 2;\nconsole.log('n', n);\nreturn { n };\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy.cli.main", "sandbox", "run", str(code),
+         "--args", '{"n": 21}', "--timeout", "10"],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3],
+    )  # fmt: skip
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0, result
+    assert result["result"] == {"n": 42} and result["stdout"] == "n 42\n"
+    assert all(result["layers"][name] for name in ("filesystem_view", "seccomp", "landlock"))
