@@ -365,6 +365,18 @@ class Launcher:
                 cgroup.remove()
                 cgroup = None
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        if json.loads(key).get("language") == "typescript":
+            # A TypeScript child starts Deno before its run: only once it is in its cgroup
+            # (a process forked earlier would stay outside it, uncapped). Without one it
+            # starts nothing; the bridge refuses TypeScript runs without a cgroup.
+            try:
+                ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
+            except OSError as exc:
+                ours.close()
+                if cgroup is not None:
+                    cgroup.kill()
+                    cgroup.remove()
+                raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
         layers: dict[str, Any] = dict(self.zygote_info)
         child_layers = hello.get("layers")
         if isinstance(child_layers, dict):

@@ -1,12 +1,13 @@
-"""Runs a TypeScript execution: the confined child writes the run's files to its private /tmp and execs Deno under itself.
+"""Runs TypeScript: the confined child starts Deno under itself as soon as it said hello, and watches it.
 
 Every isolation layer is already in place when this runs (namespaces, fs view,
 rlimits, Landlock, seccomp, cgroup), and all survive ``execve``: Deno is one more
-program inside the same box. This process stays as pid 1 of the execution's pid
-namespace and supervises: Deno speaks the bridge's frames itself (the channel is its
-stdin and stdout), and only when Deno ends without its ``done`` (the code does not
-parse, V8 ran out of heap, the CPU limit hit) does this process write one, built from
-Deno's exit status and stderr.
+program inside the same box. Deno is started before the run is asked for (the child
+is a pre-spawned spare), so a run does not wait for V8 to boot: the prelude reads the
+``start`` frame itself, imports the agent's code as a ``data:`` TypeScript module and
+speaks the bridge's frames (the channel is its stdin and stdout). This process stays
+as pid 1 of the execution's pid namespace and writes a ``done`` only when Deno ends
+without one (V8's heap limit, the CPU limit, a crash), from its exit status and stderr.
 
 Stdlib only: imported in the zygote before it pivots into the sandbox root, which is
 why the prelude's text is read here at import time.
@@ -15,7 +16,6 @@ why the prelude's text is read here at import time.
 from __future__ import annotations
 
 import os
-import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,6 @@ from shared.sandbox.child import advice, wire
 
 PRELUDE = (Path(__file__).parent / "deno" / "prelude.js").read_text()
 RUN_DIR = "/tmp/.agentcards"
-BODY_FILE = "body.ts"
-# body.ts is ``export default async function (args: any) {`` then the code: one line above it.
-BODY_HEADER = "export default async function (args: any) {\n"
-BODY_LINE_OFFSET = 1
 _STDERR_KEEP = 16 << 10
 _DENO_FLAGS = (
     "run",
@@ -43,8 +39,6 @@ _DENO_FLAGS = (
     "--no-code-cache",
     "--quiet",
 )
-# Deno's report of a module that does not parse: ``at file:///tmp/.agentcards/body.ts:3:9``.
-_PARSE_AT = re.compile(r"at file://" + re.escape(f"{RUN_DIR}/{BODY_FILE}") + r":(\d+):(\d+)")
 _HEAP_OOM = ("Reached heap limit", "JavaScript heap out of memory", "Fatal process out of memory")
 
 
@@ -64,49 +58,8 @@ def deno_env() -> dict[str, str]:
     }
 
 
-def body_source(code: str) -> str:
-    """The agent's code as the body of the module's default async function (line numbers shift by one)."""
-    return f"{BODY_HEADER}{code}\n}}\n"
-
-
-def write_run_files(start: dict[str, Any], root: str = RUN_DIR) -> None:
-    """main.js (the prelude), start.json (code, args, limits, capabilities) and body.ts."""
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    files = {
-        "main.js": PRELUDE,
-        "start.json": wire.encode_value({k: v for k, v in start.items() if k != "op"}),
-        BODY_FILE: body_source(start["code"]),
-    }
-    caps = start.get("capabilities") or {}
-    files["caps.ts"] = capabilities_source(caps if isinstance(caps, dict) else {})
-    for name, text in files.items():
-        with open(os.path.join(root, name), "w", encoding="utf-8") as f:
-            f.write(text)
-
-
-def capabilities_source(caps: dict[str, Any]) -> str:
-    """A module exporting each granted TypeScript capability as an async function of its args."""
-    parts = ["export default {\n"]
-    for name, src in caps.items():
-        code = src.get("code") if isinstance(src, dict) else None
-        if isinstance(code, str):
-            parts.append(f"{wire.encode_value(name)}: async function (args: any) {{\n{code}\n}},\n")
-    parts.append("};\n")
-    return "".join(parts)
-
-
 def failure_from_exit(status: int, stderr: str, cpu_time_s: int | None) -> dict[str, Any]:
     """The ``done`` error for a Deno that exited without sending one (pure: unit tested)."""
-    match = _PARSE_AT.search(stderr)
-    if match and ("SyntaxError" in stderr[: match.start()] or "could not be parsed" in stderr):
-        line = max(1, int(match.group(1)) - BODY_LINE_OFFSET)
-        column = int(match.group(2))
-        first = stderr.strip().splitlines()[0] if stderr.strip() else "SyntaxError"
-        what = first.removeprefix("error: ").strip()[:500]
-        details = {"line": line, "column": column, "text": _source_line(stderr)}
-        return error_dict(
-            ErrorType.SYNTAX_ERROR, f"{what} at line {line}, column {column}", details=details
-        )
     if any(marker in stderr for marker in _HEAP_OOM):
         return error_dict(ErrorType.MEMORY_LIMIT, advice.memory_exceeded())
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
@@ -115,25 +68,19 @@ def failure_from_exit(status: int, stderr: str, cpu_time_s: int | None) -> dict[
     return error_dict(ErrorType.RUNTIME_ERROR, f"the TypeScript runtime ended: {tail}")
 
 
-def _source_line(stderr: str) -> str:
-    """The offending source line Deno quotes (``2 |  let x = ;``), without its gutter."""
-    for line in stderr.splitlines():
-        head, sep, text = line.partition(" | ")
-        if sep and head.strip().isdigit():
-            return text[:200]
-    return ""
-
-
-def serve(chan_fd: int, start: dict[str, Any], cfg: dict[str, Any]) -> None:
-    """Run ``start`` in Deno and wait for it; write a ``done`` only if Deno could not."""
+def serve(chan_fd: int, cfg: dict[str, Any]) -> None:
+    """Start Deno on the channel and wait for it; write a ``done`` only if Deno could not."""
     deno, heap = cfg.get("deno"), cfg.get("v8_heap_mb")
+    cpu = (cfg.get("rlimits") or {}).get("cpu")
     if not isinstance(deno, str) or not isinstance(heap, int):
         _send_done(chan_fd, error_dict(ErrorType.RUNTIME_ERROR, "Deno is not installed"))
         return
     try:
-        write_run_files(start)
-    except OSError as exc:  # e.g. code and args beyond the private tmp's size
-        _send_done(chan_fd, error_dict(ErrorType.OUTPUT_LIMIT, f"cannot stage the run: {exc}"))
+        os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+        with open(f"{RUN_DIR}/main.js", "w", encoding="utf-8") as f:
+            f.write(PRELUDE)
+    except OSError as exc:
+        _send_done(chan_fd, error_dict(ErrorType.RUNTIME_ERROR, f"cannot stage Deno: {exc}"))
         return
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -148,19 +95,17 @@ def serve(chan_fd: int, start: dict[str, Any], cfg: dict[str, Any]) -> None:
         finally:
             os._exit(127)
     os.close(err_w)
-    stderr = _read_tail(err_r)
+    stderr = _read_stderr(err_r)
     _, status = os.waitpid(pid, 0)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return  # the prelude sent done (or the code exited itself: the bridge sees no done)
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
         return  # the cgroup's OOM killer (or the hard CPU limit): the bridge asks the cgroup
-    limits = start.get("limits") or {}
-    cpu = limits.get("cpu_time_s") if isinstance(limits, dict) else None
     _send_done(chan_fd, failure_from_exit(status, stderr, cpu if isinstance(cpu, int) else None))
 
 
-def _read_tail(fd: int) -> str:
-    """Deno's stderr until it closes, keeping the head (a parse error) and the tail (a crash)."""
+def _read_stderr(fd: int) -> str:
+    """Deno's stderr until it closes, keeping the head and the tail (a crash report ends it)."""
     head, tail, total = b"", b"", 0
     while True:
         try:

@@ -269,15 +269,19 @@ def serve(
     """Say hello (the bridge reads our host pid from the socket credentials), wait for start, run, exit.
 
     A TypeScript child (``cfg`` comes from the trusted launcher, not the start frame)
-    hands the confined process over to Deno instead of running Python code.
+    starts Deno right after hello, which then reads ``start`` and runs the code.
     """
     hello = {"op": "hello", "layers": layers, "errors": errors}
     wire.write_all(chan_fd, wire.encode(hello))
+    if cfg.get("language") == "typescript":
+        # The launcher says when we are in our cgroup: Deno must be forked inside it.
+        placed = wire.read_frame_blocking(chan_fd, 1 << 10)
+        if placed is None or placed.get("op") != "placed" or placed.get("cgroup") is not True:
+            os._exit(0)
+        deno_child.serve(chan_fd, cfg)  # Deno starts now and reads start itself: a warm spare
+        os._exit(0)
     start = wire.read_frame_blocking(chan_fd, _START_FRAME_MAX)
     if start is None or not isinstance(start.get("code"), str):
-        os._exit(0)
-    if cfg.get("language") == "typescript":
-        deno_child.serve(chan_fd, start, cfg)
         os._exit(0)
     asyncio.run(_run(chan_fd, start))
     os._exit(0)

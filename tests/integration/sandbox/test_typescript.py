@@ -8,18 +8,23 @@ written, the host left with stray processes).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from shared.sandbox import fsplan
 from shared.sandbox.bridge import CapabilitySource
+from shared.sandbox.launcher import get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from tests.integration.sandbox.conftest import SECRET, Run
@@ -142,6 +147,26 @@ async def test_typescript_capabilities_run_inline_and_are_traced(ts: Run) -> Non
 
 
 # ---- the adversarial suite --------------------------------------------------------------
+
+
+async def test_the_deno_started_ahead_of_a_run_is_inside_its_cgroup(
+    ts: Run, limits: SandboxLimits
+) -> None:
+    await ts("return 1;")  # leaves a TypeScript spare behind: a confined child with Deno up
+    launcher = get_launcher()
+    key = json.dumps(launcher._child_config(limits, "typescript"), sort_keys=True)
+    deadline = time.monotonic() + 20
+    deno: list[int] = []
+    while time.monotonic() < deadline and not deno:
+        raw = launcher._ready.get(key)
+        if raw is not None:
+            with contextlib.suppress(psutil.Error):
+                kids = psutil.Process(raw.pid).children(recursive=True)
+                deno = [k.pid for k in kids if k.name().startswith("deno")]
+        await asyncio.sleep(0.05)
+    assert deno, "no waiting Deno"
+    assert raw is not None and raw.cgroup is not None
+    assert set(deno) <= set(raw.cgroup.pids())  # capped by memory.max and pids.max too
 
 
 async def test_deno_runs_under_every_os_layer_of_the_python_sandbox(ts: Run) -> None:

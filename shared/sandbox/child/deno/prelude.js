@@ -1,14 +1,13 @@
 // AgentCards TypeScript child: the globals agent code sees, speaking the bridge's frames.
 //
 // Runs as main.js inside the confined child (shared/sandbox/child/deno_child.py wrote it
-// to the private /tmp next to start.json, body.ts and caps.ts). The channel to the bridge
-// is this process's stdin (replies) and stdout (frames): 4-byte big-endian length + one
-// JSON object, the same frames the Python child sends (shared/sandbox/messages.py).
+// to the private /tmp and started Deno before the run was asked for: a spare). The channel
+// to the bridge is this process's stdin (start, replies) and stdout (frames): 4-byte
+// big-endian length + one JSON object, the same frames the Python child sends
+// (shared/sandbox/messages.py). The agent's code and capabilities are imported as
+// `data:application/typescript` modules, which Deno strips of types without any permission.
 // Deno runs with every permission denied; this file adds no capability, it only frames
 // calls. The bridge validates every frame, so agent code forging one gains nothing.
-import start from "./start.json" with { type: "json" };
-import caps from "./caps.ts";
-import body from "./body.ts";
 import { AsyncLocalStorage } from "node:async_hooks";
 
 const MAX_DEPTH = 64; // JSON nesting, as shared/sandbox/child/wire.py
@@ -16,11 +15,7 @@ const CAP_DEPTH = 8; // capability nesting, as shared/sandbox/child/inline.py
 const STDOUT_FRAME = 64 << 10;
 const PROGRESS_CHARS = 1000;
 const ERROR_CHARS = 500;
-const limits = start.limits ?? {};
-const STDOUT_BYTES = limits.stdout_bytes ?? 1 << 20;
-const RESULT_BYTES = limits.result_bytes ?? 4 << 20;
-const TOOL_ARGS_BYTES = limits.tool_args_bytes ?? 1 << 20;
-const MAX_TOOL_CALLS = limits.max_tool_calls ?? 1000;
+const BODY_HEADER = "export default async function (args: any) {\n"; // one line above the code
 
 const stdin = Deno.stdin;
 const stdout = Deno.stdout;
@@ -40,44 +35,108 @@ function send(msg) {
 
 const pending = new Map();
 
-async function readReplies() {
-  let buf = new Uint8Array(0);
-  const chunk = new Uint8Array(1 << 16);
-  const decoder = new TextDecoder();
-  for (;;) {
-    const n = await stdin.read(chunk);
-    if (n === null) exit(0); // the bridge went away: nothing left to do
-    const joined = new Uint8Array(buf.length + n);
-    joined.set(buf);
-    joined.set(chunk.subarray(0, n), buf.length);
-    buf = joined;
-    while (buf.length >= 4) {
-      const size = new DataView(buf.buffer, buf.byteOffset).getUint32(0);
-      if (buf.length < 4 + size) break;
-      let frame;
-      try {
-        frame = JSON.parse(decoder.decode(buf.subarray(4, 4 + size)));
-      } catch {
-        exit(0);
+// Frames from the bridge, in order: the first is `start`, then `tool_result`s.
+class FrameReader {
+  constructor() {
+    this.buf = new Uint8Array(0);
+    this.chunk = new Uint8Array(1 << 16);
+    this.decoder = new TextDecoder();
+  }
+
+  async next() {
+    for (;;) {
+      if (this.buf.length >= 4) {
+        const size = new DataView(this.buf.buffer, this.buf.byteOffset).getUint32(0);
+        if (this.buf.length >= 4 + size) {
+          const body = this.buf.subarray(4, 4 + size);
+          this.buf = this.buf.slice(4 + size);
+          try {
+            return JSON.parse(this.decoder.decode(body));
+          } catch {
+            return null;
+          }
+        }
       }
-      buf = buf.slice(4 + size);
-      const waiter = pending.get(frame?.id);
-      if (frame?.op !== "tool_result" || waiter === undefined) continue;
-      pending.delete(frame.id);
-      if (frame.ok) {
-        waiter.resolve(frame.value);
-      } else {
-        const err = frame.error ?? {};
-        waiter.reject(
-          new ToolCallError(
-            String(err.type ?? "tool_error"),
-            String(err.message ?? "tool call failed"),
-            String(frame.tool ?? "?"),
-          ),
-        );
-      }
+      const n = await stdin.read(this.chunk);
+      if (n === null) return null;
+      const joined = new Uint8Array(this.buf.length + n);
+      joined.set(this.buf);
+      joined.set(this.chunk.subarray(0, n), this.buf.length);
+      this.buf = joined;
     }
   }
+}
+
+const reader = new FrameReader();
+const start = await reader.next();
+if (start === null || start.op !== "start" || typeof start.code !== "string") exit(0);
+const limits = start.limits ?? {};
+const STDOUT_BYTES = limits.stdout_bytes ?? 1 << 20;
+const RESULT_BYTES = limits.result_bytes ?? 4 << 20;
+const TOOL_ARGS_BYTES = limits.tool_args_bytes ?? 1 << 20;
+const MAX_TOOL_CALLS = limits.max_tool_calls ?? 1000;
+
+async function readReplies() {
+  for (;;) {
+    const frame = await reader.next();
+    if (frame === null) exit(0); // the bridge went away (or broke the protocol): nothing left to do
+    const waiter = pending.get(frame?.id);
+    if (frame?.op !== "tool_result" || waiter === undefined) continue;
+    pending.delete(frame.id);
+    if (frame.ok) {
+      waiter.resolve(frame.value);
+    } else {
+      const err = frame.error ?? {};
+      waiter.reject(
+        new ToolCallError(
+          String(err.type ?? "tool_error"),
+          String(err.message ?? "tool call failed"),
+          String(frame.tool ?? "?"),
+        ),
+      );
+    }
+  }
+}
+
+// ---- the agent's modules -------------------------------------------------------------
+function dataUrl(source) {
+  const bytes = encoder.encode(source);
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return "data:application/typescript;base64," + btoa(binary);
+}
+
+const BODY_URL = dataUrl(BODY_HEADER + start.code + "\n}\n");
+const capSpecs = start.capabilities && typeof start.capabilities === "object" ? start.capabilities : {};
+const CAPS_URL = dataUrl(
+  "export default {\n" +
+    Object.entries(capSpecs)
+      .filter(([, spec]) => typeof spec?.code === "string")
+      .map(([name, spec]) => `${JSON.stringify(name)}: async function (args: any) {\n${spec.code}\n},\n`)
+      .join("") +
+    "};\n",
+);
+
+// Deno's parse error: "SyntaxError: <what>\n  |\n2 | <line>\n  |  ~\n    at <url>:<line>:<column>".
+function syntaxError(err) {
+  const message = String(err?.message ?? err);
+  const at = /:(\d+):(\d+)\s*$/.exec(message);
+  if (!/SyntaxError/.test(message) || at === null) return null;
+  const line = Math.max(1, Number(at[1]) - 1);
+  const column = Number(at[2]);
+  const quoted = /^\s*\d+\s*\|\s?(.*)$/m.exec(message);
+  const what = message.split("\n")[0].replace(/^(TypeError: )?/, "");
+  return {
+    op: "done",
+    ok: false,
+    error: {
+      type: "syntax_error",
+      message: `${what} at line ${line}, column ${column}`.slice(0, 4000),
+      details: { line, column, text: (quoted?.[1] ?? "").slice(0, 200) },
+    },
+  };
 }
 
 // ---- output capture -----------------------------------------------------------------
@@ -163,6 +222,7 @@ class ResultNotJson extends Error {
 
 // ---- tools and resources --------------------------------------------------------------
 let nextId = 0;
+let caps = {};
 const chain = new AsyncLocalStorage();
 const capIds = Object.fromEntries(
   Object.entries(start.capabilities ?? {}).map(([name, spec]) => [name, String(spec?.id ?? name)]),
@@ -378,8 +438,11 @@ function traceback(err) {
     .split("\n")
     .map((line) =>
       line
-        .replace(/file:\/\/[^\s)]*\/body\.ts:(\d+):(\d+)/g, (_, l, c) => `<code>:${Number(l) - 1}:${c}`)
-        .replace(/file:\/\/[^\s)]*\/caps\.ts:(\d+):(\d+)/g, "<capability>:$1:$2"),
+        .split(BODY_URL + ":")
+        .join("<code>:")
+        .replace(/<code>:(\d+):(\d+)/g, (_, l, c) => `<code>:${Number(l) - 1}:${c}`)
+        .split(CAPS_URL + ":")
+        .join("<capability>:"),
     )
     .filter((line) => !/file:\/\/[^\s)]*\/main\.js|ext:/.test(line))
     .join("\n")
@@ -395,6 +458,17 @@ function failure(type, message, err, details) {
 }
 
 async function execute() {
+  let body;
+  try {
+    caps = (await import(CAPS_URL)).default;
+  } catch (err) {
+    return failure("runtime_error", `a capability's code does not load: ${describe(err)}`.slice(0, 4000));
+  }
+  try {
+    body = (await import(BODY_URL)).default;
+  } catch (err) {
+    return syntaxError(err) ?? failure("runtime_error", describe(err), err);
+  }
   let value;
   try {
     value = await body(wrapArgs(start.args ?? {}));
