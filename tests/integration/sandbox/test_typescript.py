@@ -293,6 +293,7 @@ await attempt("npm import", () => import("npm:left-pad@1.3.0"));
 await attempt("jsr import", () => import("jsr:@std/path@1"));
 await attempt("https import", () => import("https://deno.land/std@0.224.0/path/mod.ts"));
 await attempt("file import", () => import("file:///etc/passwd"));
+await attempt("npm via data module", () => import("data:application/javascript,export * from 'npm:left-pad@1.3.0'"));
 await attempt("worker env", () => new Promise((ok, fail) => {
   const src = "self.postMessage(Deno.env.get('AGENTCARDS_TEST_SECRET') ?? 'none')";
   const w = new Worker(`data:text/javascript,${encodeURIComponent(src)}`, { type: "module" });
