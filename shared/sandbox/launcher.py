@@ -369,13 +369,22 @@ class Launcher:
             # A TypeScript child starts Deno before its run: only once it is in its cgroup
             # (a process forked earlier would stay outside it, uncapped). Without one it
             # starts nothing; the bridge refuses TypeScript runs without a cgroup.
+            # Then it is a spare once Deno has booted and said so: a run never waits for V8.
             try:
                 ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
-            except OSError as exc:
+                if cgroup is not None:
+                    _recv_ready(ours, _HELLO_TIMEOUT_S)
+            except (OSError, SandboxError) as exc:
                 ours.close()
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                os.close(pidfd)
                 if cgroup is not None:
                     cgroup.kill()
-                    cgroup.remove()
+                    if not cgroup.remove():
+                        cgroups.remove_later(cgroup)
+                if isinstance(exc, SandboxError):
+                    raise
                 raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
         layers: dict[str, Any] = dict(self.zygote_info)
         child_layers = hello.get("layers")
@@ -453,6 +462,34 @@ def _recv_hello(sock: socket.socket, timeout: float) -> tuple[dict[str, Any], in
     except wire.WireError as exc:
         raise _sandbox_error("spawn", f"bad hello: {exc}") from exc
     return hello, pid
+
+
+def _recv_ready(sock: socket.socket, timeout: float) -> None:
+    """Wait for a TypeScript child's ``ready`` (Deno booted, its prelude waiting for start)."""
+    sock.settimeout(timeout)
+    try:
+        header = _recv_exact(sock, wire.HEADER.size)
+        (size,) = wire.HEADER.unpack(header)
+        if size > 1 << 10:
+            raise _sandbox_error("spawn", "oversized ready from the sandbox child")
+        frame = wire.decode(_recv_exact(sock, size))
+    except TimeoutError:
+        raise _sandbox_error("spawn", "Deno did not start in time") from None
+    except wire.WireError as exc:
+        raise _sandbox_error("spawn", f"bad ready: {exc}") from exc
+    if frame.get("op") != "ready":
+        detail = frame.get("error") if frame.get("op") == "done" else frame.get("op")
+        raise _sandbox_error("spawn", f"Deno did not start: {str(detail)[:500]}")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise _sandbox_error("spawn", "the sandbox child exited before Deno was ready")
+        buf += chunk
+    return bytes(buf)
 
 
 _launcher: Launcher | None = None

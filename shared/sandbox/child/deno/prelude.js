@@ -68,6 +68,7 @@ class FrameReader {
 }
 
 const reader = new FrameReader();
+send({ op: "ready" }); // to the launcher, which keeps this child as a spare from now on
 const start = await reader.next();
 if (start === null || start.op !== "start" || typeof start.code !== "string") exit(0);
 const limits = start.limits ?? {};
