@@ -99,6 +99,7 @@ _TS_FALLBACK = re.compile(
 )
 _TS_NAME = r"(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*[\"']([^\"']+)[\"']\s*\])"
 _TS_CALL = re.compile(r"\bmcp\s*" + _TS_NAME + r"\s*" + _TS_NAME + r"\s*\(\s*\{([^{}]*)\}")
+_TS_TOOL_CALL = re.compile(r"\bmcp\s*" + _TS_NAME + r"\s*" + _TS_NAME + r"\s*\(")
 _TS_PASSED = re.compile(
     r"([A-Za-z_$][\w$]*|\"[^\"]+\")\s*:\s*args\s*(?:\?\.|\.)\s*([A-Za-z_$][\w$]*)"
 )
@@ -467,8 +468,15 @@ def _build_json_schema(params: dict[str, _Param]) -> dict[str, Any]:
     return schema
 
 
-def tools_called(code: str) -> list[str]:
+def tools_called(code: str, language: str = "python") -> list[str]:
     """The tool ids (``server:tool``) the code calls as ``mcp.server.tool(...)``, in order."""
+    if language != "python":
+        found_ts = (
+            tool_ids.make(m.group(1) or m.group(2), m.group(3) or m.group(4))
+            for m in _TS_TOOL_CALL.finditer(code)
+            if (m.group(3) or m.group(4)) != "read_resource"
+        )
+        return list(dict.fromkeys(found_ts))
     try:
         tree = ast.parse(code.lstrip("\ufeff"))
     except (SyntaxError, ValueError):

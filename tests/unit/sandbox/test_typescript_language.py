@@ -114,3 +114,19 @@ def test_a_typescript_capabilitys_parameters_are_inferred_from_its_args_and_tool
         "type": "object",
         "properties": {},
     }
+
+
+def test_typescript_tool_calls_are_found_by_pattern_resources_left_out() -> None:
+    from shared.capabilities.schema import tools_called
+
+    code = (
+        'await mcp.time.get_current_time({});\nawait mcp["my-server"]["get-sum"]({ a: 1 });\n'
+        'await mcp.docs.read_resource("file:///x");\nawait mcp.time.get_current_time({});'
+    )
+    assert tools_called(code, "typescript") == ["time:get_current_time", "my-server:get-sum"]
+
+
+def test_a_bundle_made_before_languages_imports_as_python() -> None:
+    from shared.capabilities.bundle import BundleCapability
+
+    assert BundleCapability.model_fields["language"].default == "python"

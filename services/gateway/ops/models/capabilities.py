@@ -141,6 +141,9 @@ class CapabilityCreate(RequestModel):
     aliases: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
         default_factory=list, max_length=50, description="other phrasings to match it by"
     )
+    language: Literal["python", "typescript"] = Field(
+        default="python", description="the language of `code`"
+    )
 
 
 class CapabilityPatch(RequestModel):
