@@ -56,6 +56,19 @@ def test_a_typescript_run_calls_real_tools_and_becomes_a_typescript_capability(
     assert again["status"] == "succeeded", again
     assert again["result"]["r"] == 3 and again["language"] == "typescript"
 
+    # TypeScript code inlines it by name; Python code does not see a TypeScript capability.
+    name = capability["name"]
+    inlined = _post(
+        stack,
+        "/v1/executions",
+        {"code": f"return (await capabilities.{name}({{ a: 5 }})).r;", "language": "typescript"},
+    )
+    assert inlined["status"] == "succeeded", inlined
+    assert inlined["result"] == 7
+    from_python = _post(stack, "/v1/executions", {"code": f"return await capabilities.{name}(a=5)"})
+    assert from_python["status"] == "failed"
+    assert name in from_python["error"]["message"]
+
     # JavaScript is TypeScript; a Python run of the same text is a different thing.
     js = _post(
         stack,
