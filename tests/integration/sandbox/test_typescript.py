@@ -27,6 +27,7 @@ from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.launcher import get_launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.tools import LocalToolRegistry, ToolResult
 from tests.integration.sandbox.conftest import SECRET, Run
 
 # Collects each attempt's outcome as "OK:<value>" or "<ErrorName>: <message>".
@@ -102,6 +103,27 @@ return "not caught";
     uncaught = await ts("await mcp.t.nope({});")
     assert uncaught.status == "failed"
     assert uncaught.error is not None and uncaught.error["type"] == "tool_not_allowed"
+
+
+async def test_resources_are_read_through_the_bridge(ts: Run, registry: LocalToolRegistry) -> None:
+    class WithResources(LocalToolRegistry):
+        async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
+            return ToolResult.success({"contents": [{"uri": uri, "text": f"from {server}"}]})
+
+    backend = WithResources()
+    backend.register("t:echo", lambda **kw: kw)
+    outcome = await ts(
+        """
+const doc = await mcp.t.read_resource("demo://doc");
+let refused = "";
+try { await mcp.other.read_resource("demo://doc"); } catch (e) { refused = (e as ToolCallError).type; }
+return { text: doc.contents[0].text, refused };
+""",
+        tools=backend.specs(),
+        backend=backend,
+    )
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == {"text": "from t", "refused": "tool_not_allowed"}
 
 
 async def test_syntax_errors_name_the_agents_line_and_column(ts: Run) -> None:
