@@ -415,3 +415,27 @@ def test_the_cli_runs_a_ts_file_like_a_python_file(tmp_path: Path) -> None:
     assert done.returncode == 0, result
     assert result["result"] == {"n": 42} and result["stdout"] == "n 42\n"
     assert all(result["layers"][name] for name in ("filesystem_view", "seccomp", "landlock"))
+
+
+async def test_result_size_tool_call_count_and_tool_args_are_capped(ts: Run) -> None:
+    big = await ts("return 'x'.repeat(64 << 10);", limits=SandboxLimits(result_bytes=16 << 10))
+    assert big.error is not None and big.error["type"] == "output_limit", big.error
+    calls = await ts(
+        "for (let i = 0; i < 3; i++) await mcp.t.echo({ i });",
+        limits=SandboxLimits(wall_time_s=5, max_tool_calls=2),
+    )
+    assert calls.error is not None and calls.error["type"] == "tool_call_limit", calls.error
+    args = await ts(
+        "await mcp.t.echo({ x: 'y'.repeat(4096) });",
+        limits=SandboxLimits(wall_time_s=5, tool_args_bytes=1024),
+    )
+    assert args.error is not None and args.error["type"] == "tool_args_too_large", args.error
+
+
+async def test_code_that_exits_deno_itself_ends_without_a_result(ts: Run, host_intact) -> None:
+    quiet = await ts("Deno.exit(0);")
+    assert quiet.status == "failed"
+    assert quiet.error is not None and quiet.error["type"] == "runtime_error"
+    loud = await ts("Deno.exit(3);")
+    assert loud.error is not None and loud.error["type"] == "runtime_error"
+    await host_intact()
