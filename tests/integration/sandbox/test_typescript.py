@@ -141,6 +141,13 @@ async def test_runtime_errors_show_the_agents_own_line(ts: Run) -> None:
     assert "<code>:2:" in outcome.error["traceback"]
 
 
+async def test_a_refused_fetch_says_to_use_tools(ts: Run) -> None:
+    outcome = await ts("return await fetch('https://example.com/');")
+    assert outcome.error is not None and outcome.error["type"] == "runtime_error"
+    assert "NotCapable" in outcome.error["message"]
+    assert "mcp.<server>.<tool>" in outcome.error["message"]
+
+
 async def test_a_result_json_cannot_hold_is_refused_by_path(ts: Run) -> None:
     outcome = await ts("return { when: [1, new Date(0)] };")
     assert outcome.error is not None and outcome.error["type"] == "result_not_json"

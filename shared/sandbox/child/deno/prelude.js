@@ -450,6 +450,15 @@ function traceback(err) {
     .slice(-16000);
 }
 
+// As the Python child says for a refused socket (shared/sandbox/child/advice.py NO_NETWORK).
+const NO_NETWORK =
+  "The sandbox has no network (sockets, DNS and HTTP are refused): reach external systems " +
+  "through tools, `await mcp.<server>.<tool>({...})` (find them with search_tools)";
+
+function withHint(message) {
+  return /^NotCapable: Requires (net|import) access/.test(message) ? `${message}. ${NO_NETWORK}` : message;
+}
+
 function failure(type, message, err, details) {
   const error = { type, message: String(message).slice(0, 4000) };
   const tb = err === undefined ? "" : traceback(err);
@@ -479,7 +488,7 @@ async function execute() {
     if (isAllocationFailure(err)) {
       return failure("memory_limit", `${describe(err)}: the run is out of its memory limit; process data in smaller pieces`, err);
     }
-    return failure("runtime_error", describe(err), err);
+    return failure("runtime_error", withHint(describe(err)), err);
   }
   if (value === undefined) value = null;
   try {
