@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import example_server, time_server
 
 stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
@@ -91,3 +92,27 @@ def test_typescript_errors_come_back_typed(stack: E2EStack) -> None:
     )
     assert failed["status"] == "failed"
     assert failed["error"]["type"] == "unknown_tool", failed["error"]
+
+
+async def test_mcp_execute_code_takes_the_language(stack: E2EStack) -> None:
+    progress: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with mcp_session(stack) as session:
+        await session.initialize()
+        result = await session.call_tool(
+            "execute_code",
+            {"code": ISSUE_EXAMPLE, "language": "typescript",
+             "args": {"a": 1}},
+            progress_callback=on_progress,
+        )  # fmt: skip
+        bad = await session.call_tool("execute_code", {"code": "1", "language": "cobol"})
+    assert not result.is_error, result.content
+    ran = result.structured_content or json.loads(result.content[0].text)
+    ran = ran.get("result", ran) if set(ran) == {"result"} else ran
+    assert ran["status"] == "succeeded" and ran["result"] == {"tz": "UTC", "r": 3}
+    assert ran["language"] == "typescript"
+    assert progress == ["half way"]
+    assert bad.is_error and "language" in bad.content[0].text
