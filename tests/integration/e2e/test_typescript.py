@@ -104,15 +104,19 @@ async def test_mcp_execute_code_takes_the_language(stack: E2EStack) -> None:
         await session.initialize()
         result = await session.call_tool(
             "execute_code",
-            {"code": ISSUE_EXAMPLE, "language": "typescript",
-             "args": {"a": 1}},
+            dict[str, Any](code=ISSUE_EXAMPLE, language="typescript", args={"a": 1}),
             progress_callback=on_progress,
         )  # fmt: skip
         bad = await session.call_tool("execute_code", {"code": "1", "language": "cobol"})
     assert not result.is_error, result.content
-    ran = result.structured_content or json.loads(result.content[0].text)
+    ran: dict[str, Any] = result.structured_content or json.loads(_text(result.content[0]))
     ran = ran.get("result", ran) if set(ran) == {"result"} else ran
     assert ran["status"] == "succeeded" and ran["result"] == {"tz": "UTC", "r": 3}
     assert ran["language"] == "typescript"
     assert progress == ["half way"]
-    assert bad.is_error and "language" in bad.content[0].text
+    assert bad.is_error and "language" in _text(bad.content[0])
+
+
+def _text(block: Any) -> str:
+    text: str = block.text
+    return text
