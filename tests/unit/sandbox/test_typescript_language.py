@@ -130,3 +130,17 @@ def test_a_bundle_made_before_languages_imports_as_python() -> None:
     from shared.capabilities.bundle import BundleCapability
 
     assert BundleCapability.model_fields["language"].default == "python"
+
+
+async def test_without_the_deno_package_a_typescript_run_fails_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shared.sandbox import bridge, fsplan
+
+    monkeypatch.setattr(fsplan, "find_deno", lambda: None)
+    outcome = await bridge.run_in_sandbox(
+        code="return 1;", limits=SandboxLimits(), language="typescript"
+    )
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == "sandbox_unavailable"
+    assert "deno" in outcome.error["message"]
