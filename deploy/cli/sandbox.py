@@ -1,4 +1,4 @@
-"""``agentcards sandbox run FILE``: one file in the real sandbox, JSON on stdout (operators' machine check)."""
+"""``agentcards sandbox run FILE``: one Python or TypeScript file in the real sandbox, JSON on stdout (operators' machine check)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ import typer
 
 from shared.config import get_settings
 from shared.executions.status import ExecutionStatus
-from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.limits import Language, SandboxLimits
+
+# Files run as TypeScript (Deno strips the types; JavaScript is TypeScript without them).
+TYPESCRIPT_SUFFIXES = (".ts", ".mts", ".js", ".mjs")
+
+
+def language_of(path: Path) -> Language:
+    """``typescript`` for a .ts/.mts/.js/.mjs file, else ``python``."""
+    return "typescript" if path.suffix.lower() in TYPESCRIPT_SUFFIXES else "python"
+
 
 sandbox_app = typer.Typer(help="Run code in the isolated sandbox.", no_args_is_help=True)
 
@@ -31,7 +40,10 @@ def run_file(
     if not isinstance(args, dict):
         raise typer.BadParameter("--args must be a JSON object")
     limits = SandboxLimits.from_settings(get_settings(), wall_time_s=timeout)
-    outcome = asyncio.run(run_in_sandbox(code=path.read_text(), args=args, limits=limits))
+    run = run_in_sandbox(
+        code=path.read_text(), args=args, limits=limits, language=language_of(path)
+    )
+    outcome = asyncio.run(run)
     out = outcome.to_dict()
     out.pop("trace")
     out.pop("tool_calls")
@@ -46,7 +58,9 @@ def run(
         float | None, typer.Option("--timeout", help="wall time limit, seconds")
     ] = None,
 ) -> None:
-    """Run FILE in the sandbox and print one JSON document; exit 1 unless it succeeded."""
+    """Run FILE in the sandbox and print one JSON document; exit 1 unless it succeeded.
+
+    A .ts, .mts, .js or .mjs file runs as TypeScript (in Deno, same isolation)."""
     result = run_file(file, args, timeout)
     typer.echo(json.dumps(result, default=str))
     raise typer.Exit(0 if result["status"] == ExecutionStatus.SUCCEEDED else 1)

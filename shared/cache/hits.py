@@ -25,10 +25,10 @@ from shared.executions.store import request_params
 # at once, no sandbox run) and its audit row, written only if the execution row was.
 _INSERT_EXECUTION = """INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
         idempotency_key, capability_id, learn, status, result, stdout, extras, started_at,
-        finished_at, duration_ms, queued_ms, trace_id)"""
+        finished_at, duration_ms, queued_ms, trace_id, language)"""
 _REQUEST_VALUES = """%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s,
            %(key)s, %(cap)s, %(learn)s, %(status)s"""
-_FINISHED_AT_ONCE = "now(), now(), 0, 0, %(trace)s"
+_FINISHED_AT_ONCE = "now(), now(), 0, 0, %(trace)s, %(language)s"
 _RETURN_AND_AUDIT = """ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING *
 ), audit AS (

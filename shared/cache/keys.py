@@ -36,9 +36,12 @@ def scope_digest(schema_hashes: Mapping[str, str]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def execution_digest(*, code: str, args: Mapping[str, Any], scope: str) -> str:
-    """The L1 digest: formatting and comments of the code do not matter (AST-normalized)."""
-    payload = f"{code_hash(code)}\n{params_hash(args)}\n{scope}"
+def execution_digest(
+    *, code: str, args: Mapping[str, Any], scope: str, language: str = "python"
+) -> str:
+    """The L1 digest: formatting and comments of the code do not matter (AST-normalized);
+    its language does (the code hash is per language)."""
+    payload = f"{code_hash(code, language)}\n{params_hash(args)}\n{scope}"
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -167,7 +167,12 @@ def remember(
         entries.put_entry(
             client,
             tenant_id=tenant_id,
-            digest=execution_digest(code=row["code"], args=row["args"], scope=cache.scope.digest),
+            digest=execution_digest(
+                code=row["code"],
+                args=row["args"],
+                scope=cache.scope.digest,
+                language=row.get("language") or "python",
+            ),
             entry=entries.CachedResult(
                 result=run.result, stdout=run.stdout, tools_used=list(l1.tools_used),
                 cached_at=entries.now(), source_execution_id=execution_id,

@@ -57,6 +57,7 @@ class BundleCapability(RequestModel):
     source: Literal["emergent", "manual"]
     version: int = Field(ge=1, le=SQL_INT_MAX)
     stats: BundleStats
+    language: Literal["python", "typescript"] = "python"  # bundles made before it: Python
 
 
 class Bundle(RequestModel):
@@ -95,7 +96,7 @@ def export_bundle(conn: Conn, *, tenant_id: str, ids: list[str] | None) -> Row:
 # A bundle entry's fields as stored, then its stats (timestamps as ISO 8601 text).
 _ENTRY_FIELDS = (
     "id", "family", "name", "description", "code", "intent", "aliases", "tools_used",
-    "parameters_schema", "source", "version",
+    "parameters_schema", "source", "version", "language",
 )  # fmt: skip
 _TIME_FIELDS = ("created_at", "last_used", "promoted_at")
 _STATS_FIELDS = tuple(f for f in BundleStats.model_fields if f not in _TIME_FIELDS)
@@ -114,7 +115,10 @@ def _iso(value: datetime | None) -> str | None:
 
 
 # What an imported entry brings as it is.
-_COPIED = {"code", "intent", "name", "description", "parameters_schema", "tools_used", "source"}
+_COPIED = {
+    "code", "intent", "name", "description", "parameters_schema", "tools_used", "source",
+    "language",
+}  # fmt: skip
 
 
 def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embedder) -> list[Row]:
@@ -128,14 +132,14 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
     """
     entries = sorted(bundle.capabilities, key=lambda e: (e.family, e.version, e.name))
     for i, entry in enumerate(bundle.capabilities):
-        lifecycle.check_code(entry.code, field=f"capabilities.{i}.code")
+        lifecycle.check_code(entry.code, field=f"capabilities.{i}.code", language=entry.language)
         lifecycle.check_name(entry.name, field=f"capabilities.{i}.name")
     texts = list(dict.fromkeys(t for e in entries for t in (e.intent, *e.aliases)))
     vectors = dict(zip(texts, embed_cached(conn=conn, embedder=embedder, texts=texts), strict=True))
     families: dict[str, str] = {}  # bundle family -> family here
     out: list[Row] = []
     for entry in entries:
-        digest = code_hash(entry.code)
+        digest = code_hash(entry.code, entry.language)
         known = lifecycle.by_code_hash(conn, tenant_id=tenant_id, code_hash=digest)
         if known is not None:
             _merge(conn, tenant_id=tenant_id, capability_id=known["id"], entry=entry)

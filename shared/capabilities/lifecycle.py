@@ -37,8 +37,12 @@ def check_name(name: str, *, field: str = "name") -> None:
         raise ValidationFailed(f"{field}: {name!r} is not a valid name: {NAME_RULE}", field=field)
 
 
-def check_code(code: str, *, field: str = "code") -> None:
-    """Refuse code that does not parse (it could never run), naming the field and line."""
+def check_code(code: str, *, field: str = "code", language: str = "python") -> None:
+    """Refuse code that does not parse (it could never run), naming the field and line.
+
+    Python only: TypeScript's parser is Deno's, inside the sandbox (its first run says)."""
+    if language != "python":
+        return
     try:
         ast.parse(code.lstrip("\ufeff"))
     except SyntaxError as exc:
@@ -119,12 +123,12 @@ def insert(conn: Conn, *, tenant_id: str, values: Mapping[str, Any]) -> str:
                                   description, parameters_schema, tools_used, source, version,
                                   family_id, usage_count, success_count, failure_count,
                                   success_rate, avg_duration_ms, last_used, promoted_at,
-                                  created_at)
+                                  created_at, language)
         VALUES (%(tenant)s, %(code_hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s,
                 %(description)s, %(schema)s, %(tools)s, %(source)s, %(version)s,
                 %(family)s, %(usage_count)s, %(success_count)s, %(failure_count)s,
                 %(success_rate)s, %(avg_duration_ms)s, %(last_used)s, %(promoted_at)s,
-                coalesce(%(created_at)s, now()))
+                coalesce(%(created_at)s, now()), %(language)s)
         RETURNING id::text AS id
         """,
         {
@@ -132,6 +136,7 @@ def insert(conn: Conn, *, tenant_id: str, values: Mapping[str, Any]) -> str:
             "tenant": tenant_id,
             "code_hash": values["code_hash"],
             "code": values["code"],
+            "language": values.get("language") or "python",
             "intent": values["intent"],
             "vec": np.asarray(values["vec"], dtype=np.float32),
             "name": values["name"],

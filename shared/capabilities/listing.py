@@ -19,7 +19,7 @@ Row = dict[str, Any]
 ITEM_FIELDS = (
     "id", "name", "description", "code", "intent", "aliases", "tools_used",
     "parameters_schema", "success_rate", "usage_count", "last_used", "created_at",
-    "community_id", "version", "source", "disabled",
+    "community_id", "version", "source", "disabled", "language",
 )  # fmt: skip
 
 # One row per capability, its aliases oldest first; ``c`` is the capabilities table.
@@ -29,7 +29,7 @@ SELECT c.id::text AS id, c.name, c.description, c.code, c.intent,
                   WHERE a.capability_id = c.id), '{}') AS aliases,
        c.tools_used, c.parameters_schema, c.success_rate, c.usage_count, c.last_used,
        c.created_at, c.community AS community_id, c.version, c.source,
-       c.disabled_at IS NOT NULL AS disabled
+       c.disabled_at IS NOT NULL AS disabled, c.language
   FROM capabilities AS c
 """
 

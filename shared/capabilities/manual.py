@@ -34,6 +34,7 @@ class ManualCapability:
     name: str | None = None
     description: str | None = None
     aliases: Sequence[str] = ()
+    language: str = "python"
 
 
 def create_manual(
@@ -43,10 +44,10 @@ def create_manual(
 
     Conflict when the tenant already has this code (same hash): edit that one instead.
     """
-    lifecycle.check_code(spec.code)
+    lifecycle.check_code(spec.code, language=spec.language)
     if spec.name is not None:
         lifecycle.check_name(spec.name)
-    digest = code_hash(spec.code)
+    digest = code_hash(spec.code, spec.language)
     existing = lifecycle.by_code_hash(conn, tenant_id=tenant_id, code_hash=digest)
     if existing is not None:
         raise Conflict(
@@ -54,7 +55,7 @@ def create_manual(
             f"change it with PATCH /v1/capabilities/{existing['id']}",
             capability_id=existing["id"],
         )
-    tools = tools_called(spec.code)
+    tools = tools_called(spec.code, spec.language)
     schemas = {t: row["input_schema"] for t, row in get_tools(conn, ids=tools).items()}
     name = spec.name or capability_name(intent=spec.intent, tools_used=tools)
     family, version = lifecycle.next_version(conn, tenant_id=tenant_id, name=name)
@@ -72,7 +73,10 @@ def create_manual(
             "name": name,
             "description": spec.description
             or capability_description(intent=spec.intent, tools_used=tools),
-            "parameters_schema": infer_parameters_schema(code=spec.code, tool_schemas=schemas),
+            "parameters_schema": infer_parameters_schema(
+                code=spec.code, tool_schemas=schemas, language=spec.language
+            ),
+            "language": spec.language,
             "tools_used": tools,
             "source": "manual",
             "version": version,

@@ -24,17 +24,28 @@ def normalize_code(code: str) -> str:
     return ast.unparse(tree)
 
 
-def code_hash(code: str) -> str:
-    """sha256 hex of the normalized code: the capability key (unique per tenant)."""
-    try:
-        canonical = "ast:" + normalize_code(code)
-    except (SyntaxError, ValueError):
-        # Unparseable code never ran successfully, so it is never learned; hashing the
-        # raw text (line endings and trailing blanks evened out) keeps this total.
-        lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        canonical = "raw:" + "\n".join(line.rstrip() for line in lines).strip("\n")
+def code_hash(code: str, language: str = "python") -> str:
+    """sha256 hex of the normalized code: the capability key (unique per tenant).
+
+    TypeScript is hashed as its text (line endings and trailing blanks evened out) under
+    its own prefix: the same text in two languages is two capabilities, never one.
+    """
+    if language != "python":
+        canonical = f"{language}:" + _even_lines(code)
+    else:
+        try:
+            canonical = "ast:" + normalize_code(code)
+        except (SyntaxError, ValueError):
+            # Unparseable code never ran successfully, so it is never learned; hashing the
+            # raw text keeps this total.
+            canonical = "raw:" + _even_lines(code)
     payload = f"v{NORMALIZATION_VERSION}\n{canonical}"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _even_lines(code: str) -> str:
+    lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).strip("\n")
 
 
 def _is_docstring(node: ast.stmt) -> bool:

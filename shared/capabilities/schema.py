@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import astuple, dataclass, field
 from typing import Any
@@ -65,7 +67,7 @@ class _Param:
 
 
 def infer_parameters_schema(
-    *, code: str, tool_schemas: Mapping[str, Mapping[str, Any]]
+    *, code: str, tool_schemas: Mapping[str, Mapping[str, Any]], language: str = "python"
 ) -> dict[str, Any]:
     """JSON Schema (object) of the ``args`` the code reads; ``{"type": "object", "properties": {}}`` if none.
 
@@ -73,6 +75,9 @@ def infer_parameters_schema(
     mapping with an ``input_schema`` key is accepted too). Code that does not parse
     yields the empty schema: it never ran, so there is nothing to describe.
     """
+    if language != "python":
+        params = _typescript_params(code, tool_schemas)
+        return _to_json_schema(params) if params else _empty_schema()
     try:
         tree = ast.parse(code.lstrip("\ufeff"))
     except (SyntaxError, ValueError):
@@ -81,6 +86,59 @@ def infer_parameters_schema(
     if not params:
         return _empty_schema()
     return _to_json_schema(params)
+
+
+# TypeScript has no parser here: patterns find `args.x` / `args["x"]` (optional when followed
+# by `??` or `||`, its default when that is a literal) and `key: args.x` inside a one-level
+# `mcp.server.tool({...})` object, which types x as the tool's `key`.
+_TS_ARG = re.compile(
+    r"\bargs\s*(?:\?\.|\.)\s*([A-Za-z_$][\w$]*)|\bargs\s*(?:\?\.)?\[\s*([\"'])([^\"'\\]+)\2\s*\]"
+)
+_TS_FALLBACK = re.compile(
+    r"\s*(?:\?\?|\|\|)\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b|\"[^\"\\]*\"|true\b|false\b|null\b)?"
+)
+_TS_NAME = r"(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*[\"']([^\"']+)[\"']\s*\])"
+_TS_CALL = re.compile(r"\bmcp\s*" + _TS_NAME + r"\s*" + _TS_NAME + r"\s*\(\s*\{([^{}]*)\}")
+_TS_TOOL_CALL = re.compile(r"\bmcp\s*" + _TS_NAME + r"\s*" + _TS_NAME + r"\s*\(")
+_TS_PASSED = re.compile(
+    r"([A-Za-z_$][\w$]*|\"[^\"]+\")\s*:\s*args\s*(?:\?\.|\.)\s*([A-Za-z_$][\w$]*)"
+)
+
+
+def _typescript_params(
+    code: str, tool_schemas: Mapping[str, Mapping[str, Any]]
+) -> dict[str, _Param]:
+    params: dict[str, _Param] = {}
+    for match in _TS_ARG.finditer(code):
+        name = match.group(1) or match.group(3)
+        param = params.setdefault(name, _Param(name))
+        fallback = _TS_FALLBACK.match(code, match.end())
+        if fallback is None or not fallback.group(0).strip():
+            continue
+        param.optional = True
+        if fallback.group(1) is not None and param.default is _MISSING:
+            param.default = json.loads(fallback.group(1))
+            param.default_type = _json_type_of(param.default)
+    analyzer = _Analyzer(ast.Module(body=[], type_ignores=[]), tool_schemas)
+    for call in _TS_CALL.finditer(code):
+        server, tool = call.group(1) or call.group(2), call.group(3) or call.group(4)
+        schema = analyzer._tool_schema(tool_ids.make(server, tool))
+        props = schema.get("properties") if schema is not None else None
+        if not isinstance(props, Mapping):
+            continue
+        for passed in _TS_PASSED.finditer(call.group(5)):
+            key, name = passed.group(1).strip('"'), passed.group(2)
+            prop, target = props.get(key), params.get(name)
+            if (
+                isinstance(prop, Mapping)
+                and "type" in prop
+                and target is not None
+                and target.tool_type is None
+            ):
+                target.tool_type = prop["type"]
+                description = prop.get("description")
+                target.tool_description = description if isinstance(description, str) else None
+    return params
 
 
 def _empty_schema() -> dict[str, Any]:
@@ -410,8 +468,15 @@ def _build_json_schema(params: dict[str, _Param]) -> dict[str, Any]:
     return schema
 
 
-def tools_called(code: str) -> list[str]:
+def tools_called(code: str, language: str = "python") -> list[str]:
     """The tool ids (``server:tool``) the code calls as ``mcp.server.tool(...)``, in order."""
+    if language != "python":
+        found_ts = (
+            tool_ids.make(m.group(1) or m.group(2), m.group(3) or m.group(4))
+            for m in _TS_TOOL_CALL.finditer(code)
+            if (m.group(3) or m.group(4)) != "read_resource"
+        )
+        return list(dict.fromkeys(found_ts))
     try:
         tree = ast.parse(code.lstrip("\ufeff"))
     except (SyntaxError, ValueError):

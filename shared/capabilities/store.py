@@ -74,7 +74,7 @@ def capabilities_by_name(conn: Conn, *, tenant_id: str, names: Sequence[str]) ->
     is not callable from code: its name resolves to the latest enabled version, or nothing)."""
     return conn.execute(
         # By version: a name's latest version comes last, and the caller keeps the last.
-        "SELECT id, name, code FROM capabilities WHERE tenant_id = %s AND name = ANY(%s) "
+        "SELECT id, name, code, language FROM capabilities WHERE tenant_id = %s AND name = ANY(%s) "
         "AND disabled_at IS NULL ORDER BY version",
         (tenant_id, list(names)),
     ).fetchall()
@@ -290,11 +290,11 @@ def insert_capabilities(conn: Conn, *, rows: Sequence[Mapping[str, Any]]) -> lis
             INSERT INTO capabilities (tenant_id, code_hash, code, intent, intent_embedding,
                                       name, description, parameters_schema, tools_used,
                                       usage_count, success_count, failure_count, success_rate,
-                                      avg_duration_ms, last_used, version, family_id)
+                                      avg_duration_ms, last_used, version, family_id, language)
             VALUES (%(tenant)s, %(hash)s, %(code)s, %(intent)s, %(vec)s, %(name)s, %(desc)s,
                     %(schema)s, %(tools)s, %(usage_count)s, %(success_count)s,
                     %(failure_count)s, %(success_rate)s, %(avg_duration_ms)s, now(),
-                    %(version)s, %(family)s)
+                    %(version)s, %(family)s, %(language)s)
             ON CONFLICT (tenant_id, code_hash) DO NOTHING
             RETURNING {SUMMARY_COLUMNS}, tenant_id, code_hash
             """,

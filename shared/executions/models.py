@@ -14,6 +14,18 @@ from shared.executions.trace import LOST_CALL_MESSAGE, TraceSummary, summary_of
 from shared.inputs import RequestModel
 
 RetryPolicy = Literal["never", "safe"]
+Language = Literal["python", "typescript"]
+# JavaScript is TypeScript without annotations: Deno runs both the same way.
+LANGUAGE_ALIASES = {
+    "javascript": "typescript",
+    "js": "typescript",
+    "ts": "typescript",
+    "py": "python",
+}
+LANGUAGE_DESCRIPTION = (
+    "`python` (default) or `typescript` (`javascript` is accepted as TypeScript): the code is "
+    "the body of an async function; TypeScript calls `await mcp.server.tool({...})`"
+)
 RETRY_DESCRIPTION = (
     "what to do when the sandbox worker running it dies (killed, out of memory, host lost): "
     "`never` (default) ends it `worker_lost`; `safe` re-runs it from the start, at most "
@@ -24,7 +36,11 @@ RETRY_DESCRIPTION = (
 class ExecutionRequest(RequestModel):
     """`POST /v1/executions` and the MCP `execute_code` tool."""
 
-    code: str = Field(min_length=1, description="Python run as the body of an async function")
+    code: str = Field(
+        min_length=1,
+        description="Python or TypeScript (see `language`) run as the body of an async function",
+    )
+    language: Language = Field(default="python", description=LANGUAGE_DESCRIPTION)
     intent: str | None = Field(default=None, max_length=2000, description="what the code is for")
     args: dict[str, Any] = Field(default_factory=dict, description="visible to the code as `args`")
     tools: list[str] | None = Field(
@@ -42,6 +58,11 @@ class ExecutionRequest(RequestModel):
         description="false: this run is not worth keeping (an experiment, a wrong answer): no "
         "capability is created from it and it counts toward no capability's success",
     )
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _language(cls, v: Any) -> Any:
+        return LANGUAGE_ALIASES.get(v.lower(), v.lower()) if isinstance(v, str) else v
 
     @field_validator("tools")
     @classmethod
@@ -113,6 +134,7 @@ class ExecutionView(BaseModel):
 
     id: str
     status: ExecutionStatus
+    language: Language = "python"
     intent: str | None = None
     result: Any = None
     error: ErrorInfo | None = None
@@ -187,6 +209,7 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
     return ExecutionView(
         id=str(row["id"]),
         status=row["status"],
+        language=row.get("language") or "python",
         intent=row.get("intent"),
         result=row.get("result"),
         error=ErrorInfo(**error) if error else None,

@@ -33,9 +33,9 @@ def create_execution(
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry, learn, trace_id)
+                                idempotency_key, capability_id, retry, learn, trace_id, language)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s, %(trace)s)
+                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
@@ -62,6 +62,7 @@ def request_params(
         "retry": request.retry,
         "learn": request.learn,
         "trace": current_trace_id(),  # the submission's trace (null when not tracing)
+        "language": request.language,
     }
 
 

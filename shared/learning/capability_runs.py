@@ -38,6 +38,7 @@ class LearnedRun:
     intent: str
     tools_used: list[str]
     duration_ms: float | None
+    language: str = "python"
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,9 @@ class CapabilityOutcome:
 
 
 @functools.lru_cache(maxsize=4096)
-def cached_code_hash(code: str) -> str:
+def cached_code_hash(code: str, language: str = "python") -> str:
     """``code_hash`` (an AST parse, ~0.1 ms) memoised by code text: known code repeats."""
-    return code_hash(code)
+    return code_hash(code, language)
 
 
 def tool_schemas(conn: Conn, *, tools: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -85,7 +86,7 @@ def apply_capability_runs(
     """
     by_key: dict[tuple[str, str], list[LearnedRun]] = {}
     for run in learned:
-        by_key.setdefault((run.tenant_id, cached_code_hash(run.code)), []).append(run)
+        by_key.setdefault((run.tenant_id, cached_code_hash(run.code, run.language)), []).append(run)
     locked = _lock(conn, ids=[r.capability_id for r in reruns], keys=list(by_key))
     out = _insert_new(
         conn,
@@ -169,7 +170,9 @@ class _Update:
             self.changes["code"] = run.code
             self.changes["parameters_schema"] = Jsonb(
                 infer_parameters_schema(
-                    code=run.code, tool_schemas=tool_schemas(conn, tools=run.tools_used)
+                    code=run.code,
+                    tool_schemas=tool_schemas(conn, tools=run.tools_used),
+                    language=run.language,
                 )
             )
 
@@ -221,6 +224,7 @@ def _insert_new(
                 "tenant": key[0],
                 "hash": key[1],
                 "code": runs[-1].code,
+                "language": first.language,
                 "intent": first.intent,
                 "vec": vector,
                 "name": name,
@@ -292,7 +296,9 @@ def _schemas(conn: Conn, *, runs: Sequence[LearnedRun]) -> list[dict[str, Any]]:
     schemas = tool_schemas(conn, tools=sorted({t for r in runs for t in r.tools_used}))
     return [
         infer_parameters_schema(
-            code=r.code, tool_schemas={t: schemas[t] for t in r.tools_used if t in schemas}
+            code=r.code,
+            tool_schemas={t: schemas[t] for t in r.tools_used if t in schemas},
+            language=r.language,
         )
         for r in runs
     ]

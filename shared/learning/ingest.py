@@ -50,7 +50,7 @@ _EMPTY = """'{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '""'::jsonb"""
 # summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
 _COLUMNS = (
     "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
-    "trace_summary, learn, "
+    "trace_summary, learn, language, "
     f"(result IS NULL OR result IN ({_EMPTY})) AS result_empty, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
@@ -150,6 +150,7 @@ def _apply(
                     intent=row["intent"],
                     tools_used=decision.tools_used,
                     duration_ms=row["duration_ms"],
+                    language=row.get("language") or "python",
                 )
             )
         elif decision.verdict is Verdict.TOOL_FAILURES:

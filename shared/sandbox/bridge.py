@@ -25,10 +25,10 @@ from shared.executions.trace import (
     TraceRecorder,
     TraceTruncated,
 )
-from shared.sandbox import messages
+from shared.sandbox import fsplan, messages
 from shared.sandbox.child import advice, wire
 from shared.sandbox.launcher import Launcher, SandboxProcess, get_launcher
-from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.limits import Language, SandboxLimits
 from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.spans import ended, tool_call_span
@@ -91,6 +91,7 @@ async def run_in_sandbox(
     on_event: EventCallback | None = None,
     capability_sources: Mapping[str, CapabilitySource] | None = None,
     launcher: Launcher | None = None,
+    language: Language = "python",
 ) -> ExecutionOutcome:
     """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
 
@@ -102,6 +103,8 @@ async def run_in_sandbox(
     ``capabilities.<name>(**kwargs)``. ``on_event`` receives tool_start/tool_end,
     capability_start/capability_end and progress events as they are recorded (sync or
     async callable); capability events arrive in small batches from the child.
+    ``language`` ``"typescript"`` runs ``code`` in Deno inside the same confinement;
+    its ``capability_sources`` must be TypeScript too.
     """
     started = time.monotonic()
     if len(code.encode()) > limits.code_bytes:
@@ -116,14 +119,29 @@ async def run_in_sandbox(
         name: {"id": src.id, "code": src.code} for name, src in (capability_sources or {}).items()
     }
     launcher = launcher or get_launcher()
+    if language == "typescript" and fsplan.find_deno() is None:
+        message = "the TypeScript runtime (the deno package) is not installed"
+        return _failed(ErrorType.SANDBOX_UNAVAILABLE, message, started, layer="deno")
     try:
-        proc = await launcher.spawn(limits)
+        proc = await launcher.spawn(limits, language)
     except SandboxError as exc:
         log.error("sandbox unavailable: %s", exc.message)
         return _failed(
             ErrorType.SANDBOX_UNAVAILABLE, exc.message, started, layer=exc.details.get("layer")
         )
     try:
+        if language == "typescript" and proc.cgroup is None:
+            # V8 needs RLIMIT_AS far above the memory limit: only the cgroup caps it. Fail
+            # closed whatever AGENTCARDS_SANDBOX_DEGRADED_OK says.
+            reason = proc.errors.get("cgroup", "not active")
+            outcome = _failed(
+                ErrorType.SANDBOX_UNAVAILABLE,
+                f"TypeScript runs need the cgroup memory cap ({reason})",
+                started,
+                layers=["cgroup"],
+            )
+            outcome.layers = proc.layers
+            return outcome
         missing = proc.missing_layers
         if missing:
             detail = "; ".join(f"{name}: {proc.errors.get(name, 'not active')}" for name in missing)
@@ -153,7 +171,7 @@ async def run_in_sandbox(
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
         await proc.destroy()
-        launcher.prepare(limits)
+        launcher.prepare(limits, language)
 
 
 def _child_limits(limits: SandboxLimits) -> dict[str, int]:

@@ -27,6 +27,9 @@ class FsPlan:
     masks: list[str]
     symlinks: list[tuple[str, str]]
     stdlib_paths: list[str]
+    deno: str | None = (
+        None  # the TypeScript runtime's binary, bound read-only (None: not installed)
+    )
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for the zygote's init message."""
@@ -95,6 +98,9 @@ def build_plan() -> FsPlan:
         add(_real(os.path.join(libdir, soname)), exec_=True)
     for path in [*stdlib, dynload]:
         add(path, exec_=True)
+    deno = find_deno()
+    if deno is not None:
+        add(deno, exec_=True)
     candidates = {
         *site.getsitepackages(),
         site.getusersitepackages(),
@@ -116,4 +122,19 @@ def build_plan() -> FsPlan:
         masks=masks,
         symlinks=symlinks,
         stdlib_paths=sorted({*stdlib, dynload}),
+        deno=deno,
     )
+
+
+def find_deno() -> str | None:
+    """The pinned ``deno`` binary from the PyPI package (a dependency), or None if it is missing.
+
+    Only the one file is bound into the sandbox: the rest of site-packages stays masked.
+    """
+    try:
+        from deno import find_deno_bin  # type: ignore[import-untyped]
+
+        path = _real(find_deno_bin())
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None

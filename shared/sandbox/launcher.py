@@ -32,7 +32,7 @@ from typing import Any
 from shared.errors import SandboxError
 from shared.sandbox import cgroups, fsplan, seccomp_policy
 from shared.sandbox.child import wire
-from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.limits import Language, SandboxLimits
 
 log = logging.getLogger(__name__)
 
@@ -242,14 +242,14 @@ class Launcher:
                         raise
                     self._stop_locked()  # zygote died: start a fresh one and retry once
 
-    async def spawn(self, limits: SandboxLimits) -> SandboxProcess:
+    async def spawn(self, limits: SandboxLimits, language: Language = "python") -> SandboxProcess:
         """A confined child ready for ``start``; raises SandboxError if it cannot be made.
 
         Children are made ahead of time (one per distinct set of limits, see ``prepare``):
         a request takes the waiting one. A waiting child has never run anything; it sits
         in a blocking read inside its own namespaces and cgroup.
         """
-        cfg = self._child_config(limits)
+        cfg = self._child_config(limits, language)
         key = json.dumps(cfg, sort_keys=True)
         raw = self._take_ready(key)
         if raw is None:
@@ -264,17 +264,26 @@ class Launcher:
             reader, writer, raw.pid, raw.pidfd, raw.cgroup, raw.layers, raw.errors
         )
 
-    def has_ready(self, limits: SandboxLimits) -> bool:
+    def has_ready(self, limits: SandboxLimits, language: Language = "python") -> bool:
         """Whether a pre-spawned child for ``limits`` is waiting (benchmarks wait for it)."""
-        key = json.dumps(self._child_config(limits), sort_keys=True)
+        key = json.dumps(self._child_config(limits, language), sort_keys=True)
         with self._lock:
             return key in self._ready
 
-    def _child_config(self, limits: SandboxLimits) -> dict[str, Any]:
+    def _child_config(self, limits: SandboxLimits, language: Language) -> dict[str, Any]:
+        """What the zygote applies to one child; a TypeScript child differs (its own spares).
+
+        It names the Deno binary it will exec and gets V8's address-space reservation
+        (see limits.deno_rlimits); the cgroup caps its memory instead.
+        """
         plan = self._plan or fsplan.build_plan()
+        typescript = language == "typescript"
         return {
+            "language": language,
+            "deno": plan.deno if typescript else None,
+            "v8_heap_mb": limits.v8_heap_mb if typescript else None,
             "tmp_bytes": limits.tmp_bytes,
-            "rlimits": limits.rlimits(),
+            "rlimits": limits.deno_rlimits() if typescript else limits.rlimits(),
             "landlock": {
                 "read_only": plan.read_only_paths(),
                 "read_write_files": ["/dev/null"],
@@ -291,7 +300,7 @@ class Launcher:
             return None
         return raw
 
-    def prepare(self, limits: SandboxLimits) -> None:
+    def prepare(self, limits: SandboxLimits, language: Language = "python") -> None:
         """Make the next child for ``limits`` in a background thread.
 
         Called after an execution is torn down, not during one: on two cores a fork
@@ -299,7 +308,7 @@ class Launcher:
         """
         if not self.prewarm:
             return
-        key = json.dumps(self._child_config(limits), sort_keys=True)
+        key = json.dumps(self._child_config(limits, language), sort_keys=True)
         with self._lock:
             if key in self._ready or key in self._filling or len(self._ready) >= _MAX_READY_KEYS:
                 return
@@ -356,6 +365,27 @@ class Launcher:
                 cgroup.remove()
                 cgroup = None
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        if json.loads(key).get("language") == "typescript":
+            # A TypeScript child starts Deno before its run: only once it is in its cgroup
+            # (a process forked earlier would stay outside it, uncapped). Without one it
+            # starts nothing; the bridge refuses TypeScript runs without a cgroup.
+            # Then it is a spare once Deno has booted and said so: a run never waits for V8.
+            try:
+                ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
+                if cgroup is not None:
+                    _recv_ready(ours, _HELLO_TIMEOUT_S)
+            except (OSError, SandboxError) as exc:
+                ours.close()
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                os.close(pidfd)
+                if cgroup is not None:
+                    cgroup.kill()
+                    if not cgroup.remove():
+                        cgroups.remove_later(cgroup)
+                if isinstance(exc, SandboxError):
+                    raise
+                raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
         layers: dict[str, Any] = dict(self.zygote_info)
         child_layers = hello.get("layers")
         if isinstance(child_layers, dict):
@@ -432,6 +462,34 @@ def _recv_hello(sock: socket.socket, timeout: float) -> tuple[dict[str, Any], in
     except wire.WireError as exc:
         raise _sandbox_error("spawn", f"bad hello: {exc}") from exc
     return hello, pid
+
+
+def _recv_ready(sock: socket.socket, timeout: float) -> None:
+    """Wait for a TypeScript child's ``ready`` (Deno booted, its prelude waiting for start)."""
+    sock.settimeout(timeout)
+    try:
+        header = _recv_exact(sock, wire.HEADER.size)
+        (size,) = wire.HEADER.unpack(header)
+        if size > 1 << 10:
+            raise _sandbox_error("spawn", "oversized ready from the sandbox child")
+        frame = wire.decode(_recv_exact(sock, size))
+    except TimeoutError:
+        raise _sandbox_error("spawn", "Deno did not start in time") from None
+    except wire.WireError as exc:
+        raise _sandbox_error("spawn", f"bad ready: {exc}") from exc
+    if frame.get("op") != "ready":
+        detail = frame.get("error") if frame.get("op") == "done" else frame.get("op")
+        raise _sandbox_error("spawn", f"Deno did not start: {str(detail)[:500]}")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise _sandbox_error("spawn", "the sandbox child exited before Deno was ready")
+        buf += chunk
+    return bytes(buf)
 
 
 _launcher: Launcher | None = None

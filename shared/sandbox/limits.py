@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from shared.config import Settings
@@ -12,6 +12,14 @@ if TYPE_CHECKING:
 # not just the heap. This headroom keeps the interpreter itself from hitting the
 # address-space cap; the cgroup still caps resident memory at memory_bytes exactly.
 ADDRESS_SPACE_HEADROOM = 64 << 20
+# V8 reserves (PROT_NONE, never resident) over 40 GiB of address space at start-up for its
+# pointer cage and Oilpan's caged heap, and aborts when it cannot: under RLIMIT_AS this is
+# the cap for a TypeScript child. Its memory is capped by the cgroup (resident, exact) and
+# V8's own heap limit instead; a TypeScript run refuses to start without the cgroup.
+DENO_ADDRESS_SPACE = 64 << 30
+
+Language = Literal["python", "typescript"]
+LANGUAGES: tuple[Language, ...] = ("python", "typescript")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +80,12 @@ class SandboxLimits:
             "nofile": self.max_open_files,
             "nproc": self.max_processes,
         }
+
+    def deno_rlimits(self) -> dict[str, int]:
+        """The rlimits of a TypeScript child: the same, but room for V8's address-space reservation."""
+        return self.rlimits() | {"as": DENO_ADDRESS_SPACE}
+
+    @property
+    def v8_heap_mb(self) -> int:
+        """V8's old-space limit: under the cgroup cap, so a heap bomb ends as V8's clean OOM report."""
+        return max(16, (self.memory_bytes >> 20) - 96)

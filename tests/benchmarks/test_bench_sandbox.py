@@ -19,6 +19,10 @@ def test_bench_sandbox_json_shape() -> None:
         "sandbox_start_cold_no_prespawn",
         "bare_python_I_S_pass",
         "bridge_tool_call_roundtrip",
+        "typescript_start_to_first_instruction",
+        "typescript_run_total",
+        "bare_deno_run_empty_file",
+        "typescript_bridge_tool_call_roundtrip",
     ):
         assert {"n", "p50_ms", "p99_ms"} <= set(out[key]), key
     assert out["layers"]["seccomp"] is True

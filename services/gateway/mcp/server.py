@@ -48,6 +48,7 @@ TimeoutS = Annotated[float | None, described(ExecutionRequest, "timeout_s")]
 NoCache = Annotated[bool, described(ExecutionRequest, "no_cache")]
 Retry = Annotated[RetryPolicy, described(ExecutionRequest, "retry")]
 Learn = Annotated[bool, described(ExecutionRequest, "learn")]
+Lang = Annotated[str, described(ExecutionRequest, "language")]
 Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
@@ -80,7 +81,8 @@ REPORTS = ToolAnnotations(
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
 
 EXECUTE_CODE_DESCRIPTION = """\
-Run Python code in an isolated sandbox that can call MCP tools, and return its result.
+Run Python (or TypeScript, see below) code in an isolated sandbox that can call MCP tools,
+and return its result.
 
 How to write the code:
 - It runs as the body of an async function: use `await` at top level.
@@ -119,6 +121,11 @@ How to write the code:
 - Limits: a run longer than `timeout_s` (capped by the server) ends with `timeout`; a
   result too large fails with `output_limit`; CPU and memory with `cpu_limit` and
   `memory_limit`. Each error's message names the setting or field to change.
+TypeScript: pass `language: "typescript"` (JavaScript is accepted as TypeScript); the same
+sandbox, limits and errors. Call tools with one object: `await mcp.server.tool({ a: 1 })`
+(`mcp["my-server"]["get-sum"]({...})` for exact names); `args.x`, `capabilities.name({...})`,
+`progress(message, done, total)`, `console.log` (captured as stdout), `return` JSON data; a
+failed call throws `ToolCallError` (`e.type` as above). No imports of npm, JSR or URLs.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,
@@ -164,7 +171,7 @@ def build_mcp_server(
 
     @server.tool(
         name="execute_code",
-        title="Run Python code with tools",
+        title="Run Python or TypeScript code with tools",
         description=EXECUTE_CODE_DESCRIPTION,
         annotations=RUNS_CODE,
     )
@@ -178,12 +185,14 @@ def build_mcp_server(
         no_cache: NoCache = False,
         retry: Retry = "never",
         learn: Learn = True,
+        language: Lang = "python",
     ) -> ExecutionResult:
         state = get_state()
         principal = await principal_of(ctx)
         with tool_errors():
             request = ExecutionRequest(
                 code=code,
+                language=language,  # type: ignore[arg-type]  # the model checks (and maps aliases)
                 intent=intent,
                 args=args or {},
                 tools=tools,

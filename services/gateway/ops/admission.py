@@ -159,7 +159,8 @@ def admit(
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
             else:
-                if len(request.code) <= SYNTAX_PRECHECK_BYTES:
+                # Python is parsed here; TypeScript's parser is Deno's, inside the sandbox.
+                if request.language == "python" and len(request.code) <= SYNTAX_PRECHECK_BYTES:
                     syntax = find_syntax_error(request.code)
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,

@@ -181,6 +181,7 @@ async def admit_capability(
             )
         request = ExecutionRequest(
             code=cap["code"],
+            language=cap.get("language") or "python",  # either runtime: the capability's own
             intent=cap["intent"],
             args=body.args,
             timeout_s=body.timeout_s,

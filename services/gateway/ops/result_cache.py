@@ -88,7 +88,9 @@ def answer_from_cache(
         record_lookup(counters, tenant_id=tenant_id, level=Level.CAPABILITY, hit=row is not None)
         return row
     scope = load_scope(conn, tools=request.tools)
-    digest = execution_digest(code=request.code, args=request.args, scope=scope.digest)
+    digest = execution_digest(
+        code=request.code, args=request.args, scope=scope.digest, language=request.language
+    )
     hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
     if hit is not None and not usable(
         hit.tools_used, sorted(servers_of(hit.tools_used)), hit.generations

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from shared.errors import ErrorType, error_dict
-from shared.sandbox.child import advice, api, helpers, inline, result, usercode, wire
+from shared.sandbox.child import advice, api, deno_child, helpers, inline, result, usercode, wire
 
 _START_FRAME_MAX = 64 << 20  # from the trusted bridge, which already capped code/args
 _STDOUT_FRAME = 64 << 10
@@ -263,10 +263,23 @@ def _error(
     return {"op": "done", "ok": False, "error": error}
 
 
-def serve(chan_fd: int, layers: dict[str, Any], errors: dict[str, str]) -> None:
-    """Say hello (the bridge reads our host pid from the socket credentials), wait for start, run, exit."""
+def serve(
+    chan_fd: int, layers: dict[str, Any], errors: dict[str, str], cfg: dict[str, Any]
+) -> None:
+    """Say hello (the bridge reads our host pid from the socket credentials), wait for start, run, exit.
+
+    A TypeScript child (``cfg`` comes from the trusted launcher, not the start frame)
+    starts Deno right after hello, which then reads ``start`` and runs the code.
+    """
     hello = {"op": "hello", "layers": layers, "errors": errors}
     wire.write_all(chan_fd, wire.encode(hello))
+    if cfg.get("language") == "typescript":
+        # The launcher says when we are in our cgroup: Deno must be forked inside it.
+        placed = wire.read_frame_blocking(chan_fd, 1 << 10)
+        if placed is None or placed.get("op") != "placed" or placed.get("cgroup") is not True:
+            os._exit(0)
+        deno_child.serve(chan_fd, cfg)  # Deno starts now and reads start itself: a warm spare
+        os._exit(0)
     start = wire.read_frame_blocking(chan_fd, _START_FRAME_MAX)
     if start is None or not isinstance(start.get("code"), str):
         os._exit(0)

@@ -133,7 +133,7 @@ def _execution(chan: int, cfg: dict[str, Any], bpf: bytes) -> NoReturn:
             os._exit(0)
         report.layers["namespaces"] = bool(report.layers.get("namespaces")) and os.getpid() == 1
         confine.confine_child(cfg, bpf, report)
-        runner.serve(chan, report.layers, report.errors)
+        runner.serve(chan, report.layers, report.errors, cfg)
     except BaseException:
         pass
     os._exit(70)

@@ -180,3 +180,37 @@ def test_a_bad_bundle_is_a_422_naming_the_field_and_adds_nothing(
     fields = [d["field"] for d in details] if isinstance(details, list) else [details["field"]]
     assert fields == [field]
     assert client.get("/api/capabilities", headers=fresh).json()["total"] == 0
+
+
+def test_a_typescript_capability_keeps_its_language_through_create_export_and_import(
+    client: TestClient, keys: Callable[[str], Headers]
+) -> None:
+    auth, fresh = keys("acme"), keys("initech")
+    code = "const r = await mcp.example.add({ a: args.a, b: 2 });\nreturn r;"
+    response = client.post(
+        "/v1/capabilities",
+        json={"code": code, "intent": "add two in TypeScript", "language": "typescript"},
+        headers=auth,
+    )
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert created["language"] == "typescript"
+    assert created["tools_used"] == ["example:add"]
+    assert created["parameters_schema"]["required"] == ["a"]
+    # The same text as Python is another capability (dedup is per language), not a conflict.
+    python = client.post(
+        "/v1/capabilities", json={"code": "return 1", "intent": "one"}, headers=auth
+    )
+    assert python.status_code == 201, python.text
+    again = client.post(
+        "/v1/capabilities",
+        json={"code": "return 1", "intent": "one", "language": "typescript"},
+        headers=auth,
+    )
+    assert again.status_code == 201, again.text
+    bundle = _export(client, auth)
+    languages = {c["code"]: c["language"] for c in bundle["capabilities"]}
+    assert languages[code] == "typescript"
+    _import(client, fresh, bundle)
+    imported = client.get("/api/capabilities", headers=fresh).json()["capabilities"]
+    assert sorted(i["language"] for i in imported) == ["python", "typescript", "typescript"]

@@ -98,6 +98,9 @@ def leaked_processes() -> list[int]:
     """Live sandbox-user processes other than the zygote (2 processes) and waiting spares."""
     launcher = get_launcher()
     allowed = {raw.pid for raw in launcher._ready.values()}
+    for pid in list(allowed):  # a TypeScript spare's Deno waits inside it, started ahead
+        with contextlib.suppress(psutil.Error):
+            allowed.update(c.pid for c in psutil.Process(pid).children(recursive=True))
     if launcher._proc is not None:
         allowed.add(launcher._proc.pid)
         with contextlib.suppress(psutil.Error):

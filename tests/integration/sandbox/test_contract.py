@@ -143,8 +143,8 @@ async def test_missing_layer_fails_closed_unless_degraded(limits, caplog) -> Non
     launcher = get_launcher()
     original = launcher.spawn
 
-    async def spawn_without_seccomp(lim: Any) -> Any:
-        proc = await original(lim)
+    async def spawn_without_seccomp(lim: Any, language: Any = "python") -> Any:
+        proc = await original(lim, language)
         proc.layers["seccomp"] = False  # simulate a host where the filter could not load
         proc.errors["seccomp"] = "simulated"
         return proc

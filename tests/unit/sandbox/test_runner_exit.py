@@ -10,9 +10,7 @@ from typing import Any
 
 from shared.sandbox.child import wire
 
-_CHILD = (
-    "import sys; from shared.sandbox.child import runner; runner.serve(int(sys.argv[1]), {}, {})"
-)
+_CHILD = "import sys; from shared.sandbox.child import runner; runner.serve(int(sys.argv[1]), {}, {}, {})"
 
 
 def _read_exact_slowly(sock: socket.socket, n: int) -> bytes | None:

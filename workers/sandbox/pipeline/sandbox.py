@@ -114,6 +114,7 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         limits=SandboxLimits.from_settings(ctx.settings, wall_time_s=ctx.row["timeout_s"]),
         on_event=on_event,
         capability_sources=ctx.capabilities,
+        language="typescript" if ctx.row.get("language") == "typescript" else "python",
     )
     watch = wait_for_cancel(clients.async_redis_client(), execution_id=execution_id)
     return await unless_cancelled(run, watch, execution_id=execution_id)

@@ -68,17 +68,22 @@ def _list_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
-    """The capabilities the code calls, and those they call, by name, for inline injection."""
+    """The capabilities the code calls, and those they call, by name, for inline injection
+    (those of the run's language: a TypeScript run inlines TypeScript capabilities)."""
+
+    language = row.get("language") or "python"
 
     def load(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, CapabilitySource]:
-        wanted = referenced_capabilities(row["code"])
+        wanted = referenced_capabilities(row["code"], language)
         found: dict[str, CapabilitySource] = {}
         while wanted and len(found) < MAX_INJECTED_CAPABILITIES:
             rows = capabilities_by_name(conn, tenant_id=row["tenant_id"], names=sorted(wanted))
             wanted = set()
             for cap in rows:
+                if (cap.get("language") or "python") != language:
+                    continue  # inlined code runs in the caller's runtime: same language only
                 found[cap["name"]] = CapabilitySource(id=str(cap["id"]), code=cap["code"])
-                wanted |= referenced_capabilities(cap["code"])
+                wanted |= referenced_capabilities(cap["code"], language)
             wanted -= set(found)
         return found
 

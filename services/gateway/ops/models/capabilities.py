@@ -3,7 +3,7 @@ management (REST)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,6 +114,10 @@ class CapabilityItem(BaseModel):
     disabled: bool = Field(
         description="an operator disabled it: not matched, suggested or searched; runs refused"
     )
+    language: Literal["python", "typescript"] = Field(
+        description="the language of its code: execute_capability runs either; code inlines "
+        "only capabilities of its own language"
+    )
 
 
 class CapabilityList(BaseModel):
@@ -136,6 +140,9 @@ class CapabilityCreate(RequestModel):
     description: str | None = Field(default=None, max_length=10_000)
     aliases: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
         default_factory=list, max_length=50, description="other phrasings to match it by"
+    )
+    language: Literal["python", "typescript"] = Field(
+        default="python", description="the language of `code`"
     )
 
 

@@ -1,0 +1,122 @@
+"""TypeScript on the real stack: gateway → Celery → sandbox (Deno) → toolhost → real MCP servers → learning."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
+from tests.integration.mcp_servers import example_server, time_server
+
+stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
+
+ISSUE_EXAMPLE = """
+const now = await mcp.time.get_current_time({ timezone: "UTC" });
+const r: number = await mcp.example.add({ a: args.a, b: 2 });
+console.log("adding", args.a);
+progress("half way", 1, 2);
+return { tz: now.timezone, r };
+"""
+
+
+def _post(stack: E2EStack, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    with stack.client() as client:
+        response = client.post(path, params={"wait": "true"}, json=body)
+    assert response.status_code == 200, response.text
+    reply: dict[str, Any] = response.json()
+    return reply
+
+
+def test_a_typescript_run_calls_real_tools_and_becomes_a_typescript_capability(
+    stack: E2EStack,
+) -> None:
+    body = {
+        "code": ISSUE_EXAMPLE,
+        "language": "typescript",
+        "intent": "add two to a number and tell the UTC time",
+        "args": {"a": 40},
+    }
+    run = _post(stack, "/v1/executions", body)
+    assert run["status"] == "succeeded", run
+    assert run["language"] == "typescript"
+    assert run["result"] == {"tz": "UTC", "r": 42}
+    assert run["stdout"] == "adding 40\n"
+    assert [c["tool"] for c in run["tool_calls"]] == ["time:get_current_time", "example:add"]
+    capability = run["capability"]
+    assert capability and capability["status"] == "created"
+    with stack.db() as conn:
+        row = conn.execute("SELECT language FROM executions WHERE id = %s", (run["id"],)).fetchone()
+        cap = conn.execute(
+            "SELECT language, code FROM capabilities WHERE id = %s", (capability["id"],)
+        ).fetchone()
+    assert row == {"language": "typescript"}
+    assert cap is not None and cap["language"] == "typescript" and cap["code"] == ISSUE_EXAMPLE
+
+    # The capability runs in its own language, whoever calls it.
+    again = _post(stack, f"/v1/capabilities/{capability['id']}/execute", {"args": {"a": 1}})
+    assert again["status"] == "succeeded", again
+    assert again["result"]["r"] == 3 and again["language"] == "typescript"
+
+    # TypeScript code inlines it by name; Python code does not see a TypeScript capability.
+    name = capability["name"]
+    inlined = _post(
+        stack,
+        "/v1/executions",
+        {"code": f"return (await capabilities.{name}({{ a: 5 }})).r;", "language": "typescript"},
+    )
+    assert inlined["status"] == "succeeded", inlined
+    assert inlined["result"] == 7
+    from_python = _post(stack, "/v1/executions", {"code": f"return await capabilities.{name}(a=5)"})
+    assert from_python["status"] == "failed"
+    assert name in from_python["error"]["message"]
+
+    # JavaScript is TypeScript; a Python run of the same text is a different thing.
+    js = _post(
+        stack,
+        "/v1/executions",
+        {"code": "return await mcp.example.add({ a: 1, b: 1 });", "language": "javascript"},
+    )
+    assert js["status"] == "succeeded", js
+    assert js["result"] == 2 and js["language"] == "typescript"
+
+
+def test_typescript_errors_come_back_typed(stack: E2EStack) -> None:
+    syntax = _post(stack, "/v1/executions", {"code": "const x = ;", "language": "typescript"})
+    assert syntax["status"] == "failed"
+    assert syntax["error"]["type"] == "syntax_error"
+    assert syntax["error"]["details"]["line"] == 1
+    failed = _post(
+        stack,
+        "/v1/executions",
+        {"code": "await mcp.example.nope({});", "language": "typescript"},
+    )
+    assert failed["status"] == "failed"
+    assert failed["error"]["type"] == "unknown_tool", failed["error"]
+
+
+async def test_mcp_execute_code_takes_the_language(stack: E2EStack) -> None:
+    progress: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with mcp_session(stack) as session:
+        await session.initialize()
+        result = await session.call_tool(
+            "execute_code",
+            dict[str, Any](code=ISSUE_EXAMPLE, language="typescript", args={"a": 1}),
+            progress_callback=on_progress,
+        )  # fmt: skip
+        bad = await session.call_tool("execute_code", {"code": "1", "language": "cobol"})
+    assert not result.is_error, result.content
+    ran: dict[str, Any] = result.structured_content or json.loads(_text(result.content[0]))
+    ran = ran.get("result", ran) if set(ran) == {"result"} else ran
+    assert ran["status"] == "succeeded" and ran["result"] == {"tz": "UTC", "r": 3}
+    assert ran["language"] == "typescript"
+    assert progress == ["half way"]
+    assert bad.is_error and "language" in _text(bad.content[0])
+
+
+def _text(block: Any) -> str:
+    text: str = block.text
+    return text
