@@ -3,15 +3,15 @@
 A capability's code hash already differs per language (shared/capabilities/normalize.py),
 so the ``(tenant_id, code_hash)`` key dedups per language without a new constraint.
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-11-26
 """
 
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
