@@ -205,14 +205,34 @@ class Toolhost:
 
     async def _heartbeat_loop(self) -> None:
         beats = 0
-        while True:
-            try:
-                await self._beat()
-                await self._reconcile(prune=beats % PRUNE_EVERY_BEATS == 0)
-            except Exception as exc:  # Redis or Postgres blips must not kill the process
-                log.warning("heartbeat failed: %s", exc)
-            beats += 1
-            await asyncio.sleep(HEARTBEAT_EVERY_S)
+        reconciling: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    await self._beat()
+                except Exception as exc:  # a Redis blip must not kill the process
+                    log.warning("heartbeat failed: %s", exc)
+                # Reconciling reads Postgres (the prune) through a worker thread: with Postgres
+                # down it waits for the pool's timeout. The beat must not wait with it, or the
+                # replica looks dead after HEARTBEAT_TTL_S and its calls in flight end
+                # tool_unavailable. One reconcile at a time; a beat that finds one still
+                # running skips its own.
+                if reconciling is None or reconciling.done():
+                    reconciling = asyncio.create_task(
+                        self._reconcile_logged(prune=beats % PRUNE_EVERY_BEATS == 0),
+                        name="reconcile",
+                    )
+                beats += 1
+                await asyncio.sleep(HEARTBEAT_EVERY_S)
+        finally:
+            if reconciling is not None:
+                reconciling.cancel()
+
+    async def _reconcile_logged(self, *, prune: bool) -> None:
+        try:
+            await self._reconcile(prune=prune)
+        except Exception as exc:  # Redis or Postgres blips must not kill the process
+            log.warning("reconciling replicas failed: %s", exc)
 
     async def _reconcile(self, *, prune: bool) -> None:
         """What other replicas' heartbeats imply: calls forwarded for a server no live replica
