@@ -40,6 +40,11 @@ class Consolidation:
     seconds: float
 
 
+def _array(value: Any) -> np.ndarray:
+    """A vector column as float32 (pgvector returns a ``Vector`` in binary results)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
+
+
 def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
     """Tenants whose newest learned run is newer than their last consolidation's."""
     rows = conn.execute(
@@ -62,7 +67,7 @@ def _descriptions(conn: psycopg.Connection[Any]) -> tuple[dict[str, np.ndarray],
         "SELECT id, embedding, md5(description) AS md5 FROM tools "
         "WHERE available AND embedding IS NOT NULL"
     ).fetchall()
-    vectors = {r["id"]: np.asarray(r["embedding"], np.float32) for r in rows}
+    vectors = {r["id"]: _array(r["embedding"]) for r in rows}
     return vectors, {r["id"]: r["md5"] for r in rows}
 
 
@@ -83,9 +88,7 @@ def current_vectors(
         """,
         (tenant_id,),
     ).fetchall()
-    return (int(row["v"]) if row else 0), {
-        r["tool_id"]: np.asarray(r["vector"], np.float32) for r in rows
-    }
+    return (int(row["v"]) if row else 0), {r["tool_id"]: _array(r["vector"]) for r in rows}
 
 
 def consolidate_tenant(
@@ -105,7 +108,9 @@ def consolidate_tenant(
         newest = max(newest, int(row["id"]))
         tools = tuple(t for t in row["tools_ok"] if t in descriptions)
         if tools:
-            runs.append(Run(order=int(row["id"]), vector=row["intent_embedding"], tools=tools))
+            runs.append(
+                Run(order=int(row["id"]), vector=_array(row["intent_embedding"]), tools=tools)
+            )
     train, held = hold_out(runs)
     in_use, current = current_vectors(conn, tenant_id=tenant_id)
     fitted = tool_vectors(descriptions, train, k=mix.k)
