@@ -118,6 +118,9 @@ def hold_out(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
     return train, held
 
 
+HOLD_OUT_BLOCK = 1024  # held-back runs scored per matrix product
+
+
 def held_back_top1(
     held: Sequence[Run],
     *,
@@ -137,11 +140,15 @@ def held_back_top1(
             for i, t in enumerate(names)
         ]
     )
-    queries = np.stack([np.asarray(r.vector, np.float32) for r in held])
-    base = queries @ matrix.T
-    scores = base + weight * (queries @ learned.T - base)
-    best = np.argmax(scores, axis=1)
-    return float(np.mean([names[b] in r.tools for b, r in zip(best, held, strict=True)]))
+    hits = 0
+    for start in range(0, len(held), HOLD_OUT_BLOCK):  # bounded memory at 10k tools
+        block = held[start : start + HOLD_OUT_BLOCK]
+        queries = np.stack([np.asarray(r.vector, np.float32) for r in block])
+        base = queries @ matrix.T
+        scores = base + weight * (queries @ learned.T - base)
+        best = np.argmax(scores, axis=1)
+        hits += sum(names[b] in r.tools for b, r in zip(best, block, strict=True))
+    return hits / len(held)
 
 
 # The tenant's tool vectors nearest a query, each with the tool's description cosine: only
