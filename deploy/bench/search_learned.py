@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from deploy.bench.search_adapter import DECAYS, FITTED_DECAY, with_adapter
 from deploy.bench.search_fit import Judged, Learned, evaluate
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
@@ -125,9 +126,11 @@ def score(
     scoring: str,
     off: Mapping[str, float] | None = None,
     mix: Mix | None = None,
+    adapter: float | None = None,
 ) -> dict[str, float]:
     """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion) and,
-    with ``mix``, the tool vectors (else none: their weight is 0)."""
+    with ``mix``, the tool vectors (else none: their weight is 0); with ``adapter`` (its
+    decay), the query adapted (``search_adapter``)."""
     weights = {
         **WEIGHTS,
         **(off or {}),
@@ -136,6 +139,8 @@ def score(
     }
     revoted = []
     for j in judged:
+        if adapter is not None:
+            j = replace(j, evidence=with_adapter(j, decay=adapter))
         if mix is not None:
             j = replace(j, evidence=with_tool_vectors(j, mix=mix))
         revoted.append(replace(j, evidence=revote(j.evidence, vote=vote)))
@@ -168,19 +173,31 @@ def variants() -> dict[str, tuple[Vote, dict[str, float]]]:
     }
 
 
+# The tool vectors on their own (no vote), as the validation fit chose them
+# (`--fit`: fit_tool_vectors, 2026-11-26); the search uses them beside the vote with
+# ``tool_vectors.FITTED_MIX`` (fit_combined).
+ALONE_MIX = Mix(k=2.0, weight=1.0)
+
+
 def mix_variants() -> dict[str, tuple[Vote, Mix]]:
     """The tool vectors alone and beside the vote, with each fitted choice moved."""
     return {
-        "tool vectors (no vote)": (NO_VOTE, FITTED_MIX),
-        "tool vectors, k 1": (NO_VOTE, replace(FITTED_MIX, k=1.0)),
-        "tool vectors, k 32": (NO_VOTE, replace(FITTED_MIX, k=32.0)),
-        "tool vectors, weight 1 (vector replaces description)": (
-            NO_VOTE,
-            replace(FITTED_MIX, weight=1.0),
+        "tool vectors alone (k 2, weight 1)": (NO_VOTE, ALONE_MIX),
+        "tool vectors alone, k 8": (NO_VOTE, replace(ALONE_MIX, k=8.0)),
+        "tool vectors alone, weight 0.25": (NO_VOTE, replace(ALONE_MIX, weight=0.25)),
+        f"combined (fitted vote + tool vectors k {FITTED_MIX.k:g}, weight {FITTED_MIX.weight:g})": (
+            FITTED,
+            FITTED_MIX,
         ),
-        "tool vectors, weight 0.1": (NO_VOTE, replace(FITTED_MIX, weight=0.1)),
-        "combined (fitted vote + tool vectors)": (FITTED, FITTED_MIX),
+        "combined, tool vector weight 0.25": (FITTED, replace(FITTED_MIX, weight=0.25)),
     }
+
+
+def adapter_variants() -> dict[str, tuple[Vote, float]]:
+    """The query adapter (bench only) alone and beside the vote, at each decay tried."""
+    out = {f"adapter, decay {d}": (NO_VOTE, d) for d in DECAYS}
+    out["adapter + fitted vote"] = (FITTED, FITTED_DECAY)
+    return out
 
 
 def ablation(judged: Sequence[Judged], *, key: Mapping[str, str], scoring: str) -> dict[str, Any]:
@@ -190,7 +207,24 @@ def ablation(judged: Sequence[Judged], *, key: Mapping[str, str], scoring: str) 
     }
     for name, (vote, mix) in mix_variants().items():
         out[name] = score(judged, vote=vote, key=key, scoring=scoring, mix=mix)
+    for name, (vote, decay) in adapter_variants().items():
+        out[name] = score(judged, vote=vote, key=key, scoring=scoring, adapter=decay)
     return out
+
+
+def fit_adapter(
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
+) -> dict[str, Any]:
+    """The adapter's decay on the validation slices (no vote): mean over sets of
+    top-1 + @5 + @10 per decay tried."""
+    table = {}
+    for decay in DECAYS:
+        total = sum(
+            sum(score(judged, vote=NO_VOTE, key=key, scoring=scoring, adapter=decay).values())
+            for judged, key, scoring in sets.values()
+        )
+        table[str(decay)] = round(total / max(1, len(sets)), 4)
+    return {"objective_by_decay": table, "fitted": float(max(table, key=lambda d: table[d]))}
 
 
 def fit_mix(

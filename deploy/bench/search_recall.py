@@ -21,12 +21,15 @@ from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Query, SearchSet, all_sets
+from deploy.bench.search_adapter import FITTED_DECAY
 from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
 from deploy.bench.search_learned import (
+    ALONE_MIX,
     FIT_TENANT,
     FOLDS,
     NO_VOTE,
     ablation,
+    fit_adapter,
     fit_mix,
     fit_vote,
     learning_per_tool,
@@ -267,10 +270,18 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                 "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
                 "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
                 "tool_vectors": score(
-                    point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=FITTED_MIX
+                    point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=ALONE_MIX
                 ),
                 "combined": score(
                     point["judged"], vote=FITTED, key=key, scoring=dataset.scoring, mix=FITTED_MIX
+                ),
+                # Bench only, not shipped: the query adapter (deploy/bench/search_adapter.py).
+                "adapter": score(
+                    point["judged"],
+                    vote=NO_VOTE,
+                    key=key,
+                    scoring=dataset.scoring,
+                    adapter=FITTED_DECAY,
                 ),
             }
             for point in curve
@@ -314,6 +325,7 @@ def validation_run(*, fit: bool) -> dict[str, Any]:
         # The tool vectors' (k, weight): alone (no vote), and beside the vote in use.
         out["fit_tool_vectors"] = {"sets": sorted(slices), **fit_mix(slices)}
         out["fit_combined"] = {"sets": sorted(slices), **fit_mix(slices, vote=FITTED)}
+        out["fit_adapter"] = {"sets": sorted(slices), **fit_adapter(slices)}
     return out
 
 
