@@ -21,7 +21,7 @@ TAU = 0.05
 EPOCHS = 100
 LEARNING_RATE = 1e-3
 DECAYS = (0.01, 0.1, 1.0)
-FITTED_DECAY = 0.1  # the validation fit's (``fit_adapter`` in search_recall --fit)
+FITTED_DECAY = 0.01  # the validation fit's (``fit_adapter`` in search_recall --fit, 2026-11-26)
 
 _ADAPTERS: dict[tuple[int, float], np.ndarray] = {}
 
