@@ -30,7 +30,7 @@ from deploy.bench.search_fit import Judged, Learned, evaluate
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, LEGACY, Vote, tool_votes
-from shared.search.tool_vectors import FITTED_MIX, Mix, gains, tool_vectors
+from shared.search.tool_vectors import FITTED_MIX, Mix, tool_vectors
 
 FIT_TENANT = "bench-fit"  # + the fold
 # The fit's grid: floors from none to the old one, linear to steep closeness, shrinkage from
@@ -106,11 +106,14 @@ def with_tool_vectors(judged: Judged, *, mix: Mix) -> Evidence:
     evidence = judged.evidence
     if judged.learned is None or judged.vector is None or not judged.learned.runs:
         return evidence
-    gained = gains(
-        judged.vector,
-        descriptions=judged.learned.descriptions,
-        vectors=learned_vectors(judged.learned, k=mix.k),
-    )
+    # As the search: the gain over the tool's dense cosine, the list's lowest for a tool
+    # outside it (``hybrid.gather_evidence``).
+    lowest = min(evidence.dense.values(), default=0.0)
+    query = np.asarray(judged.vector, np.float32)
+    gained = {
+        tool: float(vector @ query) - evidence.dense.get(tool, lowest)
+        for tool, vector in learned_vectors(judged.learned, k=mix.k).items()
+    }
     features = {tool: dict(values) for tool, values in evidence.features.items()}
     for tool, gain in gained.items():
         if gain:

@@ -9,8 +9,8 @@ well; every pass, shipped or not, is a row of ``tool_vector_versions`` (version,
 size, held-back size, score before and after). The vectors shipped are the ones scored.
 
 Only tools that exist and are available get a vector, mixed with their current
-description; a search uses a vector only while that description is unchanged
-(``description_md5``), so a changed or removed tool never gets a stale one.
+description; a row is deleted with its tool and when its description changes (migration
+0021), so a changed or removed tool never gets a stale one.
 """
 
 from __future__ import annotations

@@ -110,11 +110,12 @@ def gather_evidence(
         if t in index.known and t not in unavailable
     }
     named = sorted(t for t in voted_tools(intents) if t in index.known and t not in unavailable)
-    # The tenant's consolidated tool vectors nearest the query (only tools that exist,
-    # are available and kept the description they were mixed with): gain over the
-    # description's cosine.
+    # The tenant's consolidated tool vectors nearest the query: their gain over the
+    # description's cosine (a tool outside the dense list is taken at the list's lowest
+    # cosine, an upper bound of its own, as the fusion does).
+    lowest = min(semantic.values(), default=0.0)
     toolvec = {
-        r["tool_id"]: float(r["sim"]) - float(r["base"])
+        r["tool_id"]: float(r["sim"]) - semantic.get(r["tool_id"], lowest)
         for r in vectors_cur.fetchall()
         if r["tool_id"] in index.known and r["tool_id"] not in unavailable
     }

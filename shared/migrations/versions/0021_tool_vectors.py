@@ -3,8 +3,9 @@
 ``tool_vectors``: the current version of a tenant's tool vectors, one row per tool the
 tenant ran successfully — the vector (description embedding mixed with the mean of the
 intents it served, ``shared.search.tool_vectors``), how many intents it was learned from,
-and the md5 of the description it was mixed with: a search uses a row only while the
-tool exists with that same description (a changed or removed tool gets no stale vector).
+and the md5 of the description it was mixed with. A row goes with its tool (foreign key,
+on delete cascade) and when its tool's description changes (trigger): a changed or
+removed tool gets no stale vector, and a search needs no join to know it.
 
 ``tool_vector_versions``: every consolidation of a tenant, shipped or not — training and
 held-back sizes, the held-back top-1 of the current version (before) and of the new fit
@@ -46,7 +47,7 @@ def upgrade() -> None:
         f"""
         CREATE TABLE tool_vectors (
             tenant_id       text NOT NULL,
-            tool_id         text NOT NULL,
+            tool_id         text NOT NULL REFERENCES tools (id) ON DELETE CASCADE,
             version         integer NOT NULL,
             vector          vector({dim}) NOT NULL,
             intents         integer NOT NULL,
@@ -59,8 +60,24 @@ def upgrade() -> None:
         "CREATE INDEX tool_vectors_vector_hnsw ON tool_vectors "
         "USING hnsw (vector vector_cosine_ops)"
     )
+    op.execute(
+        """
+        CREATE FUNCTION tool_vectors_forget() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM tool_vectors WHERE tool_id = NEW.id;
+            RETURN NULL;
+        END $$
+        """
+    )
+    op.execute(
+        "CREATE TRIGGER tool_vectors_description_changed AFTER UPDATE OF description ON tools "
+        "FOR EACH ROW WHEN (OLD.description IS DISTINCT FROM NEW.description) "
+        "EXECUTE FUNCTION tool_vectors_forget()"
+    )
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS tool_vectors_description_changed ON tools")
+    op.execute("DROP FUNCTION IF EXISTS tool_vectors_forget()")
     op.execute("DROP TABLE IF EXISTS tool_vectors")
     op.execute("DROP TABLE IF EXISTS tool_vector_versions")
