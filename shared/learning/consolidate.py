@@ -46,15 +46,18 @@ def _array(value: Any) -> np.ndarray:
 
 
 def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Tenants whose newest learned run is newer than their last consolidation's."""
+    """Tenants with a learned run newer than their last consolidation, or fewer runs than
+    it read (a run taken back by its agent, ``shared.learning.unteach``)."""
     rows = conn.execute(
         """
         SELECT i.tenant_id
-          FROM (SELECT tenant_id, max(id) AS newest FROM intent_tools
+          FROM (SELECT tenant_id, max(id) AS newest, count(*) AS runs FROM intent_tools
                  WHERE cardinality(tools_ok) > 0 GROUP BY tenant_id) i
-          LEFT JOIN (SELECT tenant_id, max(last_intent_id) AS seen FROM tool_vector_versions
-                      GROUP BY tenant_id) v USING (tenant_id)
-         WHERE v.seen IS NULL OR i.newest > v.seen
+          LEFT JOIN (SELECT DISTINCT ON (tenant_id) tenant_id, last_intent_id AS seen,
+                            runs_seen
+                       FROM tool_vector_versions ORDER BY tenant_id, version DESC) v
+            USING (tenant_id)
+         WHERE v.seen IS NULL OR i.newest > v.seen OR i.runs <> v.runs_seen
          ORDER BY i.tenant_id
         """
     ).fetchall()
@@ -140,9 +143,20 @@ def consolidate_tenant(
     seconds = time.perf_counter() - started
     conn.execute(
         "INSERT INTO tool_vector_versions (tenant_id, version, trained_on, held_back, "
-        "score_before, score_after, shipped, last_intent_id, seconds) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (tenant_id, version, len(train), len(held), before, after, shipped, newest, seconds),
+        "score_before, score_after, shipped, last_intent_id, runs_seen, seconds) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            tenant_id,
+            version,
+            len(train),
+            len(held),
+            before,
+            after,
+            shipped,
+            newest,
+            len(rows),
+            seconds,
+        ),
     )
     return Consolidation(
         tenant_id=tenant_id,

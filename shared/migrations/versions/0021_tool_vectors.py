@@ -9,7 +9,8 @@ removed tool gets no stale vector, and a search needs no join to know it.
 
 ``tool_vector_versions``: every consolidation of a tenant, shipped or not — training and
 held-back sizes, the held-back top-1 of the current version (before) and of the new fit
-(after), and the newest intent it saw (the next consolidation waits for newer ones).
+(after), the newest intent it saw and how many runs it read (the next consolidation waits
+for a newer run, or for a run taken back: ``shared.learning.unteach``).
 
 Revision ID: 0021
 Revises: 0020
@@ -37,6 +38,7 @@ def upgrade() -> None:
             score_after    real,
             shipped        boolean NOT NULL,
             last_intent_id bigint NOT NULL,
+            runs_seen      integer NOT NULL DEFAULT 0,
             seconds        real NOT NULL,
             created_at     timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (tenant_id, version)

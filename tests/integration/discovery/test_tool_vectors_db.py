@@ -61,6 +61,11 @@ def test_a_consolidation_lifts_a_learned_tool_for_its_tenant_only(
     # Nothing new: the next pass has nothing to do.
     assert consolidate(conn, mix=MIX) == []
     assert [v["version"] for v in versions(conn, "acme")] == [1]
+    # A run taken back (unteach drops its row): the next pass refits without it.
+    conn.execute("DELETE FROM intent_tools WHERE intent = %s", (PHRASINGS[0],))
+    conn.commit()
+    (again,) = consolidate(conn, mix=MIX)
+    assert (again.version, again.trained_on + again.held_back) == (2, 2)
 
 
 def test_a_version_scoring_worse_on_held_back_runs_is_not_shipped(
