@@ -25,6 +25,7 @@ class TaskName(StrEnum):
     REFRESH_GRAPH_METRICS = "agentcards.refresh_graph_metrics"
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
+    CONSOLIDATE_TOOL_VECTORS = "agentcards.consolidate_tool_vectors"
     REAP_EXECUTIONS = "agentcards.reap_executions"
     EXPIRE_CACHE = "agentcards.expire_cache"
     RESEND_UNLEARNED = "agentcards.resend_unlearned"
@@ -38,6 +39,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.REFRESH_GRAPH_METRICS: {"queue": Queue.MAINTENANCE},
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
+    TaskName.CONSOLIDATE_TOOL_VECTORS: {"queue": Queue.MAINTENANCE},
     TaskName.REAP_EXECUTIONS: {"queue": Queue.MAINTENANCE},
     TaskName.RESEND_UNLEARNED: {"queue": Queue.MAINTENANCE},
     TaskName.EXPIRE_CACHE: {"queue": Queue.MAINTENANCE},

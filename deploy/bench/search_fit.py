@@ -8,10 +8,13 @@ dense baseline, so the result is never worse than dense where it was fitted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from shared.search.fusion import FEATURES, fuse
 from shared.search.hybrid import Evidence
+from shared.search.tool_vectors import Run
 
 KS = (1, 5, 10)
 GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
@@ -25,6 +28,19 @@ class Judged:
     evidence: Evidence
     gold: frozenset[str]
     dense: list[str]
+    # The query's embedding and what the tenant had learned when it was searched (tool
+    # id → description embedding, learned runs): the tool-vector arms' input (issue 31).
+    vector: np.ndarray | None = None
+    learned: Learned | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A tenant's learned runs at one point of the protocol, and the catalogue's description
+    embeddings (tool id → vector), shared by the judged queries searched at that point."""
+
+    descriptions: Mapping[str, np.ndarray]
+    runs: Sequence[Run]
 
 
 def metrics(ranked: Sequence[str], gold: frozenset[str], *, scoring: str) -> dict[str, float]:

@@ -23,10 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from deploy.bench.search_fit import Judged, evaluate
+import numpy as np
+
+from deploy.bench.search_adapter import DECAYS, FITTED_DECAY, with_adapter
+from deploy.bench.search_fit import Judged, Learned, evaluate
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, LEGACY, Vote, tool_votes
+from shared.search.tool_vectors import FITTED_MIX, Mix, tool_vectors
 
 FIT_TENANT = "bench-fit"  # + the fold
 # The fit's grid: floors from none to the old one, linear to steep closeness, shrinkage from
@@ -83,6 +87,40 @@ def revote(evidence: Evidence, *, vote: Vote) -> Evidence:
     return replace(evidence, features=features)
 
 
+_VECTORS: dict[tuple[int, float], dict[str, np.ndarray]] = {}
+
+
+def learned_vectors(learned: Learned, *, k: float) -> dict[str, np.ndarray]:
+    """The tool vectors of a protocol point's learned runs (cached per point and ``k``):
+    every run kept, as a shipped version that passed its hold-out check would."""
+    cache = (id(learned), k)
+    if cache not in _VECTORS:
+        fitted = tool_vectors(learned.descriptions, learned.runs, k=k)
+        _VECTORS[cache] = {tool: vector for tool, (vector, _) in fitted.items()}
+    return _VECTORS[cache]
+
+
+def with_tool_vectors(judged: Judged, *, mix: Mix) -> Evidence:
+    """The evidence with the ``toolvec`` feature as a search reads it: every tool with a
+    vector is a candidate (one outside the list is scored at the list's lowest cosine)."""
+    evidence = judged.evidence
+    if judged.learned is None or judged.vector is None or not judged.learned.runs:
+        return evidence
+    # As the search: the gain over the tool's dense cosine, the list's lowest for a tool
+    # outside it (``hybrid.gather_evidence``).
+    lowest = min(evidence.dense.values(), default=0.0)
+    query = np.asarray(judged.vector, np.float32)
+    gained = {
+        tool: float(vector @ query) - evidence.dense.get(tool, lowest)
+        for tool, vector in learned_vectors(judged.learned, k=mix.k).items()
+    }
+    features = {tool: dict(values) for tool, values in evidence.features.items()}
+    for tool, gain in gained.items():
+        if gain:
+            features.setdefault(tool, {})["toolvec"] = gain
+    return replace(evidence, features=features)
+
+
 def score(
     judged: Sequence[Judged],
     *,
@@ -90,11 +128,33 @@ def score(
     key: Mapping[str, str],
     scoring: str,
     off: Mapping[str, float] | None = None,
+    mix: Mix | None = None,
+    adapter: float | None = None,
 ) -> dict[str, float]:
-    """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion)."""
-    weights = {**WEIGHTS, **(off or {}), "learned": vote.weight}
-    revoted = [replace(j, evidence=revote(j.evidence, vote=vote)) for j in judged]
+    """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion) and,
+    with ``mix``, the tool vectors (else none: their weight is 0); with ``adapter`` (its
+    decay), the query adapted (``search_adapter``)."""
+    weights = {
+        **WEIGHTS,
+        **(off or {}),
+        "learned": vote.weight,
+        "toolvec": mix.weight if mix else 0.0,
+    }
+    revoted = []
+    for j in judged:
+        if adapter is not None:
+            j = replace(j, evidence=with_adapter(j, decay=adapter))
+        if mix is not None:
+            j = replace(j, evidence=with_tool_vectors(j, mix=mix))
+        revoted.append(replace(j, evidence=revote(j.evidence, vote=vote)))
     return evaluate(revoted, weights=weights, key=key, scoring=scoring)
+
+
+NO_VOTE = Vote(floor=1.0, power=1.0, prior=0.0, weight=0.0)
+# The tool vectors' grid: a description weighing as much as half an intent to sixteen, and
+# fusion weights from a nudge to replacing the description's cosine with the vector's.
+KS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+MIX_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
 
 def variants() -> dict[str, tuple[Vote, dict[str, float]]]:
@@ -116,10 +176,88 @@ def variants() -> dict[str, tuple[Vote, dict[str, float]]]:
     }
 
 
-def ablation(judged: Sequence[Judged], *, key: Mapping[str, str], scoring: str) -> dict[str, Any]:
+# The tool vectors on their own (no vote), as the validation fit chose them
+# (`--fit`: fit_tool_vectors, 2026-11-26); the search uses them beside the vote with
+# ``tool_vectors.FITTED_MIX`` (fit_combined).
+ALONE_MIX = Mix(k=2.0, weight=1.0)
+
+
+def mix_variants() -> dict[str, tuple[Vote, Mix]]:
+    """The tool vectors alone and beside the vote, with each fitted choice moved."""
     return {
+        "tool vectors alone (k 2, weight 1)": (NO_VOTE, ALONE_MIX),
+        "tool vectors alone, k 8": (NO_VOTE, replace(ALONE_MIX, k=8.0)),
+        "tool vectors alone, weight 0.25": (NO_VOTE, replace(ALONE_MIX, weight=0.25)),
+        f"combined (fitted vote + tool vectors k {FITTED_MIX.k:g}, weight {FITTED_MIX.weight:g})": (
+            FITTED,
+            FITTED_MIX,
+        ),
+        "combined, tool vector weight 0.25": (FITTED, replace(FITTED_MIX, weight=0.25)),
+    }
+
+
+def adapter_variants() -> dict[str, tuple[Vote, float]]:
+    """The query adapter (bench only) alone and beside the vote, at each decay tried."""
+    out = {f"adapter, decay {d}": (NO_VOTE, d) for d in DECAYS}
+    out["adapter + fitted vote"] = (FITTED, FITTED_DECAY)
+    return out
+
+
+def ablation(judged: Sequence[Judged], *, key: Mapping[str, str], scoring: str) -> dict[str, Any]:
+    out = {
         name: score(judged, vote=vote, key=key, scoring=scoring, off=off)
         for name, (vote, off) in variants().items()
+    }
+    for name, (vote, mix) in mix_variants().items():
+        out[name] = score(judged, vote=vote, key=key, scoring=scoring, mix=mix)
+    for name, (vote, decay) in adapter_variants().items():
+        out[name] = score(judged, vote=vote, key=key, scoring=scoring, adapter=decay)
+    return out
+
+
+def fit_adapter(
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
+) -> dict[str, Any]:
+    """The adapter's decay on the validation slices (no vote): mean over sets of
+    top-1 + @5 + @10 per decay tried."""
+    table = {}
+    for decay in DECAYS:
+        total = sum(
+            sum(score(judged, vote=NO_VOTE, key=key, scoring=scoring, adapter=decay).values())
+            for judged, key, scoring in sets.values()
+        )
+        table[str(decay)] = round(total / max(1, len(sets)), 4)
+    return {"objective_by_decay": table, "fitted": float(max(table, key=lambda d: table[d]))}
+
+
+def fit_mix(
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]], *, vote: Vote = NO_VOTE
+) -> dict[str, Any]:
+    """The tool vectors' best (k, weight) on the validation slices, the vote as ``vote``:
+    the mean over sets of top-1 + @5 + @10; ties go to the first in grid order."""
+    best: tuple[float, Mix] | None = None
+    table = []
+    for k, weight in itertools.product(KS, MIX_WEIGHTS):
+        mix = Mix(k=k, weight=weight)
+        total = 0.0
+        for judged, key, scoring in sets.values():
+            total += sum(score(judged, vote=vote, key=key, scoring=scoring, mix=mix).values())
+        total /= max(1, len(sets))
+        table.append((round(total, 4), mix))
+        if best is None or total > best[0] + 1e-9:
+            best = (total, mix)
+    assert best is not None
+    without = 0.0
+    for judged, key, scoring in sets.values():
+        without += sum(score(judged, vote=vote, key=key, scoring=scoring).values())
+    return {
+        "objective": round(best[0], 4),
+        "objective_without_tool_vectors": round(without / max(1, len(sets)), 4),
+        "fitted": vars(best[1]),
+        "best_ten": [
+            {"objective": t, **vars(m)} for t, m in sorted(table, key=lambda r: -r[0])[:10]
+        ],
+        "in_use": vars(FITTED_MIX),
     }
 
 

@@ -21,11 +21,16 @@ from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Query, SearchSet, all_sets
-from deploy.bench.search_fit import Judged, dense_metrics, evaluate, fit
+from deploy.bench.search_adapter import FITTED_DECAY
+from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
 from deploy.bench.search_learned import (
+    ALONE_MIX,
     FIT_TENANT,
     FOLDS,
+    NO_VOTE,
     ablation,
+    fit_adapter,
+    fit_mix,
     fit_vote,
     learning_per_tool,
     score,
@@ -38,6 +43,7 @@ from shared.learning.ingest import ingest_executions
 from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, gather_evidence
 from shared.search.learned import FITTED, LEGACY
+from shared.search.tool_vectors import FITTED_MIX, Run
 
 TENANT = "bench"
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
@@ -54,8 +60,10 @@ def judge(
     queries: Sequence[Query],
     reference: np.ndarray,
     tenant: str = TENANT,
+    learned: Learned | None = None,
 ) -> list[Judged]:
-    """Evidence, gold and the exact dense ranking of each query."""
+    """Evidence, gold and the exact dense ranking of each query (with ``learned``, what the
+    tenant had learned, for the tool-vector arms)."""
     keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
     out = []
     for query in queries:
@@ -69,7 +77,15 @@ def judge(
             clause_embeddings=vectors[1:],
             tenant_id=tenant,
         )
-        out.append(Judged(evidence=evidence, gold=query.gold, dense=[keys[i] for i in order]))
+        out.append(
+            Judged(
+                evidence=evidence,
+                gold=query.gold,
+                dense=[keys[i] for i in order],
+                vector=np.asarray(vectors[0], np.float32),
+                learned=learned,
+            )
+        )
     return out
 
 
@@ -140,6 +156,22 @@ def learn_from(
     conn.commit()
 
 
+def learned_runs(
+    *, embedder: Embedder, dataset: SearchSet, queries: Sequence[Query], descriptions: Any
+) -> Learned:
+    """The runs ``learn_from`` stores, as the consolidation reads them (intent embedding,
+    gold tools' ids), in learning order."""
+    ids_of: dict[str, str] = {}
+    for t in dataset.tools:
+        ids_of.setdefault(t.name if dataset.by == "name" else t.id, t.id)
+    vectors = np.asarray(embedder.embed([q.text for q in queries]), np.float32)
+    runs = [
+        Run(order=i, vector=v, tools=tuple(ids_of[g] for g in sorted(q.gold)))
+        for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
+    ]
+    return Learned(descriptions=descriptions, runs=runs)
+
+
 def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dict[str, Any]:
     """Zero-shot (per split, with ablations), the learned protocol's validation slice
     (searched against the fit part, another tenant) and, unless ``test`` is False, the
@@ -150,8 +182,10 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
     out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
     learn, test_half = learning_split(dataset.queries)
     folds = [validation_split(learn, fold=f) for f in range(FOLDS)]
+    indexed = np.asarray(embedder.embed(docs), np.float32)
+    descriptions = {t.id: v for t, v in zip(dataset.tools, indexed, strict=True)}
     with bench_database() as (url, _settings), connect(url) as conn:
-        index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs), np.float32))
+        index_tools(conn, tools=dataset.tools, vectors=indexed)
         conn.autocommit = True
         zero: dict[str, list[Judged]] = {}
         for split in ("tune", "holdout"):
@@ -175,6 +209,9 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                 queries=validation,
                 reference=reference,
                 tenant=tenant,
+                learned=learned_runs(
+                    embedder=embedder, dataset=dataset, queries=fit_part, descriptions=descriptions
+                ),
             )
             conn.autocommit = False
         curve: list[dict[str, Any]] = []
@@ -185,7 +222,17 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
             done = upto
             conn.autocommit = True
             judged = judge(
-                conn, embedder=embedder, dataset=dataset, queries=test_half, reference=reference
+                conn,
+                embedder=embedder,
+                dataset=dataset,
+                queries=test_half,
+                reference=reference,
+                learned=learned_runs(
+                    embedder=embedder,
+                    dataset=dataset,
+                    queries=learn[:upto],
+                    descriptions=descriptions,
+                ),
             )
             conn.autocommit = False
             curve.append({"fraction": fraction, "learned_executions": upto, "judged": judged})
@@ -222,6 +269,20 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                 ),
                 "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
                 "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
+                "tool_vectors": score(
+                    point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=ALONE_MIX
+                ),
+                "combined": score(
+                    point["judged"], vote=FITTED, key=key, scoring=dataset.scoring, mix=FITTED_MIX
+                ),
+                # Bench only, not shipped: the query adapter (deploy/bench/search_adapter.py).
+                "adapter": score(
+                    point["judged"],
+                    vote=NO_VOTE,
+                    key=key,
+                    scoring=dataset.scoring,
+                    adapter=FITTED_DECAY,
+                ),
             }
             for point in curve
         ],
@@ -261,6 +322,10 @@ def validation_run(*, fit: bool) -> dict[str, Any]:
             slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
     if fit:
         out["fit"] = {"sets": sorted(slices), **fit_vote(slices)}
+        # The tool vectors' (k, weight): alone (no vote), and beside the vote in use.
+        out["fit_tool_vectors"] = {"sets": sorted(slices), **fit_mix(slices)}
+        out["fit_combined"] = {"sets": sorted(slices), **fit_mix(slices, vote=FITTED)}
+        out["fit_adapter"] = {"sets": sorted(slices), **fit_adapter(slices)}
     return out
 
 
@@ -272,7 +337,7 @@ def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         for name, r in results.items()
     }
     # Graph and PageRank are fixed (fusion.UNMEASURED): no set has context tools or a graph.
-    measured = [f for f in FEATURES if f != "learned" and f not in UNMEASURED]
+    measured = [f for f in FEATURES if f not in ("learned", "toolvec") and f not in UNMEASURED]
     weights = fit(zero, features=measured, base=UNMEASURED)
     learned_sets = {}
     for name, r in results.items():

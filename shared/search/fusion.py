@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shared.search.learned import FITTED
+from shared.search.tool_vectors import FITTED_MIX
 
 # The evidence beside the dense similarity, each a number per tool (0 when absent):
 # clause   how much better one step of a multi-step request matches than the whole (≥ 0)
@@ -12,7 +13,19 @@ from shared.search.learned import FITTED
 # graph    graph score relative to the best candidate's (context tools given), in [0, 1]
 # pagerank PageRank relative to the best candidate's, in [0, 1]
 # learned  the vote of the tenant's nearest past intents, in [-1, 1] (shared.search.learned)
-FEATURES = ("clause", "name", "description", "params", "server", "graph", "pagerank", "learned")
+# toolvec  cosine to the tenant's consolidated tool vector minus cosine to the description
+#          (shared.search.tool_vectors); 0 for a tool the tenant has no vector for
+FEATURES = (
+    "clause",
+    "name",
+    "description",
+    "params",
+    "server",
+    "graph",
+    "pagerank",
+    "learned",
+    "toolvec",
+)
 
 # Measured by no set: the bench's requests come without context tools and its catalogues
 # without a usage graph, so these two are 0 there whatever their weight, and a fit would
@@ -41,6 +54,7 @@ WEIGHTS: dict[str, float] = {
     "params": 0.08,
     "server": 0.3,
     "learned": FITTED.weight,
+    "toolvec": FITTED_MIX.weight,
     **UNMEASURED,
 }
 
@@ -156,6 +170,7 @@ def explain(
     if "semantic" in parts:
         shown = parts["semantic"] if semantic is None else semantic
         items.append(f"semantic similarity {shown:.2f} ({parts['semantic']:+.3f})")
+    add("closer to how this tenant asked for it before", parts.get("toolvec", 0.0))
     add("one step of the request matches better", parts.get("clause", 0.0))
     for field in LEXICAL:
         if field in parts:
@@ -173,6 +188,6 @@ def explain(
     if "pagerank" in parts:
         add(f"central in the usage graph (PageRank prior{backed})", parts["pagerank"])
     for name, amount in parts.items():
-        if name not in ("learned", "semantic", "clause", *LEXICAL, *PRIORS):
+        if name not in ("learned", "toolvec", "semantic", "clause", *LEXICAL, *PRIORS):
             add(name, amount)
     return "; ".join(items) if items else "weak match on every signal"

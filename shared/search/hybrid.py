@@ -23,6 +23,7 @@ from shared.search.lexical import (
 )
 from shared.search.pageranks import PAGERANK_VERSION_SQL, PAGERANKS, pagerank_version
 from shared.search.query import query_clauses
+from shared.search.tool_vectors import nearest_tool_vectors_query
 from shared.tools.store import get_tools
 
 # Each text signal contributes its top candidates; 50 bounds the HNSW search (ef_search
@@ -86,6 +87,9 @@ def gather_evidence(
         ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
         nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
         intents_cur = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id))
+        vectors_cur = conn.execute(
+            *nearest_tool_vectors_query(vector=vector, tenant_id=tenant_id, limit=candidates)
+        )
         unavailable_cur = conn.execute(UNAVAILABLE_SQL)
         graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
     words_row = words_cur.fetchone()
@@ -106,7 +110,16 @@ def gather_evidence(
         if t in index.known and t not in unavailable
     }
     named = sorted(t for t in voted_tools(intents) if t in index.known and t not in unavailable)
-    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned, *named]))
+    # The tenant's consolidated tool vectors nearest the query: their gain over the
+    # description's cosine (a tool outside the dense list is taken at the list's lowest
+    # cosine, an upper bound of its own, as the fusion does).
+    lowest = min(semantic.values(), default=0.0)
+    toolvec = {
+        r["tool_id"]: float(r["sim"]) - semantic.get(r["tool_id"], lowest)
+        for r in vectors_cur.fetchall()
+        if r["tool_id"] in index.known and r["tool_id"] not in unavailable
+    }
+    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned, *named, *toolvec]))
     graph = GraphScores()
     if graph_cur is not None:
         snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
@@ -134,6 +147,7 @@ def gather_evidence(
             "graph": graph.score.get(tool, 0.0) / top_graph,
             "pagerank": ranks[tool] / top_rank,
             "learned": learned.get(tool, 0.0),
+            "toolvec": toolvec.get(tool, 0.0),
         }
         features[tool] = {name: v for name, v in values.items() if v}
     return Evidence(

@@ -34,6 +34,15 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 300.0,
         "options": {"queue": Queue.MAINTENANCE, "expires": 290},
     },
+    # Consolidated learning (issue 31): each tenant with new learned runs gets its tool
+    # vectors refitted, shipped only if they score at least as well on its held-back runs.
+    # Every 10 minutes: the vote already counts a run at once, this only sharpens it; a
+    # pass is one indexed query when nothing is new and <= 60 s at 100k intents.
+    "consolidate-tool-vectors": {
+        "task": TaskName.CONSOLIDATE_TOOL_VECTORS,
+        "schedule": 600.0,
+        "options": {"queue": Queue.MAINTENANCE, "expires": 590},
+    },
     # Promotion (used ≥ 3 times, success rate > 0.7): a quality signal that
     # changes slowly, so hourly.
     "promote-patterns": {

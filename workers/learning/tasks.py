@@ -20,6 +20,7 @@ from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
+from shared.learning.consolidate import consolidate
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
@@ -209,6 +210,29 @@ def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
         "communities": len(set(result.community.values())),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+@app.task(name=TaskName.CONSOLIDATE_TOOL_VECTORS, acks_late=True, reject_on_worker_lost=True)
+def consolidate_tool_vectors() -> list[dict[str, Any]]:
+    """Refit the tool vectors of every tenant with new learned runs; each new version is
+    shipped only if it scores at least as well on the tenant's held-back runs."""
+    with clients.db_pool().connection() as conn:
+        done = consolidate(conn)
+    client = clients.redis_client()
+    for result in done:
+        metrics.incr_labelled(
+            client, "tool_vector_fits_total", "shipped" if result.shipped else "kept"
+        )
+        log.info(
+            "tool vectors of %s: version %d %s (trained on %d runs, held-back top-1 %.3f -> %.3f)",
+            result.tenant_id,
+            result.version,
+            "shipped" if result.shipped else "kept the current one",
+            result.trained_on,
+            result.score_before,
+            result.score_after,
+        )
+    return [vars(r) for r in done]
 
 
 @app.task(name=TaskName.PROMOTE_PATTERNS, acks_late=True, reject_on_worker_lost=True)

@@ -1,0 +1,180 @@
+"""Consolidated learning (issue 31): a tenant's tool vectors, refitted on the beat schedule.
+
+One pass per tenant with intents newer than its last consolidation: read its learned runs
+(``intent_tools`` rows with succeeded tools) and the catalogue's description embeddings,
+hold back each tool's most recent run, fit tool vectors on the rest
+(``shared.search.tool_vectors``), and score both the new fit and the version in use on the
+held-back runs. The new version replaces the current one only if it scores at least as
+well; every pass, shipped or not, is a row of ``tool_vector_versions`` (version, training
+size, held-back size, score before and after). The vectors shipped are the ones scored.
+
+Only tools that exist and are available get a vector, mixed with their current
+description; a row is deleted with its tool and when its description changes (migration
+0021), so a changed or removed tool never gets a stale one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """What one tenant's pass did."""
+
+    tenant_id: str
+    version: int
+    trained_on: int
+    held_back: int
+    score_before: float
+    score_after: float
+    shipped: bool
+    tools: int
+    seconds: float
+
+
+def _array(value: Any) -> np.ndarray:
+    """A vector column as float32 (pgvector returns a ``Vector`` in binary results)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
+
+
+def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
+    """Tenants with a learned run newer than their last consolidation, or fewer runs than
+    it read (a run taken back by its agent, ``shared.learning.unteach``)."""
+    rows = conn.execute(
+        """
+        SELECT i.tenant_id
+          FROM (SELECT tenant_id, max(id) AS newest, count(*) AS runs FROM intent_tools
+                 WHERE cardinality(tools_ok) > 0 GROUP BY tenant_id) i
+          LEFT JOIN (SELECT DISTINCT ON (tenant_id) tenant_id, last_intent_id AS seen,
+                            runs_seen
+                       FROM tool_vector_versions ORDER BY tenant_id, version DESC) v
+            USING (tenant_id)
+         WHERE v.seen IS NULL OR i.newest > v.seen OR i.runs <> v.runs_seen
+         ORDER BY i.tenant_id
+        """
+    ).fetchall()
+    return [r["tenant_id"] for r in rows]
+
+
+def _descriptions(conn: psycopg.Connection[Any]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(tool → description embedding, tool → md5 of its description), available tools only."""
+    rows = conn.execute(
+        "SELECT id, embedding, md5(description) AS md5 FROM tools "
+        "WHERE available AND embedding IS NOT NULL",
+        binary=True,  # vectors as binary: parsing 10k-100k of them as text takes a minute
+    ).fetchall()
+    vectors = {r["id"]: _array(r["embedding"]) for r in rows}
+    return vectors, {r["id"]: r["md5"] for r in rows}
+
+
+def current_vectors(
+    conn: psycopg.Connection[Any], *, tenant_id: str
+) -> tuple[int, dict[str, np.ndarray]]:
+    """(version in use or 0, its vectors still valid: the tool exists, is available and has
+    the description it was mixed with)."""
+    row = conn.execute(
+        "SELECT coalesce(max(version), 0) AS v FROM tool_vector_versions "
+        "WHERE tenant_id = %s AND shipped",
+        (tenant_id,),
+    ).fetchone()
+    rows = conn.execute(
+        """
+        SELECT v.tool_id, v.vector FROM tool_vectors v JOIN tools t ON t.id = v.tool_id
+         WHERE v.tenant_id = %s AND t.available AND md5(t.description) = v.description_md5
+        """,
+        (tenant_id,),
+        binary=True,
+    ).fetchall()
+    return (int(row["v"]) if row else 0), {r["tool_id"]: _array(r["vector"]) for r in rows}
+
+
+def consolidate_tenant(
+    conn: psycopg.Connection[Any], *, tenant_id: str, mix: Mix = FITTED_MIX
+) -> Consolidation:
+    """One tenant's pass (in the caller's transaction; commit to keep it)."""
+    started = time.perf_counter()
+    descriptions, md5s = _descriptions(conn)
+    runs: list[Run] = []
+    newest = 0
+    rows = conn.execute(
+        "SELECT id, intent_embedding, tools_ok FROM intent_tools "
+        "WHERE tenant_id = %s AND cardinality(tools_ok) > 0 ORDER BY id",
+        (tenant_id,),
+        binary=True,
+    ).fetchall()
+    for row in rows:
+        newest = max(newest, int(row["id"]))
+        tools = tuple(t for t in row["tools_ok"] if t in descriptions)
+        if tools:
+            runs.append(
+                Run(order=int(row["id"]), vector=_array(row["intent_embedding"]), tools=tools)
+            )
+    train, held = hold_out(runs)
+    in_use, current = current_vectors(conn, tenant_id=tenant_id)
+    fitted = tool_vectors(descriptions, train, k=mix.k)
+    candidate = {tool: vector for tool, (vector, _) in fitted.items()}
+    before = held_back_top1(held, descriptions=descriptions, vectors=current, weight=mix.weight)
+    after = held_back_top1(held, descriptions=descriptions, vectors=candidate, weight=mix.weight)
+    shipped = after >= before
+    last = conn.execute(
+        "SELECT coalesce(max(version), 0) AS v FROM tool_vector_versions WHERE tenant_id = %s",
+        (tenant_id,),
+    ).fetchone()
+    version = (int(last["v"]) if last else in_use) + 1
+    if shipped:
+        conn.execute("DELETE FROM tool_vectors WHERE tenant_id = %s", (tenant_id,))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO tool_vectors (tenant_id, tool_id, version, vector, intents, "
+                "description_md5) VALUES (%s, %s, %s, %s, %s, %s)",
+                [
+                    (tenant_id, tool, version, vector, n, md5s[tool])
+                    for tool, (vector, n) in fitted.items()
+                ],
+            )
+    seconds = time.perf_counter() - started
+    conn.execute(
+        "INSERT INTO tool_vector_versions (tenant_id, version, trained_on, held_back, "
+        "score_before, score_after, shipped, last_intent_id, runs_seen, seconds) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            tenant_id,
+            version,
+            len(train),
+            len(held),
+            before,
+            after,
+            shipped,
+            newest,
+            len(rows),
+            seconds,
+        ),
+    )
+    return Consolidation(
+        tenant_id=tenant_id,
+        version=version,
+        trained_on=len(train),
+        held_back=len(held),
+        score_before=round(before, 4),
+        score_after=round(after, 4),
+        shipped=shipped,
+        tools=len(fitted),
+        seconds=round(seconds, 3),
+    )
+
+
+def consolidate(conn: psycopg.Connection[Any], *, mix: Mix = FITTED_MIX) -> list[Consolidation]:
+    """Every tenant with new learned runs, each committed on its own."""
+    done = []
+    for tenant in tenants_to_consolidate(conn):
+        done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
+        conn.commit()
+    return done
