@@ -12,15 +12,15 @@ held-back sizes, the held-back top-1 of the current version (before) and of the 
 (after), the newest intent it saw and how many runs it read (the next consolidation waits
 for a newer run, or for a run taken back: ``shared.learning.unteach``).
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-11-26
 """
 
 from alembic import context, op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
