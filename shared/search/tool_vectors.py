@@ -156,7 +156,7 @@ def held_back_top1(
 
 
 # The tenant's tool vectors nearest a query (HNSW, as the past intents). No join: a row
-# goes with its tool and with its description (migration 0021's foreign key and trigger),
+# goes with its tool and with its description (migration 0023's foreign key and trigger),
 # so every row read is current; an unavailable tool is dropped with the other evidence.
 # (Joining tools to check the description here cost ~6 ms of search p95 at 10k vectors.)
 NEAREST_TOOL_VECTORS_SQL = """
