@@ -1,0 +1,341 @@
+"""Direct federation over MCP: each configured server at ``/mcp/servers/<name>``, all at ``/mcp/servers``.
+
+One low-level ``mcp`` SDK ``Server`` (and streamable-HTTP session manager) per endpoint,
+made on its first request: servers are read from ``mcp_servers`` (the toolhost syncs
+them), so one configured after the gateway started is served too. Tools are listed from
+the ``tools`` table with their own names, schemas and annotations, narrowed to the key's
+allow-list; a call is an execution of that one tool (``ops/direct.py``), waited on here
+with the tool's progress and its server's sampling/elicitation requests passed through,
+like ``execute_code``. Resources are the server's own (its URIs unchanged on its endpoint;
+``agentcards://<server>/<uri>`` on the aggregate one, as on ``/mcp``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import Context
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from services.gateway.mcp import passthrough
+from services.gateway.mcp.caller import request_principal
+from services.gateway.mcp.errors import protocol_error, protocol_errors
+from services.gateway.ops import direct
+from services.gateway.ops import downstream_resources as resources
+from services.gateway.state import GatewayState
+from shared import tool_ids
+from shared.auth.principal import Principal
+from shared.errors import AgentCardsError, ErrorType, NotFound, Unavailable
+from shared.executions.models import ExecutionView, view_from_row
+from shared.executions.status import ExecutionStatus
+
+log = logging.getLogger(__name__)
+
+AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
+SESSION_HEADER = "mcp-session-id"
+AGGREGATE_INSTRUCTIONS = (
+    "Every tool of every MCP server this AgentCards gateway federates, called directly. "
+    "A tool is named <server>.<tool> (server names hold no dot). For multi-step work, "
+    "AgentCards' code mode at /mcp runs Python that calls these tools in one round trip."
+)
+
+
+class DirectSurface:
+    """The ASGI endpoints of the direct surface and the session managers behind them."""
+
+    def __init__(self, get_state: Callable[[], GatewayState], *, host: str) -> None:
+        self._get_state = get_state
+        loopback = host in {"127.0.0.1", "localhost", "::1"}
+        self._security = (
+            TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            )
+            if loopback
+            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        )
+        self._managers: dict[str | None, StreamableHTTPSessionManager] = {}
+        self._lock = anyio.Lock()
+        self._group: TaskGroup | None = None
+
+    def routes(self) -> list[Route]:
+        """``/mcp/servers`` (every server) and ``/mcp/servers/<name>`` (one)."""
+        # The surface itself: Starlette serves an object endpoint as an ASGI app (every
+        # method), a function or bound method as a GET-only request handler.
+        return [
+            Route("/mcp/servers", endpoint=self, include_in_schema=False),
+            Route("/mcp/servers/{name}", endpoint=self, include_in_schema=False),
+        ]
+
+    async def serve(self, group: TaskGroup) -> None:
+        """Run the session managers made from now on in ``group`` (the app's lifespan)."""
+        self._group = group
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name = scope.get("path_params", {}).get("name")
+        try:
+            manager = await self._manager(name)
+        except AgentCardsError as exc:
+            error = protocol_error(exc).error.model_dump(mode="json", exclude_none=True)
+            status = 404 if isinstance(exc, NotFound) else 503
+            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status)
+            await response(scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+    async def _manager(self, name: str | None) -> StreamableHTTPSessionManager:
+        if name in self._managers:
+            return self._managers[name]
+        if name is not None:
+            servers = await direct.served_servers(self._get_state())
+            if not tool_ids.is_server_name(name) or name not in servers:
+                raise NotFound(
+                    f"no configured MCP server {name[:80]!r} (see GET /v1/servers)",
+                    server=name[:80],
+                )
+        async with self._lock:
+            if name not in self._managers:
+                if self._group is None:
+                    raise Unavailable("the direct MCP surface is not running yet")
+                manager = StreamableHTTPSessionManager(
+                    app=self._server(name), security_settings=self._security
+                )
+                await self._group.start(_keep_running, manager)
+                self._managers[name] = manager
+        return self._managers[name]
+
+    def _server(self, name: str | None) -> Server[Any]:
+        """The low-level server of one endpoint (``name`` None: the aggregate)."""
+        get_state = self._get_state
+
+        async def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
+            with protocol_errors():
+                return await request_principal(ctx.request, state=get_state(), stdio_key=None)
+
+        async def list_tools(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListToolsResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            with protocol_errors():
+                tools = await direct.direct_tools(get_state(), patterns=patterns, server=name)
+            return types.ListToolsResult(
+                tools=[_listed(tool, aggregate=name is None) for tool in tools]
+            )
+
+        async def call_tool(
+            ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult:
+            state = get_state()
+            principal = await principal_of(ctx)
+            with protocol_errors():  # an unknown or forbidden tool: a JSON-RPC error
+                tool = await direct.find_tool(
+                    state, principal=principal, server=name, name=params.name
+                )
+            try:
+                admission = await direct.admit_call(
+                    state,
+                    tool=tool,
+                    arguments=dict(params.arguments or {}),
+                    principal=principal,
+                    session_id=_session_id(ctx),
+                )
+                row = await passthrough.run_passing_through(
+                    state,
+                    Context(request_context=ctx),
+                    admission=admission,
+                    principal=principal,
+                    log_events=False,
+                )
+            except (AgentCardsError, ValidationError) as exc:  # refused: rate, size, outage
+                return _refused(exc)
+            return direct_result(view_from_row(row), tool)
+
+        async def list_resources(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourcesResult:
+            items = await _listing(ctx, resources.list_resources, "resources", "uri")
+            return types.ListResourcesResult.model_validate({"resources": items})
+
+        async def list_templates(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourceTemplatesResult:
+            items = await _listing(
+                ctx, resources.list_resource_templates, "resourceTemplates", "uriTemplate"
+            )
+            return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": items})
+
+        async def _listing(
+            ctx: ServerRequestContext[Any], fetch: Any, key: str, uri_key: str
+        ) -> list[dict[str, Any]]:
+            patterns = (await principal_of(ctx)).tool_patterns
+            with protocol_errors():
+                listed = await fetch(get_state(), patterns=patterns)
+            items = []
+            for item in listed[key]:
+                server = item.pop("server")
+                if name is None:  # the aggregate names them as /mcp does
+                    item[uri_key] = resources.gateway_uri(server, item[uri_key])
+                    item["name"] = f"{server}.{item.get('name', '')}"
+                    items.append(item)
+                elif server == name:
+                    items.append(item)
+            return items
+
+        async def read_resource(
+            ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            uri = str(params.uri)
+            with protocol_errors():
+                server, inner = (
+                    (name, uri) if name is not None else resources.split_gateway_uri(uri)
+                )
+                result = await resources.read_resource(
+                    get_state(), server=server, uri=inner, patterns=patterns
+                )
+            if name is None:
+                for content in result.get("contents", []):
+                    content["uri"] = resources.gateway_uri(server, content.get("uri") or inner)
+            return types.ReadResourceResult.model_validate(result)
+
+        return Server(
+            AGGREGATE if name is None else name,
+            version="agentcards-direct",
+            title=None if name is None else f"{name} (through AgentCards)",
+            instructions=AGGREGATE_INSTRUCTIONS if name is None else None,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+        )
+
+
+async def _keep_running(
+    manager: StreamableHTTPSessionManager, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    async with manager.run():
+        task_status.started()
+        await anyio.sleep_forever()
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    request = ctx.request
+    if isinstance(request, Request):
+        return request.headers.get(SESSION_HEADER)
+    return None
+
+
+def _listed(tool: direct.DirectTool, *, aggregate: bool) -> types.Tool:
+    """A tool as its server lists it (under its aggregate name on the aggregate endpoint)."""
+    data: dict[str, Any] = {
+        "name": direct.aggregate_name(tool.server, tool.name) if aggregate else tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+    if tool.output_schema is not None:
+        data["outputSchema"] = tool.output_schema
+    if tool.annotations:
+        data["annotations"] = tool.annotations
+    if aggregate:
+        data["_meta"] = {"agentcards/tool": tool.id}
+    try:
+        return types.Tool.model_validate(data)
+    except ValidationError:  # a schema the SDK will not carry: list the tool without extras
+        log.warning("tool %s listed without its output schema or annotations", tool.id)
+        return types.Tool.model_validate(
+            {k: data[k] for k in ("name", "description", "inputSchema")}
+        )
+
+
+def direct_result(view: ExecutionView, tool: direct.DirectTool) -> types.CallToolResult:
+    """A direct call's execution as the tool's own result: its value as content (and as
+    structured content when the tool declares an output schema); ``isError`` with the
+    server's message (or our ``{type, message}``) when it failed."""
+    if view.status != ExecutionStatus.SUCCEEDED:
+        failure = view.tool_failures[0] if view.tool_failures else None
+        if failure is not None and failure.type == ErrorType.TOOL_ERROR:
+            text = failure.error
+        elif failure is not None:
+            text = json.dumps({"type": failure.type, "message": failure.error})
+        elif view.error is not None:
+            text = json.dumps({"type": view.error.type, "message": view.error.message})
+        else:  # the wait ran out: still running
+            text = json.dumps(
+                {"type": "timeout", "message": f"execution {view.id} is {view.status}"}
+            )
+        result = types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], is_error=True
+        )
+    else:
+        result = types.CallToolResult(
+            content=_content(view.result),
+            structured_content=_structured(view.result, tool.output_schema),
+        )
+    # Which execution recorded it (GET /v1/executions/<id>), and whether the cache answered.
+    meta = {"agentcards/execution_id": view.id}
+    if view.cache_hit:
+        meta["agentcards/cache_hit"] = view.cache_hit
+    result.meta = meta
+    return result
+
+
+def _content(value: Any) -> list[types.ContentBlock]:
+    if isinstance(value, str):
+        return [types.TextContent(type="text", text=value)]
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and "type" in v for v in value)
+    ):
+        try:  # the server's own blocks (images, resources), as the toolhost passed them on
+            return [
+                types.TextContent.model_validate(v) if v["type"] == "text" else _block(v)
+                for v in value
+            ]
+        except ValidationError:
+            pass
+    return [types.TextContent(type="text", text=json.dumps(value))]
+
+
+def _block(value: dict[str, Any]) -> types.ContentBlock:
+    block: types.ContentBlock = types.CallToolResult.model_validate({"content": [value]}).content[0]
+    return block
+
+
+def _structured(value: Any, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Structured content when the tool declares an output schema: the value, re-wrapped as
+    ``{"result": value}`` for SDK servers whose schema wraps a non-object (the toolhost unwrapped it)."""
+    if schema is None:
+        return None
+    properties = schema.get("properties")
+    wrapped = isinstance(value, dict) and set(value) == {"result"}
+    if isinstance(properties, dict) and set(properties) == {"result"} and not wrapped:
+        return {"result": value}
+    return value if isinstance(value, dict) else None
+
+
+def _refused(exc: Exception) -> types.CallToolResult:
+    """A call refused before it ran (rate limit, sizes, an outage) as a tool error with our body."""
+    if isinstance(exc, AgentCardsError):
+        body = exc.to_dict()
+    else:
+        body = {"type": "validation_error", "message": str(exc)}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body, default=str))], is_error=True
+    )

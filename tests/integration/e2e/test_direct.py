@@ -1,0 +1,179 @@
+"""Direct federation (issue 27) on the real stack, through the official MCP SDK client: each
+configured server at /mcp/servers/<name> under its own names, all of them at /mcp/servers
+as <server>.<tool>; keys' allow-lists, audit, the result cache and learning apply."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from shared.auth.store import issue_key
+from shared.db import connect
+from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from tests.integration.mcp_servers import cache_test_server, example_server, time_server
+
+e2e = stack_fixture(
+    lambda tmp: {
+        "example": example_server(tmp),
+        "time": time_server(),
+        "cache-test": cache_test_server(tmp / "cache-test"),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def keys(e2e: E2EStack) -> Iterator[dict[str, dict[str, str]]]:
+    """Headers of an unrestricted key (``full``) and of one limited to ``time:*`` (``time``)."""
+    headers = {}
+    with connect(e2e.settings.database_url or "") as conn:
+        for label, patterns in (("full", None), ("time", ["time:*"])):
+            _, key = issue_key(conn, tenant_id="default", tool_patterns=patterns)
+            headers[label] = {"Authorization": f"Bearer {key}"}
+        conn.commit()
+    yield headers
+
+
+@contextlib.asynccontextmanager
+async def direct(
+    stack: E2EStack, headers: dict[str, str], server: str | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK session on /mcp/servers (or /mcp/servers/<server>)."""
+    path = "/mcp/servers" + (f"/{server}" if server else "")
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{stack.gateway_url}{path}", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent), result
+    return block.text
+
+
+def _execution_id(result: types.CallToolResult) -> str:
+    assert result.meta is not None, result
+    return str(result.meta["agentcards/execution_id"])
+
+
+def _wait(predicate: Any, what: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_server_is_served_under_its_own_names(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "example") as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert {"add", "multiply", "fail"} <= set(listed), listed
+        assert all(not name.startswith("example") for name in listed)
+        assert listed["add"].input_schema["properties"].keys() == {"a", "b"}
+        result = await session.call_tool("add", {"a": 2, "b": 3})
+        assert not result.is_error, result
+        assert _text(result) == "5.0"
+        assert result.structured_content == {"result": 5.0}
+        failed = await session.call_tool("fail", {"message": "no luck"})
+        assert failed.is_error and "no luck" in _text(failed)
+    # The call is an execution like any other: its trace and tool_calls are the code path's.
+    with e2e.db() as conn:
+        row = conn.execute(
+            "SELECT status, trace_summary, extras FROM executions WHERE id = %s",
+            (_execution_id(result),),
+        ).fetchone()
+    assert row is not None and row["status"] == "succeeded"
+    assert [c["tool"] for c in row["trace_summary"]["tool_calls"]] == ["example:add"]
+    assert row["extras"]["direct"]["tool"] == "example:add"
+
+
+async def test_the_aggregate_serves_every_server_as_server_dot_tool(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"]) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"example.add", "time.get_current_time", "cache-test.counter"} <= names, names
+        result = await session.call_tool("example.multiply", {"a": 4, "b": 5})
+        assert not result.is_error and _text(result) == "20.0", result
+        with pytest.raises(MCPError, match="no tool"):
+            await session.call_tool("example.nope", {})
+
+
+async def test_a_key_limited_to_one_server_neither_lists_nor_calls_the_others(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["time"]) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert names and all(name.startswith("time.") for name in names), names
+        with pytest.raises(MCPError, match="may not call example:add"):
+            await session.call_tool("example.add", {"a": 1, "b": 2})
+        now = await session.call_tool("time.get_current_time", {"timezone": "UTC"})
+        assert not now.is_error, now
+    async with direct(e2e, keys["time"], "example") as session:
+        assert (await session.list_tools()).tools == []
+        with pytest.raises(MCPError, match="may not call example:add"):
+            await session.call_tool("add", {"a": 1, "b": 2})
+    # Refused before anything ran: no execution of example:add for this key's calls.
+    with e2e.db() as conn:
+        rows = conn.execute(
+            "SELECT count(*) AS n FROM executions WHERE extras->'direct'->>'tool' = 'example:add' "
+            'AND args = \'{"a": 1, "b": 2}\'::jsonb'
+        ).fetchone()
+    assert rows is not None and rows["n"] == 0
+
+
+async def test_a_read_only_call_is_answered_from_the_cache_the_second_time(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "cache-test") as session:
+        first = await session.call_tool("counter", {"key": "direct"})
+        second = await session.call_tool("counter", {"key": "direct"})
+    assert not first.is_error and not second.is_error, (first, second)
+    assert first.structured_content == second.structured_content  # the same n: not run again
+    assert first.meta is not None and "agentcards/cache_hit" not in first.meta
+    assert second.meta is not None and second.meta["agentcards/cache_hit"] == "execution"
+
+
+async def test_direct_calls_are_audited_and_a_session_s_sequence_becomes_a_graph_edge(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "example") as session:
+        first = await session.call_tool("divide", {"a": 9, "b": 3})
+        second = await session.call_tool("multiply", {"a": 2, "b": 3})
+    assert not first.is_error and not second.is_error
+    with e2e.db() as conn:
+        audited = conn.execute(
+            "SELECT action, key_id, status FROM audit_log WHERE execution_id = %s",
+            (_execution_id(second),),
+        ).fetchone()
+    assert audited is not None and audited["action"] == "execute" and audited["key_id"]
+
+    def edge() -> Any:
+        with e2e.db() as conn:
+            return conn.execute(
+                "SELECT count FROM tool_edges WHERE src = 'example:divide' "
+                "AND dst = 'example:multiply' AND kind = 'sequence'"
+            ).fetchone()
+
+    assert _wait(edge, "the sequence edge divide -> multiply")["count"] >= 1
+    # Learned from the direct calls, yet no capability: a direct call has no intent.
+    with e2e.db() as conn:
+        learned = conn.execute(
+            "SELECT learned_at, capability_id FROM executions WHERE id = %s",
+            (_execution_id(second),),
+        ).fetchone()
+    assert learned is not None and learned["learned_at"] and learned["capability_id"] is None
