@@ -50,11 +50,13 @@ from shared.rpc.heartbeat import (
     toolhost_key,
 )
 from shared.rpc.protocol import RpcRequest
+from shared.server_states import ServerState
 from shared.tools.servers import (
     forget_replica,
     mark_removed_servers,
     prune_dead_replicas,
     record_replica_state,
+    record_server_info,
 )
 
 log = logging.getLogger("agentcards.toolhost")
@@ -281,7 +283,9 @@ class Toolhost:
         await self._redis.set(heartbeat_key(), beat.encode(), ex=HEARTBEAT_TTL_S)
 
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
-        config = next(c.config for c in self.connections if c.name == server)
+        connection = next(c for c in self.connections if c.name == server)
+        config = connection.config
+        info = connection.server_info if state == ServerState.READY else None
 
         def write() -> None:
             live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
@@ -296,6 +300,8 @@ class Toolhost:
                     last_error=error,
                     live=live,
                 )
+                if info is not None:  # the revision and instructions /v1/servers and
+                    record_server_info(conn, server=server, info=info)  # /mcp/servers show
 
         async with self._db_locks[server]:
             await asyncio.to_thread(write)

@@ -79,6 +79,9 @@ class ServerConnection:
         self._state: str = ServerState.CONNECTING.value
         self.last_error: str | None = None
         self.tools: dict[str, types.Tool] = {}
+        # What the server said at its last ``initialize`` (protocol revision, serverInfo,
+        # instructions, capabilities), as JSON; None before it first answered.
+        self.server_info: dict[str, Any] | None = None
         self.first_attempt_done = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
         self._upstream = upstream
@@ -243,7 +246,7 @@ class ServerConnection:
                 )
             )
             with anyio.move_on_after(self._connect_timeout_s) as waited:
-                await session.initialize()
+                initialized = await session.initialize()
                 tools = await _list_all_tools(session)
             if waited.cancelled_caught:
                 raise ConnectTimeout(
@@ -251,6 +254,7 @@ class ServerConnection:
                     "(AGENTCARDS_MCP_CONNECT_TIMEOUT_S); the server hangs or starts slowly"
                 )
             self.tools = {t.name: t for t in tools}
+            self.server_info = initialized.model_dump(mode="json", by_alias=True, exclude_none=True)
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
             self._state = ServerState.READY.value

@@ -70,6 +70,7 @@ class DirectSurface:
             else TransportSecuritySettings(enable_dns_rebinding_protection=False)
         )
         self._managers: dict[str | None, StreamableHTTPSessionManager] = {}
+        self._servers: dict[str, Server[Any]] = {}
         self._lock = anyio.Lock()
         self._group: TaskGroup | None = None
 
@@ -96,7 +97,22 @@ class DirectSurface:
             response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status)
             await response(scope, receive, send)
             return
+        if name is not None and _opens_session(scope):
+            await self._refresh(name)
         await manager.handle_request(scope, receive, send)
+
+    async def _refresh(self, name: str) -> None:
+        """Before a session opens, take the server's current instructions, version and title
+        (the SDK reads them from the ``Server`` when it answers ``initialize``)."""
+        server = self._servers[name]
+        try:
+            found = await direct.identity(self._get_state(), server=name)
+        except Exception as exc:  # the session opens with what was known before
+            log.warning("direct endpoint %s: server identity not refreshed: %s", name, exc)
+            return
+        server.instructions = found.instructions
+        server.version = found.version
+        server.title = found.title
 
     async def _manager(self, name: str | None) -> StreamableHTTPSessionManager:
         if name in self._managers:
@@ -112,9 +128,10 @@ class DirectSurface:
             if name not in self._managers:
                 if self._group is None:
                     raise Unavailable("the direct MCP surface is not running yet")
-                manager = StreamableHTTPSessionManager(
-                    app=self._server(name), security_settings=self._security
-                )
+                server = self._server(name)
+                manager = StreamableHTTPSessionManager(app=server, security_settings=self._security)
+                if name is not None:
+                    self._servers[name] = server
                 await self._group.start(_keep_running, manager)
                 self._managers[name] = manager
         return self._managers[name]
@@ -232,6 +249,14 @@ async def _keep_running(
     async with manager.run():
         task_status.started()
         await anyio.sleep_forever()
+
+
+def _opens_session(scope: Scope) -> bool:
+    """A POST without a session id: an ``initialize`` (or a request the SDK refuses)."""
+    headers = scope.get("headers") or []
+    return scope.get("method") == "POST" and not any(
+        key == SESSION_HEADER.encode() for key, _ in headers
+    )
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str | None:

@@ -30,6 +30,7 @@ from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.queues import direct_session_key
 from shared.server_states import ServerState
+from shared.tools.servers import server_info
 from shared.tools.store import list_tools
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,29 @@ async def served_servers(state: GatewayState) -> dict[str, str]:
         ).fetchall(),
     )
     return {row["name"]: row["state"] for row in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What a server's direct endpoint says of itself at ``initialize``: the downstream
+    server's own instructions, version and title (from its last ``initialize`` answer)."""
+
+    instructions: str | None
+    version: str
+    title: str | None
+    protocol_version: str | None
+
+
+async def identity(state: GatewayState, *, server: str) -> Identity:
+    """``server``'s identity as the toolhost last saw it (empty before it ever connected)."""
+    info = await in_pool(state, lambda conn: server_info(conn, server=server)) or {}
+    implementation = info.get("serverInfo") or {}
+    return Identity(
+        instructions=info.get("instructions"),
+        version=str(implementation.get("version") or ""),
+        title=implementation.get("title") or implementation.get("name"),
+        protocol_version=info.get("protocolVersion"),
+    )
 
 
 async def direct_tools(

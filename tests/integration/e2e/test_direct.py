@@ -9,11 +9,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
 
 from shared.auth.store import issue_key
 from shared.db import connect
@@ -42,17 +44,25 @@ def keys(e2e: E2EStack) -> Iterator[dict[str, dict[str, str]]]:
 
 
 @contextlib.asynccontextmanager
-async def direct(
+async def direct_init(
     stack: E2EStack, headers: dict[str, str], server: str | None = None
-) -> AsyncIterator[ClientSession]:
-    """An initialized SDK session on /mcp/servers (or /mcp/servers/<server>)."""
+) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
+    """An SDK session on /mcp/servers (or /mcp/servers/<server>) and its initialize result."""
     path = "/mcp/servers" + (f"/{server}" if server else "")
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(f"{stack.gateway_url}{path}", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
+        yield session, await session.initialize()
+
+
+@contextlib.asynccontextmanager
+async def direct(
+    stack: E2EStack, headers: dict[str, str], server: str | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK session on /mcp/servers (or /mcp/servers/<server>)."""
+    async with direct_init(stack, headers, server) as (session, _):
         yield session
 
 
@@ -177,3 +187,27 @@ async def test_direct_calls_are_audited_and_a_session_s_sequence_becomes_a_graph
             (_execution_id(second),),
         ).fetchone()
     assert learned is not None and learned["learned_at"] and learned["capability_id"] is None
+
+
+async def test_servers_say_where_they_are_served_directly_and_which_revision_they_speak(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    with httpx.Client(base_url=e2e.gateway_url, headers=keys["full"], timeout=30) as client:
+        body = client.get("/v1/servers").json()
+    assert body["direct"] == "/mcp/servers"
+    servers = {s["name"]: s for s in body["servers"]}
+    for name in ("example", "time", "cache-test"):
+        assert servers[name]["direct"] == f"/mcp/servers/{name}"
+        assert servers[name]["protocol_version"] in KNOWN_PROTOCOL_VERSIONS, servers[name]
+    # The server's endpoint introduces itself with the downstream server's own instructions.
+    async with direct_init(e2e, keys["full"], "example") as (_, initialized):
+        assert initialized.server_info.name == "example"
+        assert initialized.instructions == (
+            "Deterministic example tools: notes, a calculator, a sample-file reader."
+        )
+    async with direct_init(e2e, keys["full"]) as (_, initialized):
+        assert initialized.server_info.name == "agentcards-direct"
+        assert "<server>.<tool>" in (initialized.instructions or "")
+    with httpx.Client(base_url=e2e.gateway_url, headers=keys["full"], timeout=30) as client:
+        missing = client.post("/mcp/servers/nope", json={})
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
