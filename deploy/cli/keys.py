@@ -72,6 +72,13 @@ def create(
     concurrency: Annotated[int | None, typer.Option(help="executions in flight at once")] = None,
     name: Annotated[str | None, typer.Option(help="a label for `keys list`")] = None,
     admin: Annotated[bool, typer.Option(help="may read the tenant's audit log")] = False,
+    mcp_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="what the key's /mcp serves unless a request says (X-AgentCards-Mode): "
+            "code (default), direct (every server's tools as <server>.<tool>) or both"
+        ),
+    ] = None,
 ) -> None:
     """Create a key and print it once: only its sha256 is stored."""
     try:
@@ -90,6 +97,7 @@ def create(
                 tool_calls_per_min=tool_calls_per_min,
                 max_concurrent=concurrency,
                 admin=admin,
+                mcp_mode=mcp_mode,
             )
         except ValidationFailed as exc:
             _fail(exc)

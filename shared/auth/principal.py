@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from shared.config import DEFAULT_TENANT
+
+# What a key's `/mcp` serves when the request does not say (README "Code mode or direct"):
+# code mode's tools, every server's tools directly (`<server>.<tool>`), or both.
+McpMode = Literal["code", "direct", "both"]
+MCP_MODES: tuple[McpMode, ...] = ("code", "direct", "both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +28,7 @@ class Principal:
     tool_calls_per_min: int | None = None
     max_concurrent: int | None = None
     admin: bool = True
+    mcp_mode: McpMode | None = None  # None: code mode
 
 
 # The caller when no API key exists (loopback-only serving) or auth is explicitly off.

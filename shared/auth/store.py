@@ -9,7 +9,7 @@ import psycopg
 
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.keys import check_tenant, check_tool_patterns, hash_key, new_key, shown_prefix
-from shared.auth.principal import Principal
+from shared.auth.principal import MCP_MODES, Principal
 from shared.errors import Conflict, NotFound, ValidationFailed
 
 Conn = psycopg.Connection[Any]
@@ -17,7 +17,7 @@ Row = dict[str, Any]
 
 KEY_COLUMNS = (
     "id, tenant_id, name, key_prefix, tool_patterns, executions_per_min, tool_calls_per_min, "
-    "max_concurrent, admin, created_at, revoked_at"
+    "max_concurrent, admin, mcp_mode, created_at, revoked_at"
 )
 
 
@@ -31,8 +31,14 @@ def issue_key(
     tool_calls_per_min: int | None = None,
     max_concurrent: int | None = None,
     admin: bool = False,
+    mcp_mode: str | None = None,
 ) -> tuple[Row, str]:
-    """Store a new key (hashed) and audit it; returns the row and the key, its only copy."""
+    """Store a new key (hashed) and audit it; returns the row and the key, its only copy.
+
+    ``mcp_mode`` is what the key's ``/mcp`` serves unless a request says otherwise: ``code``
+    (None: the default), ``direct`` or ``both``."""
+    if mcp_mode is not None and mcp_mode not in MCP_MODES:
+        raise ValidationFailed(f"mcp_mode must be one of {', '.join(MCP_MODES)}, not {mcp_mode!r}")
     try:
         check_tenant(tenant_id)
         patterns = check_tool_patterns(tool_patterns)
@@ -49,8 +55,9 @@ def issue_key(
     row = conn.execute(
         f"""
         INSERT INTO api_keys (tenant_id, name, key_hash, key_prefix, tool_patterns,
-                              executions_per_min, tool_calls_per_min, max_concurrent, admin)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              executions_per_min, tool_calls_per_min, max_concurrent, admin,
+                              mcp_mode)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         RETURNING {KEY_COLUMNS}
         """,
         (
@@ -63,6 +70,7 @@ def issue_key(
             tool_calls_per_min,
             max_concurrent,
             admin,
+            mcp_mode,
         ),
     ).fetchone()
     assert row is not None
@@ -132,6 +140,7 @@ def principal_from_row(row: Row) -> Principal:
         tool_calls_per_min=row["tool_calls_per_min"],
         max_concurrent=row["max_concurrent"],
         admin=bool(row["admin"]),
+        mcp_mode=row.get("mcp_mode"),
     )
 
 

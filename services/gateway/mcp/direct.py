@@ -151,36 +151,16 @@ class DirectSurface:
             with protocol_errors():
                 tools = await direct.direct_tools(get_state(), patterns=patterns, server=name)
             return types.ListToolsResult(
-                tools=[_listed(tool, aggregate=name is None) for tool in tools]
+                tools=[listed_tool(tool, aggregate=name is None) for tool in tools]
             )
 
         async def call_tool(
             ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult:
-            state = get_state()
             principal = await principal_of(ctx)
-            with protocol_errors():  # an unknown or forbidden tool: a JSON-RPC error
-                tool = await direct.find_tool(
-                    state, principal=principal, server=name, name=params.name
-                )
-            try:
-                admission = await direct.admit_call(
-                    state,
-                    tool=tool,
-                    arguments=dict(params.arguments or {}),
-                    principal=principal,
-                    session_id=_session_id(ctx),
-                )
-                row = await passthrough.run_passing_through(
-                    state,
-                    Context(request_context=ctx),
-                    admission=admission,
-                    principal=principal,
-                    log_events=False,
-                )
-            except (AgentCardsError, ValidationError) as exc:  # refused: rate, size, outage
-                return _refused(exc)
-            return direct_result(view_from_row(row), tool)
+            return await call_direct(
+                get_state(), ctx, principal=principal, server=name, params=params
+            )
 
         async def list_resources(
             ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -243,6 +223,39 @@ class DirectSurface:
         )
 
 
+async def call_direct(
+    state: GatewayState,
+    ctx: ServerRequestContext[Any],
+    *,
+    principal: Principal,
+    server: str | None,
+    params: types.CallToolRequestParams,
+) -> types.CallToolResult:
+    """One direct call: ``params.name`` is ``server``'s own tool name (None: an aggregate
+    ``<server>.<tool>``). An unknown or forbidden tool is a JSON-RPC error; a refusal before
+    the run (rate limit, sizes) and a failed run are tool errors."""
+    with protocol_errors():
+        tool = await direct.find_tool(state, principal=principal, server=server, name=params.name)
+    try:
+        admission = await direct.admit_call(
+            state,
+            tool=tool,
+            arguments=dict(params.arguments or {}),
+            principal=principal,
+            session_id=_session_id(ctx),
+        )
+        row = await passthrough.run_passing_through(
+            state,
+            Context(request_context=ctx),
+            admission=admission,
+            principal=principal,
+            log_events=False,
+        )
+    except (AgentCardsError, ValidationError) as exc:
+        return _refused(exc)
+    return direct_result(view_from_row(row), tool)
+
+
 async def _keep_running(
     manager: StreamableHTTPSessionManager, *, task_status: anyio.abc.TaskStatus[None]
 ) -> None:
@@ -266,7 +279,7 @@ def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
     return None
 
 
-def _listed(tool: direct.DirectTool, *, aggregate: bool) -> types.Tool:
+def listed_tool(tool: direct.DirectTool, *, aggregate: bool) -> types.Tool:
     """A tool as its server lists it (under its aggregate name on the aggregate endpoint)."""
     data: dict[str, Any] = {
         "name": direct.aggregate_name(tool.server, tool.name) if aggregate else tool.name,

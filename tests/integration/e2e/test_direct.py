@@ -33,11 +33,16 @@ e2e = stack_fixture(
 
 @pytest.fixture(scope="module")
 def keys(e2e: E2EStack) -> Iterator[dict[str, dict[str, str]]]:
-    """Headers of an unrestricted key (``full``) and of one limited to ``time:*`` (``time``)."""
+    """Headers of an unrestricted key (``full``), of one limited to ``time:*`` (``time``) and
+    of one whose /mcp is direct (``direct``)."""
     headers = {}
     with connect(e2e.settings.database_url or "") as conn:
-        for label, patterns in (("full", None), ("time", ["time:*"])):
-            _, key = issue_key(conn, tenant_id="default", tool_patterns=patterns)
+        for label, patterns, mode in (
+            ("full", None, None),
+            ("time", ["time:*"], None),
+            ("direct", None, "direct"),
+        ):
+            _, key = issue_key(conn, tenant_id="default", tool_patterns=patterns, mcp_mode=mode)
             headers[label] = {"Authorization": f"Bearer {key}"}
         conn.commit()
     yield headers
@@ -102,7 +107,7 @@ async def test_a_server_is_served_under_its_own_names(
         assert failed.is_error and "no luck" in _text(failed)
     # The call is an execution like any other: its trace and tool_calls are the code path's.
     with e2e.db() as conn:
-        row = conn.execute(
+        row: Any = conn.execute(
             "SELECT status, trace_summary, extras FROM executions WHERE id = %s",
             (_execution_id(result),),
         ).fetchone()
@@ -211,3 +216,45 @@ async def test_servers_say_where_they_are_served_directly_and_which_revision_the
     with httpx.Client(base_url=e2e.gateway_url, headers=keys["full"], timeout=30) as client:
         missing = client.post("/mcp/servers/nope", json={})
     assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+
+
+@contextlib.asynccontextmanager
+async def on_mcp(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """An SDK session on /mcp itself."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def test_a_key_or_a_request_chooses_code_mode_direct_or_both_on_mcp(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async def names(headers: dict[str, str]) -> set[str]:
+        async with on_mcp(e2e, headers) as session:
+            return {tool.name for tool in (await session.list_tools()).tools}
+
+    code = await names(keys["full"])  # no mode anywhere: code mode, as before
+    assert "execute_code" in code and not any("." in name for name in code)
+    both = await names({**keys["full"], "X-AgentCards-Mode": "both"})
+    assert both >= code | {"example.add", "time.get_current_time"}
+    direct_only = await names(keys["direct"])  # the key's mode
+    assert "example.add" in direct_only and "execute_code" not in direct_only
+    assert await names({**keys["direct"], "X-AgentCards-Mode": "code"}) == code  # request wins
+    async with on_mcp(e2e, keys["direct"]) as session:
+        result = await session.call_tool("example.add", {"a": 1, "b": 1})
+        assert not result.is_error and _text(result) == "2.0"
+        with pytest.raises(MCPError, match="direct mode"):
+            await session.call_tool("execute_code", {"code": "return 1"})
+    with pytest.raises(BaseException) as refused:  # the SDK raises it in a task group
+        await names({**keys["full"], "X-AgentCards-Mode": "sideways"})
+    assert "must be one of code, direct, both, not 'sideways'" in _messages(refused.value)
+
+
+def _messages(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return " | ".join(_messages(inner) for inner in exc.exceptions)
+    return str(exc)
