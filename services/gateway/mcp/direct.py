@@ -36,10 +36,11 @@ from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
 from services.gateway.ops import direct
 from services.gateway.ops import downstream_resources as resources
+from services.gateway.ops.cancel import cancel_execution
 from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, ErrorType, NotFound, Unavailable
+from shared.errors import AgentCardsError, Conflict, ErrorType, NotFound, Unavailable
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
 
@@ -244,6 +245,9 @@ async def call_direct(
             principal=principal,
             session_id=_session_id(ctx),
         )
+    except (AgentCardsError, ValidationError) as exc:
+        return _refused(exc)
+    try:
         row = await passthrough.run_passing_through(
             state,
             Context(request_context=ctx),
@@ -251,9 +255,23 @@ async def call_direct(
             principal=principal,
             log_events=False,
         )
+    except anyio.get_cancelled_exc_class():  # the client cancelled the call: stop the run
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await _cancel(state, execution_id=str(admission.row["id"]), principal=principal)
+        raise
     except (AgentCardsError, ValidationError) as exc:
         return _refused(exc)
     return direct_result(view_from_row(row), tool)
+
+
+async def _cancel(state: GatewayState, *, execution_id: str, principal: Principal) -> None:
+    """Cancel a direct call's execution (queued: at once; running: its sandbox is killed)."""
+    try:
+        await cancel_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    except Conflict:  # it ended meanwhile
+        return
+    except Exception as exc:  # the caller is gone anyway; the run ends on its own
+        log.warning("direct call %s: not cancelled: %s", execution_id, exc)
 
 
 async def _keep_running(

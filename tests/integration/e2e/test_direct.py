@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp import ClientSession, types
@@ -258,3 +259,20 @@ def _messages(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return " | ".join(_messages(inner) for inner in exc.exceptions)
     return str(exc)
+
+
+async def test_a_cancelled_direct_call_stops_its_execution(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "example") as session:
+        with anyio.move_on_after(4):  # abandoning the request sends notifications/cancelled
+            await session.call_tool("slow", {"seconds": 60})
+
+    def ended() -> Any:
+        with e2e.db() as conn:
+            return conn.execute(
+                "SELECT status FROM executions WHERE extras->'direct'->>'tool' = 'example:slow' "
+                "AND status IN ('cancelled', 'succeeded', 'failed', 'timeout')"
+            ).fetchone()
+
+    assert _wait(ended, "the slow call's execution to end", timeout_s=30)["status"] == "cancelled"
