@@ -38,7 +38,7 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
-from shared.queues import TOOLS_CHANGED_CHANNEL
+from shared.queues import TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
     HEARTBEAT_EVERY_S,
@@ -374,6 +374,8 @@ class Toolhost:
                 tool_id=tool_id, server=server, old_hash=old, new_hash=new, at=now
             )
             await self._redis.publish(TOOLS_CHANGED_CHANNEL, event.encode())
+        if result.added or result.schema_changes:  # direct MCP clients get tools/list_changed
+            await self._redis.publish(TOOLS_LISTED_CHANNEL, server)
         log.info(
             "synced %s: %d tools (%d new, %d schema changes, %d embedded)",
             server, len(specs), len(result.added), len(result.schema_changes), result.embedded,

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 from mcp import types
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.mcpserver import Context
+from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -34,20 +38,24 @@ from starlette.types import Receive, Scope, Send
 from services.gateway.mcp import passthrough
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
+from services.gateway.mcp.log_messages import connection_of
 from services.gateway.ops import direct
 from services.gateway.ops import downstream_resources as resources
 from services.gateway.ops.cancel import cancel_execution
+from services.gateway.ops.subscription import subscription
 from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError, Conflict, ErrorType, NotFound, Unavailable
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
+from shared.queues import TOOLS_LISTED_CHANNEL
 
 log = logging.getLogger(__name__)
 
 AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
 SESSION_HEADER = "mcp-session-id"
+LISTEN_POLL_S = 2.0  # under the async Redis client's socket timeout
 AGGREGATE_INSTRUCTIONS = (
     "Every tool of every MCP server this AgentCards gateway federates, called directly. "
     "A tool is named <server>.<tool> (server names hold no dot). For multi-step work, "
@@ -72,6 +80,7 @@ class DirectSurface:
         )
         self._managers: dict[str | None, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
+        self._connections: dict[str | None, weakref.WeakSet[Connection]] = {}
         self._lock = anyio.Lock()
         self._group: TaskGroup | None = None
 
@@ -85,8 +94,42 @@ class DirectSurface:
         ]
 
     async def serve(self, group: TaskGroup) -> None:
-        """Run the session managers made from now on in ``group`` (the app's lifespan)."""
+        """Run the session managers made from now on in ``group`` (the app's lifespan), and
+        tell clients when a server's tool list changed."""
         self._group = group
+        group.start_soon(self._relay_list_changes)
+
+    def _listening(self, name: str | None, ctx: ServerRequestContext[Any]) -> None:
+        """Remember the client connection of a request to endpoint ``name``: it hears of list
+        changes (a connection that ends drops out by itself)."""
+        self._connections.setdefault(name, weakref.WeakSet()).add(connection_of(ctx.session))
+
+    async def _relay_list_changes(self) -> None:
+        """``notifications/tools/list_changed`` to the clients of a server's endpoint and of
+        the aggregate, each time the toolhost synced a changed tool list for it."""
+        failures = 0
+        while True:
+            try:
+                async with subscription(self._get_state().aredis, TOOLS_LISTED_CHANNEL) as pubsub:
+                    failures = 0
+                    while True:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=LISTEN_POLL_S
+                        )
+                        if message is not None:
+                            await self._tell(_text_of(message["data"]))
+            except RedisError as exc:  # Redis restarting: listen again after a pause
+                failures += 1
+                log.warning("direct surface: tool list changes not heard: %s", exc)
+                await anyio.sleep(min(5.0, 0.2 * 2**failures))
+
+    async def _tell(self, server: str) -> None:
+        for name in (server, None):
+            for connection in list(self._connections.get(name, ())):
+                try:
+                    await connection.send_tool_list_changed()
+                except Exception as exc:  # a client gone meanwhile
+                    log.debug("tools/list_changed not sent to a %s client: %s", name, exc)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = scope.get("path_params", {}).get("name")
@@ -140,6 +183,7 @@ class DirectSurface:
     def _server(self, name: str | None) -> Server[Any]:
         """The low-level server of one endpoint (``name`` None: the aggregate)."""
         get_state = self._get_state
+        listening = self._listening
 
         async def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
             with protocol_errors():
@@ -149,6 +193,7 @@ class DirectSurface:
             ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
         ) -> types.ListToolsResult:
             patterns = (await principal_of(ctx)).tool_patterns
+            listening(name, ctx)
             with protocol_errors():
                 tools = await direct.direct_tools(get_state(), patterns=patterns, server=name)
             return types.ListToolsResult(
@@ -211,7 +256,7 @@ class DirectSurface:
                     content["uri"] = resources.gateway_uri(server, content.get("uri") or inner)
             return types.ReadResourceResult.model_validate(result)
 
-        return Server(
+        return _DirectServer(
             AGGREGATE if name is None else name,
             version="agentcards-direct",
             title=None if name is None else f"{name} (through AgentCards)",
@@ -272,6 +317,27 @@ async def _cancel(state: GatewayState, *, execution_id: str, principal: Principa
         return
     except Exception as exc:  # the caller is gone anyway; the run ends on its own
         log.warning("direct call %s: not cancelled: %s", execution_id, exc)
+
+
+class _DirectServer(Server[Any]):
+    """A low-level server that declares ``tools.listChanged`` (the SDK's session manager
+    builds the initialize answer without notification options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def _text_of(data: bytes | str) -> str:
+    return data.decode() if isinstance(data, bytes) else str(data)
 
 
 async def _keep_running(

@@ -51,14 +51,15 @@ def keys(e2e: E2EStack) -> Iterator[dict[str, dict[str, str]]]:
 
 @contextlib.asynccontextmanager
 async def direct_init(
-    stack: E2EStack, headers: dict[str, str], server: str | None = None
+    stack: E2EStack, headers: dict[str, str], server: str | None = None, **options: Any
 ) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
-    """An SDK session on /mcp/servers (or /mcp/servers/<server>) and its initialize result."""
+    """An SDK session on /mcp/servers (or /mcp/servers/<server>) and its initialize result
+    (``options``: the session's callbacks)."""
     path = "/mcp/servers" + (f"/{server}" if server else "")
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(f"{stack.gateway_url}{path}", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, **options) as session,
     ):
         yield session, await session.initialize()
 
@@ -276,3 +277,26 @@ async def test_a_cancelled_direct_call_stops_its_execution(
             ).fetchone()
 
     assert _wait(ended, "the slow call's execution to end", timeout_s=30)["status"] == "cancelled"
+
+
+async def test_a_tool_the_server_adds_is_announced_with_list_changed(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """Last in this module: it leaves the example server with one more tool."""
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with direct_init(e2e, keys["full"], "example", message_handler=on_message) as (
+        session,
+        initialized,
+    ):
+        assert initialized.capabilities.tools and initialized.capabilities.tools.list_changed
+        assert "extra" not in {tool.name for tool in (await session.list_tools()).tools}
+        added = await session.call_tool("add_extra_tool", {})
+        assert not added.is_error, added
+        with anyio.fail_after(30):
+            await changed.wait()
+        assert "extra" in {tool.name for tool in (await session.list_tools()).tools}
