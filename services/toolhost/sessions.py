@@ -187,6 +187,39 @@ class ServerConnection:
         found: list[Any] = await _paginate(page)
         return found
 
+    async def list_prompts(self) -> list[types.Prompt]:
+        """Every prompt the server lists; none without the prompts capability."""
+        session = self._live_session()
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.prompts is None:
+            return []
+
+        async def page(params: types.PaginatedRequestParams | None) -> Any:
+            listed = await session.list_prompts(params=params)
+            return listed.prompts, listed.next_cursor
+
+        found: list[types.Prompt] = await _paginate(page)
+        return found
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        """``prompts/get``; MCPError when the server refuses (unknown prompt, bad arguments)."""
+        return await self._live_session().get_prompt(name, arguments)
+
+    async def complete(
+        self,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """``completion/complete``; an empty completion when the server has no completions."""
+        session = self._live_session()
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.completions is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        return await session.complete(ref, argument, context)
+
     def _live_session(self) -> ClientSession:
         session = self._session
         if session is None or self._state != ServerState.READY:

@@ -46,7 +46,14 @@ from services.gateway.ops.subscription import subscription
 from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, Conflict, ErrorType, NotFound, Unavailable
+from shared.errors import (
+    AgentCardsError,
+    Conflict,
+    ErrorType,
+    NotFound,
+    Unavailable,
+    ValidationFailed,
+)
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
 from shared.queues import TOOLS_LISTED_CHANNEL
@@ -256,6 +263,52 @@ class DirectSurface:
                     content["uri"] = resources.gateway_uri(server, content.get("uri") or inner)
             return types.ReadResourceResult.model_validate(result)
 
+        async def list_prompts(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListPromptsResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            with protocol_errors():
+                listed = await resources.list_prompts(get_state(), patterns=patterns)
+            prompts = []
+            for item in listed["prompts"]:
+                server = item.pop("server")
+                if name is None:
+                    item["name"] = f"{server}{direct.AGGREGATE_SEPARATOR}{item['name']}"
+                    prompts.append(item)
+                elif server == name:
+                    prompts.append(item)
+            return types.ListPromptsResult.model_validate({"prompts": prompts})
+
+        async def get_prompt(
+            ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+        ) -> types.GetPromptResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            body = _params(params)
+            with protocol_errors():
+                server, body["name"] = _split(name, params.name, what="prompt")
+                result = await resources.server_request(
+                    get_state(), op="get_prompt", server=server, params=body, patterns=patterns
+                )
+            return types.GetPromptResult.model_validate(result)
+
+        async def complete(
+            ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+        ) -> types.CompleteResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            body = _params(params)
+            ref = params.ref
+            with protocol_errors():
+                if isinstance(ref, types.PromptReference):
+                    server, body["ref"]["name"] = _split(name, ref.name, what="prompt")
+                elif name is None:  # a template named as on /mcp: agentcards://<server>/<uri>
+                    server, body["ref"]["uri"] = resources.split_gateway_uri(ref.uri)
+                else:
+                    server = name
+                result = await resources.server_request(
+                    get_state(), op="complete", server=server, params=body, patterns=patterns
+                )
+            return types.CompleteResult.model_validate(result)
+
         return _DirectServer(
             AGGREGATE if name is None else name,
             version="agentcards-direct",
@@ -266,6 +319,9 @@ class DirectSurface:
             on_list_resources=list_resources,
             on_list_resource_templates=list_templates,
             on_read_resource=read_resource,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_completion=complete,
         )
 
 
@@ -334,6 +390,27 @@ class _DirectServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
+
+
+def _params(params: types.RequestParams) -> dict[str, Any]:
+    """An MCP request's params as the downstream server gets them (without our ``_meta``)."""
+    body = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    body.pop("_meta", None)
+    return body
+
+
+def _split(endpoint: str | None, name: str, *, what: str) -> tuple[str, str]:
+    """(server, its own name) of a prompt named on ``endpoint`` (None: the aggregate, where
+    it is ``<server>.<prompt>``)."""
+    if endpoint is not None:
+        return endpoint, name
+    server, dot, own = name.partition(direct.AGGREGATE_SEPARATOR)
+    if not dot or not own or not tool_ids.is_server_name(server):
+        raise ValidationFailed(
+            f"{what} {name[:200]!r} is not named <server>.<{what}> (see prompts/list)",
+            field="name",
+        )
+    return server, own
 
 
 def _text_of(data: bytes | str) -> str:

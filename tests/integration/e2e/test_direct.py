@@ -21,13 +21,19 @@ from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
 from shared.auth.store import issue_key
 from shared.db import connect
 from tests.integration.e2e.conftest import E2EStack, stack_fixture
-from tests.integration.mcp_servers import cache_test_server, example_server, time_server
+from tests.integration.mcp_servers import (
+    cache_test_server,
+    everything_server,
+    example_server,
+    time_server,
+)
 
 e2e = stack_fixture(
     lambda tmp: {
         "example": example_server(tmp),
         "time": time_server(),
         "cache-test": cache_test_server(tmp / "cache-test"),
+        "everything": everything_server(),
     }
 )
 
@@ -277,6 +283,35 @@ async def test_a_cancelled_direct_call_stops_its_execution(
             ).fetchone()
 
     assert _wait(ended, "the slow call's execution to end", timeout_s=30)["status"] == "cancelled"
+
+
+async def test_prompts_and_completions_are_the_server_s_own(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "everything") as session:
+        prompts = {prompt.name for prompt in (await session.list_prompts()).prompts}
+        assert {"simple-prompt", "args-prompt", "completable-prompt"} <= prompts, prompts
+        got = await session.get_prompt("args-prompt", {"city": "Paris"})
+        assert "Paris" in str(got.messages[0].content)
+        completed = await session.complete(
+            types.PromptReference(type="ref/prompt", name="completable-prompt"),
+            {"name": "department", "value": "Eng"},
+        )
+        assert "Engineering" in completed.completion.values
+    async with direct(e2e, keys["full"]) as session:  # the aggregate: <server>.<prompt>
+        prompts = {prompt.name for prompt in (await session.list_prompts()).prompts}
+        assert "everything.simple-prompt" in prompts and "simple-prompt" not in prompts
+        got = await session.get_prompt("everything.args-prompt", {"city": "Oslo"})
+        assert "Oslo" in str(got.messages[0].content)
+        completed = await session.complete(
+            types.PromptReference(type="ref/prompt", name="everything.completable-prompt"),
+            {"name": "department", "value": "Eng"},
+        )
+        assert "Engineering" in completed.completion.values
+    async with direct(e2e, keys["time"]) as session:  # no tool of everything: no prompts
+        assert (await session.list_prompts()).prompts == []
+        with pytest.raises(MCPError, match="no tool of server 'everything'"):
+            await session.get_prompt("everything.simple-prompt")
 
 
 async def test_a_tool_the_server_adds_is_announced_with_list_changed(
