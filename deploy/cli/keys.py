@@ -115,7 +115,7 @@ def list_command(
     with _database() as conn:
         rows = list_keys(conn, tenant_id=tenant)
     table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "state"):
+    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "/mcp", "state"):
         table.add_column(col)
     for r in rows:
         limits = ", ".join(
@@ -136,6 +136,7 @@ def list_command(
             escape(", ".join(r["tool_patterns"])) if r["tool_patterns"] is not None else "all",
             limits or "-",
             "yes" if r["admin"] else "no",
+            r.get("mcp_mode") or "code",
             state,
         )
     console.print(table)
