@@ -471,9 +471,11 @@ def direct_result(view: ExecutionView, tool: direct.DirectTool) -> types.CallToo
         if failure is not None and failure.type == ErrorType.TOOL_ERROR:
             text = failure.error
         elif failure is not None:
-            text = json.dumps({"type": failure.type, "message": failure.error})
+            text = json.dumps({"type": failure.type, "message": failure.error}, ensure_ascii=False)
         elif view.error is not None:
-            text = json.dumps({"type": view.error.type, "message": view.error.message})
+            text = json.dumps(
+                {"type": view.error.type, "message": view.error.message}, ensure_ascii=False
+            )
         else:  # the wait ran out: still running
             text = json.dumps(
                 {"type": "timeout", "message": f"execution {view.id} is {view.status}"}
@@ -509,7 +511,7 @@ def _content(value: Any) -> list[types.ContentBlock]:
             ]
         except ValidationError:
             pass
-    return [types.TextContent(type="text", text=json.dumps(value))]
+    return [types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))]
 
 
 def _block(value: dict[str, Any]) -> types.ContentBlock:
@@ -536,5 +538,8 @@ def _refused(exc: Exception) -> types.CallToolResult:
     else:
         body = {"type": "validation_error", "message": str(exc)}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body, default=str))], is_error=True
+        content=[
+            types.TextContent(type="text", text=json.dumps(body, default=str, ensure_ascii=False))
+        ],
+        is_error=True,
     )

@@ -5,6 +5,8 @@ as <server>.<tool>; keys' allow-lists, audit, the result cache and learning appl
 from __future__ import annotations
 
 import contextlib
+import re
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,13 +22,15 @@ from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
 
 from shared.auth.store import issue_key
 from shared.db import connect
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
+from shared.privacy.detect import TOKEN_PATTERN
+from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture
 from tests.integration.mcp_servers import (
     cache_test_server,
     everything_server,
     example_server,
     time_server,
 )
+from tests.integration.pii_server import PLANTED
 
 e2e = stack_fixture(
     lambda tmp: {
@@ -34,6 +38,12 @@ e2e = stack_fixture(
         "time": time_server(),
         "cache-test": cache_test_server(tmp / "cache-test"),
         "everything": everything_server(),
+        "crm": {
+            "command": sys.executable,
+            "args": ["-m", "tests.integration.pii_server"],
+            "env": {"PII_TEST_DIR": str(tmp / "crm")},
+            "cwd": str(REPO),
+        },
     }
 )
 
@@ -51,6 +61,8 @@ def keys(e2e: E2EStack) -> Iterator[dict[str, dict[str, str]]]:
         ):
             _, key = issue_key(conn, tenant_id="default", tool_patterns=patterns, mcp_mode=mode)
             headers[label] = {"Authorization": f"Bearer {key}"}
+        _, key = issue_key(conn, tenant_id="default", executions_per_min=1)
+        headers["slow"] = {"Authorization": f"Bearer {key}"}
         conn.commit()
     yield headers
 
@@ -312,6 +324,28 @@ async def test_prompts_and_completions_are_the_server_s_own(
         assert (await session.list_prompts()).prompts == []
         with pytest.raises(MCPError, match="no tool of server 'everything'"):
             await session.get_prompt("everything.simple-prompt")
+
+
+async def test_personal_data_in_a_direct_result_reaches_the_client_as_tokens(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["full"], "crm") as session:
+        result = await session.call_tool("customers", {})
+    assert not result.is_error, result
+    text = _text(result)
+    assert re.search(TOKEN_PATTERN, text), text
+    assert not [value for value in PLANTED if value in text]
+    assert "Jane Doe" in text or "CUST-000042" in text  # the rest as it is
+
+
+async def test_the_key_s_rate_limit_applies_to_direct_calls(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with direct(e2e, keys["slow"], "example") as session:
+        first = await session.call_tool("add", {"a": 1, "b": 41})
+        second = await session.call_tool("add", {"a": 2, "b": 40})
+    assert not first.is_error, first
+    assert second.is_error and '"rate_limited"' in _text(second), second
 
 
 async def test_a_tool_the_server_adds_is_announced_with_list_changed(
