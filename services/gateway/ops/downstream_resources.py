@@ -141,14 +141,18 @@ async def _call(
         result: dict[str, Any] = reply.result
         return result
     assert reply.error is not None
-    raise _error(reply.error.type, reply.error.message, server=server, uri=uri)
+    raise _error(reply.error.type, reply.error.message, op=op, server=server, uri=uri)
 
 
-def _error(kind: ErrorType, message: str, **details: Any) -> AgentCardsError:
+READS = frozenset({"read_resource", "list_resources", "list_resource_templates"})
+
+
+def _error(kind: ErrorType, message: str, *, op: str, **details: Any) -> AgentCardsError:
     if kind == ErrorType.UNKNOWN_TOOL:
         return NotFound(message, **details)
     if kind == ErrorType.TOOL_ERROR:  # the server refused: most often an unknown URI
-        return NotFound(f"the server could not read it: {message}", **details)
+        refused = "could not read it" if op in READS else f"refused {op}"
+        return NotFound(f"the server {refused}: {message}", **details)
     if kind in {ErrorType.INVALID_REQUEST, ErrorType.TOOL_NOT_ALLOWED}:
         return ValidationFailed(message, **details)
     return DependencyError(f"{message} (try again when the server is ready)", **details)
