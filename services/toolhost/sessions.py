@@ -227,6 +227,14 @@ class ServerConnection:
             raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
         return session
 
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server: to the execution whose call is in flight, if one is
+        (as for sampling, several executions at once cannot be told apart: dropped)."""
+        owner = self._inflight.owner()
+        if self._upstream is None or not isinstance(owner, CallContext):
+            return
+        await self._upstream.log(owner, params.level, params.logger, params.data)
+
     async def _list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         return roots_result(self.config.roots)
 
@@ -274,6 +282,7 @@ class ServerConnection:
                     write,
                     message_handler=self._on_message,
                     list_roots_callback=self._list_roots,
+                    logging_callback=self._on_log,
                     sampling_callback=self._sampling,
                     elicitation_callback=self._elicitation,
                 )

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.mcp import passthrough
+from services.gateway.mcp import log_messages, passthrough
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
 from services.gateway.mcp.log_messages import connection_of
@@ -309,7 +309,7 @@ class DirectSurface:
                 )
             return types.CompleteResult.model_validate(result)
 
-        return _DirectServer(
+        server = _DirectServer(
             AGGREGATE if name is None else name,
             version="agentcards-direct",
             title=None if name is None else f"{name} (through AgentCards)",
@@ -323,6 +323,8 @@ class DirectSurface:
             on_get_prompt=get_prompt,
             on_completion=complete,
         )
+        log_messages.register(server)  # the server's own log messages during a call
+        return server
 
 
 async def call_direct(

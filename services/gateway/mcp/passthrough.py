@@ -82,6 +82,8 @@ async def run_passing_through(
     async def on_event(event: dict[str, Any]) -> None:
         if log_events:
             await log_messages.forward_event(ctx, event)
+        else:  # a direct call: only what its server logged
+            await log_messages.forward_tool_log(ctx, event)
         await forward_progress(ctx, event)
 
     execution_id = str(row["id"])

@@ -280,6 +280,30 @@ def _messages(exc: BaseException) -> str:
     return str(exc)
 
 
+async def test_the_server_s_log_messages_during_a_call_reach_the_client(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """Before the cancel test: the toolhost gives a log message to the execution whose call is
+    in flight on the server's session, and drops it while several are (as for sampling)."""
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with direct_init(e2e, keys["full"], "example", logging_callback=on_log) as (
+        session,
+        initialized,
+    ):
+        assert initialized.capabilities.logging is not None
+        await session.set_logging_level("info")
+        result = await session.call_tool("log_and_echo", {"text": "hello"})
+        assert not result.is_error and _text(result) == "hello", result
+        await session.set_logging_level("warning")  # info is below it now
+        await session.call_tool("log_and_echo", {"text": "quiet"})
+    assert [(p.level, p.data["message"]) for p in logged] == [("info", "echoing hello")]
+    assert logged[0].data["tool"] == "example:log_and_echo"
+
+
 async def test_a_cancelled_direct_call_stops_its_execution(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
