@@ -14,15 +14,14 @@ from tests.integration.mcp_servers import everything_server, npm_binary
 
 direct_surface = stack_fixture(lambda tmp: {"everything": everything_server()}, learning=False)
 
-# Left out: logging-set-level (the direct surface does not serve logging: the toolhost
-# relays no downstream log messages; docs/architecture.md "Direct federation"), and
-# completion-complete, which completes the conformance server's own prompt
+# Left out: completion-complete, which completes the conformance server's own prompt
 # (`test_prompt_with_arguments`): a real server answers that it has no such prompt, and the
 # direct surface relays that answer as it is (test_direct.py tests completions).
 SCENARIOS = [
     "server-initialize",
     "ping",
     "tools-list",
+    "logging-set-level",
     "resources-list",
     "prompts-list",
     "dns-rebinding-protection",
