@@ -125,9 +125,11 @@ class DirectSurface:
                         )
                         if message is not None:
                             await self._tell(_text_of(message["data"]))
-            except RedisError as exc:  # Redis restarting: listen again after a pause
+            except Exception as exc:  # Redis restarting (or worse): listen again after a
+                # pause; never let it end the task group the app's lifespan holds
                 failures += 1
-                log.warning("direct surface: tool list changes not heard: %s", exc)
+                level = logging.WARNING if isinstance(exc, RedisError) else logging.ERROR
+                log.log(level, "direct surface: tool list changes not heard: %r", exc)
                 await anyio.sleep(min(5.0, 0.2 * 2**failures))
 
     async def _tell(self, server: str) -> None:
@@ -211,6 +213,7 @@ class DirectSurface:
             ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult:
             principal = await principal_of(ctx)
+            listening(name, ctx)
             return await call_direct(
                 get_state(), ctx, principal=principal, server=name, params=params
             )
