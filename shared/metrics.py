@@ -45,6 +45,7 @@ LABELLED_COUNTERS = {
     "executions_finished_total": ("status", "Executions that reached a terminal state, by status"),
     "sandbox_limit_kills_total": ("kind", "Sandbox runs ended by a limit (memory, cpu, wall...)"),
     "capability_runs_total": ("result", "Ingested capability re-runs, by succeeded or failed"),
+    "direct_calls_total": ("server", "Direct MCP tool calls admitted (/mcp/servers), by server"),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {

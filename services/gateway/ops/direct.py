@@ -18,12 +18,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from anyio import to_thread
 from redis.exceptions import RedisError
 
 from services.gateway.ops.admission import Admission, admit_submission
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
-from shared import tool_ids
+from shared import metrics, tool_ids
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.errors import NotFound, ToolNotAllowed
@@ -168,9 +169,16 @@ async def admit_call(
     )
     after = await _follow(state, principal=principal, session_id=session_id, tool_id=tool.id)
     direct = {"session": session_id, "after": after, "tool": tool.id}
-    return await admit_submission(
+    admission = await admit_submission(
         state, request=request, principal=principal, extras={"direct": direct}
     )
+    try:  # configured servers only reach here: a bounded label
+        await to_thread.run_sync(
+            lambda: metrics.incr_labelled(state.redis, "direct_calls_total", tool.server)
+        )
+    except RedisError as exc:  # a lost count never costs the call
+        log.warning("direct call of %s not counted: %s", tool.id, exc)
+    return admission
 
 
 async def _follow(
