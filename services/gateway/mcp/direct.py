@@ -70,6 +70,17 @@ AGGREGATE_INSTRUCTIONS = (
 )
 
 
+# The client connections that hear of tool list changes, by endpoint (None: the aggregate,
+# and /mcp in direct or both mode); a connection that ends drops out by itself.
+_listeners: dict[str | None, weakref.WeakSet[Connection]] = {}
+
+
+def listen(name: str | None, ctx: ServerRequestContext[Any]) -> None:
+    """Remember the client connection of a request to endpoint ``name`` (None: every
+    server's tools): it is told when the tool list changes."""
+    _listeners.setdefault(name, weakref.WeakSet()).add(connection_of(ctx.session))
+
+
 class DirectSurface:
     """The ASGI endpoints of the direct surface and the session managers behind them."""
 
@@ -87,7 +98,6 @@ class DirectSurface:
         )
         self._managers: dict[str | None, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
-        self._connections: dict[str | None, weakref.WeakSet[Connection]] = {}
         self._lock = anyio.Lock()
         self._group: TaskGroup | None = None
 
@@ -105,11 +115,6 @@ class DirectSurface:
         tell clients when a server's tool list changed."""
         self._group = group
         group.start_soon(self._relay_list_changes)
-
-    def _listening(self, name: str | None, ctx: ServerRequestContext[Any]) -> None:
-        """Remember the client connection of a request to endpoint ``name``: it hears of list
-        changes (a connection that ends drops out by itself)."""
-        self._connections.setdefault(name, weakref.WeakSet()).add(connection_of(ctx.session))
 
     async def _relay_list_changes(self) -> None:
         """``notifications/tools/list_changed`` to the clients of a server's endpoint and of
@@ -134,7 +139,7 @@ class DirectSurface:
 
     async def _tell(self, server: str) -> None:
         for name in (server, None):
-            for connection in list(self._connections.get(name, ())):
+            for connection in list(_listeners.get(name, ())):
                 try:
                     await connection.send_tool_list_changed()
                 except Exception as exc:  # a client gone meanwhile
@@ -192,7 +197,7 @@ class DirectSurface:
     def _server(self, name: str | None) -> Server[Any]:
         """The low-level server of one endpoint (``name`` None: the aggregate)."""
         get_state = self._get_state
-        listening = self._listening
+        listening = listen
 
         async def principal_of(ctx: ServerRequestContext[Any]) -> Principal:
             with protocol_errors():

@@ -9,7 +9,8 @@
 
 The request says which with the ``X-AgentCards-Mode`` header (or ``?mode=``); without
 it the key's ``mcp_mode`` (``agentcards keys create --mcp-mode``) decides, else ``code``.
-``/mcp/servers`` and ``/mcp/servers/<name>`` are always direct.
+``/mcp/servers`` and ``/mcp/servers/<name>`` are always direct. In direct or both mode a
+client is told when a server's tool list changes (``notifications/tools/list_changed``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Any, cast, get_args
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 
-from services.gateway.mcp.direct import call_direct, listed_tool
+from services.gateway.mcp.direct import call_direct, listed_tool, listen
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct
 from services.gateway.state import GatewayState
@@ -73,6 +76,7 @@ def register(
         if mode == "code":
             return own
         tools = list(own.tools) if mode == "both" else []
+        listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
         with protocol_errors():
             found = await direct.direct_tools(get_state(), patterns=principal.tool_patterns)
         tools += [listed_tool(tool, aggregate=True) for tool in found]
@@ -94,3 +98,14 @@ def register(
 
     lowlevel.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
     lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # Declare tools.listChanged: in direct or both mode the list follows the servers' (the
+    # SDK's session manager builds the initialize answer without notification options).
+    own_options = lowlevel.create_initialization_options
+
+    def with_list_changed(
+        notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return own_options(options, *args, **kwargs)
+
+    setattr(lowlevel, "create_initialization_options", with_list_changed)  # noqa: B010

@@ -375,21 +375,36 @@ async def test_the_key_s_rate_limit_applies_to_direct_calls(
 async def test_a_tool_the_server_adds_is_announced_with_list_changed(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
-    """Last in this module: it leaves the example server with one more tool."""
-    changed = anyio.Event()
+    """Last in this module: it leaves the example server with one more tool. Told: a client of
+    the server's endpoint, and one of /mcp in both mode."""
+    direct_told, both_told = anyio.Event(), anyio.Event()
 
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    def on(event: anyio.Event) -> Any:
+        async def handler(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                event.set()
 
-    async with direct_init(e2e, keys["full"], "example", message_handler=on_message) as (
-        session,
-        initialized,
+        return handler
+
+    both = {**keys["full"], "X-AgentCards-Mode": "both"}
+    async with (
+        direct_init(e2e, keys["full"], "example", message_handler=on(direct_told)) as (
+            session,
+            initialized,
+        ),
+        create_mcp_http_client(headers=both) as http,
+        streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write, message_handler=on(both_told)) as on_mcp_both,
     ):
-        assert initialized.capabilities.tools and initialized.capabilities.tools.list_changed
+        mcp_initialized = await on_mcp_both.initialize()
+        for announced in (initialized, mcp_initialized):
+            assert announced.capabilities.tools and announced.capabilities.tools.list_changed
+        assert "example.extra" not in {t.name for t in (await on_mcp_both.list_tools()).tools}
         assert "extra" not in {tool.name for tool in (await session.list_tools()).tools}
         added = await session.call_tool("add_extra_tool", {})
         assert not added.is_error, added
         with anyio.fail_after(30):
-            await changed.wait()
+            await direct_told.wait()
+            await both_told.wait()
         assert "extra" in {tool.name for tool in (await session.list_tools()).tools}
+        assert "example.extra" in {t.name for t in (await on_mcp_both.list_tools()).tools}
