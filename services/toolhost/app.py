@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import defaultdict
 
+import orjson
 import redis
 import redis.asyncio as aioredis
 from mcp import types
@@ -38,7 +39,7 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
-from shared.queues import TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
+from shared.queues import RESOURCES_UPDATED_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
     HEARTBEAT_EVERY_S,
@@ -105,6 +106,7 @@ class Toolhost:
                 on_state=self._on_state,
                 connect_timeout_s=settings.mcp_connect_timeout_s,
                 upstream=self.upstream,
+                on_resource_updated=self._on_resource_updated,
             )
             for name, config in servers.items()
         ]
@@ -281,6 +283,14 @@ class Toolhost:
             errors={c.name: c.last_error for c in self.connections if c.last_error},
         )
         await self._redis.set(heartbeat_key(), beat.encode(), ex=HEARTBEAT_TTL_S)
+
+    async def _on_resource_updated(self, server: str, uri: str) -> None:
+        """A subscribed resource changed: the gateways tell their subscribed clients."""
+        payload = orjson.dumps({"server": server, "uri": uri})
+        try:
+            await self._redis.publish(RESOURCES_UPDATED_CHANNEL, payload)
+        except redis.RedisError as exc:  # an update is best effort, as list changes
+            log.warning("resource update of %s %s not published: %s", server, uri, exc)
 
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
         connection = next(c for c in self.connections if c.name == server)

@@ -82,6 +82,10 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
         return _dump(await servers[0].read_resource(request.uri))
     if request.op in PARAMS_OPS:
         return await _run_with_params(request, servers[0], request.params or {})
+    if request.op == "subscribe_resource":
+        assert request.uri is not None
+        await servers[0].subscribe_resource(request.uri)
+        return {}
     listed: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     for connection in servers:

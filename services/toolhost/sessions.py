@@ -48,6 +48,7 @@ MAX_RESOURCE_PAGES = 20  # resources/list pages read per server (server-everythi
 
 ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
 StateCallback = Callable[[str, str, str | None], Awaitable[None]]
+UpdatedCallback = Callable[[str, str], Awaitable[None]]  # (server, resource URI)
 
 
 class ServerConnection:
@@ -65,8 +66,10 @@ class ServerConnection:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         upstream: Upstream | None = None,
+        on_resource_updated: UpdatedCallback | None = None,
     ) -> None:
         self.name = name
+        self._on_resource_updated = on_resource_updated
         self.config = config
         self._on_tools = on_tools
         self._on_state = on_state
@@ -186,6 +189,12 @@ class ServerConnection:
 
         found: list[Any] = await _paginate(page)
         return found
+
+    async def subscribe_resource(self, uri: str) -> None:
+        """``resources/subscribe``: the server's ``notifications/resources/updated`` for ``uri``
+        are then published (``on_resource_updated``). Never unsubscribed downstream: the
+        gateway forwards updates only to its clients still subscribed."""
+        await self._live_session().subscribe_resource(uri)
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every prompt the server lists; none without the prompts capability."""
@@ -329,6 +338,9 @@ class ServerConnection:
             task = asyncio.get_running_loop().create_task(self._resync())
             self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
             task.add_done_callback(self._background.discard)
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            if self._on_resource_updated is not None:
+                await self._on_resource_updated(self.name, str(message.params.uri))
         elif isinstance(message, Exception):
             log.warning("server %s transport error: %s", self.name, _describe(message))
 

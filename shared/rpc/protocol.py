@@ -73,6 +73,7 @@ ResourceOp = Literal[
     "list_prompts",
     "get_prompt",  # params: {name, arguments}
     "complete",  # params: {ref, argument, context}
+    "subscribe_resource",  # server and uri: the server then sends its updates
 ]
 # The operations that name one server and carry ``params``.
 PARAMS_OPS = frozenset({"get_prompt", "complete"})
@@ -109,8 +110,10 @@ class ResourceRequest(BaseModel):
 
     @model_validator(mode="after")
     def _check_read(self) -> ResourceRequest:
-        if self.op == "read_resource" and (self.server is None or self.uri is None):
-            raise ValueError("read_resource needs a server and a uri")
+        if self.op in ("read_resource", "subscribe_resource") and (
+            self.server is None or self.uri is None
+        ):
+            raise ValueError(f"{self.op} needs a server and a uri")
         if self.op in PARAMS_OPS and (self.server is None or self.params is None):
             raise ValueError(f"{self.op} needs a server and params")
         return self

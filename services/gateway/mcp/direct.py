@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import orjson
 from anyio.abc import TaskGroup
 from mcp import types
 from mcp.server.connection import Connection
@@ -56,7 +57,7 @@ from shared.errors import (
 )
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
-from shared.queues import TOOLS_LISTED_CHANNEL
+from shared.queues import RESOURCES_UPDATED_CHANNEL, TOOLS_LISTED_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,12 @@ AGGREGATE_INSTRUCTIONS = (
 # The client connections that hear of tool list changes, by endpoint (None: the aggregate,
 # and /mcp in direct or both mode); a connection that ends drops out by itself.
 _listeners: dict[str | None, weakref.WeakSet[Connection]] = {}
+
+
+# Resource subscriptions: (server, the server's URI) -> each subscribed connection and the
+# URIs it knows the resource by (its own on the server's endpoint, agentcards://… on the
+# aggregate).
+_subscribed: dict[tuple[str, str], weakref.WeakKeyDictionary[Connection, set[str]]] = {}
 
 
 def listen(name: str | None, ctx: ServerRequestContext[Any]) -> None:
@@ -118,17 +125,23 @@ class DirectSurface:
 
     async def _relay_list_changes(self) -> None:
         """``notifications/tools/list_changed`` to the clients of a server's endpoint and of
-        the aggregate, each time the toolhost synced a changed tool list for it."""
+        the aggregate, each time the toolhost synced a changed tool list for it; and
+        ``notifications/resources/updated`` to the clients subscribed to a resource."""
         failures = 0
         while True:
             try:
                 async with subscription(self._get_state().aredis, TOOLS_LISTED_CHANNEL) as pubsub:
+                    await pubsub.subscribe(RESOURCES_UPDATED_CHANNEL)
                     failures = 0
                     while True:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=LISTEN_POLL_S
                         )
-                        if message is not None:
+                        if message is None:
+                            continue
+                        if _text_of(message["channel"]) == RESOURCES_UPDATED_CHANNEL:
+                            await _updated(orjson.loads(message["data"]))
+                        else:
                             await self._tell(_text_of(message["data"]))
             except Exception as exc:  # Redis restarting (or worse): listen again after a
                 # pause; never let it end the task group the app's lifespan holds
@@ -271,6 +284,34 @@ class DirectSurface:
                     content["uri"] = resources.gateway_uri(server, content.get("uri") or inner)
             return types.ReadResourceResult.model_validate(result)
 
+        def resource_of(uri: str) -> tuple[str, str]:
+            return (name, uri) if name is not None else resources.split_gateway_uri(uri)
+
+        async def subscribe(
+            ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+        ) -> types.EmptyResult:
+            patterns = (await principal_of(ctx)).tool_patterns
+            seen = str(params.uri)
+            with protocol_errors():
+                server, uri = resource_of(seen)
+                await resources.subscribe_resource(
+                    get_state(), server=server, uri=uri, patterns=patterns
+                )
+            connections = _subscribed.setdefault((server, uri), weakref.WeakKeyDictionary())
+            connections.setdefault(connection_of(ctx.session), set()).add(seen)
+            return types.EmptyResult()
+
+        async def unsubscribe(
+            ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+        ) -> types.EmptyResult:
+            seen = str(params.uri)
+            with protocol_errors():
+                key = resource_of(seen)
+            uris = _subscribed.get(key, weakref.WeakKeyDictionary()).get(connection_of(ctx.session))
+            if uris is not None:
+                uris.discard(seen)
+            return types.EmptyResult()
+
         async def list_prompts(
             ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
         ) -> types.ListPromptsResult:
@@ -327,6 +368,8 @@ class DirectSurface:
             on_list_resources=list_resources,
             on_list_resource_templates=list_templates,
             on_read_resource=read_resource,
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
@@ -383,6 +426,17 @@ async def _cancel(state: GatewayState, *, execution_id: str, principal: Principa
         return
     except Exception as exc:  # the caller is gone anyway; the run ends on its own
         log.warning("direct call %s: not cancelled: %s", execution_id, exc)
+
+
+async def _updated(event: dict[str, Any]) -> None:
+    """Tell each connection subscribed to the resource, by the URI it subscribed with."""
+    subscribers = _subscribed.get((str(event.get("server")), str(event.get("uri"))))
+    for connection, uris in list((subscribers or {}).items()):
+        for uri in list(uris):
+            try:
+                await connection.send_resource_updated(uri)
+            except Exception as exc:  # a client gone meanwhile
+                log.debug("resources/updated not sent for %s: %s", uri, exc)
 
 
 class _DirectServer(Server[Any]):

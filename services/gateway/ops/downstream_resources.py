@@ -110,6 +110,19 @@ async def server_request(
     return await _call(state, op=op, server=server, params=params)
 
 
+async def subscribe_resource(
+    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+) -> None:
+    """Ask ``server`` for updates of ``uri`` (the gateway then tells its subscribed clients),
+    for a caller whose allow-list has a tool of it."""
+    if patterns is not None and not cached_patterns(patterns).allows_server(server):
+        raise ToolNotAllowed(
+            f"this API key has no tool of server {server!r}, so it may not read its resources",
+            server=server,
+        )
+    await _call(state, op="subscribe_resource", server=server, uri=uri)
+
+
 def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None) -> dict[str, Any]:
     if patterns is None:
         return listed
@@ -144,7 +157,9 @@ async def _call(
     raise _error(reply.error.type, reply.error.message, op=op, server=server, uri=uri)
 
 
-READS = frozenset({"read_resource", "list_resources", "list_resource_templates"})
+READS = frozenset(
+    {"read_resource", "list_resources", "list_resource_templates", "subscribe_resource"}
+)
 
 
 def _error(kind: ErrorType, message: str, *, op: str, **details: Any) -> AgentCardsError:

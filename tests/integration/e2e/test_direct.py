@@ -372,6 +372,33 @@ async def test_the_key_s_rate_limit_applies_to_direct_calls(
     assert second.is_error and '"rate_limited"' in _text(second), second
 
 
+async def test_a_subscribed_resource_s_updates_reach_the_client(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    uri = "demo://resource/static/document/architecture.md"
+    seen: list[str] = []
+    updated = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            seen.append(str(message.params.uri))
+            updated.set()
+
+    async with direct_init(e2e, keys["full"], "everything", message_handler=on_message) as (
+        session,
+        initialized,
+    ):
+        resources = initialized.capabilities.resources
+        assert resources is not None and resources.subscribe
+        await session.subscribe_resource(uri)
+        # server-everything sends its subscribers updates every 5 s once this is on.
+        started = await session.call_tool("toggle-subscriber-updates", {})
+        assert not started.is_error, started
+        with anyio.fail_after(30):
+            await updated.wait()
+    assert seen[0] == uri
+
+
 async def test_a_tool_the_server_adds_is_announced_with_list_changed(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
