@@ -53,7 +53,9 @@ EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
 TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
 TOOLS_LISTED_CHANNEL = KEY_PREFIX + "tools:listed"  # a server name: its tool list changed
-RESOURCES_UPDATED_CHANNEL = KEY_PREFIX + "resources:updated"  # {server, uri}: it changed
+# A server's notifications for the direct surface: {server, uri} (a subscribed resource
+# changed) or {server, list: "resources" | "prompts"} (that list changed).
+SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint

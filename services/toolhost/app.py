@@ -39,7 +39,7 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
-from shared.queues import RESOURCES_UPDATED_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
+from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
     HEARTBEAT_EVERY_S,
@@ -106,7 +106,7 @@ class Toolhost:
                 on_state=self._on_state,
                 connect_timeout_s=settings.mcp_connect_timeout_s,
                 upstream=self.upstream,
-                on_resource_updated=self._on_resource_updated,
+                on_notice=self._on_notice,
             )
             for name, config in servers.items()
         ]
@@ -284,13 +284,14 @@ class Toolhost:
         )
         await self._redis.set(heartbeat_key(), beat.encode(), ex=HEARTBEAT_TTL_S)
 
-    async def _on_resource_updated(self, server: str, uri: str) -> None:
-        """A subscribed resource changed: the gateways tell their subscribed clients."""
-        payload = orjson.dumps({"server": server, "uri": uri})
+    async def _on_notice(self, server: str, notice: dict[str, str]) -> None:
+        """A subscribed resource or a server's resources/prompts list changed: the gateways
+        tell their direct clients."""
+        payload = orjson.dumps({"server": server, **notice})
         try:
-            await self._redis.publish(RESOURCES_UPDATED_CHANNEL, payload)
-        except redis.RedisError as exc:  # an update is best effort, as list changes
-            log.warning("resource update of %s %s not published: %s", server, uri, exc)
+            await self._redis.publish(SERVER_NOTICES_CHANNEL, payload)
+        except redis.RedisError as exc:  # best effort, as tool list changes
+            log.warning("notice %s of %s not published: %s", notice, server, exc)
 
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
         connection = next(c for c in self.connections if c.name == server)

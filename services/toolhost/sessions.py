@@ -48,7 +48,8 @@ MAX_RESOURCE_PAGES = 20  # resources/list pages read per server (server-everythi
 
 ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
 StateCallback = Callable[[str, str, str | None], Awaitable[None]]
-UpdatedCallback = Callable[[str, str], Awaitable[None]]  # (server, resource URI)
+# (server, notice): {"uri": ...} a subscribed resource changed, {"list": ...} a list did.
+NoticeCallback = Callable[[str, dict[str, str]], Awaitable[None]]
 
 
 class ServerConnection:
@@ -66,10 +67,10 @@ class ServerConnection:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         upstream: Upstream | None = None,
-        on_resource_updated: UpdatedCallback | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> None:
         self.name = name
-        self._on_resource_updated = on_resource_updated
+        self._on_notice = on_notice
         self.config = config
         self._on_tools = on_tools
         self._on_state = on_state
@@ -192,7 +193,7 @@ class ServerConnection:
 
     async def subscribe_resource(self, uri: str) -> None:
         """``resources/subscribe``: the server's ``notifications/resources/updated`` for ``uri``
-        are then published (``on_resource_updated``). Never unsubscribed downstream: the
+        are then published (``on_notice``). Never unsubscribed downstream: the
         gateway forwards updates only to its clients still subscribed."""
         await self._live_session().subscribe_resource(uri)
 
@@ -338,9 +339,14 @@ class ServerConnection:
             task = asyncio.get_running_loop().create_task(self._resync())
             self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
             task.add_done_callback(self._background.discard)
+        elif self._on_notice is None:
+            pass
         elif isinstance(message, types.ResourceUpdatedNotification):
-            if self._on_resource_updated is not None:
-                await self._on_resource_updated(self.name, str(message.params.uri))
+            await self._on_notice(self.name, {"uri": str(message.params.uri)})
+        elif isinstance(message, types.ResourceListChangedNotification):
+            await self._on_notice(self.name, {"list": "resources"})
+        elif isinstance(message, types.PromptListChangedNotification):
+            await self._on_notice(self.name, {"list": "prompts"})
         elif isinstance(message, Exception):
             log.warning("server %s transport error: %s", self.name, _describe(message))
 

@@ -57,7 +57,7 @@ from shared.errors import (
 )
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
-from shared.queues import RESOURCES_UPDATED_CHANNEL, TOOLS_LISTED_CHANNEL
+from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_LISTED_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class DirectSurface:
         while True:
             try:
                 async with subscription(self._get_state().aredis, TOOLS_LISTED_CHANNEL) as pubsub:
-                    await pubsub.subscribe(RESOURCES_UPDATED_CHANNEL)
+                    await pubsub.subscribe(SERVER_NOTICES_CHANNEL)
                     failures = 0
                     while True:
                         message = await pubsub.get_message(
@@ -139,8 +139,8 @@ class DirectSurface:
                         )
                         if message is None:
                             continue
-                        if _text_of(message["channel"]) == RESOURCES_UPDATED_CHANNEL:
-                            await _updated(orjson.loads(message["data"]))
+                        if _text_of(message["channel"]) == SERVER_NOTICES_CHANNEL:
+                            await self._notice(orjson.loads(message["data"]))
                         else:
                             await self._tell(_text_of(message["data"]))
             except Exception as exc:  # Redis restarting (or worse): listen again after a
@@ -150,13 +150,26 @@ class DirectSurface:
                 log.log(level, "direct surface: tool list changes not heard: %r", exc)
                 await anyio.sleep(min(5.0, 0.2 * 2**failures))
 
-    async def _tell(self, server: str) -> None:
+    async def _tell(self, server: str, what: str = "tools") -> None:
+        """``notifications/<what>/list_changed`` to the clients of ``server``'s endpoint and of
+        the aggregate."""
         for name in (server, None):
             for connection in list(_listeners.get(name, ())):
                 try:
-                    await connection.send_tool_list_changed()
+                    if what == "resources":
+                        await connection.send_resource_list_changed()
+                    elif what == "prompts":
+                        await connection.send_prompt_list_changed()
+                    else:
+                        await connection.send_tool_list_changed()
                 except Exception as exc:  # a client gone meanwhile
-                    log.debug("tools/list_changed not sent to a %s client: %s", name, exc)
+                    log.debug("%s/list_changed not sent to a %s client: %s", what, name, exc)
+
+    async def _notice(self, notice: dict[str, Any]) -> None:
+        if notice.get("list") in ("resources", "prompts"):
+            await self._tell(str(notice.get("server")), str(notice["list"]))
+        elif notice.get("uri") is not None:
+            await _updated(notice)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = scope.get("path_params", {}).get("name")
@@ -254,6 +267,7 @@ class DirectSurface:
             ctx: ServerRequestContext[Any], fetch: Any, key: str, uri_key: str
         ) -> list[dict[str, Any]]:
             patterns = (await principal_of(ctx)).tool_patterns
+            listening(name, ctx)
             with protocol_errors():
                 listed = await fetch(get_state(), patterns=patterns)
             items = []
@@ -316,6 +330,7 @@ class DirectSurface:
             ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
         ) -> types.ListPromptsResult:
             patterns = (await principal_of(ctx)).tool_patterns
+            listening(name, ctx)
             with protocol_errors():
                 listed = await resources.list_prompts(get_state(), patterns=patterns)
             prompts = []
@@ -440,8 +455,8 @@ async def _updated(event: dict[str, Any]) -> None:
 
 
 class _DirectServer(Server[Any]):
-    """A low-level server that declares ``tools.listChanged`` (the SDK's session manager
-    builds the initialize answer without notification options)."""
+    """A low-level server that declares ``listChanged`` for tools, resources and prompts (the
+    SDK's session manager builds the initialize answer without notification options)."""
 
     def create_initialization_options(
         self,
@@ -450,7 +465,10 @@ class _DirectServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options
+            or NotificationOptions(
+                tools_changed=True, resources_changed=True, prompts_changed=True
+            ),
             experimental_capabilities,
             extensions,
         )

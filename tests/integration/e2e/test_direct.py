@@ -399,6 +399,29 @@ async def test_a_subscribed_resource_s_updates_reach_the_client(
     assert seen[0] == uri
 
 
+async def test_a_prompt_the_server_adds_is_announced_with_list_changed(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            told.set()
+
+    async with direct_init(e2e, keys["full"], "example", message_handler=on_message) as (
+        session,
+        initialized,
+    ):
+        prompts = initialized.capabilities.prompts
+        assert prompts is not None and prompts.list_changed
+        assert "extra" not in {p.name for p in (await session.list_prompts()).prompts}
+        added = await session.call_tool("add_extra_prompt", {})
+        assert not added.is_error, added
+        with anyio.fail_after(30):
+            await told.wait()
+        assert "extra" in {p.name for p in (await session.list_prompts()).prompts}
+
+
 async def test_a_tool_the_server_adds_is_announced_with_list_changed(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
