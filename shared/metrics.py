@@ -49,6 +49,7 @@ LABELLED_COUNTERS = {
         "result",
         "Tenant tool-vector consolidations, by shipped or kept (held-back score below the current)",
     ),
+    "direct_calls_total": ("server", "Direct MCP tool calls admitted (/mcp/servers), by server"),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {

@@ -54,6 +54,10 @@ RPC_REPLY_PREFIX = KEY_PREFIX + "rpc:reply:"  # + call_id; list with expiry
 EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
 TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
+TOOLS_LISTED_CHANNEL = KEY_PREFIX + "tools:listed"  # a server name: its tool list changed
+# A server's notifications for the direct surface: {server, uri} (a subscribed resource
+# changed) or {server, list: "resources" | "prompts"} (that list changed).
+SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
@@ -73,6 +77,8 @@ TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-
 # Requests a downstream server sends its client (sampling, elicitation) during a tool call,
 # relayed toolhost -> the gateway process holding the MCP session that started the execution.
 CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
+# The tool an MCP session of the direct surface (/mcp/servers/...) called last (with expiry).
+DIRECT_SESSION_PREFIX = KEY_PREFIX + "direct:last:"  # + tenant + ":" + session id
 
 
 def events_channel(execution_id: str) -> str:
@@ -145,6 +151,11 @@ def client_key(kind: Literal["requests", "reply", "capabilities"], ident: str) -
     its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
     execution) saying what its client can answer (absent: nobody listens)."""
     return f"{CLIENT_REQUESTS_PREFIX}{kind}:{ident}"
+
+
+def direct_session_key(tenant_id: str, session_id: str) -> str:
+    """The last tool one direct MCP session of a tenant called: the next call follows it."""
+    return f"{DIRECT_SESSION_PREFIX}{tenant_id}:{session_id}"
 
 
 TENANT_EVENTS_PREFIX = KEY_PREFIX + "tenant-events:"  # + tenant_id; pub/sub (shared.events.bus)

@@ -89,6 +89,13 @@ def create(
             "back-office key; audited)",
         ),
     ] = PiiMode.tokenize,
+    mcp_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="what the key's /mcp serves unless a request says (X-AgentCards-Mode): "
+            "code (default), direct (every server's tools as <server>.<tool>) or both"
+        ),
+    ] = None,
 ) -> None:
     """Create a key and print it once: only its sha256 is stored."""
     try:
@@ -108,6 +115,7 @@ def create(
                 max_concurrent=concurrency,
                 admin=admin,
                 pii=pii.value,
+                mcp_mode=mcp_mode,
             )
         except ValidationFailed as exc:
             _fail(exc)
@@ -127,7 +135,7 @@ def list_command(
     with _database() as conn:
         rows = list_keys(conn, tenant_id=tenant)
     table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "pii", "state"):
+    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "pii", "/mcp", "state"):
         table.add_column(col)
     for r in rows:
         limits = ", ".join(
@@ -149,6 +157,7 @@ def list_command(
             limits or "-",
             "yes" if r["admin"] else "no",
             r["pii"],
+            r.get("mcp_mode") or "code",
             state,
         )
     console.print(table)

@@ -156,6 +156,24 @@ def _register_test_tools() -> None:
         await ctx.session.send_tool_list_changed()
         return "added"
 
+    @server.tool()
+    async def add_extra_prompt(ctx: Context) -> str:
+        """Add a prompt named 'extra' and announce it with prompts/list_changed."""
+
+        def extra(topic: str) -> str:
+            """Ask about a topic (added at run time)."""
+            return f"Tell me about {topic}."
+
+        server.prompt(name="extra")(extra)
+        await ctx.session.send_prompt_list_changed()
+        return "added"
+
+    @server.tool()
+    async def log_and_echo(text: str, ctx: Context) -> str:
+        """Log the text at info level, then return it (for testing log relaying)."""
+        await ctx.info(f"echoing {text}")
+        return text
+
 
 if os.environ.get("EXAMPLE_TEST_TOOLS") == "1":
     _register_test_tools()

@@ -8,12 +8,14 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
+from services.gateway.mcp.direct import DirectSurface
 from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.ops.tool_search import warm_up
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     holder: dict[str, GatewayState] = {}
     mcp = build_mcp_server(lambda: holder["state"])
+    direct = DirectSurface(lambda: holder["state"], host=settings.gateway_host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,8 +67,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.gateway = state
         threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
         try:
-            async with mcp.session_manager.run():
+            async with mcp.session_manager.run(), anyio.create_task_group() as group:
+                await direct.serve(group)
                 yield
+                group.cancel_scope.cancel()
         finally:
             await state.close()
 
@@ -115,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(pii.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
+    app.router.routes.extend(direct.routes())
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

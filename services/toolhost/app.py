@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import defaultdict
 
+import orjson
 import redis
 import redis.asyncio as aioredis
 from mcp import types
@@ -38,7 +39,7 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
-from shared.queues import TOOLS_CHANGED_CHANNEL
+from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
     HEARTBEAT_EVERY_S,
@@ -50,11 +51,13 @@ from shared.rpc.heartbeat import (
     toolhost_key,
 )
 from shared.rpc.protocol import RpcRequest
+from shared.server_states import ServerState
 from shared.tools.servers import (
     forget_replica,
     mark_removed_servers,
     prune_dead_replicas,
     record_replica_state,
+    record_server_info,
 )
 
 log = logging.getLogger("agentcards.toolhost")
@@ -103,6 +106,7 @@ class Toolhost:
                 on_state=self._on_state,
                 connect_timeout_s=settings.mcp_connect_timeout_s,
                 upstream=self.upstream,
+                on_notice=self._on_notice,
             )
             for name, config in servers.items()
         ]
@@ -300,8 +304,19 @@ class Toolhost:
         )
         await self._redis.set(heartbeat_key(), beat.encode(), ex=HEARTBEAT_TTL_S)
 
+    async def _on_notice(self, server: str, notice: dict[str, str]) -> None:
+        """A subscribed resource or a server's resources/prompts list changed: the gateways
+        tell their direct clients."""
+        payload = orjson.dumps({"server": server, **notice})
+        try:
+            await self._redis.publish(SERVER_NOTICES_CHANNEL, payload)
+        except redis.RedisError as exc:  # best effort, as tool list changes
+            log.warning("notice %s of %s not published: %s", notice, server, exc)
+
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
-        config = next(c.config for c in self.connections if c.name == server)
+        connection = next(c for c in self.connections if c.name == server)
+        config = connection.config
+        info = connection.server_info if state == ServerState.READY else None
 
         def write() -> None:
             live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
@@ -316,6 +331,8 @@ class Toolhost:
                     last_error=error,
                     live=live,
                 )
+                if info is not None:  # the revision and instructions /v1/servers and
+                    record_server_info(conn, server=server, info=info)  # /mcp/servers show
 
         async with self._db_locks[server]:
             await asyncio.to_thread(write)
@@ -388,6 +405,8 @@ class Toolhost:
                 tool_id=tool_id, server=server, old_hash=old, new_hash=new, at=now
             )
             await self._redis.publish(TOOLS_CHANGED_CHANNEL, event.encode())
+        if result.added or result.schema_changes:  # direct MCP clients get tools/list_changed
+            await self._redis.publish(TOOLS_LISTED_CHANNEL, server)
         log.info(
             "synced %s: %d tools (%d new, %d schema changes, %d embedded)",
             server, len(specs), len(result.added), len(result.schema_changes), result.embedded,

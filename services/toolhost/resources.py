@@ -12,12 +12,14 @@ import logging
 import time
 from typing import Any
 
+from mcp import types
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry
 from services.toolhost.sessions import ServerConnection
 from shared.errors import ErrorType
-from shared.rpc.protocol import ResourceRequest, RpcReply
+from shared.rpc.protocol import PARAMS_OPS, ResourceRequest, RpcReply
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ async def serve_resource(
         return fail(ErrorType.SERVER_UNAVAILABLE, str(exc))
     except MCPError as exc:
         return fail(ErrorType.TOOL_ERROR, f"{exc.error.message} (code {exc.error.code})")
+    except ValidationError as exc:  # get_prompt / complete params that are not MCP's
+        return fail(ErrorType.INVALID_REQUEST, f"{request.op}: {exc}")
     except TimeoutError:
         return fail(ErrorType.TIMEOUT, f"{request.op} did not finish within {remaining:.3g}s")
     except Exception as exc:
@@ -76,12 +80,22 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
     if request.op == "read_resource":
         assert request.uri is not None
         return _dump(await servers[0].read_resource(request.uri))
+    if request.op in PARAMS_OPS:
+        return await _run_with_params(request, servers[0], request.params or {})
+    if request.op == "subscribe_resource":
+        assert request.uri is not None
+        await servers[0].subscribe_resource(request.uri)
+        return {}
     listed: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     for connection in servers:
         try:
-            templates = request.op == "list_resource_templates"
-            items: list[Any] = await connection.list_resources(templates=templates)
+            items: list[Any]
+            if request.op == "list_prompts":
+                items = await connection.list_prompts()
+            else:
+                templates = request.op == "list_resource_templates"
+                items = await connection.list_resources(templates=templates)
         except (ServerUnavailable, MCPError) as exc:
             if request.server is not None:  # one server asked for: its failure is the answer
                 raise
@@ -90,8 +104,23 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
             )
             continue
         listed.extend({"server": connection.name, **_dump(item)} for item in items)
-    key = "resources" if request.op == "list_resources" else "resourceTemplates"
+    key = {"list_resources": "resources", "list_prompts": "prompts"}.get(
+        request.op, "resourceTemplates"
+    )
     return {key: listed, "errors": errors}
+
+
+async def _run_with_params(
+    request: ResourceRequest, connection: ServerConnection, params: dict[str, Any]
+) -> dict[str, Any]:
+    """``get_prompt`` and ``complete`` on one server, from the MCP request's own params."""
+    if request.op == "get_prompt":
+        parsed = types.GetPromptRequestParams.model_validate(params)
+        return _dump(await connection.get_prompt(parsed.name, parsed.arguments))
+    complete = types.CompleteRequestParams.model_validate(params)
+    context = complete.context.arguments if complete.context is not None else None
+    argument = {"name": complete.argument.name, "value": complete.argument.value}
+    return _dump(await connection.complete(complete.ref, argument, context))
 
 
 def _dump(model: Any) -> dict[str, Any]:

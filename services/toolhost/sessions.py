@@ -48,6 +48,8 @@ MAX_RESOURCE_PAGES = 20  # resources/list pages read per server (server-everythi
 
 ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
 StateCallback = Callable[[str, str, str | None], Awaitable[None]]
+# (server, notice): {"uri": ...} a subscribed resource changed, {"list": ...} a list did.
+NoticeCallback = Callable[[str, dict[str, str]], Awaitable[None]]
 
 
 class ServerConnection:
@@ -65,8 +67,10 @@ class ServerConnection:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         upstream: Upstream | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> None:
         self.name = name
+        self._on_notice = on_notice
         self.config = config
         self._on_tools = on_tools
         self._on_state = on_state
@@ -79,6 +83,9 @@ class ServerConnection:
         self._state: str = ServerState.CONNECTING.value
         self.last_error: str | None = None
         self.tools: dict[str, types.Tool] = {}
+        # What the server said at its last ``initialize`` (protocol revision, serverInfo,
+        # instructions, capabilities), as JSON; None before it first answered.
+        self.server_info: dict[str, Any] | None = None
         self.first_attempt_done = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
         self._upstream = upstream
@@ -184,12 +191,59 @@ class ServerConnection:
         found: list[Any] = await _paginate(page)
         return found
 
+    async def subscribe_resource(self, uri: str) -> None:
+        """``resources/subscribe``: the server's ``notifications/resources/updated`` for ``uri``
+        are then published (``on_notice``). Never unsubscribed downstream: the
+        gateway forwards updates only to its clients still subscribed."""
+        await self._live_session().subscribe_resource(uri)
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """Every prompt the server lists; none without the prompts capability."""
+        session = self._live_session()
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.prompts is None:
+            return []
+
+        async def page(params: types.PaginatedRequestParams | None) -> Any:
+            listed = await session.list_prompts(params=params)
+            return listed.prompts, listed.next_cursor
+
+        found: list[types.Prompt] = await _paginate(page)
+        return found
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        """``prompts/get``; MCPError when the server refuses (unknown prompt, bad arguments)."""
+        return await self._live_session().get_prompt(name, arguments)
+
+    async def complete(
+        self,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """``completion/complete``; an empty completion when the server has no completions."""
+        session = self._live_session()
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.completions is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        return await session.complete(ref, argument, context)
+
     def _live_session(self) -> ClientSession:
         session = self._session
         if session is None or self._state != ServerState.READY:
             detail = f": {self.last_error}" if self.last_error else ""
             raise ServerUnavailable(f"MCP server {self.name!r} is {self._state}{detail}")
         return session
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server: to the execution whose call is in flight, if one is
+        (as for sampling, several executions at once cannot be told apart: dropped)."""
+        owner = self._inflight.owner()
+        if self._upstream is None or not isinstance(owner, CallContext):
+            return
+        await self._upstream.log(owner, params.level, params.logger, params.data)
 
     async def _list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         return roots_result(self.config.roots)
@@ -238,12 +292,13 @@ class ServerConnection:
                     write,
                     message_handler=self._on_message,
                     list_roots_callback=self._list_roots,
+                    logging_callback=self._on_log,
                     sampling_callback=self._sampling,
                     elicitation_callback=self._elicitation,
                 )
             )
             with anyio.move_on_after(self._connect_timeout_s) as waited:
-                await session.initialize()
+                initialized = await session.initialize()
                 tools = await _list_all_tools(session)
             if waited.cancelled_caught:
                 raise ConnectTimeout(
@@ -251,6 +306,7 @@ class ServerConnection:
                     "(AGENTCARDS_MCP_CONNECT_TIMEOUT_S); the server hangs or starts slowly"
                 )
             self.tools = {t.name: t for t in tools}
+            self.server_info = initialized.model_dump(mode="json", by_alias=True, exclude_none=True)
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
             self._state = ServerState.READY.value
@@ -283,6 +339,14 @@ class ServerConnection:
             task = asyncio.get_running_loop().create_task(self._resync())
             self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
             task.add_done_callback(self._background.discard)
+        elif self._on_notice is None:
+            pass
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self._on_notice(self.name, {"uri": str(message.params.uri)})
+        elif isinstance(message, types.ResourceListChangedNotification):
+            await self._on_notice(self.name, {"list": "resources"})
+        elif isinstance(message, types.PromptListChangedNotification):
+            await self._on_notice(self.name, {"list": "prompts"})
         elif isinstance(message, Exception):
             log.warning("server %s transport error: %s", self.name, _describe(message))
 

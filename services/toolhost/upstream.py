@@ -17,15 +17,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import orjson
 import redis
 import redis.asyncio as aioredis
 from mcp import types
 from pydantic import BaseModel, FileUrl, ValidationError
 from redis.exceptions import RedisError
 
-from shared.executions.events import TOOL_PROGRESS, publish_event
+from shared.executions.events import TOOL_LOG, TOOL_PROGRESS, publish_event
 from shared.rpc import upstream
 from shared.rpc.upstream import CAPABILITY_OF, ClientRequest, RelayedMethod
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT", bound=types.Result)
 
 _MAX_PROGRESS_MESSAGE = 1_000
+_MAX_LOG_MESSAGE = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,34 @@ class Upstream:
             )
         except RedisError as exc:  # progress is best effort; the call goes on
             log.warning("could not publish progress of %s: %s", context.tool, exc)
+
+    async def log(self, context: CallContext, level: str, logger: str | None, data: Any) -> None:
+        """One ``notifications/message`` of a server during a tool call, as a ``tool_log``
+        execution event (its data as text, capped and through privacy like progress)."""
+        text = data if isinstance(data, str) else orjson.dumps(data, default=str).decode()
+        text = text[:_MAX_LOG_MESSAGE]
+        if self._private is not None:
+            try:
+                text = await asyncio.to_thread(
+                    self._private, context.execution_id, context.tool, text
+                )
+            except Exception as exc:  # no token, no message: it never leaves in clear
+                log.warning("log message of %s dropped: %s", context.tool, exc)
+                return
+        event = {
+            "type": TOOL_LOG,
+            "call_id": context.trace_call_id,
+            "tool": context.tool,
+            "level": level,
+            "logger": logger,
+            "message": text,
+        }
+        try:
+            await asyncio.to_thread(
+                publish_event, self._sync, execution_id=context.execution_id, event=event
+            )
+        except RedisError as exc:  # best effort, as progress
+            log.warning("could not publish a log message of %s: %s", context.tool, exc)
 
     async def relay(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from shared.config import DEFAULT_TENANT
 
@@ -10,6 +11,10 @@ from shared.config import DEFAULT_TENANT
 PII_TOKENIZE = "tokenize"
 PII_OFF = "off"
 PII_MODES = (PII_TOKENIZE, PII_OFF)
+# What a key's `/mcp` serves when the request does not say (README "Code mode or direct"):
+# code mode's tools, every server's tools directly (`<server>.<tool>`), or both.
+McpMode = Literal["code", "direct", "both"]
+MCP_MODES: tuple[McpMode, ...] = ("code", "direct", "both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,7 @@ class Principal:
     admin: bool = True
     # "off": a trusted back-office key whose runs are not tokenised (docs/privacy.md).
     pii: str = PII_TOKENIZE
+    mcp_mode: McpMode | None = None  # None: code mode
 
     @property
     def pii_off(self) -> bool:

@@ -9,7 +9,7 @@ import psycopg
 
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.keys import check_tenant, check_tool_patterns, hash_key, new_key, shown_prefix
-from shared.auth.principal import PII_MODES, PII_OFF, PII_TOKENIZE, Principal
+from shared.auth.principal import MCP_MODES, PII_MODES, PII_OFF, PII_TOKENIZE, Principal
 from shared.errors import Conflict, NotFound, ValidationFailed
 
 Conn = psycopg.Connection[Any]
@@ -17,7 +17,7 @@ Row = dict[str, Any]
 
 KEY_COLUMNS = (
     "id, tenant_id, name, key_prefix, tool_patterns, executions_per_min, tool_calls_per_min, "
-    "max_concurrent, admin, pii, created_at, revoked_at"
+    "max_concurrent, admin, pii, mcp_mode, created_at, revoked_at"
 )
 
 
@@ -32,13 +32,17 @@ def issue_key(
     max_concurrent: int | None = None,
     admin: bool = False,
     pii: str = PII_TOKENIZE,
+    mcp_mode: str | None = None,
 ) -> tuple[Row, str]:
     """Store a new key (hashed) and audit it; returns the row and the key, its only copy.
 
     ``pii="off"``: the key's runs are not tokenised (a trusted back-office key); its audit
-    row says so."""
+    row says so. ``mcp_mode`` is what the key's ``/mcp`` serves unless a request says
+    otherwise: ``code`` (None: the default), ``direct`` or ``both``."""
     if pii not in PII_MODES:
         raise ValidationFailed(f"pii must be one of {', '.join(PII_MODES)}, not {pii!r}")
+    if mcp_mode is not None and mcp_mode not in MCP_MODES:
+        raise ValidationFailed(f"mcp_mode must be one of {', '.join(MCP_MODES)}, not {mcp_mode!r}")
     try:
         check_tenant(tenant_id)
         patterns = check_tool_patterns(tool_patterns)
@@ -56,8 +60,8 @@ def issue_key(
         f"""
         INSERT INTO api_keys (tenant_id, name, key_hash, key_prefix, tool_patterns,
                               executions_per_min, tool_calls_per_min, max_concurrent, admin,
-                              pii)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              pii, mcp_mode)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         RETURNING {KEY_COLUMNS}
         """,
         (
@@ -71,6 +75,7 @@ def issue_key(
             max_concurrent,
             admin,
             pii,
+            mcp_mode,
         ),
     ).fetchone()
     assert row is not None
@@ -146,6 +151,7 @@ def principal_from_row(row: Row) -> Principal:
         max_concurrent=row["max_concurrent"],
         admin=bool(row["admin"]),
         pii=PII_OFF if row.get("pii") == PII_OFF else PII_TOKENIZE,
+        mcp_mode=row.get("mcp_mode"),
     )
 
 

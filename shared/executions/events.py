@@ -27,6 +27,9 @@ RETRIED = "execution.retried"
 # Published by the toolhost: a downstream server's notifications/progress for one tool
 # call, carrying the call's trace id (`call_id`), `tool`, `progress`, `total`, `message`.
 TOOL_PROGRESS = "tool_progress"
+# Published by the toolhost: a downstream server's notifications/message during a tool call
+# (`call_id`, `tool`, `level`, `logger`, `message`: its data as text, capped and tokenised).
+TOOL_LOG = "tool_log"
 # An execution makes at most ~1,000 tool calls (2 events each) plus progress reports.
 LOG_MAX_EVENTS = 10_000
 # Late subscribers may replay for this long after the last event.

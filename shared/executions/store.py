@@ -25,21 +25,27 @@ def create_execution(
     timeout_s: float,
     tenant_id: str = DEFAULT_TENANT,
     capability_id: str | None = None,
+    extras: dict[str, Any] | None = None,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
 
     Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
+    ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session).
     """
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry, learn, trace_id, language)
+                                idempotency_key, capability_id, retry, learn, trace_id, language,
+                                extras)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s)
+                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
-        request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+        {
+            **request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+            "extras": Jsonb(extras or {}),
+        },
     ).fetchone()
     if row is not None:
         return row, True

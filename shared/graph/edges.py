@@ -72,3 +72,19 @@ def derive_edges(*, summary: TraceSummary, root_capability_id: str | None = None
     return [
         Edge(src=src, dst=dst, kind=kind, count=n) for (kind, src, dst), n in sorted(counts.items())
     ]
+
+
+def session_edges(*, summary: TraceSummary, after: str | None) -> list[Edge]:
+    """The edges a direct call teaches beyond its own trace: ``after`` (the tool its MCP
+    session called last, ``extras.direct.after``) precedes this run's first top-level call.
+
+    Direct calls (``/mcp/servers/...``) run one tool each, so their order in a session is
+    the only sequence they show; a tool following itself is no edge, as in ``derive_edges``.
+    """
+    first = next((call.tool for call in summary.tool_calls if call.parent is None), None)
+    if after is None or first is None or first == after:
+        return []
+    return [
+        Edge(src=after, dst=first, kind=EdgeKind.SEQUENCE, count=1),
+        Edge(src=min(after, first), dst=max(after, first), kind=EdgeKind.CO_USED, count=1),
+    ]

@@ -10,7 +10,7 @@ size, held-back size, score before and after). The vectors shipped are the ones 
 
 Only tools that exist and are available get a vector, mixed with their current
 description; a row is deleted with its tool and when its description changes (migration
-0021), so a changed or removed tool never gets a stale one.
+0023), so a changed or removed tool never gets a stale one.
 """
 
 from __future__ import annotations

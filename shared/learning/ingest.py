@@ -21,7 +21,7 @@ from shared.embeddings import Embedder
 from shared.errors import ErrorType
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import SUMMARY_VERSION, summary_of
-from shared.graph.edges import Edge, derive_edges
+from shared.graph.edges import Edge, derive_edges, session_edges
 from shared.graph.store import upsert_edges
 from shared.learning.capability_runs import (
     CapabilityOutcome,
@@ -50,7 +50,7 @@ _EMPTY = """'{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '""'::jsonb"""
 # summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
 _COLUMNS = (
     "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
-    "trace_summary, learn, language, "
+    "trace_summary, learn, language, extras->'direct'->>'after' AS direct_after, "
     f"(result IS NULL OR result IN ({_EMPTY})) AS result_empty, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
@@ -173,7 +173,7 @@ def _apply(
         edges[execution_id] = derive_edges(
             summary=summaries[execution_id],
             root_capability_id=str(done.capability["id"]) if done else None,
-        )
+        ) + session_edges(summary=summaries[execution_id], after=row["direct_after"])
     upsert_edges(conn, edges=[e for per_run in edges.values() for e in per_run])
 
     suggestions = suggestions_for(

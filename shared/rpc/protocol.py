@@ -65,7 +65,18 @@ class RpcRequest(BaseModel):
         return tool_ids.parse(self.tool).name
 
 
-ResourceOp = Literal["read_resource", "list_resources", "list_resource_templates"]
+ResourceOp = Literal[
+    "read_resource",
+    "list_resources",
+    "list_resource_templates",
+    # Prompts and completions, for the direct MCP surface (the gateway's own requests):
+    "list_prompts",
+    "get_prompt",  # params: {name, arguments}
+    "complete",  # params: {ref, argument, context}
+    "subscribe_resource",  # server and uri: the server then sends its updates
+]
+# The operations that name one server and carry ``params``.
+PARAMS_OPS = frozenset({"get_prompt", "complete"})
 # The ``execution_id`` of the gateway's own resources requests (MCP resources/list and
 # /read for a client): no execution, so no grant; the gateway checks the caller's scope.
 GATEWAY_CALLER = "gateway"
@@ -88,6 +99,7 @@ class ResourceRequest(BaseModel):
     uri: str | None = Field(default=None, min_length=1, max_length=8192)
     deadline: float = Field(gt=0)
     allowed_servers: list[str] | None = None
+    params: dict[str, Any] | None = None  # get_prompt and complete: the MCP request's params
 
     @field_validator("server")
     @classmethod
@@ -98,8 +110,12 @@ class ResourceRequest(BaseModel):
 
     @model_validator(mode="after")
     def _check_read(self) -> ResourceRequest:
-        if self.op == "read_resource" and (self.server is None or self.uri is None):
-            raise ValueError("read_resource needs a server and a uri")
+        if self.op in ("read_resource", "subscribe_resource") and (
+            self.server is None or self.uri is None
+        ):
+            raise ValueError(f"{self.op} needs a server and a uri")
+        if self.op in PARAMS_OPS and (self.server is None or self.params is None):
+            raise ValueError(f"{self.op} needs a server and params")
         return self
 
 

@@ -197,11 +197,25 @@ def mark_removed_servers(
     return sorted(row["name"] for row in removed)
 
 
+def record_server_info(conn: Conn, *, server: str, info: dict[str, Any]) -> None:
+    """Keep what ``server`` answered to ``initialize`` (``protocolVersion``, ``serverInfo``,
+    ``instructions``, ``capabilities``): the last replica to connect wins."""
+    conn.execute("UPDATE mcp_servers SET server_info = %s WHERE name = %s", (Jsonb(info), server))
+
+
+def server_info(conn: Conn, *, server: str) -> dict[str, Any] | None:
+    """What ``server`` answered to its last ``initialize`` (None: never connected)."""
+    row = conn.execute("SELECT server_info FROM mcp_servers WHERE name = %s", (server,)).fetchone()
+    return row["server_info"] if row else None
+
+
 def list_servers(conn: Conn) -> list[dict[str, Any]]:
-    """Every known server with its aggregate state and each replica's own (``replicas``)."""
+    """Every known server with its aggregate state and each replica's own (``replicas``), and
+    the MCP protocol revision it negotiated with the toolhost (``protocol_version``)."""
     return conn.execute(
         """
         SELECT m.name, m.transport, m.state, m.last_error, m.tool_count, m.updated_at,
+               m.server_info ->> 'protocolVersion' AS protocol_version,
                COALESCE(
                    (SELECT jsonb_agg(jsonb_build_object(
                                'replica', r.replica, 'state', r.state,

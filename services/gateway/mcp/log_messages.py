@@ -5,6 +5,8 @@ While `execute_code` (or `execute_capability`) waits, each event of the run beco
 (debug; error when one failed), progress (info), a truncated trace (warning), and at the
 end the outcome (info, or error with its type and message) and the captured stdout (info;
 the sandbox hands stdout over when the run ends, so it comes last, not line by line).
+A downstream server's own log messages during a call (``tool_log`` events, relayed by the
+toolhost) come at the server's level under its logger, on a direct call too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, get_args
 
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -22,7 +25,7 @@ from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from services.gateway.mcp.fit import clip_text
-from shared.executions.events import FINISHED, RETRIED
+from shared.executions.events import FINISHED, RETRIED, TOOL_LOG
 from shared.executions.models import ExecutionView
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import EventType
@@ -43,19 +46,17 @@ _levels: weakref.WeakKeyDictionary[Connection, LoggingLevel] = weakref.WeakKeyDi
 LogLine = tuple[LoggingLevel, dict[str, Any]]
 
 
-def register(server: MCPServer) -> None:
+async def set_level(ctx: ServerRequestContext[Any], params: SetLevelRequestParams) -> EmptyResult:
+    """`logging/setLevel`: the level this client connection gets messages from."""
+    _levels[connection_of(ctx.session)] = params.level
+    return EmptyResult()
+
+
+def register(server: MCPServer | Server[Any]) -> None:
     """Serve `logging/setLevel` (and so declare the `logging` capability)."""
-
-    async def set_level(
-        ctx: ServerRequestContext[Any], params: SetLevelRequestParams
-    ) -> EmptyResult:
-        _levels[connection_of(ctx.session)] = params.level
-        return EmptyResult()
-
     # MCPServer has no public hook for this method; its low-level server does.
-    server._lowlevel_server.add_request_handler(
-        "logging/setLevel", SetLevelRequestParams, set_level
-    )
+    lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
 
 def connection_of(session: ServerSession) -> Connection:
@@ -163,6 +164,19 @@ async def forward_event(ctx: Context, event: dict[str, Any]) -> None:
         )
     if event.get("type") != FINISHED and (line := event_line(event)) is not None:
         await send(ctx, line)
+    await forward_tool_log(ctx, event)
+
+
+async def forward_tool_log(ctx: Context, event: dict[str, Any]) -> None:
+    """A downstream server's log message during a tool call (a ``tool_log`` event), at the
+    server's level, its logger (else the tool's id) naming it."""
+    if event.get("type") != TOOL_LOG:
+        return
+    level = event.get("level")
+    if level not in LEVELS:
+        return
+    data = {"message": event.get("message") or "", "tool": event.get("tool")}
+    await send(ctx, (level, data), logger=str(event.get("logger") or event.get("tool") or LOGGER))
 
 
 async def send_outcome(ctx: Context, view: ExecutionView) -> None:

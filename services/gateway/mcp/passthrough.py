@@ -63,18 +63,27 @@ RENEW_EVERY_S = 1.5
 
 
 async def run_passing_through(
-    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
+    state: GatewayState,
+    ctx: Context,
+    *,
+    admission: Admission,
+    principal: Principal,
+    log_events: bool = True,
 ) -> dict[str, Any]:
     """Enqueue an admitted execution and return it once finished; meanwhile its events reach
-    ``ctx``'s client as log lines and tool progress, and its tools' sampling/elicitation
-    requests as requests. The relay is advertised before the task is sent, so a tool that
-    asks at once is never refused as if a REST caller had started it."""
+    ``ctx``'s client as log lines (unless not ``log_events``: a direct call's client sees its
+    tool, not a run) and tool progress, and its tools' sampling/elicitation requests as
+    requests. The relay is advertised before the task is sent, so a tool that asks at once
+    is never refused as if a REST caller had started it."""
     row = admission.row
     if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
 
     async def on_event(event: dict[str, Any]) -> None:
-        await log_messages.forward_event(ctx, event)
+        if log_events:
+            await log_messages.forward_event(ctx, event)
+        else:  # a direct call: only what its server logged
+            await log_messages.forward_tool_log(ctx, event)
         await forward_progress(ctx, event)
 
     execution_id = str(row["id"])

@@ -18,6 +18,7 @@ from services.gateway.mcp import (
     capabilities,
     downstream_resources,
     log_messages,
+    modes,
     passthrough,
     prompts,
 )
@@ -285,6 +286,7 @@ def build_mcp_server(
     prompts.register(server, get_state, principal_for)
     downstream_resources.register(server, get_state, principal_for)
     log_messages.register(server)
+    modes.register(server, get_state, principal_for)  # last: it wraps the tools above
     return server
 
 

@@ -128,6 +128,7 @@ def admit(
     principal: Principal,
     capability_id: str | None = None,
     conn: Any = None,
+    extras: dict[str, Any] | None = None,
 ) -> Admission:
     """Check, take a rate-limit slot, then answer from the result cache (a recorded, audited,
     succeeded row) or record a queued execution and its audit row; blocking, so a hit costs
@@ -164,7 +165,7 @@ def admit(
                     syntax = find_syntax_error(request.code)
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
-                    capability_id=capability_id,
+                    capability_id=capability_id, extras=extras,
                 )  # fmt: skip
                 if created:  # in the same transaction: no execution without its audit row
                     _audit_submission(conn, principal=principal, request=request, row=row)
@@ -193,10 +194,17 @@ async def admit_submission(
     request: ExecutionRequest,
     principal: Principal,
     capability_id: str | None = None,
+    extras: dict[str, Any] | None = None,
 ) -> Admission:
     """``admit`` off the event loop: checked and recorded (or a cache hit), not yet enqueued."""
     return await to_thread.run_sync(
-        lambda: admit(state, request=request, principal=principal, capability_id=capability_id)
+        lambda: admit(
+            state,
+            request=request,
+            principal=principal,
+            capability_id=capability_id,
+            extras=extras,
+        )
     )
 
 

@@ -1,8 +1,10 @@
 """Cancelling an execution: at once while queued; while running, by flagging its worker,
 which kills the sandbox.
 
-REST's ``POST /v1/executions/{id}/cancel`` is its only caller: the MCP server has no cancel
-tool (a run started over MCP can be cancelled over REST by the same tenant).
+Callers: REST's ``POST /v1/executions/{id}/cancel``, and a direct MCP call
+(``/mcp/servers``) whose client cancels it (``notifications/cancelled``). The MCP server has
+no cancel tool (a run started with ``execute_code`` can be cancelled over REST by the same
+tenant).
 """
 
 from __future__ import annotations

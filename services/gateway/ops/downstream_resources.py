@@ -1,4 +1,5 @@
-"""Downstream servers' resources through the gateway (REST and MCP share this): list, list templates, read.
+"""Downstream servers' resources through the gateway (REST and MCP share this): list, list templates, read;
+and their prompts and completions (the direct MCP surface).
 
 The toolhost holds the sessions, so each operation is one RPC round trip. On the
 gateway's MCP server a resource is named ``agentcards://<server>/<its own URI>`` (and
@@ -83,6 +84,45 @@ async def read_resource(
     return await _call(state, op="read_resource", server=server, uri=uri)
 
 
+async def list_prompts(
+    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Every server's prompts, each with its ``server`` (filtered like resources; the direct
+    MCP surface serves them)."""
+    return _visible(await _call(state, op="list_prompts"), "prompts", patterns)
+
+
+async def server_request(
+    state: GatewayState,
+    *,
+    op: ResourceOp,
+    server: str,
+    params: dict[str, Any],
+    patterns: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
+    """``get_prompt`` or ``complete`` on ``server`` with the MCP request's ``params``, for a
+    caller whose allow-list has a tool of it."""
+    if patterns is not None and not cached_patterns(patterns).allows_server(server):
+        raise ToolNotAllowed(
+            f"this API key has no tool of server {server!r}, so it may not use its prompts",
+            server=server,
+        )
+    return await _call(state, op=op, server=server, params=params)
+
+
+async def subscribe_resource(
+    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+) -> None:
+    """Ask ``server`` for updates of ``uri`` (the gateway then tells its subscribed clients),
+    for a caller whose allow-list has a tool of it."""
+    if patterns is not None and not cached_patterns(patterns).allows_server(server):
+        raise ToolNotAllowed(
+            f"this API key has no tool of server {server!r}, so it may not read its resources",
+            server=server,
+        )
+    await _call(state, op="subscribe_resource", server=server, uri=uri)
+
+
 def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None) -> dict[str, Any]:
     if patterns is None:
         return listed
@@ -93,25 +133,41 @@ def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None)
 
 
 async def _call(
-    state: GatewayState, *, op: ResourceOp, server: str | None = None, uri: str | None = None
+    state: GatewayState,
+    *,
+    op: ResourceOp,
+    server: str | None = None,
+    uri: str | None = None,
+    params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     deadline = time.time() + state.settings.tool_call_timeout_s
     request = ResourceRequest(
-        op=op, execution_id=GATEWAY_CALLER, server=server, uri=uri, deadline=deadline
+        op=op,
+        execution_id=GATEWAY_CALLER,
+        server=server,
+        uri=uri,
+        deadline=deadline,
+        params=params,
     )
     reply = await state.rpc.resource(request)
     if reply.ok:
         result: dict[str, Any] = reply.result
         return result
     assert reply.error is not None
-    raise _error(reply.error.type, reply.error.message, server=server, uri=uri)
+    raise _error(reply.error.type, reply.error.message, op=op, server=server, uri=uri)
 
 
-def _error(kind: ErrorType, message: str, **details: Any) -> AgentCardsError:
+READS = frozenset(
+    {"read_resource", "list_resources", "list_resource_templates", "subscribe_resource"}
+)
+
+
+def _error(kind: ErrorType, message: str, *, op: str, **details: Any) -> AgentCardsError:
     if kind == ErrorType.UNKNOWN_TOOL:
         return NotFound(message, **details)
     if kind == ErrorType.TOOL_ERROR:  # the server refused: most often an unknown URI
-        return NotFound(f"the server could not read it: {message}", **details)
+        refused = "could not read it" if op in READS else f"refused {op}"
+        return NotFound(f"the server {refused}: {message}", **details)
     if kind in {ErrorType.INVALID_REQUEST, ErrorType.TOOL_NOT_ALLOWED}:
         return ValidationFailed(message, **details)
     return DependencyError(f"{message} (try again when the server is ready)", **details)

@@ -10,10 +10,13 @@ from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchRespo
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.cache.policy import tool_cache, tool_policy
+from shared.server_states import ServerState
 from shared.tools import servers as servers_store
 from shared.tools import store as tools_store
 
 router = APIRouter(prefix="/v1", tags=["tools"])
+DIRECT_PATH = "/mcp/servers"  # the direct surface (services/gateway/mcp/direct.py)
+REMOVED = ServerState.REMOVED.value
 
 
 @router.get("/tools", summary="The configured servers' tools: server, availability, server state")
@@ -44,7 +47,12 @@ async def search_tools(
 )
 def list_servers(state: State) -> dict[str, Any]:
     """``state`` is ready when any toolhost replica has the server ready (calls are routed
-    there); ``replicas`` holds each replica's own state and last error."""
+    there); ``replicas`` holds each replica's own state and last error. ``direct`` is the MCP
+    endpoint serving the server's own tools directly (null once it is ``removed``), and
+    ``protocol_version`` the MCP revision it negotiated with the toolhost (null before it
+    ever connected). The top-level ``direct`` serves every server's tools as ``<server>.<tool>``."""
     with state.pool.connection() as conn:
         rows = servers_store.list_servers(conn)
-    return {"servers": rows}
+    for row in rows:
+        row["direct"] = None if row["state"] == REMOVED else f"{DIRECT_PATH}/{row['name']}"
+    return {"servers": rows, "direct": DIRECT_PATH}

@@ -37,8 +37,21 @@
       dot.style.background = AgentCardsGraph.serverColour(s.name);
       const replicasDown = (s.replicas || []).filter(r => r.state !== "ready").map(r => r.replica);
       chip.append(dot, `${s.name} ${s.degraded ? `⚠ degraded (${s.state})` : s.state}`);
-      chip.title = [s.last_error, replicasDown.length ? `not ready on ${replicasDown.join(", ")}` : ""]
-        .filter(Boolean).join(" · ") || `${s.tool_count ?? 0} tools`;
+      // Served directly (its own tools at /mcp/servers/<name>), and the MCP revision it speaks.
+      if (s.direct) chip.dataset.direct = s.direct;
+      if (s.protocol_version) chip.dataset.protocol = s.protocol_version;
+      const served = document.createElement("small");
+      served.className = "served";
+      served.textContent = [s.direct ? "direct" : "", s.protocol_version ? `MCP ${s.protocol_version}` : ""]
+        .filter(Boolean).join(" · ");
+      if (served.textContent) chip.append(served);
+      chip.title = [
+        s.last_error,
+        replicasDown.length ? `not ready on ${replicasDown.join(", ")}` : "",
+        `${s.tool_count ?? 0} tools`,
+        s.direct ? `served directly at ${s.direct}` : "",
+        s.protocol_version ? `speaks MCP ${s.protocol_version}` : "",
+      ].filter(Boolean).join(" · ");
       return chip;
     });
     $("#servers").replaceChildren(...chips);

@@ -285,10 +285,12 @@ def test_the_legend_explains_the_view_and_degraded_servers_are_marked(
     _wait(page, "document.querySelector('.server-chip.degraded[data-server=\"flaky\"]')")
     chip = page.find_element(By.CSS_SELECTOR, '.server-chip[data-server="flaky"]')
     assert "degraded (retrying)" in chip.text
-    assert (
-        "degraded"
-        not in page.find_element(By.CSS_SELECTOR, '.server-chip[data-server="example"]').text
-    )
+    example = page.find_element(By.CSS_SELECTOR, '.server-chip[data-server="example"]')
+    assert "degraded" not in example.text
+    # Served directly, and the MCP revision it negotiated (issue 27 item 5).
+    assert example.get_attribute("data-direct") == "/mcp/servers/example"
+    protocol = example.get_attribute("data-protocol")
+    assert protocol and f"direct · MCP {protocol}" in example.text, example.text
     _wait(page, "cy.nodes('.degraded').length > 0")
     marked = page.execute_script(
         "return [...new Set(cy.nodes('.degraded').map(n => n.data('server')))]"

@@ -9,9 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import psycopg
 import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 from pydantic import SecretStr
@@ -123,6 +127,8 @@ def _drive(run: Scenario) -> None:
             return dict(response.json())
 
         assert client.post("/v1/tools/search", json={"query": "divide numbers"}).status_code == 200
+        # A direct call (/mcp/servers/<name>), counted by server.
+        assert anyio.run(_direct_call, run) == "8.0"
         # Two learned capabilities: the graph learns add -> multiply -> divide.
         second = execute(
             {
@@ -190,6 +196,21 @@ def _drive(run: Scenario) -> None:
         celery.close()
     _wait(lambda: _value(run.scrape(), "agentcards_capabilities_pruned") > 0)
     _wait(lambda: _value(run.scrape(), "agentcards_capabilities_promoted") > 0)
+
+
+async def _direct_call(run: Scenario) -> str:
+    headers = {"Authorization": f"Bearer {run.key}"}
+    url = f"{run.handle.gateway_url}/mcp/servers/example"
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool("multiply", {"a": 2, "b": 4})
+    block = result.content[0]
+    assert not result.is_error and isinstance(block, types.TextContent), result
+    return block.text
 
 
 def _value(families: dict[str, list[Any]], name: str) -> float:

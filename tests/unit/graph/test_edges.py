@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.executions.trace import summarize
-from shared.graph.edges import Edge, capability_node, derive_edges
+from shared.graph.edges import Edge, capability_node, derive_edges, session_edges
 from shared.graph.weights import EdgeKind, edge_weight
 from tests.unit.graph.trace_builder import TraceBuilder
 
@@ -130,3 +130,13 @@ def test_only_the_type_key_names_an_event() -> None:
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
     assert derive_edges(summary=summarize(trace)) != []
     assert derive_edges(summary=summarize(renamed)) == []
+
+
+def test_a_direct_call_follows_the_last_tool_of_its_mcp_session() -> None:
+    summary = summarize(TraceBuilder().tool("example:multiply").events)
+    edges = session_edges(summary=summary, after="example:divide")
+    assert edges_of(EdgeKind.SEQUENCE, edges) == {("example:divide", "example:multiply"): 1}
+    assert edges_of(EdgeKind.CO_USED, edges) == {("example:divide", "example:multiply"): 1}
+    assert session_edges(summary=summary, after=None) == []  # the session's first call
+    assert session_edges(summary=summary, after="example:multiply") == []  # no self-loop
+    assert session_edges(summary=summarize([]), after="example:divide") == []  # refused call

@@ -1,0 +1,111 @@
+"""Code mode, direct or both on ``/mcp``: which tools one request's ``tools/list`` and
+``tools/call`` serve.
+
+- ``code`` (the default): AgentCards' own tools (``execute_code``, ``search_tools``, …).
+- ``direct``: every server's tools called as themselves, named ``<server>.<tool>`` (what
+  ``/mcp/servers`` serves).
+- ``both``: the two lists together. They cannot collide: AgentCards' tool names hold no
+  dot, every direct name does.
+
+The request says which with the ``X-AgentCards-Mode`` header (or ``?mode=``); without
+it the key's ``mcp_mode`` (``agentcards keys create --mcp-mode``) decides, else ``code``.
+``/mcp/servers`` and ``/mcp/servers/<name>`` are always direct. In direct or both mode a
+client is told when a server's tool list changes (``notifications/tools/list_changed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, cast, get_args
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+
+from services.gateway.mcp.direct import call_direct, listed_tool, listen
+from services.gateway.mcp.errors import protocol_errors
+from services.gateway.ops import direct
+from services.gateway.state import GatewayState
+from shared.auth.principal import MCP_MODES, McpMode, Principal
+from shared.errors import ValidationFailed
+
+MODE_HEADER = "x-agentcards-mode"
+
+
+def mode_of(request: object, principal: Principal) -> McpMode:
+    """The request's mode (header, then query), else its key's, else ``code``."""
+    asked = None
+    if isinstance(request, Request):
+        asked = request.headers.get(MODE_HEADER) or request.query_params.get("mode")
+    if asked is None:
+        return principal.mcp_mode or "code"
+    if asked not in get_args(McpMode):
+        raise ValidationFailed(
+            f"{MODE_HEADER} (or ?mode=) must be one of {', '.join(MCP_MODES)}, not {asked[:40]!r}",
+            field="mode",
+        )
+    return cast(McpMode, asked)
+
+
+def register(
+    server: MCPServer,
+    get_state: Callable[[], GatewayState],
+    principal_for: Callable[[object], Awaitable[Principal]],
+) -> None:
+    """Wrap the server's ``tools/list`` and ``tools/call`` so a request's mode picks the tools
+    (after every tool is registered: the wrapped handlers list and call those)."""
+    lowlevel = server._lowlevel_server  # the SDK has no public hook for these either
+    own_list = lowlevel.get_request_handler("tools/list")
+    own_call = lowlevel.get_request_handler("tools/call")
+    assert own_list is not None and own_call is not None
+
+    async def caller(ctx: ServerRequestContext[Any]) -> tuple[Principal, McpMode]:
+        principal = await principal_for(ctx.request)
+        with protocol_errors():
+            return principal, mode_of(ctx.request, principal)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal, mode = await caller(ctx)
+        own = cast(types.ListToolsResult, await own_list.handler(ctx, params))
+        if mode == "code":
+            return own
+        tools = list(own.tools) if mode == "both" else []
+        listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
+        with protocol_errors():
+            found = await direct.direct_tools(get_state(), patterns=principal.tool_patterns)
+        tools += [listed_tool(tool, aggregate=True) for tool in found]
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        principal, mode = await caller(ctx)
+        if mode != "code" and direct.AGGREGATE_SEPARATOR in params.name:
+            return await call_direct(
+                get_state(), ctx, principal=principal, server=None, params=params
+            )
+        if mode == "direct":
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"no tool {params.name[:200]!r} in direct mode: direct tools are named "
+                "<server>.<tool> (see tools/list); code mode's tools need mode code or both",
+            )
+        return await own_call.handler(ctx, params)
+
+    lowlevel.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
+    lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # Declare tools.listChanged: in direct or both mode the list follows the servers' (the
+    # SDK's session manager builds the initialize answer without notification options).
+    own_options = lowlevel.create_initialization_options
+
+    def with_list_changed(
+        notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return own_options(options, *args, **kwargs)
+
+    setattr(lowlevel, "create_initialization_options", with_list_changed)  # noqa: B010

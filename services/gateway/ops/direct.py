@@ -1,0 +1,198 @@
+"""Direct federation: each configured server's tools called as themselves, one call at a time.
+
+The MCP front end serves every configured server at ``/mcp/servers/<name>`` (its own tool
+names) and all of them at ``/mcp/servers`` (names ``<server>.<tool>``, see
+``aggregate_name``). A direct call is an execution like any other: its code is one line
+calling the tool with the call's arguments as ``args``, its scope that one tool. So the
+key's allow-list and rate limits, the audit row, the result cache (read-only tools only,
+the same invalidation), the privacy layer, the trace, ``tool_calls``, metrics, spans and
+learning are the code path's own, not a copy. ``extras.direct`` records the MCP session
+and the tool it called before: learning adds that sequence to the tool graph
+(``shared.graph.edges.session_edges``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from anyio import to_thread
+from redis.exceptions import RedisError
+
+from services.gateway.ops.admission import Admission, admit_submission
+from services.gateway.ops.db import in_pool
+from services.gateway.state import GatewayState
+from shared import metrics, tool_ids
+from shared.auth.patterns import cached_patterns
+from shared.auth.principal import Principal
+from shared.errors import NotFound, ToolNotAllowed
+from shared.executions.models import ExecutionRequest
+from shared.queues import direct_session_key
+from shared.server_states import ServerState
+from shared.tools.servers import server_info
+from shared.tools.store import list_tools
+
+log = logging.getLogger(__name__)
+
+# MCP's tool-name rule (2025-11-25): 1-128 of [A-Za-z0-9_.-]. Server names never hold a dot
+# (shared/tool_ids.py), so ``<server>.<tool>`` splits at its first dot, whatever the tool is.
+AGGREGATE_SEPARATOR = "."
+MAX_TOOL_NAME = 128
+# A direct session's last tool is kept this long after its last call (an idle gap longer
+# than this starts a new sequence).
+SESSION_TTL_S = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class DirectTool:
+    """One downstream tool as the direct surface lists it."""
+
+    id: str  # server:tool
+    server: str
+    name: str  # the server's own name of it
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any]
+
+
+def aggregate_name(server: str, tool: str) -> str:
+    """The tool's name on the aggregate endpoint: ``<server>.<tool>``.
+
+    Collision-free because a server name has no dot; over MCP's 128 characters (a 64-character
+    server and a long tool name), the name keeps its first 119 characters and ends with
+    ``-`` and 8 hex digits of the full name's sha256 (resolved through the listing, never parsed).
+    """
+    name = f"{server}{AGGREGATE_SEPARATOR}{tool}"
+    if len(name) <= MAX_TOOL_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_TOOL_NAME - 9]}-{digest}"
+
+
+def direct_code(tool_id: str) -> str:
+    """The code of a direct call: the tool with the call's arguments (``args``), its value returned."""
+    ref = tool_ids.parse(tool_id)
+    return f"# direct call of {tool_id}\nreturn await mcp[{ref.server!r}][{ref.name!r}](**args)\n"
+
+
+async def served_servers(state: GatewayState) -> dict[str, str]:
+    """The configured servers the direct surface serves (every one not ``removed``), with state."""
+    rows = await in_pool(
+        state,
+        lambda conn: conn.execute(
+            "SELECT name, state FROM mcp_servers WHERE state IS DISTINCT FROM %s ORDER BY name",
+            (ServerState.REMOVED.value,),
+        ).fetchall(),
+    )
+    return {row["name"]: row["state"] for row in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What a server's direct endpoint says of itself at ``initialize``: the downstream
+    server's own instructions, version and title (from its last ``initialize`` answer)."""
+
+    instructions: str | None
+    version: str
+    title: str | None
+    protocol_version: str | None
+
+
+async def identity(state: GatewayState, *, server: str) -> Identity:
+    """``server``'s identity as the toolhost last saw it (empty before it ever connected)."""
+    info = await in_pool(state, lambda conn: server_info(conn, server=server)) or {}
+    implementation = info.get("serverInfo") or {}
+    return Identity(
+        instructions=info.get("instructions"),
+        version=str(implementation.get("version") or ""),
+        title=implementation.get("title") or implementation.get("name"),
+        protocol_version=info.get("protocolVersion"),
+    )
+
+
+async def direct_tools(
+    state: GatewayState, *, patterns: tuple[str, ...] | None, server: str | None = None
+) -> list[DirectTool]:
+    """The tools a caller may call directly: available, of ``server`` (None: every server),
+    allowed by ``patterns``, its key's allow-list (a tool it may not call is not listed)."""
+    rows = await in_pool(state, lambda conn: list_tools(conn))
+    allows = (lambda _id: True) if patterns is None else cached_patterns(patterns).allows
+    return [
+        DirectTool(
+            id=row["id"],
+            server=row["server"],
+            name=row["name"],
+            description=row["description"] or "",
+            input_schema=row["input_schema"] or {"type": "object"},
+            output_schema=row["output_schema"],
+            annotations=row["annotations"] or {},
+        )
+        for row in rows
+        if row["available"] and (server is None or row["server"] == server) and allows(row["id"])
+    ]
+
+
+async def find_tool(
+    state: GatewayState, *, principal: Principal, server: str | None, name: str
+) -> DirectTool:
+    """The tool a direct call names: its own name on ``server``'s endpoint, its aggregate name
+    on the aggregate one (``server`` None). NotFound when it does not exist or is unavailable,
+    ToolNotAllowed when the caller's key may not call it."""
+    for tool in await direct_tools(state, patterns=None, server=server):
+        listed = tool.name if server is not None else aggregate_name(tool.server, tool.name)
+        if listed != name:
+            continue
+        patterns = principal.tool_patterns
+        if patterns is not None and not cached_patterns(patterns).allows(tool.id):
+            raise ToolNotAllowed(f"this API key may not call {tool.id}", tool=tool.id)
+        return tool
+    where = f"server {server!r}" if server is not None else "any server"
+    raise NotFound(f"no tool {name[:200]!r} on {where} (see tools/list)", tool=name[:200])
+
+
+async def admit_call(
+    state: GatewayState,
+    *,
+    tool: DirectTool,
+    arguments: dict[str, Any],
+    principal: Principal,
+    session_id: str | None,
+) -> Admission:
+    """Admit one direct call as an execution of ``tool`` alone (checked, audited, perhaps a
+    cache hit); the caller enqueues and waits on it like any other. ``session_id`` (the MCP
+    session) ties consecutive calls into a sequence for the tool graph."""
+    request = ExecutionRequest(
+        code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
+    )
+    after = await _follow(state, principal=principal, session_id=session_id, tool_id=tool.id)
+    direct = {"session": session_id, "after": after, "tool": tool.id}
+    admission = await admit_submission(
+        state, request=request, principal=principal, extras={"direct": direct}
+    )
+    try:  # configured servers only reach here: a bounded label
+        await to_thread.run_sync(
+            lambda: metrics.incr_labelled(state.redis, "direct_calls_total", tool.server)
+        )
+    except RedisError as exc:  # a lost count never costs the call
+        log.warning("direct call of %s not counted: %s", tool.id, exc)
+    return admission
+
+
+async def _follow(
+    state: GatewayState, *, principal: Principal, session_id: str | None, tool_id: str
+) -> str | None:
+    """The tool this session called last (None: its first call), now replaced by ``tool_id``."""
+    if session_id is None:
+        return None
+    key = direct_session_key(principal.tenant_id, session_id[:128])
+    try:
+        previous = await state.aredis.set(key, tool_id, ex=SESSION_TTL_S, get=True)
+    except RedisError as exc:  # a lost sequence costs one graph edge, never the call
+        log.warning("direct session %s: last tool not recorded: %s", session_id, exc)
+        return None
+    if previous is None:
+        return None
+    return previous.decode() if isinstance(previous, bytes) else str(previous)
