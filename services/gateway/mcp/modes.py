@@ -22,6 +22,7 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
@@ -83,7 +84,15 @@ def register(
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
-        principal, mode = await caller(ctx)
+        try:
+            principal, mode = await caller(ctx)
+        except ToolError as exc:
+            # The caller could not be resolved (e.g. Postgres down while checking the key):
+            # the tool's own error result, as MCPServer gives when a tool raises ToolError,
+            # never a bare internal error with the message lost.
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=str(exc))], is_error=True
+            )
         if mode != "code" and direct.AGGREGATE_SEPARATOR in params.name:
             return await call_direct(
                 get_state(), ctx, principal=principal, server=None, params=params

@@ -192,10 +192,13 @@ def _drive(run: Scenario) -> None:
         celery.send_task(TaskName.REFRESH_GRAPH_METRICS, kwargs={"force": True}).get(timeout=120)
         celery.send_task(TaskName.PROMOTE_PATTERNS)
         celery.send_task(TaskName.PRUNE_CAPABILITIES)
+        # The tenant learned runs above: its tool vectors are fitted (shipped or kept).
+        celery.send_task(TaskName.CONSOLIDATE_TOOL_VECTORS).get(timeout=120)
     finally:
         celery.close()
     _wait(lambda: _value(run.scrape(), "agentcards_capabilities_pruned") > 0)
     _wait(lambda: _value(run.scrape(), "agentcards_capabilities_promoted") > 0)
+    _wait(lambda: _value(run.scrape(), "agentcards_tool_vector_fits") > 0)
 
 
 async def _direct_call(run: Scenario) -> str:
