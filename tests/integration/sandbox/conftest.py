@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import psutil
@@ -156,3 +160,36 @@ def host_intact(run: Run) -> Callable[[], Awaitable[None]]:
         assert outcome.result == 42
 
     return check
+
+
+@pytest.fixture
+def listeners() -> Iterator[dict[str, object]]:
+    """A TCP listener, an HTTP server, a unix socket in host /tmp and an abstract socket."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"REACHED")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    http = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    tmpdir = tempfile.mkdtemp(dir="/tmp")
+    path = f"{tmpdir}/redis.sock"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(path)
+    unix.listen()
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0agentcards-sandbox-test")
+    abstract.listen()
+    yield {"tcp": tcp.getsockname()[1], "http": http.server_port, "unix": path}
+    http.shutdown()
+    for s in (tcp, unix, abstract):
+        s.close()

@@ -11,11 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -257,31 +253,7 @@ await attempt("node fs", async () => (await import("node:fs")).writeFileSync("/t
     await host_intact()
 
 
-@pytest.fixture
-def listeners() -> Iterator[dict[str, int]]:
-    """A TCP listener and an HTTP server on loopback."""
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"REACHED")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    http = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
-    thread.start()
-    yield {"tcp": tcp.getsockname()[1], "http": http.server_port}
-    http.shutdown()
-    tcp.close()
-
-
-async def test_network_is_unreachable(ts: Run, host_intact, listeners: dict[str, int]) -> None:
+async def test_network_is_unreachable(ts: Run, host_intact, listeners: dict[str, object]) -> None:
     results = await attempts(
         ts,
         """
