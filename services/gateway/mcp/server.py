@@ -30,7 +30,7 @@ from services.gateway.ops.admission import admit_submission
 from services.gateway.ops.execution_feedback import report_execution
 from services.gateway.ops.execution_reads import paged_view, read_execution
 from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResult
-from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.models.tools import Declarations, ToolSearchRequest, ToolSearchResponse
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
@@ -54,6 +54,7 @@ Query = Annotated[str, described(ToolSearchRequest, "query")]
 Limit = Annotated[int, described(ToolSearchRequest, "limit")]
 ContextTools = Annotated[list[str] | None, described(ToolSearchRequest, "context_tools")]
 IncludeOutOfScope = Annotated[bool, described(ToolSearchRequest, "include_out_of_scope")]
+DeclarationsArg = Annotated[Declarations | None, described(ToolSearchRequest, "declarations")]
 ExecutionId = Annotated[str, Field(description="the `id` an execution tool returned")]
 PartArg = Annotated[Part | None, Field(description=PART_DESCRIPTION)]
 Offset = Annotated[
@@ -214,7 +215,8 @@ def build_mcp_server(
         "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
         "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits. "
         "Tools your API key may not call are left out unless include_out_of_scope (then "
-        "listed last, marked runnable: false).",
+        "listed last, marked runnable: false). declarations=typescript adds each tool's "
+        "input as a TypeScript type, for code run with language typescript.",
         annotations=READ_ONLY,
     )
     async def search_tools(
@@ -223,6 +225,7 @@ def build_mcp_server(
         limit: Limit = 10,
         context_tools: ContextTools = None,
         include_out_of_scope: IncludeOutOfScope = False,
+        declarations: DeclarationsArg = None,
     ) -> ToolSearchResponse:
         principal = await principal_of(ctx)
         with tool_errors():  # a blank query is refused by the model, as over REST, naming the field
@@ -231,6 +234,7 @@ def build_mcp_server(
                 limit=limit,
                 context_tools=context_tools or [],
                 include_out_of_scope=include_out_of_scope,
+                declarations=declarations,
             )
             return await search_tools_op(get_state(), body=body, principal=principal)
 

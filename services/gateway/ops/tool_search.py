@@ -21,6 +21,7 @@ from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
+from shared.tools.declarations import with_declarations
 
 # Agents repeat searches (retries, the same step in many runs); an embedding costs
 # 10-40 ms and a cached one nothing. 512 queries of at most 5 vectors of 384 floats: 4 MB.
@@ -121,9 +122,10 @@ async def search_tools(
     )
     if patterns is not None:
         hits = scoped_hits(hits, patterns, include_out_of_scope=body.include_out_of_scope)
-    return ToolSearchResponse(
-        query=body.query, hits=[ToolHit.model_validate(h) for h in hits[: body.limit]]
-    )
+    hits = hits[: body.limit]
+    if body.declarations == "typescript":
+        hits = with_declarations(hits)
+    return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])
 
 
 def scoped_hits(

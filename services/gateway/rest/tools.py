@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from services.gateway.ops.models.tools import ToolSearchRequest, ToolSearchResponse
+from services.gateway.ops.models.tools import (
+    DECLARATIONS_DESCRIPTION,
+    Declarations,
+    ToolSearchRequest,
+    ToolSearchResponse,
+)
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.rest.deps import CurrentPrincipal, State
 from shared.cache.policy import tool_cache, tool_policy
 from shared.server_states import ServerState
 from shared.tools import servers as servers_store
 from shared.tools import store as tools_store
+from shared.tools.declarations import with_declarations
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 DIRECT_PATH = "/mcp/servers"  # the direct surface (services/gateway/mcp/direct.py)
@@ -20,12 +26,21 @@ REMOVED = ServerState.REMOVED.value
 
 
 @router.get("/tools", summary="The configured servers' tools: server, availability, server state")
-def list_tools(state: State, include_removed: bool = False) -> dict[str, Any]:
+def list_tools(
+    state: State,
+    include_removed: bool = False,
+    declarations: Annotated[
+        Declarations | None, Query(description=DECLARATIONS_DESCRIPTION)
+    ] = None,
+) -> dict[str, Any]:
     """Unavailable tools are listed too (``server_state`` says why: down, retrying…). Tools of
     servers that left the configuration are history: only with ``include_removed=true``.
-    ``cache`` says whether a tool's results are cached and for how long (``ttl_s``, ``why``)."""
+    ``cache`` says whether a tool's results are cached and for how long (``ttl_s``, ``why``).
+    ``declarations=typescript`` adds each tool's input as a TypeScript type (``declaration``)."""
     with state.pool.connection() as conn:
         rows = tools_store.list_tools(conn, include_removed=include_removed)
+    if declarations == "typescript":
+        rows = with_declarations(rows)
     read_only_ttl_s = state.settings.cache_read_only_ttl_s
     for row in rows:
         policy = tool_policy(annotations=row["annotations"], override=row["cache_override"])

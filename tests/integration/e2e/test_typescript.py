@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
+
+import deno
 
 from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import example_server, time_server
@@ -115,6 +120,80 @@ async def test_mcp_execute_code_takes_the_language(stack: E2EStack) -> None:
     assert ran["language"] == "typescript"
     assert progress == ["half way"]
     assert bad.is_error and "language" in _text(bad.content[0])
+
+
+ADD_DECLARATION = """/**
+ * Add two numbers.
+ *
+ * Call: await mcp.example.add(args)
+ */
+type ExampleAddArgs = {
+  a: number;
+  b: number;
+};"""
+
+
+def _declarations(hits: list[dict[str, Any]]) -> dict[str, str]:
+    return {hit["id"]: hit["declaration"] for hit in hits if "declaration" in hit}
+
+
+def test_tool_declarations_come_from_the_real_servers_schemas_when_asked(
+    stack: E2EStack, tmp_path: Path
+) -> None:
+    with stack.client() as client:
+        listed = client.get("/v1/tools", params={"declarations": "typescript"}).json()["tools"]
+        plain = client.get("/v1/tools").json()["tools"]
+        found = client.post(
+            "/v1/tools/search", json={"query": "add two numbers", "declarations": "typescript"}
+        ).json()["hits"]
+        unasked = client.post("/v1/tools/search", json={"query": "add two numbers"}).json()["hits"]
+        refused = client.get("/v1/tools", params={"declarations": "python"})
+    declared = _declarations(listed)
+    assert declared["example:add"] == ADD_DECLARATION
+    assert _declarations(found)["example:add"] == ADD_DECLARATION
+    # mcp-server-time's own schema: its field descriptions become JSDoc.
+    now = declared["time:get_current_time"]
+    assert "type TimeGetCurrentTimeArgs = {" in now and "  timezone: string;" in now
+    assert "/** IANA timezone name" in now
+    assert not _declarations(plain) and not _declarations(unasked)
+    assert refused.status_code == 422 and "declarations" in refused.text
+
+    # The declarations are TypeScript the compiler takes, and they catch a wrong call.
+    source = "\n".join(declared.values()) + "\n"
+    good = tmp_path / "good.ts"
+    good.write_text(source + "const ok: ExampleAddArgs = { a: 1, b: 2 };\n")
+    bad = tmp_path / "bad.ts"
+    bad.write_text(source + 'const wrong: ExampleAddArgs = { a: "1" };\n')
+    checked = _deno_check(good, tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    wrong = _deno_check(bad, tmp_path)
+    assert wrong.returncode != 0 and "TS2322" in wrong.stderr  # a string is not a number
+
+
+async def test_mcp_search_tools_offers_declarations_when_asked(stack: E2EStack) -> None:
+    async with mcp_session(stack) as session:
+        asked = await session.call_tool(
+            "search_tools", {"query": "add two numbers", "declarations": "typescript"}
+        )
+        unasked = await session.call_tool("search_tools", {"query": "add two numbers"})
+    assert not asked.is_error and not unasked.is_error
+    assert asked.structured_content is not None and unasked.structured_content is not None
+    assert _declarations(asked.structured_content["hits"])["example:add"] == ADD_DECLARATION
+    assert not _declarations(unasked.structured_content["hits"])
+
+
+def _deno_check(path: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
+    argv = [deno.find_deno_bin(), "check", "--no-config", "--no-lock", "--no-remote", str(path)]
+    env = {"PATH": os.environ.get("PATH", ""), "DENO_DIR": str(tmp / "deno"), "NO_COLOR": "1"}
+    return subprocess.run(
+        argv,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _text(block: Any) -> str:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from shared.inputs import RequestModel
+
+# One parameter name on every surface (GET /v1/tools, POST /v1/tools/search, MCP search_tools).
+Declarations = Literal["typescript"]
+DECLARATIONS_DESCRIPTION = (
+    "`typescript`: each tool also carries `declaration`, a TypeScript type of its input "
+    "(from its JSON Schema, descriptions as JSDoc) for code called with language typescript"
+)
 
 
 class ToolSearchRequest(RequestModel):
@@ -24,6 +31,10 @@ class ToolSearchRequest(RequestModel):
         default=False,
         description="also list tools outside your API key's allow-list, after the ones you "
         "may call, marked runnable: false",
+    )
+    declarations: Declarations | None = Field(
+        default=None,
+        description=DECLARATIONS_DESCRIPTION,
     )
 
     @field_validator("query")
@@ -62,6 +73,12 @@ class ToolHit(BaseModel):
     why: str = Field(description="the signals that placed the tool, strongest first")
     runnable: bool = Field(default=True, description="false when your API key may not call it")
     not_runnable_reason: str | None = Field(default=None, description="why runnable is false")
+    declaration: str | None = Field(
+        default=None,
+        description="with declarations=typescript: the TypeScript type of the tool's input",
+        # Absent, not null, when not asked: a search's hits stay as small as they were.
+        exclude_if=lambda value: value is None,
+    )
 
 
 class ToolSearchResponse(BaseModel):
