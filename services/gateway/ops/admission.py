@@ -32,6 +32,7 @@ from shared.executions.store import (
 )
 from shared.inputs import check_value
 from shared.sandbox.child.usercode import find_syntax_error
+from shared.sandbox.typescript_syntax import find_typescript_syntax_error
 from shared.telemetry import traced
 from shared.tools.store import get_tools
 
@@ -160,9 +161,8 @@ def admit(
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
             else:
-                # Python is parsed here; TypeScript's parser is Deno's, inside the sandbox.
-                if request.language == "python" and len(request.code) <= SYNTAX_PRECHECK_BYTES:
-                    syntax = find_syntax_error(request.code)
+                if len(request.code) <= SYNTAX_PRECHECK_BYTES:
+                    syntax = _syntax_error(request.language, request.code)
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
                     capability_id=capability_id, extras=extras,
@@ -186,6 +186,13 @@ def admit(
         )
     _send(counters)
     return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
+
+
+def _syntax_error(language: str, code: str) -> dict[str, Any] | None:
+    """Python by ``ast``; TypeScript by tree-sitter where it is sure (Deno judges the rest)."""
+    if language == "typescript":
+        return find_typescript_syntax_error(code)
+    return find_syntax_error(code)
 
 
 async def admit_submission(

@@ -42,3 +42,31 @@ def test_top_level_await_and_return_are_not_syntax_errors(
     response = client.post("/v1/executions", json={"code": "x = await f()\nreturn x"})
     assert response.status_code == 202 and response.json()["status"] == "queued"
     assert _queued(settings) == 1
+
+
+def test_a_typescript_syntax_error_fails_at_once_in_the_agents_numbering(
+    client: TestClient, settings: Settings
+) -> None:
+    code = "const a: number = 1;\nconst b = a +;\nreturn b;"
+    response = client.post("/v1/executions", json={"code": code, "language": "typescript"})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "failed" and body["language"] == "typescript"
+    error = body["error"]
+    assert error["type"] == "syntax_error"
+    assert error["details"]["line"] == 2 and error["details"]["column"] == 13
+    assert _queued(settings) == 0
+    assert client.get(f"/v1/executions/{body['id']}").json()["error"] == error
+
+
+def test_valid_typescript_and_what_only_deno_can_judge_are_queued(
+    client: TestClient, settings: Settings
+) -> None:
+    for code in (
+        "const r: number = await f();\nreturn r;",
+        "interface I<in out T> { x: T }\nreturn 1;",  # newer than the gateway's grammar
+        "if (true) {\nreturn 1;",  # unbalanced: the sandbox's Deno names the place
+    ):
+        response = client.post("/v1/executions", json={"code": code, "language": "typescript"})
+        assert response.status_code == 202 and response.json()["status"] == "queued", code
+    assert _queued(settings) == 3
