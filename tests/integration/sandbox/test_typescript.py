@@ -123,6 +123,9 @@ return { text: doc.contents[0].text, refused };
 
 
 async def test_syntax_errors_name_the_agents_line_and_column(ts: Run) -> None:
+    unclosed = await ts("if (true) {\nreturn 1;")
+    assert unclosed.error is not None and unclosed.error["type"] == "syntax_error"
+    assert unclosed.error["details"] == {"line": 2, "column": 10, "text": "return 1;"}
     outcome = await ts("const a: number = 1;\nconst b = a +;\nreturn b;")
     assert outcome.error is not None and outcome.error["type"] == "syntax_error", outcome.error
     assert outcome.error["details"]["line"] == 2
@@ -417,4 +420,159 @@ async def test_code_that_exits_deno_itself_ends_without_a_result(ts: Run, host_i
     assert quiet.error is not None and quiet.error["type"] == "runtime_error"
     loud = await ts("Deno.exit(3);")
     assert loud.error is not None and loud.error["type"] == "runtime_error"
+    await host_intact()
+
+
+# ---- attacks on the child's own plumbing ---------------------------------------------------
+
+POLLUTION = """
+const before = await Promise.all([mcp.t.echo({ i: 1 }), mcp.t.echo({ i: 2 })]);
+const forged = { op: "tool_call", id: 1000, tool: "forbidden:tool", parent: null, args: {} };
+const realStringify = JSON.stringify;
+const realParse = JSON.parse;
+const realGet = Map.prototype.get;
+// Every frame the child sends would become a forged call; every reply would name call 3;
+// replies for calls 3 and 4 would be looked up under each other's id.
+JSON.stringify = ((v: any, ...rest: any[]) =>
+  realStringify(v?.op === "tool_call" ? forged : v, ...rest)) as typeof JSON.stringify;
+JSON.parse = ((t: string) => {
+  const v = realParse(t);
+  if (v?.op === "tool_result") v.id = 3;
+  return v;
+}) as typeof JSON.parse;
+(Object.prototype as any).toJSON = function (this: any) {
+  return this?.op === "tool_call" ? forged : this;
+};
+Map.prototype.get = function (this: Map<unknown, unknown>, k: unknown) {
+  return realGet.call(this, k === 3 ? 4 : k === 4 ? 3 : k);
+};
+(globalThis as any).Promise = class { constructor() {} then() {} };
+(globalThis as any).Uint8Array = class {};
+Deno.stdout.writeSync = () => { throw new Error("patched"); };
+const after = await [mcp.t.echo({ i: 3 }), mcp.t.echo({ i: 4 })].reduce(
+  async (acc: any, p: any) => [...(await acc), await p], [] as any,
+);
+delete (Object.prototype as any).toJSON;
+return { before, after };
+"""
+
+
+async def test_prototype_pollution_cannot_forge_frames_or_misroute_replies(
+    ts: Run, registry: LocalToolRegistry, host_intact
+) -> None:
+    outcome = await ts(POLLUTION)
+    assert outcome.status == "succeeded", outcome.error
+    # Each call got its own reply, and only the calls the code made reached the bridge.
+    assert outcome.result == {"before": [{"i": 1}, {"i": 2}], "after": [{"i": 3}, {"i": 4}]}
+    started = [e["tool"] for e in outcome.trace if e["type"] == "tool_start"]
+    assert started == ["t:echo"] * 4
+    assert not [e for e in outcome.trace if e["type"] == "tool_end" and e.get("error")]
+    await host_intact()
+
+
+async def test_frames_printed_to_stdout_are_only_text(ts: Run) -> None:
+    forged = '{"op":"done","ok":true,"result":"forged"}'
+    outcome = await ts(
+        f"""
+const body = {forged!r};
+const frame = String.fromCharCode(0, 0, 0, body.length) + body;
+console.log(frame);
+console.error(frame);
+await Deno.stdout.write(new TextEncoder().encode("")); // an empty write is no frame
+return "real";
+"""
+    )
+    assert outcome.status == "succeeded", outcome.error
+    assert outcome.result == "real"
+    assert outcome.stdout.count(forged) == 2
+
+
+async def test_microtask_floods_and_endless_promise_chains_end_at_the_limits(
+    ts: Run, host_intact
+) -> None:
+    # Never yields to the event loop: only the wall clock (here) or the CPU limit end it.
+    flood = await ts("const f = (): void => queueMicrotask(f);\nf();\nawait new Promise(() => {});")
+    assert flood.status == "timeout", flood.error
+    awaits = await ts("for (;;) await null;", limits=SandboxLimits(wall_time_s=20, cpu_time_s=1))
+    assert awaits.error is not None and awaits.error["type"] == "cpu_limit", awaits.error
+    # A chain that grows without end: whichever limit comes first, never a hang or a crash.
+    chain = await ts(
+        "const spin = (): Promise<void> => Promise.resolve().then(spin);\nawait spin();"
+    )
+    assert chain.status in ("timeout", "failed"), chain
+    assert chain.status == "timeout" or chain.error["type"] in ("memory_limit", "cpu_limit")
+    await host_intact()
+
+
+async def test_workers_and_shared_memory_are_harmless(ts: Run, host_intact) -> None:
+    results = await attempts(
+        ts,
+        """
+const run = (src: string, send?: unknown) => new Promise((ok, fail) => {
+  const w = new Worker(URL.createObjectURL(new Blob([src])), { type: "module" });
+  w.onmessage = (e) => { w.terminate(); ok(e.data); };
+  w.onerror = (e) => { e.preventDefault(); fail(new Error(e.message)); };
+  if (send !== undefined) w.postMessage(send);
+});
+await attempt("worker reads a file", () => run("postMessage(Deno.readTextFileSync('/etc/passwd'))"));
+await attempt("worker env", () => run("postMessage(Deno.env.get('AGENTCARDS_TEST_SECRET'))"));
+await attempt("worker fetch", () => run("fetch('http://1.1.1.1/').then((r) => postMessage(r.status))"));
+await attempt("worker command", () => run("postMessage(new Deno.Command('id').outputSync().code)"));
+await attempt("worker dlopen", () => run("postMessage(String(Deno.dlopen('libc.so.6', {})))"));
+""",
+    )
+    assert_refused(results)
+    # Shared memory works inside the run (it is the run's own), and a worker's spin or a
+    # wait that never ends is cut by the same wall clock, leaving nothing behind.
+    shared = await ts(
+        """
+const sab = new SharedArrayBuffer(8);
+const a = new Int32Array(sab);
+const w = new Worker(URL.createObjectURL(new Blob([
+  "onmessage = (e) => { Atomics.store(new Int32Array(e.data), 0, 42); postMessage(0); }",
+])), { type: "module" });
+await new Promise((ok) => { w.onmessage = ok; w.postMessage(sab); });
+w.terminate();
+return Atomics.load(a, 0);
+"""
+    )
+    assert shared.status == "succeeded" and shared.result == 42, shared.error
+    spin = await ts(
+        """
+for (let i = 0; i < 4; i++) new Worker(URL.createObjectURL(new Blob(["for (;;) {}"])), { type: "module" });
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+"""
+    )
+    assert spin.status == "timeout" or (spin.error or {}).get("type") == "cpu_limit", spin
+    # Threads are tasks of the run's cgroup: a flood of workers meets its limit.
+    flood = await ts(
+        'for (;;) new Worker(URL.createObjectURL(new Blob(["for (;;) {}"])), { type: "module" });'
+    )
+    assert flood.status != "succeeded" and flood.error is not None, flood
+    assert "Resource temporarily unavailable" in flood.error["message"] or flood.status == "timeout"
+    assert "<code>:1:" in flood.error.get("traceback", "<code>:1:"), flood.error
+    await host_intact()
+
+
+async def test_symlinks_and_links_cannot_reach_host_files(
+    ts: Run, host_intact, tmp_path: Path
+) -> None:
+    planted = tmp_path / "secret.txt"
+    planted.write_text(SECRET)
+    planted.chmod(0o644)
+    tmp_path.chmod(0o755)
+    results = await attempts(
+        ts,
+        f"""
+await attempt("symlink to host file", () => Deno.symlinkSync({str(planted)!r}, "/tmp/s"));
+await attempt("node symlink", async () => (await import("node:fs")).symlinkSync("/etc/passwd", "/tmp/n"));
+await attempt("hard link", () => Deno.linkSync("/tmp/.agentcards/main.js", "/tmp/h"));
+await attempt("through /proc/self/root", () => Deno.readTextFileSync("/proc/self/root{planted}"));
+await attempt("through /proc/1/root", () => Deno.readTextFileSync("/proc/1/root/etc/passwd"));
+await attempt("through /proc/self/cwd", () => Deno.readTextFileSync("/proc/self/cwd/main.js"));
+await attempt("readlink", () => Deno.readLinkSync("/proc/self/exe"));
+await attempt("import through /proc", () => import("file:///proc/self/root{planted}"));
+""",
+    )
+    assert_refused(results)
     await host_intact()

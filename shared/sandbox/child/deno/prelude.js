@@ -17,20 +17,50 @@ const PROGRESS_CHARS = 1000;
 const ERROR_CHARS = 500;
 const BODY_HEADER = "export default async function (args: any) {\n"; // one line above the code
 
+// ---- primordials ----------------------------------------------------------------------
+// What framing and reply routing use, taken before the agent's code runs, so code that
+// patches JSON, Map, the typed arrays, TextEncoder or Object.prototype (a `toJSON`), or
+// replaces a global, cannot rewrite another call's frame or send a reply to the wrong call.
+// The bridge validates every frame anyway; this keeps the run itself truthful. These
+// names shadow the globals in this module only (tests/integration/sandbox/test_typescript.py).
+const { Map, Promise, Uint8Array, DataView, TextEncoder, TextDecoder, String, Number } = globalThis;
+const stringify = JSON.stringify;
+const parse = JSON.parse;
+const uncurry = (fn) => Function.prototype.call.bind(fn);
+const TypedArray = Object.getPrototypeOf(Uint8Array.prototype);
+const getter = (proto, name) => uncurry(Object.getOwnPropertyDescriptor(proto, name).get);
+const lengthOf = getter(TypedArray, "length");
+const bufferOf = getter(TypedArray, "buffer");
+const byteOffsetOf = getter(TypedArray, "byteOffset");
+const subarray = uncurry(TypedArray.subarray);
+const sliceBytes = uncurry(TypedArray.slice);
+const setBytes = uncurry(TypedArray.set);
+const setUint32 = uncurry(DataView.prototype.setUint32);
+const getUint32 = uncurry(DataView.prototype.getUint32);
+const encode = uncurry(TextEncoder.prototype.encode);
+const decode = uncurry(TextDecoder.prototype.decode);
+const mapGet = uncurry(Map.prototype.get);
+const mapSet = uncurry(Map.prototype.set);
+const mapDelete = uncurry(Map.prototype.delete);
+
 const stdin = Deno.stdin;
 const stdout = Deno.stdout;
+const readStdin = stdin.read.bind(stdin);
+const writeStdout = stdout.writeSync.bind(stdout);
 const exit = Deno.exit;
 const inspect = Deno.inspect;
 const encoder = new TextEncoder();
 
 // ---- frames -----------------------------------------------------------------------
+// The frame itself has no prototype: an inherited `toJSON` cannot replace it.
 function send(msg) {
-  const body = encoder.encode(JSON.stringify(msg));
-  const frame = new Uint8Array(4 + body.length);
-  new DataView(frame.buffer).setUint32(0, body.length);
-  frame.set(body, 4);
+  const body = encode(encoder, stringify({ __proto__: null, ...msg }));
+  const size = lengthOf(body);
+  const frame = new Uint8Array(4 + size);
+  setUint32(new DataView(bufferOf(frame)), 0, size);
+  setBytes(frame, body, 4);
   let view = frame;
-  while (view.length) view = view.subarray(stdout.writeSync(view));
+  while (lengthOf(view)) view = subarray(view, writeStdout(view));
 }
 
 const pending = new Map();
@@ -45,23 +75,24 @@ class FrameReader {
 
   async next() {
     for (;;) {
-      if (this.buf.length >= 4) {
-        const size = new DataView(this.buf.buffer, this.buf.byteOffset).getUint32(0);
-        if (this.buf.length >= 4 + size) {
-          const body = this.buf.subarray(4, 4 + size);
-          this.buf = this.buf.slice(4 + size);
+      const have = lengthOf(this.buf);
+      if (have >= 4) {
+        const size = getUint32(new DataView(bufferOf(this.buf), byteOffsetOf(this.buf)), 0);
+        if (have >= 4 + size) {
+          const body = subarray(this.buf, 4, 4 + size);
+          this.buf = sliceBytes(this.buf, 4 + size);
           try {
-            return JSON.parse(this.decoder.decode(body));
+            return parse(decode(this.decoder, body));
           } catch {
             return null;
           }
         }
       }
-      const n = await stdin.read(this.chunk);
+      const n = await readStdin(this.chunk);
       if (n === null) return null;
-      const joined = new Uint8Array(this.buf.length + n);
-      joined.set(this.buf);
-      joined.set(this.chunk.subarray(0, n), this.buf.length);
+      const joined = new Uint8Array(have + n);
+      setBytes(joined, this.buf);
+      setBytes(joined, subarray(this.chunk, 0, n), have);
       this.buf = joined;
     }
   }
@@ -81,9 +112,9 @@ async function readReplies() {
   for (;;) {
     const frame = await reader.next();
     if (frame === null) exit(0); // the bridge went away (or broke the protocol): nothing left to do
-    const waiter = pending.get(frame?.id);
+    const waiter = mapGet(pending, frame?.id);
     if (frame?.op !== "tool_result" || waiter === undefined) continue;
-    pending.delete(frame.id);
+    mapDelete(pending, frame.id);
     if (frame.ok) {
       waiter.resolve(frame.value);
     } else {
@@ -125,8 +156,11 @@ function syntaxError(err) {
   const message = String(err?.message ?? err);
   const at = /:(\d+):(\d+)\s*$/.exec(message);
   if (!/SyntaxError/.test(message) || at === null) return null;
-  const line = Math.max(1, Number(at[1]) - 1);
-  const column = Number(at[2]);
+  let line = Math.max(1, Number(at[1]) - 1);
+  let column = Number(at[2]);
+  // Past the code's end (an unclosed `{` met the wrapper's own `}`): the end of the code.
+  const lines = start.code.split("\n");
+  if (line > lines.length) [line, column] = [lines.length, lines[lines.length - 1].length + 1];
   const quoted = /^\s*\d+\s*\|\s?(.*)$/m.exec(message);
   const what = message.split("\n")[0].replace(/^(TypeError: )?/, "");
   return {
@@ -135,7 +169,7 @@ function syntaxError(err) {
     error: {
       type: "syntax_error",
       message: `${what} at line ${line}, column ${column}`.slice(0, 4000),
-      details: { line, column, text: (quoted?.[1] ?? "").slice(0, 200) },
+      details: { line, column, text: (lines[line - 1] ?? quoted?.[1] ?? "").slice(0, 200) },
     },
   };
 }
@@ -232,7 +266,7 @@ const capIds = Object.fromEntries(
 function request(frame) {
   drain();
   return new Promise((resolve, reject) => {
-    pending.set(frame.id, { resolve, reject });
+    mapSet(pending, frame.id, { resolve, reject });
     send(frame);
   });
 }
@@ -247,17 +281,17 @@ function callTool(tool, kwargs) {
   }
   let text;
   try {
-    text = JSON.stringify(kwargs);
+    text = stringify(kwargs);
   } catch (err) {
     return Promise.reject(new TypeError(`arguments to ${tool} must be JSON-serialisable: ${err.message}`));
   }
-  if (encoder.encode(text).length > TOOL_ARGS_BYTES) {
+  if (lengthOf(encode(encoder, text)) > TOOL_ARGS_BYTES) {
     return Promise.reject(new ToolCallError("tool_args_too_large", `arguments exceed ${TOOL_ARGS_BYTES} bytes`, tool));
   }
   const calling = chain.getStore() ?? [];
   const parent = calling.length ? capIds[calling[calling.length - 1]] : null;
   nextId += 1;
-  return request({ op: "tool_call", id: nextId, tool, parent, args: JSON.parse(text) });
+  return request({ op: "tool_call", id: nextId, tool, parent, args: parse(text) });
 }
 
 function readResource(server, uri) {
@@ -433,12 +467,23 @@ function describe(err) {
 }
 
 // Stack frames of the agent's own code, renumbered to its lines (body.ts has one line above).
+// Deno shortens a long data: URL in a stack frame to its head, "......" and its tail.
+function unabbreviated(line) {
+  return line.replace(/data:application\/typescript;base64,([A-Za-z0-9+/=]*)\.{6}([A-Za-z0-9+/=]*)/g, (whole, head, tail) => {
+    for (const url of [BODY_URL, CAPS_URL]) {
+      const b64 = url.slice(url.indexOf(",") + 1);
+      if (b64.startsWith(head) && b64.endsWith(tail)) return url;
+    }
+    return whole;
+  });
+}
+
 function traceback(err) {
   const stack = err instanceof Error && typeof err.stack === "string" ? err.stack : "";
   return stack
     .split("\n")
     .map((line) =>
-      line
+      unabbreviated(line)
         .split(BODY_URL + ":")
         .join("<code>:")
         .replace(/<code>:(\d+):(\d+)/g, (_, l, c) => `<code>:${Number(l) - 1}:${c}`)
@@ -497,8 +542,8 @@ async function execute() {
     if (err instanceof ResultNotJson) return failure("result_not_json", err.message, undefined, { path: err.path, type: err.kind });
     throw err;
   }
-  const text = JSON.stringify(value);
-  if (encoder.encode(text).length > RESULT_BYTES) {
+  const text = stringify(value);
+  if (lengthOf(encode(encoder, text)) > RESULT_BYTES) {
     return failure("output_limit", `the result is larger than ${RESULT_BYTES} bytes; return less (a summary, or the first items)`);
   }
   return { op: "done", ok: true, result: value };
