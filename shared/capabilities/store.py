@@ -130,7 +130,7 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
               FROM hits ORDER BY capability_id, semantic DESC
         )
         SELECT c.id, c.name, c.description, c.intent, c.code, c.parameters_schema,
-               c.success_rate, c.usage_count, c.tools_used, b.semantic, b.phrasing
+               c.success_rate, c.usage_count, c.tools_used, c.language, b.semantic, b.phrasing
           FROM best AS b JOIN capabilities AS c ON c.id = b.capability_id
          WHERE c.disabled_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM capabilities AS n  -- superseded by a live version

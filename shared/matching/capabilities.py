@@ -108,6 +108,7 @@ def match_capabilities(
             "description": row["description"],
             "intent": row["intent"],
             "code": row["code"],
+            "language": row.get("language") or "python",
             "parameters_schema": row["parameters_schema"],
             "tools_used": row["tools_used"],
             "success_rate": float(row["success_rate"]),

@@ -85,6 +85,48 @@ def test_a_typescript_run_calls_real_tools_and_becomes_a_typescript_capability(
     assert js["result"] == 2 and js["language"] == "typescript"
 
 
+TIME_IN = """
+const now = await mcp.time.get_current_time({ timezone: args.timezone });
+return { timezone: now.timezone, weekday: now.day_of_week };
+"""
+
+
+def test_a_learned_typescript_capability_matches_a_paraphrase_and_is_served_from_cache(
+    stack: E2EStack,
+) -> None:
+    body = {
+        "code": TIME_IN,
+        "language": "typescript",
+        "intent": "tell the current day of the week in a given timezone",
+        "args": {"timezone": "Asia/Tokyo"},
+    }
+    first = _post(stack, "/v1/executions", body)
+    assert first["status"] == "succeeded", first
+    assert first["cache_hit"] is None and first["result"]["timezone"] == "Asia/Tokyo"
+    capability = first["capability"]
+    assert capability and capability["status"] == "created", first
+
+    # Another phrasing of the same need finds it, and says it is TypeScript.
+    with stack.client() as client:
+        found = client.post(
+            "/v1/capabilities/search",
+            json={"intent": "which weekday is it right now in a time zone"},
+        )
+    assert found.status_code == 200, found.text
+    matches = found.json()["capabilities"]
+    assert matches and matches[0]["id"] == capability["id"], found.json()
+    assert matches[0]["language"] == "typescript" and matches[0]["code"] == TIME_IN
+
+    # The same read-only run again: the cached result of the first, no sandbox.
+    again = _post(stack, "/v1/executions", body)
+    assert again["status"] == "succeeded", again
+    assert again["cache_hit"] == "execution" and again["source_execution_id"] == first["id"]
+    assert again["result"] == first["result"] and again["language"] == "typescript"
+    # The same text as Python is another program: no cache hit across languages.
+    python = _post(stack, "/v1/executions", {**body, "language": "python", "intent": None})
+    assert python["cache_hit"] is None and python["status"] == "failed"
+
+
 def test_typescript_errors_come_back_typed(stack: E2EStack) -> None:
     syntax = _post(stack, "/v1/executions", {"code": "const x = ;", "language": "typescript"})
     assert syntax["status"] == "failed"

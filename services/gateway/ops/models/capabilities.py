@@ -57,6 +57,11 @@ class CapabilityMatch(BaseModel):
     description: str | None
     intent: str | None
     code: str
+    language: Literal["python", "typescript"] = Field(
+        default="python",
+        description="the language of `code`: execute_capability runs either; code inlines "
+        "only capabilities of its own language",
+    )
     parameters_schema: dict[str, Any] = Field(description="JSON Schema of its `args`")
     tools_used: list[str] | None
     success_rate: float
