@@ -128,6 +128,7 @@ sandbox, limits and errors. Call tools with one object: `await mcp.server.tool({
 (`mcp["my-server"]["get-sum"]({...})` for exact names); `args.x`, `capabilities.name({...})`,
 `progress(message, done, total)`, `console.log` (captured as stdout), `return` JSON data; a
 failed call throws `ToolCallError` (`e.type` as above). No imports of npm, JSR or URLs.
+search_tools with `declarations: "typescript"` gives each tool's input as a TypeScript type.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,

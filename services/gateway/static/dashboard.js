@@ -90,6 +90,12 @@
   AC.request = request;
   AC.toast = toast;
   AC.show = show;
+  // Code in its own language's colours (Prism's grammars are vendored: no CDN).
+  AC.showCode = (el, text, language) => {
+    el.className = language === "typescript" ? "language-typescript" : "language-python";
+    el.textContent = text;
+    if (window.Prism) Prism.highlightElement(el);
+  };
 
   // Every capability (the list, the panel and the explorer's matches); filters in the query.
   AC.loadCapabilities = async (params) => {

@@ -139,8 +139,7 @@
       error.replaceChildren(...parts);
     }
     const code = $("#ex-code");
-    code.textContent = submitted ? submitted.code : "(not available)";
-    if (window.Prism) Prism.highlightElement(code);
+    AC.showCode(code, submitted ? submitted.code : "(not available)", view.language);
     $("#ex-args").textContent = submitted ? json(submitted.args) : "–";
     $("#ex-result").textContent = view.result === null || view.result === undefined ? "–" : json(view.result);
     $("#ex-stdout-box").hidden = !view.stdout;

@@ -20,8 +20,7 @@
     $("#cap-intent").value = cap.intent || "";
     $("#cap-aliases").value = (cap.aliases || []).join(", ");
     const code = $("#cap-code");
-    code.textContent = cap.code || "(code not available from this gateway)";
-    if (window.Prism) Prism.highlightElement(code);
+    AC.showCode(code, cap.code || "(code not available from this gateway)", cap.language);
     const stats = [
       ["success rate", pct(cap.success_rate)], ["usage", cap.usage_count ?? 0],
       ["last used", cap.last_used ? new Date(cap.last_used).toLocaleString() : "never"],

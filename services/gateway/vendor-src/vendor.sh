@@ -16,7 +16,7 @@ FILES=(
   "cytoscape-fcose:cytoscape-fcose.js LICENSE"
   "cose-base:cose-base.js LICENSE"
   "layout-base:layout-base.js LICENSE"
-  "prismjs:prism.js components/prism-python.min.js themes/prism.min.css LICENSE"
+  "prismjs:prism.js components/prism-python.min.js components/prism-typescript.min.js themes/prism.min.css LICENSE"
   "swagger-ui-dist:swagger-ui-bundle.js swagger-ui.css favicon-32x32.png LICENSE NOTICE"
 )
 for entry in "${FILES[@]}"; do

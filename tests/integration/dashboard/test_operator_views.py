@@ -359,3 +359,35 @@ def test_a_finished_run_appears_in_the_open_executions_view_without_a_reload(
     late = submit(api, "return 'late'", "a run finished while the operator watches")
     _wait(page, f"document.querySelector('#ex-rows tr')?.dataset.executionId === '{late['id']}'")
     assert page.execute_script("return window.__samePage") is True
+
+
+def test_typescript_code_is_highlighted_as_typescript_in_both_panels(
+    page: webdriver.Chrome, api: httpx.Client, artifacts: Path
+) -> None:
+    code = "const n: number = args.a;\nreturn await mcp.example.divide({ a: n, b: 2 });"
+    ran = submit(api, code, "halve a number in typescript", language="typescript", args={"a": 9})
+    assert ran["status"] == "succeeded" and ran["capability"], ran
+    # Prism's TypeScript grammar (vendored, no CDN) marks the type annotation `number` as a
+    # builtin; its Python grammar would not.
+    typed = (
+        "[...document.querySelectorAll('#{} .token.builtin')].some(t => t.textContent === 'number')"
+    )
+    page.get(f"{page.current_url.split('#')[0]}#execution/{ran['id']}")
+    _wait(page, f"document.querySelector('#execution-panel').dataset.executionId === '{ran['id']}'")
+    _wait(page, typed.format("ex-code"))
+    assert page.find_element(By.ID, "ex-code").get_attribute("class") == "language-typescript"
+    page.execute_script(f"window.agentcards.openPanel({ran['capability']['id']!r})")
+    _wait(page, "!document.querySelector('#code-panel').hidden")
+    _wait(page, typed.format("cap-code"))
+    page.save_screenshot(str(artifacts / "code-panel-typescript.png"))
+    # A Python capability opened next is Python again.
+    page.execute_script("window.agentcards.openPanel(arguments[0])", _python_capability(api))
+    _wait(page, "document.querySelector('#cap-code').className === 'language-python'")
+    assert _page_errors(page) == []
+
+
+def _python_capability(api: httpx.Client) -> str:
+    found = api.post("/v1/capabilities/search", json={"intent": "divide a by b"}).json()
+    python = [c for c in found["capabilities"] if c["language"] == "python"]
+    assert python, found
+    return str(python[0]["id"])
