@@ -166,7 +166,9 @@ async def run_in_sandbox(
         catalog = ToolCatalog.build(tools or {}, known_tools)
         schemas = {tid: spec.input_schema for tid, spec in (tools or {}).items()}
         trace = TraceRecorder(on_event)
-        session = _Session(proc, limits, catalog, backend, trace, cap_ids, schemas=schemas)
+        session = _Session(
+            proc, limits, catalog, backend, trace, cap_ids, schemas=schemas, language=language
+        )
         start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
@@ -205,7 +207,9 @@ class _Session:
         capability_ids: Mapping[str, str],
         *,
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        language: Language = "python",
     ) -> None:
+        self.language = language  # for advice worded in the code's own language
         self.proc, self.limits, self.catalog, self.backend, self.trace = (
             proc,
             limits,
@@ -254,7 +258,9 @@ class _Session:
             outcome.status = ExecutionStatus.TIMEOUT
             outcome.error = error_dict(
                 ErrorType.TIMEOUT,
-                advice.wall_time_exceeded(self.limits.wall_time_s, self.limits.max_wall_time_s),
+                advice.wall_time_exceeded(
+                    self.limits.wall_time_s, self.limits.max_wall_time_s, language=self.language
+                ),
             )
         except (wire.WireError, ProtocolViolation) as exc:
             outcome.status = ExecutionStatus.FAILED

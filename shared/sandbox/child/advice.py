@@ -56,11 +56,15 @@ def tool_result_too_large(max_bytes: int) -> str:
     )
 
 
-def wall_time_exceeded(wall_time_s: float, max_wall_time_s: float) -> str:
-    """The ``timeout`` message for a run past its wall clock: the request field and the server's cap."""
+def wall_time_exceeded(
+    wall_time_s: float, max_wall_time_s: float, *, language: str = "python"
+) -> str:
+    """The ``timeout`` message for a run past its wall clock: the request field and the server's cap,
+    and how to do less, in the code's own language (``Promise.all`` for TypeScript)."""
     head = f"wall time limit of {wall_time_s:g}s exceeded"
+    together = "Promise.all" if language == "typescript" else "asyncio.gather"
     advice = (
-        "do less per run (run independent tool calls concurrently with asyncio.gather, "
+        f"do less per run (run independent tool calls concurrently with {together}, "
         "or split the work across runs)"
     )
     if wall_time_s < max_wall_time_s:

@@ -218,10 +218,14 @@ async def test_mcp_search_tools_offers_declarations_when_asked(stack: E2EStack) 
             "search_tools", {"query": "add two numbers", "declarations": "typescript"}
         )
         unasked = await session.call_tool("search_tools", {"query": "add two numbers"})
+        wrong = await session.call_tool(
+            "search_tools", {"query": "add two numbers", "declarations": "python"}
+        )
     assert not asked.is_error and not unasked.is_error
     assert asked.structured_content is not None and unasked.structured_content is not None
     assert _declarations(asked.structured_content["hits"])["example:add"] == ADD_DECLARATION
     assert not _declarations(unasked.structured_content["hits"])
+    assert wrong.is_error and "declarations" in _text(wrong.content[0])
 
 
 def _deno_check(path: Path, tmp: Path) -> subprocess.CompletedProcess[str]:

@@ -493,6 +493,7 @@ async def test_microtask_floods_and_endless_promise_chains_end_at_the_limits(
     # Never yields to the event loop: only the wall clock (here) or the CPU limit end it.
     flood = await ts("const f = (): void => queueMicrotask(f);\nf();\nawait new Promise(() => {});")
     assert flood.status == "timeout", flood.error
+    assert flood.error is not None and "Promise.all" in flood.error["message"]  # its own language
     awaits = await ts("for (;;) await null;", limits=SandboxLimits(wall_time_s=20, cpu_time_s=1))
     assert awaits.error is not None and awaits.error["type"] == "cpu_limit", awaits.error
     # A chain that grows without end: whichever limit comes first, never a hang or a crash.

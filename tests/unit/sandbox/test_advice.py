@@ -50,6 +50,9 @@ def test_wall_time_advice_below_and_at_the_server_maximum() -> None:
     at_max = advice.wall_time_exceeded(300, 300)
     assert "`timeout_s` cannot go above it" in at_max
     assert "AGENTCARDS_SANDBOX_MAX_WALL_TIME_S" in at_max
+    assert "asyncio.gather" in below
+    typescript = advice.wall_time_exceeded(30, 300, language="typescript")
+    assert "Promise.all" in typescript and "asyncio" not in typescript
 
 
 def _permission_error_raised_here() -> PermissionError:
