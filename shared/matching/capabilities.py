@@ -53,8 +53,11 @@ def match_capabilities(
     tool_patterns: Sequence[str] | None = None,
     include_out_of_scope: bool = False,
     candidates: int = 0,
+    language: str | None = None,
 ) -> dict[str, Any]:
     """Capabilities reaching the tenant's adaptive threshold, runnable first, then best first.
+
+    ``language`` (python or typescript; None: both) keeps only capabilities written in it.
 
     ``tool_patterns`` (the caller's allow-list; None: every tool) leaves out capabilities
     calling a tool outside it, unless ``include_out_of_scope``: then they follow the
@@ -73,6 +76,8 @@ def match_capabilities(
     above: list[tuple[float, float, dict[str, Any]]] = []
     below: list[tuple[float, float, dict[str, Any]]] = []
     for row in rows:
+        if language is not None and (row.get("language") or "python") != language:
+            continue
         tools = list(row["tools_used"] or [])
         refused[str(row["id"])] = [t for t in tools if not scope.allows(t)] if scope else []
         if refused[str(row["id"])] and not include_out_of_scope:

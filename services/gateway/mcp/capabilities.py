@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
@@ -29,6 +29,9 @@ from shared.executions.models import ExecutionView, RetryPolicy
 Intent = Annotated[str, described(CapabilitySearchRequest, "intent")]
 IncludeSuggestions = Annotated[bool, described(CapabilitySearchRequest, "include_suggestions")]
 IncludeOutOfScope = Annotated[bool, described(CapabilitySearchRequest, "include_out_of_scope")]
+LanguageFilter = Annotated[
+    Literal["python", "typescript"] | None, described(CapabilitySearchRequest, "language")
+]
 CapabilityRef = Annotated[
     str,
     Field(description="capability id or name (the prompt run_capability completes names)"),
@@ -49,7 +52,8 @@ now (`missing_tools`) and is listed after the runnable ones. Capabilities callin
 your API key may not call are left out unless `include_out_of_scope` (then marked
 `runnable: false`). When nothing reaches the threshold, `candidates` lists the closest
 ones with their scores (`below_threshold: true`) for you to judge.
-`include_suggestions` adds related tools/capabilities."""
+`include_suggestions` adds related tools/capabilities. Each match says its `language`
+(python or typescript; execute_capability runs either); `language` keeps only one."""
 
 EXECUTE_DESCRIPTION = """\
 Run a learned capability by id (or name) with `args` matching its parameters_schema.
@@ -80,6 +84,7 @@ def register(
         ctx: Context,
         include_suggestions: IncludeSuggestions = False,
         include_out_of_scope: IncludeOutOfScope = False,
+        language: LanguageFilter = None,
     ) -> CapabilitySearchResponse:
         principal = await principal_of(ctx)
         with tool_errors():
@@ -87,6 +92,7 @@ def register(
                 intent=intent,
                 include_suggestions=include_suggestions,
                 include_out_of_scope=include_out_of_scope,
+                language=language,
             )
             return await search_capabilities(get_state(), body=body, principal=principal)
 

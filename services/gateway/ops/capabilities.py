@@ -61,6 +61,7 @@ async def search_capabilities(
             tool_patterns=principal.tool_patterns,
             include_out_of_scope=body.include_out_of_scope,
             candidates=min(body.limit, BELOW_THRESHOLD_CANDIDATES),
+            language=body.language,
         )
         if body.include_suggestions:
             context = [t for c in found["capabilities"] for t in (c.get("tools_used") or [])]

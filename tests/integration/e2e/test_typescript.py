@@ -107,15 +107,24 @@ def test_a_learned_typescript_capability_matches_a_paraphrase_and_is_served_from
     assert capability and capability["status"] == "created", first
 
     # Another phrasing of the same need finds it, and says it is TypeScript.
+    paraphrase = "which weekday is it right now in a time zone"
     with stack.client() as client:
-        found = client.post(
-            "/v1/capabilities/search",
-            json={"intent": "which weekday is it right now in a time zone"},
-        )
+        found = client.post("/v1/capabilities/search", json={"intent": paraphrase})
+        only_ts = client.post(
+            "/v1/capabilities/search", json={"intent": paraphrase, "language": "typescript"}
+        ).json()["capabilities"]
+        only_py = client.post(
+            "/v1/capabilities/search", json={"intent": paraphrase, "language": "python"}
+        ).json()["capabilities"]
     assert found.status_code == 200, found.text
     matches = found.json()["capabilities"]
     assert matches and matches[0]["id"] == capability["id"], found.json()
     assert matches[0]["language"] == "typescript" and matches[0]["code"] == TIME_IN
+    # The caller can keep one language.
+    assert only_ts and only_ts[0]["id"] == capability["id"]
+    assert all(m["language"] == "typescript" for m in only_ts)
+    assert capability["id"] not in [m["id"] for m in only_py]
+    assert all(m["language"] == "python" for m in only_py)
 
     # The same read-only run again: the cached result of the first, no sandbox.
     again = _post(stack, "/v1/executions", body)

@@ -26,6 +26,11 @@ class CapabilitySearchRequest(RequestModel):
         description="also list capabilities calling tools outside your API key's allow-list, "
         "after the runnable ones, marked runnable: false",
     )
+    language: Literal["python", "typescript"] | None = Field(
+        default=None,
+        description="only capabilities written in this language (default: both; each match "
+        "says its `language`)",
+    )
 
 
 class CapabilityExecuteRequest(RequestModel):
