@@ -39,6 +39,11 @@ _DENO_FLAGS = (
     "--no-code-cache",
     "--quiet",
 )
+_NO_THREADS = "unable to create worker threads"
+_THREADS_EXHAUSTED = (
+    "the run reached its limit of tasks (threads): each Worker takes several, and Deno ended "
+    "when it could not start one; start fewer workers"
+)
 _HEAP_OOM = ("Reached heap limit", "JavaScript heap out of memory", "Fatal process out of memory")
 
 
@@ -64,6 +69,8 @@ def failure_from_exit(status: int, stderr: str, cpu_time_s: int | None) -> dict[
         return error_dict(ErrorType.MEMORY_LIMIT, advice.memory_exceeded())
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
         return error_dict(ErrorType.CPU_LIMIT, advice.cpu_time_exceeded(cpu_time_s))
+    if _NO_THREADS in stderr:  # Deno aborts when a Worker's threads cannot be created
+        return error_dict(ErrorType.RUNTIME_ERROR, _THREADS_EXHAUSTED)
     tail = stderr.strip()[-2000:] or f"exit status {status}"
     return error_dict(ErrorType.RUNTIME_ERROR, f"the TypeScript runtime ended: {tail}")
 

@@ -68,6 +68,10 @@ def test_a_heap_limit_or_the_cpu_signal_is_named_as_that_limit() -> None:
     status = signal.SIGXCPU.value  # a waitpid status for "killed by SIGXCPU"
     assert os.WIFSIGNALED(status)
     assert deno_child.failure_from_exit(status, "", 30)["type"] == "cpu_limit"
+    threads = deno_child.failure_from_exit(
+        6, "Deno could not start: unable to create worker threads.\nThis usually happens", 30
+    )
+    assert threads["type"] == "runtime_error" and "start fewer workers" in threads["message"]
     other = deno_child.failure_from_exit(3 << 8, "boom", 30)
     assert other["type"] == "runtime_error" and "boom" in other["message"]
 
