@@ -540,11 +540,14 @@ return Atomics.load(a, 0);
     assert shared.status == "succeeded" and shared.result == 42, shared.error
     spin = await ts(
         """
-for (let i = 0; i < 4; i++) new Worker(URL.createObjectURL(new Blob(["for (;;) {}"])), { type: "module" });
+for (let i = 0; i < 2; i++) new Worker(URL.createObjectURL(new Blob(["for (;;) {}"])), { type: "module" });
 Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
 """
     )
-    assert spin.status == "timeout" or (spin.error or {}).get("type") == "cpu_limit", spin
+    # Threads count against the run's task limit (16 by default, Deno's own included), so
+    # even a few workers may find none left: that ending is contained too, and says so.
+    ended = spin.status == "timeout" or (spin.error or {}).get("type") == "cpu_limit"
+    assert ended or "start fewer workers" in (spin.error or {}).get("message", ""), spin.error
     # Threads are tasks of the run's cgroup: a flood of workers meets its limit.
     flood = await ts(
         'for (;;) new Worker(URL.createObjectURL(new Blob(["for (;;) {}"])), { type: "module" });'
