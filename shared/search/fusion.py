@@ -54,6 +54,7 @@ WEIGHTS: dict[str, float] = {
     "params": 0.08,
     "server": 0.3,
     "learned": FITTED.weight,
+    "toolvec": 0.0,  # not read by searches since the query adapter (docs/search.md)
     **UNMEASURED,
 }
 
