@@ -16,8 +16,9 @@ The same pass fits the tenant's query adapter (``shared.search.adapter``, migrat
 on the same training runs and scores it on the same held-back runs against the adapter in
 use (the identity when none). It is shipped only when at least ``MIN_HELD_BACK`` runs were
 held back and it scores at least as well; it is then refitted on every run (the held-back
-ones are the tenant's most recent) and that matrix is stored. The search reads the newest
-shipped adapter; the tool vectors are consolidated but no longer read by the search (they
+ones are the tenant's most recent) and that matrix is stored with the newest run it read.
+The search reads the newest shipped adapter, and its learned vote counts only the runs
+newer than that (immediate learning until the next consolidation); the tool vectors are consolidated but no longer read by the search (they
 added nothing beside the adapter, and their read cost ~4 ms of p95: docs/search.md).
 """
 
@@ -168,7 +169,13 @@ def consolidate_tenant(
             )
     seconds = time.perf_counter() - started
     fitted_adapter = consolidate_adapter(
-        conn, tenant_id=tenant_id, descriptions=descriptions, runs=runs, train=train, held=held
+        conn,
+        tenant_id=tenant_id,
+        descriptions=descriptions,
+        runs=runs,
+        train=train,
+        held=held,
+        newest=newest,
     )
     conn.execute(
         "INSERT INTO tool_vector_versions (tenant_id, version, trained_on, held_back, "
@@ -209,6 +216,7 @@ def consolidate_adapter(
     runs: list[Run],
     train: list[Run],
     held: list[Run],
+    newest: int,
 ) -> AdapterFit:
     """Fit the tenant's query adapter on ``train``, score it and the one in use on ``held``,
     and ship a refit on every run when it scores at least as well (``MIN_HELD_BACK``)."""
@@ -232,8 +240,8 @@ def consolidate_adapter(
     seconds = time.perf_counter() - started
     conn.execute(
         "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, score_before, "
-        "score_after, shipped, matrix, dim, seconds) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        "score_after, shipped, matrix, dim, seconds, last_intent_id) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
             tenant_id,
             version,
@@ -245,6 +253,7 @@ def consolidate_adapter(
             matrix_bytes(matrix) if matrix is not None else None,
             len(candidate),
             seconds,
+            newest,
         ),
     )
     return AdapterFit(

@@ -32,6 +32,8 @@ class Held:
 
     version: int
     matrix: np.ndarray | None
+    # The newest learned run the adapter was fitted on: the vote counts the newer ones.
+    last_intent_id: int = 0
 
 
 NONE = Held(version=0, matrix=None)
@@ -40,7 +42,7 @@ NONE = Held(version=0, matrix=None)
 def load_adapter(conn: psycopg.Connection[Any], *, tenant_id: str) -> Held:
     """The tenant's newest shipped adapter (``NONE`` when it has none)."""
     row = conn.execute(
-        "SELECT version, matrix, dim FROM query_adapters "
+        "SELECT version, matrix, dim, last_intent_id FROM query_adapters "
         "WHERE tenant_id = %s AND shipped AND matrix IS NOT NULL "
         "ORDER BY version DESC LIMIT 1",
         (tenant_id,),
@@ -49,7 +51,11 @@ def load_adapter(conn: psycopg.Connection[Any], *, tenant_id: str) -> Held:
         return NONE
     dim = int(row["dim"])
     matrix = np.frombuffer(bytes(row["matrix"]), dtype=np.float32).reshape(dim, dim)
-    return Held(version=int(row["version"]), matrix=matrix.copy())
+    return Held(
+        version=int(row["version"]),
+        matrix=matrix.copy(),
+        last_intent_id=int(row["last_intent_id"]),
+    )
 
 
 def matrix_bytes(matrix: np.ndarray) -> bytes:

@@ -80,7 +80,9 @@ def gather_evidence(
     with all its features); ``vote`` says how the intents vote (the bench's ablation).
     The dense list is the query mapped by the tenant's query adapter (``adapted``; the
     bench's zero-shot arms turn it off); the past intents are read with the query as
-    embedded, as they were stored. ``tool_vectors`` also reads the tenant's consolidated
+    embedded, as they were stored, and only those newer than the shipped adapter's fit: the
+    vote is immediate learning, for the runs the adapter has not consolidated yet (beside it,
+    the vote double-counted the consolidated runs: docs/search.md). ``tool_vectors`` also reads the tenant's consolidated
     tool vectors (feature ``toolvec``), as searches did before the adapter: off, since they
     added nothing beside it and cost ~4 ms of p95 at 10k vectors; kept for the bench's
     before/after timing and ablation (docs/search.md)."""
@@ -101,7 +103,10 @@ def gather_evidence(
                 [adapt(held.matrix if held else None, vector), *clauses], limit=candidates
             )
         )
-        intents_cur = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id))
+        after = held.last_intent_id if held else 0
+        intents_cur = conn.execute(
+            *nearest_intents_query(vector=vector, tenant_id=tenant_id, after=after)
+        )
         adapter_cur = conn.execute(ADAPTER_VERSION_SQL, (tenant_id,)) if adapted else None
         vectors_cur = (
             conn.execute(
@@ -122,6 +127,11 @@ def gather_evidence(
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
             redo = conn.execute(
                 *_nearest_query([adapt(held.matrix, vector), *clauses], limit=candidates)
+            )
+            intents_cur = conn.execute(
+                *nearest_intents_query(
+                    vector=vector, tenant_id=tenant_id, after=held.last_intent_id
+                )
             )
         nearest = redo.fetchall()
     semantic, clause_best = _nearest_results(nearest)

@@ -81,15 +81,18 @@ NEAREST_INTENTS_SQL = """
 SELECT 1 - (intent_embedding <=> %(v)s) AS sim, tools_ok, tools_failed,
        extract(epoch FROM now() - created_at) / 86400.0 AS age_days
   FROM intent_tools
- WHERE tenant_id = %(tenant)s
+ WHERE tenant_id = %(tenant)s AND id > %(after)s
  ORDER BY intent_embedding <=> %(v)s
  LIMIT %(n)s
 """
 
 
-def nearest_intents_query(*, vector: np.ndarray, tenant_id: str) -> tuple[str, dict[str, Any]]:
-    """The statement (and its parameters) reading a query's nearest past intents."""
-    return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS}
+def nearest_intents_query(
+    *, vector: np.ndarray, tenant_id: str, after: int = 0
+) -> tuple[str, dict[str, Any]]:
+    """The statement (and its parameters) reading a query's nearest past intents, those
+    stored after row ``after`` only (the runs the tenant's query adapter has not learned)."""
+    return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS, "after": after}
 
 
 def effective_floor(vote: Vote, *, best_dense: float | None) -> float:

@@ -33,6 +33,7 @@ def upgrade() -> None:
             shipped      boolean NOT NULL,
             matrix       bytea,
             dim          integer NOT NULL,
+            last_intent_id bigint NOT NULL DEFAULT 0,
             seconds      real NOT NULL,
             created_at   timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (tenant_id, version)

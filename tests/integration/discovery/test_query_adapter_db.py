@@ -1,6 +1,7 @@
 """The consolidated query adapter (issue 31, round two) on real Postgres, the real model and
 real ingestion: a consolidation with enough held-back runs ships an adapter that the
-tenant's next search applies (and no other tenant's), one with too few is kept out."""
+tenant's next search applies (and no other tenant's), after which only newer runs vote;
+one with too few held-back runs is kept out."""
 
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def dense(
     ).dense
 
 
+def intents(conn: Conn, embedder: Embedder, query: str, *, tenant: str) -> int:
+    """How many past intents the search read for ``query`` (the vote's evidence)."""
+    vector = embedder.embed_query([query])[0]
+    return len(gather_evidence(conn, query=query, query_embedding=vector, tenant_id=tenant).intents)
+
+
 def adapters(conn: Conn, tenant: str) -> list[dict[str, Any]]:
     return conn.execute(
         "SELECT version, trained_on, held_back, score_before, score_after, shipped, "
@@ -88,6 +95,11 @@ def test_a_shipped_adapter_moves_its_tenants_search_only(conn: Conn, embedder: E
     assert next(iter(hits(conn, embedder, QUERY, tenant="acme"))) == "memory:create_entities"
     # Another tenant: the query as embedded, the zero-shot ranking.
     assert dense(conn, embedder, QUERY, tenant="other") == before
+    # The vote counts only what the adapter has not learned: nothing until a new run,
+    # which counts at once (immediate learning until the next consolidation).
+    assert intents(conn, embedder, QUERY, tenant="acme") == 0
+    run(conn, embedder, intent=QUERY, calls=[("memory:create_entities", True)], tenant="acme")
+    assert intents(conn, embedder, QUERY, tenant="acme") == 1
 
 
 def test_too_few_held_back_runs_keep_the_identity(conn: Conn, embedder: Embedder) -> None:
