@@ -131,3 +131,40 @@ def test_matrix_round_trips(conn: Conn) -> None:
     held = load_adapter(conn, tenant_id="t")
     assert held.version == 1 and held.matrix is not None
     assert np.array_equal(held.matrix, matrix)
+
+
+def test_a_fit_scoring_worse_held_back_is_not_shipped(conn: Conn, embedder: Embedder) -> None:
+    # Version 1 learns the tenant's words. Then runs that name the wrong tool (each tool's
+    # phrasings credited to the next tool) outnumber the right ones in training, while
+    # each tool's most recent run, the held-back one, is right again: the new fit scores
+    # below the adapter in use, which stays in use.
+    ADAPTERS.clear()
+    tools = list(JARGON)
+    for i in range(3):
+        for tool in tools:
+            run(conn, embedder, intent=JARGON[tool][i], calls=[(tool, True)], tenant="acme")
+    assert consolidate(conn)[0].adapter.shipped  # type: ignore[union-attr]
+    shipped = dense(conn, embedder, QUERY, tenant="acme")
+    for i in range(3):
+        for n, tool in enumerate(tools):
+            wrong = tools[(n + 1) % len(tools)]
+            for extra in ("", " please", " now"):
+                run(
+                    conn,
+                    embedder,
+                    intent=JARGON[tool][i] + extra,
+                    calls=[(wrong, True)],
+                    tenant="acme",
+                )
+    for tool in tools:
+        run(conn, embedder, intent=JARGON[tool][0] + " today", calls=[(tool, True)], tenant="acme")
+    fit = consolidate(conn)[0].adapter
+    assert fit is not None
+    assert fit.score_after < fit.score_before and not fit.shipped
+    rows = adapters(conn, "acme")
+    assert [(r["version"], r["shipped"], r["kept"]) for r in rows] == [
+        (1, True, True),
+        (2, False, False),
+    ]
+    # The search keeps the version in use (the vote aside: compare the dense lists).
+    assert dense(conn, embedder, QUERY, tenant="acme") == shipped
