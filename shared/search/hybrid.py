@@ -80,12 +80,12 @@ def gather_evidence(
     with all its features); ``vote`` says how the intents vote (the bench's ablation).
     The dense list is the query mapped by the tenant's query adapter (``adapted``; the
     bench's zero-shot arms turn it off); the past intents are read with the query as
-    embedded, as they were stored, and only those newer than the shipped adapter's fit: the
-    vote is immediate learning, for the runs the adapter has not consolidated yet (beside it,
-    the vote double-counted the consolidated runs: docs/search.md). ``tool_vectors`` also reads the tenant's consolidated
-    tool vectors (feature ``toolvec``), as searches did before the adapter: off, since they
-    added nothing beside it and cost ~4 ms of p95 at 10k vectors; kept for the bench's
-    before/after timing and ablation (docs/search.md)."""
+    embedded, as they were stored, and only those newer than the shipped adapter's fit:
+    the vote is immediate learning, for the runs the adapter has not consolidated yet
+    (beside it, the vote double-counted the consolidated runs: docs/search.md).
+    ``tool_vectors`` also reads the tenant's consolidated tool vectors (feature
+    ``toolvec``), as searches did before the adapter: off, since they added nothing beside
+    it and cost ~4-6 ms of p95 at 10k vectors; kept for the bench's before/after timing."""
     vector = np.asarray(query_embedding, dtype=np.float32)
     clauses = [np.asarray(c, dtype=np.float32) for c in clause_embeddings]
     held = ADAPTERS.held(conn, tenant_id=tenant_id) if adapted else None

@@ -7,13 +7,13 @@ the tools whose calls failed. A search reads the nearest rows in its first round
 succeeded tools, - for its failed ones, weighted by how close the intent is and how
 recent the run. No training job: one execution is evidence for the next search.
 
-The vote is a nearest-neighbour classifier whose say grows with closeness: an intent's
-weight is its closeness to the query squared (0 at MIN_SIMILARITY, 0.16 at 0.7, 0.64 at
-0.9, 1 for the same request), so a repeat or close paraphrase of a past request decides
-the ranking while a merely related one (0.5-0.65, where on the bench's sets the nearest
-past request used another tool more often than not) hardly moves it. Several close
-intents that agree add up; when nothing close was run every vote is 0 and the ranking
-is exactly the zero-shot one.
+The vote is a nearest-neighbour classifier, gated by the zero-shot evidence: a past intent
+counts only when it is nearly as close to the query as the best tool description (``gate``),
+so a repeat or close paraphrase of a past request moves the ranking while a merely related
+one, whose tool is often another than the one asked for, says nothing; when nothing close
+was run every vote is 0 and the ranking is exactly the zero-shot one. It is the immediate
+part of learning: once the tenant's query adapter has consolidated a run
+(``shared.search.adapter``), the search no longer reads it here (docs/search.md).
 """
 
 from __future__ import annotations
