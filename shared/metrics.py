@@ -49,6 +49,11 @@ LABELLED_COUNTERS = {
         "result",
         "Tenant tool-vector consolidations, by shipped or kept (held-back score below the current)",
     ),
+    "query_adapter_fits_total": (
+        "result",
+        "Tenant query-adapter consolidations, by shipped or kept (held-back score below the "
+        "current, or too few held-back runs)",
+    ),
     "direct_calls_total": ("server", "Direct MCP tool calls admitted (/mcp/servers), by server"),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.

@@ -18,7 +18,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
 
@@ -35,6 +35,7 @@ from shared.embeddings import Embedder, get_embedder
 from shared.graph.metrics import compute_metrics
 from shared.learning.consolidate import consolidate_tenant
 from shared.offline import go_offline
+from shared.search.adapter_store import matrix_bytes
 from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 from shared.search.learned import FITTED, LEGACY, Vote
@@ -128,15 +129,22 @@ def latency_benchmark(
     done = consolidate_tenant(conn, tenant_id=DEFAULT_TENANT)
     conn.commit()
     consolidation = {
-        **vars(done),
+        **asdict(done),
         "wall_seconds": round(time.perf_counter() - started, 3),
         "target_seconds": 60.0,
     }
+    if done.adapter is None or not done.adapter.shipped:
+        # The synthetic runs' tools are random, so the hold-out check rightly keeps the
+        # identity; time the search with an adapter applied all the same.
+        _ship_for_timing(conn, dim=base.shape[1], rng=rng)
     conn.autocommit = True
     conn.execute("VACUUM (ANALYZE) tool_vectors")
+    # Before / after the tool vectors left the search, in the same run: the product now
+    # (adapter applied, no tool-vector read), then the read put back.
     for name, queries in query_sets.items():
         if name in legacy_sets:
-            timed[f"{name}_with_tool_vectors"] = time_them(queries=queries, vote=FITTED)
+            timed[f"{name}_after_consolidation"] = time_them(queries=queries)
+            timed[f"{name}_with_tool_vectors_read"] = time_them(queries=queries, tool_vectors=True)
     return {
         "tools": n_tools,
         "edges": n_edges,
@@ -149,6 +157,18 @@ def latency_benchmark(
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "cpus": os.cpu_count(),
     }
+
+
+def _ship_for_timing(conn: psycopg.Connection[Any], *, dim: int, rng: np.random.Generator) -> None:
+    """A shipped query adapter for the searching tenant (near the identity), for timing."""
+    matrix = np.eye(dim, dtype=np.float32) + rng.normal(0.0, 0.01, (dim, dim)).astype(np.float32)
+    conn.execute(
+        "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, shipped, "
+        "matrix, dim, seconds) SELECT %s, coalesce(max(version), 0) + 1, 0, 0, true, %s, %s, 0 "
+        "FROM query_adapters WHERE tenant_id = %s",
+        (DEFAULT_TENANT, matrix_bytes(matrix), dim, DEFAULT_TENANT),
+    )
+    conn.commit()
 
 
 def store_synthetic_intents(
@@ -207,6 +227,7 @@ def _time_queries(
     n_queries: int,
     rng: np.random.Generator,
     vote: Vote = FITTED,
+    tool_vectors: bool = False,
 ) -> dict[str, Any]:
     """Embed and search ``n_queries`` of ``queries`` (every other with two context tools),
     on an autocommit connection as the gateway does (``services/gateway/search.py``)."""
@@ -230,6 +251,7 @@ def _time_queries(
             limit=10,
             context_tools=context,
             vote=vote,
+            tool_vectors=tool_vectors,
         )
         done = time.perf_counter()
         if i >= 5:

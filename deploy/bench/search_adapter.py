@@ -1,11 +1,10 @@
-"""A bench-only arm of issue 31: a linear adapter on the query embedding, per tenant.
+"""The query adapter's arms in memory (issue 31): ``shared.search.adapter`` at any decay.
 
-W (d x d) starts at the identity and is trained contrastively on the tenant's learned
-(intent, tool) pairs: the intent mapped by W should be closer to its tool's description
-than to any other tool's (softmax over the catalogue, temperature TAU), with weight decay
-toward the identity (``decay`` x ||W - I||^2), full batch, Adam, EPOCHS steps on one core.
-A search then ranks by cosine(normalise(W q), description). Not shipped: the ablation in
-docs/search.md decides.
+The adapter is trained on a protocol point's learned runs as the consolidation trains it
+(``shared.search.adapter.train_adapter``), and the dense list recomputed exactly for the
+adapted query, so the decay can be fitted and ablated without a database; the product
+path (consolidated, read and applied by the search) is measured by ``bench search``'s
+``product`` arm.
 """
 
 from __future__ import annotations
@@ -15,46 +14,22 @@ from dataclasses import replace
 import numpy as np
 
 from deploy.bench.search_fit import Judged, Learned
+from shared.search.adapter import DECAY
+from shared.search.adapter import train_adapter as fit
 from shared.search.hybrid import MIN_CANDIDATES, Evidence
 
-TAU = 0.05
-EPOCHS = 100
-LEARNING_RATE = 1e-3
 DECAYS = (0.01, 0.1, 1.0)
-FITTED_DECAY = 0.01  # the validation fit's (``fit_adapter`` in search_recall --fit, 2026-11-26)
+FITTED_DECAY = DECAY  # the validation fit's (``fit_adapter`` in search_recall --fit, 2026-11-26)
 
 _ADAPTERS: dict[tuple[int, float], np.ndarray] = {}
 
 
 def train_adapter(learned: Learned, *, decay: float) -> np.ndarray:
-    """W fitted on ``learned``'s runs (cached per protocol point and ``decay``)."""
+    """W fitted on ``learned``'s runs as the consolidation fits it (cached per protocol
+    point and ``decay``)."""
     cache = (id(learned), decay)
-    if cache in _ADAPTERS:
-        return _ADAPTERS[cache]
-    import torch
-
-    torch.set_num_threads(1)
-    names = list(learned.descriptions)
-    index = {t: i for i, t in enumerate(names)}
-    pairs = [(r.vector, index[t]) for r in learned.runs for t in r.tools if t in index]
-    dim = len(next(iter(learned.descriptions.values())))
-    if not pairs:
-        _ADAPTERS[cache] = np.eye(dim, dtype=np.float32)
-        return _ADAPTERS[cache]
-    x = torch.tensor(np.stack([np.asarray(v, np.float32) for v, _ in pairs]))
-    y = torch.tensor([i for _, i in pairs])
-    d = torch.tensor(np.stack([np.asarray(learned.descriptions[t], np.float32) for t in names]))
-    identity = torch.eye(dim)
-    w = identity.clone().requires_grad_(True)
-    optimiser = torch.optim.Adam([w], lr=LEARNING_RATE)
-    for _ in range(EPOCHS):
-        q = torch.nn.functional.normalize(x @ w.T, dim=1)
-        loss = torch.nn.functional.cross_entropy(q @ d.T / TAU, y)
-        loss = loss + decay * ((w - identity) ** 2).sum()
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    _ADAPTERS[cache] = w.detach().numpy().astype(np.float32)
+    if cache not in _ADAPTERS:
+        _ADAPTERS[cache] = fit(learned.descriptions, learned.runs, decay=decay)
     return _ADAPTERS[cache]
 
 

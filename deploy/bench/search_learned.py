@@ -29,16 +29,19 @@ from deploy.bench.search_adapter import DECAYS, FITTED_DECAY, with_adapter
 from deploy.bench.search_fit import Judged, Learned, evaluate
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
-from shared.search.learned import FITTED, LEGACY, Vote, tool_votes
+from shared.search.learned import FITTED, LEGACY, UNGATED, Vote, tool_votes
 from shared.search.tool_vectors import FITTED_MIX, Mix, tool_vectors
 
 FIT_TENANT = "bench-fit"  # + the fold
 # The fit's grid: floors from none to the old one, linear to steep closeness, shrinkage from
 # none to several intents' worth, fusion weights from a nudge to a decision.
-FLOORS = (0.0, 0.2, 0.3, 0.4, 0.5)
-POWERS = (1.0, 2.0, 3.0)
-PRIORS = (0.0, 0.1, 0.3, 1.0)
-WEIGHT_GRID = (0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0)
+FLOORS = (0.0, 0.3, 0.5)
+POWERS = (1.0, 2.0)
+PRIORS = (0.0, 0.3, 1.0)
+WEIGHT_GRID = (0.05, 0.1, 0.3, 0.8, 1.2)
+# The relative gate (``Vote.gate``): none, or a past intent must come within this of the
+# query's best description cosine (negative: below it) to count.
+GATES = (None, -0.1, -0.05, 0.0, 0.05, 0.1)
 ZERO_SHOT_OFF = {f: 0.0 for f in ("clause", *LEXICAL)}
 
 
@@ -77,7 +80,12 @@ def validation_split(learn: Sequence[Any], *, fold: int = 0) -> tuple[list[Any],
 def revote(evidence: Evidence, *, vote: Vote) -> Evidence:
     """The same evidence with the learned feature recomputed under ``vote``."""
     known = set(evidence.features) | set(evidence.dense)
-    votes = {t: v for t, v in tool_votes(evidence.intents, vote=vote).items() if t in known}
+    best = max(evidence.dense.values(), default=None)
+    votes = {
+        t: v
+        for t, v in tool_votes(evidence.intents, vote=vote, best_dense=best).items()
+        if t in known
+    }
     features = {}
     for tool, values in evidence.features.items():
         rest = {k: v for k, v in values.items() if k != "learned"}
@@ -167,11 +175,13 @@ def variants() -> dict[str, tuple[Vote, dict[str, float]]]:
         "legacy, floor 0": (replace(LEGACY, floor=0.0), {}),
         "legacy, no saturation (share of evidence)": (replace(LEGACY, saturate=False), {}),
         "legacy, lexical/clause priors off": (LEGACY, ZERO_SHOT_OFF),
-        "fitted": (FITTED, {}),
-        "fitted, old floor 0.5": (replace(FITTED, floor=0.5), {}),
-        "fitted, old power 2": (replace(FITTED, power=2.0), {}),
-        "fitted, saturate at 1 instead of shrink": (replace(FITTED, saturate=True), {}),
-        "fitted, weight 1 (old)": (replace(FITTED, weight=1.0), {}),
+        "ungated (2026-11-25 fit: floor 0.3, linear, prior 0.3)": (UNGATED, {}),
+        "ungated, floor 0.5": (replace(UNGATED, floor=0.5), {}),
+        "ungated, prior 1": (replace(UNGATED, prior=1.0), {}),
+        "fitted (gate -0.1, squared, prior 1)": (FITTED, {}),
+        "fitted, no gate": (replace(FITTED, gate=None), {}),
+        "fitted, gate 0": (replace(FITTED, gate=0.0), {}),
+        "fitted, prior 0.3": (replace(FITTED, prior=0.3), {}),
         "fitted, lexical/clause priors off": (FITTED, ZERO_SHOT_OFF),
     }
 
@@ -261,26 +271,41 @@ def fit_mix(
     }
 
 
-def fit_vote(sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]]) -> dict[str, Any]:
+def fit_vote(
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
+    *,
+    adapter: float | None = None,
+) -> dict[str, Any]:
     """The grid's best vote on the validation slices: the mean over sets of top-1 + @5 + @10
-    (each set counts alike, whatever its size). Ties go to the first in grid order (lower
-    floor, power, prior and weight)."""
+    (each set counts alike, whatever its size), with ``adapter`` (its decay) the query
+    adapted as the consolidation would, and no set's metric below the same setting without
+    the vote. Ties go to the first in grid order."""
+    bases = {
+        name: score(judged, vote=NO_VOTE, key=key, scoring=scoring, adapter=adapter)
+        for name, (judged, key, scoring) in sets.items()
+    }
     best: tuple[float, Vote] | None = None
     table = []
-    for floor, power, prior, weight in itertools.product(FLOORS, POWERS, PRIORS, WEIGHT_GRID):
-        vote = Vote(floor=floor, power=power, prior=prior, weight=weight)
+    grid = itertools.product(FLOORS, POWERS, PRIORS, WEIGHT_GRID, GATES)
+    for floor, power, prior, weight, gate in grid:
+        vote = Vote(floor=floor, power=power, prior=prior, weight=weight, gate=gate)
         total = 0.0
-        for judged, key, scoring in sets.values():
-            total += sum(score(judged, vote=vote, key=key, scoring=scoring).values())
+        allowed = True
+        for name, (judged, key, scoring) in sets.items():
+            got = score(judged, vote=vote, key=key, scoring=scoring, adapter=adapter)
+            allowed &= all(got[m] >= bases[name][m] - 0.005 for m in got)
+            total += sum(got.values())
         total /= max(1, len(sets))
         table.append((round(total, 4), vote))
-        if best is None or total > best[0] + 1e-9:
+        if allowed and (best is None or total > best[0] + 1e-9):
             best = (total, vote)
-    assert best is not None
+    without = sum(sum(b.values()) for b in bases.values()) / max(1, len(sets))
     top = sorted(table, key=lambda r: -r[0])[:10]
+    fields = ("floor", "power", "prior", "weight", "gate")
     return {
-        "objective": round(best[0], 4),
-        "fitted": {k: getattr(best[1], k) for k in ("floor", "power", "prior", "weight")},
+        "objective": round(best[0], 4) if best else None,
+        "objective_without_vote": round(without, 4),
+        "fitted": {k: getattr(best[1], k) for k in fields} if best else None,
         "best_ten": [{"objective": t, **vars(v)} for t, v in top],
-        "in_use": {k: getattr(FITTED, k) for k in ("floor", "power", "prior", "weight")},
+        "in_use": {k: getattr(FITTED, k) for k in fields},
     }

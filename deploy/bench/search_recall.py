@@ -39,11 +39,12 @@ from deploy.bench.search_learned import (
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
+from shared.learning.consolidate import consolidate_tenant
 from shared.learning.ingest import ingest_executions
 from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, gather_evidence
-from shared.search.learned import FITTED, LEGACY
-from shared.search.tool_vectors import FITTED_MIX, Run
+from shared.search.learned import FITTED, LEGACY, UNGATED
+from shared.search.tool_vectors import Run
 
 TENANT = "bench"
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
@@ -61,9 +62,11 @@ def judge(
     reference: np.ndarray,
     tenant: str = TENANT,
     learned: Learned | None = None,
+    adapted: bool = False,
 ) -> list[Judged]:
     """Evidence, gold and the exact dense ranking of each query (with ``learned``, what the
-    tenant had learned, for the tool-vector arms)."""
+    tenant had learned, for the in-memory arms; ``adapted``: the dense list through the
+    tenant's shipped query adapter, as the product searches)."""
     keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
     out = []
     for query in queries:
@@ -76,6 +79,7 @@ def judge(
             query_embedding=vectors[0],
             clause_embeddings=vectors[1:],
             tenant_id=tenant,
+            adapted=adapted,
         )
         out.append(
             Judged(
@@ -220,22 +224,45 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
             upto = min(len(learn), round(fraction * len(dataset.queries)))
             learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
             done = upto
+            # What the beat task does: consolidate the tenant (its adapter ships only if it
+            # passes the hold-out check), then search as the product does.
+            consolidation = consolidate_tenant(conn, tenant_id=TENANT) if upto else None
+            conn.commit()
             conn.autocommit = True
+            learned_here = learned_runs(
+                embedder=embedder,
+                dataset=dataset,
+                queries=learn[:upto],
+                descriptions=descriptions,
+            )
+            product = judge(
+                conn,
+                embedder=embedder,
+                dataset=dataset,
+                queries=test_half,
+                reference=reference,
+                learned=learned_here,
+                adapted=True,
+            )
             judged = judge(
                 conn,
                 embedder=embedder,
                 dataset=dataset,
                 queries=test_half,
                 reference=reference,
-                learned=learned_runs(
-                    embedder=embedder,
-                    dataset=dataset,
-                    queries=learn[:upto],
-                    descriptions=descriptions,
-                ),
+                learned=learned_here,
             )
             conn.autocommit = False
-            curve.append({"fraction": fraction, "learned_executions": upto, "judged": judged})
+            adapter_fit = consolidation.adapter if consolidation else None
+            curve.append(
+                {
+                    "fraction": fraction,
+                    "learned_executions": upto,
+                    "judged": judged,
+                    "product": product,
+                    "adapter_fit": vars(adapter_fit) if adapter_fit else None,
+                }
+            )
     out["zero_shot"] = {}
     for split, judged in zero.items():
         out["zero_shot"][split] = {
@@ -268,14 +295,12 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     scoring=dataset.scoring,
                 ),
                 "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
+                "ungated": score(point["judged"], vote=UNGATED, key=key, scoring=dataset.scoring),
                 "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
                 "tool_vectors": score(
                     point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=ALONE_MIX
                 ),
-                "combined": score(
-                    point["judged"], vote=FITTED, key=key, scoring=dataset.scoring, mix=FITTED_MIX
-                ),
-                # Bench only, not shipped: the query adapter (deploy/bench/search_adapter.py).
+                # The query adapter in memory (every run learned so far, no hold-out check).
                 "adapter": score(
                     point["judged"],
                     vote=NO_VOTE,
@@ -283,6 +308,19 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     scoring=dataset.scoring,
                     adapter=FITTED_DECAY,
                 ),
+                "adapter_and_vote": score(
+                    point["judged"],
+                    vote=FITTED,
+                    key=key,
+                    scoring=dataset.scoring,
+                    adapter=FITTED_DECAY,
+                ),
+                # What the product does: searched after the consolidation, its adapter (if it
+                # shipped) applied by the search, the fitted vote in the fusion.
+                "product": evaluate(
+                    point["product"], weights=WEIGHTS, key=key, scoring=dataset.scoring
+                ),
+                "adapter_fit": point["adapter_fit"],
             }
             for point in curve
         ],
@@ -321,7 +359,9 @@ def validation_run(*, fit: bool) -> dict[str, Any]:
             judged = result["_judged"]
             slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
     if fit:
-        out["fit"] = {"sets": sorted(slices), **fit_vote(slices)}
+        # The vote in the product's setting: beside the adapter the same runs train.
+        out["fit"] = {"sets": sorted(slices), **fit_vote(slices, adapter=FITTED_DECAY)}
+        out["fit_without_adapter"] = {"sets": sorted(slices), **fit_vote(slices)}
         # The tool vectors' (k, weight): alone (no vote), and beside the vote in use.
         out["fit_tool_vectors"] = {"sets": sorted(slices), **fit_mix(slices)}
         out["fit_combined"] = {"sets": sorted(slices), **fit_mix(slices, vote=FITTED)}

@@ -11,6 +11,15 @@ size, held-back size, score before and after). The vectors shipped are the ones 
 Only tools that exist and are available get a vector, mixed with their current
 description; a row is deleted with its tool and when its description changes (migration
 0023), so a changed or removed tool never gets a stale one.
+
+The same pass fits the tenant's query adapter (``shared.search.adapter``, migration 0025)
+on the same training runs and scores it on the same held-back runs against the adapter in
+use (the identity when none). It is shipped only when at least ``MIN_HELD_BACK`` runs were
+held back and it scores at least as well; it is then refitted on every run (the held-back
+ones are the tenant's most recent) and that matrix is stored with the newest run it read.
+The search reads the newest shipped adapter, and its learned vote counts only the runs
+newer than that (immediate learning until the next consolidation); the tool vectors are consolidated but no longer read by the search (they
+added nothing beside the adapter, and their read cost ~4 ms of p95: docs/search.md).
 """
 
 from __future__ import annotations
@@ -22,7 +31,24 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from shared.search import adapter
+from shared.search.adapter_store import load_adapter, matrix_bytes
 from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
+
+# Fewer held-back runs than this and the hold-out check cannot tell a better adapter from
+# noise (one run moves the score by a fifth or more): the adapter in use is kept.
+MIN_HELD_BACK = 5
+
+
+@dataclass(frozen=True)
+class AdapterFit:
+    """What one tenant's pass did to its query adapter."""
+
+    version: int
+    score_before: float
+    score_after: float
+    shipped: bool
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -38,6 +64,7 @@ class Consolidation:
     shipped: bool
     tools: int
     seconds: float
+    adapter: AdapterFit | None = None
 
 
 def _array(value: Any) -> np.ndarray:
@@ -141,6 +168,15 @@ def consolidate_tenant(
                 ],
             )
     seconds = time.perf_counter() - started
+    fitted_adapter = consolidate_adapter(
+        conn,
+        tenant_id=tenant_id,
+        descriptions=descriptions,
+        runs=runs,
+        train=train,
+        held=held,
+        newest=newest,
+    )
     conn.execute(
         "INSERT INTO tool_vector_versions (tenant_id, version, trained_on, held_back, "
         "score_before, score_after, shipped, last_intent_id, runs_seen, seconds) "
@@ -167,6 +203,64 @@ def consolidate_tenant(
         score_after=round(after, 4),
         shipped=shipped,
         tools=len(fitted),
+        seconds=round(seconds, 3),
+        adapter=fitted_adapter,
+    )
+
+
+def consolidate_adapter(
+    conn: psycopg.Connection[Any],
+    *,
+    tenant_id: str,
+    descriptions: dict[str, np.ndarray],
+    runs: list[Run],
+    train: list[Run],
+    held: list[Run],
+    newest: int,
+) -> AdapterFit:
+    """Fit the tenant's query adapter on ``train``, score it and the one in use on ``held``,
+    and ship a refit on every run when it scores at least as well (``MIN_HELD_BACK``)."""
+    started = time.perf_counter()
+    current = load_adapter(conn, tenant_id=tenant_id)
+    candidate = adapter.train_adapter(descriptions, train)
+    before = adapter.held_back_top1(held, descriptions=descriptions, matrix=current.matrix)
+    after = adapter.held_back_top1(held, descriptions=descriptions, matrix=candidate)
+    shipped = len(held) >= MIN_HELD_BACK and after >= before
+    matrix = adapter.train_adapter(descriptions, runs) if shipped else None
+    last = conn.execute(
+        "SELECT coalesce(max(version), 0) AS v FROM query_adapters WHERE tenant_id = %s",
+        (tenant_id,),
+    ).fetchone()
+    version = (int(last["v"]) if last else 0) + 1
+    if shipped:  # only the version in use keeps its matrix
+        conn.execute(
+            "UPDATE query_adapters SET matrix = NULL WHERE tenant_id = %s AND matrix IS NOT NULL",
+            (tenant_id,),
+        )
+    seconds = time.perf_counter() - started
+    conn.execute(
+        "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, score_before, "
+        "score_after, shipped, matrix, dim, seconds, last_intent_id) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            tenant_id,
+            version,
+            len(train),
+            len(held),
+            before,
+            after,
+            shipped,
+            matrix_bytes(matrix) if matrix is not None else None,
+            len(candidate),
+            seconds,
+            newest,
+        ),
+    )
+    return AdapterFit(
+        version=version,
+        score_before=round(before, 4),
+        score_after=round(after, 4),
+        shipped=shipped,
         seconds=round(seconds, 3),
     )
 

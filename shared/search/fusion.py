@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shared.search.learned import FITTED
-from shared.search.tool_vectors import FITTED_MIX
 
 # The evidence beside the dense similarity, each a number per tool (0 when absent):
 # clause   how much better one step of a multi-step request matches than the whole (≥ 0)
@@ -14,7 +13,8 @@ from shared.search.tool_vectors import FITTED_MIX
 # pagerank PageRank relative to the best candidate's, in [0, 1]
 # learned  the vote of the tenant's nearest past intents, in [-1, 1] (shared.search.learned)
 # toolvec  cosine to the tenant's consolidated tool vector minus cosine to the description
-#          (shared.search.tool_vectors); 0 for a tool the tenant has no vector for
+#          (shared.search.tool_vectors); not read by searches since the query adapter
+#          (weight 0, the bench's ablation only: docs/search.md)
 FEATURES = (
     "clause",
     "name",
@@ -54,7 +54,7 @@ WEIGHTS: dict[str, float] = {
     "params": 0.08,
     "server": 0.3,
     "learned": FITTED.weight,
-    "toolvec": FITTED_MIX.weight,
+    "toolvec": 0.0,  # not read by searches since the query adapter (docs/search.md)
     **UNMEASURED,
 }
 

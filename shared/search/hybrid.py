@@ -10,6 +10,8 @@ import numpy as np
 import psycopg
 
 from shared.config import DEFAULT_TENANT
+from shared.search.adapter import adapt
+from shared.search.adapter_store import ADAPTER_VERSION_SQL, ADAPTERS
 from shared.search.fusion import WEIGHTS, contributions, explain, fuse, support
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
@@ -69,13 +71,24 @@ def gather_evidence(
     clause_embeddings: Sequence[list[float]] = (),
     candidates: int = MIN_CANDIDATES,
     vote: Vote = FITTED,
+    adapted: bool = True,
+    tool_vectors: bool = False,
 ) -> Evidence:
     """One round trip plus in-memory work: candidates and every feature the fusion weighs.
 
     Every tool a near past intent names is a candidate (so a vote can always reach it,
-    with all its features); ``vote`` says how the intents vote (the bench's ablation)."""
+    with all its features); ``vote`` says how the intents vote (the bench's ablation).
+    The dense list is the query mapped by the tenant's query adapter (``adapted``; the
+    bench's zero-shot arms turn it off); the past intents are read with the query as
+    embedded, as they were stored, and only those newer than the shipped adapter's fit:
+    the vote is immediate learning, for the runs the adapter has not consolidated yet
+    (beside it, the vote double-counted the consolidated runs: docs/search.md).
+    ``tool_vectors`` also reads the tenant's consolidated tool vectors (feature
+    ``toolvec``), as searches did before the adapter: off, since they added nothing beside
+    it and cost ~4-6 ms of p95 at 10k vectors; kept for the bench's before/after timing."""
     vector = np.asarray(query_embedding, dtype=np.float32)
-    vectors = [vector, *(np.asarray(c, dtype=np.float32) for c in clause_embeddings)]
+    clauses = [np.asarray(c, dtype=np.float32) for c in clause_embeddings]
+    held = ADAPTERS.held(conn, tenant_id=tenant_id) if adapted else None
     # A round trip costs far more than its statements here (the server's core has gone
     # idle), so on an autocommit connection there is no BEGIN/COMMIT either: a pipeline's
     # statements share one implicit transaction up to its Sync, which is what keeps
@@ -85,15 +98,43 @@ def gather_evidence(
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
         words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
         ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
-        nearest_cur = conn.execute(*_nearest_query(vectors, limit=candidates))
-        intents_cur = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id))
-        vectors_cur = conn.execute(
-            *nearest_tool_vectors_query(vector=vector, tenant_id=tenant_id, limit=candidates)
+        nearest_cur = conn.execute(
+            *_nearest_query(
+                [adapt(held.matrix if held else None, vector), *clauses], limit=candidates
+            )
+        )
+        after = held.last_intent_id if held else 0
+        intents_cur = conn.execute(
+            *nearest_intents_query(vector=vector, tenant_id=tenant_id, after=after)
+        )
+        adapter_cur = conn.execute(ADAPTER_VERSION_SQL, (tenant_id,)) if adapted else None
+        vectors_cur = (
+            conn.execute(
+                *nearest_tool_vectors_query(vector=vector, tenant_id=tenant_id, limit=candidates)
+            )
+            if tool_vectors
+            else None
         )
         unavailable_cur = conn.execute(UNAVAILABLE_SQL)
         graph_cur = conn.execute(GRAPH_VERSION_SQL) if distinct_context(context_tools) else None
     words_row = words_cur.fetchone()
-    semantic, clause_best = _nearest_results(nearest_cur.fetchall())
+    nearest = nearest_cur.fetchall()
+    version_row = adapter_cur.fetchone() if adapter_cur is not None else None
+    if held is not None and version_row is not None and version_row["version"] != held.version:
+        # A consolidation shipped since this process last looked: load it, map again.
+        held = ADAPTERS.refresh(conn, tenant_id=tenant_id, version=int(version_row["version"]))
+        with conn.pipeline():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+            redo = conn.execute(
+                *_nearest_query([adapt(held.matrix, vector), *clauses], limit=candidates)
+            )
+            intents_cur = conn.execute(
+                *nearest_intents_query(
+                    vector=vector, tenant_id=tenant_id, after=held.last_intent_id
+                )
+            )
+        nearest = redo.fetchall()
+    semantic, clause_best = _nearest_results(nearest)
     unavailable = _unavailable(unavailable_cur.fetchone())
     index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
     pageranks = PAGERANKS.get(conn, version=pagerank_version(ranks_cur))
@@ -104,19 +145,17 @@ def gather_evidence(
         if hit.id not in unavailable
     }
     intents = tuple(intents_cur.fetchall())
+    best_dense = max(semantic.values(), default=None)
     learned = {
         t: v
-        for t, v in tool_votes(intents, vote=vote).items()
+        for t, v in tool_votes(intents, vote=vote, best_dense=best_dense).items()
         if t in index.known and t not in unavailable
     }
     named = sorted(t for t in voted_tools(intents) if t in index.known and t not in unavailable)
-    # The tenant's consolidated tool vectors nearest the query: their gain over the
-    # description's cosine (a tool outside the dense list is taken at the list's lowest
-    # cosine, an upper bound of its own, as the fusion does).
     lowest = min(semantic.values(), default=0.0)
     toolvec = {
         r["tool_id"]: float(r["sim"]) - semantic.get(r["tool_id"], lowest)
-        for r in vectors_cur.fetchall()
+        for r in (vectors_cur.fetchall() if vectors_cur is not None else ())
         if r["tool_id"] in index.known and r["tool_id"] not in unavailable
     }
     pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned, *named, *toolvec]))
@@ -179,6 +218,7 @@ def hybrid_tool_search(
     clause_embeddings: Sequence[list[float]] = (),
     weights: Mapping[str, float] = WEIGHTS,
     vote: Vote = FITTED,
+    tool_vectors: bool = False,
 ) -> list[Row]:
     """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
 
@@ -197,6 +237,7 @@ def hybrid_tool_search(
         clause_embeddings=clause_embeddings,
         candidates=max(MIN_CANDIDATES, 3 * limit),
         vote=vote,
+        tool_vectors=tool_vectors,
     )
     ranked = rank(evidence, weights=weights)[: limit + DETAIL_SPARES]
     parts = contributions(dense=evidence.dense, features=evidence.features, weights=weights)

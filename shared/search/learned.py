@@ -7,13 +7,13 @@ the tools whose calls failed. A search reads the nearest rows in its first round
 succeeded tools, - for its failed ones, weighted by how close the intent is and how
 recent the run. No training job: one execution is evidence for the next search.
 
-The vote is a nearest-neighbour classifier whose say grows with closeness: an intent's
-weight is its closeness to the query squared (0 at MIN_SIMILARITY, 0.16 at 0.7, 0.64 at
-0.9, 1 for the same request), so a repeat or close paraphrase of a past request decides
-the ranking while a merely related one (0.5-0.65, where on the bench's sets the nearest
-past request used another tool more often than not) hardly moves it. Several close
-intents that agree add up; when nothing close was run every vote is 0 and the ranking
-is exactly the zero-shot one.
+The vote is a nearest-neighbour classifier, gated by the zero-shot evidence: a past intent
+counts only when it is nearly as close to the query as the best tool description (``gate``),
+so a repeat or close paraphrase of a past request moves the ranking while a merely related
+one, whose tool is often another than the one asked for, says nothing; when nothing close
+was run every vote is 0 and the ranking is exactly the zero-shot one. It is the immediate
+part of learning: once the tenant's query adapter has consolidated a run
+(``shared.search.adapter``), the search no longer reads it here (docs/search.md).
 """
 
 from __future__ import annotations
@@ -51,19 +51,28 @@ class Vote:
     prior: float
     weight: float
     saturate: bool = False
+    # Relative gate (None: off): a past intent counts only when its cosine is at least
+    # the query's best tool-description cosine + ``gate``; closeness is then measured from
+    # that higher floor. A past request no closer to the query than the best tool's own
+    # description says less about the query than zero-shot already does (docs/search.md).
+    gate: float | None = None
 
 
 # Before issue 31: a floor at 0.5, closeness squared, weight 1.0 (hand-set; docs/search.md).
 LEGACY = Vote(floor=0.5, power=2.0, prior=0.0, weight=1.0, saturate=True)
 # Fitted, not chosen: `python -m deploy.bench.search_recall --fit` maximises top-1 + @5 +
 # @10 on the validation slices of the learning halves (two folds; never the test halves)
-# of the sets with two learning requests per tool or more, and prints these (2026-11-25:
-# real_servers_issue31, 98 validation requests, objective 2.581 against 2.530 for the
-# legacy vote; docs/search.md). A past intent at 0.3 or below says nothing; one at 0.65
-# weighs 0.5; a tool's vote is its share of the close evidence shrunk by 0.3 intents'
-# worth, so one 0.65-close run gives its tool 0.5 / 0.8 = 0.63 x 0.3 = +0.19 and many give
-# up to +0.3, about the cosine span of a short request's top five.
-FITTED = Vote(floor=0.3, power=1.0, prior=0.3, weight=0.3)
+# of the fitted sets, in the product's setting: beside the query adapter the
+# consolidation trains on the same runs (``shared.search.adapter``), no set below the
+# adapter alone (2026-11-27: objective 2.162 against 2.149 for the adapter alone;
+# docs/search.md). A past intent counts only when it is at most 0.1 below the query's best
+# description cosine (``gate``), closeness squared from there; a tool's vote is its share
+# of that evidence shrunk by one intent's worth (``prior`` 1), so a lone, barely closer
+# run moves little. The vote before (floor 0.3, no gate, prior 0.3) let such runs lift
+# their tools over never-run ones and regressed a held-out set (docs/search.md).
+FITTED = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.3, gate=-0.1)
+# The vote of 2026-11-25 (fitted without the gate or the adapter), kept for the ablation.
+UNGATED = Vote(floor=0.3, power=1.0, prior=0.3, weight=0.3)
 
 # The nearest past intents of the tenant. pgvector 0.6's HNSW filters the tenant after
 # the scan (up to hnsw.ef_search rows, which the search raises to its candidate count),
@@ -72,33 +81,53 @@ NEAREST_INTENTS_SQL = """
 SELECT 1 - (intent_embedding <=> %(v)s) AS sim, tools_ok, tools_failed,
        extract(epoch FROM now() - created_at) / 86400.0 AS age_days
   FROM intent_tools
- WHERE tenant_id = %(tenant)s
+ WHERE tenant_id = %(tenant)s AND id > %(after)s
  ORDER BY intent_embedding <=> %(v)s
  LIMIT %(n)s
 """
 
 
-def nearest_intents_query(*, vector: np.ndarray, tenant_id: str) -> tuple[str, dict[str, Any]]:
-    """The statement (and its parameters) reading a query's nearest past intents."""
-    return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS}
+def nearest_intents_query(
+    *, vector: np.ndarray, tenant_id: str, after: int = 0
+) -> tuple[str, dict[str, Any]]:
+    """The statement (and its parameters) reading a query's nearest past intents, those
+    stored after row ``after`` only (the runs the tenant's query adapter has not learned)."""
+    return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS, "after": after}
 
 
-def intent_weight(*, similarity: float, age_days: float, vote: Vote = FITTED) -> float:
-    """How much one past intent counts: 0 at or below the floor, 1 for the same intent,
-    ``closeness ** power`` in between, halved per HALF_LIFE_DAYS of age."""
-    if similarity <= vote.floor:
+def effective_floor(vote: Vote, *, best_dense: float | None) -> float:
+    """The cosine at or below which a past intent says nothing: the vote's floor, raised to
+    the best description cosine + ``gate`` when the vote is gated and that is known."""
+    if vote.gate is None or best_dense is None:
+        return vote.floor
+    return min(0.99, max(vote.floor, best_dense + vote.gate))
+
+
+def intent_weight(
+    *, similarity: float, age_days: float, vote: Vote = FITTED, best_dense: float | None = None
+) -> float:
+    """How much one past intent counts: 0 at or below the (effective) floor, 1 for the same
+    intent, ``closeness ** power`` in between, halved per HALF_LIFE_DAYS of age."""
+    floor = effective_floor(vote, best_dense=best_dense)
+    if similarity <= floor:
         return 0.0
-    closeness = min(1.0, (similarity - vote.floor) / (1.0 - vote.floor))
+    closeness = min(1.0, (similarity - floor) / (1.0 - floor))
     return closeness**vote.power * 0.5 ** (max(0.0, age_days) / HALF_LIFE_DAYS)
 
 
-def tool_votes(rows: Iterable[Mapping[str, Any]], *, vote: Vote = FITTED) -> dict[str, float]:
-    """Per tool, the vote of the past intents ``rows`` in [-1, 1] (``Vote``)."""
+def tool_votes(
+    rows: Iterable[Mapping[str, Any]], *, vote: Vote = FITTED, best_dense: float | None = None
+) -> dict[str, float]:
+    """Per tool, the vote of the past intents ``rows`` in [-1, 1] (``Vote``); ``best_dense``
+    is the query's best tool-description cosine (the gate's reference)."""
     votes: dict[str, float] = {}
     total = 0.0
     for row in rows:
         weight = intent_weight(
-            similarity=float(row["sim"]), age_days=float(row["age_days"]), vote=vote
+            similarity=float(row["sim"]),
+            age_days=float(row["age_days"]),
+            vote=vote,
+            best_dense=best_dense,
         )
         if weight <= 0:
             continue

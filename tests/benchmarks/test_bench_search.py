@@ -46,25 +46,29 @@ def test_bench_search_shape() -> None:
                 assert all(0.0 <= v <= 1.0 for v in split[key].values())
         curve = result["learned"]["curve"]
         assert [p["fraction"] for p in curve] == [0.0, 0.1, 0.25, 0.5]
-        # Each point: dense, zero-shot, the old vote and the fitted one, the tool vectors
-        # alone and beside the vote, on the same searches.
+        # Each point: dense, zero-shot, the old votes and the fitted one, the tool vectors,
+        # the adapter alone and beside the vote (in memory, on the same searches) and the
+        # product as searched after the point's consolidation.
+        arms = ("dense", "zero_shot", "legacy", "ungated", "learned", "tool_vectors")
         for point in curve:
-            for arm in ("dense", "zero_shot", "legacy", "learned", "tool_vectors", "combined"):
+            for arm in (*arms, "adapter", "adapter_and_vote", "product"):
                 assert set(point[arm]) == {"top1", "@5", "@10"}
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
     assert latency["stored_intents"] == 200
     # Short requests are timed with the fitted vote and, in the same run, with the old one
-    # and after a consolidation (the tenant's tool vectors read too).
+    # and after a consolidation (its adapter applied), without and with the tool-vector read.
     assert set(latency["query_sets"]) == {
         "livemcpbench_questions",
         "short_requests",
         "short_requests_legacy_vote",
-        "short_requests_with_tool_vectors",
+        "short_requests_after_consolidation",
+        "short_requests_with_tool_vectors_read",
     }
     consolidation = latency["consolidation"]
     assert consolidation["trained_on"] + consolidation["held_back"] <= 200
     assert consolidation["version"] == 1 and consolidation["tools"] > 0
+    assert consolidation["adapter"]["version"] == 1
     for timed in latency["query_sets"].values():
         assert timed["total_ms"]["p95"] >= timed["total_ms"]["p50"] > 0
         assert timed["tokens_embedded"]["p50"] > 0

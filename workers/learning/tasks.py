@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import psycopg
@@ -214,8 +215,9 @@ def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
 
 @app.task(name=TaskName.CONSOLIDATE_TOOL_VECTORS, acks_late=True, reject_on_worker_lost=True)
 def consolidate_tool_vectors() -> list[dict[str, Any]]:
-    """Refit the tool vectors of every tenant with new learned runs; each new version is
-    shipped only if it scores at least as well on the tenant's held-back runs."""
+    """Refit the tool vectors and the query adapter of every tenant with new learned runs;
+    each new version is shipped only if it scores at least as well on the tenant's
+    held-back runs."""
     with clients.db_pool().connection() as conn:
         done = consolidate(conn)
     client = clients.redis_client()
@@ -232,7 +234,21 @@ def consolidate_tool_vectors() -> list[dict[str, Any]]:
             result.score_before,
             result.score_after,
         )
-    return [vars(r) for r in done]
+        if result.adapter is not None:
+            fit = result.adapter
+            metrics.incr_labelled(
+                client, "query_adapter_fits_total", "shipped" if fit.shipped else "kept"
+            )
+            log.info(
+                "query adapter of %s: version %d %s (held-back top-1 %.3f -> %.3f, %.1f s)",
+                result.tenant_id,
+                fit.version,
+                "shipped" if fit.shipped else "kept the current one",
+                fit.score_before,
+                fit.score_after,
+                fit.seconds,
+            )
+    return [asdict(r) for r in done]
 
 
 @app.task(name=TaskName.PROMOTE_PATTERNS, acks_late=True, reject_on_worker_lost=True)

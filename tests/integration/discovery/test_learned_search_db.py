@@ -184,10 +184,11 @@ def test_failed_tool_calls_count_against(conn: Conn, embedder: Embedder) -> None
             status="failed",
         )
     after = hits(conn, embedder, "what time is it in Tokyo")[tool]
-    # Three near-identical requests, all failed with it: the vote is all against (shrunk a
-    # little toward zero-shot by the fitted prior) and costs the tool a fitted weight's worth
-    # of score; it stays listed (it is the only time tool here) with the reason named.
-    assert after["scores"]["learned"] < -0.8
+    # Three near-identical requests, all failed with it: the vote is all against (shrunk
+    # toward zero-shot by the fitted prior, one intent's worth) and costs the tool most of a
+    # fitted weight's worth of score; it stays listed (it is the only time tool here) with
+    # the reason named.
+    assert after["scores"]["learned"] < -0.6
     assert after["score"] < before[tool]["score"] - 0.2
     assert "failed for similar requests before" in after["why"]
 

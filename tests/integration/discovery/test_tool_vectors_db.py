@@ -32,7 +32,9 @@ MIX = Mix(k=1.0, weight=1.0)
 
 def toolvec(conn: Conn, embedder: Embedder, query: str, *, tenant: str) -> dict[str, float]:
     vector = embedder.embed_query([query])[0]
-    evidence = gather_evidence(conn, query=query, query_embedding=vector, tenant_id=tenant)
+    evidence = gather_evidence(
+        conn, query=query, query_embedding=vector, tenant_id=tenant, tool_vectors=True
+    )
     return {t: f["toolvec"] for t, f in evidence.features.items() if "toolvec" in f}
 
 

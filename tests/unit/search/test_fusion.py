@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from shared.search.fusion import FEATURES, contributions, explain, fuse, support
-from shared.search.learned import FITTED, HALF_LIFE_DAYS, LEGACY, intent_weight, tool_votes
+from shared.search.learned import (
+    FITTED,
+    HALF_LIFE_DAYS,
+    LEGACY,
+    Vote,
+    intent_weight,
+    tool_votes,
+)
 
 ZERO = {f: 0.0 for f in FEATURES}
 
@@ -123,3 +132,25 @@ def test_contributions_sum_to_the_fused_score() -> None:
     fused = fuse(dense=dense, features=features)
     assert {t: sum(p.values()) for t, p in parts.items()} == pytest.approx(fused)
     assert set(parts["b"]) == {"semantic", "graph", "learned"}
+
+
+def test_the_gate_silences_runs_no_closer_than_the_best_description() -> None:
+    # Issue 31, round two: a past request much farther from the query than the best tool's
+    # description (here 0.45 against 0.80, gate -0.1) says nothing, so a tool the tenant
+    # never ran is not pushed down by other tools' runs; a paraphrase (0.9) still votes.
+    gated = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.3, gate=-0.1)
+    weak = {"sim": 0.45, "age_days": 0.0, "tools_ok": ["t:other"], "tools_failed": []}
+    strong = {**weak, "sim": 0.9, "tools_ok": ["t:ran"]}
+    assert tool_votes([weak], vote=gated, best_dense=0.80) == {}
+    assert tool_votes([weak], vote=replace(gated, gate=None), best_dense=0.80)["t:other"] > 0
+    assert tool_votes([weak, strong], vote=gated, best_dense=0.80).keys() == {"t:ran"}
+    # Without a dense list to compare with, the plain floor applies.
+    assert tool_votes([weak], vote=gated, best_dense=None)["t:other"] > 0
+
+
+def test_a_lone_weak_run_moves_less_than_a_repeated_close_one() -> None:
+    # The larger prior (one intent's worth): one barely-close run is a small share.
+    lone = tool_votes([{"sim": 0.75, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
+    repeat = tool_votes([{"sim": 1.0, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
+    assert FITTED.prior >= 1.0
+    assert lone["t:a"] < 0.4 < repeat["t:a"]

@@ -7,6 +7,7 @@ import pytest
 
 from shared.search.fusion import WEIGHTS, fuse
 from shared.search.tool_vectors import (
+    FITTED_MIX,
     Run,
     gains,
     held_back_top1,
@@ -54,8 +55,11 @@ def test_gain_is_zero_for_tools_without_vector_so_fusion_is_zero_shot() -> None:
     assert set(got) == {"a"}
     assert got["a"] == pytest.approx(1.0 - float(DESCRIPTIONS["a"] @ query))
     dense = {t: float(v @ query) for t, v in DESCRIPTIONS.items()}
-    zero = fuse(dense=dense, features={}, weights=WEIGHTS)
-    with_vectors = fuse(dense=dense, features={"a": {"toolvec": got["a"]}}, weights=WEIGHTS)
+    # The search no longer reads tool vectors (weight 0 in WEIGHTS); the bench's arm
+    # weighs them as fitted.
+    weights = {**WEIGHTS, "toolvec": FITTED_MIX.weight}
+    zero = fuse(dense=dense, features={}, weights=weights)
+    with_vectors = fuse(dense=dense, features={"a": {"toolvec": got["a"]}}, weights=weights)
     assert with_vectors["b"] == zero["b"] and with_vectors["c"] == zero["c"]
     assert with_vectors["a"] > zero["a"]
 

@@ -1,0 +1,127 @@
+"""Consolidated learning (issue 31): a per-tenant linear adapter on the query embedding.
+
+W (d x d) starts at the identity and is trained contrastively on the tenant's learned
+(intent, tool) pairs: the intent mapped by W should be closer to its tool's description
+than to any other tool's (softmax over the catalogue, temperature TAU), with weight decay
+toward the identity (``DECAY`` x ||W - I||^2), Adam, EPOCHS steps on one core. A search
+embeds the request as always, maps it by W and normalises it (one d x d product, ~0.1 ms),
+then runs the same pgvector search with it: the tenant's past requests move the query
+toward the tools that served them, and every other tool still competes (they are the
+softmax's negatives), so a tool the tenant never ran is not pushed down by other tools'
+runs the way the nearest-intent vote pushes it (docs/search.md).
+
+Why an adapter rather than per-tool vectors or a bigger vote: on the validation slices
+it is the arm with the best objective, and on the test halves it is the only one that
+gains on the set that can measure learning without regressing the others (docs/search.md).
+
+Everything here is pure arithmetic on arrays (torch for the gradient, imported only when
+training); the database side is in ``shared.learning.consolidate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.search.tool_vectors import HOLD_OUT_BLOCK, Run
+
+if TYPE_CHECKING:  # torch is imported when training only (the gateway never trains)
+    import torch
+
+TAU = 0.05
+EPOCHS = 100
+LEARNING_RATE = 1e-3
+# Fitted on the validation slices (`python -m deploy.bench.search_recall --fit`:
+# ``fit_adapter``, 2026-11-26: 0.01 of 0.01 / 0.1 / 1; never the test halves).
+DECAY = 0.01
+# Bounds for large tenants (100k runs, 10k tools): each step sees at most this many
+# pairs (the most recent first, sampled per step past it) against at most this many
+# tools (every tool a sampled pair names, then others at random). Below both, training is
+# full batch over the whole catalogue, exactly as the bench's sets are trained.
+MAX_PAIRS = 512
+MAX_NEGATIVES = 2048
+SEED = 31
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def adapt(matrix: np.ndarray | None, query: np.ndarray) -> np.ndarray:
+    """The query embedding mapped by ``matrix`` and normalised (unchanged without one)."""
+    q = np.asarray(query, np.float32)
+    return q if matrix is None else _unit(matrix @ q).astype(np.float32)
+
+
+def train_adapter(
+    descriptions: Mapping[str, np.ndarray], runs: Sequence[Run], *, decay: float = DECAY
+) -> np.ndarray:
+    """W fitted on ``runs`` (each run's intent against each tool it used) over the
+    ``descriptions`` catalogue; the identity when no run names a known tool."""
+    names = list(descriptions)
+    index = {t: i for i, t in enumerate(names)}
+    pairs = [(r.vector, index[t]) for r in runs for t in r.tools if t in index]
+    dim = len(next(iter(descriptions.values()))) if descriptions else 0
+    if not pairs:
+        return np.eye(dim, dtype=np.float32)
+    import torch
+
+    torch.set_num_threads(1)
+    generator = torch.Generator().manual_seed(SEED)
+    x_all = torch.tensor(np.stack([np.asarray(v, np.float32) for v, _ in pairs]))
+    y_all = torch.tensor([i for _, i in pairs])
+    d_all = torch.tensor(np.stack([np.asarray(descriptions[t], np.float32) for t in names]))
+    identity = torch.eye(dim)
+    w = identity.clone().requires_grad_(True)
+    optimiser = torch.optim.Adam([w], lr=LEARNING_RATE)
+    for _ in range(EPOCHS):
+        x, y, d = _batch(x_all, y_all, d_all, generator=generator)
+        q = torch.nn.functional.normalize(x @ w.T, dim=1)
+        loss = torch.nn.functional.cross_entropy(q @ d.T / TAU, y)
+        loss = loss + decay * ((w - identity) ** 2).sum()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return np.asarray(w.detach().numpy(), np.float32)
+
+
+def _batch(
+    x: torch.Tensor, y: torch.Tensor, d: torch.Tensor, *, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's pairs and catalogue: everything when small, else a bounded sample (the
+    labels renumbered into the sampled catalogue)."""
+    import torch
+
+    if len(x) > MAX_PAIRS:
+        chosen = torch.randperm(len(x), generator=generator)[:MAX_PAIRS]
+        x, y = x[chosen], y[chosen]
+    if len(d) <= MAX_NEGATIVES:
+        return x, y, d
+    named = torch.unique(y)
+    others = torch.randperm(len(d), generator=generator)
+    others = others[~torch.isin(others, named)][: max(0, MAX_NEGATIVES - len(named))]
+    keep = torch.cat([named, others])
+    position = torch.full((len(d),), -1, dtype=torch.long)
+    position[keep] = torch.arange(len(keep))
+    return x, position[y], d[keep]
+
+
+def held_back_top1(
+    held: Sequence[Run], *, descriptions: Mapping[str, np.ndarray], matrix: np.ndarray | None
+) -> float:
+    """Share of held-back runs whose nearest description (the intent mapped by ``matrix``,
+    over the whole catalogue) is a tool the run used. 0 with none."""
+    if not held or not descriptions:
+        return 0.0
+    names = list(descriptions)
+    catalogue = np.stack([np.asarray(descriptions[t], np.float32) for t in names])
+    hits = 0
+    for start in range(0, len(held), HOLD_OUT_BLOCK):  # bounded memory at 10k tools
+        block = held[start : start + HOLD_OUT_BLOCK]
+        queries = np.stack([adapt(matrix, r.vector) for r in block])
+        best = np.argmax(queries @ catalogue.T, axis=1)
+        hits += sum(names[b] in r.tools for b, r in zip(best, block, strict=True))
+    return hits / len(held)

@@ -1,0 +1,170 @@
+"""The consolidated query adapter (issue 31, round two) on real Postgres, the real model and
+real ingestion: a consolidation with enough held-back runs ships an adapter that the
+tenant's next search applies (and no other tenant's), after which only newer runs vote;
+one with too few held-back runs is kept out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shared.embeddings import Embedder
+from shared.learning.consolidate import MIN_HELD_BACK, consolidate
+from shared.search.adapter_store import ADAPTERS
+from shared.search.hybrid import gather_evidence
+from tests.integration.discovery.test_learned_search_db import Conn, conn, embedder, hits, run
+
+__all__ = ["conn", "embedder"]  # fixtures
+
+# How one tenant asks for five tools: its own words, three times each (the third of each
+# is the most recent, held back by the consolidation's check).
+JARGON = {
+    "memory:create_entities": [
+        "jot down that Alice is our Acme contact",
+        "jot down that Bob is the Paris supplier",
+        "jot down that Carol runs the tea shop",
+    ],
+    "time:get_current_time": [
+        "what does the clock say in Tokyo",
+        "what does the clock say in Lima",
+        "what does the clock say in Oslo",
+    ],
+    "filesystem:write_file": [
+        "stash these lines into notes.txt",
+        "stash this draft into plan.md",
+        "stash the summary into report.txt",
+    ],
+    "filesystem:read_text_file": [
+        "peek at config.yaml",
+        "peek at the README",
+        "peek at todo.txt",
+    ],
+    "git:git_commit": [
+        "seal my work in the repo",
+        "seal today's changes in the repo",
+        "seal the fix in the repo",
+    ],
+}
+QUERY = "jot down that Dave is the new accountant"
+
+
+def dense(
+    conn: Conn, embedder: Embedder, query: str, *, tenant: str, adapted: bool = True
+) -> dict[str, float]:
+    vector = embedder.embed_query([query])[0]
+    return gather_evidence(
+        conn, query=query, query_embedding=vector, tenant_id=tenant, adapted=adapted
+    ).dense
+
+
+def intents(conn: Conn, embedder: Embedder, query: str, *, tenant: str) -> int:
+    """How many past intents the search read for ``query`` (the vote's evidence)."""
+    vector = embedder.embed_query([query])[0]
+    return len(gather_evidence(conn, query=query, query_embedding=vector, tenant_id=tenant).intents)
+
+
+def adapters(conn: Conn, tenant: str) -> list[dict[str, Any]]:
+    return conn.execute(
+        "SELECT version, trained_on, held_back, score_before, score_after, shipped, "
+        "matrix IS NOT NULL AS kept FROM query_adapters WHERE tenant_id = %s ORDER BY version",
+        (tenant,),
+    ).fetchall()
+
+
+def test_a_shipped_adapter_moves_its_tenants_search_only(conn: Conn, embedder: Embedder) -> None:
+    ADAPTERS.clear()
+    for i in range(3):
+        for tool, phrasings in JARGON.items():
+            run(conn, embedder, intent=phrasings[i], calls=[(tool, True)], tenant="acme")
+    before = dense(conn, embedder, QUERY, tenant="acme")
+    assert before == dense(conn, embedder, QUERY, tenant="acme", adapted=False)
+    done = consolidate(conn)
+    fit = done[0].adapter
+    assert fit is not None and fit.shipped
+    assert fit.score_after >= fit.score_before
+    rows = adapters(conn, "acme")
+    assert [(r["version"], r["trained_on"], r["held_back"], r["shipped"]) for r in rows] == [
+        (1, 10, 5, True)
+    ]
+    # The next search maps the query: the tool the tenant uses for "jot down" comes closer,
+    # ahead of where the raw query put it.
+    after = dense(conn, embedder, QUERY, tenant="acme")
+    assert after != before
+    assert after["memory:create_entities"] > before["memory:create_entities"]
+    assert next(iter(hits(conn, embedder, QUERY, tenant="acme"))) == "memory:create_entities"
+    # Another tenant: the query as embedded, the zero-shot ranking.
+    assert dense(conn, embedder, QUERY, tenant="other") == before
+    # The vote counts only what the adapter has not learned: nothing until a new run,
+    # which counts at once (immediate learning until the next consolidation).
+    assert intents(conn, embedder, QUERY, tenant="acme") == 0
+    run(conn, embedder, intent=QUERY, calls=[("memory:create_entities", True)], tenant="acme")
+    assert intents(conn, embedder, QUERY, tenant="acme") == 1
+
+
+def test_too_few_held_back_runs_keep_the_identity(conn: Conn, embedder: Embedder) -> None:
+    ADAPTERS.clear()
+    tools = list(JARGON)[: MIN_HELD_BACK - 1]
+    for i in range(2):
+        for tool in tools:
+            run(conn, embedder, intent=JARGON[tool][i], calls=[(tool, True)], tenant="small")
+    before = dense(conn, embedder, QUERY, tenant="small")
+    done = consolidate(conn)
+    fit = done[0].adapter
+    assert fit is not None and not fit.shipped
+    assert [(r["held_back"], r["shipped"], r["kept"]) for r in adapters(conn, "small")] == [
+        (len(tools), False, False)
+    ]
+    assert dense(conn, embedder, QUERY, tenant="small") == before
+
+
+def test_matrix_round_trips(conn: Conn) -> None:
+    # What the consolidation stores is what the search loads (float32, row-major).
+    from shared.search.adapter_store import load_adapter, matrix_bytes
+
+    matrix = np.arange(16, dtype=np.float32).reshape(4, 4)
+    conn.execute(
+        "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, shipped, "
+        "matrix, dim, seconds) VALUES ('t', 1, 0, 0, true, %s, 4, 0)",
+        (matrix_bytes(matrix),),
+    )
+    held = load_adapter(conn, tenant_id="t")
+    assert held.version == 1 and held.matrix is not None
+    assert np.array_equal(held.matrix, matrix)
+
+
+def test_a_fit_scoring_worse_held_back_is_not_shipped(conn: Conn, embedder: Embedder) -> None:
+    # Version 1 learns the tenant's words. Then runs that name the wrong tool (each tool's
+    # phrasings credited to the next tool) outnumber the right ones in training, while
+    # each tool's most recent run, the held-back one, is right again: the new fit scores
+    # below the adapter in use, which stays in use.
+    ADAPTERS.clear()
+    tools = list(JARGON)
+    for i in range(3):
+        for tool in tools:
+            run(conn, embedder, intent=JARGON[tool][i], calls=[(tool, True)], tenant="acme")
+    assert consolidate(conn)[0].adapter.shipped  # type: ignore[union-attr]
+    shipped = dense(conn, embedder, QUERY, tenant="acme")
+    for i in range(3):
+        for n, tool in enumerate(tools):
+            wrong = tools[(n + 1) % len(tools)]
+            for extra in ("", " please", " now"):
+                run(
+                    conn,
+                    embedder,
+                    intent=JARGON[tool][i] + extra,
+                    calls=[(wrong, True)],
+                    tenant="acme",
+                )
+    for tool in tools:
+        run(conn, embedder, intent=JARGON[tool][0] + " today", calls=[(tool, True)], tenant="acme")
+    fit = consolidate(conn)[0].adapter
+    assert fit is not None
+    assert fit.score_after < fit.score_before and not fit.shipped
+    rows = adapters(conn, "acme")
+    assert [(r["version"], r["shipped"], r["kept"]) for r in rows] == [
+        (1, True, True),
+        (2, False, False),
+    ]
+    # The search keeps the version in use (the vote aside: compare the dense lists).
+    assert dense(conn, embedder, QUERY, tenant="acme") == shipped
