@@ -68,15 +68,17 @@ def _learn(
 
 
 @contextlib.asynccontextmanager
-async def session_of(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
-    """An SDK client on /mcp at 2026-07-28 (``server/discover``: the extension's base revision)
-    as the key in ``headers``, declaring the extension."""
+async def session_of(
+    stack: E2EStack, headers: dict[str, str], *, modern: bool = True
+) -> AsyncIterator[ClientSession]:
+    """An SDK client on /mcp as the key in ``headers``, declaring the extension: at 2026-07-28
+    (``server/discover``, the extension's base revision), else a 2025-11-25 session."""
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write, extensions={EXTENSION_ID: {}}) as session,
     ):
-        await session.discover()
+        await (session.discover() if modern else session.initialize())
         yield session
 
 
@@ -196,6 +198,12 @@ async def test_another_tenant_and_a_narrower_key_see_none_of_it(
         with pytest.raises(MCPError) as unread:
             await session.read_resource(alphas["uri"])
         assert unread.value.error.code == types.INVALID_PARAMS
+    async with session_of(e2e, beta.headers, modern=False) as session:
+        # 2025-11-25 capabilities cannot carry extensions; the methods answer all the same.
+        declared = session.server_capabilities
+        assert declared is not None and not declared.extensions
+        listed = (await request(session, "skills/list", {}))["skills"]
+        assert len(_ours(listed, beta.capability)) == 1 and not _ours(listed, alpha.capability)
     async with session_of(e2e, time_only) as session:
         assert (await request(session, "skills/list", {}))["skills"] == []
         with pytest.raises(MCPError) as unknown:
