@@ -211,6 +211,40 @@ async def test_another_tenant_and_a_narrower_key_see_none_of_it(
         assert unknown.value.error.code == types.INVALID_PARAMS
 
 
+async def test_a_long_listing_comes_in_pages(
+    e2e: E2EStack, tenants: tuple[Tenant, Tenant, dict[str, str]]
+) -> None:
+    alpha, _, _ = tenants
+    with connect(e2e.settings.database_url or "", autocommit=True) as conn:
+        _, key = issue_key(conn, tenant_id="gamma")
+        columns = [
+            r["column_name"]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = "
+                "'capabilities' AND column_name NOT IN ('id', 'tenant_id', 'name', 'code_hash')"
+            ).fetchall()
+        ]
+        listed = ", ".join(columns)
+        # 150 copies of alpha's capability for tenant gamma (named name_1 … name_150).
+        conn.execute(
+            f"INSERT INTO capabilities (tenant_id, name, code_hash, {listed}) "
+            f"SELECT 'gamma', name || '_' || g, code_hash || g, {listed} FROM capabilities, "
+            "generate_series(1, 150) AS g WHERE id = %s",
+            (alpha.capability["id"],),
+        )
+    async with session_of(e2e, {"Authorization": f"Bearer {key}"}) as session:
+        first = await request(session, "skills/list", {})
+        second = await request(session, "skills/list", {"cursor": first["nextCursor"]})
+        with pytest.raises(MCPError) as refused:
+            await request(session, "skills/list", {"cursor": "not-one-of-ours"})
+    assert len(first["skills"]) == 100 and len(second["skills"]) == 50
+    assert "nextCursor" not in second
+    names = {s["frontmatter"]["name"] for s in first["skills"] + second["skills"]}
+    assert len(names) == 150
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert "cursor" in refused.value.error.message
+
+
 async def test_export_writes_the_skills_as_agent_skills_folders(
     e2e: E2EStack,
     tenants: tuple[Tenant, Tenant, dict[str, str]],
