@@ -109,7 +109,7 @@ def split_uri(uri: str) -> tuple[str, str]:
     if not uri.startswith(SCHEME):
         raise ValidationFailed(f"{uri[:200]!r} is not a skill:// URI", field="uri")
     name, _, path = uri.removeprefix(SCHEME).partition("/")
-    return name, path.rstrip("/")
+    return name, path
 
 
 def skill_names(capability_names: Iterable[str]) -> dict[str, str]:
