@@ -18,6 +18,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from deploy.cli.gateway_client import call
+from shared.capabilities.skills import published, skills_of
 
 capabilities_app = typer.Typer(
     help="List, show, export, import, disable, enable and delete capabilities.",
@@ -104,8 +105,23 @@ def show(
 def export(
     ids: str | None = typer.Option(None, help="comma-separated ids (default: all)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="file (default: stdout)"),
+    skills: Path | None = typer.Option(
+        None,
+        "--skills",
+        help="write Agent Skills folders into this directory instead of a bundle: one "
+        "folder per capability (SKILL.md, code, parameters), as /mcp serves them",
+    ),
 ) -> None:
-    """A JSON bundle of capabilities with schemas and stats, for `agentcards capabilities import`."""
+    """A JSON bundle of capabilities with schemas and stats, for `agentcards capabilities import`
+    (or, with --skills DIR, the capabilities as Agent Skills folders)."""
+    if skills is not None:
+        if ids is not None or output is not None:
+            typer.echo(
+                "error: --skills writes every capability's folder: leave out --ids and -o", err=True
+            )
+            raise typer.Exit(code=1)
+        _export_skills(skills)
+        return
     bundle = call("GET", "/v1/capabilities/export", params={"ids": ids})
     text = json.dumps(bundle, indent=2, ensure_ascii=False)
     if output is None:
@@ -113,6 +129,32 @@ def export(
         return
     output.write_text(text + "\n", encoding="utf-8")
     typer.echo(f"exported {len(bundle['capabilities'])} capabilities to {output}", err=True)
+
+
+def _export_skills(directory: Path) -> None:
+    """Each published capability (``shared/capabilities/skills.py``) as ``DIR/<skill name>/``."""
+    if directory.exists() and not directory.is_dir():
+        typer.echo(
+            f"error: --skills {directory} is a file: give a directory (made if missing)", err=True
+        )
+        raise typer.Exit(code=1)
+    items: list[dict[str, Any]] = []
+    while True:  # every page: skills are named over the tenant's whole set
+        page = call("GET", "/api/capabilities", params={"limit": 500, "offset": len(items)})
+        items += page["capabilities"]
+        if not page["capabilities"] or len(items) >= page["total"]:
+            break
+    written = skills_of(published(items))
+    try:
+        for skill in written:
+            for file in skill.files:
+                path = directory / skill.name / file.path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(file.content)
+    except OSError as exc:
+        typer.echo(f"error: cannot write the skills into {directory}: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+    typer.echo(f"exported {len(written)} capabilities as skills to {directory}", err=True)
 
 
 @capabilities_app.command("import")

@@ -123,6 +123,14 @@ def items_by_id(conn: Conn, *, tenant_id: str, ids: Sequence[str]) -> list[Row]:
     return [item(r) for r in rows]
 
 
+def tenant_items(conn: Conn, *, tenant_id: str) -> list[Row]:
+    """Every capability of the tenant, every version, disabled or not; by name, then version."""
+    rows = conn.execute(
+        f"{ITEM_SELECT} WHERE c.tenant_id = %s ORDER BY c.name, c.version", (tenant_id,)
+    ).fetchall()
+    return [item(r) for r in rows]
+
+
 def item(row: Row) -> Row:
     """A row of ``ITEM_SELECT`` as the contract's item: exactly ``ITEM_FIELDS``."""
     return {f: list(row[f]) if f == "aliases" else row[f] for f in ITEM_FIELDS}

@@ -21,6 +21,7 @@ from services.gateway.mcp import (
     modes,
     passthrough,
     prompts,
+    skills,
 )
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
@@ -290,6 +291,7 @@ def build_mcp_server(
     capabilities.register(server, get_state, principal_of)
     prompts.register(server, get_state, principal_for)
     downstream_resources.register(server, get_state, principal_for)
+    skills.register(server, get_state, principal_for)  # after: it extends the resource handlers
     log_messages.register(server)
     modes.register(server, get_state, principal_for)  # last: it wraps the tools above
     return server

@@ -190,9 +190,11 @@ async def mcp_call(session: ClientSession, op: str, args: dict[str, Any]) -> Ans
     if op == "list_resources":
         listed = await session.list_resources()
         templates = await session.list_resource_templates()
+        # The tenant's skills (skill://…/SKILL.md) are MCP's own: REST lists capabilities elsewhere.
+        downstream = [r for r in listed.resources if not str(r.uri).startswith("skill://")]
         return {
             "resources": [
-                _ungatewayed(r.model_dump(mode="json", by_alias=True)) for r in listed.resources
+                _ungatewayed(r.model_dump(mode="json", by_alias=True)) for r in downstream
             ],
             "resource_templates": [
                 _ungatewayed(t.model_dump(mode="json", by_alias=True), key="uriTemplate")
