@@ -287,7 +287,7 @@ class DirectSurface:
         ) -> types.ReadResourceResult:
             patterns = (await principal_of(ctx)).tool_patterns
             uri = str(params.uri)
-            with protocol_errors():
+            with protocol_errors(uri=uri):
                 server, inner = (
                     (name, uri) if name is not None else resources.split_gateway_uri(uri)
                 )
