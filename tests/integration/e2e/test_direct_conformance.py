@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
 from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import everything_server, npm_binary
@@ -75,3 +76,23 @@ def test_2026_07_28_scenarios_pass(direct_surface: E2EStack, path: str, tmp_path
         if done.returncode != 0 or not checks or failing:
             failed[scenario] = (done.stdout[-1500:] + done.stderr[-500:], failing)
     assert not failed, failed
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/servers/everything"])
+async def test_the_sdk_client_speaks_either_revision(direct_surface: E2EStack, path: str) -> None:
+    """The SDK client's default (``server/discover``) gets 2026-07-28 with private caching
+    hints; a legacy client still gets a 2025-11-25 session; both see the same tools."""
+    url = f"{direct_surface.gateway_url}{path}"
+    async with Client(url) as modern:
+        assert modern.protocol_version == "2026-07-28"
+        listed = await modern.list_tools()
+        assert listed.cache_scope == "private" and listed.ttl_ms == 60_000
+        modern_names = [tool.name for tool in listed.tools]
+    async with Client(url, mode="legacy") as legacy:
+        assert legacy.protocol_version == "2025-11-25"
+        legacy_names = [tool.name for tool in (await legacy.list_tools()).tools]
+    assert modern_names == legacy_names and modern_names
+    if path != "/mcp":
+        async with Client(url) as modern:
+            echoed = await modern.call_tool("echo", {"message": "both revisions"})
+        assert "both revisions" in json.dumps(echoed.model_dump(mode="json"))
