@@ -191,9 +191,12 @@ class Upstream:
                 if offered is None
                 else f"the MCP client that started it did not declare the {capability} capability"
             )
-            return _refuse(
+            message = (
                 f"{method} from server {server!r} refused for execution {owner.execution_id}: {who}"
             )
+            if offered is None:
+                return _refuse(message)
+            return _missing_capability(message, capability)
         request = ClientRequest(
             id=upstream.new_request_id(),
             execution_id=owner.execution_id,
@@ -228,6 +231,20 @@ def roots_result(roots: list[str]) -> types.ListRootsResult:
             types.Root(uri=FileUrl(uri), name=uri.rstrip("/").rsplit("/", 1)[-1] or uri)
             for uri in roots
         ]
+    )
+
+
+def _missing_capability(message: str, capability: str) -> types.ErrorData:
+    """MCP's own refusal (``-32021``, 2026-07-28) for a request the client declared no
+    capability for, naming the capability it needs as the spec's ``requiredCapabilities``."""
+    log.info("%s", message)
+    data = types.MissingRequiredClientCapabilityErrorData(
+        required_capabilities=types.ClientCapabilities.model_validate({capability: {}})
+    )
+    return types.ErrorData(
+        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=message,
+        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
     )
 
 

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from services.gateway.mcp import log_messages, passthrough
+from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
 from services.gateway.mcp.log_messages import connection_of
@@ -286,7 +287,7 @@ class DirectSurface:
         ) -> types.ReadResourceResult:
             patterns = (await principal_of(ctx)).tool_patterns
             uri = str(params.uri)
-            with protocol_errors():
+            with protocol_errors(uri=uri):
                 server, inner = (
                     (name, uri) if name is not None else resources.split_gateway_uri(uri)
                 )
@@ -388,6 +389,7 @@ class DirectSurface:
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
+            cache_hints=CACHE_HINTS,
         )
         log_messages.register(server)  # the server's own log messages during a call
         return server

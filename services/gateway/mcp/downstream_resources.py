@@ -34,10 +34,10 @@ def register(
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        with protocol_errors():
+        with protocol_errors(uri=str(params.uri)):
             name, uri = resources.split_gateway_uri(str(params.uri))
         patterns = (await principal_for(ctx.request)).tool_patterns
-        with protocol_errors():
+        with protocol_errors(uri=str(params.uri)):
             result = await resources.read_resource(
                 get_state(), server=name, uri=uri, patterns=patterns
             )

@@ -52,12 +52,17 @@ def tool_errors() -> Iterator[None]:
 
 
 @contextmanager
-def protocol_errors() -> Iterator[None]:
-    """Our errors raised in a resource handler as a JSON-RPC error carrying the same body."""
+def protocol_errors(*, uri: str | None = None) -> Iterator[None]:
+    """Our errors raised in a resource handler as a JSON-RPC error carrying the same body;
+    ``uri``: the resource a ``resources/read`` asked for, which an invalid-params answer's
+    ``data.uri`` names (SEP-2164: a client tells "no such resource" by it)."""
     try:
         yield
     except AgentCardsError as exc:
-        raise protocol_error(exc) from exc
+        error = protocol_error(exc)
+        if uri is not None and error.error.code == types.INVALID_PARAMS:
+            error.error.data = {**(error.error.data or {}), "uri": uri}
+        raise error from exc
 
 
 def mcp_error(exc: Exception) -> ToolError:

@@ -15,6 +15,7 @@ client is told when a server's tool list changes (``notifications/tools/list_cha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, cast, get_args
 
@@ -52,6 +53,19 @@ def mode_of(request: object, principal: Principal) -> McpMode:
     return cast(McpMode, asked)
 
 
+def unresolved_caller(exc: ToolError) -> MCPError:
+    """The JSON-RPC error for a request whose caller could not be resolved: ``exc`` carries our
+    ``{type, message, details?}`` body (``mcp_error``), which becomes the message and ``data``."""
+    try:
+        body = json.loads(str(exc))
+    except ValueError:
+        body = {"type": "internal_error", "message": str(exc)}
+    if not isinstance(body, dict):
+        body = {"type": "internal_error", "message": str(exc)}
+    message = f"could not resolve the caller's key: {body.get('message', str(exc))}"
+    return MCPError(code=types.INTERNAL_ERROR, message=message, data=body)
+
+
 def register(
     server: MCPServer,
     get_state: Callable[[], GatewayState],
@@ -72,7 +86,12 @@ def register(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        principal, mode = await caller(ctx)
+        try:
+            principal, mode = await caller(ctx)
+        except ToolError as exc:
+            # tools/list is no tool: an unresolvable caller (e.g. Postgres down while checking
+            # the key) is a JSON-RPC error naming the outage, never the SDK's bare -32603.
+            raise unresolved_caller(exc) from exc
         own = cast(types.ListToolsResult, await own_list.handler(ctx, params))
         if mode == "code":
             return own

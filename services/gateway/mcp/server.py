@@ -23,6 +23,7 @@ from services.gateway.mcp import (
     prompts,
     skills,
 )
+from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.fit import reply_bytes
@@ -168,6 +169,7 @@ def build_mcp_server(
 
     server: MCPServer = MCPServer(
         name="agentcards",
+        cache_hints=CACHE_HINTS,
         title="AgentCards",
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",

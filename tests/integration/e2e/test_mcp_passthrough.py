@@ -313,6 +313,8 @@ async def test_sampling_is_refused_for_a_client_without_the_capability(ready: E2
     assert ran["status"] == "succeeded", ran["error"]
     assert ran["result"]["type"] == "tool_error"
     assert "did not declare the sampling capability" in ran["result"]["message"]
+    # MCP's own refusal code for a missing client capability, as the server read it
+    assert "-32021" in ran["result"]["message"]
 
 
 async def test_sampling_is_refused_for_a_rest_caller(ready: E2EStack) -> None:
