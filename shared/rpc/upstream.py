@@ -137,3 +137,20 @@ async def answer(redis: aioredis.Redis, reply: ClientReply, *, ttl_s: int = 60) 
         pipe.rpush(key, reply.model_dump_json())
         pipe.expire(key, ttl_s)
         await pipe.execute()
+
+
+async def answer_once(redis: aioredis.Redis, reply: ClientReply, *, ttl_s: int = 600) -> bool:
+    """Deliver ``reply`` unless this request was answered already (a client's repeated
+    retry); True when delivered."""
+    if not await redis.set(client_key("answered", reply.id), 1, nx=True, ex=ttl_s):
+        return False
+    await answer(redis, reply)
+    return True
+
+
+async def drain(
+    redis: aioredis.Redis, *, execution_id: str, limit: int = 16
+) -> list[ClientRequest]:
+    """The requests for ``execution_id``'s client already waiting (up to ``limit``), without blocking."""
+    popped: list[bytes] | None = await redis.lpop(client_key("requests", execution_id), limit)  # type: ignore[assignment]  # a list when given a count
+    return [ClientRequest.model_validate_json(raw) for raw in popped or []]

@@ -94,6 +94,16 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
     return {"command": str(binary), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
 
 
+def elicit_test_server(**entry: Any) -> dict[str, Any]:
+    """Config entry for tests/integration/elicit_server.py: tools that elicit and sample."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.integration.elicit_server"],
+        "cwd": str(REPO),
+        **entry,
+    }
+
+
 def cache_test_server(folder: Path, **entry: Any) -> dict[str, Any]:
     """Config entry for tests/integration/cache_server.py, controlled through ``folder``."""
     return {

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
 from services.gateway.mcp import passthrough
@@ -110,10 +110,13 @@ def register(
         no_cache: NoCache = False,
         retry: Retry = "never",
         learn: Learn = True,
-    ) -> Annotated[CallToolResult, ExecutionView]:
+    ) -> Annotated[CallToolResult, ExecutionView] | InputRequiredResult:
         principal = await principal_of(ctx)
         state = get_state()
         with tool_errors():
+            resumed = await passthrough.resume_as_tool(state, ctx, principal=principal)
+            if resumed is not None:  # a 2026-07-28 client's answers: the same run goes on
+                return resumed
             body = CapabilityExecuteRequest(
                 args=args or {},
                 wait=True,

@@ -27,6 +27,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.mcpserver import Context
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
@@ -36,7 +37,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.mcp import log_messages, passthrough
+from services.gateway.mcp import input_required, log_messages, passthrough
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
@@ -243,7 +244,7 @@ class DirectSurface:
 
         async def call_tool(
             ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-        ) -> types.CallToolResult:
+        ) -> types.CallToolResult | types.InputRequiredResult:
             principal = await principal_of(ctx)
             listening(name, ctx)
             return await call_direct(
@@ -392,6 +393,10 @@ class DirectSurface:
             cache_hints=CACHE_HINTS,
         )
         log_messages.register(server)  # the server's own log messages during a call
+        # requestState sealed and checked as on /mcp; the audience keeps it to this endpoint.
+        security = input_required.state_security(get_state)
+        audience = f"agentcards-direct:{AGGREGATE if name is None else name}"
+        server.middleware.append(RequestStateBoundary(security, default_audience=audience))
         return server
 
 
@@ -402,37 +407,44 @@ async def call_direct(
     principal: Principal,
     server: str | None,
     params: types.CallToolRequestParams,
-) -> types.CallToolResult:
+) -> types.CallToolResult | types.InputRequiredResult:
     """One direct call: ``params.name`` is ``server``'s own tool name (None: an aggregate
     ``<server>.<tool>``). An unknown or forbidden tool is a JSON-RPC error; a refusal before
     the run (rate limit, sizes) and a failed run are tool errors."""
     with protocol_errors():
         tool = await direct.find_tool(state, principal=principal, server=server, name=params.name)
+    mcp_ctx = Context(request_context=ctx, input_params=params)
+    pending = input_required.pending_of(params.request_state, principal=principal)
     try:
-        admission = await direct.admit_call(
-            state,
-            tool=tool,
-            arguments=dict(params.arguments or {}),
-            principal=principal,
-            session_id=_session_id(ctx),
-        )
+        if pending is None:
+            admission = await direct.admit_call(
+                state,
+                tool=tool,
+                arguments=dict(params.arguments or {}),
+                principal=principal,
+                session_id=_session_id(ctx),
+            )
     except (AgentCardsError, ValidationError) as exc:
         return _refused(exc)
+    execution_id = str(admission.row["id"]) if pending is None else pending.execution_id
     try:
-        row = await passthrough.run_passing_through(
-            state,
-            Context(request_context=ctx),
-            admission=admission,
-            principal=principal,
-            log_events=False,
-        )
+        if pending is None:
+            outcome = await passthrough.run_passing_through(
+                state, mcp_ctx, admission=admission, principal=principal, log_events=False
+            )
+        else:  # a 2026-07-28 client's answers: the same run goes on
+            outcome = await passthrough.resume_passing_through(
+                state, mcp_ctx, pending=pending, principal=principal, log_events=False
+            )
     except anyio.get_cancelled_exc_class():  # the client cancelled the call: stop the run
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await _cancel(state, execution_id=str(admission.row["id"]), principal=principal)
+            await _cancel(state, execution_id=execution_id, principal=principal)
         raise
     except (AgentCardsError, ValidationError) as exc:
         return _refused(exc)
-    return direct_result(view_from_row(row), tool)
+    if isinstance(outcome, types.InputRequiredResult):
+        return outcome
+    return direct_result(view_from_row(outcome), tool)
 
 
 async def _cancel(state: GatewayState, *, execution_id: str, principal: Principal) -> None:

@@ -5,14 +5,16 @@ While an MCP client waits on either tool, this relays what the downstream server
 send during the execution's tool calls: their ``notifications/progress`` (as progress on
 the client's own token, the message naming the tool and its trace call id) and their
 ``sampling/createMessage`` / ``elicitation/create`` requests, when the client declared the
-capability. The toolhost refuses those requests itself for any other caller (see
-shared/rpc/upstream.py).
+capability. A 2026-07-28 client cannot be sent requests: it gets them as an
+``InputRequiredResult`` and answers by retrying the call (input_required.py). The toolhost
+refuses those requests itself for any other caller (see shared/rpc/upstream.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -26,11 +28,12 @@ from mcp.types import CallToolResult
 from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
-from services.gateway.mcp import log_messages
+from services.gateway.mcp import input_required, log_messages
 from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.enqueue import enqueue_admitted
+from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
@@ -41,6 +44,9 @@ from shared.rpc import upstream
 from shared.rpc.upstream import ClientReply, ClientRequest
 
 log = logging.getLogger(__name__)
+
+# What a passed-through run ends in: its row, or (2026-07-28) the questions its tools ask.
+Outcome = dict[str, Any] | types.InputRequiredResult
 
 # The client capability each relayed capability name needs.
 _NEEDS = {
@@ -69,15 +75,56 @@ async def run_passing_through(
     admission: Admission,
     principal: Principal,
     log_events: bool = True,
-) -> dict[str, Any]:
+) -> Outcome:
     """Enqueue an admitted execution and return it once finished; meanwhile its events reach
     ``ctx``'s client as log lines (unless not ``log_events``: a direct call's client sees its
     tool, not a run) and tool progress, and its tools' sampling/elicitation requests as
-    requests. The relay is advertised before the task is sent, so a tool that asks at once
-    is never refused as if a REST caller had started it."""
+    requests (2025-11-25) or as an ``InputRequiredResult`` returned instead of the row
+    (2026-07-28: the run keeps waiting; see input_required.py). The relay is advertised
+    before the task is sent, so a tool that asks at once is never refused as if a REST
+    caller had started it."""
     row = admission.row
     if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
+    execution_id = str(row["id"])
+    async with relay_client_requests(state, ctx, execution_id=execution_id) as relay:
+        row = await enqueue_admitted(state, admission=admission, principal=principal)
+        if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
+            return row
+        return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+
+
+async def resume_passing_through(
+    state: GatewayState,
+    ctx: Context,
+    *,
+    pending: input_required.Pending,
+    principal: Principal,
+    log_events: bool = True,
+) -> Outcome:
+    """A 2026-07-28 client's retry after an ``InputRequiredResult``: its answers go to the
+    waiting tools, then the same execution is waited on again."""
+    await input_required.deliver(state, pending, ctx.input_responses)
+    row = await read_execution(
+        state, execution_id=pending.execution_id, tenant_id=principal.tenant_id
+    )
+    if row["status"] in TERMINAL:
+        return row
+    async with relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay:
+        return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+
+
+async def _wait(
+    state: GatewayState,
+    ctx: Context,
+    relay: Relay,
+    *,
+    row: dict[str, Any],
+    principal: Principal,
+    log_events: bool,
+) -> Outcome:
+    """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
+    from one of its tools (then returned as an ``InputRequiredResult``)."""
 
     async def on_event(event: dict[str, Any]) -> None:
         if log_events:
@@ -87,26 +134,96 @@ async def run_passing_through(
         await forward_progress(ctx, event)
 
     execution_id = str(row["id"])
-    async with relay_client_requests(state, ctx, execution_id=execution_id):
-        row = await enqueue_admitted(state, admission=admission, principal=principal)
-        if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
-            return row
-        return await wait_for_finish(
-            state,
-            execution_id=execution_id,
-            timeout_s=float(row["timeout_s"]),
-            on_event=on_event,
-            submitted=row,
+    finishing = wait_for_finish(
+        state,
+        execution_id=execution_id,
+        timeout_s=float(row["timeout_s"]),
+        on_event=on_event,
+        submitted=row,
+    )
+    if not relay.stateless:
+        return await finishing
+    finished = asyncio.create_task(finishing)
+    asked = asyncio.create_task(_questions(state, execution_id))
+    try:
+        await asyncio.wait({finished, asked}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (finished, asked):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if finished.done() and not finished.cancelled():
+        return finished.result()  # (a question popped just as the run ended waits for no one)
+    questions, requests = asked.result()
+    # The client is still there, between two rounds: keep its lease until the tools stop waiting.
+    relay.hold_until = min(r.deadline for r in requests)
+    return input_required.ask(questions, requests, tenant_id=principal.tenant_id)
+
+
+async def _questions(
+    state: GatewayState, execution_id: str
+) -> tuple[dict[str, types.InputRequest], list[ClientRequest]]:
+    """The next request(s) of the execution's tools to its client, as embedded input requests
+    (one that is not a valid MCP request is refused to its server at once)."""
+    while True:
+        first = await _next(state, execution_id)
+        if first is None:
+            continue
+        try:
+            requests = [first, *await upstream.drain(state.aredis, execution_id=execution_id)]
+        except (RedisError, ValidationError) as exc:  # the rest come in the next round
+            log.warning("relay for execution %s: %s", execution_id, exc)
+            requests = [first]
+        questions: dict[str, types.InputRequest] = {}
+        for request in requests:
+            outgoing = client_request(request)
+            if isinstance(outgoing, ClientReply):
+                await upstream.answer(state.aredis, outgoing)
+            else:
+                questions[request.id] = outgoing[0]
+        if questions:
+            return questions, requests
+
+
+async def _next(state: GatewayState, execution_id: str) -> ClientRequest | None:
+    """One request of the execution's tools for its client, or None after a poll."""
+    try:
+        return await upstream.next_request(
+            state.aredis, execution_id=execution_id, timeout_s=_POLL_S
         )
+    except (RedisError, ValidationError) as exc:
+        log.warning("relay for execution %s: %s", execution_id, exc)
+        await asyncio.sleep(1.0)
+        return None
 
 
 async def run_as_tool(
     state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
-) -> CallToolResult:
+) -> CallToolResult | types.InputRequiredResult:
     """``execute_code`` and ``execute_capability`` end alike: the admitted run passed through
     while it runs, then its outcome logged to the client and returned as the tool's result."""
-    row = await run_passing_through(state, ctx, admission=admission, principal=principal)
-    view = view_from_row(row)
+    outcome = await run_passing_through(state, ctx, admission=admission, principal=principal)
+    return await _as_tool(state, ctx, outcome)
+
+
+async def resume_as_tool(
+    state: GatewayState, ctx: Context, *, principal: Principal
+) -> CallToolResult | types.InputRequiredResult | None:
+    """``run_as_tool`` for a 2026-07-28 client's retry (None: the call is not one)."""
+    pending = input_required.pending_of(ctx.request_state, principal=principal)
+    if pending is None:
+        return None
+    outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
+    return await _as_tool(state, ctx, outcome)
+
+
+async def _as_tool(
+    state: GatewayState, ctx: Context, outcome: Outcome
+) -> CallToolResult | types.InputRequiredResult:
+    if isinstance(outcome, types.InputRequiredResult):
+        return outcome
+    view = view_from_row(outcome)
     await log_messages.send_outcome(ctx, view)
     return execution_result(view, max_bytes=state.settings.mcp_reply_max_bytes)
 
@@ -130,12 +247,23 @@ def client_capabilities(ctx: Context) -> list[str]:
     return [name for name, needed in _NEEDS.items() if session.check_client_capability(needed)]
 
 
+@dataclasses.dataclass
+class Relay:
+    """The relay of one ``tools/call``: ``stateless`` for a 2026-07-28 client (its questions
+    are returned, not sent); ``hold_until`` set when the call ends with questions pending."""
+
+    stateless: bool
+    hold_until: float | None = None
+
+
 @contextlib.asynccontextmanager
 async def relay_client_requests(
     state: GatewayState, ctx: Context, *, execution_id: str
-) -> AsyncIterator[None]:
-    """While the block runs, answer the execution's sampling/elicitation requests through ``ctx``'s client."""
+) -> AsyncIterator[Relay]:
+    """While the block runs, answer the execution's sampling/elicitation requests through
+    ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``)."""
     capabilities = client_capabilities(ctx)
+    relay = Relay(stateless=input_required.applies(ctx.protocol_version))
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
     try:
         await upstream.advertise(
@@ -145,10 +273,10 @@ async def relay_client_requests(
         # row) if Redis is down, and the renewal below retries if it was a blip
         log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
     tasks = [asyncio.create_task(_renew(state, execution_id, capabilities))]
-    if capabilities:
+    if capabilities and not relay.stateless:
         tasks.append(asyncio.create_task(_listen(state, ctx, execution_id)))
     try:
-        yield
+        yield relay
     finally:
         for task in tasks:
             task.cancel()
@@ -156,7 +284,15 @@ async def relay_client_requests(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         with contextlib.suppress(RedisError):
-            await upstream.withdraw(state.aredis, execution_id=execution_id)
+            if relay.hold_until is None:
+                await upstream.withdraw(state.aredis, execution_id=execution_id)
+            else:  # until the client's retry renews it (or the waiting tools give up)
+                await upstream.advertise(
+                    state.aredis,
+                    execution_id=execution_id,
+                    capabilities=capabilities,
+                    ttl_s=max(LEASE_S, relay.hold_until - time.time()),
+                )
 
 
 async def _renew(state: GatewayState, execution_id: str, capabilities: list[str]) -> None:
@@ -189,9 +325,11 @@ async def _listen(state: GatewayState, ctx: Context, execution_id: str) -> None:
             log.warning("could not deliver the client's answer %s: %s", request.id, exc)
 
 
-async def _ask_client(ctx: Context, request: ClientRequest) -> ClientReply:
-    """Send the request to the MCP client on the ``execute_code`` call's stream; its answer or error."""
-    remaining = request.deadline - time.time()
+def client_request(
+    request: ClientRequest,
+) -> tuple[types.CreateMessageRequest | types.ElicitRequest, type[types.Result]] | ClientReply:
+    """The MCP request (and its result type) to put to the client, the origin in its
+    ``_meta``; a refusal for the server when its params are not a valid request."""
     # Where it came from, for a client that shows it: the server, the tool and its call.
     meta = {
         "agentcards/origin": {
@@ -202,22 +340,26 @@ async def _ask_client(ctx: Context, request: ClientRequest) -> ClientReply:
         }
     }
     params = {**request.params, "_meta": {**request.params.get("_meta", {}), **meta}}
-    outgoing: types.ServerRequest
-    result_type: type[types.Result]
     try:
         if request.method == "sampling/createMessage":
-            outgoing = types.CreateMessageRequest(
-                params=types.CreateMessageRequestParams.model_validate(params)
-            )
-            result_type = types.CreateMessageResult
-        else:
-            outgoing = types.ElicitRequest(params=_ELICIT_PARAMS.validate_python(params))
-            result_type = types.ElicitResult
+            sampling = types.CreateMessageRequestParams.model_validate(params)
+            return types.CreateMessageRequest(params=sampling), types.CreateMessageResult
+        elicit = _ELICIT_PARAMS.validate_python(params)
+        return types.ElicitRequest(params=elicit), types.ElicitResult
     except ValidationError as exc:
         return ClientReply.refusal(request.id, types.INVALID_PARAMS, f"{request.method}: {exc}")
+
+
+async def _ask_client(ctx: Context, request: ClientRequest) -> ClientReply:
+    """Send the request to the MCP client on the ``execute_code`` call's stream; its answer or error."""
+    remaining = request.deadline - time.time()
+    outgoing = client_request(request)
+    if isinstance(outgoing, ClientReply):
+        return outgoing
+    message, result_type = outgoing
     try:
         result = await ctx.session.send_request(
-            outgoing,
+            message,
             result_type,
             request_read_timeout_seconds=max(0.1, remaining),
             metadata=ServerMessageMetadata(related_request_id=ctx.request_context.request_id),

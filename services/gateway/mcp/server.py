@@ -9,7 +9,7 @@ from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field
 from starlette.routing import Route
 
@@ -17,6 +17,7 @@ from services.gateway.auth import resolve_sync
 from services.gateway.mcp import (
     capabilities,
     downstream_resources,
+    input_required,
     log_messages,
     modes,
     passthrough,
@@ -83,6 +84,8 @@ REPORTS = ToolAnnotations(
 )
 # A tool result that is an ExecutionView (the output schema) with `isError` set on failure.
 ExecutionResult = Annotated[CallToolResult, ExecutionView]
+# A run's tool result, or (2026-07-28) the questions its tools ask first (input_required.py).
+ExecutionOrInput = ExecutionResult | InputRequiredResult
 
 EXECUTE_CODE_DESCRIPTION = """\
 Run Python (or TypeScript, see below) code in an isolated sandbox that can call MCP tools,
@@ -173,6 +176,7 @@ def build_mcp_server(
         title="AgentCards",
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",
+        request_state_security=input_required.state_security(get_state),
     )
 
     @server.tool(
@@ -192,10 +196,13 @@ def build_mcp_server(
         retry: Retry = "never",
         learn: Learn = True,
         language: Lang = "python",
-    ) -> ExecutionResult:
+    ) -> ExecutionOrInput:
         state = get_state()
         principal = await principal_of(ctx)
         with tool_errors():
+            resumed = await passthrough.resume_as_tool(state, ctx, principal=principal)
+            if resumed is not None:  # a 2026-07-28 client's answers: the same run goes on
+                return resumed
             request = ExecutionRequest(
                 code=code,
                 language=language,  # type: ignore[arg-type]  # the model checks (and maps aliases)

@@ -1,0 +1,139 @@
+"""Multi-round trips (MCP 2026-07-28) through the gateway, with the SDK client and a real SDK
+server whose tool elicits: the question reaches a stateless client as an InputRequiredResult,
+its retry carries the answer to the tool waiting in the sandbox, and the run succeeds; a
+2025-11-25 client still gets the question as a request over its session (the relay)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client, types
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+
+from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
+from tests.integration.mcp_servers import elicit_test_server
+
+stack = stack_fixture(lambda tmp: {"asker": elicit_test_server()}, learning=False)
+
+ASK = 'return await mcp.asker.ask_name(question=args["q"])'
+
+
+@pytest.fixture(scope="module")
+def ready(stack: E2EStack) -> E2EStack:
+    def synced() -> bool:
+        with stack.client() as client:
+            tools = client.get("/v1/tools").json()["tools"]
+        return "asker:ask_name" in {t["id"] for t in tools if t["available"]}
+
+    wait_until(synced, what="the eliciting server's tools synced")
+    return stack
+
+
+def _answering(name: str, asked: list[types.ElicitRequestParams]) -> Any:
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": name})
+
+    return elicitation
+
+
+def _payload(result: types.CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    if result.structured_content:
+        return dict(result.structured_content)
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return dict(json.loads(block.text))
+
+
+async def _first_round(client: Client, question: str) -> types.InputRequiredResult:
+    first = await client.session.call_tool(
+        "execute_code", {"code": ASK, "args": {"q": question}}, allow_input_required=True
+    )
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+async def test_execute_code_gets_an_input_required_result_and_the_answer_reaches_the_tool(
+    ready: E2EStack,
+) -> None:
+    async with Client(f"{ready.gateway_url}/mcp", elicitation_callback=_answering("x", [])) as c:
+        assert c.protocol_version == "2026-07-28"
+        first = await _first_round(c, "Who wrote the first program?")
+        (key, asked), *others = (first.input_requests or {}).items()
+        assert not others and isinstance(asked, types.ElicitRequest)
+        assert asked.params.message == "Who wrote the first program?"
+        answer = types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
+        done = await c.session.call_tool(
+            "execute_code",
+            {"code": ASK, "args": {"q": "Who wrote the first program?"}},
+            input_responses={key: answer},
+            request_state=first.request_state,
+        )
+    ran = _payload(done)
+    assert ran["status"] == "succeeded", ran
+    assert ran["result"] == {"action": "accept", "name": "Ada Lovelace"}
+    with ready.client() as rest:  # the same run, resumed: one execution, one tool call
+        listed = rest.get("/v1/executions", params={"limit": 50}).json()["executions"]
+    asked_ada = [e for e in listed if (e["result"] or {}).get("name") == "Ada Lovelace"]
+    assert [(e["id"], len(e["tool_calls"])) for e in asked_ada] == [(ran["id"], 1)]
+
+
+async def test_a_direct_call_round_trips_with_the_sdk_client_driving_it(ready: E2EStack) -> None:
+    asked: list[types.ElicitRequestParams] = []
+    url = f"{ready.gateway_url}/mcp/servers/asker"
+    async with Client(url, elicitation_callback=_answering("Grace Hopper", asked)) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("ask_name", {"question": "Who found the moth?"})
+    assert _payload(result) == {"action": "accept", "name": "Grace Hopper"}
+    assert [p.message for p in asked] == ["Who found the moth?"]
+
+
+async def test_a_2025_11_25_client_gets_the_question_over_its_session(ready: E2EStack) -> None:
+    asked: list[types.ElicitRequestParams] = []
+    async with mcp_session(ready, elicitation_callback=_answering("Alan Turing", asked)) as session:
+        done = await session.call_tool("execute_code", {"code": ASK, "args": {"q": "Who?"}})
+    ran = _payload(done)
+    assert ran["status"] == "succeeded", ran
+    assert ran["result"] == {"action": "accept", "name": "Alan Turing"}
+    assert [p.message for p in asked] == ["Who?"]
+
+
+async def test_a_tampered_or_misused_request_state_is_refused_and_the_run_still_waits(
+    ready: E2EStack,
+) -> None:
+    arguments = {"code": ASK, "args": {"q": "Name?"}}
+    async with Client(f"{ready.gateway_url}/mcp", elicitation_callback=_answering("x", [])) as c:
+        first = await _first_round(c, "Name?")
+        state = first.request_state or ""
+        key = next(iter(first.input_requests or {}))
+        answer = {key: types.ElicitResult(action="accept", content={"name": "Barbara Liskov"})}
+        tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
+        with pytest.raises(MCPError) as refused:
+            await c.session.call_tool(
+                "execute_code", arguments, input_responses=answer, request_state=tampered
+            )
+        assert refused.value.error.code == types.INVALID_PARAMS
+        assert "requestState" in refused.value.error.message
+        # The state is bound to the call's arguments: replayed on other code, refused too.
+        with pytest.raises(MCPError, match="requestState"):
+            other = {"code": "return 1", "args": {"q": "Name?"}}
+            await c.session.call_tool(
+                "execute_code", other, input_responses=answer, request_state=state
+            )
+        # Answers missing: refused naming the key, nothing delivered.
+        with pytest.raises(MCPError, match=key) as missing:
+            await c.session.call_tool("execute_code", arguments, request_state=state)
+        assert (missing.value.error.data or {})["type"] == "invalid_request_state"
+        # Nothing was lost: the genuine retry still finishes the run.
+        done = await c.session.call_tool(
+            "execute_code", arguments, input_responses=answer, request_state=state
+        )
+    ran = _payload(done)
+    assert ran["status"] == "succeeded", ran
+    assert ran["result"]["name"] == "Barbara Liskov"
