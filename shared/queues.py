@@ -146,9 +146,7 @@ def tool_calls_key(caller: str, minute: int) -> str:
     return f"{TOOL_CALLS_PREFIX}{caller}:{minute}"
 
 
-def client_key(
-    kind: Literal["requests", "reply", "capabilities", "answered"], ident: str
-) -> str:
+def client_key(kind: Literal["requests", "reply", "capabilities", "answered"], ident: str) -> str:
     """Relay keys: ``requests`` (list, per execution) of server-to-client requests waiting for
     its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
     execution) saying what its client can answer (absent: nobody listens), ``answered`` (per
