@@ -66,6 +66,8 @@ LEASE_S = 5.0
 # MCP clients' message limit like any reply; see fit.py).
 PROGRESS_TEXT_BYTES = 4096
 RENEW_EVERY_S = 1.5
+# The _meta key naming where a relayed request came from (see ``origin``).
+ORIGIN = "agentcards/origin"
 
 
 async def run_passing_through(
@@ -158,7 +160,10 @@ async def _wait(
     questions, requests = asked.result()
     # The client is still there, between two rounds: keep its lease until the tools stop waiting.
     relay.hold_until = min(r.deadline for r in requests)
-    return input_required.ask(questions, requests, tenant_id=principal.tenant_id)
+    origins = {r.id: origin(r) for r in requests if r.id in questions}
+    result = input_required.ask(questions, requests, tenant_id=principal.tenant_id)
+    # The embedded requests carry no _meta at 2026-07-28: the origins ride the result's.
+    return result.model_copy(update={"meta": {ORIGIN: origins}})
 
 
 async def _questions(
@@ -325,20 +330,22 @@ async def _listen(state: GatewayState, ctx: Context, execution_id: str) -> None:
             log.warning("could not deliver the client's answer %s: %s", request.id, exc)
 
 
+def origin(request: ClientRequest) -> dict[str, Any]:
+    """Where a request came from, for a client that shows it: the server, the tool, its call."""
+    return {
+        "server": request.server,
+        "tool": request.tool,
+        "call_id": request.trace_call_id,
+        "execution_id": request.execution_id,
+    }
+
+
 def client_request(
     request: ClientRequest,
 ) -> tuple[types.CreateMessageRequest | types.ElicitRequest, type[types.Result]] | ClientReply:
     """The MCP request (and its result type) to put to the client, the origin in its
     ``_meta``; a refusal for the server when its params are not a valid request."""
-    # Where it came from, for a client that shows it: the server, the tool and its call.
-    meta = {
-        "agentcards/origin": {
-            "server": request.server,
-            "tool": request.tool,
-            "call_id": request.trace_call_id,
-            "execution_id": request.execution_id,
-        }
-    }
+    meta = {ORIGIN: origin(request)}
     params = {**request.params, "_meta": {**request.params.get("_meta", {}), **meta}}
     try:
         if request.method == "sampling/createMessage":

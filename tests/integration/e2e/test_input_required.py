@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client, types
 from mcp.client.session import ClientRequestContext
@@ -68,6 +69,8 @@ async def test_execute_code_gets_an_input_required_result_and_the_answer_reaches
         (key, asked), *others = (first.input_requests or {}).items()
         assert not others and isinstance(asked, types.ElicitRequest)
         assert asked.params.message == "Who wrote the first program?"
+        origin = (first.meta or {})["agentcards/origin"][key]  # which server, tool and run asks
+        assert origin["server"] == "asker" and origin["tool"] == "asker:ask_name"
         answer = types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
         done = await c.session.call_tool(
             "execute_code",
@@ -82,6 +85,7 @@ async def test_execute_code_gets_an_input_required_result_and_the_answer_reaches
         listed = rest.get("/v1/executions", params={"limit": 50}).json()["executions"]
     asked_ada = [e for e in listed if (e["result"] or {}).get("name") == "Ada Lovelace"]
     assert [(e["id"], len(e["tool_calls"])) for e in asked_ada] == [(ran["id"], 1)]
+    assert origin["execution_id"] == ran["id"]
 
 
 async def test_a_direct_call_round_trips_with_the_sdk_client_driving_it(ready: E2EStack) -> None:
@@ -137,3 +141,55 @@ async def test_a_tampered_or_misused_request_state_is_refused_and_the_run_still_
     ran = _payload(done)
     assert ran["status"] == "succeeded", ran
     assert ran["result"]["name"] == "Barbara Liskov"
+
+
+def _post(client: httpx.Client, transcript: list[Any], body: dict[str, Any]) -> dict[str, Any]:
+    """One 2026-07-28 request as a plain HTTP client sends it; its JSON-RPC reply (the last
+    message when the server streams)."""
+    params = body["params"]
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": body["method"],
+        "Mcp-Name": params["name"],
+    }
+    response = client.post("/mcp", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        reply = dict(json.loads(lines[-1]))
+    else:
+        reply = dict(response.json())
+    transcript += [body, reply]
+    return reply
+
+
+def test_a_plain_http_client_round_trips_and_the_wire_reads_as_the_spec_says(
+    ready: E2EStack,
+) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "transcript", "version": "1"},
+    }
+    arguments = {"code": ASK, "args": {"q": "Your name?"}}
+    call = {"name": "execute_code", "arguments": arguments, "_meta": meta}
+    transcript: list[Any] = []
+    with ready.client() as client:
+        first = _post(
+            client, transcript, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        )
+        asked = first["result"]
+        assert asked["resultType"] == "input_required", first
+        (key, request), *_ = asked["inputRequests"].items()
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "Your name?"
+        answer = {"action": "accept", "content": {"name": "Katherine Johnson"}}
+        retry = {**call, "inputResponses": {key: answer}, "requestState": asked["requestState"]}
+        done = _post(
+            client, transcript, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry}
+        )
+    ran = done["result"]["structuredContent"]
+    assert done["result"].get("resultType", "complete") == "complete"
+    assert ran["status"] == "succeeded" and ran["result"]["name"] == "Katherine Johnson", ran
+    print(json.dumps(transcript, indent=1))  # docs/mcp-input-required.md shows it
