@@ -98,6 +98,47 @@ async def test_a_direct_call_round_trips_with_the_sdk_client_driving_it(ready: E
     assert [p.message for p in asked] == ["Who found the moth?"]
 
 
+async def test_a_capability_run_round_trips_a_sampling_question(ready: E2EStack) -> None:
+    code = 'return await mcp.asker.ask_model(prompt=args["prompt"])'
+    with ready.client() as rest:
+        created = rest.post("/v1/capabilities", json={"code": code, "intent": "ask the model"})
+    assert created.status_code == 201, created.text
+    prompts: list[str] = []
+
+    async def sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        block = params.messages[0].content
+        prompts.append(block.text if isinstance(block, types.TextContent) else "")
+        text = types.TextContent(type="text", text="forty-two")
+        return types.CreateMessageResult(role="assistant", content=text, model="test-model")
+
+    async with Client(f"{ready.gateway_url}/mcp", sampling_callback=sampling) as client:
+        done = await client.call_tool(
+            "execute_capability",
+            {"capability_id": created.json()["id"], "args": {"prompt": "the answer?"}},
+        )
+    ran = _payload(done)
+    assert ran["status"] == "succeeded", ran
+    assert ran["result"] == {"text": "forty-two"} and prompts == ["the answer?"]
+
+
+async def test_a_2026_07_28_client_without_the_capability_gets_the_tool_refused(
+    ready: E2EStack,
+) -> None:
+    code = """
+try:
+    await mcp.asker.ask_name(question="Name?")
+except Exception as exc:  # ToolCallError
+    return exc.message
+"""
+    async with Client(f"{ready.gateway_url}/mcp") as client:
+        ran = _payload(await client.call_tool("execute_code", {"code": code}))
+    assert ran["status"] == "succeeded", ran
+    assert "did not declare the elicitation capability" in ran["result"]
+    assert "-32021" in ran["result"]
+
+
 async def test_a_2025_11_25_client_gets_the_question_over_its_session(ready: E2EStack) -> None:
     asked: list[types.ElicitRequestParams] = []
     async with mcp_session(ready, elicitation_callback=_answering("Alan Turing", asked)) as session:
@@ -116,7 +157,9 @@ async def test_a_tampered_or_misused_request_state_is_refused_and_the_run_still_
         first = await _first_round(c, "Name?")
         state = first.request_state or ""
         key = next(iter(first.input_requests or {}))
-        answer = {key: types.ElicitResult(action="accept", content={"name": "Barbara Liskov"})}
+        answer: types.InputResponses = {
+            key: types.ElicitResult(action="accept", content={"name": "Barbara Liskov"})
+        }
         tampered = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
         with pytest.raises(MCPError) as refused:
             await c.session.call_tool(
