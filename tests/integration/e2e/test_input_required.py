@@ -186,6 +186,37 @@ async def test_a_tampered_or_misused_request_state_is_refused_and_the_run_still_
     assert ran["result"]["name"] == "Barbara Liskov"
 
 
+async def test_a_client_that_answers_after_the_runs_deadline_finds_the_run_ended(
+    ready: E2EStack,
+) -> None:
+    # The sandbox does not wait for a client past the run's own timeout_s: the run ends at
+    # its deadline, and the late retry is refused saying the tool stopped waiting.
+    arguments = {"code": ASK, "args": {"q": "Still there?"}, "timeout_s": 2}
+    async with Client(f"{ready.gateway_url}/mcp", elicitation_callback=_answering("x", [])) as c:
+        first = await c.session.call_tool("execute_code", arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        key = next(iter(first.input_requests or {}))
+        run_id = (first.meta or {})["agentcards/origin"][key]["execution_id"]
+
+        def ended() -> bool:
+            with ready.client() as rest:
+                status = rest.get(f"/v1/executions/{run_id}").json()["status"]
+            return status not in ("queued", "running")
+
+        wait_until(ended, what="the unanswered run to reach its deadline")
+        late: types.InputResponses = {
+            key: types.ElicitResult(action="accept", content={"name": "x"})
+        }
+        with pytest.raises(MCPError, match="stopped waiting") as refused:
+            await c.session.call_tool(
+                "execute_code", arguments, input_responses=late, request_state=first.request_state
+            )
+    assert (refused.value.error.data or {})["execution_id"] == run_id
+    with ready.client() as rest:
+        ran = rest.get(f"/v1/executions/{run_id}").json()
+    assert ran["status"] in ("timeout", "failed"), ran
+
+
 def _post(client: httpx.Client, transcript: list[Any], body: dict[str, Any]) -> dict[str, Any]:
     """One 2026-07-28 request as a plain HTTP client sends it; its JSON-RPC reply (the last
     message when the server streams)."""
