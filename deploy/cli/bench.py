@@ -46,6 +46,13 @@ def e2e(
     _run("e2e", n=n, compare=compare)
 
 
+@bench_app.command("input-required")
+def input_required(n: int = typer.Option(100, help="eliciting runs of each kind")) -> None:
+    """An eliciting tool's run over MCP: 2026-07-28 (InputRequiredResult and retry) beside
+    2025-11-25's relay, and a 2026-07-28 direct call."""
+    _run("input_required", n=n)
+
+
 @bench_app.command("tracing")
 def tracing(n: int = typer.Option(200, help="executions per side")) -> None:
     """`bench e2e`'s execution with tracing off and on (OTLP to a local receiver), alternating."""
