@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary
 from mcp.shared.exceptions import MCPError
+from pydantic import SecretStr
+from starlette.requests import Request
 
 from services.gateway.mcp import input_required
 from services.gateway.mcp.input_required import Pending
@@ -75,3 +81,47 @@ def test_a_state_for_no_run_another_tenant_or_a_tool_that_gave_up_is_refused(
     assert refused.value.error.code == types.INVALID_PARAMS
     assert says in refused.value.error.message
     assert (refused.value.error.data or {})["type"] == "invalid_request_state"
+
+
+def _context(principal: Principal, arguments: dict[str, object], state: str | None = None) -> Any:
+    params: dict[str, object] = {"name": "execute_code", "arguments": arguments}
+    if state is not None:
+        params["requestState"] = state
+    request = Request({"type": "http", "state": {"principal": principal}})
+    return ServerRequestContext(
+        session=cast(Any, None),
+        lifespan_context={},
+        protocol_version="2026-07-28",
+        method="tools/call",
+        params=params,
+        request=request,
+    )
+
+
+async def test_the_sealed_state_only_opens_for_the_same_key_tool_and_arguments() -> None:
+    settings = SimpleNamespace(secret_key=SecretStr("s" * 40))
+    security = input_required.state_security(lambda: cast(Any, SimpleNamespace(settings=settings)))
+    boundary = RequestStateBoundary(security, default_audience="agentcards")
+    key_a = Principal(tenant_id="alice", key_id="key-a")
+    inner = Pending(execution_id="r", tenant_id="alice", requests=["a1"], deadline=9e9)
+    asked = types.InputRequiredResult(request_state=inner.model_dump_json())
+
+    async def ask(ctx: Any) -> Any:
+        return asked
+
+    sealed = await boundary(_context(key_a, {"code": "x"}), ask)
+    token = sealed.request_state
+    assert token != asked.request_state and "alice" not in token  # encrypted, not just signed
+    seen: list[str] = []
+
+    async def record(ctx: Any) -> Any:
+        seen.append(ctx.params["requestState"])
+        return types.CallToolResult(content=[])
+
+    await boundary(_context(key_a, {"code": "x"}, token), record)
+    assert seen == [inner.model_dump_json()]  # the handler sees what it minted
+    key_b = Principal(tenant_id="alice", key_id="key-b")
+    for ctx in (_context(key_b, {"code": "x"}, token), _context(key_a, {"code": "y"}, token)):
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):
+            await boundary(ctx, record)
+    assert len(seen) == 1
