@@ -72,10 +72,6 @@ GATEWAY_GAPS: dict[str, dict[str, str]] = {
         "input-required-result-request-state": NEEDS_INPUT_REQUIRED,
         "input-required-result-result-type": NEEDS_INPUT_REQUIRED,
         "input-required-result-tampered-state": NEEDS_INPUT_REQUIRED,
-        # The toolhost refuses the downstream's sampling request with -32021 (the client did
-        # not declare sampling), but the client gets the call's failure as an isError result
-        # naming that code, not the JSON-RPC error -32021 the scenario requires.
-        "server-stateless": "a downstream -32021 reaches the client as isError, not as the error",
     },
 }
 
