@@ -12,6 +12,7 @@ from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from shared.capabilities.skills import EXTENSION_ID
 from tests.conftest import settings_env
 from tests.integration.e2e.conftest import E2EStack
 
@@ -118,6 +119,10 @@ async def test_stdio_speaks_both_revisions(e2e: E2EStack) -> None:
         assert ran["status"] == "succeeded" and ran["result"] == {"total": 3}
     async with Client(_stdio(e2e), mode="legacy") as legacy:
         assert legacy.protocol_version == "2025-11-25"
+        # The skills extension, which 2025-11-25 capabilities can only carry as experimental.
+        assert (legacy.server_capabilities.experimental or {}).get(EXTENSION_ID) == {
+            "directoryRead": True
+        }
         assert [tool.name for tool in (await legacy.list_tools()).tools] == modern_names
 
 
