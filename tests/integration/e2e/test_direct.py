@@ -426,6 +426,7 @@ async def test_a_listening_client_hears_of_a_resource_s_updates(
             async with client.listen(resource_subscriptions=[uri]):
                 pass
     assert "everything" in refused.value.error.message
+    assert refused.value.error.data["type"] == "tool_not_allowed"  # as resources/subscribe's
 
 
 async def _updates_on(call_tool: Any) -> None:

@@ -8,9 +8,12 @@ import re
 import sys
 from typing import Any
 
+import anyio
+import httpx
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourcesListChanged
 
 from shared.capabilities.skills import EXTENSION_ID
 from tests.conftest import settings_env
@@ -152,3 +155,22 @@ async def test_stdio_answers_a_request_by_its_own_meta(e2e: E2EStack) -> None:
     assert listed["result"]["ttlMs"] == 60_000 and listed["result"]["cacheScope"] == "private"
     assert refused["error"]["code"] == -32022  # unsupported protocol version, naming ours
     assert refused["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
+
+
+async def test_stdio_clients_hear_of_a_learned_skill(e2e: E2EStack) -> None:
+    """`agentcards mcp` hears the tenant's learning too: a 2026-07-28 listen stream asking for
+    resource list changes gets one when a run teaches a new capability (a new skill)."""
+    code = "return await mcp.example.multiply(a=args['a'], b=args['b'])"
+    body = {"code": code, "intent": "multiply two numbers over stdio", "args": {"a": 3, "b": 4}}
+    async with (
+        Client(_stdio(e2e)) as client,
+        client.listen(resources_list_changed=True) as stream,
+    ):
+        ran = await anyio.to_thread.run_sync(
+            lambda: httpx.post(
+                f"{e2e.gateway_url}/v1/executions", params={"wait": "true"}, json=body, timeout=90
+            ).json()
+        )
+        assert ran["status"] == "succeeded" and ran["capability"], ran
+        with anyio.fail_after(60):
+            assert await anext(aiter(stream)) == ResourcesListChanged()
