@@ -15,6 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
+from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import DirectSurface
 from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.headers import TrimmedHeaderValues
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             async with mcp.session_manager.run(), anyio.create_task_group() as group:
                 await direct.serve(group)
+                group.start_soon(skill_changes.relay, lambda: holder["state"])
                 yield
                 group.cancel_scope.cancel()
         finally:

@@ -40,6 +40,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from services.gateway.mcp import input_required, log_messages, passthrough
+from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
@@ -169,6 +170,7 @@ class DirectSurface:
                         await connection.send_tool_list_changed()
                 except Exception as exc:  # a client gone meanwhile
                     log.debug("%s/list_changed not sent to a %s client: %s", what, name, exc)
+            await listening_streams.publish(name, listening_streams.LIST_CHANGED[what])
 
     async def _notice(self, notice: dict[str, Any]) -> None:
         if notice.get("list") in ("resources", "prompts"):
@@ -306,16 +308,23 @@ class DirectSurface:
         def resource_of(uri: str) -> tuple[str, str]:
             return (name, uri) if name is not None else resources.split_gateway_uri(uri)
 
-        async def subscribe(
-            ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
-        ) -> types.EmptyResult:
+        async def subscribe_downstream(
+            ctx: ServerRequestContext[Any], seen: str
+        ) -> tuple[str, str]:
+            """Ask the resource's server for its updates, if the caller may read it."""
             patterns = (await principal_of(ctx)).tool_patterns
-            seen = str(params.uri)
             with protocol_errors():
                 server, uri = resource_of(seen)
                 await resources.subscribe_resource(
                     get_state(), server=server, uri=uri, patterns=patterns
                 )
+            return server, uri
+
+        async def subscribe(
+            ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+        ) -> types.EmptyResult:
+            seen = str(params.uri)
+            server, uri = await subscribe_downstream(ctx, seen)
             connections = _subscribed.setdefault((server, uri), weakref.WeakKeyDictionary())
             connections.setdefault(connection_of(ctx.session), set()).add(seen)
             return types.EmptyResult()
@@ -390,6 +399,7 @@ class DirectSurface:
             on_read_resource=read_resource,
             on_subscribe_resource=subscribe,
             on_unsubscribe_resource=unsubscribe,
+            on_subscriptions_listen=listening_streams.listen_handler(name, subscribe_downstream),
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
@@ -494,8 +504,12 @@ async def _cancel(state: GatewayState, *, execution_id: str, principal: Principa
 
 
 async def _updated(event: dict[str, Any]) -> None:
-    """Tell each connection subscribed to the resource, by the URI it subscribed with."""
-    subscribers = _subscribed.get((str(event.get("server")), str(event.get("uri"))))
+    """Tell each connection subscribed to the resource, by the URI it subscribed with, and
+    the listen streams of its server's endpoint and of the aggregate that asked for it."""
+    server, uri = str(event.get("server")), str(event.get("uri"))
+    await listening_streams.publish_updated(server, uri)
+    await listening_streams.publish_updated(None, resources.gateway_uri(server, uri))
+    subscribers = _subscribed.get((server, uri))
     for connection, uris in list((subscribers or {}).items()):
         for uri in list(uris):
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,6 +23,7 @@ from services.gateway.mcp import (
     modes,
     passthrough,
     prompts,
+    skill_changes,
     skills,
 )
 from services.gateway.mcp.caching import CACHE_HINTS
@@ -336,7 +338,10 @@ async def serve_stdio(settings: Any) -> None:
                 await to_thread.run_sync(lambda: resolve_sync(state.auth, token=key, state=state))
             except Unauthorized as exc:
                 raise ConfigError(_stdio_refusal(has_key=key is not None)) from exc
-        await build_mcp_server(lambda: state, stdio_key=key).run_stdio_async()
+        async with anyio.create_task_group() as group:  # the relay: skills learned meanwhile
+            group.start_soon(skill_changes.relay, lambda: state)
+            await build_mcp_server(lambda: state, stdio_key=key).run_stdio_async()
+            group.cancel_scope.cancel()
     finally:
         await state.close()
 

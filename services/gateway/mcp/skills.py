@@ -1,11 +1,16 @@
 """The caller's learned capabilities as skills on ``/mcp``: the MCP skills extension
 (``io.modelcontextprotocol/skills``, SEP-2640).
 
-- declared in the server's capabilities (``initialize`` and ``server/discover``) as
-  ``{"directoryRead": true}``, next to ``resources``, which serves the files;
+- declared in the server's capabilities as ``{"directoryRead": true}``, next to
+  ``resources``, which serves the files: under ``extensions`` at 2026-07-28
+  (``server/discover``); in a 2025-11-25 ``initialize`` answer, whose capabilities have no
+  ``extensions`` (the SDK leaves the field out), under ``experimental``, that revision's
+  place for capabilities outside the spec;
 - ``skills/list`` (pages of ``PAGE_SIZE`` entries; ``cursor`` is the next entry's index) and
   ``skills/get`` give each skill's entry: the URI of its ``SKILL.md``, its front matter as
   written in the file, and every file's ``sha256:`` digest and size;
+- a new skill (a capability learned) is announced as a change of the resource list
+  (``skill_changes.py``);
 - ``resources/read`` of a ``skill://<name>/<path>`` URI returns that file, and
   ``resources/directory/read`` the children of a skill's directory; ``resources/list``
   lists each ``SKILL.md`` after the downstream servers' resources.
@@ -23,8 +28,11 @@ from typing import Any
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
+from mcp.server.models import InitializationOptions
 
+from services.gateway.mcp import skill_changes
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import skills as ops
 from services.gateway.state import GatewayState
@@ -33,6 +41,7 @@ from shared.capabilities.skills import EXTENSION_ID, SCHEME, SKILL_FILE, Skill, 
 from shared.errors import ValidationFailed
 
 PAGE_SIZE = 100
+SETTINGS: dict[str, Any] = {"directoryRead": True}
 TTL_MS = 0
 CACHE: dict[str, Any] = {"ttlMs": TTL_MS, "cacheScope": "private"}
 
@@ -63,8 +72,12 @@ def register(
 
     async def skills_of(ctx: ServerRequestContext[Any]) -> list[Skill]:
         principal = await principal_for(ctx.request)
+        skill_changes.remember(principal.tenant_id, ctx)  # told when one is learned
         with protocol_errors():
             return await ops.caller_skills(get_state(), principal=principal)
+
+    async def tenant_of(ctx: ServerRequestContext[Any]) -> str:
+        return (await principal_for(ctx.request)).tenant_id
 
     async def skill_at(ctx: ServerRequestContext[Any], uri: str) -> tuple[Skill, str]:
         principal = await principal_for(ctx.request)
@@ -161,7 +174,29 @@ def register(
     lowlevel.add_request_handler("resources/directory/read", DirectoryReadParams, read_directory)
     lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
     lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
-    lowlevel.extensions[EXTENSION_ID] = {"directoryRead": True}
+    lowlevel.add_request_handler(
+        "subscriptions/listen",
+        types.SubscriptionsListenRequestParams,
+        skill_changes.listen_handler(tenant_of),
+    )
+    lowlevel.extensions[EXTENSION_ID] = SETTINGS
+    own_options = lowlevel.create_initialization_options  # the 2025-11-25 answer only
+
+    def with_experimental(
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        experimental = {**(experimental_capabilities or {}), EXTENSION_ID: SETTINGS}
+        given = notification_options or NotificationOptions()
+        options = NotificationOptions(  # the resource list follows the skills
+            prompts_changed=given.prompts_changed,
+            resources_changed=True,
+            tools_changed=given.tools_changed,
+        )
+        return own_options(options, experimental, extensions)
+
+    setattr(lowlevel, "create_initialization_options", with_experimental)  # noqa: B010
 
 
 def _cursor(cursor: str | None) -> int:

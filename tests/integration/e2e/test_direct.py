@@ -14,8 +14,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
@@ -391,12 +392,52 @@ async def test_a_subscribed_resource_s_updates_reach_the_client(
         resources = initialized.capabilities.resources
         assert resources is not None and resources.subscribe
         await session.subscribe_resource(uri)
-        # server-everything sends its subscribers updates every 5 s once this is on.
-        started = await session.call_tool("toggle-subscriber-updates", {})
-        assert not started.is_error, started
+        await _updates_on(session.call_tool)
         with anyio.fail_after(30):
             await updated.wait()
     assert seen[0] == uri
+
+
+async def test_a_listening_client_hears_of_a_resource_s_updates(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """At 2026-07-28 (no session): a ``subscriptions/listen`` stream naming a resource carries
+    its server's updates; one naming a resource of a server the key may not use is refused."""
+    uri = "demo://resource/static/document/architecture.md"
+    url = f"{e2e.gateway_url}/mcp/servers/everything"
+    async with (
+        create_mcp_http_client(headers=keys["full"]) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        declared = client.server_capabilities.resources
+        assert declared is not None and declared.subscribe and declared.list_changed
+        async with client.listen(resource_subscriptions=[uri]) as stream:
+            assert stream.honored.resource_subscriptions == [uri]
+            await _updates_on(client.call_tool)
+            with anyio.fail_after(30):
+                event = await anext(aiter(stream))
+    assert event == ResourceUpdated(uri=uri)
+    async with (
+        create_mcp_http_client(headers=keys["time"]) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=[uri]):
+                pass
+    assert "everything" in refused.value.error.message
+    assert refused.value.error.data["type"] == "tool_not_allowed"  # as resources/subscribe's
+
+
+async def _updates_on(call_tool: Any) -> None:
+    """Have server-everything send its subscribers updates (every 5 s): its tool toggles them
+    for the toolhost's one session, which an earlier test may have turned on."""
+    for _ in range(2):
+        toggled = await call_tool("toggle-subscriber-updates", {})
+        assert not toggled.is_error, toggled
+        if "Started" in _text(toggled):
+            return
+    raise AssertionError(f"updates not started: {_text(toggled)}")
 
 
 async def test_a_prompt_the_server_adds_is_announced_with_list_changed(

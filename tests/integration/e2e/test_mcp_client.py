@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters
+import anyio
+import httpx
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourcesListChanged
 
+from shared.capabilities.skills import EXTENSION_ID
 from tests.conftest import settings_env
 from tests.integration.e2e.conftest import E2EStack
 
@@ -84,10 +89,88 @@ async def test_streamable_http_client_lists_searches_and_executes(e2e: E2EStack)
 
 
 async def test_stdio_server_for_desktop_clients(e2e: E2EStack) -> None:
-    params = StdioServerParameters(
+    async with stdio_client(_stdio(e2e)) as (read, write), ClientSession(read, write) as session:
+        await _exercise(session)
+
+
+def _stdio(e2e: E2EStack) -> StdioServerParameters:
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "deploy.cli.main", "mcp"],
         env=settings_env(e2e.settings),
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await _exercise(session)
+
+
+async def test_stdio_speaks_both_revisions(e2e: E2EStack) -> None:
+    """`agentcards mcp` at 2026-07-28 (the SDK client's default, ``server/discover``): caching
+    hints on lists, the same tools in the same order as a 2025-11-25 session, and a tool call
+    carried by per-request ``_meta`` alone."""
+    async with Client(_stdio(e2e)) as modern:
+        assert modern.protocol_version == "2026-07-28"
+        assert modern.server_info is not None and modern.server_info.name == "agentcards"
+        listed = await modern.list_tools(cache_mode="refresh")
+        assert listed.cache_scope == "private" and listed.ttl_ms == 60_000
+        again = await modern.list_tools(cache_mode="refresh")
+        modern_names = [tool.name for tool in listed.tools]
+        assert modern_names == [tool.name for tool in again.tools]
+        assert set(modern_names) >= EXPECTED_TOOLS
+        ran = _structured(
+            await modern.call_tool(
+                "execute_code", {"code": CODE, "args": {"a": 1, "b": 2}, "learn": False}
+            )
+        )
+        assert ran["status"] == "succeeded" and ran["result"] == {"total": 3}
+    async with Client(_stdio(e2e), mode="legacy") as legacy:
+        assert legacy.protocol_version == "2025-11-25"
+        # The skills extension, which 2025-11-25 capabilities can only carry as experimental.
+        assert (legacy.server_capabilities.experimental or {}).get(EXTENSION_ID) == {
+            "directoryRead": True
+        }
+        assert [tool.name for tool in (await legacy.list_tools()).tools] == modern_names
+
+
+async def test_stdio_answers_a_request_by_its_own_meta(e2e: E2EStack) -> None:
+    """2026-07-28 is stateless: a bare JSON-RPC line with the revision in its ``_meta`` is
+    answered with no handshake; a revision the server does not speak is refused by name."""
+    params = _stdio(e2e)
+    proc = await asyncio.create_subprocess_exec(
+        params.command, *params.args, env=params.env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin and proc.stdout
+    answers = []
+    for i, version in enumerate(["2026-07-28", "2099-01-01"]):
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        line = {"jsonrpc": "2.0", "id": i, "method": "tools/list", "params": {"_meta": meta}}
+        proc.stdin.write(json.dumps(line).encode() + b"\n")
+        await proc.stdin.drain()
+        answers.append(json.loads(await proc.stdout.readline()))
+    proc.stdin.close()
+    await proc.wait()
+    listed, refused = answers
+    assert [tool["name"] for tool in listed["result"]["tools"]][:1] == ["execute_code"]
+    assert listed["result"]["ttlMs"] == 60_000 and listed["result"]["cacheScope"] == "private"
+    assert refused["error"]["code"] == -32022  # unsupported protocol version, naming ours
+    assert refused["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
+
+
+async def test_stdio_clients_hear_of_a_learned_skill(e2e: E2EStack) -> None:
+    """`agentcards mcp` hears the tenant's learning too: a 2026-07-28 listen stream asking for
+    resource list changes gets one when a run teaches a new capability (a new skill)."""
+    code = "return await mcp.example.multiply(a=args['a'], b=args['b'])"
+    body = {"code": code, "intent": "multiply two numbers over stdio", "args": {"a": 3, "b": 4}}
+    async with (
+        Client(_stdio(e2e)) as client,
+        client.listen(resources_list_changed=True) as stream,
+    ):
+        ran = await anyio.to_thread.run_sync(
+            lambda: httpx.post(
+                f"{e2e.gateway_url}/v1/executions", params={"wait": "true"}, json=body, timeout=90
+            ).json()
+        )
+        assert ran["status"] == "succeeded" and ran["capability"], ran
+        with anyio.fail_after(60):
+            assert await anext(aiter(stream)) == ResourcesListChanged()

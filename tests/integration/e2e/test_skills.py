@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import yaml
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourcesListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
@@ -40,6 +42,7 @@ e2e = stack_fixture(lambda tmp: {"example": example_server(tmp)})
 SKILL_NAME = re.compile(r"^(?!.*--)[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 MULTIPLY = "return await mcp.example.multiply(a=args['a'], b=args['b'])"
 ADD = "return await mcp.example.add(a=args['a'], b=args['b'])"
+TWICE = "return 2 * await mcp.example.add(a=args['a'], b=args['b'])"
 AnyResult = TypeAdapter(dict[str, Any])
 
 
@@ -69,14 +72,15 @@ def _learn(
 
 @contextlib.asynccontextmanager
 async def session_of(
-    stack: E2EStack, headers: dict[str, str], *, modern: bool = True
+    stack: E2EStack, headers: dict[str, str], *, modern: bool = True, **options: Any
 ) -> AsyncIterator[ClientSession]:
     """An SDK client on /mcp as the key in ``headers``, declaring the extension: at 2026-07-28
-    (``server/discover``, the extension's base revision), else a 2025-11-25 session."""
+    (``server/discover``, the extension's base revision), else a 2025-11-25 session
+    (``options``: the session's callbacks)."""
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write, extensions={EXTENSION_ID: {}}) as session,
+        ClientSession(read, write, extensions={EXTENSION_ID: {}}, **options) as session,
     ):
         await (session.discover() if modern else session.initialize())
         yield session
@@ -199,9 +203,10 @@ async def test_another_tenant_and_a_narrower_key_see_none_of_it(
             await session.read_resource(alphas["uri"])
         assert unread.value.error.code == types.INVALID_PARAMS
     async with session_of(e2e, beta.headers, modern=False) as session:
-        # 2025-11-25 capabilities cannot carry extensions; the methods answer all the same.
+        # 2025-11-25 capabilities have no extensions: declared as experimental there.
         declared = session.server_capabilities
         assert declared is not None and not declared.extensions
+        assert (declared.experimental or {}).get(EXTENSION_ID) == {"directoryRead": True}
         listed = (await request(session, "skills/list", {}))["skills"]
         assert len(_ours(listed, beta.capability)) == 1 and not _ours(listed, alpha.capability)
     async with session_of(e2e, time_only) as session:
@@ -284,3 +289,46 @@ async def test_export_writes_the_skills_as_agent_skills_folders(
     [ours] = _ours(served, alpha.capability)
     code = out / ours["frontmatter"]["name"] / "scripts" / "capability.py"
     assert code.read_text().strip() == MULTIPLY
+
+
+async def test_a_learned_skill_is_announced_to_its_tenant_only(
+    e2e: E2EStack, tenants: tuple[Tenant, Tenant, dict[str, str]]
+) -> None:
+    """Last in the module (it teaches alpha and beta more). A new skill is a new resource:
+    alpha's 2025-11-25 session gets ``notifications/resources/list_changed`` and its
+    2026-07-28 ``subscriptions/listen`` stream the event; beta's session hears only beta's."""
+    alpha, beta, _ = tenants
+    heard: dict[str, int] = {"alpha": 0, "beta": 0}
+
+    def counting(label: str) -> Any:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ResourceListChangedNotification):
+                heard[label] += 1
+
+        return on_message
+
+    async def learned(headers: dict[str, str], code: str, intent: str, label: str) -> None:
+        before = heard[label]
+        await anyio.to_thread.run_sync(lambda: _learn(e2e, headers, code, intent))
+        with anyio.fail_after(60):
+            while heard[label] == before:
+                await anyio.sleep(0.1)
+
+    async with (
+        session_of(e2e, alpha.headers, modern=False, message_handler=counting("alpha")) as old,
+        session_of(e2e, beta.headers, modern=False, message_handler=counting("beta")) as other,
+        create_mcp_http_client(headers=alpha.headers) as http,
+        Client(streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http)) as modern,
+    ):
+        declared = old.server_capabilities
+        assert declared is not None and declared.resources and declared.resources.list_changed
+        await request(old, "skills/list", {})  # a session that listed skills is told
+        await request(other, "skills/list", {})
+        async with modern.listen(resources_list_changed=True) as stream:
+            assert stream.honored.resources_list_changed
+            await learned(alpha.headers, ADD, "add two numbers for alpha", "alpha")
+            with anyio.fail_after(60):
+                assert await anext(aiter(stream)) == ResourcesListChanged()
+        await learned(beta.headers, MULTIPLY, "multiply two numbers for beta", "beta")
+        await learned(alpha.headers, TWICE, "double the sum of two numbers", "alpha")
+    assert heard == {"alpha": 2, "beta": 1}
