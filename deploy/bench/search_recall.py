@@ -51,6 +51,16 @@ FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 SEED = 13
 # The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
 LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0)
+# The in-memory arms of the learning curve (every run learned so far, no hold-out check):
+# arm → how ``score`` ranks it (the vote, the tool vectors' mix, the adapter's decay).
+CURVE_ARMS: dict[str, dict[str, Any]] = {
+    "legacy": {"vote": LEGACY},
+    "ungated": {"vote": UNGATED},
+    "learned": {"vote": FITTED},
+    "tool_vectors": {"vote": NO_VOTE, "mix": ALONE_MIX},
+    "adapter": {"vote": NO_VOTE, "adapter": FITTED_DECAY},
+    "adapter_and_vote": {"vote": FITTED, "adapter": FITTED_DECAY},
+}
 
 
 def judge(
@@ -294,27 +304,10 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     key=key,
                     scoring=dataset.scoring,
                 ),
-                "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
-                "ungated": score(point["judged"], vote=UNGATED, key=key, scoring=dataset.scoring),
-                "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
-                "tool_vectors": score(
-                    point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=ALONE_MIX
-                ),
-                # The query adapter in memory (every run learned so far, no hold-out check).
-                "adapter": score(
-                    point["judged"],
-                    vote=NO_VOTE,
-                    key=key,
-                    scoring=dataset.scoring,
-                    adapter=FITTED_DECAY,
-                ),
-                "adapter_and_vote": score(
-                    point["judged"],
-                    vote=FITTED,
-                    key=key,
-                    scoring=dataset.scoring,
-                    adapter=FITTED_DECAY,
-                ),
+                **{
+                    arm: score(point["judged"], key=key, scoring=dataset.scoring, **how)
+                    for arm, how in CURVE_ARMS.items()
+                },
                 # What the product does: searched after the consolidation, its adapter (if it
                 # shipped) applied by the search, the fitted vote in the fusion.
                 "product": evaluate(
