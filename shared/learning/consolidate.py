@@ -34,11 +34,17 @@ from psycopg import sql
 
 from shared.search import adapter
 from shared.search.adapter_store import load_adapter, matrix_bytes
+from shared.search.learned import HALF_LIFE_DAYS
 from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
 
 # Fewer held-back runs than this and the hold-out check cannot tell a better adapter from
 # noise (one run moves the score by a fifth or more): the adapter in use is kept.
 MIN_HELD_BACK = 5
+# Runs older than this no longer train (six half-lives of the vote's recency,
+# ``learned.HALF_LIFE_DAYS``: it weighs them 1/64): a tool a tenant stopped using fades
+# from its adapter as it fades from the vote. A run ageing out changes the tenant's run
+# count, so the next pass refits without it.
+FORGET_AFTER_DAYS = 6 * HALF_LIFE_DAYS
 
 
 # The tables a pass records itself in: one row per pass, shipped or not.
@@ -111,20 +117,24 @@ def _array(value: Any) -> np.ndarray:
 
 
 def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Tenants with a learned run newer than their last consolidation, or fewer runs than
-    it read (a run taken back by its agent, ``shared.learning.unteach``)."""
+    """Tenants with a learned run newer than their last consolidation, or another number of
+    runs than it read (a run taken back by its agent, ``shared.learning.unteach``; a tool
+    changed or removed, migration 0029; a run older than ``FORGET_AFTER_DAYS``)."""
     rows = conn.execute(
         """
         SELECT i.tenant_id
           FROM (SELECT tenant_id, max(id) AS newest, count(*) AS runs FROM intent_tools
-                 WHERE cardinality(tools_ok) > 0 GROUP BY tenant_id) i
+                 WHERE cardinality(tools_ok) > 0
+                   AND created_at > now() - %(days)s * interval '1 day'
+                 GROUP BY tenant_id) i
           LEFT JOIN (SELECT DISTINCT ON (tenant_id) tenant_id, last_intent_id AS seen,
                             runs_seen
                        FROM tool_vector_versions ORDER BY tenant_id, version DESC) v
             USING (tenant_id)
          WHERE v.seen IS NULL OR i.newest > v.seen OR i.runs <> v.runs_seen
          ORDER BY i.tenant_id
-        """
+        """,
+        {"days": FORGET_AFTER_DAYS},
     ).fetchall()
     return [r["tenant_id"] for r in rows]
 
@@ -171,8 +181,9 @@ def consolidate_tenant(
     newest = 0
     rows = conn.execute(
         "SELECT id, intent_embedding, tools_ok FROM intent_tools "
-        "WHERE tenant_id = %s AND cardinality(tools_ok) > 0 ORDER BY id",
-        (tenant_id,),
+        "WHERE tenant_id = %s AND cardinality(tools_ok) > 0 "
+        "AND created_at > now() - %s * interval '1 day' ORDER BY id",
+        (tenant_id, FORGET_AFTER_DAYS),
         binary=True,
     ).fetchall()
     for row in rows:

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from services.toolhost.sync import ToolSpec, sync_server_tools
 from shared.capabilities.aliases import aliases_of
 from shared.config import Settings
 from shared.db import connect
@@ -265,3 +266,68 @@ def test_a_tool_gone_unavailable_gets_no_stale_vote(conn: Conn, embedder: Embedd
     after = hits(conn, embedder, PARAPHRASE)
     assert tool not in after
     assert all(h["scores"]["learned"] == 0.0 for h in after.values())
+
+
+def _resync_memory(conn: Conn, embedder: Embedder, *, changed: dict[str, str]) -> None:
+    """The toolhost's sync of the memory server (``sync_server_tools``, as at connect or on
+    ``tools/list_changed``): its tools now listed with the ``changed`` descriptions, and
+    only those of ``TOOLS`` it still lists (a memory tool left out has vanished)."""
+    listed = {**{t: d for t, d in TOOLS.items() if t.startswith("memory:")}, **changed}
+    sync_server_tools(
+        conn=conn,
+        server="memory",
+        tools=[
+            ToolSpec(name=t.split(":", 1)[1], description=d, input_schema={})
+            for t, d in listed.items()
+            if d
+        ],
+        embed=embedder.embed,
+    )
+    conn.commit()
+
+
+def test_a_changed_or_removed_tool_stops_receiving_its_past_votes(
+    conn: Conn, embedder: Embedder
+) -> None:
+    # Drift: the server re-lists one tool with another meaning and stops listing another.
+    # The runs learned against them no longer place them (the search ranks exactly as a
+    # tenant with no runs), the rest of each run keeps teaching, and a new run teaches the
+    # changed tool again.
+    changed, removed = "memory:create_entities", "memory:read_graph"
+    dump = "show me everything you have stored about everyone"
+    run(conn, embedder, intent=INTENT, calls=[(changed, True), ("time:get_current_time", True)])
+    run(conn, embedder, intent=dump, calls=[(removed, True)])
+    assert hits(conn, embedder, PARAPHRASE)[changed]["scores"]["learned"] > 0
+    assert hits(conn, embedder, dump)[removed]["scores"]["learned"] > 0
+
+    new_meaning = "Delete entities and their relations from the knowledge graph"
+    _resync_memory(conn, embedder, changed={changed: new_meaning, removed: ""})
+
+    after = hits(conn, embedder, PARAPHRASE)
+    assert after[changed]["description"] == new_meaning
+    assert after[changed]["scores"]["learned"] == 0.0
+    assert [(t, h["score"]) for t, h in after.items() if t != "time:get_current_time"] == [
+        (t, h["score"])
+        for t, h in hits(conn, embedder, PARAPHRASE, tenant="other").items()
+        if t != "time:get_current_time"
+    ]
+    assert removed not in hits(conn, embedder, dump)
+    stored = conn.execute(
+        "SELECT intent, tools_ok FROM intent_tools WHERE tenant_id = 'default' ORDER BY id"
+    ).fetchall()
+    assert [(r["intent"], r["tools_ok"]) for r in stored] == [
+        (INTENT, ["time:get_current_time"]),  # the unchanged tool keeps its evidence
+        (dump, []),
+    ]
+
+    run(conn, embedder, intent=INTENT, calls=[(changed, True)])  # learned anew
+    assert hits(conn, embedder, PARAPHRASE)[changed]["scores"]["learned"] > 0
+
+
+def test_a_description_saved_unchanged_keeps_the_votes(conn: Conn, embedder: Embedder) -> None:
+    # A re-sync that lists the same tools (every reconnect does) forgets nothing.
+    tool = "memory:create_entities"
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    before = hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"]
+    _resync_memory(conn, embedder, changed={})
+    assert hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] == before > 0
