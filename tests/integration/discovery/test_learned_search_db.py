@@ -13,6 +13,8 @@ from psycopg.types.json import Jsonb
 
 from services.toolhost.sync import ToolSpec, sync_server_tools
 from shared.capabilities.aliases import aliases_of
+from shared.capabilities.lifecycle import delete
+from shared.capabilities.manual import ManualCapability, create_manual, edit
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
@@ -331,3 +333,55 @@ def test_a_description_saved_unchanged_keeps_the_votes(conn: Conn, embedder: Emb
     before = hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"]
     _resync_memory(conn, embedder, changed={})
     assert hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] == before > 0
+
+
+def test_a_capabilitys_phrasings_teach_the_tool_search(conn: Conn, embedder: Embedder) -> None:
+    # A capability's aliases (here given by a person; runs and accepted matches add theirs)
+    # vote for its tools as past runs do: the tenant's search for a paraphrase of one
+    # ranks the capability's tool first, another tenant's does not move, and the vote
+    # goes with the alias.
+    tool = "memory:create_entities"
+    before = hits(conn, embedder, PARAPHRASE)
+    assert next(iter(before)) != tool
+    item, _ = create_manual(
+        conn,
+        tenant_id="default",
+        spec=ManualCapability(
+            code="await mcp.memory.create_entities(entities=[])",
+            intent="add a new person to the graph",
+            aliases=[INTENT],
+        ),
+        embedder=embedder,
+    )
+    conn.commit()
+    after = hits(conn, embedder, PARAPHRASE)
+    assert next(iter(after)) == tool
+    learned = after[tool]["scores"]["learned"]
+    assert learned > 0
+    assert list(hits(conn, embedder, PARAPHRASE, tenant="other")) == list(before)
+    edit(
+        conn,
+        tenant_id="default",
+        capability_id=item["id"],
+        changes={"aliases": []},
+        embedder=embedder,
+    )
+    conn.commit()
+    # The alias's vote is gone; the capability's own intent, a farther phrasing, still
+    # says a little, until the capability goes.
+    assert 0 < hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] < learned
+    delete(conn, tenant_id="default", capability_id=item["id"])
+    conn.commit()
+    assert hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] == 0.0
+
+
+def test_a_run_of_a_phrasing_counts_once(conn: Conn, embedder: Embedder) -> None:
+    # The run that taught a capability its intent holds that evidence: the capability's
+    # own phrasing row gives way, so the same words never vote twice.
+    tool = "memory:create_entities"
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    rows = conn.execute(
+        "SELECT execution_id IS NOT NULL AS is_run FROM intent_tools WHERE intent = %s",
+        (INTENT,),
+    ).fetchall()
+    assert [r["is_run"] for r in rows] == [True]
