@@ -9,38 +9,64 @@ path (consolidated, read and applied by the search) is measured by ``bench searc
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from deploy.bench.search_fit import Judged, Learned
-from shared.search.adapter import DECAY
+from shared.search.adapter import DECAY, EPOCHS, TAU
 from shared.search.adapter import train_adapter as fit
 from shared.search.hybrid import MIN_CANDIDATES, Evidence
 
 DECAYS = (0.01, 0.1, 1.0)
 FITTED_DECAY = DECAY  # the validation fit's (``fit_adapter`` in search_recall --fit, 2026-11-26)
 
-_ADAPTERS: dict[tuple[int, float], np.ndarray] = {}
+
+@dataclass(frozen=True)
+class Capacity:
+    """How an adapter is trained: decay toward the identity, Adam steps, softmax temperature."""
+
+    decay: float = DECAY
+    epochs: int = EPOCHS
+    tau: float = TAU
 
 
-def train_adapter(learned: Learned, *, decay: float) -> np.ndarray:
+# The capacity/regularisation grid (``search_recall --adapter-grid``, validation slices only).
+CAPACITIES = tuple(
+    Capacity(decay=d, epochs=e, tau=t)
+    for d in (0.001, 0.01)
+    for e in (EPOCHS, 3 * EPOCHS)
+    for t in (0.03, TAU, 0.1)
+)
+
+_ADAPTERS: dict[tuple[int, Capacity], np.ndarray] = {}
+
+
+def train_adapter(learned: Learned, *, capacity: Capacity) -> np.ndarray:
     """W fitted on ``learned``'s runs as the consolidation fits it (cached per protocol
-    point and ``decay``)."""
-    cache = (id(learned), decay)
+    point and ``capacity``)."""
+    cache = (id(learned), capacity)
     if cache not in _ADAPTERS:
-        _ADAPTERS[cache] = fit(learned.descriptions, learned.runs, decay=decay)
+        _ADAPTERS[cache] = fit(
+            learned.descriptions,
+            learned.runs,
+            decay=capacity.decay,
+            epochs=capacity.epochs,
+            tau=capacity.tau,
+        )
     return _ADAPTERS[cache]
 
 
-def with_adapter(judged: Judged, *, decay: float) -> Evidence:
-    """The evidence with the dense list recomputed for the adapted query (exact, over the
+def with_adapter(judged: Judged, *, adapter: float | Capacity) -> Evidence:
+    """The evidence with the dense list recomputed for the query adapted (``adapter``: its
+    decay, or its whole ``Capacity``) (exact, over the
     catalogue); the other features as searched (they do not depend on the query vector,
     except the clause one, kept as it was)."""
     evidence = judged.evidence
     if judged.learned is None or judged.vector is None or not judged.learned.runs:
         return evidence
-    w = train_adapter(judged.learned, decay=decay)
+    capacity = adapter if isinstance(adapter, Capacity) else Capacity(decay=adapter)
+    w = train_adapter(judged.learned, capacity=capacity)
     adapted = w @ np.asarray(judged.vector, np.float32)
     adapted /= float(np.linalg.norm(adapted)) or 1.0
     names = list(judged.learned.descriptions)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import DECAYS, FITTED_DECAY, with_adapter
+from deploy.bench.search_adapter import CAPACITIES, DECAYS, FITTED_DECAY, Capacity, with_adapter
 from deploy.bench.search_fit import Judged, Learned, evaluate
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
@@ -137,7 +137,7 @@ def score(
     scoring: str,
     off: Mapping[str, float] | None = None,
     mix: Mix | None = None,
-    adapter: float | None = None,
+    adapter: float | Capacity | None = None,
 ) -> dict[str, float]:
     """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion) and,
     with ``mix``, the tool vectors (else none: their weight is 0); with ``adapter`` (its
@@ -151,7 +151,7 @@ def score(
     revoted = []
     for j in judged:
         if adapter is not None:
-            j = replace(j, evidence=with_adapter(j, decay=adapter))
+            j = replace(j, evidence=with_adapter(j, adapter=adapter))
         if mix is not None:
             j = replace(j, evidence=with_tool_vectors(j, mix=mix))
         revoted.append(replace(j, evidence=revote(j.evidence, vote=vote)))
@@ -238,6 +238,24 @@ def fit_adapter(
         )
         table[str(decay)] = round(total / max(1, len(sets)), 4)
     return {"objective_by_decay": table, "fitted": float(max(table, key=lambda d: table[d]))}
+
+
+def adapter_grid(
+    sets: Mapping[str, tuple[Sequence[Judged], Mapping[str, str], str]],
+    *,
+    fitted_on: Sequence[str],
+) -> dict[str, Any]:
+    """Every ``CAPACITIES`` adapter (no vote) on every set's validation slice: per set its
+    top-1 / @5 / @10, and the objective (mean over the ``fitted_on`` sets of their sum)."""
+    rows = []
+    for capacity in CAPACITIES:
+        per_set = {
+            name: score(judged, vote=NO_VOTE, key=key, scoring=scoring, adapter=capacity)
+            for name, (judged, key, scoring) in sets.items()
+        }
+        objective = sum(sum(per_set[n].values()) for n in fitted_on) / max(1, len(fitted_on))
+        rows.append({**vars(capacity), "objective": round(objective, 4), "sets": per_set})
+    return {"fitted_on": list(fitted_on), "grid": sorted(rows, key=lambda r: -r["objective"])}
 
 
 def fit_mix(

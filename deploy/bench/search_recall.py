@@ -29,6 +29,7 @@ from deploy.bench.search_learned import (
     FOLDS,
     NO_VOTE,
     ablation,
+    adapter_grid,
     fit_adapter,
     fit_mix,
     fit_vote,
@@ -47,10 +48,21 @@ from shared.search.learned import FITTED, LEGACY, UNGATED
 from shared.search.tool_vectors import Run
 
 TENANT = "bench"
+HELD_OUT = "more_servers"  # written blind, never fitted on: searched at the end only
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 SEED = 13
 # The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
 LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0)
+# The in-memory arms of the learning curve (every run learned so far, no hold-out check):
+# arm → how ``score`` ranks it (the vote, the tool vectors' mix, the adapter's decay).
+CURVE_ARMS: dict[str, dict[str, Any]] = {
+    "legacy": {"vote": LEGACY},
+    "ungated": {"vote": UNGATED},
+    "learned": {"vote": FITTED},
+    "tool_vectors": {"vote": NO_VOTE, "mix": ALONE_MIX},
+    "adapter": {"vote": NO_VOTE, "adapter": FITTED_DECAY},
+    "adapter_and_vote": {"vote": FITTED, "adapter": FITTED_DECAY},
+}
 
 
 def judge(
@@ -294,27 +306,10 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     key=key,
                     scoring=dataset.scoring,
                 ),
-                "legacy": score(point["judged"], vote=LEGACY, key=key, scoring=dataset.scoring),
-                "ungated": score(point["judged"], vote=UNGATED, key=key, scoring=dataset.scoring),
-                "learned": score(point["judged"], vote=FITTED, key=key, scoring=dataset.scoring),
-                "tool_vectors": score(
-                    point["judged"], vote=NO_VOTE, key=key, scoring=dataset.scoring, mix=ALONE_MIX
-                ),
-                # The query adapter in memory (every run learned so far, no hold-out check).
-                "adapter": score(
-                    point["judged"],
-                    vote=NO_VOTE,
-                    key=key,
-                    scoring=dataset.scoring,
-                    adapter=FITTED_DECAY,
-                ),
-                "adapter_and_vote": score(
-                    point["judged"],
-                    vote=FITTED,
-                    key=key,
-                    scoring=dataset.scoring,
-                    adapter=FITTED_DECAY,
-                ),
+                **{
+                    arm: score(point["judged"], key=key, scoring=dataset.scoring, **how)
+                    for arm, how in CURVE_ARMS.items()
+                },
                 # What the product does: searched after the consolidation, its adapter (if it
                 # shipped) applied by the search, the fitted vote in the fusion.
                 "product": evaluate(
@@ -340,13 +335,17 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
     return out
 
 
-def validation_run(*, fit: bool) -> dict[str, Any]:
+def validation_run(*, fit: bool, grid: bool = False) -> dict[str, Any]:
     """Every set's validation slice and its ablation (no test half is searched), and with
-    ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned."""
+    ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned;
+    with ``grid`` the adapter's capacity grid on those slices (the held-out set is not
+    searched at all)."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
     slices = {}
     for dataset in all_sets():
+        if grid and dataset.name == HELD_OUT:
+            continue
         result = run_set(embedder=embedder, dataset=dataset, test=False)
         out["sets"][dataset.name] = {
             "learning_requests_per_tool": result["learned"]["learning_requests_per_tool"],
@@ -366,6 +365,8 @@ def validation_run(*, fit: bool) -> dict[str, Any]:
         out["fit_tool_vectors"] = {"sets": sorted(slices), **fit_mix(slices)}
         out["fit_combined"] = {"sets": sorted(slices), **fit_mix(slices, vote=FITTED)}
         out["fit_adapter"] = {"sets": sorted(slices), **fit_adapter(slices)}
+    if grid:
+        out["adapter_grid"] = adapter_grid(slices, fitted_on=sorted(slices))
     return out
 
 
@@ -423,5 +424,10 @@ if __name__ == "__main__":
     from shared.offline import go_offline
 
     go_offline()
-    # The validation slices and the vote's fit (--fit); never the test halves.
-    print(json.dumps(validation_run(fit="--fit" in sys.argv), indent=2))
+    # The validation slices and the vote's fit (--fit) or the adapter's capacity grid
+    # (--adapter-grid); never the test halves.
+    print(
+        json.dumps(
+            validation_run(fit="--fit" in sys.argv, grid="--adapter-grid" in sys.argv), indent=2
+        )
+    )

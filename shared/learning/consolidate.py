@@ -25,35 +25,35 @@ added nothing beside the adapter, and their read cost ~4 ms of p95: docs/search.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from shared.search import adapter
 from shared.search.adapter_store import load_adapter, matrix_bytes
+from shared.search.learned import HALF_LIFE_DAYS
 from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
 
 # Fewer held-back runs than this and the hold-out check cannot tell a better adapter from
 # noise (one run moves the score by a fifth or more): the adapter in use is kept.
 MIN_HELD_BACK = 5
+# Runs older than this no longer train (six half-lives of the vote's recency,
+# ``learned.HALF_LIFE_DAYS``: it weighs them 1/64): a tool a tenant stopped using fades
+# from its adapter as it fades from the vote. A run ageing out changes the tenant's run
+# count, so the next pass refits without it.
+FORGET_AFTER_DAYS = 6 * HALF_LIFE_DAYS
+
+
+# The tables a pass records itself in: one row per pass, shipped or not.
+FIT_TABLES = frozenset({"tool_vector_versions", "query_adapters"})
 
 
 @dataclass(frozen=True)
-class AdapterFit:
-    """What one tenant's pass did to its query adapter."""
-
-    version: int
-    score_before: float
-    score_after: float
-    shipped: bool
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Consolidation:
-    """What one tenant's pass did."""
+class Fit:
+    """What one fit of a tenant's pass did: the columns every pass records, whatever it fitted."""
 
     tenant_id: str
     version: int
@@ -62,9 +62,53 @@ class Consolidation:
     score_before: float
     score_after: float
     shipped: bool
-    tools: int
     seconds: float
-    adapter: AdapterFit | None = None
+
+    def rounded(self) -> Fit:
+        """The same fit as reported: scores to 4 places, seconds to 3."""
+        return replace(
+            self,
+            score_before=round(self.score_before, 4),
+            score_after=round(self.score_after, 4),
+            seconds=round(self.seconds, 3),
+        )
+
+
+@dataclass(frozen=True)
+class Consolidation(Fit):
+    """What one tenant's pass did: its tool vectors' fit, and its query adapter's."""
+
+    tools: int = 0
+    adapter: Fit | None = None
+
+
+def next_version(conn: psycopg.Connection[Any], table: str, *, tenant_id: str) -> int:
+    """The tenant's next version number in ``table`` (one of ``FIT_TABLES``): max + 1."""
+    if table not in FIT_TABLES:
+        raise ValueError(f"not a fit table: {table}")
+    row = conn.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) AS v FROM {} WHERE tenant_id = %s").format(
+            sql.Identifier(table)
+        ),
+        (tenant_id,),
+    ).fetchone()
+    return (int(row["v"]) if row else 0) + 1
+
+
+def record_fit(conn: psycopg.Connection[Any], table: str, fit: Fit, **extra: Any) -> None:
+    """One pass's row in ``table`` (one of ``FIT_TABLES``): ``fit``'s columns plus ``extra``
+    (the table's own: newest run read, the adapter's matrix...)."""
+    if table not in FIT_TABLES:
+        raise ValueError(f"not a fit table: {table}")
+    values = {**{f.name: getattr(fit, f.name) for f in fields(Fit)}, **extra}
+    conn.execute(
+        sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(sql.Identifier(c) for c in values),
+            sql.SQL(", ").join(sql.Placeholder(c) for c in values),
+        ),
+        values,
+    )
 
 
 def _array(value: Any) -> np.ndarray:
@@ -73,20 +117,24 @@ def _array(value: Any) -> np.ndarray:
 
 
 def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Tenants with a learned run newer than their last consolidation, or fewer runs than
-    it read (a run taken back by its agent, ``shared.learning.unteach``)."""
+    """Tenants with a learned run newer than their last consolidation, or another number of
+    runs than it read (a run taken back by its agent, ``shared.learning.unteach``; a tool
+    changed or removed, migration 0029; a run older than ``FORGET_AFTER_DAYS``)."""
     rows = conn.execute(
         """
         SELECT i.tenant_id
           FROM (SELECT tenant_id, max(id) AS newest, count(*) AS runs FROM intent_tools
-                 WHERE cardinality(tools_ok) > 0 GROUP BY tenant_id) i
+                 WHERE cardinality(tools_ok) > 0
+                   AND created_at > now() - %(days)s * interval '1 day'
+                 GROUP BY tenant_id) i
           LEFT JOIN (SELECT DISTINCT ON (tenant_id) tenant_id, last_intent_id AS seen,
                             runs_seen
                        FROM tool_vector_versions ORDER BY tenant_id, version DESC) v
             USING (tenant_id)
          WHERE v.seen IS NULL OR i.newest > v.seen OR i.runs <> v.runs_seen
          ORDER BY i.tenant_id
-        """
+        """,
+        {"days": FORGET_AFTER_DAYS},
     ).fetchall()
     return [r["tenant_id"] for r in rows]
 
@@ -133,8 +181,9 @@ def consolidate_tenant(
     newest = 0
     rows = conn.execute(
         "SELECT id, intent_embedding, tools_ok FROM intent_tools "
-        "WHERE tenant_id = %s AND cardinality(tools_ok) > 0 ORDER BY id",
-        (tenant_id,),
+        "WHERE tenant_id = %s AND cardinality(tools_ok) > 0 "
+        "AND created_at > now() - %s * interval '1 day' ORDER BY id",
+        (tenant_id, FORGET_AFTER_DAYS),
         binary=True,
     ).fetchall()
     for row in rows:
@@ -145,17 +194,13 @@ def consolidate_tenant(
                 Run(order=int(row["id"]), vector=_array(row["intent_embedding"]), tools=tools)
             )
     train, held = hold_out(runs)
-    in_use, current = current_vectors(conn, tenant_id=tenant_id)
+    _, current = current_vectors(conn, tenant_id=tenant_id)
     fitted = tool_vectors(descriptions, train, k=mix.k)
     candidate = {tool: vector for tool, (vector, _) in fitted.items()}
     before = held_back_top1(held, descriptions=descriptions, vectors=current, weight=mix.weight)
     after = held_back_top1(held, descriptions=descriptions, vectors=candidate, weight=mix.weight)
     shipped = after >= before
-    last = conn.execute(
-        "SELECT coalesce(max(version), 0) AS v FROM tool_vector_versions WHERE tenant_id = %s",
-        (tenant_id,),
-    ).fetchone()
-    version = (int(last["v"]) if last else in_use) + 1
+    version = next_version(conn, "tool_vector_versions", tenant_id=tenant_id)
     if shipped:
         conn.execute("DELETE FROM tool_vectors WHERE tenant_id = %s", (tenant_id,))
         with conn.cursor() as cur:
@@ -177,35 +222,9 @@ def consolidate_tenant(
         held=held,
         newest=newest,
     )
-    conn.execute(
-        "INSERT INTO tool_vector_versions (tenant_id, version, trained_on, held_back, "
-        "score_before, score_after, shipped, last_intent_id, runs_seen, seconds) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            tenant_id,
-            version,
-            len(train),
-            len(held),
-            before,
-            after,
-            shipped,
-            newest,
-            len(rows),
-            seconds,
-        ),
-    )
-    return Consolidation(
-        tenant_id=tenant_id,
-        version=version,
-        trained_on=len(train),
-        held_back=len(held),
-        score_before=round(before, 4),
-        score_after=round(after, 4),
-        shipped=shipped,
-        tools=len(fitted),
-        seconds=round(seconds, 3),
-        adapter=fitted_adapter,
-    )
+    fit = Fit(tenant_id, version, len(train), len(held), before, after, shipped, seconds)
+    record_fit(conn, "tool_vector_versions", fit, last_intent_id=newest, runs_seen=len(rows))
+    return Consolidation(**vars(fit.rounded()), tools=len(fitted), adapter=fitted_adapter)
 
 
 def consolidate_adapter(
@@ -217,7 +236,7 @@ def consolidate_adapter(
     train: list[Run],
     held: list[Run],
     newest: int,
-) -> AdapterFit:
+) -> Fit:
     """Fit the tenant's query adapter on ``train``, score it and the one in use on ``held``,
     and ship a refit on every run when it scores at least as well (``MIN_HELD_BACK``)."""
     started = time.perf_counter()
@@ -227,42 +246,23 @@ def consolidate_adapter(
     after = adapter.held_back_top1(held, descriptions=descriptions, matrix=candidate)
     shipped = len(held) >= MIN_HELD_BACK and after >= before
     matrix = adapter.train_adapter(descriptions, runs) if shipped else None
-    last = conn.execute(
-        "SELECT coalesce(max(version), 0) AS v FROM query_adapters WHERE tenant_id = %s",
-        (tenant_id,),
-    ).fetchone()
-    version = (int(last["v"]) if last else 0) + 1
+    version = next_version(conn, "query_adapters", tenant_id=tenant_id)
     if shipped:  # only the version in use keeps its matrix
         conn.execute(
             "UPDATE query_adapters SET matrix = NULL WHERE tenant_id = %s AND matrix IS NOT NULL",
             (tenant_id,),
         )
     seconds = time.perf_counter() - started
-    conn.execute(
-        "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, score_before, "
-        "score_after, shipped, matrix, dim, seconds, last_intent_id) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            tenant_id,
-            version,
-            len(train),
-            len(held),
-            before,
-            after,
-            shipped,
-            matrix_bytes(matrix) if matrix is not None else None,
-            len(candidate),
-            seconds,
-            newest,
-        ),
+    fit = Fit(tenant_id, version, len(train), len(held), before, after, shipped, seconds)
+    record_fit(
+        conn,
+        "query_adapters",
+        fit,
+        matrix=matrix_bytes(matrix) if matrix is not None else None,
+        dim=len(candidate),
+        last_intent_id=newest,
     )
-    return AdapterFit(
-        version=version,
-        score_before=round(before, 4),
-        score_after=round(after, 4),
-        shipped=shipped,
-        seconds=round(seconds, 3),
-    )
+    return fit.rounded()
 
 
 def consolidate(conn: psycopg.Connection[Any], *, mix: Mix = FITTED_MIX) -> list[Consolidation]:

@@ -58,6 +58,25 @@ def load_adapter(conn: psycopg.Connection[Any], *, tenant_id: str) -> Held:
     )
 
 
+# The tenant's newest consolidation pass and the version in use (what the dashboard shows).
+ADAPTER_PASSES_SQL = """
+(SELECT 'last' AS row, version, trained_on, held_back, score_before, score_after, shipped,
+        created_at
+   FROM query_adapters WHERE tenant_id = %(t)s ORDER BY version DESC LIMIT 1)
+UNION ALL
+(SELECT 'in_use', version, trained_on, held_back, score_before, score_after, shipped,
+        created_at
+   FROM query_adapters WHERE tenant_id = %(t)s AND shipped ORDER BY version DESC LIMIT 1)
+"""
+
+
+def adapter_passes(conn: psycopg.Connection[Any], *, tenant_id: str) -> dict[str, dict[str, Any]]:
+    """{"last": the newest pass, "in_use": the newest shipped one}, each only if there is one:
+    version, training and held-back sizes, held-back top-1 before/after, shipped, when."""
+    rows = conn.execute(ADAPTER_PASSES_SQL, {"t": tenant_id}).fetchall()
+    return {r["row"]: {k: v for k, v in r.items() if k != "row"} for r in rows}
+
+
 def matrix_bytes(matrix: np.ndarray) -> bytes:
     """A matrix as stored (float32, row-major)."""
     return np.ascontiguousarray(matrix, dtype=np.float32).tobytes()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ import psycopg
 
 from shared.config import DEFAULT_TENANT
 from shared.search.adapter import adapt
-from shared.search.adapter_store import ADAPTER_VERSION_SQL, ADAPTERS
+from shared.search.adapter_store import ADAPTER_VERSION_SQL, ADAPTERS, Held
 from shared.search.fusion import WEIGHTS, contributions, explain, fuse, support
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
@@ -89,24 +90,22 @@ def gather_evidence(
     vector = np.asarray(query_embedding, dtype=np.float32)
     clauses = [np.asarray(c, dtype=np.float32) for c in clause_embeddings]
     held = ADAPTERS.held(conn, tenant_id=tenant_id) if adapted else None
+    neighbours = functools.partial(
+        _read_neighbours,
+        conn,
+        vector=vector,
+        clauses=clauses,
+        tenant_id=tenant_id,
+        candidates=candidates,
+    )
     # A round trip costs far more than its statements here (the server's core has gone
     # idle), so on an autocommit connection there is no BEGIN/COMMIT either: a pipeline's
     # statements share one implicit transaction up to its Sync, which is what keeps
     # the local ef_search to them. In the caller's transaction, the setting ends with it.
     with conn.pipeline():
-        # HNSW returns at most ef_search rows (pgvector default 40).
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
         words_cur = conn.execute(QUERY_LEXEMES_SQL, (query,))
         ranks_cur = conn.execute(PAGERANK_VERSION_SQL)
-        nearest_cur = conn.execute(
-            *_nearest_query(
-                [adapt(held.matrix if held else None, vector), *clauses], limit=candidates
-            )
-        )
-        after = held.last_intent_id if held else 0
-        intents_cur = conn.execute(
-            *nearest_intents_query(vector=vector, tenant_id=tenant_id, after=after)
-        )
+        nearest_cur, intents_cur = neighbours(held)
         adapter_cur = conn.execute(ADAPTER_VERSION_SQL, (tenant_id,)) if adapted else None
         vectors_cur = (
             conn.execute(
@@ -124,15 +123,7 @@ def gather_evidence(
         # A consolidation shipped since this process last looked: load it, map again.
         held = ADAPTERS.refresh(conn, tenant_id=tenant_id, version=int(version_row["version"]))
         with conn.pipeline():
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
-            redo = conn.execute(
-                *_nearest_query([adapt(held.matrix, vector), *clauses], limit=candidates)
-            )
-            intents_cur = conn.execute(
-                *nearest_intents_query(
-                    vector=vector, tenant_id=tenant_id, after=held.last_intent_id
-                )
-            )
+            redo, intents_cur = neighbours(held)
         nearest = redo.fetchall()
     semantic, clause_best = _nearest_results(nearest)
     unavailable = _unavailable(unavailable_cur.fetchone())
@@ -199,6 +190,28 @@ def gather_evidence(
         matched=matched,
         intents=intents,
     )
+
+
+def _read_neighbours(
+    conn: psycopg.Connection[Any],
+    held: Held | None,
+    *,
+    vector: np.ndarray,
+    clauses: Sequence[np.ndarray],
+    tenant_id: str,
+    candidates: int,
+) -> tuple[psycopg.Cursor[Row], psycopg.Cursor[Row]]:
+    """Queue, in the caller's pipeline, the nearest tools of the query (mapped by the
+    ``held`` adapter) and its clauses, and the tenant's nearest past intents newer than
+    that adapter's fit: (tools cursor, intents cursor)."""
+    # HNSW returns at most ef_search rows (pgvector default 40).
+    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+    nearest = conn.execute(
+        *_nearest_query([adapt(held.matrix if held else None, vector), *clauses], limit=candidates)
+    )
+    after = held.last_intent_id if held else 0
+    intents = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id, after=after))
+    return nearest, intents
 
 
 def rank(evidence: Evidence, *, weights: Mapping[str, float] = WEIGHTS) -> list[tuple[str, float]]:

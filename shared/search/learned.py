@@ -151,10 +151,16 @@ def record_intents(
     rows: Sequence[tuple[str, str, str, Sequence[float], Sequence[str], Sequence[str]]],
 ) -> None:
     """Store (tenant, execution id, intent, embedding, succeeded tools, failed tools) rows;
-    an execution already stored is skipped (redelivery)."""
+    an execution already stored is skipped (redelivery). A capability phrasing with the
+    same words (migration 0029) gives way: the run now holds that evidence."""
     if not rows:
         return
     with conn.cursor() as cur:
+        cur.executemany(
+            "DELETE FROM intent_tools WHERE intent = %s AND tenant_id = %s "
+            "AND execution_id IS NULL AND capability_id IS NOT NULL",
+            [(intent, tenant) for tenant, _, intent, *_ in rows],
+        )
         cur.executemany(
             "INSERT INTO intent_tools (tenant_id, execution_id, intent, intent_embedding, "
             "tools_ok, tools_failed) VALUES (%s, %s, %s, %s, %s, %s) "

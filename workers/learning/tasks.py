@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 import psycopg
+import redis
 from celery_batches import SimpleRequest
 
 from shared import metrics, telemetry
@@ -21,7 +22,7 @@ from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
-from shared.learning.consolidate import consolidate
+from shared.learning.consolidate import Fit, consolidate
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
@@ -222,33 +223,26 @@ def consolidate_tool_vectors() -> list[dict[str, Any]]:
         done = consolidate(conn)
     client = clients.redis_client()
     for result in done:
-        metrics.incr_labelled(
-            client, "tool_vector_fits_total", "shipped" if result.shipped else "kept"
-        )
-        log.info(
-            "tool vectors of %s: version %d %s (trained on %d runs, held-back top-1 %.3f -> %.3f)",
-            result.tenant_id,
-            result.version,
-            "shipped" if result.shipped else "kept the current one",
-            result.trained_on,
-            result.score_before,
-            result.score_after,
-        )
+        report_fit(client, "tool_vector", fit=result)
         if result.adapter is not None:
-            fit = result.adapter
-            metrics.incr_labelled(
-                client, "query_adapter_fits_total", "shipped" if fit.shipped else "kept"
-            )
-            log.info(
-                "query adapter of %s: version %d %s (held-back top-1 %.3f -> %.3f, %.1f s)",
-                result.tenant_id,
-                fit.version,
-                "shipped" if fit.shipped else "kept the current one",
-                fit.score_before,
-                fit.score_after,
-                fit.seconds,
-            )
+            report_fit(client, "query_adapter", fit=result.adapter)
     return [asdict(r) for r in done]
+
+
+def report_fit(client: redis.Redis, kind: str, *, fit: Fit) -> None:
+    """One fit's metric (``agentcards_<kind>_fits_total{result}``) and log line."""
+    result = "shipped" if fit.shipped else "kept"
+    metrics.incr_labelled(client, f"{kind}_fits_total", result)
+    log.info(
+        "%s of %s: version %d %s (held-back top-1 %.3f -> %.3f, %.1f s)",
+        kind.replace("_", " "),
+        fit.tenant_id,
+        fit.version,
+        "shipped" if fit.shipped else "kept the current one",
+        fit.score_before,
+        fit.score_after,
+        fit.seconds,
+    )
 
 
 @app.task(name=TaskName.PROMOTE_PATTERNS, acks_late=True, reject_on_worker_lost=True)

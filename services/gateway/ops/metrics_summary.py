@@ -8,12 +8,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from services.gateway.ops.db import in_pool
-from services.gateway.ops.models.metrics_summary import MetricsSummary
+from services.gateway.ops.models.metrics_summary import MetricsSummary, SearchLearning
 from services.gateway.state import GatewayState
 from shared.cache.stats import Level, tenant_stats
 from shared.config import Settings
 from shared.db import DictConnection
 from shared.executions.activity import tenant_activity
+from shared.search.adapter_store import adapter_passes
 
 # Executions/min is averaged over 5 minutes: live enough for a dashboard, not one burst.
 RATE_WINDOW_S = 300.0
@@ -50,7 +51,8 @@ def cache_hit_rate(levels: Mapping[str, Mapping[str, Any]]) -> float | None:
 async def metrics_summary(
     state: GatewayState, *, tenant_id: str, host: str | None
 ) -> MetricsSummary:
-    """One indexed read of the tenant's executions and capabilities, one Redis read."""
+    """Indexed reads of the tenant's executions, capabilities and adapter passes; one Redis
+    read."""
     return await in_pool(state, lambda conn: _summary(state, conn, tenant_id=tenant_id, host=host))
 
 
@@ -69,4 +71,5 @@ def _summary(
         cache_hit_rate=cache_hit_rate(tenant_stats(state.redis, tenant_id=tenant_id)),
         capabilities_learned=activity.capabilities,
         flower_url=flower_url(state.settings, host=host),
+        search_learning=SearchLearning.model_validate(adapter_passes(conn, tenant_id=tenant_id)),
     )

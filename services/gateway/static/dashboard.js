@@ -126,10 +126,24 @@
     $("#m-success").textContent = pct(m.success_rate);
     $("#m-cache").textContent = pct(m.cache_hit_rate);
     $("#m-learned").textContent = m.capabilities_learned ?? "–";
+    adapter(m.search_learning || {});
     if (m.flower_url) {
       $("#flower-link").href = m.flower_url;
       $("#flower-link").hidden = false;
     }
+  }
+
+  // The query adapter (docs/search.md): "v3 · 125 runs · 0.59→0.67", and the last pass when
+  // it was kept out ("v4 kept: 0.67→0.60").
+  const score = x => (x == null ? "–" : Number(x).toFixed(2));
+  const pass = p => `${score(p.score_before)}→${score(p.score_after)}`;
+  function adapter(s) {
+    const use = s.in_use, last = s.last;
+    let text = use ? `v${use.version} · ${use.trained_on} runs · ${pass(use)}` : "none";
+    if (last && (!use || last.version !== use.version)) {
+      text += ` (v${last.version} kept: ${pass(last)}, ${last.held_back} held back)`;
+    }
+    $("#m-adapter").textContent = last ? text : "–";
   }
 
   // --- Live: /v1/events read with fetch, not EventSource: EventSource cannot send the

@@ -14,6 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from shared.learning.consolidate import consolidate
 from tests.integration.dashboard.conftest import LEARNED, capability_code, run
 from tests.integration.e2e.conftest import E2EStack, wait_until
 
@@ -330,6 +331,27 @@ def test_the_metrics_strip_shows_the_tenants_numbers_and_links_flower(
     else:
         assert re.fullmatch(r"\d+%", strip["cache"]), strip
     assert strip["flower"] == flower and strip["hidden"] is False
+
+
+def test_the_metrics_strip_shows_the_search_adapters_passes(
+    dashboard: webdriver.Chrome, stack: Stack
+) -> None:
+    # The beat task's consolidation over the tenant's learned runs (its real runs and their
+    # capabilities' phrasings): the strip names the pass, as the summary reports it.
+    dash, auth = stack
+    with dash.db() as conn:
+        done = {c.tenant_id: c for c in consolidate(conn)}
+    fit = done["acme"].adapter
+    assert fit is not None
+    with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
+        learning = client.get("/api/metrics/summary").json()["search_learning"]
+    assert learning["last"]["version"] == fit.version
+    assert learning["last"]["trained_on"] == fit.trained_on > 0
+    if fit.shipped:
+        shown = f"v{fit.version} · {fit.trained_on} runs · "
+    else:
+        shown = f"none (v{fit.version} kept: "
+    _wait(dashboard, f"document.querySelector('#m-adapter').textContent.startsWith({shown!r})")
 
 
 def test_a_new_capability_appears_live_without_a_reload(

@@ -11,7 +11,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from services.toolhost.sync import ToolSpec, sync_server_tools
 from shared.capabilities.aliases import aliases_of
+from shared.capabilities.lifecycle import delete
+from shared.capabilities.manual import ManualCapability, create_manual, edit
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
@@ -265,3 +268,120 @@ def test_a_tool_gone_unavailable_gets_no_stale_vote(conn: Conn, embedder: Embedd
     after = hits(conn, embedder, PARAPHRASE)
     assert tool not in after
     assert all(h["scores"]["learned"] == 0.0 for h in after.values())
+
+
+def _resync_memory(conn: Conn, embedder: Embedder, *, changed: dict[str, str]) -> None:
+    """The toolhost's sync of the memory server (``sync_server_tools``, as at connect or on
+    ``tools/list_changed``): its tools now listed with the ``changed`` descriptions, and
+    only those of ``TOOLS`` it still lists (a memory tool left out has vanished)."""
+    listed = {**{t: d for t, d in TOOLS.items() if t.startswith("memory:")}, **changed}
+    sync_server_tools(
+        conn=conn,
+        server="memory",
+        tools=[
+            ToolSpec(name=t.split(":", 1)[1], description=d, input_schema={})
+            for t, d in listed.items()
+            if d
+        ],
+        embed=embedder.embed,
+    )
+    conn.commit()
+
+
+def test_a_changed_or_removed_tool_stops_receiving_its_past_votes(
+    conn: Conn, embedder: Embedder
+) -> None:
+    # Drift: the server re-lists one tool with another meaning and stops listing another.
+    # The runs learned against them no longer place them (the search ranks exactly as a
+    # tenant with no runs), the rest of each run keeps teaching, and a new run teaches the
+    # changed tool again.
+    changed, removed = "memory:create_entities", "memory:read_graph"
+    dump = "show me everything you have stored about everyone"
+    run(conn, embedder, intent=INTENT, calls=[(changed, True), ("time:get_current_time", True)])
+    run(conn, embedder, intent=dump, calls=[(removed, True)])
+    assert hits(conn, embedder, PARAPHRASE)[changed]["scores"]["learned"] > 0
+    assert hits(conn, embedder, dump)[removed]["scores"]["learned"] > 0
+
+    new_meaning = "Delete entities and their relations from the knowledge graph"
+    _resync_memory(conn, embedder, changed={changed: new_meaning, removed: ""})
+
+    after = hits(conn, embedder, PARAPHRASE)
+    assert after[changed]["description"] == new_meaning
+    assert after[changed]["scores"]["learned"] == 0.0
+    assert [(t, h["score"]) for t, h in after.items() if t != "time:get_current_time"] == [
+        (t, h["score"])
+        for t, h in hits(conn, embedder, PARAPHRASE, tenant="other").items()
+        if t != "time:get_current_time"
+    ]
+    assert removed not in hits(conn, embedder, dump)
+    stored = conn.execute(
+        "SELECT intent, tools_ok FROM intent_tools WHERE tenant_id = 'default' ORDER BY id"
+    ).fetchall()
+    assert [(r["intent"], r["tools_ok"]) for r in stored] == [
+        (INTENT, ["time:get_current_time"]),  # the unchanged tool keeps its evidence
+        (dump, []),
+    ]
+
+    run(conn, embedder, intent=INTENT, calls=[(changed, True)])  # learned anew
+    assert hits(conn, embedder, PARAPHRASE)[changed]["scores"]["learned"] > 0
+
+
+def test_a_description_saved_unchanged_keeps_the_votes(conn: Conn, embedder: Embedder) -> None:
+    # A re-sync that lists the same tools (every reconnect does) forgets nothing.
+    tool = "memory:create_entities"
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    before = hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"]
+    _resync_memory(conn, embedder, changed={})
+    assert hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] == before > 0
+
+
+def test_a_capabilitys_phrasings_teach_the_tool_search(conn: Conn, embedder: Embedder) -> None:
+    # A capability's aliases (here given by a person; runs and accepted matches add theirs)
+    # vote for its tools as past runs do: the tenant's search for a paraphrase of one
+    # ranks the capability's tool first, another tenant's does not move, and the vote
+    # goes with the alias.
+    tool = "memory:create_entities"
+    before = hits(conn, embedder, PARAPHRASE)
+    assert next(iter(before)) != tool
+    item, _ = create_manual(
+        conn,
+        tenant_id="default",
+        spec=ManualCapability(
+            code="await mcp.memory.create_entities(entities=[])",
+            intent="add a new person to the graph",
+            aliases=[INTENT],
+        ),
+        embedder=embedder,
+    )
+    conn.commit()
+    after = hits(conn, embedder, PARAPHRASE)
+    assert next(iter(after)) == tool
+    learned = after[tool]["scores"]["learned"]
+    assert learned > 0
+    assert list(hits(conn, embedder, PARAPHRASE, tenant="other")) == list(before)
+    edit(
+        conn,
+        tenant_id="default",
+        capability_id=item["id"],
+        changes={"aliases": []},
+        embedder=embedder,
+    )
+    conn.commit()
+    # The alias's vote is gone; the capability's own intent, a farther phrasing, still
+    # says a little, until the capability goes.
+    assert 0 < hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] < learned
+    delete(conn, tenant_id="default", capability_id=item["id"])
+    conn.commit()
+    assert hits(conn, embedder, PARAPHRASE)[tool]["scores"]["learned"] == 0.0
+
+
+def test_a_run_of_a_phrasing_counts_once(conn: Conn, embedder: Embedder) -> None:
+    # The run that taught a capability its intent holds that evidence: the capability's
+    # own phrasing row gives way, so the same words never vote twice.
+    tool = "memory:create_entities"
+    run(conn, embedder, intent=INTENT, calls=[(tool, True)])
+    rows = conn.execute(
+        "SELECT execution_id IS NOT NULL AS is_run FROM intent_tools WHERE intent = %s",
+        (INTENT,),
+    ).fetchall()
+    assert [r["is_run"] for r in rows] == [True]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from shared.embeddings import Embedder
-from shared.learning.consolidate import MIN_HELD_BACK, consolidate
+from shared.learning.consolidate import FORGET_AFTER_DAYS, MIN_HELD_BACK, consolidate
 from shared.search.adapter_store import ADAPTERS
 from shared.search.hybrid import gather_evidence
 from tests.integration.discovery.test_learned_search_db import Conn, conn, embedder, hits, run
@@ -168,3 +168,33 @@ def test_a_fit_scoring_worse_held_back_is_not_shipped(conn: Conn, embedder: Embe
     ]
     # The search keeps the version in use (the vote aside: compare the dense lists).
     assert dense(conn, embedder, QUERY, tenant="acme") == shipped
+
+
+def test_a_tool_the_tenant_stopped_using_fades(conn: Conn, embedder: Embedder) -> None:
+    # Its runs vote less as they age (half a month's worth at 30 days), and once older than
+    # FORGET_AFTER_DAYS the consolidation no longer trains on them.
+    ADAPTERS.clear()
+    tool = "git:git_commit"
+    for i in range(3):
+        for each, phrasings in JARGON.items():
+            run(conn, embedder, intent=phrasings[i], calls=[(each, True)], tenant="acme")
+    query = "seal my latest work in the repo"
+    fresh = hits(conn, embedder, query, tenant="acme")[tool]["scores"]["learned"]
+    age(conn, tool=tool, days=30)
+    month = hits(conn, embedder, query, tenant="acme")[tool]["scores"]["learned"]
+    assert 0 < month < fresh
+    age(conn, tool=tool, days=FORGET_AFTER_DAYS + 1)
+    (done,) = consolidate(conn)
+    # git_commit's three runs are not read: 12 runs, each other tool's newest held back.
+    assert (done.trained_on, done.held_back) == (8, 4)
+    assert (done.adapter.trained_on, done.adapter.held_back) == (8, 4)  # type: ignore[union-attr]
+
+
+def age(conn: Conn, *, tool: str, days: float) -> None:
+    """Make the tenant's runs of ``tool`` ``days`` old."""
+    conn.execute(
+        "UPDATE intent_tools SET created_at = now() - %s * interval '1 day' "
+        "WHERE %s = ANY(tools_ok)",
+        (days, tool),
+    )
+    conn.commit()

@@ -2,7 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
+
+
+class AdapterPass(BaseModel):
+    """One consolidation pass of the tenant's query adapter (learned search)."""
+
+    version: int = Field(description="the pass's version number (every pass gets one)")
+    trained_on: int = Field(description="learned runs it was fitted on")
+    held_back: int = Field(description="the tenant's most recent runs held back to score it")
+    score_before: float | None = Field(description="held-back top-1 of the adapter in use")
+    score_after: float | None = Field(description="held-back top-1 of this fit")
+    shipped: bool = Field(description="true: it replaced the adapter in use")
+    created_at: datetime
+
+
+class SearchLearning(BaseModel):
+    """The tenant's query adapter: the version searches use, and the newest pass."""
+
+    in_use: AdapterPass | None = Field(
+        default=None, description="null: searches use the query as embedded"
+    )
+    last: AdapterPass | None = Field(default=None, description="null: never consolidated")
 
 
 class MetricsSummary(BaseModel):
@@ -17,3 +40,6 @@ class MetricsSummary(BaseModel):
     )
     capabilities_learned: int = Field(description="capabilities the tenant has now")
     flower_url: str | None = Field(description="Flower (Celery monitor); null when not set up")
+    search_learning: SearchLearning = Field(
+        description="the tenant's query adapter (docs/search.md): version in use, last pass"
+    )
