@@ -37,8 +37,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": settings.celery_visibility_timeout_s
         },
         "broker_connection_retry_on_startup": True,
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # Off by default: four extra broker writes per task that nobody reads. Flower sends
+        # `enable_events` to the workers while it runs; `celery_task_events` turns them on.
+        "worker_send_task_events": settings.celery_task_events,
+        "task_send_sent_event": settings.celery_task_events,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
     }

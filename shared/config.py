@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     sandbox_degraded_ok: bool = False
 
     celery_visibility_timeout_s: int = Field(default=900, ge=10)
+    # Celery task events (sent/received/started/succeeded, one broker publish each) for
+    # monitoring other than Flower; Flower turns the workers' events on itself while it runs.
+    celery_task_events: bool = False
     rpc_reply_ttl_s: int = Field(default=60, ge=1)
     tool_call_timeout_s: float = Field(default=30.0, gt=0)
     # A queued execution no worker claimed for this long ends as `timeout`

@@ -94,15 +94,12 @@ def limit_kind(*, status: str, error: dict[str, Any] | None) -> str | None:
     return LIMIT_KINDS.get(kind) if isinstance(kind, str) else None
 
 
-def record_run(
-    client: redis.Redis, *, status: str, error: dict[str, Any] | None, seconds: float
-) -> None:
-    """One sandbox run: its duration, and the limit that ended it if one did (one round trip)."""
-    pipe = client.pipeline(transaction=False)
+def queue_run(pipe: Any, *, status: str, error: dict[str, Any] | None, seconds: float) -> None:
+    """One sandbox run, queued on the caller's pipeline: its duration, and the limit that
+    ended it if one did."""
     _queue_observation(pipe, "execution_duration_seconds", seconds, count=1)
     if kind := limit_kind(status=status, error=error):
         pipe.hincrby(METRICS_PREFIX + "sandbox_limit_kills_total", kind, 1)
-    pipe.execute()
 
 
 def count_ingested(client: redis.Redis, *, results: Sequence[Any]) -> None:

@@ -72,18 +72,27 @@ def record_audit(
     return int(row["id"] if isinstance(row, dict) else row[0])
 
 
+# An execution's audit row learns how it ended; ``finish_audit_params`` gives the parameters.
+FINISH_AUDIT_SQL = (
+    "UPDATE audit_log SET status = %(audit_status)s, tools = %(audit_tools)s, "
+    "finished_at = now() WHERE execution_id = %(id)s"
+)
+
+
 def finish_audit(
     conn: Conn, *, execution_id: str, status: str, trace: list[dict[str, Any]] | None
 ) -> None:
     """Fill an execution's row with its terminal status and each tool call's outcome."""
+    conn.execute(FINISH_AUDIT_SQL, {"id": execution_id, **finish_audit_params(status, trace)})
+
+
+def finish_audit_params(status: str, trace: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``FINISH_AUDIT_SQL``'s parameters but the execution's id (``id``)."""
     tools = [
         {"tool": c.tool, "ok": bool(c.ok), "error_type": c.error_type}
         for c in summary_of(trace or []).tool_calls
     ]
-    conn.execute(
-        "UPDATE audit_log SET status = %s, tools = %s, finished_at = now() WHERE execution_id = %s",
-        (str(status), Jsonb(tools), execution_id),
-    )
+    return {"audit_status": str(status), "audit_tools": Jsonb(tools)}
 
 
 def list_audit(conn: Conn, *, tenant_id: str | None, limit: int) -> list[Row]:

@@ -63,10 +63,22 @@ def publish_events(
     client: redis.Redis, *, events: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[int]:
     """``publish_event`` for many (execution id, event) pairs in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    queue_events(client, pipe, events=events)
+    return [int(seq) for seq in pipe.execute()[: len(events)]]
+
+
+def queue_events(
+    client: redis.Redis,
+    pipe: redis.client.Pipeline,
+    *,
+    events: Sequence[tuple[str, dict[str, Any]]],
+) -> None:
+    """``publish_events`` on the caller's pipeline, first on it (the results of its first
+    ``len(events)`` commands are the sequence numbers), sent with its other commands."""
     global _script
     if _script is None:
         _script = client.register_script(_PUBLISH)  # EVALSHA after the first call
-    pipe = client.pipeline(transaction=False)
     for execution_id, event in events:
         payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
         _script(
@@ -87,7 +99,6 @@ def publish_events(
     finished = [e for _, e in events if e.get("type") == FINISHED]
     for event in finished:  # every path that ends an execution announces it, once
         count_finished(pipe, status=str(event.get("status")))
-    return [int(seq) for seq in pipe.execute()[: len(events)]]
 
 
 def decode_event(raw: bytes | str) -> dict[str, Any]:

@@ -232,6 +232,18 @@ def requeue_execution(
     ).fetchone()
 
 
+# The terminal UPDATE (no RETURNING); ``finish_params`` gives its parameters.
+FINISH_SQL = """
+        UPDATE executions
+           SET status = %(status)s, result = %(result)s, error = %(error)s, stdout = %(stdout)s,
+               stdout_truncated = %(trunc)s, trace = %(trace)s,
+               trace_summary = %(summary)s, finished_at = now(),
+               duration_ms = COALESCE(%(duration)s,
+                   EXTRACT(EPOCH FROM (clock_timestamp() - COALESCE(started_at, created_at))) * 1000)
+         WHERE id = %(id)s AND status = ANY(%(from)s)
+        """
+
+
 def finish_execution(
     conn: psycopg.Connection[Row],
     *,
@@ -250,27 +262,37 @@ def finish_execution(
     The trace's summary is stored beside it (``trace_summary``), decoded here once so that
     no reader (API, audit, learning) decodes the trace again.
     """
-    return conn.execute(
-        """
-        UPDATE executions
-           SET status = %(status)s, result = %(result)s, error = %(error)s, stdout = %(stdout)s,
-               stdout_truncated = %(trunc)s, trace = %(trace)s,
-               trace_summary = %(summary)s, finished_at = now(),
-               duration_ms = COALESCE(%(duration)s,
-                   EXTRACT(EPOCH FROM (clock_timestamp() - COALESCE(started_at, created_at))) * 1000)
-         WHERE id = %(id)s AND status = ANY(%(from)s)
-        RETURNING *
-        """,
-        {
-            "id": execution_id,
-            "status": status,
-            "result": Jsonb(result) if result is not None else None,
-            "error": Jsonb(error) if error is not None else None,
-            "stdout": stdout.replace("\x00", "\ufffd"),  # Postgres text cannot hold NUL
-            "trunc": stdout_truncated,
-            "trace": Jsonb(trace or []),
-            "summary": Jsonb(summarize(trace or []).as_dict()),
-            "duration": duration_ms,
-            "from": list(from_statuses),
-        },
-    ).fetchone()
+    fields = {
+        "status": status,
+        "result": result,
+        "error": error,
+        "stdout": stdout,
+        "stdout_truncated": stdout_truncated,
+        "trace": trace,
+        "duration_ms": duration_ms,
+    }
+    params = finish_params(execution_id, fields, from_statuses=from_statuses)
+    return conn.execute(FINISH_SQL + "RETURNING *", params).fetchone()
+
+
+def finish_params(
+    execution_id: str,
+    fields: dict[str, Any],
+    *,
+    from_statuses: tuple[ExecutionStatus, ...] = (ExecutionStatus.RUNNING,),
+) -> dict[str, Any]:
+    """``FINISH_SQL``'s parameters from ``fields`` (``finish_execution``'s keywords: status,
+    and optionally result, error, stdout, stdout_truncated, trace, duration_ms)."""
+    result, error, trace = fields.get("result"), fields.get("error"), fields.get("trace")
+    return {
+        "id": execution_id,
+        "status": fields["status"],
+        "result": Jsonb(result) if result is not None else None,
+        "error": Jsonb(error) if error is not None else None,
+        "stdout": fields.get("stdout", "").replace("\x00", "\ufffd"),  # no NUL in Postgres text
+        "trunc": fields.get("stdout_truncated", False),
+        "trace": Jsonb(trace or []),
+        "summary": Jsonb(summarize(trace or []).as_dict()),
+        "duration": fields.get("duration_ms"),
+        "from": list(from_statuses),
+    }

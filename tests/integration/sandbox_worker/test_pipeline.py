@@ -138,3 +138,21 @@ def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_ou
     _after_the_store(r, execution_id, worker)
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
     assert _ingestions_queued(r, execution_id) == 1
+
+
+def test_the_row_and_its_audit_row_end_together(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    """One statement (one transaction) ends both: the audit row has the stored status, at
+    the same instant."""
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    execution_id = _submit(client, "return 7")
+    assert _ended(settings, execution_id, worker)["status"] == "succeeded"
+    with connect(settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT a.status, a.tools, a.finished_at = e.finished_at AS same_instant "
+            "FROM audit_log a JOIN executions e ON e.id = a.execution_id WHERE e.id = %s",
+            (execution_id,),
+        ).fetchone()
+    assert row is not None
+    assert (row["status"], row["tools"], row["same_instant"]) == ("succeeded", [], True)

@@ -8,10 +8,11 @@ from typing import Any
 import psycopg
 from celery.exceptions import SoftTimeLimitExceeded
 
-from shared.auth.audit import finish_audit
+from shared.auth.audit import FINISH_AUDIT_SQL, finish_audit_params
+from shared.db import autocommit
 from shared.errors import ErrorType, error_dict
 from shared.executions.status import ExecutionStatus
-from shared.executions.store import finish_execution
+from shared.executions.store import FINISH_SQL, finish_execution, finish_params
 from shared.sandbox.outcome import ExecutionOutcome
 from workers.sandbox.pipeline.announce import announce_end
 from workers.sandbox.pipeline.context import RunContext
@@ -42,23 +43,38 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
     }
 
     def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
-        try:
-            finish_execution(conn, execution_id=execution_id, **fields)
-        except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
-            conn.rollback()
-            fields.update(
-                status=ExecutionStatus.FAILED,
-                result=None,
-                error=error_dict(ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"),
-            )
-            finish_execution(conn, execution_id=execution_id, **fields)
-        # The audit row learns the tools called, in the transaction that ends the execution.
-        finish_audit(conn, execution_id=execution_id, status=fields["status"], trace=outcome.trace)
-        conn.commit()
+        # One statement in autocommit: the row and its audit row end together, in one round
+        # trip (no BEGIN, no COMMIT), as atomic as the transaction it replaces.
+        with autocommit(conn):
+            try:
+                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
+            except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
+                fields.update(
+                    status=ExecutionStatus.FAILED,
+                    result=None,
+                    error=error_dict(
+                        ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"
+                    ),
+                )
+                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
 
     # Postgres down or restarting: the outcome waits here rather than being lost.
     with_db_retry(write, what="store")
     return str(fields["status"])
+
+
+# The execution's terminal UPDATE and, in the same statement, its audit row's.
+END_SQL = f"WITH finished AS ({FINISH_SQL}) {FINISH_AUDIT_SQL}"
+
+
+def end_params(
+    execution_id: str, fields: dict[str, Any], trace: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """``END_SQL``'s parameters: the outcome's ``fields``, the audit row's status and tools."""
+    return {
+        **finish_params(execution_id, fields),
+        **finish_audit_params(fields["status"], trace),
+    }
 
 
 def end_broken(ctx: RunContext) -> None:
