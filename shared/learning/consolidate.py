@@ -119,7 +119,7 @@ def _array(value: Any) -> np.ndarray:
 def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
     """Tenants with a learned run newer than their last consolidation, or another number of
     runs than it read (a run taken back by its agent, ``shared.learning.unteach``; a tool
-    changed or removed, migration 0029; a run older than ``FORGET_AFTER_DAYS``)."""
+    changed or removed, migration 0026; a run older than ``FORGET_AFTER_DAYS``)."""
     rows = conn.execute(
         """
         SELECT i.tenant_id

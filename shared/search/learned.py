@@ -152,7 +152,7 @@ def record_intents(
 ) -> None:
     """Store (tenant, execution id, intent, embedding, succeeded tools, failed tools) rows;
     an execution already stored is skipped (redelivery). A capability phrasing with the
-    same words (migration 0029) gives way: the run now holds that evidence."""
+    same words (migration 0026) gives way: the run now holds that evidence."""
     if not rows:
         return
     with conn.cursor() as cur:

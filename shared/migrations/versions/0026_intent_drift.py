@@ -23,14 +23,14 @@ follows an edited intent or tool list (triggers), and is not written when a run 
 the tenant already holds that exact phrasing (it teaches through the run; the hash
 index on ``intent`` keeps that check to one lookup).
 
-Revision ID: 0029
+Revision ID: 0026
 Revises: 0025
 Create Date: 2026-11-27
 """
 
 from alembic import op
 
-revision = "0029"
+revision = "0026"
 down_revision = "0025"
 branch_labels = None
 depends_on = None
