@@ -80,8 +80,9 @@ GATEWAY_GAPS: dict[str, dict[str, str]] = {
         "input-required-result-capability-check": COLLISION + "; and " + OWN_KEYS,
         "input-required-result-multi-round": COLLISION + "; and " + OWN_KEYS,
         "input-required-result-multiple-input-requests": COLLISION + "; and " + OWN_KEYS,
-        "input-required-result-non-tool-request": "a question during prompts/get has no "
-        "relay (no execution): the toolhost waits out the question's deadline",
+        "input-required-result-non-tool-request": "a question during prompts/get belongs to "
+        "no execution: the toolhost refuses it at once (relayed, it could reach another "
+        "call's client; see the last test)",
         "input-required-result-request-state": COLLISION + " (passes when run alone)",
         "input-required-result-result-type": COLLISION + " (passes when run alone)",
         "input-required-result-tampered-state": COLLISION + " (its first round)",
