@@ -171,7 +171,9 @@ class ServerConnection:
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """``resources/read``; MCPError when the server refuses (unknown URI, no resources)."""
-        return await self._live_session().read_resource(uri)
+        session = self._live_session()
+        with self._inflight.track_request("resources/read"):
+            return await session.read_resource(uri)
 
     async def list_resources(
         self, *, templates: bool = False
@@ -214,8 +216,11 @@ class ServerConnection:
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
-        """``prompts/get``; MCPError when the server refuses (unknown prompt, bad arguments)."""
-        return await self._live_session().get_prompt(name, arguments)
+        """``prompts/get``; MCPError when the server refuses (unknown prompt, bad arguments).
+        A question the server asks meanwhile is refused (no execution's client may get it)."""
+        session = self._live_session()
+        with self._inflight.track_request("prompts/get"):
+            return await session.get_prompt(name, arguments)
 
     async def complete(
         self,
@@ -228,7 +233,8 @@ class ServerConnection:
         capabilities = session.server_capabilities
         if capabilities is None or capabilities.completions is None:
             return types.CompleteResult(completion=types.Completion(values=[]))
-        return await session.complete(ref, argument, context)
+        with self._inflight.track_request("completion/complete"):
+            return await session.complete(ref, argument, context)
 
     def _live_session(self) -> ClientSession:
         session = self._session

@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from shared.rpc.upstream import CAPABILITY_OF, ClientRequest, RelayedMethod
 
 log = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT", bound=types.Result)
+T = TypeVar("T")
 
 _MAX_PROGRESS_MESSAGE = 1_000
 _MAX_LOG_MESSAGE = 4_096
@@ -57,6 +58,9 @@ class InflightCalls:
 
     def __init__(self) -> None:
         self._calls: dict[int, CallContext] = {}
+        # Requests of no execution (prompts/get, resources/read, completion/complete): while
+        # one is in flight, a server request may be its, so it is nobody's to answer.
+        self._others: dict[int, str] = {}
         self._ids = itertools.count()
 
     @contextmanager
@@ -65,15 +69,30 @@ class InflightCalls:
         if context is None:
             yield
             return
+        with self._held(self._calls, context):
+            yield
+
+    def track_request(self, method: str) -> AbstractContextManager[None]:
+        """Count a request outside any execution (``method``) as in flight for the block."""
+        return self._held(self._others, method)
+
+    @contextmanager
+    def _held(self, table: dict[int, T], value: T) -> Iterator[None]:
         key = next(self._ids)
-        self._calls[key] = context
+        table[key] = value
         try:
             yield
         finally:
-            del self._calls[key]
+            del table[key]
 
     def owner(self) -> CallContext | str:
         """The call a server request belongs to, or why that cannot be told."""
+        if self._others:  # never relayed to an execution's client: it may be the other's
+            methods = ", ".join(sorted(set(self._others.values())))
+            return (
+                f"a request outside any execution ({methods}) is in flight on this server "
+                "and its request does not say which one it belongs to"
+            )
         executions = {c.execution_id for c in self._calls.values()}
         if not executions:
             return "no tool call is in flight on this server"

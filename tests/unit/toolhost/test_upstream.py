@@ -37,3 +37,16 @@ def test_roots_are_named_by_their_last_path_part() -> None:
         ("file:///srv/data/", "data"),
         ("file:///home/ada", "ada"),
     ]
+
+
+def test_a_request_outside_any_execution_makes_a_server_request_nobodys() -> None:
+    """A question asked while a prompts/get is in flight may be the prompt's: it must not reach
+    the client of the one execution that happens to have a call in flight too."""
+    inflight = InflightCalls()
+    with inflight.track(CallContext("e1", "s:ask", "call-1")):
+        with inflight.track_request("prompts/get"):
+            owner = inflight.owner()
+            assert isinstance(owner, str) and "prompts/get" in owner
+        assert inflight.owner() == CallContext("e1", "s:ask", "call-1")
+    with inflight.track_request("resources/read"):
+        assert "resources/read" in str(inflight.owner())
