@@ -146,6 +146,10 @@ class Stack:
         """What every child sees: our environment, our settings, the resolved server URLs."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
         env.update(settings_to_env(self.settings))
+        if "AGENTCARDS_CELERY_TASK_EVENTS" not in os.environ:
+            # The stack runs Flower, which shows a task only from its events; its own
+            # `enable_events` reaches the workers late (tests/integration/observability).
+            env["AGENTCARDS_CELERY_TASK_EVENTS"] = "true"
         env.update(self.extra_env)
         env.update(
             {
