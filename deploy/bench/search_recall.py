@@ -37,6 +37,7 @@ from deploy.bench.search_learned import (
     score,
     validation_split,
 )
+from deploy.bench.search_vote_space import vote_space_grid
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
@@ -335,16 +336,17 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
     return out
 
 
-def validation_run(*, fit: bool, grid: bool = False) -> dict[str, Any]:
+def validation_run(*, fit: bool, grid: bool = False, vote_space: bool = False) -> dict[str, Any]:
     """Every set's validation slice and its ablation (no test half is searched), and with
     ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned;
-    with ``grid`` the adapter's capacity grid on those slices (the held-out set is not
-    searched at all)."""
+    with ``grid`` the adapter's capacity grid on those slices, with ``vote_space`` the vote
+    beside the adapter in its space (``search_vote_space``) (with either, the held-out set is
+    not searched at all)."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
     slices = {}
     for dataset in all_sets():
-        if grid and dataset.name == HELD_OUT:
+        if (grid or vote_space) and dataset.name == HELD_OUT:
             continue
         result = run_set(embedder=embedder, dataset=dataset, test=False)
         out["sets"][dataset.name] = {
@@ -367,6 +369,8 @@ def validation_run(*, fit: bool, grid: bool = False) -> dict[str, Any]:
         out["fit_adapter"] = {"sets": sorted(slices), **fit_adapter(slices)}
     if grid:
         out["adapter_grid"] = adapter_grid(slices, fitted_on=sorted(slices))
+    if vote_space:
+        out["vote_space"] = vote_space_grid(slices, fitted_on=sorted(slices))
     return out
 
 
@@ -425,9 +429,9 @@ if __name__ == "__main__":
 
     go_offline()
     # The validation slices and the vote's fit (--fit) or the adapter's capacity grid
-    # (--adapter-grid); never the test halves.
-    print(
-        json.dumps(
-            validation_run(fit="--fit" in sys.argv, grid="--adapter-grid" in sys.argv), indent=2
-        )
+    # (--adapter-grid) or the vote in the adapter's space (--vote-space); never the test halves.
+    flags = set(sys.argv[1:])
+    run = validation_run(
+        fit="--fit" in flags, grid="--adapter-grid" in flags, vote_space="--vote-space" in flags
     )
+    print(json.dumps(run, indent=2))
