@@ -1,8 +1,8 @@
 """Benchmark of the RPC channel: RpcClient → Redis → toolhost (``_bench:echo``) → back.
 
 The toolhost side is the real ``RpcServer`` in its own process, serving only an echo tool
-defined here (:class:`EchoBackend`, in that process: no MCP server behind it), so the numbers
-are the channel's own overhead. Beside it, the same run measures a
+defined here (:class:`EchoBackend`, in that process: no MCP server behind it), claiming each
+call as the toolhost does, so the numbers are the channel's own overhead. Beside it, the same run measures a
 raw redis-py LPUSH/BLPOP round trip through an equally trivial echo process: the floor any
 Redis-list channel pays. Calls are sequential (latency, not throughput), one channel call
 and one raw round trip in turn, so other work on the machine hits both alike.
@@ -25,6 +25,7 @@ from typing import Any
 import redis
 
 from deploy.launcher.embedded import EmbeddedRedis, free_port
+from services.toolhost.app import heartbeat_key
 from services.toolhost.registry import ToolRegistry, ToolResult, UnknownTool
 from services.toolhost.rpc_server import RpcServer
 from services.toolhost.upstream import CallContext
@@ -163,7 +164,10 @@ def _rpc_echo_server(url: str, started: Event) -> None:
     async def serve() -> None:
         registry = ToolRegistry()
         registry.add(EchoBackend())
-        server = RpcServer(redis_url=url, registry=registry, reply_ttl_s=60)
+        # Claims each call as the toolhost does (``claim_as``: its heartbeat key).
+        server = RpcServer(
+            redis_url=url, registry=registry, reply_ttl_s=60, claim_as=heartbeat_key()
+        )
         started.set()  # requests wait in the Redis list until the first pop
         await server.serve()
 

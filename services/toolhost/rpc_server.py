@@ -36,13 +36,19 @@ from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
-from services.toolhost.scope import OnRefusal, ScopeGuard
+from services.toolhost.scope import GrantRead, OnRefusal, ScopeGuard
 from services.toolhost.tracing import call_span
 from services.toolhost.upstream import CallContext
 from shared import metrics
 from shared.errors import ErrorType
 from shared.logs import bind
-from shared.queues import RPC_REQUESTS, rpc_claim_key, rpc_reply_key, rpc_server_requests_key
+from shared.queues import (
+    RPC_REQUESTS,
+    grant_key,
+    rpc_claim_key,
+    rpc_reply_key,
+    rpc_server_requests_key,
+)
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
     ResourceRequest,
@@ -188,8 +194,8 @@ class RpcServer:
         bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
         if source in _SHARED_LIST and await self._forwarded(request, raw):
             return
-        await self._claim(request)
         if isinstance(request, ResourceRequest):
+            await self._claim(request)
             refusal = await self._scope.resource_refusal(
                 request, server_tools=self._tool_ids(request.server)
             )
@@ -200,8 +206,9 @@ class RpcServer:
             )
             await self._send(reply)
             return
+        read = await self._claim_and_read_grant(request)
         async with call_span(request) as record:
-            reply = await self._execute(request, started)
+            reply = await self._execute(request, started, read)
             record(reply)
         await self._send(reply)
         await self._observe(request, reply)  # after the reply: the caller does not wait for it
@@ -250,13 +257,44 @@ class RpcServer:
         """Record which replica runs the call (one SET; expires with the call's reply)."""
         if self._claim_as is None:
             return
-        ttl = max(1, int(request.deadline - time.time()) + self._reply_ttl_s)
+        ttl = self._claim_ttl(request)
         try:
             await self._out.set(rpc_claim_key(request.call_id), self._claim_as, ex=ttl)
         except RedisError as exc:  # the reply cannot go out either; the caller times out
             log.warning("could not claim call %s: %s", request.call_id, exc)
 
-    async def _execute(self, request: RpcRequest, started: float) -> RpcReply:
+    def _claim_ttl(self, request: RpcRequest | ResourceRequest) -> int:
+        """A claim expires with the call's reply."""
+        return max(1, int(request.deadline - time.time()) + self._reply_ttl_s)
+
+    async def _claim_and_read_grant(self, request: RpcRequest) -> GrantRead:
+        """``_claim`` and the read of the call's grant, in one round trip (the claim is
+        written before the tool runs, as before).
+
+        The client does not retry (``from_url``: no retries), so the first command on a
+        pooled connection that died with Redis fails. Then both are done again as two
+        commands, as before the pipeline: a failed claim is tolerated (``_claim``), a
+        grant that cannot be read refuses the call. Both commands are idempotent."""
+        if self._claim_as is None:
+            return await self._scope.read_grant(request.execution_id)
+        try:
+            async with self._out.pipeline(transaction=False) as pipe:
+                pipe.set(
+                    rpc_claim_key(request.call_id), self._claim_as, ex=self._claim_ttl(request)
+                )
+                pipe.get(grant_key(request.execution_id))
+                _, raw = await pipe.execute()
+        except RedisError as exc:
+            log.info(
+                "claim and grant read of call %s failed (%s); again, one by one",
+                request.call_id,
+                exc,
+            )
+            await self._claim(request)
+            return await self._scope.read_grant(request.execution_id)
+        return GrantRead.of(raw)
+
+    async def _execute(self, request: RpcRequest, started: float, read: GrantRead) -> RpcReply:
         call_id, tool = request.call_id, request.tool
 
         def fail(kind: ErrorType, message: str) -> RpcReply:
@@ -271,7 +309,7 @@ class RpcServer:
         if request.allowed is not None and tool not in request.allowed:
             return fail(ErrorType.TOOL_NOT_ALLOWED, f"{tool} is not in this execution's tool scope")
         # The request's own `allowed` is the bridge's word; the grant record is the gateway's.
-        refusal = await self._scope.refusal(request)
+        refusal = await self._scope.refusal(request, read=read)
         if refusal is not None:
             return fail(*refusal)
         try:

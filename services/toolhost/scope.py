@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -51,6 +52,22 @@ def record_refusal(
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class GrantRead:
+    """An execution's grant as read from Redis: the record (None: there is none), or why it
+    could not be read. A caller may read it on a pipeline of its own (``grant_key``)."""
+
+    value: Grant | tuple[ErrorType, str] | None
+
+    @classmethod
+    def of(cls, raw: bytes | str | None) -> GrantRead:
+        return cls(load_grant(raw))
+
+    @classmethod
+    def failed(cls, exc: Exception) -> GrantRead:
+        return cls((ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"))
+
+
 class ScopeGuard:
     """Checks one request against its execution's grant and counts it against its caller's rate."""
 
@@ -58,9 +75,12 @@ class ScopeGuard:
         self._redis = redis
         self._on_refusal = on_refusal
 
-    async def refusal(self, request: RpcRequest) -> tuple[ErrorType, str] | None:
-        """Why the call may not run (type, message), or None when it may."""
-        grant = await self._grant(request.execution_id)
+    async def refusal(
+        self, request: RpcRequest, *, read: GrantRead | None = None
+    ) -> tuple[ErrorType, str] | None:
+        """Why the call may not run (type, message), or None when it may. ``read``: the
+        grant as the caller read it already, else it is read here."""
+        grant = (read or await self.read_grant(request.execution_id)).value
         if isinstance(grant, tuple):
             return grant
         if grant is None:
@@ -91,7 +111,7 @@ class ScopeGuard:
             request.server is not None and server_tools is None
         ):
             return None
-        grant = await self._grant(request.execution_id)
+        grant = (await self.read_grant(request.execution_id)).value
         if isinstance(grant, tuple):
             return grant
         if grant is None:
@@ -112,12 +132,12 @@ class ScopeGuard:
         )  # fmt: skip
         return ErrorType.TOOL_NOT_ALLOWED, reason
 
-    async def _grant(self, execution_id: str) -> Grant | tuple[ErrorType, str] | None:
-        """The execution's grant record (None: there is none), or why it cannot be read."""
+    async def read_grant(self, execution_id: str) -> GrantRead:
+        """The execution's grant record, or why it cannot be read."""
         try:
-            return load_grant(await self._redis.get(grant_key(execution_id)))
+            return GrantRead.of(await self._redis.get(grant_key(execution_id)))
         except RedisError as exc:
-            return ErrorType.INTERNAL_ERROR, f"cannot read the grant of this execution: {exc}"
+            return GrantRead.failed(exc)
 
     async def _rate(
         self, request: RpcRequest, grant: Grant, limit: int

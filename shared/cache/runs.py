@@ -75,7 +75,17 @@ class Finished:
 
 def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:
     """Policies and the L1 scope digest of ``tools`` (every known tool when None)."""
-    rows = cache_settings(conn, ids=tools)
+    return _scope_of(cache_settings(conn, ids=tools))
+
+
+def scope_among(known: Sequence[Mapping[str, Any]], *, tools: list[str] | None) -> Scope:
+    """``load_scope`` over every known tool's row, read already (``run_tools``): the same
+    rows ``cache_settings`` reads, so the same policies and digest as the gateway's."""
+    wanted = None if tools is None else set(tools)
+    return _scope_of({r["id"]: r for r in known if wanted is None or r["id"] in wanted})
+
+
+def _scope_of(rows: Mapping[str, Mapping[str, Any]]) -> Scope:
     return Scope(
         policies={
             tool_id: tool_policy(annotations=r["annotations"], override=r["cache_override"])
@@ -107,15 +117,16 @@ def capability_policy(
     )
 
 
-def prepare(conn: Conn, client: redis.Redis, *, row: Mapping[str, Any]) -> RunCache:
+def capability_cache_config(conn: Conn, *, capability_id: Any) -> dict[str, Any] | None:
+    """A capability's cache configuration (None: the capability is gone)."""
+    found = conn.execute(
+        "SELECT cache_config FROM capabilities WHERE id = %s", (capability_id,)
+    ).fetchone()
+    return dict(found["cache_config"] or {}) if found else None
+
+
+def prepare(client: redis.Redis, *, scope: Scope, config: dict[str, Any] | None) -> RunCache:
     """Before the sandbox starts: the scope and the generations its servers are at."""
-    scope = load_scope(conn, tools=row["tools"])
-    config = None
-    if row.get("capability_id"):
-        found = conn.execute(
-            "SELECT cache_config FROM capabilities WHERE id = %s", (row["capability_id"],)
-        ).fetchone()
-        config = dict(found["cache_config"] or {}) if found else None
     generations = entries.read_generations(client, sorted(servers_of(scope.policies)))
     return RunCache(scope=scope, generations=generations, capability_config=config)
 

@@ -81,6 +81,7 @@ class Heartbeat:
         self._worker = worker_name()
         self._started_at = time.time()
         self.busy: str | None = None
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sandbox-heartbeat", daemon=True)
 
     def start(self) -> Heartbeat:
@@ -88,8 +89,14 @@ class Heartbeat:
         self._thread.start()
         return self
 
+    def mark(self, busy: str | None) -> None:
+        """``busy`` changed: the thread beats now, off the caller's path (only the body's
+        ``busy`` changes; the key lives as long as the thread beats, as before)."""
+        self.busy = busy
+        self._wake.set()
+
     def beat(self) -> None:
-        """Write the key now (also called when ``busy`` changes); Redis errors are logged once."""
+        """Write the key now; Redis errors are logged once."""
         body = SandboxBeat(self._worker, self._started_at, self.busy).encode()
         try:
             self._client.set(sandbox_key(self._worker), body, ex=BEAT_TTL_S)
@@ -98,5 +105,6 @@ class Heartbeat:
 
     def _run(self) -> None:
         while True:
-            time.sleep(BEAT_EVERY_S)
+            self._wake.wait(BEAT_EVERY_S)
+            self._wake.clear()  # before the beat: a change after it wakes the next one
             self.beat()

@@ -49,13 +49,29 @@ def list_tools(conn: Conn, *, include_removed: bool = False) -> list[Row]:
     """The tools of configured servers, by id, with their server's state (``server_state``: why
     one is unavailable); ``include_removed`` adds those of servers that left the configuration
     (``removed``: history only, as the dashboard's graphs of past runs show them)."""
-    columns = ", ".join(f"t.{c.strip()}" for c in TOOL_COLUMNS.split(","))
+    return _with_server_state(conn, TOOL_COLUMNS, include_removed=include_removed)
+
+
+def run_tools(conn: Conn) -> list[Row]:
+    """Every known tool, by id, as ``list_tools(include_removed=True)`` lists it, and its
+    ``schema_hash``: one read serving a run's tool scope (``configured`` of these) and its
+    cache settings (``cache_settings`` reads the same tools, removed servers' included)."""
+    return _with_server_state(conn, f"{TOOL_COLUMNS}, schema_hash", include_removed=True)
+
+
+def _with_server_state(conn: Conn, columns: str, *, include_removed: bool) -> list[Row]:
+    prefixed = ", ".join(f"t.{c.strip()}" for c in columns.split(","))
     configured = "" if include_removed else "WHERE s.state IS DISTINCT FROM %(removed)s "
     return conn.execute(
-        f"SELECT {columns}, s.state AS server_state "
+        f"SELECT {prefixed}, s.state AS server_state "
         f"FROM tools t LEFT JOIN mcp_servers s ON s.name = t.server {configured}ORDER BY t.id",
         {"removed": ServerState.REMOVED.value},
     ).fetchall()
+
+
+def configured(rows: Sequence[Row]) -> list[Row]:
+    """The rows ``list_tools`` (without removed servers) would have read."""
+    return [r for r in rows if r["server_state"] != ServerState.REMOVED.value]
 
 
 def available_ids(conn: Conn, *, ids: Sequence[str]) -> set[str]:

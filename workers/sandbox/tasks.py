@@ -61,12 +61,10 @@ def run_execution(self: Task, execution_id: str) -> str:
     bind(tenant_id=row["tenant_id"])
     # From here on the row is ours: the stages end it whatever happens (runner.py).
     ctx = RunContext(row=row, settings=_settings, redis=clients.redis_client())
-    beat.busy = execution_id
-    beat.beat()
+    beat.mark(execution_id)  # written by the heartbeat thread: not on the run's path
     try:
         with run_span(ctx):
             run_pipeline(STAGES, ctx, wrappers=wrappers())
     finally:
-        beat.busy = None
-        beat.beat()
+        beat.mark(None)
     return str(ctx.status)

@@ -92,8 +92,9 @@ def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learni
     settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
 ) -> None:
     execution_id = _submit(client, "return 1")  # queued: no worker runs yet
-    # The result cache's stage reads this column; without it the stage raises (a
-    # ProgrammingError, not retried) after the claim, before the sandbox ran.
+    # The scope stage reads this column (every tool's row, for the scope and the result
+    # cache); without it the stage raises (a ProgrammingError, not retried) after the
+    # claim, before the sandbox ran.
     with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
         conn.execute("ALTER TABLE tools RENAME COLUMN schema_hash TO schema_hash_gone")
     worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
@@ -105,7 +106,7 @@ def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learni
     _after_the_store(r, execution_id, worker)
     assert [e["status"] for e in _finished_events(r, execution_id)] == ["failed"]
     assert _ingestions_queued(r, execution_id) == 1
-    assert "failed in the worker (cache.prepare)" in worker.log()
+    assert "failed in the worker (scope)" in worker.log()
 
 
 def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_outcome(

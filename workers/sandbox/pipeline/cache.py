@@ -15,14 +15,18 @@ from workers.sandbox.retry import with_db_retry
 
 
 def prepare(ctx: RunContext) -> None:
-    """The scope's cache policies and its servers' generations, read before the run starts."""
+    """The scope's cache policies (from the tools the scope stage read) and its servers'
+    generations, read before the run starts."""
+    capability_id = ctx.row.get("capability_id")
 
-    def read(conn: Any) -> cache_runs.RunCache:
-        with autocommit(conn):  # reads only: no BEGIN and COMMIT round trips around them
-            return cache_runs.prepare(conn, ctx.redis, row=ctx.row)
+    def read(conn: Any) -> dict[str, Any] | None:
+        with autocommit(conn):  # a read only: no BEGIN and COMMIT round trips around it
+            return cache_runs.capability_cache_config(conn, capability_id=capability_id)
 
     # Nothing ran yet: waiting out a Postgres restart is safe.
-    ctx.cache = with_db_retry(read, what="prepare the result cache")
+    config = with_db_retry(read, what="prepare the result cache") if capability_id else None
+    scope = cache_runs.scope_among(ctx.known_tool_rows, tools=ctx.row["tools"])
+    ctx.cache = cache_runs.prepare(ctx.redis, scope=scope, config=config)
 
 
 def invalidate_writes(ctx: RunContext) -> None:

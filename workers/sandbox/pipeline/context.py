@@ -27,6 +27,8 @@ class RunContext:
     grant: Grant | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     known_tools: list[str] = field(default_factory=list)
+    # every known tool's row, removed servers' too (``run_tools``): cache.prepare's settings
+    known_tool_rows: list[dict[str, Any]] = field(default_factory=list)
     capabilities: dict[str, CapabilitySource] = field(default_factory=dict)
     # cache.prepare: the scope's policies and generations before the run
     cache: RunCache | None = None

@@ -14,7 +14,7 @@ from shared.db import autocommit
 from shared.queues import grant_key
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.tools import ToolSpec
-from shared.tools.store import list_tools
+from shared.tools.store import configured, run_tools
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.retry import with_db_retry
 
@@ -37,17 +37,21 @@ def resolve_scope(ctx: RunContext) -> None:
     ctx.grant = load_grant(raw)
     if ctx.grant is None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
-    ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant)
+    # One read of `tools` for the scope and the cache settings (cache.prepare).
+    ctx.known_tool_rows = with_db_retry(_run_tools, what="load tools")
+    ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant, configured(ctx.known_tool_rows))
     ctx.capabilities = capability_sources(ctx.row)
 
 
-def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, ToolSpec], list[str]]:
-    """The execution's granted tools and every known tool id.
+def tool_scope(
+    row: dict[str, Any], grant: Grant | None, rows: list[dict[str, Any]]
+) -> tuple[dict[str, ToolSpec], list[str]]:
+    """The execution's granted tools and every known tool id, of the tools of configured
+    servers (``rows``).
 
     Granted: the row's listed tools (every known tool when none was listed) that its grant
     record allows; no grant record (never written, or expired in the queue) grants nothing.
     """
-    rows = with_db_retry(_list_tools, what="load tools")
     listed = None if row["tools"] is None else set(row["tools"])
     granted = {
         r["id"]: ToolSpec(
@@ -62,9 +66,9 @@ def tool_scope(row: dict[str, Any], grant: Grant | None) -> tuple[dict[str, Tool
     return granted, [r["id"] for r in rows]
 
 
-def _list_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
     with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-        return list_tools(conn)
+        return run_tools(conn)
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
