@@ -12,9 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mcp import Client, types
-from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPError
 
 from deploy.launcher.embedded import free_port
 from tests.integration.e2e.conftest import E2EStack, stack_fixture, wait_until
@@ -82,7 +79,7 @@ GATEWAY_GAPS: dict[str, dict[str, str]] = {
         "input-required-result-multiple-input-requests": COLLISION + "; and " + OWN_KEYS,
         "input-required-result-non-tool-request": "a question during prompts/get belongs to "
         "no execution: the toolhost refuses it at once (relayed, it could reach another "
-        "call's client; see the last test)",
+        "call's client; see test_reference_questions.py)",
         "input-required-result-request-state": COLLISION + " (passes when run alone)",
         "input-required-result-result-type": COLLISION + " (passes when run alone)",
         "input-required-result-tampered-state": COLLISION + " (its first round)",
@@ -173,34 +170,3 @@ def test_the_gateway_surface_passes_its_scenarios(
     if revision == "2026-07-28":
         stateless = {failure.split(":")[0] for failure in ran["server-stateless"]}
         assert stateless <= NEEDS_DIAGNOSTIC_TOOL, report
-
-
-async def _never_asked(
-    context: ClientRequestContext, params: types.ElicitRequestParams
-) -> types.ElicitResult:
-    raise AssertionError(f"a stateless client is never sent a request: {params}")
-
-
-async def test_a_question_during_prompts_get_never_reaches_another_calls_client(
-    reference: E2EStack,
-) -> None:
-    """One client's direct call waits on its question (2026-07-28); meanwhile another client's
-    prompts/get makes the server ask too. Over stdio nothing says whose question that is: it
-    is refused at once, not relayed to the waiting call's client, whose retry still finishes."""
-    url = f"{reference.gateway_url}/mcp/servers/conformance"
-    tool = "test_input_required_result_elicitation"
-    async with Client(url, elicitation_callback=_never_asked) as waiting:
-        first = await waiting.session.call_tool(tool, {}, allow_input_required=True)
-        assert isinstance(first, types.InputRequiredResult), first
-        (key, asked), *others = (first.input_requests or {}).items()
-        assert not others and isinstance(asked, types.ElicitRequest)
-        async with Client(url, elicitation_callback=_never_asked) as prompting:
-            with pytest.raises(MCPError) as refused:
-                await prompting.get_prompt("test_input_required_result_prompt")
-        assert "prompts/get" in refused.value.error.message, refused.value.error
-        answer = types.ElicitResult(action="accept", content={"name": "Ada"})
-        done = await waiting.session.call_tool(
-            tool, {}, input_responses={key: answer}, request_state=first.request_state
-        )
-    assert isinstance(done, types.CallToolResult) and not done.is_error, done
-    assert [getattr(block, "text", None) for block in done.content] == ["Hello, Ada!"]
