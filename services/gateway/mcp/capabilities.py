@@ -11,6 +11,7 @@ from pydantic import Field
 
 from services.gateway.mcp import passthrough
 from services.gateway.mcp.errors import tool_errors
+from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.tooling import (
     READ_ONLY,
     RUNS_CODE,
@@ -116,7 +117,7 @@ def register(
         with tool_errors():
             resumed = await passthrough.resume_as_tool(state, ctx, principal=principal)
             if resumed is not None:  # a 2026-07-28 client's answers: the same run goes on
-                return resumed
+                return await refuse_failed_run(state, ctx, resumed)
             body = CapabilityExecuteRequest(
                 args=args or {},
                 wait=True,
@@ -128,6 +129,7 @@ def register(
             admission = await admit_capability(
                 state, ref=capability_id, body=body, principal=principal
             )
-            return await passthrough.run_as_tool(
+            ran = await passthrough.run_as_tool(
                 state, ctx, admission=admission, principal=principal
             )
+            return await refuse_failed_run(state, ctx, ran)

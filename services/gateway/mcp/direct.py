@@ -30,8 +30,6 @@ from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 from starlette.requests import Request
@@ -45,6 +43,7 @@ from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import protocol_error, protocol_errors
 from services.gateway.mcp.log_messages import connection_of
+from services.gateway.mcp.missing_capability import refuse_missing_capabilities
 from services.gateway.ops import direct
 from services.gateway.ops import downstream_resources as resources
 from services.gateway.ops.cancel import cancel_execution
@@ -60,10 +59,9 @@ from shared.errors import (
     Unavailable,
     ValidationFailed,
 )
-from shared.executions.events import CLIENT_CAPABILITY_MISSING, decode_event
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
-from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_LISTED_CHANNEL, events_log_key
+from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_LISTED_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -458,39 +456,14 @@ async def call_direct(
     if isinstance(outcome, types.InputRequiredResult):
         return outcome
     view = view_from_row(outcome)
-    if view.status != ExecutionStatus.SUCCEEDED and is_version_at_least(
-        ctx.protocol_version, "2026-07-28"
-    ):
-        await _refuse_missing_capabilities(state, view)
-    return direct_result(view, tool)
-
-
-async def _refuse_missing_capabilities(state: GatewayState, view: ExecutionView) -> None:
-    """MCP's ``-32021`` for a failed call whose server asked the client for a capability the
-    client did not declare (the toolhost refused it and said so in the run's events): the
-    error the server's own endpoint would answer, not the failure it caused."""
-    try:
-        raw = await state.aredis.lrange(events_log_key(view.id), 0, -1)
-    except RedisError as exc:  # the failure is still answered, as the tool's isError result
-        log.warning("direct call %s: events not read: %s", view.id, exc)
-        return
-    events = [decode_event(item) for item in raw]
-    missing = sorted(
-        {str(e["capability"]) for e in events if e.get("type") == CLIENT_CAPABILITY_MISSING}
-    )
-    if not missing:
-        return
-    failure = view.tool_failures[0].error if view.tool_failures else f"execution {view.id} failed"
-    data = types.MissingRequiredClientCapabilityErrorData(
-        required_capabilities=types.ClientCapabilities.model_validate(
-            {name: {} for name in missing}
+    if view.status != ExecutionStatus.SUCCEEDED:
+        failure = (
+            view.tool_failures[0].error if view.tool_failures else f"execution {view.id} failed"
         )
-    )
-    raise MCPError(
-        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message=f"the tool needs the client capability {', '.join(missing)}: {failure}",
-        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
-    )
+        await refuse_missing_capabilities(
+            state, protocol_version=ctx.protocol_version, execution_id=view.id, failure=failure
+        )
+    return direct_result(view, tool)
 
 
 async def _cancel(state: GatewayState, *, execution_id: str, principal: Principal) -> None:

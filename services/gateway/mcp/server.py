@@ -30,6 +30,7 @@ from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.fit import reply_bytes
+from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.ops.admission import admit_submission
 from services.gateway.ops.execution_feedback import report_execution
@@ -204,7 +205,7 @@ def build_mcp_server(
         with tool_errors():
             resumed = await passthrough.resume_as_tool(state, ctx, principal=principal)
             if resumed is not None:  # a 2026-07-28 client's answers: the same run goes on
-                return resumed
+                return await refuse_failed_run(state, ctx, resumed)
             request = ExecutionRequest(
                 code=code,
                 language=language,  # type: ignore[arg-type]  # the model checks (and maps aliases)
@@ -217,9 +218,10 @@ def build_mcp_server(
                 learn=learn,
             )
             admission = await admit_submission(state, request=request, principal=principal)
-            return await passthrough.run_as_tool(
+            ran = await passthrough.run_as_tool(
                 state, ctx, admission=admission, principal=principal
             )
+            return await refuse_failed_run(state, ctx, ran)
 
     @server.tool(
         name="search_tools",

@@ -267,3 +267,41 @@ def test_a_plain_http_client_round_trips_and_the_wire_reads_as_the_spec_says(
     assert done["result"].get("resultType", "complete") == "complete"
     assert ran["status"] == "succeeded" and ran["result"]["name"] == "Katherine Johnson", ran
     print(json.dumps(transcript, indent=1))  # docs/mcp-input-required.md shows it
+
+
+@pytest.mark.parametrize(
+    ("mode", "name", "arguments"),
+    [
+        ("code", "execute_code", {"code": ASK, "args": {"q": "Name?"}}),
+        ("both", "asker.ask_name", {"question": "Name?"}),
+    ],
+)
+def test_a_call_that_fails_for_an_undeclared_capability_is_refused_with_32021(
+    ready: E2EStack, mode: str, name: str, arguments: dict[str, Any]
+) -> None:
+    # /mcp in code mode (a sandboxed run whose tool elicits, uncaught) and in both mode (the
+    # tool called directly): the client declared no elicitation, so it gets MCP's own refusal
+    # naming the capability, as /mcp/servers/<name> gives, not the run's failure.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    with ready.client() as client:
+        response = client.post("/mcp", params={"mode": mode}, json=body, headers=headers)
+    assert response.status_code == 400, response.text
+    reply = response.json()
+    assert reply["id"] == 7 and reply["error"]["code"] == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert reply["error"]["data"]["requiredCapabilities"] == {"elicitation": {}}, reply
+    assert "elicitation" in reply["error"]["message"]

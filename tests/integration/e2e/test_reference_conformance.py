@@ -152,19 +152,29 @@ MCP_PASS = {
         "input-required-result-unsupported-methods",
     },
 }  # fmt: skip
-# server-stateless's two -32021 checks call the suite's diagnostic tool test_missing_capability
-# (a tool that needs sampling), which /mcp does not have; its other checks must pass there.
+# server-stateless's two -32021 checks call the suite's diagnostic tool by its bare name,
+# test_missing_capability. /mcp serves no tool by that name in any mode: code mode lists
+# AgentCards' own tools, direct and both mode name a server's tools <server>.<tool>
+# (conformance.test_missing_capability), collision-free on purpose, so the probe reaches no
+# tool and the suite calls the check untestable. The refusal itself is what /mcp gives: a
+# 2026-07-28 call whose tool needs a capability the client did not declare is answered with
+# -32021 and HTTP 400, in code mode (execute_code) and in both mode (test_input_required.py,
+# test_a_call_that_fails_for_an_undeclared_capability_is_refused_with_32021); the same two
+# checks pass through /mcp/servers/conformance (server-stateless in PASS_2026_07_28).
 NEEDS_DIAGNOSTIC_TOOL = {
     "sep-2575-server-rejects-undeclared-capability",
     "sep-2575-missing-capability-http-400",
 }
 
 
-@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize(
+    ("revision", "mode"), [("2025-11-25", "code"), ("2026-07-28", "code"), ("2026-07-28", "both")]
+)
 def test_the_gateway_surface_passes_its_scenarios(
-    reference: E2EStack, revision: str, tmp_path: Path
+    reference: E2EStack, revision: str, mode: str, tmp_path: Path
 ) -> None:
-    ran = run_conformance(f"{reference.gateway_url}/mcp", revision, tmp_path)
+    # both: the reference server's tools (conformance.<tool>) listed beside the meta-tools.
+    ran = run_conformance(f"{reference.gateway_url}/mcp?mode={mode}", revision, tmp_path)
     report = "\n".join(f"{name}: {_verdict(ran.get(name))}" for name in sorted(ran))
     assert {name for name, failures in ran.items() if not failures} >= MCP_PASS[revision], report
     if revision == "2026-07-28":
