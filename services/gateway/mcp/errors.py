@@ -31,6 +31,7 @@ from shared.errors import (
     ErrorType,
     Forbidden,
     NotFound,
+    ToolNotAllowed,
     Unauthorized,
     ValidationFailed,
     error_dict,
@@ -84,11 +85,12 @@ def mcp_error(exc: Exception) -> ToolError:
 
 
 def protocol_error(exc: AgentCardsError) -> MCPError:
-    """A JSON-RPC error: invalid params for a bad or unknown name, internal otherwise; ``data``
-    is our error body."""
+    """A JSON-RPC error: invalid params for a bad or unknown name, invalid request for a
+    caller refused (no key, an admin-only method, a tool or server outside its key's
+    allow-list), internal otherwise; ``data`` is our error body (its ``type`` says which)."""
     if isinstance(exc, ValidationFailed | NotFound):
         code = types.INVALID_PARAMS
-    elif isinstance(exc, Unauthorized | Forbidden):
+    elif isinstance(exc, Unauthorized | Forbidden | ToolNotAllowed):
         code = types.INVALID_REQUEST
     else:
         code = types.INTERNAL_ERROR

@@ -161,8 +161,11 @@ async def test_a_key_limited_to_one_server_neither_lists_nor_calls_the_others(
         assert not now.is_error, now
     async with direct(e2e, keys["time"], "example") as session:
         assert (await session.list_tools()).tools == []
-        with pytest.raises(MCPError, match="may not call example:add"):
+        with pytest.raises(MCPError, match="may not call example:add") as refused:
             await session.call_tool("add", {"a": 1, "b": 2})
+    # A refusal the client can tell from a crash: invalid request, typed as REST's 403.
+    assert refused.value.error.code == types.INVALID_REQUEST
+    assert refused.value.error.data["type"] == "tool_not_allowed"
     # Refused before anything ran: no execution of example:add for this key's calls.
     with e2e.db() as conn:
         rows = conn.execute(
@@ -398,6 +401,20 @@ async def test_a_subscribed_resource_s_updates_reach_the_client(
     assert seen[0] == uri
 
 
+async def test_a_key_without_the_server_is_refused_a_subscription_as_a_forbidden_call(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """``resources/subscribe`` on a server the key's allow-list has no tool of: invalid
+    request typed ``tool_not_allowed``, as a forbidden ``tools/call`` (not an internal error)."""
+    uri = "demo://resource/static/document/architecture.md"
+    async with direct(e2e, keys["time"], "everything") as session:
+        with pytest.raises(MCPError) as refused:
+            await session.subscribe_resource(uri)
+    assert refused.value.error.code == types.INVALID_REQUEST, refused.value.error
+    assert refused.value.error.data["type"] == "tool_not_allowed"
+    assert "everything" in refused.value.error.message
+
+
 async def test_a_listening_client_hears_of_a_resource_s_updates(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
@@ -427,6 +444,7 @@ async def test_a_listening_client_hears_of_a_resource_s_updates(
                 pass
     assert "everything" in refused.value.error.message
     assert refused.value.error.data["type"] == "tool_not_allowed"  # as resources/subscribe's
+    assert refused.value.error.code == types.INVALID_REQUEST  # as a forbidden tools/call's
 
 
 async def _updates_on(call_tool: Any) -> None:
