@@ -12,7 +12,7 @@ whole listen before the acknowledgement.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from mcp import types
@@ -24,6 +24,7 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ResourceUpdated,
     ServerEvent,
+    SubscriptionBus,
     ToolsListChanged,
 )
 
@@ -44,10 +45,40 @@ Handler = Callable[
 _buses: dict[str | None, InMemorySubscriptionBus] = {}
 
 
+def bus(endpoint: str | None) -> InMemorySubscriptionBus:
+    """The bus ``endpoint``'s listen streams hear (None: the aggregate's, every server's)."""
+    return _buses.setdefault(endpoint, InMemorySubscriptionBus())
+
+
+class JoinedBus:
+    """A ``SubscriptionBus`` whose listeners hear several buses, each narrowed to the events
+    its ``keep`` accepts (``/mcp`` in direct or both mode: its tenant's skill changes and the
+    servers' tool list changes). Publishing goes to every bus."""
+
+    def __init__(self, sources: Sequence[tuple[SubscriptionBus, Callable[[ServerEvent], bool]]]):
+        self._sources = list(sources)
+
+    async def publish(self, event: ServerEvent) -> None:
+        for source, _ in self._sources:
+            await source.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        def narrowed(keep: Callable[[ServerEvent], bool]) -> Callable[[ServerEvent], None]:
+            return lambda event: listener(event) if keep(event) else None
+
+        undo = [source.subscribe(narrowed(keep)) for source, keep in self._sources]
+
+        def unsubscribe() -> None:
+            for each in undo:
+                each()
+
+        return unsubscribe
+
+
 def listen_handler(endpoint: str | None, subscribe: Subscribe) -> Handler:
     """The ``subscriptions/listen`` handler of ``endpoint``: ``subscribe(ctx, uri)`` subscribes
     (and authorizes) each resource the listen names before the SDK's handler streams events."""
-    streams = ListenHandler(_buses.setdefault(endpoint, InMemorySubscriptionBus()))
+    streams = ListenHandler(bus(endpoint))
 
     async def handle(
         ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams

@@ -10,7 +10,9 @@
 The request says which with the ``X-AgentCards-Mode`` header (or ``?mode=``); without
 it the key's ``mcp_mode`` (``agentcards keys create --mcp-mode``) decides, else ``code``.
 ``/mcp/servers`` and ``/mcp/servers/<name>`` are always direct. In direct or both mode a
-client is told when a server's tool list changes (``notifications/tools/list_changed``).
+client is told when a server's tool list changes: a 2025-11-25 session that listed tools gets
+``notifications/tools/list_changed``, a 2026-07-28 ``subscriptions/listen`` stream that asked
+for ``toolsListChanged`` the event (beside its tenant's skill changes, as in code mode).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 
+from services.gateway.mcp import listen as listening_streams
+from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import call_direct, listed_tool, listen
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct
@@ -36,6 +41,9 @@ from shared.auth.principal import MCP_MODES, McpMode, Principal
 from shared.errors import ValidationFailed
 
 MODE_HEADER = "x-agentcards-mode"
+
+# Per tenant: the listen streams of /mcp in direct or both mode (code mode's: skill_changes).
+_direct_streams: dict[str, ListenHandler] = {}
 
 
 def mode_of(request: object, principal: Principal) -> McpMode:
@@ -124,8 +132,25 @@ def register(
             )
         return await own_call.handler(ctx, params)
 
+    own_listen = lowlevel.get_request_handler("subscriptions/listen")
+    assert own_listen is not None
+
+    async def listen_changes(
+        ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        try:
+            principal, mode = await caller(ctx)
+        except ToolError as exc:
+            raise unresolved_caller(exc) from exc
+        if mode == "code":
+            return cast(types.SubscriptionsListenResult, await own_listen.handler(ctx, params))
+        return await direct_streams(principal.tenant_id)(ctx, params)
+
     lowlevel.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
     lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    lowlevel.add_request_handler(
+        "subscriptions/listen", types.SubscriptionsListenRequestParams, listen_changes
+    )
     # Declare tools.listChanged: in direct or both mode the list follows the servers' (the
     # SDK's session manager builds the initialize answer without notification options).
     own_options = lowlevel.create_initialization_options
@@ -137,3 +162,25 @@ def register(
         return own_options(options, *args, **kwargs)
 
     setattr(lowlevel, "create_initialization_options", with_list_changed)  # noqa: B010
+
+
+def direct_streams(tenant_id: str) -> ListenHandler:
+    """The listen handler of ``/mcp`` in direct or both mode for one tenant: its skills'
+    changes and every server's tool list changes (the aggregate's, ``/mcp/servers``)."""
+    if tenant_id not in _direct_streams:
+        joined = listening_streams.JoinedBus(
+            [
+                (skill_changes.bus_of(tenant_id), _every),
+                (listening_streams.bus(None), _tools_changed),
+            ]
+        )
+        _direct_streams[tenant_id] = ListenHandler(joined)
+    return _direct_streams[tenant_id]
+
+
+def _every(event: ServerEvent) -> bool:
+    return True
+
+
+def _tools_changed(event: ServerEvent) -> bool:
+    return isinstance(event, ToolsListChanged)

@@ -66,11 +66,15 @@ def listen_handler(
     ) -> types.SubscriptionsListenResult:
         tenant_id = await tenant_of(ctx)
         if tenant_id not in _streams:
-            bus = _buses.setdefault(tenant_id, InMemorySubscriptionBus())
-            _streams[tenant_id] = ListenHandler(bus)
+            _streams[tenant_id] = ListenHandler(bus_of(tenant_id))
         return await _streams[tenant_id](ctx, params)
 
     return handle
+
+
+def bus_of(tenant_id: str) -> InMemorySubscriptionBus:
+    """The bus of the tenant's listen streams (its skills' changes)."""
+    return _buses.setdefault(tenant_id, InMemorySubscriptionBus())
 
 
 async def tell(tenant_id: str) -> None:

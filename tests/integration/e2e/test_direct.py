@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ResourceUpdated
+from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
@@ -485,7 +485,8 @@ async def test_a_tool_the_server_adds_is_announced_with_list_changed(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
     """Last in this module: it leaves the example server with one more tool. Told: a client of
-    the server's endpoint, and one of /mcp in both mode."""
+    the server's endpoint, one of /mcp in both mode, and a 2026-07-28 client of /mcp in both
+    mode listening for tool list changes (no session to notify: its listen stream)."""
     direct_told, both_told = anyio.Event(), anyio.Event()
 
     def on(event: anyio.Event) -> Any:
@@ -504,7 +505,11 @@ async def test_a_tool_the_server_adds_is_announced_with_list_changed(
         create_mcp_http_client(headers=both) as http,
         streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write, message_handler=on(both_told)) as on_mcp_both,
+        create_mcp_http_client(headers=both) as modern_http,
+        Client(streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=modern_http)) as modern,
+        modern.listen(tools_list_changed=True) as stream,
     ):
+        assert modern.protocol_version == "2026-07-28" and stream.honored.tools_list_changed
         mcp_initialized = await on_mcp_both.initialize()
         for announced in (initialized, mcp_initialized):
             assert announced.capabilities.tools and announced.capabilities.tools.list_changed
@@ -515,5 +520,7 @@ async def test_a_tool_the_server_adds_is_announced_with_list_changed(
         with anyio.fail_after(30):
             await direct_told.wait()
             await both_told.wait()
+            heard = await anext(aiter(stream))
+        assert heard == ToolsListChanged()
         assert "extra" in {tool.name for tool in (await session.list_tools()).tools}
         assert "example.extra" in {t.name for t in (await on_mcp_both.list_tools()).tools}
