@@ -323,8 +323,7 @@ class DirectSurface:
         ) -> types.EmptyResult:
             seen = str(params.uri)
             server, uri = await subscribe_downstream(ctx, seen)
-            connections = _subscribed.setdefault((server, uri), weakref.WeakKeyDictionary())
-            connections.setdefault(connection_of(ctx.session), set()).add(seen)
+            _remember(ctx, (server, uri), seen)
             return types.EmptyResult()
 
         async def unsubscribe(
@@ -333,9 +332,7 @@ class DirectSurface:
             seen = str(params.uri)
             with protocol_errors():
                 key = resource_of(seen)
-            uris = _subscribed.get(key, weakref.WeakKeyDictionary()).get(connection_of(ctx.session))
-            if uris is not None:
-                uris.discard(seen)
+            _forget(ctx, key, seen)
             return types.EmptyResult()
 
         async def list_prompts(
@@ -474,6 +471,38 @@ async def _cancel(state: GatewayState, *, execution_id: str, principal: Principa
         return
     except Exception as exc:  # the caller is gone anyway; the run ends on its own
         log.warning("direct call %s: not cancelled: %s", execution_id, exc)
+
+
+async def subscribe_named(
+    state: GatewayState, ctx: ServerRequestContext[Any], *, principal: Principal, seen: str
+) -> None:
+    """``resources/subscribe`` of a downstream resource as ``/mcp`` names it
+    (``agentcards://<server>/<uri>``, as the aggregate does), if the caller may read it."""
+    with protocol_errors():
+        server, uri = resources.split_gateway_uri(seen)
+        await resources.subscribe_resource(
+            state, server=server, uri=uri, patterns=principal.tool_patterns
+        )
+    _remember(ctx, (server, uri), seen)
+
+
+def unsubscribe_named(ctx: ServerRequestContext[Any], seen: str) -> None:
+    """``resources/unsubscribe`` of what ``subscribe_named`` subscribed."""
+    with protocol_errors():
+        key = resources.split_gateway_uri(seen)
+    _forget(ctx, key, seen)
+
+
+def _remember(ctx: ServerRequestContext[Any], resource: tuple[str, str], seen: str) -> None:
+    """The request's connection hears ``resource``'s updates, as ``seen`` (the URI it used)."""
+    connections = _subscribed.setdefault(resource, weakref.WeakKeyDictionary())
+    connections.setdefault(connection_of(ctx.session), set()).add(seen)
+
+
+def _forget(ctx: ServerRequestContext[Any], resource: tuple[str, str], seen: str) -> None:
+    uris = _subscribed.get(resource, weakref.WeakKeyDictionary()).get(connection_of(ctx.session))
+    if uris is not None:
+        uris.discard(seen)
 
 
 async def _updated(event: dict[str, Any]) -> None:

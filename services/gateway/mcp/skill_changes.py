@@ -10,11 +10,14 @@ base protocol's:
 - at 2026-07-28, a ``subscriptions/listen`` stream that asked for ``resourcesListChanged``
   gets the event. Streams are per tenant: another tenant's learning reaches no one else.
 
-The source is each tenant's event channel (``shared.events.bus``): ``capability.learned``,
-published by the learning worker (and by the REST capability admin), heard over Redis by
-every gateway process. A capability's new version or statistics (``capability.updated``)
-and a deletion are not announced: the list's members stay, or a client finds out on its
-next read.
+A skill's content changes with its capability (a new version, new statistics, an edit:
+``capability.updated``, or ``capability.learned`` for a new version): a client subscribed to
+one of its files hears ``notifications/resources/updated`` for the URI it subscribed to
+(2025-11-25: ``resources/subscribe`` on ``/mcp``; 2026-07-28: a ``subscriptions/listen``
+stream naming the URI). A deletion is not announced: the client finds out on its next read.
+
+The source is each tenant's event channel (``shared.events.bus``), published by the learning
+worker (and by the REST capability admin), heard over Redis by every gateway process.
 """
 
 from __future__ import annotations
@@ -29,11 +32,18 @@ import orjson
 from mcp import types
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ResourceUpdated,
+)
 from redis.exceptions import RedisError
 
 from services.gateway.mcp.log_messages import connection_of
+from services.gateway.ops import skills as ops
 from services.gateway.state import GatewayState
+from shared.capabilities.skills import SCHEME, file_uri, split_uri
 from shared.events.bus import EventType
 from shared.queues import TENANT_EVENTS_PREFIX
 
@@ -45,12 +55,27 @@ POLL_S = 2.0  # under the async Redis client's socket timeout
 _sessions: dict[str, weakref.WeakSet[Connection]] = {}
 _buses: dict[str, InMemorySubscriptionBus] = {}
 _streams: dict[str, ListenHandler] = {}
+# Per tenant: the 2025-11-25 connections subscribed to skill:// URIs, and those URIs.
+_subscribed: dict[str, weakref.WeakKeyDictionary[Connection, set[str]]] = {}
 
 
 def remember(tenant_id: str, ctx: ServerRequestContext[Any]) -> None:
     """The connection of a request that listed the tenant's resources or skills hears of a
     new one (a connection that ends drops out by itself)."""
     _sessions.setdefault(tenant_id, weakref.WeakSet()).add(connection_of(ctx.session))
+
+
+def subscribe(tenant_id: str, ctx: ServerRequestContext[Any], uri: str) -> None:
+    """The request's connection hears ``notifications/resources/updated`` for ``uri`` (a file
+    of one of the tenant's skills) when the skill's capability changes."""
+    connections = _subscribed.setdefault(tenant_id, weakref.WeakKeyDictionary())
+    connections.setdefault(connection_of(ctx.session), set()).add(uri)
+
+
+def unsubscribe(tenant_id: str, ctx: ServerRequestContext[Any], uri: str) -> None:
+    uris = _subscribed.get(tenant_id, weakref.WeakKeyDictionary()).get(connection_of(ctx.session))
+    if uris is not None:
+        uris.discard(uri)
 
 
 def listen_handler(
@@ -89,9 +114,32 @@ async def tell(tenant_id: str) -> None:
         await bus.publish(ResourcesListChanged())
 
 
+async def changed(state: GatewayState, tenant_id: str, capability: str) -> None:
+    """The tenant's capability ``capability`` changed: ``notifications/resources/updated`` for
+    its skill's files, to the subscribed connections (by the URIs they subscribed to) and the
+    listen streams (each hears the URIs it named)."""
+    subscribers = list(_subscribed.get(tenant_id, {}).items())
+    bus = _buses.get(tenant_id)
+    if not subscribers and bus is None:  # nobody to tell: no need to read the skill
+        return
+    skill = await ops.skill_of_capability(state, tenant_id=tenant_id, capability=capability)
+    if skill is None:
+        return
+    for connection, uris in subscribers:
+        for uri in sorted(u for u in uris if split_uri(u)[0] == skill.name):
+            try:
+                await connection.send_resource_updated(uri)
+            except Exception as exc:  # a client gone meanwhile
+                log.debug("resources/updated not sent for %s: %s", uri, exc)
+    if bus is not None:
+        for uri in [f"{SCHEME}{skill.name}", *(file_uri(skill.name, f.path) for f in skill.files)]:
+            await bus.publish(ResourceUpdated(uri=uri))
+
+
 async def relay(get_state: Callable[[], GatewayState]) -> None:
-    """Hear every tenant's ``capability.learned`` and ``tell`` it, for as long as the caller
-    runs this (Redis restarting: listen again after a pause)."""
+    """Hear every tenant's ``capability.learned`` and ``capability.updated``: ``tell`` a new
+    skill, announce a changed one (``changed``), for as long as the caller runs this (Redis
+    restarting: listen again after a pause)."""
     failures = 0
     while True:
         pubsub = get_state().aredis.pubsub()
@@ -100,10 +148,17 @@ async def relay(get_state: Callable[[], GatewayState]) -> None:
             failures = 0
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=POLL_S)
-                if message is not None and _learned(message["data"]):
-                    channel = message["channel"]
-                    channel = channel.decode() if isinstance(channel, bytes) else str(channel)
-                    await tell(channel.removeprefix(TENANT_EVENTS_PREFIX))
+                event = None if message is None else _capability_event(message["data"])
+                if message is None or event is None:
+                    continue
+                channel = message["channel"]
+                channel = channel.decode() if isinstance(channel, bytes) else str(channel)
+                tenant_id = channel.removeprefix(TENANT_EVENTS_PREFIX)
+                kind, capability = event
+                if kind == EventType.CAPABILITY_LEARNED:
+                    await tell(tenant_id)
+                if capability:
+                    await changed(get_state(), tenant_id, capability)
         except Exception as exc:  # never end the caller's task group
             failures += 1
             level = logging.WARNING if isinstance(exc, RedisError) else logging.ERROR
@@ -114,9 +169,17 @@ async def relay(get_state: Callable[[], GatewayState]) -> None:
                 await pubsub.aclose()
 
 
-def _learned(data: bytes | str) -> bool:
+def _capability_event(data: bytes | str) -> tuple[str, str] | None:
+    """(type, capability name) of a ``capability.learned`` or ``capability.updated`` event."""
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(event, dict) and event.get("type") == EventType.CAPABILITY_LEARNED
+        return None
+    if not isinstance(event, dict):
+        return None
+    kind = event.get("type")
+    if kind not in (EventType.CAPABILITY_LEARNED, EventType.CAPABILITY_UPDATED):
+        return None
+    data_ = event.get("data")
+    name = data_.get("name") if isinstance(data_, dict) else None
+    return str(kind), str(name or "")

@@ -32,7 +32,7 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.models import InitializationOptions
 
-from services.gateway.mcp import skill_changes
+from services.gateway.mcp import direct, skill_changes
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import skills as ops
 from services.gateway.state import GatewayState
@@ -169,6 +169,34 @@ def register(
         ]
         return listed.model_copy(update={"resources": [*listed.resources, *manifests]})
 
+    async def subscribe(
+        ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        """A skill's file (told when its capability changes: skill_changes.py) or a downstream
+        resource (told when its server says it changed, as on /mcp/servers)."""
+        uri = str(params.uri)
+        principal = await principal_for(ctx.request)
+        if uri.startswith(SCHEME):
+            await skill_at(ctx, uri)  # NotFound unless the caller has the skill
+            skill_changes.subscribe(principal.tenant_id, ctx, uri)
+        else:
+            await direct.subscribe_named(get_state(), ctx, principal=principal, seen=uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        if uri.startswith(SCHEME):
+            skill_changes.unsubscribe(await tenant_of(ctx), ctx, uri)
+        else:
+            direct.unsubscribe_named(ctx, uri)
+        return types.EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler(
+        "resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe
+    )
     lowlevel.add_request_handler("skills/list", types.PaginatedRequestParams, list_skills)
     lowlevel.add_request_handler("skills/get", SkillUriParams, get_skill)
     lowlevel.add_request_handler("resources/directory/read", DirectoryReadParams, read_directory)

@@ -13,7 +13,7 @@ from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.capabilities.listing import tenant_items
-from shared.capabilities.skills import Skill, published, skills_of, split_uri
+from shared.capabilities.skills import Skill, published, render, skill_names, skills_of, split_uri
 from shared.errors import NotFound
 
 
@@ -38,3 +38,15 @@ async def skill_at(state: GatewayState, *, principal: Principal, uri: str) -> tu
             f"no skill is served at {uri[:200]}: list yours with skills/list", uri=uri[:200]
         )
     return found, path
+
+
+async def skill_of_capability(
+    state: GatewayState, *, tenant_id: str, capability: str
+) -> Skill | None:
+    """The tenant's skill of the capability named ``capability`` (None: not published: unknown,
+    or disabled), named as ``caller_skills`` names it."""
+    items = published(await in_pool(state, lambda conn: tenant_items(conn, tenant_id=tenant_id)))
+    item = next((i for i in items if i["name"] == capability), None)
+    if item is None:
+        return None
+    return render(item, name=skill_names(i["name"] for i in items)[capability])

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ResourcesListChanged
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
@@ -289,6 +289,61 @@ async def test_export_writes_the_skills_as_agent_skills_folders(
     [ours] = _ours(served, alpha.capability)
     code = out / ours["frontmatter"]["name"] / "scripts" / "capability.py"
     assert code.read_text().strip() == MULTIPLY
+
+
+async def test_a_client_subscribed_to_a_skill_hears_when_its_capability_changes(
+    e2e: E2EStack, tenants: tuple[Tenant, Tenant, dict[str, str]]
+) -> None:
+    """alpha subscribes to its skill's SKILL.md (a 2025-11-25 ``resources/subscribe`` and a
+    2026-07-28 listen stream naming it); an edit of the capability behind it reaches both as
+    ``notifications/resources/updated``, and the file read afterwards has the new text.
+    beta, subscribed to its own skill, hears nothing of alpha's."""
+    alpha, beta, _ = tenants
+    uris = {}
+    for label, tenant in (("alpha", alpha), ("beta", beta)):
+        async with session_of(e2e, tenant.headers) as session:
+            listed = await request(session, "skills/list", {})
+        (ours,) = _ours(listed["skills"], tenant.capability)
+        uris[label] = ours["uri"]
+    updated: dict[str, list[str]] = {"alpha": [], "beta": []}
+
+    def collecting(label: str) -> Any:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                updated[label].append(str(message.params.uri))
+
+        return on_message
+
+    description = "Multiplies two numbers (edited to test skill updates)."
+    async with (
+        session_of(e2e, alpha.headers, modern=False, message_handler=collecting("alpha")) as old,
+        session_of(e2e, beta.headers, modern=False, message_handler=collecting("beta")) as other,
+        create_mcp_http_client(headers=alpha.headers) as http,
+        Client(streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http)) as modern,
+    ):
+        declared = old.server_capabilities
+        assert declared is not None and declared.resources and declared.resources.subscribe
+        await old.subscribe_resource(uris["alpha"])
+        await other.subscribe_resource(uris["beta"])
+        with pytest.raises(MCPError) as refused:  # not beta's skill
+            await other.subscribe_resource(uris["alpha"])
+        assert refused.value.error.code == types.INVALID_PARAMS
+        async with modern.listen(resource_subscriptions=[uris["alpha"]]) as stream:
+            with httpx.Client(base_url=e2e.gateway_url, headers=alpha.headers) as rest:
+                edited = rest.patch(
+                    f"/v1/capabilities/{alpha.capability['id']}",
+                    json={"description": description},
+                )
+            assert edited.status_code == 200, edited.text
+            with anyio.fail_after(60):
+                heard = await anext(aiter(stream))
+                while not updated["alpha"]:
+                    await anyio.sleep(0.1)
+        read = await old.read_resource(uris["alpha"])
+    assert heard == ResourceUpdated(uri=uris["alpha"])
+    assert updated == {"alpha": [uris["alpha"]], "beta": []}
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents) and description in content.text
 
 
 async def test_a_learned_skill_is_announced_to_its_tenant_only(
