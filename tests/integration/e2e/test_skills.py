@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,21 @@ async def request(session: ClientSession, method: str, params: dict[str, Any]) -
     """An extension method the SDK has no call for, sent as it is."""
     sent = types.Request[dict[str, Any], str](method=method, params=params)
     return await session.send_request(sent, AnyResult)
+
+
+@contextlib.asynccontextmanager
+async def both_tenants(
+    stack: E2EStack, alpha: Tenant, beta: Tenant, handler: Callable[[str], Any]
+) -> AsyncIterator[tuple[ClientSession, ClientSession, Client]]:
+    """alpha's and beta's 2025-11-25 sessions on /mcp (``handler(label)``: each one's message
+    handler) and a 2026-07-28 client of alpha's."""
+    async with (
+        session_of(stack, alpha.headers, modern=False, message_handler=handler("alpha")) as old,
+        session_of(stack, beta.headers, modern=False, message_handler=handler("beta")) as other,
+        create_mcp_http_client(headers=alpha.headers) as http,
+        Client(streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http)) as modern,
+    ):
+        yield old, other, modern
 
 
 def test_the_conformance_suite_skills_scenarios_pass_on_mcp(e2e: E2EStack, tmp_path: Path) -> None:
@@ -315,12 +330,7 @@ async def test_a_client_subscribed_to_a_skill_hears_when_its_capability_changes(
         return on_message
 
     description = "Multiplies two numbers (edited to test skill updates)."
-    async with (
-        session_of(e2e, alpha.headers, modern=False, message_handler=collecting("alpha")) as old,
-        session_of(e2e, beta.headers, modern=False, message_handler=collecting("beta")) as other,
-        create_mcp_http_client(headers=alpha.headers) as http,
-        Client(streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http)) as modern,
-    ):
+    async with both_tenants(e2e, alpha, beta, collecting) as (old, other, modern):
         declared = old.server_capabilities
         assert declared is not None and declared.resources and declared.resources.subscribe
         await old.subscribe_resource(uris["alpha"])
@@ -369,12 +379,7 @@ async def test_a_learned_skill_is_announced_to_its_tenant_only(
             while heard[label] == before:
                 await anyio.sleep(0.1)
 
-    async with (
-        session_of(e2e, alpha.headers, modern=False, message_handler=counting("alpha")) as old,
-        session_of(e2e, beta.headers, modern=False, message_handler=counting("beta")) as other,
-        create_mcp_http_client(headers=alpha.headers) as http,
-        Client(streamable_http_client(f"{e2e.gateway_url}/mcp", http_client=http)) as modern,
-    ):
+    async with both_tenants(e2e, alpha, beta, counting) as (old, other, modern):
         declared = old.server_capabilities
         assert declared is not None and declared.resources and declared.resources.list_changed
         await request(old, "skills/list", {})  # a session that listed skills is told
