@@ -158,7 +158,10 @@ async def relay(get_state: Callable[[], GatewayState]) -> None:
                 if kind == EventType.CAPABILITY_LEARNED:
                     await tell(tenant_id)
                 if capability:
-                    await changed(get_state(), tenant_id, capability)
+                    try:
+                        await changed(get_state(), tenant_id, capability)
+                    except Exception as exc:  # e.g. Postgres down: this one goes unannounced
+                        log.warning("skills: %s's change not announced: %r", capability, exc)
         except Exception as exc:  # never end the caller's task group
             failures += 1
             level = logging.WARNING if isinstance(exc, RedisError) else logging.ERROR
