@@ -11,6 +11,7 @@ from psycopg_pool import ConnectionPool
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
+from services.gateway.event_hub import EventHub
 from services.gateway.outage import DependencyProbe, outage_aware_pool
 from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
@@ -24,9 +25,9 @@ from shared.rpc.client import RpcClient
 POOL_TIMEOUT_S = 5.0
 
 
-# Every `?wait=true` request and every SSE stream holds one pub/sub connection for as long
-# as it waits, on top of the few the other calls borrow for a moment. redis-py's default
-# (100) turned a burst of slow waits into 503s; past this many, a request is refused with
+# Every tenant event stream holds one pub/sub connection for as long as it is open (a
+# waiting request shares the event hub's one), on top of the few the other calls borrow
+# for a moment. redis-py's default (100) turned a burst of slow waits into 503s; past this many, a request is refused with
 # 503 `unavailable` saying the gateway is at capacity (Redis' own limit is 10,000 clients).
 ASYNC_REDIS_CONNECTIONS = 1000
 # How long a command on the async client may wait for its reply; blocking reads on it
@@ -48,6 +49,11 @@ class GatewayState:
     rpc: RpcClient  # resources requests to the toolhosts
     # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
     auth: PrincipalCache = field(default_factory=PrincipalCache)
+    # The one pub/sub connection every waiting request follows its execution through.
+    event_hub: EventHub = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.event_hub = EventHub(self.aredis)
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:
@@ -88,5 +94,6 @@ class GatewayState:
         self.probe.stop()
         self.pool.close()
         self.redis.close()
+        await self.event_hub.aclose()
         await self.aredis.aclose()
         await self.rpc.aclose()

@@ -7,7 +7,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from services.gateway.ops.admission import Admission, admit_submission
+from services.gateway.ops.admission import Admission, admit
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.auth.audit import finish_audit
@@ -41,51 +41,70 @@ async def submit_execution(
 ) -> Row:
     """Answer from the result cache (a succeeded row at once), else record a queued execution
     (and its audit row), grant it the caller's tool scope and enqueue it; idempotent on
-    `idempotency_key`.
+    `idempotency_key`. Checked, recorded, granted and sent in one thread hop.
 
     The scope is the request's `tools` intersected with the principal's allow-list; a
     capability run gets the caller's scope, never its author's.
     """
-    admission = await admit_submission(
-        state, request=request, principal=principal, capability_id=capability_id
-    )
-    return await enqueue_admitted(state, admission=admission, principal=principal)
+
+    def admit_and_send() -> tuple[Admission, Row | None]:
+        admission = admit(state, request=request, principal=principal, capability_id=capability_id)
+        if _fails_at_once(admission):  # announced from the event loop, below
+            return admission, None
+        return admission, send_admitted(state, admission=admission, principal=principal)
+
+    admission, row = await to_thread.run_sync(admit_and_send)
+    if row is None:
+        return await enqueue_admitted(state, admission=admission, principal=principal)
+    if admission.created and not admission.hit:
+        bind(execution_id=str(row["id"]))
+    return row
 
 
 async def enqueue_admitted(
     state: GatewayState, *, admission: Admission, principal: Principal
 ) -> Row:
     """A new execution gets its grant and is sent to the workers; a hit or a repeat is final."""
-    row, request, syntax = admission.row, admission.request, admission.syntax
+    row = admission.row
     if admission.hit or not admission.created:
         return row
-    timeout_s = float(row["timeout_s"])
+    bind(execution_id=str(row["id"]))
+    if admission.syntax is not None:
+        return await _fail_at_once(state, execution_id=str(row["id"]), error=admission.syntax)
+    return await to_thread.run_sync(
+        lambda: send_admitted(state, admission=admission, principal=principal)
+    )
+
+
+def _fails_at_once(admission: Admission) -> bool:
+    """A new execution whose code does not parse: failed without a sandbox."""
+    return admission.created and not admission.hit and admission.syntax is not None
+
+
+def send_admitted(state: GatewayState, *, admission: Admission, principal: Principal) -> Row:
+    """Blocking: the new execution's grant, then its message (a hit or a repeat is final); a
+    run that cannot be sent is rejected (BrokerUnavailable), never left queued."""
+    row = admission.row
+    if admission.hit or not admission.created:
+        return row
     execution_id = str(row["id"])
-    bind(execution_id=execution_id)
-    if syntax is not None:
-        return await _fail_at_once(state, execution_id=execution_id, error=syntax)
-    grant = Grant.for_principal(principal, tools=request.tools)
-
-    def grant_and_send() -> None:  # one thread hop for both
-        # The grant exists before the message does: a worker never sees a run without one.
-        write_grant(state.redis, execution_id=execution_id, grant=grant, timeout_s=timeout_s)
-        send_run(state.celery, execution_id)
-
+    grant = Grant.for_principal(principal, tools=admission.request.tools)
     try:
-        await to_thread.run_sync(grant_and_send)
+        # The grant exists before the message does: a worker never sees a run without one.
+        write_grant(
+            state.redis, execution_id=execution_id, grant=grant, timeout_s=float(row["timeout_s"])
+        )
+        send_run(state.celery, execution_id)
     except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
         reason = f"could not enqueue: {exc}"
-
-        await in_pool(
-            state,
-            lambda conn: finish_execution(
+        with state.pool.connection() as conn:
+            finish_execution(
                 conn,
                 execution_id=execution_id,
                 status=ExecutionStatus.REJECTED,
                 error=error_dict(ErrorType.BROKER_UNAVAILABLE, reason),
                 from_statuses=(ExecutionStatus.QUEUED,),
-            ),
-        )
+            )
         raise DependencyError(f"the task broker is unavailable: {exc}") from exc
     return row
 

@@ -7,9 +7,7 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
 
-from redis.asyncio.client import PubSub
-
-from services.gateway.ops.subscription import subscription
+from services.gateway.event_hub import RESYNC, Follower
 from services.gateway.state import GatewayState
 from shared.executions.events import decode_event
 from shared.queues import events_channel, events_log_key
@@ -22,21 +20,25 @@ class EventFollower:
         self._state = state
         self._execution_id = execution_id
         self._stack = AsyncExitStack()
-        self._pubsub: PubSub | None = None
+        self._follower: Follower | None = None
         self._backlog: list[dict[str, Any]] = []
         self.last_seq = after_seq
 
     async def __aenter__(self) -> EventFollower:
         # Subscribe before reading the log: an event published in between is in both,
-        # and the sequence number drops the duplicate.
-        async with AsyncExitStack() as stack:  # a failure below closes the subscription
-            self._pubsub = await stack.enter_async_context(
-                subscription(self._state.aredis, events_channel(self._execution_id))
+        # and the sequence number drops the duplicate. The gateway's one subscriber
+        # (services/gateway/event_hub.py) hands this execution's events over.
+        async with AsyncExitStack() as stack:  # a failure below ends the subscription
+            self._follower = await stack.enter_async_context(
+                self._state.event_hub.follow(events_channel(self._execution_id))
             )
-            raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
+            self._backlog = await self._read_log()
             self._stack = stack.pop_all()  # entered: __aexit__ closes it
-        self._backlog = [decode_event(item) for item in raw]
         return self
+
+    async def _read_log(self) -> list[dict[str, Any]]:
+        raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
+        return [decode_event(item) for item in raw]
 
     async def __aexit__(
         self,
@@ -53,22 +55,20 @@ class EventFollower:
 
     async def next(self, *, timeout_s: float) -> dict[str, Any] | None:
         """The next unseen event, or None when none arrived within `timeout_s`."""
-        while self._backlog:
-            event = self._backlog.pop(0)
-            if self._fresh(event):
-                return event
         deadline = time.monotonic() + timeout_s
-        while (remaining := deadline - time.monotonic()) > 0:
-            assert self._pubsub is not None  # entered
-            message = await self._pubsub.get_message(
-                ignore_subscribe_messages=True, timeout=remaining
-            )
-            if message is None:
-                continue
-            event = decode_event(message["data"])
-            if self._fresh(event):
-                return event
-        return None
+        while True:
+            while self._backlog:
+                event = self._backlog.pop(0)
+                if self._fresh(event):
+                    return event
+            if (remaining := deadline - time.monotonic()) <= 0:
+                return None
+            assert self._follower is not None  # entered
+            data = await self._follower.get(timeout_s=remaining)
+            if data is RESYNC:  # the subscriber reconnected: what it missed is in the log
+                self._backlog = await self._read_log()
+            elif data is not None:
+                self._backlog.append(decode_event(data))
 
     def _fresh(self, event: dict[str, Any]) -> bool:
         seq = int(event.get("seq") or 0)

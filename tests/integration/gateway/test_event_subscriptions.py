@@ -1,9 +1,9 @@
-"""Waiting on results under a burst: a follower that fails still gives its Redis connection back.
+"""Waiting on results: every waiting request follows its execution through the gateway's
+one subscriber (services/gateway/event_hub.py), and leaves nothing subscribed behind.
 
-Every `?wait=true` request subscribes to its execution's events through the gateway's
-async Redis pool, then reads the event log with a second connection. When the pool was
-full, the subscription took the last connection and the log read failed; the follower's
-exit never ran, so the subscription kept its connection for good. Each such request
+Every `?wait=true` request subscribes to its execution's events, then reads the event log
+with a second connection. When the pool was full, the log read failed; the follower's
+exit never ran, so its subscription kept a connection for good. Each such request
 leaked one, the pool stayed full, and every later wait answered 503 "too many
 connections" while Redis was fine (found by `agentcards bench load` at 80 submissions/s).
 """
@@ -12,29 +12,87 @@ from __future__ import annotations
 
 import uuid
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import cast
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.exceptions import MaxConnectionsError
 
+from services.gateway.event_hub import EventHub
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.state import GatewayState
+from shared.executions.events import FINISHED, publish_event
+from shared.queues import events_channel
 
 pytestmark = pytest.mark.integration
 
 
-async def test_a_follower_that_cannot_read_the_log_gives_its_connection_back(
+async def test_a_follower_that_cannot_read_the_log_leaves_nothing_subscribed(
     redis_url: str,
 ) -> None:
     client = aioredis.Redis.from_url(redis_url, max_connections=1)  # a full pool, in small
-    state = cast(GatewayState, SimpleNamespace(aredis=client))
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    ids = [str(uuid.uuid4()) for _ in range(3)]
     try:
-        for _ in range(3):
+        for execution_id in ids:
             with pytest.raises(MaxConnectionsError):  # subscribed, then no connection left
-                async with EventFollower(state, execution_id=str(uuid.uuid4())):
+                async with EventFollower(state, execution_id=execution_id):
                     pass
-        pong: Any = await client.ping()  # MaxConnectionsError if the subscription kept it
-        assert pong is True
+        assert state.event_hub.channels() == []
     finally:
+        await state.event_hub.aclose()
         await client.aclose()
+    numsub = redis.Redis.from_url(redis_url).pubsub_numsub(*map(events_channel, ids))
+    assert [count for _, count in numsub] == [0, 0, 0]
+
+
+async def test_waits_share_one_connection_and_each_hears_only_its_own_execution(
+    redis_url: str,
+) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    sync = redis.Redis.from_url(redis_url)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        async with (
+            EventFollower(state, execution_id=a) as follows_a,
+            EventFollower(state, execution_id=b) as follows_b,
+        ):
+            pubsub_clients = sync.client_list(_type="pubsub")
+            publish_event(sync, execution_id=b, event={"type": FINISHED, "status": "failed"})
+            publish_event(sync, execution_id=a, event={"type": FINISHED, "status": "succeeded"})
+            heard_a = await follows_a.next(timeout_s=5)
+            heard_b = await follows_b.next(timeout_s=5)
+            assert await follows_a.next(timeout_s=0.2) is None  # b's event never reaches a
+    finally:
+        await state.event_hub.aclose()
+        await client.aclose()
+    assert len(pubsub_clients) == 1
+    assert (heard_a or {}).get("status") == "succeeded"
+    assert (heard_b or {}).get("status") == "failed"
+    numsub = sync.pubsub_numsub(events_channel(a), events_channel(b))
+    assert [count for _, count in numsub] == [0, 0]
+
+
+async def test_a_wait_hears_its_end_across_a_killed_shared_connection(redis_url: str) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    sync = redis.Redis.from_url(redis_url)
+    first, later = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        async with EventFollower(state, execution_id=first) as follows:
+            assert sync.client_kill_filter(_type="pubsub") == 1
+            # Published while no connection may listen: the log has it after the resync.
+            publish_event(sync, execution_id=first, event={"type": FINISHED, "status": "failed"})
+            heard_first = await follows.next(timeout_s=5)
+        async with EventFollower(state, execution_id=later) as follows:
+            publish_event(sync, execution_id=later, event={"type": FINISHED, "status": "failed"})
+            heard_later = await follows.next(timeout_s=5)
+            pubsub_clients = sync.client_list(_type="pubsub")  # the new one, only
+    finally:
+        await state.event_hub.aclose()
+        await client.aclose()
+    assert (heard_first or {}).get("type") == FINISHED
+    assert (heard_later or {}).get("type") == FINISHED
+    assert len(pubsub_clients) == 1
