@@ -44,7 +44,17 @@ _THREADS_EXHAUSTED = (
     "the run reached its limit of tasks (threads): each Worker takes several, and Deno ended "
     "when it could not start one; start fewer workers"
 )
-_HEAP_OOM = ("Reached heap limit", "JavaScript heap out of memory", "Fatal process out of memory")
+# V8 reports every fatal out-of-memory as "# Fatal JavaScript out of memory: <reason>" (its
+# heap: "Reached heap limit", "CALL_AND_RETRY_LAST" for many small objects, "Ineffective
+# mark-compacts near heap limit" when GC reclaims too little for too long...) or "# Fatal
+# process out of memory: <reason>" (a reservation outside the heap); which reason comes
+# first depends on the objects and on GC timing, so the header is matched, never one
+# reason. Node's wording is kept too.
+_HEAP_OOM = (
+    "Fatal JavaScript out of memory",
+    "Fatal process out of memory",
+    "JavaScript heap out of memory",
+)
 
 
 def deno_argv(deno: str, v8_heap_mb: int) -> list[str]:

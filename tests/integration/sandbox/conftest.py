@@ -114,9 +114,40 @@ def leaked_processes() -> list[int]:
         uids = proc.info.get("uids")
         if uids is None or uids.real != SANDBOX_UID or proc.pid in allowed:
             continue
-        if proc.info.get("status") != psutil.STATUS_ZOMBIE:
+        if proc.info.get("status") != psutil.STATUS_ZOMBIE and not _foreign(proc.pid):
             out.append(proc.pid)
     return out
+
+
+def _lineage(pid: int) -> list[int]:
+    """``pid`` and its ancestors up to pid 1 (as far as they are still alive)."""
+    out: list[int] = []
+    with contextlib.suppress(psutil.Error):
+        proc: psutil.Process | None = psutil.Process(pid)
+        while proc is not None and len(out) < 256:
+            out.append(proc.pid)
+            proc = proc.parent()
+    return out
+
+
+def _foreign(pid: int) -> bool:
+    """A sandbox-user process another process on this host runs (another test session's or a
+    worker's launcher), which this session must not count as its leak.
+
+    Its owner is its first ancestor that is not the sandbox user. It is this session's when
+    the owner is this process or under it; an escaped process is reparented to one of this
+    process's ancestors (pid 1 or a subreaper), so it is never foreign and still counts.
+    """
+    lineage = _lineage(pid)
+    owner = None
+    for ancestor in lineage[1:]:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(ancestor).uids().real != SANDBOX_UID:
+                owner = ancestor
+                break
+    if owner is None:
+        return False
+    return os.getpid() not in _lineage(owner) and owner not in _lineage(os.getpid())
 
 
 def busy_cgroups() -> list[str]:
@@ -136,7 +167,7 @@ def busy_cgroups() -> list[str]:
                 procs = (group / "cgroup.procs").read_text().split()
             except OSError:  # removed between listing and reading (ENOENT, ENODEV): not busy
                 continue
-            if procs and str(group) not in spares:
+            if procs and str(group) not in spares and not all(_foreign(int(p)) for p in procs):
                 out.append(str(group))
     return out
 

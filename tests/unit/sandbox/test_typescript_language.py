@@ -60,6 +60,48 @@ def test_typescript_capability_references_are_found_by_pattern() -> None:
     assert referenced_capabilities(code) == set()  # not Python
 
 
+# What Deno 2.9 (V8 15) wrote to stderr when an endless promise chain filled its heap: the
+# reason is "Ineffective mark-compacts near heap limit" when GC is slow (a loaded machine),
+# "Reached heap limit" otherwise, so both must read as the memory limit.
+INEFFECTIVE_MARK_COMPACTS = """<--- Last few GCs --->
+
+[2:0x55f3e0b94000]     4960 ms: Mark-Compact 159.3 (161.2) -> 159.3 (161.2) MB, pooled: 0.0 MB, \
+352.00 / 0.00 ms (average mu = 0.009, current mu = 0.000) allocation failure; scavenge might not succeed
+
+
+
+#
+# Fatal JavaScript out of memory: Ineffective mark-compacts near heap limit
+#
+==== C stack trace ===============================
+
+    /usr/local/bin/deno(+0x28ad64e) [0x55f3b660164e]
+"""
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        INEFFECTIVE_MARK_COMPACTS,
+        "#\n# Fatal JavaScript out of memory: Reached heap limit\n#",
+        "#\n# Fatal JavaScript out of memory: MarkCompactCollector: young object promotion failed",
+        "#\n# Fatal JavaScript out of memory: Scavenger: semi-space copy\n#",
+        "#\n# Fatal process out of memory: Failed to reserve virtual memory for CodeRange\n#",
+    ],
+)
+def test_every_fatal_out_of_memory_report_of_v8_is_the_memory_limit(stderr: str) -> None:
+    for status in (133, 6, signal.SIGTRAP.value):  # V8's fatal exit, SIGABRT, SIGTRAP
+        error = deno_child.failure_from_exit(status, stderr, 30)
+        assert error["type"] == "memory_limit", error
+        assert "AGENTCARDS_SANDBOX_MEMORY_MB" in error["message"]
+
+
+def test_other_fatal_v8_errors_stay_runtime_errors_with_their_report() -> None:
+    report = "#\n# Fatal JavaScript invalid size error 169220804\n#"
+    error = deno_child.failure_from_exit(133 << 8, report, 30)
+    assert error["type"] == "runtime_error" and "invalid size error" in error["message"]
+
+
 def test_a_heap_limit_or_the_cpu_signal_is_named_as_that_limit() -> None:
     oom = deno_child.failure_from_exit(
         133, "#\n# Fatal JavaScript out of memory: Reached heap limit\n#", 30
