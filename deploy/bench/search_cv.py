@@ -30,7 +30,7 @@ import numpy as np
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Query, SearchSet, all_sets
 from deploy.bench.search_arms import SHIPPED, Ranker, arms
-from deploy.bench.search_fit import Judged, metrics
+from deploy.bench.search_fit import Judged, average, metrics
 from deploy.bench.search_learned import learning_per_tool
 from deploy.bench.search_recall import learning_split, validate_against
 from shared.config import Settings
@@ -104,16 +104,13 @@ def judge_folds(*, embedder: Embedder, dataset: SearchSet) -> list[Fold]:
 
 def per_request(
     folds: Sequence[Fold], *, rank: Ranker, key: Mapping[str, str], scoring: str
-) -> list[list[float]]:
-    """Per fold, each validation request's top-1 + @5 + @10 under ``rank``."""
-    return [
-        [sum(metrics(rank(j, key), j.gold, scoring=scoring).values()) for j in fold.judged]
-        for fold in folds
-    ]
+) -> list[list[dict[str, float]]]:
+    """Per fold, each validation request's top-1 / @5 / @10 under ``rank``."""
+    return [[metrics(rank(j, key), j.gold, scoring=scoring) for j in fold.judged] for fold in folds]
 
 
 def summarise(
-    scores: Mapping[str, Mapping[str, list[list[float]]]],
+    scores: Mapping[str, Mapping[str, list[list[dict[str, float]]]]],
     *,
     folds: Mapping[str, Sequence[Fold]],
     baseline: str = SHIPPED,
@@ -127,8 +124,7 @@ def summarise(
     n_folds = len(next(iter(folds.values())))
     for arm, per_set in scores.items():
         by_fold = [
-            float(np.mean([np.mean(per_set[s][f]) if per_set[s][f] else 0.0 for s in sets]))
-            for f in range(n_folds)
+            float(np.mean([_mean_total(per_set[s][f]) for s in sets])) for f in range(n_folds)
         ]
         variances = []
         means = []
@@ -138,7 +134,8 @@ def summarise(
                 for j, mine, theirs in zip(
                     fold.judged, per_set[s][f], scores[baseline][s][f], strict=True
                 ):
-                    diffs.setdefault(_request_key(j), []).append(mine - theirs)
+                    gain = sum(mine.values()) - sum(theirs.values())
+                    diffs.setdefault(_request_key(j), []).append(gain)
             d = np.array([np.mean(v) for v in diffs.values()])
             means.append(float(d.mean()) if len(d) else 0.0)
             variances.append(float(d.var(ddof=1) / len(d)) if len(d) > 1 else 0.0)
@@ -149,14 +146,15 @@ def summarise(
                 "fold_sd": round(float(np.std(by_fold, ddof=1)), 4),
                 "vs_shipped": round(float(np.mean(means)), 4),
                 "vs_shipped_se": round(float(np.sqrt(sum(variances))) / len(sets), 4),
-                "sets": {
-                    s: round(float(np.mean([x for fold in per_set[s] for x in fold])), 4)
-                    for s in sets
-                },
+                "sets": {s: average([x for fold in per_set[s] for x in fold]) for s in sets},
             }
         )
     rows.sort(key=lambda r: -float(r["objective"]))
     return rows
+
+
+def _mean_total(rows: Sequence[Mapping[str, float]]) -> float:
+    return float(np.mean([sum(r.values()) for r in rows])) if rows else 0.0
 
 
 def _request_key(j: Judged) -> tuple[float, ...]:
