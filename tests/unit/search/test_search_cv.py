@@ -7,9 +7,9 @@ from collections import Counter
 import numpy as np
 
 from deploy.bench.datasets import Query
-from deploy.bench.search_arms import prototypes
-from deploy.bench.search_cv import K, cv_folds
-from deploy.bench.search_fit import Learned
+from deploy.bench.search_arms import SHIPPED, prototypes
+from deploy.bench.search_cv import Fold, K, cv_folds, summarise
+from deploy.bench.search_fit import Judged, Learned
 from shared.search.tool_vectors import Run
 from tests.unit.search.test_adapter import _catalogue, _unit
 
@@ -59,3 +59,26 @@ def test_a_prototype_is_the_mean_of_its_tools_intents() -> None:
     assert set(protos) == {"t:0", "t:1"}
     assert np.allclose(protos["t:0"], _unit(a + b))
     assert np.allclose(protos["t:1"], _unit(b + c))
+
+
+def test_an_arm_is_scored_against_the_shipped_one_request_by_request() -> None:
+    # Two deals of the same two requests: an arm that finds one request the shipped setting
+    # misses gains on it in both deals; the same arm as the shipped one gains nothing.
+    rng = np.random.default_rng(2)
+    requests = [
+        Judged(evidence=None, gold=frozenset({g}), dense=[], vector=_unit(rng.normal(size=16)))  # type: ignore[arg-type]
+        for g in ("a", "b")
+    ]
+    folds = [Fold(repeat=r, fold=0, judged=requests) for r in range(2)]
+    hit = {"top1": 1.0, "@5": 1.0, "@10": 1.0}
+    miss = {"top1": 0.0, "@5": 0.0, "@10": 0.0}
+    scores = {
+        SHIPPED: {"s": [[hit, miss], [hit, miss]]},
+        "same": {"s": [[hit, miss], [hit, miss]]},
+        "better": {"s": [[hit, hit], [hit, hit]]},
+    }
+    rows = {r["arm"]: r for r in summarise(scores, folds={"s": folds})}
+    assert rows["same"]["vs_shipped"] == 0.0 and rows["same"]["vs_shipped_se"] == 0.0
+    assert rows["better"]["vs_shipped"] == 1.5  # (3 - 0) on one request of two
+    assert rows["better"]["objective"] == 3.0 and rows[SHIPPED]["objective"] == 1.5
+    assert rows["better"]["sets"]["s"]["top1"] == 1.0
