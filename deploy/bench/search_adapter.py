@@ -66,12 +66,19 @@ def with_adapter(judged: Judged, *, adapter: float | Capacity) -> Evidence:
     if judged.learned is None or judged.vector is None or not judged.learned.runs:
         return evidence
     capacity = adapter if isinstance(adapter, Capacity) else Capacity(decay=adapter)
-    w = train_adapter(judged.learned, capacity=capacity)
-    adapted = w @ np.asarray(judged.vector, np.float32)
+    return mapped_evidence(judged, matrix=train_adapter(judged.learned, capacity=capacity))
+
+
+def mapped_evidence(judged: Judged, *, matrix: np.ndarray) -> Evidence:
+    """The evidence with the dense list recomputed (exact, over the catalogue) for the query
+    mapped by ``matrix``; the other features as searched."""
+    evidence = judged.evidence
+    assert judged.learned is not None and judged.vector is not None
+    adapted = matrix @ np.asarray(judged.vector, np.float32)
     adapted /= float(np.linalg.norm(adapted)) or 1.0
     names = list(judged.learned.descriptions)
-    matrix = np.stack([judged.learned.descriptions[t] for t in names])
-    sims = matrix @ adapted
+    catalogue = np.stack([judged.learned.descriptions[t] for t in names])
+    sims = catalogue @ adapted
     top = np.argsort(-sims, kind="stable")[:MIN_CANDIDATES]
     dense = {names[i]: float(sims[i]) for i in top}
     features = {tool: dict(values) for tool, values in evidence.features.items()}

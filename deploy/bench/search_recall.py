@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Query, SearchSet, all_sets
 from deploy.bench.search_adapter import FITTED_DECAY
+from deploy.bench.search_arms import curve_arms, ranked_metrics
 from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
 from deploy.bench.search_learned import (
     ALONE_MIX,
@@ -189,6 +190,36 @@ def learned_runs(
     return Learned(descriptions=descriptions, runs=runs)
 
 
+def validate_against(
+    conn: psycopg.Connection[Any],
+    *,
+    embedder: Embedder,
+    dataset: SearchSet,
+    fit_part: Sequence[Query],
+    validation: Sequence[Query],
+    tenant: str,
+    reference: np.ndarray,
+    descriptions: Any,
+) -> list[Judged]:
+    """``fit_part`` stored as ``tenant``'s runs, then ``validation`` searched against them
+    (with what the tenant learned, for the in-memory arms)."""
+    learn_from(conn, embedder=embedder, dataset=dataset, queries=fit_part, tenant=tenant)
+    conn.autocommit = True
+    judged = judge(
+        conn,
+        tenant=tenant,
+        queries=validation,
+        embedder=embedder,
+        dataset=dataset,
+        reference=reference,
+        learned=learned_runs(
+            embedder=embedder, dataset=dataset, queries=fit_part, descriptions=descriptions
+        ),
+    )
+    conn.autocommit = False
+    return judged
+
+
 def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dict[str, Any]:
     """Zero-shot (per split, with ablations), the learned protocol's validation slice
     (searched against the fit part, another tenant) and, unless ``test`` is False, the
@@ -216,21 +247,16 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
         conn.autocommit = False
         validated: list[Judged] = []
         for fold, (fit_part, validation) in enumerate(folds):
-            tenant = f"{FIT_TENANT}{fold}"
-            learn_from(conn, embedder=embedder, dataset=dataset, queries=fit_part, tenant=tenant)
-            conn.autocommit = True
-            validated += judge(
+            validated += validate_against(
                 conn,
                 embedder=embedder,
                 dataset=dataset,
-                queries=validation,
+                fit_part=fit_part,
+                validation=validation,
+                tenant=f"{FIT_TENANT}{fold}",
                 reference=reference,
-                tenant=tenant,
-                learned=learned_runs(
-                    embedder=embedder, dataset=dataset, queries=fit_part, descriptions=descriptions
-                ),
+                descriptions=descriptions,
             )
-            conn.autocommit = False
         curve: list[dict[str, Any]] = []
         done = 0
         for fraction in FRACTIONS if test else ():
@@ -310,6 +336,13 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                 **{
                     arm: score(point["judged"], key=key, scoring=dataset.scoring, **how)
                     for arm, how in CURVE_ARMS.items()
+                },
+                # Round five's arms (``search_cv``), in memory as the ones above.
+                **{
+                    arm: ranked_metrics(
+                        point["judged"], rank=rank, key=key, scoring=dataset.scoring
+                    )
+                    for arm, rank in curve_arms().items()
                 },
                 # What the product does: searched after the consolidation, its adapter (if it
                 # shipped) applied by the search, the fitted vote in the fusion.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deploy.bench import datasets, match, search
+from deploy.bench.search_arms import CURVE
 from deploy.launcher.embedded import EmbeddedPostgres
 from shared.search.fusion import FEATURES
 
@@ -51,7 +52,7 @@ def test_bench_search_shape() -> None:
         # product as searched after the point's consolidation.
         arms = ("dense", "zero_shot", "legacy", "ungated", "learned", "tool_vectors")
         for point in curve:
-            for arm in (*arms, "adapter", "adapter_and_vote", "product"):
+            for arm in (*arms, "adapter", "adapter_and_vote", "product", *CURVE):
                 assert set(point[arm]) == {"top1", "@5", "@10"}
     latency = out["latency"]
     assert latency["tools"] == 300 and latency["edges"] == 2000
