@@ -116,7 +116,7 @@ async def _run_with_params(
     """``get_prompt`` and ``complete`` on one server, from the MCP request's own params."""
     if request.op == "get_prompt":
         parsed = types.GetPromptRequestParams.model_validate(params)
-        return _dump(await connection.get_prompt(parsed.name, parsed.arguments))
+        return _dump(await connection.get_prompt(parsed))
     complete = types.CompleteRequestParams.model_validate(params)
     context = complete.context.arguments if complete.context is not None else None
     argument = {"name": complete.argument.name, "value": complete.argument.value}

@@ -359,7 +359,7 @@ class DirectSurface:
 
         async def get_prompt(
             ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-        ) -> types.GetPromptResult:
+        ) -> types.GetPromptResult | types.InputRequiredResult:
             patterns = (await principal_of(ctx)).tool_patterns
             body = _params(params)
             with protocol_errors():
@@ -367,6 +367,16 @@ class DirectSurface:
                 result = await resources.server_request(
                     get_state(), op="get_prompt", server=server, params=body, patterns=patterns
                 )
+            if result.get("resultType") == "input_required":
+                if not input_required.applies(ctx.protocol_version):
+                    raise MCPError(
+                        code=types.INVALID_REQUEST,
+                        message=f"prompts/get of {params.name!r}: the server asks for input "
+                        "first, which only a 2026-07-28 client can be asked for a prompt",
+                    )
+                # The server's own questions, as it asked them; its requestState is sealed
+                # inside ours by the boundary below (bound to this caller and endpoint).
+                return types.InputRequiredResult.model_validate(result)
             return types.GetPromptResult.model_validate(result)
 
         async def complete(
