@@ -79,7 +79,10 @@ def _servers(registry: ToolRegistry, name: str | None) -> list[ServerConnection]
 async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dict[str, Any]:
     if request.op == "read_resource":
         assert request.uri is not None
-        return _dump(await servers[0].read_resource(request.uri))
+        retry = types.ReadResourceRequestParams.model_validate(
+            {**(request.params or {}), "uri": request.uri}
+        )
+        return _dump(await servers[0].read_resource(retry))
     if request.op in PARAMS_OPS:
         return await _run_with_params(request, servers[0], request.params or {})
     if request.op == "subscribe_resource":

@@ -249,11 +249,24 @@ class ServerConnection:
         with rounds.declaring(declared):
             return await rounds.call_tool(session, tool, args, answer=answer, progress=on_progress)
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """``resources/read``; MCPError when the server refuses (unknown URI, no resources)."""
+    async def read_resource(
+        self, params: types.ReadResourceRequestParams | str
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """``resources/read`` (the URI, or the params with a retry's answers); MCPError when
+        the server refuses (unknown URI, no resources). A 2026-07-28 server's
+        ``InputRequiredResult`` is returned as it is, as for ``get_prompt``."""
         session = self._live_session()
+        if isinstance(params, str):
+            params = types.ReadResourceRequestParams(uri=params)
         with self._inflight.track_request("resources/read"):
-            return await session.read_resource(uri)
+            if not rounds.is_modern(session):
+                return await session.read_resource(str(params.uri))
+            return await session.read_resource(
+                str(params.uri),
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                allow_input_required=True,
+            )
 
     async def list_resources(
         self, *, templates: bool = False

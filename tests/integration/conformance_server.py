@@ -149,7 +149,9 @@ def _input_required(
 
 
 def _responses(
-    params: types.CallToolRequestParams | types.GetPromptRequestParams,
+    params: types.CallToolRequestParams
+    | types.GetPromptRequestParams
+    | types.ReadResourceRequestParams,
 ) -> dict[str, Any]:
     """The client's answers as plain JSON (keyed like our ``inputRequests``)."""
     answers = params.input_responses or {}
@@ -349,7 +351,9 @@ def _modern(ctx: Context) -> bool:
 
 async def _ask(
     ctx: Context,
-    params: types.CallToolRequestParams | types.GetPromptRequestParams,
+    params: types.CallToolRequestParams
+    | types.GetPromptRequestParams
+    | types.ReadResourceRequestParams,
     asks: dict[str, Any],
     state: dict[str, Any] | None = None,
 ) -> dict[str, Any] | types.InputRequiredResult:
@@ -677,6 +681,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     WATCHED: ("watched-resource", "A resource clients can subscribe to", "text/plain"),
 }
 TEMPLATE = "test://template/{id}/data"
+ASKS_FIRST = "test://asks-first"  # readable, not listed: asks which section first
 SUBSCRIBED: set[str] = set()
 
 
@@ -704,10 +709,16 @@ async def list_templates(
 
 async def read_resource(
     ctx: Context, params: types.ReadResourceRequestParams
-) -> types.ReadResourceResult:
+) -> types.ReadResourceResult | types.InputRequiredResult:
     uri = str(params.uri)
     contents: types.TextResourceContents | types.BlobResourceContents
-    if uri == "test://static-text":
+    if uri == ASKS_FIRST:  # not a suite scenario: the gateway's own tests read it
+        answers = await _ask(ctx, params, {"section": _ask_name("Which section?", "section")})
+        if isinstance(answers, types.InputRequiredResult):
+            return answers
+        section = _accepted(answers["section"], "section")
+        contents = types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"{section}")
+    elif uri == "test://static-text":
         contents = types.TextResourceContents(
             uri=uri, mime_type="text/plain", text="This is the content of the static text resource."
         )

@@ -11,6 +11,7 @@ import pytest
 from mcp import Client, types
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
+from pydantic import FileUrl
 
 from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import conformance_server
@@ -99,7 +100,7 @@ async def test_the_server_asks_only_what_the_client_declared_and_roots_are_the_c
         )
         assert isinstance(roots, types.InputRequiredResult), roots
         assert (roots.input_requests or {})["client_roots"].method == "roots/list"
-        answer = types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+        answer = types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work/project"))])
         done = await client.session.call_tool(
             "test_input_required_result_list_roots",
             {},
@@ -108,6 +109,23 @@ async def test_the_server_asks_only_what_the_client_declared_and_roots_are_the_c
         )
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
     assert _texts(done) == ["The client has 1 roots: file:///work/project"]
+
+
+async def test_a_resource_that_asks_first_passes_its_question_through(
+    reference: E2EStack,
+) -> None:
+    """resources/read may end with the server's InputRequiredResult too; the retry's answer
+    reaches the server, whose state comes back sealed inside ours."""
+    async with Client(_url(reference), elicitation_callback=_never_asked) as client:
+        uri = "test://asks-first"
+        first = await client.session.read_resource(uri, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        assert list(first.input_requests or {}) == ["section"], first
+        answer = types.ElicitResult(action="accept", content={"section": "intro"})
+        read = await client.session.read_resource(
+            uri, input_responses={"section": answer}, request_state=first.request_state
+        )
+    assert [getattr(c, "text", None) for c in read.contents] == ["intro"]
 
 
 async def test_a_prompt_that_asks_is_refused_clearly_to_a_2025_11_25_session(
