@@ -34,7 +34,14 @@ async def ask(question: str, ctx: Context) -> dict[str, object]:
 
 def write_config(path: Path) -> Path:
     """An ``mcpServers`` file at ``path`` serving this module as server ``asker``."""
-    entry = {"command": sys.executable, "args": ["-m", "deploy.bench.ask_server"], "cwd": str(ROOT)}
+    # ``ctx.elicit`` asks mid-call, which an SDK server can do only at 2025-11-25: spoken to so
+    # (docs/mcp-input-required.md).
+    entry = {
+        "command": sys.executable,
+        "args": ["-m", "deploy.bench.ask_server"],
+        "cwd": str(ROOT),
+        "protocol": "2025-11-25",
+    }
     path.write_text(json.dumps({"mcpServers": {SERVER: entry}}))
     return path
 
