@@ -5,7 +5,10 @@ A temporary stack whose one server is deploy/bench/ask_server.py. Each sample is
 ``execute_code`` whose tool elicits, from the call to the run's result: at 2026-07-28 two
 ``tools/call`` (the ``InputRequiredResult``, then the retry with the answer; the SDK's
 ``Client.call_tool`` drives it), at 2025-11-25 one call whose stream carries the relayed
-request. Also: a direct call on ``/mcp/servers/asker`` at 2026-07-28.
+request. Also: a direct call on ``/mcp/servers/asker`` at 2026-07-28 (the toolhost speaks
+2025-11-25 to that server: its question is a bare request), and one on
+``/mcp/servers/asker26`` (the same module spoken to at 2026-07-28: the server's own
+``InputRequiredResult``, answered through the relay, and the toolhost's retry).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def run(n: int = 100) -> dict[str, Any]:
         temporary_stack(mcp_config=write_config(Path(tmp) / "mcp.json")) as handle,
     ):
         wait_synced(handle.settings.database_url or "", "asker:ask")
+        wait_synced(handle.settings.database_url or "", "asker26:ask_stateless")
         samples = asyncio.run(_measure(handle.gateway_url, n))
     return {"n": n, "code": CODE, **{name: _stats(values) for name, values in samples.items()}}
 
@@ -50,11 +54,17 @@ async def _measure(url: str, n: int) -> dict[str, list[float]]:
             f"{url}/mcp", mode="legacy", elicitation_callback=_answer
         ),
         "direct_2026_07_28_ms": Client(f"{url}/mcp/servers/asker", elicitation_callback=_answer),
+        "direct_2026_07_28_downstream_2026_ms": Client(
+            f"{url}/mcp/servers/asker26", elicitation_callback=_answer
+        ),
     }
     calls: dict[str, Callable[[Client], Awaitable[types.CallToolResult]]] = {
         "execute_code_2026_07_28_ms": lambda c: c.call_tool("execute_code", {"code": CODE}),
         "execute_code_2025_11_25_relay_ms": lambda c: c.call_tool("execute_code", {"code": CODE}),
         "direct_2026_07_28_ms": lambda c: c.call_tool("ask", {"question": "name?"}),
+        "direct_2026_07_28_downstream_2026_ms": lambda c: c.call_tool(
+            "ask_stateless", {"question": "name?"}
+        ),
     }
     samples: dict[str, list[float]] = {name: [] for name in clients}
     async with contextlib.AsyncExitStack() as stack:

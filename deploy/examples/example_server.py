@@ -153,7 +153,8 @@ def _register_test_tools() -> None:
             return text
 
         server.add_tool(extra, name="extra")
-        await ctx.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()  # 2026-07-28 clients: their subscriptions/listen
+        await ctx.session.send_tool_list_changed()  # 2025-11-25 sessions
         return "added"
 
     @server.tool()
@@ -165,6 +166,7 @@ def _register_test_tools() -> None:
             return f"Tell me about {topic}."
 
         server.prompt(name="extra")(extra)
+        await ctx.notify_prompts_changed()
         await ctx.session.send_prompt_list_changed()
         return "added"
 

@@ -79,7 +79,10 @@ def _servers(registry: ToolRegistry, name: str | None) -> list[ServerConnection]
 async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dict[str, Any]:
     if request.op == "read_resource":
         assert request.uri is not None
-        return _dump(await servers[0].read_resource(request.uri))
+        retry = types.ReadResourceRequestParams.model_validate(
+            {**(request.params or {}), "uri": request.uri}
+        )
+        return _dump(await servers[0].read_resource(retry))
     if request.op in PARAMS_OPS:
         return await _run_with_params(request, servers[0], request.params or {})
     if request.op == "subscribe_resource":
@@ -116,7 +119,7 @@ async def _run_with_params(
     """``get_prompt`` and ``complete`` on one server, from the MCP request's own params."""
     if request.op == "get_prompt":
         parsed = types.GetPromptRequestParams.model_validate(params)
-        return _dump(await connection.get_prompt(parsed.name, parsed.arguments))
+        return _dump(await connection.get_prompt(parsed))
     complete = types.CompleteRequestParams.model_validate(params)
     context = complete.context.arguments if complete.context is not None else None
     argument = {"name": complete.argument.name, "value": complete.argument.value}

@@ -7,6 +7,10 @@ accepted because desktop clients write them; ``"agentcards"`` holds our own sett
 ``"roots"`` (absolute paths or ``file://`` URIs) is what the toolhost answers the server's
 ``roots/list`` with; it defaults to no roots, so a server keeps the directories it was
 started with (the filesystem server's arguments) and the gateway never widens them.
+``"protocol"``: ``"auto"`` (the default: 2026-07-28 when the server answers
+``server/discover`` with it, else 2025-11-25) or ``"2025-11-25"`` (always the handshake: for
+a server that supports 2026-07-28 yet asks its client mid-call the old way, e.g. an SDK
+``MCPServer`` tool calling ``ctx.elicit``; see docs/mcp-input-required.md).
 Anything else is refused with a message that
 names the file, the server and the key.
 """
@@ -38,6 +42,10 @@ def _file_uris(roots: list[str]) -> list[str]:
     return uris
 
 
+# Which revision the toolhost may speak to a server (services/toolhost/rounds.py).
+Protocol = Literal["auto", "2025-11-25"]
+
+
 class StdioServer(BaseModel):
     """A server the toolhost starts as a child process and talks to over stdin/stdout."""
 
@@ -49,6 +57,7 @@ class StdioServer(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     roots: list[str] = Field(default_factory=list)
+    protocol: Protocol = "auto"
     disabled: bool = False
     agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
 
@@ -72,6 +81,7 @@ class HttpServer(BaseModel):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     roots: list[str] = Field(default_factory=list)
+    protocol: Protocol = "auto"
     disabled: bool = False
     agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
 

@@ -18,6 +18,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -26,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel
 
+from services.toolhost import rounds
 from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
 from services.toolhost.results import error_text, tool_value
 from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
@@ -45,6 +47,16 @@ log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = -32000  # the SDK's code for "the transport ended under this request"
 MAX_RESOURCE_PAGES = 20  # resources/list pages read per server (server-everything: 1 page)
+
+# The SDK server's refusal when a tool asks its client mid-call at 2026-07-28, and our advice.
+BACK_CHANNEL = "no back-channel for server-initiated requests"
+PROTOCOL_HINT = 'set "protocol": "2025-11-25" on it in the MCP config'
+# What each relayed question of a 2026-07-28 server is answered with.
+_ANSWER_TYPES: dict[str, type[types.Result]] = {
+    "sampling/createMessage": types.CreateMessageResult,
+    "elicitation/create": types.ElicitResult,
+    "roots/list": types.ListRootsResult,
+}
 
 ToolsCallback = Callable[[str, list[types.Tool]], Awaitable[None]]
 StateCallback = Callable[[str, str, str | None], Awaitable[None]]
@@ -90,6 +102,10 @@ class ServerConnection:
         self._background: set[asyncio.Task[None]] = set()
         self._upstream = upstream
         self._inflight = InflightCalls()
+        # The live connection's task group, and the URIs a 2026-07-28 server was asked to
+        # tell changes of (subscriptions/listen).
+        self._group: anyio.abc.TaskGroup | None = None
+        self._listening: set[str] = set()
 
     @property
     def state(self) -> str:
@@ -154,26 +170,103 @@ class ServerConnection:
 
         try:
             with self._inflight.track(context):
-                result = await session.call_tool(tool, args, progress_callback=on_progress)
+                if rounds.is_modern(session):
+                    result = await self._call_modern(session, tool, args, context, on_progress)
+                else:
+                    result = await session.call_tool(tool, args, progress_callback=on_progress)
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
                 self._dead.set()
                 raise ServerUnavailable(
                     f"MCP server {self.name!r} closed the connection during the call"
                 ) from exc
+            if exc.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                await self._capabilities_missing(exc.error.data, context)
             # A JSON-RPC error (invalid params, internal error) is the tool failing.
-            return ToolResult(ok=False, error=f"{exc.error.message} (code {exc.error.code})")
+            hint = ""
+            if BACK_CHANNEL in exc.error.message:
+                hint = f" ({self.name!r} asks mid-call the 2025-11-25 way: {PROTOCOL_HINT})"
+            return ToolResult(ok=False, error=f"{exc.error.message} (code {exc.error.code}){hint}")
         if not isinstance(result, types.CallToolResult):
             return ToolResult(ok=False, error=f"unsupported result type {type(result).__name__}")
         if result.is_error:
             return ToolResult(ok=False, error=error_text(result))
         return ToolResult(ok=True, value=tool_value(result, output_schema=spec.output_schema))
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """``resources/read``; MCPError when the server refuses (unknown URI, no resources)."""
+    async def _capabilities_missing(self, data: Any, context: CallContext | None) -> None:
+        """A 2026-07-28 server refused the call itself (``-32021``): recorded as if the
+        toolhost had refused its question, so the caller sees the same error."""
+        if context is None or self._upstream is None or not isinstance(data, dict):
+            return
+        required = data.get("requiredCapabilities")
+        for capability in required if isinstance(required, dict) else {}:
+            await self._upstream.capability_missing(context.execution_id, capability, self.name)
+
+    async def _call_modern(
+        self,
+        session: ClientSession,
+        tool: str,
+        args: dict[str, Any],
+        context: CallContext | None,
+        on_progress: ProgressFnT | None,
+    ) -> types.CallToolResult:
+        """A call to a 2026-07-28 server: declaring the capabilities of the execution's client,
+        its questions answered through the relay (rounds.py)."""
+        upstream = self._upstream
+        declared = None
+        if context is not None and upstream is not None:
+            declared = await upstream.declared(context.execution_id)
+
+        async def answer(
+            key: str, request: types.InputRequest, batch: tuple[str, int]
+        ) -> types.InputResponse | types.ErrorData:
+            if isinstance(request, types.ListRootsRequest) and (
+                self.config.roots or "roots" not in (declared or [])
+            ):  # configured roots win; a client that has none gets those (none by default)
+                return roots_result(self.config.roots)
+            if upstream is None or context is None:
+                return types.ErrorData(
+                    code=types.INVALID_REQUEST,
+                    message=f"{request.method} refused: no execution's client can answer",
+                )
+            params = (
+                request.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+                if request.params is not None
+                else {}
+            )
+            answered: types.InputResponse | types.ErrorData = await upstream.relay(  # type: ignore[assignment]  # result_type is the method's answer type
+                server=self.name,
+                inflight=self._inflight,
+                method=request.method,
+                params=params,
+                result_type=_ANSWER_TYPES[request.method],
+                call=context,
+                key=key,
+                batch=batch,
+            )
+            return answered
+
+        with rounds.declaring(declared):
+            return await rounds.call_tool(session, tool, args, answer=answer, progress=on_progress)
+
+    async def read_resource(
+        self, params: types.ReadResourceRequestParams | str
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """``resources/read`` (the URI, or the params with a retry's answers); MCPError when
+        the server refuses (unknown URI, no resources). A 2026-07-28 server's
+        ``InputRequiredResult`` is returned as it is, as for ``get_prompt``."""
         session = self._live_session()
+        if isinstance(params, str):
+            params = types.ReadResourceRequestParams(uri=params)
         with self._inflight.track_request("resources/read"):
-            return await session.read_resource(uri)
+            if not rounds.is_modern(session):
+                return await session.read_resource(str(params.uri))
+            return await session.read_resource(
+                str(params.uri),
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                allow_input_required=True,
+            )
 
     async def list_resources(
         self, *, templates: bool = False
@@ -196,8 +289,25 @@ class ServerConnection:
     async def subscribe_resource(self, uri: str) -> None:
         """``resources/subscribe``: the server's ``notifications/resources/updated`` for ``uri``
         are then published (``on_notice``). Never unsubscribed downstream: the
-        gateway forwards updates only to its clients still subscribed."""
-        await self._live_session().subscribe_resource(uri)
+        gateway forwards updates only to its clients still subscribed. A 2026-07-28 server
+        is asked through ``subscriptions/listen`` instead (one stream per URI)."""
+        session = self._live_session()
+        if not rounds.is_modern(session):
+            await session.subscribe_resource(uri)
+        elif uri not in self._listening and self._group is not None:
+            self._listening.add(uri)
+            try:
+                await self._group.start(rounds.listen, session, self._notice, (uri,))
+            except BaseException:
+                self._listening.discard(uri)
+                raise
+
+    async def _notice(self, notice: dict[str, str]) -> None:
+        """A 2026-07-28 server's change, as its notification would be handled."""
+        if notice.get("list") == "tools":
+            self._spawn_resync()
+        elif self._on_notice is not None:
+            await self._on_notice(self.name, notice)
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every prompt the server lists; none without the prompts capability."""
@@ -214,13 +324,23 @@ class ServerConnection:
         return found
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None
-    ) -> types.GetPromptResult:
+        self, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """``prompts/get``; MCPError when the server refuses (unknown prompt, bad arguments).
-        A question the server asks meanwhile is refused (no execution's client may get it)."""
+        A 2026-07-28 server's ``InputRequiredResult`` is returned as it is (its keys and
+        ``requestState``: the client's retry carries them back here); a 2025-11-25 server's
+        question meanwhile is refused (no execution's client may get it)."""
         session = self._live_session()
         with self._inflight.track_request("prompts/get"):
-            return await session.get_prompt(name, arguments)
+            if not rounds.is_modern(session):
+                return await session.get_prompt(params.name, params.arguments)
+            return await session.get_prompt(
+                params.name,
+                params.arguments,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                allow_input_required=True,
+            )
 
     async def complete(
         self,
@@ -301,10 +421,11 @@ class ServerConnection:
                     logging_callback=self._on_log,
                     sampling_callback=self._sampling,
                     elicitation_callback=self._elicitation,
+                    log_level="debug",  # 2026-07-28: logs are sent only to requests asking
                 )
             )
             with anyio.move_on_after(self._connect_timeout_s) as waited:
-                initialized = await session.initialize()
+                await rounds.negotiate(session, self.config.protocol)
                 tools = await _list_all_tools(session)
             if waited.cancelled_caught:
                 raise ConnectTimeout(
@@ -312,7 +433,7 @@ class ServerConnection:
                     "(AGENTCARDS_MCP_CONNECT_TIMEOUT_S); the server hangs or starts slowly"
                 )
             self.tools = {t.name: t for t in tools}
-            self.server_info = initialized.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.server_info = rounds.server_info(session)
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
             self._state = ServerState.READY.value
@@ -321,6 +442,9 @@ class ServerConnection:
             self.first_attempt_done.set()
             log.info("server %s ready with %d tools", self.name, len(tools))
             group.start_soon(self._ping_loop, session)
+            self._group, self._listening = group, set()
+            if rounds.is_modern(session) and _lists_change(session):
+                group.start_soon(rounds.listen, session, self._notice)
             await self._dead.wait()
 
     async def _relay(self, source: Any, sink: Any) -> None:
@@ -334,17 +458,14 @@ class ServerConnection:
             await asyncio.sleep(self._ping_interval_s)
             try:
                 with anyio.fail_after(self._ping_interval_s):
-                    await session.send_ping()
+                    await rounds.ping(session)
             except (MCPError, TimeoutError) as exc:
                 log.warning("server %s failed its ping: %s", self.name, _describe(exc))
                 self._dead.set()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            # Not awaited here: the handler must return before the list_tools reply can be read.
-            task = asyncio.get_running_loop().create_task(self._resync())
-            self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
-            task.add_done_callback(self._background.discard)
+            self._spawn_resync()
         elif self._on_notice is None:
             pass
         elif isinstance(message, types.ResourceUpdatedNotification):
@@ -355,6 +476,12 @@ class ServerConnection:
             await self._on_notice(self.name, {"list": "prompts"})
         elif isinstance(message, Exception):
             log.warning("server %s transport error: %s", self.name, _describe(message))
+
+    def _spawn_resync(self) -> None:
+        # Not awaited: a notification handler must return before the list_tools reply can be read.
+        task = asyncio.get_running_loop().create_task(self._resync())
+        self._background.add(task)  # keep a reference until done (asyncio holds weak ones)
+        task.add_done_callback(self._background.discard)
 
     async def _resync(self) -> None:
         session = self._session
@@ -415,6 +542,16 @@ async def _paginate(
         if not cursor:
             break
     return found
+
+
+def _lists_change(session: ClientSession) -> bool:
+    """True when the server says any of its lists changes (worth a listen stream)."""
+    caps = session.server_capabilities
+    if caps is None:
+        return False
+    return any(
+        getattr(cap, "list_changed", None) for cap in (caps.tools, caps.prompts, caps.resources)
+    )
 
 
 def _has_resources(session: ClientSession) -> bool:

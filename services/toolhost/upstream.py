@@ -191,17 +191,44 @@ class Upstream:
         except RedisError as exc:  # best effort, as progress
             log.warning("could not publish a log message of %s: %s", context.tool, exc)
 
+    async def declared(self, execution_id: str) -> list[str] | None:
+        """The relayed capabilities the client of ``execution_id`` declared; None when no MCP
+        client waits on it (or Redis cannot say)."""
+        try:
+            return await upstream.advertised(self._redis, execution_id=execution_id)
+        except RedisError as exc:
+            log.warning("capabilities of execution %s unknown: %s", execution_id, exc)
+            return None
+
+    async def capability_missing(self, execution_id: str, capability: str, server: str) -> None:
+        """Record that ``server`` needed a client ``capability`` the execution's client did not
+        declare (a ``client_capability_missing`` event: a direct call answers ``-32021``)."""
+        event = {"type": CLIENT_CAPABILITY_MISSING, "capability": capability, "server": server}
+        try:
+            await asyncio.to_thread(
+                publish_event, self._sync, execution_id=execution_id, event=event
+            )
+        except RedisError as exc:  # the refusal stands; the caller sees the tool's failure
+            log.warning("could not publish %s: %s", CLIENT_CAPABILITY_MISSING, exc)
+
     async def relay(
         self,
         *,
         server: str,
         inflight: InflightCalls,
         method: RelayedMethod,
-        params: BaseModel,
+        params: BaseModel | dict[str, Any],
         result_type: type[ResultT],
+        call: CallContext | None = None,
+        key: str | None = None,
+        batch: tuple[str, int] | None = None,
     ) -> ResultT | types.ErrorData:
-        """Ask the client of the execution that owns this request; a clear refusal when nobody can answer."""
-        owner = inflight.owner()
+        """Ask the client of the execution that owns this request; a clear refusal when nobody
+        can answer. ``call``: the call that asked, when known (an ``InputRequiredResult`` of a
+        2026-07-28 server answers one call); else it is told from the calls in flight.
+        ``key``: the server's own key for the question, ``batch`` its result's id and number
+        of questions (see ``ClientRequest``)."""
+        owner = call or inflight.owner()
         if isinstance(owner, str):
             return _refuse(f"{method} from server {server!r} refused: {owner}")
         capability = CAPABILITY_OF[method]
@@ -220,20 +247,19 @@ class Upstream:
             )
             if offered is None:
                 return _refuse(message)
-            event = {"type": CLIENT_CAPABILITY_MISSING, "capability": capability, "server": server}
-            try:
-                await asyncio.to_thread(
-                    publish_event, self._sync, execution_id=owner.execution_id, event=event
-                )
-            except RedisError as exc:  # the refusal stands; the caller sees the tool's failure
-                log.warning("could not publish %s: %s", CLIENT_CAPABILITY_MISSING, exc)
+            await self.capability_missing(owner.execution_id, capability, server)
             return _missing_capability(message, capability)
         request = ClientRequest(
             id=upstream.new_request_id(),
             execution_id=owner.execution_id,
             method=method,
-            params=params.model_dump(by_alias=True, mode="json", exclude_none=True),
+            params=params
+            if isinstance(params, dict)
+            else params.model_dump(by_alias=True, mode="json", exclude_none=True),
             server=server,
+            key=key,
+            batch=batch[0] if batch else None,
+            batch_size=batch[1] if batch else 1,
             tool=owner.tool or None,
             trace_call_id=owner.trace_call_id,
             deadline=min(time.time() + self._request_timeout_s, owner.deadline or float("inf")),

@@ -99,7 +99,9 @@ class ResourceRequest(BaseModel):
     uri: str | None = Field(default=None, min_length=1, max_length=8192)
     deadline: float = Field(gt=0)
     allowed_servers: list[str] | None = None
-    params: dict[str, Any] | None = None  # get_prompt and complete: the MCP request's params
+    # get_prompt and complete: the MCP request's params; read_resource: a 2026-07-28 retry's
+    # inputResponses and requestState
+    params: dict[str, Any] | None = None
 
     @field_validator("server")
     @classmethod

@@ -21,11 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.queues import client_key
 from shared.rpc.protocol import CALL_ID_PATTERN
 
-RelayedMethod = Literal["sampling/createMessage", "elicitation/create"]
-# The client capability each relayed method needs (MCP's ClientCapabilities field).
+RelayedMethod = Literal["sampling/createMessage", "elicitation/create", "roots/list"]
+# The client capability each relayed method needs (MCP's ClientCapabilities field). roots/list
+# is relayed only from a 2026-07-28 server's InputRequiredResult (a 2025-11-25 server's bare
+# roots/list is answered from the configured roots: services/toolhost/upstream.py).
 CAPABILITY_OF: dict[str, str] = {
     "sampling/createMessage": "sampling",
     "elicitation/create": "elicitation",
+    "roots/list": "roots",
 }
 # Redis rounds BLPOP timeouts to milliseconds and treats 0 as "forever": never send less.
 _MIN_BLOCK_S = 0.01
@@ -44,6 +47,13 @@ class ClientRequest(BaseModel):
     server: str
     tool: str | None = None  # the `server:tool` being called, when known
     trace_call_id: str | None = None
+    # The server's own key for this question, when it asked in an InputRequiredResult
+    # (2026-07-28): a 2026-07-28 client is asked under it rather than under ``id``.
+    key: str | None = Field(default=None, min_length=1, max_length=200)
+    # The questions one InputRequiredResult asked together share ``batch``; ``batch_size`` is
+    # how many there are, so the gateway hands them to its client in one round.
+    batch: str | None = Field(default=None, max_length=64)
+    batch_size: int = Field(default=1, ge=1, le=64)
     deadline: float = Field(gt=0, description="absolute Unix time after which nobody waits")
 
 

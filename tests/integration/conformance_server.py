@@ -20,6 +20,7 @@ import hmac
 import json
 import secrets
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -47,6 +48,9 @@ WAV = base64.b64encode(
 ).decode()  # fmt: skip
 
 STATE_KEY = secrets.token_bytes(32)
+# The tools/call being served: the tools that ask (sampling, elicitation) read the answers of
+# a 2026-07-28 retry from its params, as the round-trip tools do.
+_CALL: ContextVar[types.CallToolRequestParams] = ContextVar("call")
 WATCHED = "test://watched-resource"
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
 CUSTOM_HEADERS: dict[str, Any] = {
@@ -145,7 +149,9 @@ def _input_required(
 
 
 def _responses(
-    params: types.CallToolRequestParams | types.GetPromptRequestParams,
+    params: types.CallToolRequestParams
+    | types.GetPromptRequestParams
+    | types.ReadResourceRequestParams,
 ) -> dict[str, Any]:
     """The client's answers as plain JSON (keyed like our ``inputRequests``)."""
     answers = params.input_responses or {}
@@ -220,26 +226,36 @@ async def _with_progress(ctx: Context, args: dict[str, Any]) -> types.CallToolRe
     return _result(_text("Tool with progress executed successfully"))
 
 
-async def _sampling(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
-    message = types.SamplingMessage(role="user", content=_text(str(args.get("prompt", ""))))
-    answer = await ctx.session.create_message(
-        [message], max_tokens=100, related_request_id=ctx.request_id
-    )
-    content = answer.content
-    said = content.text if isinstance(content, types.TextContent) else json.dumps(_plain(content))
-    return _result(_text(f"LLM response: {said}"))
+async def _sampling(ctx: Context, args: dict[str, Any]) -> Asked:
+    params = _CALL.get()
+    ask = {"llm": _ask_llm(str(args.get("prompt", "")), 100)}
+    answers = await _ask(ctx, params, ask)
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    content = answers["llm"].get("content")
+    said = content.get("text") if isinstance(content, dict) else None
+    return _result(_text(f"LLM response: {said if said is not None else json.dumps(content)}"))
 
 
-async def _elicit(
-    ctx: Context, message: str, schema: dict[str, Any], prefix: str
-) -> types.CallToolResult:
-    answer = await ctx.session.elicit_form(message, schema, ctx.request_id)
+async def _elicit(ctx: Context, message: str, schema: dict[str, Any], prefix: str) -> Asked:
+    ask = {
+        "form": {
+            "method": "elicitation/create",
+            "params": {"message": message, "requestedSchema": schema},
+        }
+    }
+    answers = await _ask(ctx, _CALL.get(), ask)
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    answer = answers["form"]
     return _result(
-        _text(f"{prefix}action={answer.action}, content={json.dumps(answer.content or {})}")
+        _text(
+            f"{prefix}action={answer.get('action')}, content={json.dumps(answer.get('content') or {})}"
+        )
     )
 
 
-async def _elicitation(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+async def _elicitation(ctx: Context, args: dict[str, Any]) -> Asked:
     schema = {
         "type": "object",
         "properties": {
@@ -251,7 +267,7 @@ async def _elicitation(ctx: Context, args: dict[str, Any]) -> types.CallToolResu
     return await _elicit(ctx, str(args.get("message", "")), schema, "User response: ")
 
 
-async def _elicitation_defaults(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+async def _elicitation_defaults(ctx: Context, args: dict[str, Any]) -> Asked:
     schema = {
         "type": "object",
         "properties": {
@@ -269,7 +285,7 @@ async def _elicitation_defaults(ctx: Context, args: dict[str, Any]) -> types.Cal
     return await _elicit(ctx, "Please review your details", schema, "Elicitation completed: ")
 
 
-async def _elicitation_enums(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+async def _elicitation_enums(ctx: Context, args: dict[str, Any]) -> Asked:
     options = ["option1", "option2", "option3"]
     titled = [{"const": value, "title": value.title()} for value in options]
     schema = {
@@ -325,7 +341,7 @@ async def _custom_headers(ctx: Context, args: dict[str, Any]) -> types.CallToolR
 
 # --- tools that ask the client: both revisions ----------------------------------------------
 # At 2026-07-28 a question is an entry of an InputRequiredResult and the answer comes back on
-# the retried request; at 2025-11-25 (how the gateway's toolhost connects) it is a request to
+# the retried request (how the gateway's toolhost connects); at 2025-11-25 it is a request to
 # the client in the middle of the call, as a server of that revision must ask.
 
 
@@ -335,7 +351,9 @@ def _modern(ctx: Context) -> bool:
 
 async def _ask(
     ctx: Context,
-    params: types.CallToolRequestParams | types.GetPromptRequestParams,
+    params: types.CallToolRequestParams
+    | types.GetPromptRequestParams
+    | types.ReadResourceRequestParams,
     asks: dict[str, Any],
     state: dict[str, Any] | None = None,
 ) -> dict[str, Any] | types.InputRequiredResult:
@@ -479,7 +497,9 @@ async def _mrtr_capabilities(ctx: Context, params: types.CallToolRequestParams) 
     return _result(_text(f"Answered: {', '.join(sorted(asks)) or 'nothing to ask'}"))
 
 
-ToolBody = Callable[[Context, dict[str, Any]], Awaitable[types.CallToolResult]]
+ToolBody = Callable[
+    [Context, dict[str, Any]], Awaitable[types.CallToolResult | types.InputRequiredResult]
+]
 RoundBody = Callable[
     [Context, types.CallToolRequestParams],
     Awaitable[types.CallToolResult | types.InputRequiredResult],
@@ -568,7 +588,11 @@ async def call_tool(
         return await ROUND_TOOLS[params.name][1](ctx, params)
     if params.name not in TOOLS:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-    return await TOOLS[params.name][2](ctx, params.arguments or {})
+    token = _CALL.set(params)  # for the tools that ask (their answers come in params)
+    try:
+        return await TOOLS[params.name][2](ctx, params.arguments or {})
+    finally:
+        _CALL.reset(token)
 
 
 # --- prompts -----------------------------------------------------------------------------------
@@ -657,6 +681,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     WATCHED: ("watched-resource", "A resource clients can subscribe to", "text/plain"),
 }
 TEMPLATE = "test://template/{id}/data"
+ASKS_FIRST = "test://asks-first"  # readable, not listed: asks which section first
 SUBSCRIBED: set[str] = set()
 
 
@@ -684,10 +709,16 @@ async def list_templates(
 
 async def read_resource(
     ctx: Context, params: types.ReadResourceRequestParams
-) -> types.ReadResourceResult:
+) -> types.ReadResourceResult | types.InputRequiredResult:
     uri = str(params.uri)
     contents: types.TextResourceContents | types.BlobResourceContents
-    if uri == "test://static-text":
+    if uri == ASKS_FIRST:  # not a suite scenario: the gateway's own tests read it
+        answers = await _ask(ctx, params, {"section": _ask_name("Which section?", "section")})
+        if isinstance(answers, types.InputRequiredResult):
+            return answers
+        section = _accepted(answers["section"], "section")
+        contents = types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"{section}")
+    elif uri == "test://static-text":
         contents = types.TextResourceContents(
             uri=uri, mime_type="text/plain", text="This is the content of the static text resource."
         )

@@ -96,11 +96,13 @@ def memory_server(binary: Path, tmp_path: Path) -> dict[str, Any]:
 
 
 def elicit_test_server(**entry: Any) -> dict[str, Any]:
-    """Config entry for tests/integration/elicit_server.py: tools that elicit and sample."""
+    """Config entry for tests/integration/elicit_server.py: tools that elicit and sample
+    mid-call (``ctx.elicit``), which an SDK server can do only at 2025-11-25: spoken to so."""
     return {
         "command": sys.executable,
         "args": ["-m", "tests.integration.elicit_server"],
         "cwd": str(REPO),
+        "protocol": "2025-11-25",
         **entry,
     }
 

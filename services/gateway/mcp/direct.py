@@ -288,16 +288,20 @@ class DirectSurface:
 
         async def read_resource(
             ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-        ) -> types.ReadResourceResult:
+        ) -> types.ReadResourceResult | types.InputRequiredResult:
             patterns = (await principal_of(ctx)).tool_patterns
             uri = str(params.uri)
+            retry = _params(params)
+            retry.pop("uri", None)
             with protocol_errors(uri=uri):
                 server, inner = (
                     (name, uri) if name is not None else resources.split_gateway_uri(uri)
                 )
                 result = await resources.read_resource(
-                    get_state(), server=server, uri=inner, patterns=patterns
+                    get_state(), server=server, uri=inner, patterns=patterns, retry=retry
                 )
+            if (asked := _asked(ctx, result, f"resources/read of {uri!r}")) is not None:
+                return asked
             if name is None:
                 for content in result.get("contents", []):
                     content["uri"] = resources.gateway_uri(server, content.get("uri") or inner)
@@ -354,7 +358,7 @@ class DirectSurface:
 
         async def get_prompt(
             ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-        ) -> types.GetPromptResult:
+        ) -> types.GetPromptResult | types.InputRequiredResult:
             patterns = (await principal_of(ctx)).tool_patterns
             body = _params(params)
             with protocol_errors():
@@ -362,6 +366,8 @@ class DirectSurface:
                 result = await resources.server_request(
                     get_state(), op="get_prompt", server=server, params=body, patterns=patterns
                 )
+            if (asked := _asked(ctx, result, f"prompts/get of {params.name!r}")) is not None:
+                return asked
             return types.GetPromptResult.model_validate(result)
 
         async def complete(
@@ -538,6 +544,24 @@ class _DirectServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
+
+
+def _asked(
+    ctx: ServerRequestContext[Any], result: dict[str, Any], what: str
+) -> types.InputRequiredResult | None:
+    """A 2026-07-28 server's ``InputRequiredResult`` for ``prompts/get`` or ``resources/read``,
+    passed through as it asked (its keys; its ``requestState`` is sealed inside ours by the
+    endpoint's boundary, bound to this caller and endpoint); None for any other result. A
+    2025-11-25 session cannot be handed one: a clear error."""
+    if result.get("resultType") != "input_required":
+        return None
+    if not input_required.applies(ctx.protocol_version):
+        raise MCPError(
+            code=types.INVALID_REQUEST,
+            message=f"{what}: the server asks for input first, which only a 2026-07-28 "
+            "client can be asked outside a tool call",
+        )
+    return types.InputRequiredResult.model_validate(result)
 
 
 def _params(params: types.RequestParams) -> dict[str, Any]:

@@ -50,6 +50,9 @@ class Pending(BaseModel):
     execution_id: str = Field(min_length=1, max_length=64)
     tenant_id: str
     requests: list[str] = Field(min_length=1)
+    # The relay request id behind a key of ``requests`` that is the server's own key
+    # (absent: the key is the relay id).
+    ids: dict[str, str] = Field(default_factory=dict)
     deadline: float = Field(description="Unix time after which no tool waits for the answers")
 
 
@@ -96,12 +99,14 @@ def applies(protocol_version: str | None) -> bool:
 def ask(
     questions: dict[str, types.InputRequest], requests: list[ClientRequest], *, tenant_id: str
 ) -> types.InputRequiredResult:
-    """The result that hands ``questions`` (keyed by relay request id) to the client."""
+    """The result that hands ``questions`` to the client: each keyed by its ``requests``
+    entry's ``key`` (the server's own key, or the relay request id)."""
     pending = Pending(
         execution_id=requests[0].execution_id,
         tenant_id=tenant_id,
         requests=list(questions),
-        deadline=min(r.deadline for r in requests if r.id in questions),
+        ids={r.key: r.id for r in requests if r.key is not None and r.key != r.id},
+        deadline=min(r.deadline for r in requests),
     )
     return types.InputRequiredResult(
         input_requests=questions, request_state=pending.model_dump_json()
@@ -153,4 +158,5 @@ async def deliver(
         )
     for key in pending.requests:
         body = given[key].model_dump(by_alias=True, mode="json", exclude_none=True)
-        await upstream.answer_once(state.aredis, ClientReply(id=key, result=body))
+        reply = ClientReply(id=pending.ids.get(key, key), result=body)
+        await upstream.answer_once(state.aredis, reply)

@@ -13,6 +13,7 @@ refuses those requests itself for any other caller (see shared/rpc/upstream.py).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -52,6 +53,7 @@ Outcome = dict[str, Any] | types.InputRequiredResult
 _NEEDS = {
     "sampling": types.ClientCapabilities(sampling=types.SamplingCapability()),
     "elicitation": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+    "roots": types.ClientCapabilities(roots=types.RootsCapability()),
 }
 _ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
 # How long the listener's BLPOP blocks. Well under the client's socket timeout: when the
@@ -66,6 +68,9 @@ LEASE_S = 5.0
 # MCP clients' message limit like any reply; see fit.py).
 PROGRESS_TEXT_BYTES = 4096
 RENEW_EVERY_S = 1.5
+# How long one round waits for the rest of a server result's questions (the toolhost relays
+# them at once: they arrive within milliseconds).
+BATCH_WAIT_S = 2.0
 # The _meta key naming where a relayed request came from (see ``origin``).
 ORIGIN = "agentcards/origin"
 
@@ -160,7 +165,7 @@ async def _wait(
     questions, requests = asked.result()
     # The client is still there, between two rounds: keep its lease until the tools stop waiting.
     relay.hold_until = min(r.deadline for r in requests)
-    origins = {r.id: origin(r) for r in requests if r.id in questions}
+    origins = {r.key or r.id: origin(r) for r in requests}
     result = input_required.ask(questions, requests, tenant_id=principal.tenant_id)
     # The embedded requests carry no _meta at 2026-07-28: the origins ride the result's.
     return result.model_copy(update={"meta": {ORIGIN: origins}})
@@ -175,20 +180,49 @@ async def _questions(
         first = await _next(state, execution_id)
         if first is None:
             continue
-        try:
-            requests = [first, *await upstream.drain(state.aredis, execution_id=execution_id)]
-        except (RedisError, ValidationError) as exc:  # the rest come in the next round
-            log.warning("relay for execution %s: %s", execution_id, exc)
-            requests = [first]
+        requests = await _with_batches(state, execution_id, first)
         questions: dict[str, types.InputRequest] = {}
+        asked: list[ClientRequest] = []
         for request in requests:
             outgoing = client_request(request)
             if isinstance(outgoing, ClientReply):
                 await upstream.answer(state.aredis, outgoing)
-            else:
-                questions[request.id] = outgoing[0]
+                continue
+            # Under the server's own key when it chose one (a 2026-07-28 server's
+            # InputRequiredResult) and no other question of this round has it.
+            key = request.key if request.key and request.key not in questions else request.id
+            questions[key] = outgoing[0]
+            asked.append(request.model_copy(update={"key": key}))
         if questions:
-            return questions, requests
+            return questions, asked
+
+
+async def _with_batches(
+    state: GatewayState, execution_id: str, first: ClientRequest
+) -> list[ClientRequest]:
+    """``first`` and the requests already queued behind it, waiting (up to BATCH_WAIT_S) for
+    the rest of any server result's batch, so that one result's questions make one round."""
+    requests = [first]
+    until = time.monotonic() + BATCH_WAIT_S
+    try:
+        requests += await upstream.drain(state.aredis, execution_id=execution_id)
+        while _incomplete(requests) and (left := until - time.monotonic()) > 0:
+            more = await upstream.next_request(
+                state.aredis, execution_id=execution_id, timeout_s=left
+            )
+            if more is None:
+                break
+            requests.append(more)
+    except (RedisError, ValidationError) as exc:  # the rest come in the next round
+        log.warning("relay for execution %s: %s", execution_id, exc)
+    return requests
+
+
+def _incomplete(requests: list[ClientRequest]) -> bool:
+    """True when a batch of ``requests`` lacks some of its questions."""
+    sizes = {r.batch: r.batch_size for r in requests if r.batch is not None}
+    counted = collections.Counter(r.batch for r in requests if r.batch is not None)
+    return any(counted[batch] < size for batch, size in sizes.items())
 
 
 async def _next(state: GatewayState, execution_id: str) -> ClientRequest | None:
@@ -342,7 +376,13 @@ def origin(request: ClientRequest) -> dict[str, Any]:
 
 def client_request(
     request: ClientRequest,
-) -> tuple[types.CreateMessageRequest | types.ElicitRequest, type[types.Result]] | ClientReply:
+) -> (
+    tuple[
+        types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest,
+        type[types.Result],
+    ]
+    | ClientReply
+):
     """The MCP request (and its result type) to put to the client, the origin in its
     ``_meta``; a refusal for the server when its params are not a valid request."""
     meta = {ORIGIN: origin(request)}
@@ -351,6 +391,9 @@ def client_request(
         if request.method == "sampling/createMessage":
             sampling = types.CreateMessageRequestParams.model_validate(params)
             return types.CreateMessageRequest(params=sampling), types.CreateMessageResult
+        if request.method == "roots/list":
+            roots = types.RequestParams.model_validate(params)
+            return types.ListRootsRequest(params=roots), types.ListRootsResult
         elicit = _ELICIT_PARAMS.validate_python(params)
         return types.ElicitRequest(params=elicit), types.ElicitResult
     except ValidationError as exc:

@@ -64,9 +64,16 @@ async def list_resource_templates(
 
 
 async def read_resource(
-    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+    state: GatewayState,
+    *,
+    server: str,
+    uri: str,
+    patterns: tuple[str, ...] | None = None,
+    retry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob).
+    """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob),
+    or a 2026-07-28 server's ``InputRequiredResult``; ``retry``: the client's
+    ``inputResponses`` and ``requestState`` answering one.
 
     A caller whose allow-list has no tool of ``server`` may not read its resources.
     """
@@ -81,7 +88,7 @@ async def read_resource(
             f"this API key has no tool of server {server!r}, so it may not read its resources",
             server=server,
         )
-    return await _call(state, op="read_resource", server=server, uri=uri)
+    return await _call(state, op="read_resource", server=server, uri=uri, params=retry or None)
 
 
 async def list_prompts(

@@ -130,6 +130,7 @@ def running_stack(
     synced_servers: int | None = None,
     learning: bool = True,
     env: dict[str, str] | None = None,
+    sandbox_slots: int = 2,
     **settings: Any,
 ) -> Iterator[E2EStack]:
     """Gateway, toolhost with ``servers``, sandbox (and learning) workers on a fresh database."""
@@ -158,7 +159,9 @@ def running_stack(
     try:
         toolhost = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
         gateway = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
-        stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
+        stack.start_worker(
+            "sandbox", "workers.sandbox.celery_app", "executions", concurrency=sandbox_slots
+        )
         if learning:
             stack.start_worker(
                 "learning", "workers.learning.celery_app", "learning,maintenance", concurrency=1

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 from starlette.requests import Request
 
-from services.gateway.mcp import input_required
+from services.gateway.mcp import input_required, passthrough
 from services.gateway.mcp.input_required import Pending
 from shared.auth.principal import Principal
 from shared.rpc.upstream import ClientRequest
@@ -54,6 +54,32 @@ def test_the_state_names_the_run_its_questions_and_the_earliest_deadline() -> No
     assert pending == Pending(
         execution_id="run-1", tenant_id="alice", requests=["a1", "b2"], deadline=now + 30
     )
+
+
+def test_a_servers_own_keys_are_asked_and_map_back_to_the_relay_ids() -> None:
+    """A 2026-07-28 server's keys (``user_name``) are what the client sees; the sealed state
+    remembers which relay request each answers."""
+    now = time.time()
+    requests = [
+        _request("a1", now + 60).model_copy(update={"key": "user_name"}),
+        _request("b2", now + 60).model_copy(update={"key": "b2"}),
+    ]
+    asked = input_required.ask(
+        {"user_name": _question(), "b2": _question()}, requests, tenant_id="alice"
+    )
+    pending = input_required.pending_of(asked.request_state, principal=ALICE)
+    assert pending is not None and pending.requests == ["user_name", "b2"]
+    assert pending.ids == {"user_name": "a1"}
+
+
+def test_a_round_waits_for_every_question_of_a_servers_result() -> None:
+    now = time.time()
+    one = _request("a1", now + 60).model_copy(update={"batch": "r1", "batch_size": 2})
+    two = _request("b2", now + 60).model_copy(update={"batch": "r1", "batch_size": 2})
+    bare = _request("c3", now + 60)
+    assert passthrough._incomplete([one, bare])
+    assert not passthrough._incomplete([one, two, bare])
+    assert not passthrough._incomplete([bare])
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,18 @@ def test_roots_become_file_uris_and_default_to_none() -> None:
     assert servers["plain"].roots == []  # the server keeps its own directories
 
 
+def test_the_revision_is_negotiated_unless_the_handshake_is_asked_for() -> None:
+    servers = parse_servers(
+        {
+            "mcpServers": {
+                "new": {"command": "x"},
+                "old": {"url": "https://example.com/mcp", "protocol": "2025-11-25"},
+            }
+        }
+    )
+    assert servers["new"].protocol == "auto" and servers["old"].protocol == "2025-11-25"
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -65,6 +77,7 @@ def test_roots_become_file_uris_and_default_to_none() -> None:
         ({"mcpServers": {}, "other": 1}, "unknown top-level key(s) other"),
         ({"mcpServers": {"s": "python"}}, "expected an object"),
         ({"mcpServers": {"s": {"command": "x", "roots": ["data"]}}}, "absolute path or a file://"),
+        ({"mcpServers": {"s": {"command": "x", "protocol": "2026-07-28"}}}, "'protocol'"),
     ],
 )
 def test_bad_configs_say_what_to_fix(data: Any, message: str) -> None:
