@@ -30,6 +30,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 from starlette.requests import Request
