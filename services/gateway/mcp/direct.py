@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import anyio
@@ -69,10 +69,13 @@ log = logging.getLogger(__name__)
 AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
 SESSION_HEADER = "mcp-session-id"
 LISTEN_POLL_S = 2.0  # under the async Redis client's socket timeout
+NAMES_HEADER = "x-agentcards-tool-names"
 AGGREGATE_INSTRUCTIONS = (
     "Every tool of every MCP server this AgentCards gateway federates, called directly. "
-    "A tool is named <server>.<tool> (server names hold no dot). For multi-step work, "
-    "AgentCards' code mode at /mcp runs Python that calls these tools in one round trip."
+    "A tool is named <server>.<tool> (server names hold no dot); with the request header "
+    "X-AgentCards-Tool-Names: bare (or ?names=bare) by its own name unless two servers share "
+    "it. For multi-step work, AgentCards' code mode at /mcp runs Python that calls these "
+    "tools in one round trip."
 )
 
 
@@ -85,6 +88,27 @@ _listeners: dict[str | None, weakref.WeakSet[Connection]] = {}
 # URIs it knows the resource by (its own on the server's endpoint, agentcards://… on the
 # aggregate).
 _subscribed: dict[tuple[str, str], weakref.WeakKeyDictionary[Connection, set[str]]] = {}
+
+
+def requested(request: object, *, header: str, query: str, choices: Sequence[str]) -> str | None:
+    """What the request asks with ``header`` (or ``?<query>=``), one of ``choices``; None when
+    it does not say. Anything else is a ValidationFailed naming the choices."""
+    asked = None
+    if isinstance(request, Request):
+        asked = request.headers.get(header) or request.query_params.get(query)
+    if asked is not None and asked not in choices:
+        raise ValidationFailed(
+            f"{header} (or ?{query}=) must be one of {', '.join(choices)}, not {asked[:40]!r}",
+            field=query,
+        )
+    return asked
+
+
+def naming_of(request: object) -> direct.ToolNaming:
+    """How the request wants the aggregate's tools named (``X-AgentCards-Tool-Names`` or
+    ``?names=``), else ``prefixed``. Request-only: a key has no setting for it."""
+    asked = requested(request, header=NAMES_HEADER, query="names", choices=direct.TOOL_NAMINGS)
+    return "bare" if asked == "bare" else "prefixed"
 
 
 def listen(name: str | None, ctx: ServerRequestContext[Any]) -> None:
@@ -242,17 +266,21 @@ class DirectSurface:
             listening(name, ctx)
             with protocol_errors():
                 tools = await direct.direct_tools(get_state(), patterns=patterns, server=name)
-            return types.ListToolsResult(
-                tools=[listed_tool(tool, aggregate=name is None) for tool in tools]
-            )
+                if name is None:
+                    return types.ListToolsResult(
+                        tools=aggregate_tools(tools, naming=naming_of(ctx.request))
+                    )
+            return types.ListToolsResult(tools=[listed_tool(tool, tool.name) for tool in tools])
 
         async def call_tool(
             ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult | types.InputRequiredResult:
             principal = await principal_of(ctx)
             listening(name, ctx)
+            with protocol_errors():
+                naming = naming_of(ctx.request) if name is None else "prefixed"
             return await call_direct(
-                get_state(), ctx, principal=principal, server=name, params=params
+                get_state(), ctx, principal=principal, server=name, params=params, naming=naming
             )
 
         async def list_resources(
@@ -422,12 +450,22 @@ async def call_direct(
     principal: Principal,
     server: str | None,
     params: types.CallToolRequestParams,
+    naming: direct.ToolNaming = "prefixed",
+    reserved: Collection[str] = (),
 ) -> types.CallToolResult | types.InputRequiredResult:
-    """One direct call: ``params.name`` is ``server``'s own tool name (None: an aggregate
-    ``<server>.<tool>``). An unknown or forbidden tool is a JSON-RPC error; a refusal before
-    the run (rate limit, sizes) and a failed run are tool errors."""
+    """One direct call: ``params.name`` is ``server``'s own tool name (None: the name an
+    aggregate view lists it by, ``naming`` and ``reserved`` as in ``direct.listed_names``). An
+    unknown or forbidden tool is a JSON-RPC error; a refusal before the run (rate limit,
+    sizes) and a failed run are tool errors."""
     with protocol_errors():
-        tool = await direct.find_tool(state, principal=principal, server=server, name=params.name)
+        tool = await direct.find_tool(
+            state,
+            principal=principal,
+            server=server,
+            name=params.name,
+            naming=naming,
+            reserved=reserved,
+        )
     mcp_ctx = Context(request_context=ctx, input_params=params)
     pending = input_required.pending_of(params.request_state, principal=principal)
     try:
@@ -613,10 +651,22 @@ def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
     return None
 
 
-def listed_tool(tool: direct.DirectTool, *, aggregate: bool) -> types.Tool:
-    """A tool as its server lists it (under its aggregate name on the aggregate endpoint)."""
+def aggregate_tools(
+    tools: Sequence[direct.DirectTool],
+    *,
+    naming: direct.ToolNaming,
+    reserved: Collection[str] = (),
+) -> list[types.Tool]:
+    """``tools`` as an aggregate view lists them (``/mcp/servers``, ``/mcp`` in direct or both
+    mode), named by ``direct.listed_names``, in the order given."""
+    names = direct.listed_names(tools, naming=naming, reserved=reserved)
+    return [listed_tool(tool, names[tool.id], aggregate=True) for tool in tools]
+
+
+def listed_tool(tool: direct.DirectTool, name: str, *, aggregate: bool = False) -> types.Tool:
+    """A tool as its server lists it, under ``name`` (on an aggregate view, with its id)."""
     data: dict[str, Any] = {
-        "name": direct.aggregate_name(tool.server, tool.name) if aggregate else tool.name,
+        "name": name,
         "description": tool.description,
         "inputSchema": tool.input_schema,
     }

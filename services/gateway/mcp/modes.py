@@ -5,10 +5,13 @@
 - ``direct``: every server's tools called as themselves, named ``<server>.<tool>`` (what
   ``/mcp/servers`` serves).
 - ``both``: the two lists together. They cannot collide: AgentCards' tool names hold no
-  dot, every direct name does.
+  dot, every prefixed direct name does, and a bare one never takes a code-mode name.
 
 The request says which with the ``X-AgentCards-Mode`` header (or ``?mode=``); without
 it the key's ``mcp_mode`` (``agentcards keys create --mcp-mode``) decides, else ``code``.
+``X-AgentCards-Tool-Names: bare`` (or ``?names=bare``) names the direct tools by their own
+names where no other listed tool has them (``direct.listed_names``); the default is
+``prefixed``. It is request-only (a key's setting would need a migration).
 ``/mcp/servers`` and ``/mcp/servers/<name>`` are always direct. In direct or both mode a
 client is told when a server's tool list changes: a 2025-11-25 session that listed tools gets
 ``notifications/tools/list_changed``, a 2026-07-28 ``subscriptions/listen`` stream that asked
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
@@ -29,16 +32,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
-from starlette.requests import Request
 
 from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp import skill_changes
-from services.gateway.mcp.direct import call_direct, listed_tool, listen
+from services.gateway.mcp.direct import aggregate_tools, call_direct, listen, naming_of, requested
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct
+from services.gateway.ops.direct import ToolNaming
 from services.gateway.state import GatewayState
 from shared.auth.principal import MCP_MODES, McpMode, Principal
-from shared.errors import ValidationFailed
 
 MODE_HEADER = "x-agentcards-mode"
 
@@ -48,16 +50,9 @@ _direct_streams: dict[str, ListenHandler] = {}
 
 def mode_of(request: object, principal: Principal) -> McpMode:
     """The request's mode (header, then query), else its key's, else ``code``."""
-    asked = None
-    if isinstance(request, Request):
-        asked = request.headers.get(MODE_HEADER) or request.query_params.get("mode")
+    asked = requested(request, header=MODE_HEADER, query="mode", choices=MCP_MODES)
     if asked is None:
         return principal.mcp_mode or "code"
-    if asked not in get_args(McpMode):
-        raise ValidationFailed(
-            f"{MODE_HEADER} (or ?mode=) must be one of {', '.join(MCP_MODES)}, not {asked[:40]!r}",
-            field="mode",
-        )
     return cast(McpMode, asked)
 
 
@@ -86,16 +81,22 @@ def register(
     own_call = lowlevel.get_request_handler("tools/call")
     assert own_list is not None and own_call is not None
 
-    async def caller(ctx: ServerRequestContext[Any]) -> tuple[Principal, McpMode]:
+    async def caller(ctx: ServerRequestContext[Any]) -> tuple[Principal, McpMode, ToolNaming]:
+        """The request's principal, mode and naming (a bad naming is refused in code mode too)."""
         principal = await principal_for(ctx.request)
         with protocol_errors():
-            return principal, mode_of(ctx.request, principal)
+            return principal, mode_of(ctx.request, principal), naming_of(ctx.request)
+
+    async def own_names(ctx: ServerRequestContext[Any]) -> frozenset[str]:
+        """Code mode's tool names (a bare direct name in both mode never takes one)."""
+        own = cast(types.ListToolsResult, await own_list.handler(ctx, None))
+        return frozenset(tool.name for tool in own.tools)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         try:
-            principal, mode = await caller(ctx)
+            principal, mode, naming = await caller(ctx)
         except ToolError as exc:
             # tools/list is no tool: an unresolvable caller (e.g. Postgres down while checking
             # the key) is a JSON-RPC error naming the outage, never the SDK's bare -32603.
@@ -107,12 +108,13 @@ def register(
         listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
         with protocol_errors():
             found = await direct.direct_tools(get_state(), patterns=principal.tool_patterns)
-        tools += [listed_tool(tool, aggregate=True) for tool in found]
+        reserved = {tool.name for tool in tools}
+        tools += aggregate_tools(found, naming=naming, reserved=reserved)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         try:
-            principal, mode = await caller(ctx)
+            principal, mode, naming = await caller(ctx)
         except ToolError as exc:
             # The caller could not be resolved (e.g. Postgres down while checking the key):
             # the tool's own error result, as MCPServer gives when a tool raises ToolError,
@@ -120,9 +122,20 @@ def register(
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=str(exc))], is_error=True
             )
-        if mode != "code" and direct.AGGREGATE_SEPARATOR in params.name:
+        if mode == "code":
+            return await own_call.handler(ctx, params)
+        reserved = await own_names(ctx) if mode == "both" else frozenset()
+        if params.name not in reserved and (
+            naming == "bare" or direct.AGGREGATE_SEPARATOR in params.name
+        ):
             return await call_direct(
-                get_state(), ctx, principal=principal, server=None, params=params
+                get_state(),
+                ctx,
+                principal=principal,
+                server=None,
+                params=params,
+                naming=naming,
+                reserved=reserved,
             )
         if mode == "direct":
             raise MCPError(
@@ -139,7 +152,7 @@ def register(
         ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         try:
-            principal, mode = await caller(ctx)
+            principal, mode, _ = await caller(ctx)
         except ToolError as exc:
             raise unresolved_caller(exc) from exc
         if mode == "code":

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from anyio import to_thread
 from redis.exceptions import RedisError
@@ -43,6 +45,10 @@ MAX_TOOL_NAME = 128
 # A direct session's last tool is kept this long after its last call (an idle gap longer
 # than this starts a new sequence).
 SESSION_TTL_S = 3600
+# How the aggregate views (``/mcp/servers``, ``/mcp`` in direct or both mode) name a tool:
+# ``<server>.<tool>`` always, or its own name unless another listed tool has that name.
+ToolNaming = Literal["prefixed", "bare"]
+TOOL_NAMINGS: tuple[ToolNaming, ...] = ("prefixed", "bare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,31 @@ def aggregate_name(server: str, tool: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[: MAX_TOOL_NAME - 9]}-{digest}"
+
+
+def listed_names(
+    tools: Iterable[DirectTool], *, naming: ToolNaming, reserved: Collection[str] = ()
+) -> dict[str, str]:
+    """Each tool's name on an aggregate view, by tool id: the one place these names are made.
+
+    ``prefixed``: ``aggregate_name`` (``<server>.<tool>``). ``bare``: the tool's own name,
+    unless another tool of ``tools`` (the caller's visible ones) has it too or it is one of
+    ``reserved`` (code mode's tools, in both mode); such a tool falls back to its prefixed
+    name, and so does one whose own name is another's fallback (repeated until none is), so
+    every name is listed once. Depends only on the set of tools, not on their order."""
+    tools = list(tools)
+    prefixed = {tool.id: aggregate_name(tool.server, tool.name) for tool in tools}
+    if naming == "prefixed":
+        return prefixed
+    bare = {tool.id: tool.name for tool in tools}
+    while True:
+        counts = Counter(bare.values())
+        taken = set(reserved) | {name for key, name in prefixed.items() if key not in bare}
+        clashing = {key for key, name in bare.items() if counts[name] > 1 or name in taken}
+        if not clashing:
+            return {key: bare.get(key, name) for key, name in prefixed.items()}
+        for key in clashing:
+            del bare[key]
 
 
 def direct_code(tool_id: str) -> str:
@@ -136,11 +167,32 @@ async def direct_tools(
 
 
 async def find_tool(
-    state: GatewayState, *, principal: Principal, server: str | None, name: str
+    state: GatewayState,
+    *,
+    principal: Principal,
+    server: str | None,
+    name: str,
+    naming: ToolNaming = "prefixed",
+    reserved: Collection[str] = (),
 ) -> DirectTool:
     """The tool a direct call names: its own name on ``server``'s endpoint, its aggregate name
-    on the aggregate one (``server`` None). NotFound when it does not exist or is unavailable,
-    ToolNotAllowed when the caller's key may not call it."""
+    on the aggregate one (``server`` None; ``naming`` and ``reserved`` as ``listed_names``:
+    with bare names, the tool listed under ``name``, else a ``<server>.<tool>`` name still
+    reaches its tool). NotFound when it does not exist, is unavailable or is a bare name of
+    several tools, ToolNotAllowed when the caller's key may not call it."""
+    if server is None and naming == "bare":
+        visible = await direct_tools(state, patterns=principal.tool_patterns)
+        names = listed_names(visible, naming=naming, reserved=reserved)
+        for tool in visible:
+            if names[tool.id] == name:
+                return tool
+        several = sorted(names[tool.id] for tool in visible if tool.name == name)
+        if len(several) > 1:
+            raise NotFound(
+                f"tool name {name[:200]!r} is on several servers: call one of "
+                f"{', '.join(several)} (see tools/list)",
+                tool=name[:200],
+            )
     for tool in await direct_tools(state, patterns=None, server=server):
         listed = tool.name if server is not None else aggregate_name(tool.server, tool.name)
         if listed != name:

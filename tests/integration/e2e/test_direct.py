@@ -127,14 +127,21 @@ async def test_a_server_is_served_under_its_own_names(
         failed = await session.call_tool("fail", {"message": "no luck"})
         assert failed.is_error and "no luck" in _text(failed)
     # The call is an execution like any other: its trace and tool_calls are the code path's.
-    with e2e.db() as conn:
+    _assert_recorded(e2e, _execution_id(result), "example:add")
+
+
+def _assert_recorded(stack: E2EStack, execution_id: str, tool_id: str) -> None:
+    """The direct call's execution succeeded with one call of ``tool_id`` in its trace's
+    ``tool_calls``, and its audit row is there."""
+    with stack.db() as conn:
         row: Any = conn.execute(
-            "SELECT status, trace_summary, extras FROM executions WHERE id = %s",
-            (_execution_id(result),),
+            "SELECT e.status, e.trace_summary, e.extras, a.action FROM executions e "
+            "JOIN audit_log a ON a.execution_id = e.id WHERE e.id = %s",
+            (execution_id,),
         ).fetchone()
-    assert row is not None and row["status"] == "succeeded"
-    assert [c["tool"] for c in row["trace_summary"]["tool_calls"]] == ["example:add"]
-    assert row["extras"]["direct"]["tool"] == "example:add"
+    assert row is not None and row["status"] == "succeeded" and row["action"] == "execute"
+    assert [c["tool"] for c in row["trace_summary"]["tool_calls"]] == [tool_id]
+    assert row["extras"]["direct"]["tool"] == tool_id
 
 
 async def test_the_aggregate_serves_every_server_as_server_dot_tool(
@@ -276,6 +283,54 @@ async def test_a_key_or_a_request_chooses_code_mode_direct_or_both_on_mcp(
     with pytest.raises(BaseException) as refused:  # the SDK raises it in a task group
         await names({**keys["full"], "X-AgentCards-Mode": "sideways"})
     assert "must be one of code, direct, both, not 'sideways'" in _messages(refused.value)
+
+
+BARE_BOTH = {"X-AgentCards-Mode": "both", "X-AgentCards-Tool-Names": "bare"}
+
+
+async def test_with_bare_names_a_tool_is_listed_and_called_by_its_own_name_on_mcp(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with on_mcp(e2e, {**keys["full"], **BARE_BOTH}) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert {"execute_code", "multiply", "get_current_time", "counter"} <= set(listed)
+        assert not any(name.startswith(("example.", "time.")) for name in listed), listed
+        assert listed["multiply"].meta == {"agentcards/tool": "example:multiply"}
+        result = await session.call_tool("multiply", {"a": 6, "b": 7})
+        assert not result.is_error and _text(result) == "42.0", result
+        # code mode's tools answer beside them, by their names
+        read = await session.call_tool("get_execution", {"execution_id": _execution_id(result)})
+        assert not read.is_error and read.structured_content is not None, read
+        assert read.structured_content["status"] == "succeeded", read
+        with pytest.raises(MCPError, match="no tool 'nope' on any server") as unknown:
+            await session.call_tool("nope", {})
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    # The same path as a prefixed call: the execution's trace, tool_calls and audit row.
+    _assert_recorded(e2e, _execution_id(result), "example:multiply")
+
+
+async def test_with_bare_names_a_forbidden_tool_is_neither_listed_nor_callable(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    async with on_mcp(e2e, {**keys["time"], **BARE_BOTH}) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "get_current_time" in names and "multiply" not in names, names
+        assert not any("multiply" in name for name in names), names
+        with pytest.raises(MCPError, match="no tool 'multiply'") as refused:
+            await session.call_tool("multiply", {"a": 5, "b": 11})
+        now = await session.call_tool("get_current_time", {"timezone": "UTC"})
+        assert not now.is_error, now
+    assert refused.value.error.code == types.INVALID_PARAMS
+    with e2e.db() as conn:  # refused before anything ran
+        ran = conn.execute(
+            "SELECT count(*) AS n FROM executions WHERE extras->'direct'->>'tool' = "
+            "'example:multiply' AND args = '{\"a\": 5, \"b\": 11}'::jsonb"
+        ).fetchone()
+    assert ran is not None and ran["n"] == 0
+    with pytest.raises(BaseException) as bad:  # the SDK raises it in a task group
+        async with on_mcp(e2e, {**keys["full"], "X-AgentCards-Tool-Names": "short"}) as session:
+            await session.list_tools()
+    assert "must be one of prefixed, bare, not 'short'" in _messages(bad.value)
 
 
 def _messages(exc: BaseException) -> str:

@@ -135,14 +135,15 @@ MCP_PASS = {
     },
 }  # fmt: skip
 # server-stateless's two -32021 checks call the suite's diagnostic tool by its bare name,
-# test_missing_capability. /mcp serves no tool by that name in any mode: code mode lists
-# AgentCards' own tools, direct and both mode name a server's tools <server>.<tool>
-# (conformance.test_missing_capability), collision-free on purpose, so the probe reaches no
-# tool and the suite calls the check untestable. The refusal itself is what /mcp gives: a
-# 2026-07-28 call whose tool needs a capability the client did not declare is answered with
-# -32021 and HTTP 400, in code mode (execute_code) and in both mode (test_input_required.py,
-# test_a_call_that_fails_for_an_undeclared_capability_is_refused_with_32021); the same two
-# checks pass through /mcp/servers/conformance (server-stateless in PASS_2026_07_28).
+# test_missing_capability. With prefixed names (the default) /mcp serves no tool by that name:
+# code mode lists AgentCards' own tools, direct and both mode name a server's tools
+# <server>.<tool> (conformance.test_missing_capability), so the probe reaches no tool and the
+# suite calls the check untestable. The refusal itself is what /mcp gives: a 2026-07-28 call
+# whose tool needs a capability the client did not declare is answered with -32021 and HTTP
+# 400, in code mode (execute_code) and in both mode (test_input_required.py,
+# test_a_call_that_fails_for_an_undeclared_capability_is_refused_with_32021). With bare names
+# (?names=bare) the tool is listed and called by its own name and server-stateless passes
+# whole on /mcp, as through /mcp/servers/conformance (server-stateless in PASS_2026_07_28).
 NEEDS_DIAGNOSTIC_TOOL = {
     "sep-2575-server-rejects-undeclared-capability",
     "sep-2575-missing-capability-http-400",
@@ -150,15 +151,29 @@ NEEDS_DIAGNOSTIC_TOOL = {
 
 
 @pytest.mark.parametrize(
-    ("revision", "mode"), [("2025-11-25", "code"), ("2026-07-28", "code"), ("2026-07-28", "both")]
+    ("revision", "mode", "names"),
+    [
+        ("2025-11-25", "code", "prefixed"),
+        ("2026-07-28", "code", "prefixed"),
+        ("2026-07-28", "both", "prefixed"),
+        ("2026-07-28", "both", "bare"),
+    ],
 )
 def test_the_gateway_surface_passes_its_scenarios(
-    reference: E2EStack, revision: str, mode: str, tmp_path: Path
+    reference: E2EStack, revision: str, mode: str, names: str, tmp_path: Path
 ) -> None:
-    # both: the reference server's tools (conformance.<tool>) listed beside the meta-tools.
-    ran = run_conformance(f"{reference.gateway_url}/mcp?mode={mode}", revision, tmp_path)
+    # both: the reference server's tools listed beside the meta-tools, as conformance.<tool>
+    # (prefixed) or under their own names (bare: none collides with a meta-tool).
+    url = f"{reference.gateway_url}/mcp?mode={mode}&names={names}"
+    ran = run_conformance(url, revision, tmp_path)
     report = "\n".join(f"{name}: {_verdict(ran.get(name))}" for name in sorted(ran))
     assert {name for name, failures in ran.items() if not failures} >= MCP_PASS[revision], report
     if revision == "2026-07-28":
         stateless = {failure.split(":")[0] for failure in ran["server-stateless"]}
-        assert stateless <= NEEDS_DIAGNOSTIC_TOOL, report
+        if names == "bare":  # the -32021 checks reach the tool: all of it passes
+            if ran["server-stateless"]:  # once more alone, as above (a sub-second window)
+                again = run_conformance(url, revision, tmp_path / "again", "server-stateless")
+                ran["server-stateless"] = again.get("server-stateless", ["not run"])
+            assert ran["server-stateless"] == [], report
+        else:
+            assert stateless <= NEEDS_DIAGNOSTIC_TOOL, report
