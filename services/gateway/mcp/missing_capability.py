@@ -16,17 +16,15 @@ from typing import Any
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import is_version_at_least
 from redis.exceptions import RedisError
 
+from services.gateway.mcp import input_required
 from services.gateway.state import GatewayState
 from shared.executions.events import CLIENT_CAPABILITY_MISSING, decode_event
 from shared.executions.status import ExecutionStatus
 from shared.queues import events_log_key
 
 log = logging.getLogger(__name__)
-
-REVISION = "2026-07-28"  # the first revision with the -32021 refusal
 
 
 async def refuse_missing_capabilities(
@@ -35,7 +33,7 @@ async def refuse_missing_capabilities(
     """Raise ``-32021`` naming each capability the toolhost found missing during the failed
     run ``execution_id`` (``failure``: its first tool failure, for the message); nothing when
     none was, or the client speaks an older revision."""
-    if protocol_version is None or not is_version_at_least(protocol_version, REVISION):
+    if not input_required.applies(protocol_version):  # -32021 is new in 2026-07-28
         return
     try:
         raw = await state.aredis.lrange(events_log_key(execution_id), 0, -1)
