@@ -24,6 +24,7 @@ from deploy.bench.datasets import Query, SearchSet, all_sets
 from deploy.bench.search_adapter import FITTED_DECAY
 from deploy.bench.search_arms import curve_arms, ranked_metrics
 from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
+from deploy.bench.search_issue_arms import issue_arms
 from deploy.bench.search_learned import (
     ALONE_MIX,
     FIT_TENANT,
@@ -343,6 +344,13 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                         point["judged"], rank=rank, key=key, scoring=dataset.scoring
                     )
                     for arm, rank in curve_arms().items()
+                },
+                # Round six: the issue's arms (signal alone), and each in the product's fusion.
+                **{
+                    arm: ranked_metrics(
+                        point["judged"], rank=rank, key=key, scoring=dataset.scoring
+                    )
+                    for arm, rank in issue_arms().items()
                 },
                 # What the product does: searched after the consolidation, its adapter (if it
                 # shipped) applied by the search, the fitted vote in the fusion.
