@@ -2,8 +2,8 @@
 
 - LiveMCPBench (``data/livemcpbench``, or $AGENTCARDS_LIVEMCPBENCH_DIR): 527 tools and the
   dev-set questions with the tools their solutions used.
-- The tool-search sets `bench search` reports: LiveMCPBench and two real-server request
-  sets. Each is a catalogue, its queries with gold tools, and a hash-seeded split into a
+- The tool-search sets `bench search` reports: LiveMCPBench, real-server request sets and
+  two sets built from the Berkeley Function Calling Leaderboard (``build_bfcl.py``). Each is a catalogue, its queries with gold tools, and a hash-seeded split into a
   tuning part (weights are fitted on it) and a held-out part (looked at after fitting).
   The third set, more_servers, is held out whole: its splits are reported, never fitted on.
 - The paraphrase sets `bench match` reports (``data/match_set*.json``).
@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,27 @@ def real_servers_issue31() -> SearchSet:
     )
 
 
+def bfcl_single() -> SearchSet:
+    """Berkeley Function Calling Leaderboard (live_multiple + live_simple): 457 functions of
+    user-contributed candidate lists, 931 one-function requests for the 61 functions with
+    four or more (``build_bfcl.py``). Kept out of zero-shot fitting; a learned tuning set."""
+    return server_requests(DATA / "bfcl_single", tuned=False)
+
+
+def bfcl_multi() -> SearchSet:
+    """BFCL multi_turn_base: 162 functions of 12 API classes, 731 user turns, each needing
+    every function its ground truth calls (254 need several). Looked at only after a
+    choice (``LOOK_AFTER``), never fitted or selected on."""
+    return replace(server_requests(DATA / "bfcl_multi", tuned=False), scoring="recall")
+
+
+# Issue 31, round six, decided before any learned result on the BFCL sets was seen: learned
+# variants are selected (``search_cv``) on these sets only ...
+LEARNED_TUNING = ("livemcpbench", "real_servers_issue31", "bfcl_single")
+# ... and these are looked at only after choosing, whatever they show.
+LOOK_AFTER = ("bfcl_multi", "more_servers")
+
+
 def all_sets() -> list[SearchSet]:
     return [
         livemcpbench(),
@@ -210,4 +231,6 @@ def all_sets() -> list[SearchSet]:
         more_servers(),
         real_servers_issue11(),
         real_servers_issue31(),
+        bfcl_single(),
+        bfcl_multi(),
     ]

@@ -10,7 +10,8 @@ seeds. The objective is top-1 + @5 + @10, averaged over the requests of a (set, 
 then over the sets fitted on, then over folds; its noise is reported two ways: the
 spread of the folds, and the standard error of each arm's paired difference from the
 shipped setting (per request, averaged over repeats, then per set). A difference smaller
-than twice that standard error is not a win. The held-out set is never searched here.
+than twice that standard error is not a win. Only ``datasets.LEARNED_TUNING`` is searched
+here (round six); the look-after sets (``datasets.LOOK_AFTER``) never are.
 The arms are ``search_arms``'.
 
 Run: ``python -m deploy.bench.search_cv [--cache PATH] [set ...]`` (prints JSON).
@@ -28,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import Query, SearchSet, all_sets
+from deploy.bench.datasets import LEARNED_TUNING, Query, SearchSet, all_sets
 from deploy.bench.search_arms import SHIPPED, Ranker, arms
 from deploy.bench.search_fit import Judged, average, metrics
-from deploy.bench.search_learned import learning_per_tool
+from deploy.bench.search_issue_arms import issue_arms
 from deploy.bench.search_recall import learning_split, validate_against
 from shared.config import Settings
 from shared.db import connect
@@ -39,7 +40,6 @@ from shared.embeddings import Embedder, get_embedder
 
 K = 4  # folds: a fold's fit part holds 3/4 of the learning half (~1.9 requests per tool on issue31)
 REPEATS = 2  # deals of the learning half into folds (seeds 0..REPEATS-1)
-HELD_OUT = "more_servers"
 CV_TENANT = "bench-cv"  # + repeat and fold
 
 
@@ -178,7 +178,7 @@ def cv_run(names: Sequence[str] | None = None, *, cache: str | None = None) -> d
         arm: {
             s: per_request(folds[s], rank=rank, key=keys[s][0], scoring=keys[s][1]) for s in folds
         }
-        for arm, rank in arms().items()
+        for arm, rank in {**arms(), **issue_arms()}.items()
     }
     return {
         "benchmark": "search-learned-cv",
@@ -197,10 +197,9 @@ def judge_sets(
     folds: dict[str, list[Fold]] = {}
     keys: dict[str, tuple[dict[str, str], str]] = {}
     for dataset in all_sets():
-        if dataset.name == HELD_OUT or (names and dataset.name not in names):
-            continue
-        learn, test = learning_split(dataset.queries)
-        if not (dataset.tuned or learning_per_tool(learn, test) >= 2.0):
+        # Round six: the tuning sets only (decided before the BFCL sets' results were seen);
+        # ``datasets.LOOK_AFTER`` (more_servers, bfcl_multi) is never searched here.
+        if dataset.name not in LEARNED_TUNING or (names and dataset.name not in names):
             continue
         folds[dataset.name] = judge_folds(embedder=embedder, dataset=dataset)
         key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}

@@ -20,10 +20,11 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import Query, SearchSet, all_sets
+from deploy.bench.datasets import LOOK_AFTER, Query, SearchSet, all_sets
 from deploy.bench.search_adapter import FITTED_DECAY
 from deploy.bench.search_arms import curve_arms, ranked_metrics
 from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
+from deploy.bench.search_issue_arms import issue_arms
 from deploy.bench.search_learned import (
     ALONE_MIX,
     FIT_TENANT,
@@ -50,7 +51,6 @@ from shared.search.learned import FITTED, LEGACY, UNGATED
 from shared.search.tool_vectors import Run
 
 TENANT = "bench"
-HELD_OUT = "more_servers"  # written blind, never fitted on: searched at the end only
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 SEED = 13
 # The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
@@ -344,6 +344,13 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     )
                     for arm, rank in curve_arms().items()
                 },
+                # Round six: the issue's arms (signal alone), and each in the product's fusion.
+                **{
+                    arm: ranked_metrics(
+                        point["judged"], rank=rank, key=key, scoring=dataset.scoring
+                    )
+                    for arm, rank in issue_arms().items()
+                },
                 # What the product does: searched after the consolidation, its adapter (if it
                 # shipped) applied by the search, the fitted vote in the fusion.
                 "product": evaluate(
@@ -373,13 +380,13 @@ def validation_run(*, fit: bool, grid: bool = False, vote_space: bool = False) -
     """Every set's validation slice and its ablation (no test half is searched), and with
     ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned;
     with ``grid`` the adapter's capacity grid on those slices, with ``vote_space`` the vote
-    beside the adapter in its space (``search_vote_space``) (with either, the held-out set is
-    not searched at all)."""
+    beside the adapter in its space (``search_vote_space``) (with either, the look-after sets,
+    ``datasets.LOOK_AFTER``, are not searched at all; they are never fitted on)."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
     slices = {}
     for dataset in all_sets():
-        if (grid or vote_space) and dataset.name == HELD_OUT:
+        if (grid or vote_space) and dataset.name in LOOK_AFTER:
             continue
         result = run_set(embedder=embedder, dataset=dataset, test=False)
         out["sets"][dataset.name] = {
@@ -388,8 +395,10 @@ def validation_run(*, fit: bool, grid: bool = False, vote_space: bool = False) -
             "validation": result["learned"]["validation"],
         }
         # Fitted on: the sets that can measure learning and those weights may be tuned to
-        # (never a held-out set).
-        if result["learned"]["can_measure_learning"] or dataset.tuned:
+        # (never a look-after set: more_servers, bfcl_multi).
+        if dataset.name not in LOOK_AFTER and (
+            result["learned"]["can_measure_learning"] or dataset.tuned
+        ):
             judged = result["_judged"]
             slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
     if fit:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from deploy.bench import datasets, match, search
@@ -31,6 +33,8 @@ def test_bench_search_shape() -> None:
         "more_servers",
         "real_servers_issue11",
         "real_servers_issue31",
+        "bfcl_single",
+        "bfcl_multi",
     }
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(out["weights_fitted"]) == set(FEATURES)
@@ -88,7 +92,32 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
         "more_servers",
         "real_servers_issue11",
         "real_servers_issue31",
+        "bfcl_single",
+        "bfcl_multi",
     ]
+
+
+def test_bfcl_sets_are_public_and_learnable() -> None:
+    single, multi = datasets.bfcl_single(), datasets.bfcl_multi()
+    for data in (single, multi):
+        ids = {t.id for t in data.tools}
+        assert len(ids) == len(data.tools)
+        assert all(q.gold and q.gold <= ids for q in data.queries)
+        assert all(q.split == datasets.hash_split(q.text) for q in data.queries)
+        assert "Apache License" in (datasets.DATA / data.name / "NOTICE").read_text()
+    # Single: one function per request, every gold function with 4 requests or more.
+    assert len(single.tools) == 457 and len(single.queries) == 931
+    per_tool = Counter(next(iter(q.gold)) for q in single.queries)
+    assert len(per_tool) == 61 and min(per_tool.values()) >= 4
+    assert all(len(q.gold) == 1 for q in single.queries) and single.scoring == "any"
+    # Multi: every turn with a call, all its functions needed.
+    assert len(multi.queries) == 731 and multi.scoring == "recall"
+    assert sum(1 for q in multi.queries if len(q.gold) > 1) == 254
+    assert len(set().union(*(q.gold for q in multi.queries))) == 81
+    # Learned variants are chosen on the tuning sets, never on the look-after ones.
+    names = {s.name for s in datasets.all_sets()}
+    assert set(datasets.LEARNED_TUNING) | set(datasets.LOOK_AFTER) <= names
+    assert not set(datasets.LEARNED_TUNING) & set(datasets.LOOK_AFTER)
 
 
 def test_match_sets_are_big_enough() -> None:
