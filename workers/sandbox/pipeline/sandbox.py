@@ -120,7 +120,9 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         capability_sources=ctx.capabilities,
         language="typescript" if ctx.row.get("language") == "typescript" else "python",
     )
-    watch = wait_for_cancel(clients.async_redis_client(), execution_id=execution_id)
+    watch = wait_for_cancel(
+        clients.async_redis_client(), clients.cancel_hub(), execution_id=execution_id
+    )
     return await unless_cancelled(run, watch, execution_id=execution_id)
 
 
