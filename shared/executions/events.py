@@ -128,6 +128,11 @@ class OrderedPublisher:
             self._sender = asyncio.ensure_future(self._send())
         return done
 
+    async def flush(self, *, timeout_s: float = 1.0) -> None:
+        """Wait (bounded) until every event queued so far is sent or failed."""
+        if self._sender is not None and not self._sender.done():
+            await asyncio.wait({self._sender}, timeout=timeout_s)
+
     async def _send(self) -> None:
         try:
             while self._queued:

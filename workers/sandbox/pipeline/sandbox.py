@@ -123,7 +123,9 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
     watch = wait_for_cancel(
         clients.async_redis_client(), clients.cancel_hub(), execution_id=execution_id
     )
-    return await unless_cancelled(run, watch, execution_id=execution_id)
+    outcome = await unless_cancelled(run, watch, execution_id=execution_id)
+    await publish.flush()  # a cancelled run's last events too, before its end is announced
+    return outcome
 
 
 async def unless_cancelled(
