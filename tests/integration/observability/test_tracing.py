@@ -236,10 +236,17 @@ def test_a_callers_traceparent_is_honoured(traced: E2EStack, receiver: OtlpRecei
     trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
     view = execute(traced, {"code": ONE_LOOKUP}, traceparent=f"00-{trace_id}-{parent}-01")
     assert view["trace_id"] == trace_id
+
+    # The gateway's HTTP span ends after its answer is sent, so it can be exported after the
+    # run's: wait for both.
+    def arrived() -> bool:
+        spans = receiver.trace(trace_id)
+        return any(s.name == "execution.run" for s in spans) and any(
+            s.service == "agentcards-gateway" and s.kind == "server" for s in spans
+        )
+
     wait_until(
-        lambda: any(s.name == "execution.run" for s in receiver.trace(trace_id)),
-        what="the run's span in the caller's trace",
-        timeout_s=60,
+        arrived, what="the run's and the gateway's spans in the caller's trace", timeout_s=60
     )
     root = one(receiver.trace(trace_id), service="agentcards-gateway", kind="server")
     assert root.parent_id == parent
