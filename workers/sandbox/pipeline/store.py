@@ -25,15 +25,13 @@ def store(ctx: RunContext) -> None:
     """Write the outcome (and end the audit row) in one transaction; ``ctx.status`` is the
     status stored, which a result Postgres cannot hold turns into `failed`."""
     assert ctx.outcome is not None
-    ctx.status, ctx.stored_row = store_outcome(execution_id=ctx.execution_id, outcome=ctx.outcome)
+    ctx.status = store_outcome(execution_id=ctx.execution_id, outcome=ctx.outcome)
     log.info("execution %s %s in %.0f ms", ctx.execution_id, ctx.status, ctx.outcome.duration_ms)
 
 
-def store_outcome(
-    *, execution_id: str, outcome: ExecutionOutcome
-) -> tuple[str, dict[str, Any] | None]:
+def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
     """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error.
-    Returns the status stored and the row as stored (None if it was no longer `running`)."""
+    Returns the status stored."""
     fields: dict[str, Any] = {
         "status": outcome.status,
         "result": outcome.result,
@@ -44,14 +42,12 @@ def store_outcome(
         "duration_ms": outcome.duration_ms,
     }
 
-    def write(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any] | None:
+    def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
         # One statement in autocommit: the row and its audit row end together, in one round
         # trip (no BEGIN, no COMMIT), as atomic as the transaction it replaces.
         with autocommit(conn):
             try:
-                return conn.execute(
-                    END_SQL, end_params(execution_id, fields, outcome.trace)
-                ).fetchone()
+                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
             except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
                 fields.update(
                     status=ExecutionStatus.FAILED,
@@ -60,21 +56,15 @@ def store_outcome(
                         ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"
                     ),
                 )
-                return conn.execute(
-                    END_SQL, end_params(execution_id, fields, outcome.trace)
-                ).fetchone()
+                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
 
     # Postgres down or restarting: the outcome waits here rather than being lost.
-    row = with_db_retry(write, what="store")
-    return str(fields["status"]), row
+    with_db_retry(write, what="store")
+    return str(fields["status"])
 
 
-# The execution's terminal UPDATE and, in the same statement, its audit row's; it returns
-# the row as stored (the announce carries it to the waiting gateway: shared/executions/carried.py).
-END_SQL = (
-    f"WITH finished AS ({FINISH_SQL} RETURNING *), audited AS ({FINISH_AUDIT_SQL}) "
-    "SELECT * FROM finished"
-)
+# The execution's terminal UPDATE and, in the same statement, its audit row's.
+END_SQL = f"WITH finished AS ({FINISH_SQL}) {FINISH_AUDIT_SQL}"
 
 
 def end_params(
