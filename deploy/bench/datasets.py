@@ -3,9 +3,10 @@
 - LiveMCPBench (``data/livemcpbench``, or $AGENTCARDS_LIVEMCPBENCH_DIR): 527 tools and the
   dev-set questions with the tools their solutions used.
 - The tool-search sets `bench search` reports: LiveMCPBench, real-server request sets and
-  two sets built from the Berkeley Function Calling Leaderboard (``build_bfcl.py``). Each is a catalogue, its queries with gold tools, and a hash-seeded split into a
-  tuning part (weights are fitted on it) and a held-out part (looked at after fitting).
-  The third set, more_servers, is held out whole: its splits are reported, never fitted on.
+  two sets built from the Berkeley Function Calling Leaderboard (``build_bfcl.py``). Each
+  is a catalogue, its queries with gold tools, and a hash-seeded split into a tuning part
+  (weights are fitted on it) and a held-out part (looked at after fitting). more_servers is
+  held out whole: its splits are reported, never fitted on.
 - The paraphrase sets `bench match` reports (``data/match_set*.json``).
 
 The bench modules that read data import this one; it imports none of them.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from deploy.bench.search_fit import Judged, Learned
+from deploy.bench.search_fit import Judged, Learned, per_point
 from shared.search.adapter import DECAY, EPOCHS, TAU
 from shared.search.adapter import train_adapter as fit
 from shared.search.hybrid import MIN_CANDIDATES, Evidence
@@ -39,22 +39,21 @@ CAPACITIES = tuple(
     for t in (0.03, TAU, 0.1)
 )
 
-_ADAPTERS: dict[tuple[int, Capacity], np.ndarray] = {}
-
 
 def train_adapter(learned: Learned, *, capacity: Capacity) -> np.ndarray:
     """W fitted on ``learned``'s runs as the consolidation fits it (cached per protocol
     point and ``capacity``)."""
-    cache = (id(learned), capacity)
-    if cache not in _ADAPTERS:
-        _ADAPTERS[cache] = fit(
+    return per_point(
+        learned,
+        ("adapter", capacity),
+        lambda: fit(
             learned.descriptions,
             learned.runs,
             decay=capacity.decay,
             epochs=capacity.epochs,
             tau=capacity.tau,
-        )
-    return _ADAPTERS[cache]
+        ),
+    )
 
 
 def with_adapter(judged: Judged, *, adapter: float | Capacity) -> Evidence:

@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 
 from deploy.bench.search_adapter import Capacity, mapped_evidence, train_adapter, with_adapter
-from deploy.bench.search_fit import Judged, Learned, average, hybrid_ranking, metrics
+from deploy.bench.search_fit import (
+    Judged,
+    Learned,
+    average,
+    hybrid_ranking,
+    metrics,
+    per_point,
+)
 from deploy.bench.search_learned import NO_VOTE, revote
 from deploy.bench.search_vote_space import prepared
 from shared.search.adapter import DECAY, EPOCHS, LEARNING_RATE, SEED, TAU
@@ -80,19 +87,18 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return np.asarray(v / (float(np.linalg.norm(v)) or 1.0), np.float32)
 
 
-_PROTOTYPES: dict[int, dict[str, np.ndarray]] = {}
-
-
 def prototypes(learned: Learned) -> dict[str, np.ndarray]:
     """Per tool, the normalised mean of the intents of its learned runs (cached per point)."""
-    if id(learned) not in _PROTOTYPES:
+
+    def make() -> dict[str, np.ndarray]:
         sums: dict[str, np.ndarray] = {}
         for run in learned.runs:
             vector = _unit(np.asarray(run.vector, np.float32))
             for tool in run.tools:
                 sums[tool] = sums[tool] + vector if tool in sums else vector
-        _PROTOTYPES[id(learned)] = {t: _unit(v) for t, v in sums.items()}
-    return _PROTOTYPES[id(learned)]
+        return {t: _unit(v) for t, v in sums.items()}
+
+    return per_point(learned, "prototypes", make)
 
 
 def _query(j: Judged, matrix: np.ndarray | None) -> np.ndarray:
@@ -132,16 +138,16 @@ def prototype_arm(*, adapter: Capacity | None, gate: float, weight: float) -> Ra
     return rank
 
 
-_HARD: dict[tuple[int, int], np.ndarray] = {}
-
-
 def hard_negative_adapter(learned: Learned, *, negatives: int) -> np.ndarray:
     """W trained as the shipped adapter (decay, steps, temperature, Adam) but each intent's
     softmax runs over its tools and its zero-shot ``negatives`` nearest descriptions only
     (the tools it could be confused with), not the whole catalogue."""
-    cache = (id(learned), negatives)
-    if cache in _HARD:
-        return _HARD[cache]
+    return per_point(
+        learned, ("hard negatives", negatives), lambda: _hard_negative_fit(learned, negatives)
+    )
+
+
+def _hard_negative_fit(learned: Learned, negatives: int) -> np.ndarray:
     import torch
 
     names = list(learned.descriptions)
@@ -168,8 +174,7 @@ def hard_negative_adapter(learned: Learned, *, negatives: int) -> np.ndarray:
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-    _HARD[cache] = np.asarray(w.detach().numpy(), np.float32)
-    return _HARD[cache]
+    return np.asarray(w.detach().numpy(), np.float32)
 
 
 def hard_negative_arm(*, negatives: int) -> Ranker:
@@ -196,7 +201,12 @@ def scaled_adapter_arm(*, alpha: float) -> Ranker:
     return rank
 
 
-_ANCHORED: dict[int, np.ndarray] = {}
+def _anchored_fit(learned: Learned) -> np.ndarray:
+    anchors = [
+        Run(order=-1, vector=np.asarray(v, np.float32), tools=(t,))
+        for t, v in learned.descriptions.items()
+    ]
+    return fit_adapter(learned.descriptions, [*learned.runs, *anchors])
 
 
 def anchored_adapter_arm() -> Ranker:
@@ -207,13 +217,8 @@ def anchored_adapter_arm() -> Ranker:
         learned = j.learned
         if learned is None or not learned.runs:
             return fused(j.evidence, key)
-        if id(learned) not in _ANCHORED:
-            anchors = [
-                Run(order=-1, vector=np.asarray(v, np.float32), tools=(t,))
-                for t, v in learned.descriptions.items()
-            ]
-            _ANCHORED[id(learned)] = fit_adapter(learned.descriptions, [*learned.runs, *anchors])
-        return fused(mapped_evidence(j, matrix=_ANCHORED[id(learned)]), key)
+        matrix = per_point(learned, "anchored", lambda: _anchored_fit(learned))
+        return fused(mapped_evidence(j, matrix=matrix), key)
 
     return rank
 

@@ -7,8 +7,9 @@ dense baseline, so the result is never worse than dense where it was fitted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +42,22 @@ class Learned:
 
     descriptions: Mapping[str, np.ndarray]
     runs: Sequence[Run]
+
+
+T = TypeVar("T")
+_PER_POINT: dict[tuple[int, Hashable], tuple[Learned, Any]] = {}
+
+
+def per_point(learned: Learned, key: Hashable, make: Callable[[], T]) -> T:
+    """``make()``, computed once per protocol point ``learned`` and ``key`` (what an arm
+    derives from a point's runs: an adapter, prototypes, tool vectors). The point is kept with
+    its value, so no other point can be served it through a reused ``id``."""
+    slot = (id(learned), key)
+    hit = _PER_POINT.get(slot)
+    if hit is None or hit[0] is not learned:
+        hit = _PER_POINT[slot] = (learned, make())
+    value: T = hit[1]
+    return value
 
 
 def metrics(ranked: Sequence[str], gold: frozenset[str], *, scoring: str) -> dict[str, float]:

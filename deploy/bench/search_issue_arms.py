@@ -29,7 +29,7 @@ import numpy as np
 
 from deploy.bench.search_adapter import Capacity, train_adapter, with_adapter
 from deploy.bench.search_arms import Ranker
-from deploy.bench.search_fit import KS, Judged, Learned, hybrid_ranking
+from deploy.bench.search_fit import KS, Judged, Learned, hybrid_ranking, per_point
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 
@@ -47,6 +47,7 @@ class _Space:
         runs = [r for r in learned.runs if any(t in self.row for t in r.tools)]
         self.intents = _rows(np.stack([r.vector for r in runs])) if runs else None
         self.tools = [[self.row[t] for t in r.tools if t in self.row] for r in runs]
+        self.tool2vec: dict[float, np.ndarray] = {}  # alpha -> vectors (``tool2vec``)
 
 
 def _rows(m: np.ndarray) -> np.ndarray:
@@ -54,13 +55,8 @@ def _rows(m: np.ndarray) -> np.ndarray:
     return np.asarray(m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9), np.float32)
 
 
-_SPACES: dict[int, _Space] = {}
-
-
 def space(learned: Learned) -> _Space:
-    if id(learned) not in _SPACES:
-        _SPACES[id(learned)] = _Space(learned)
-    return _SPACES[id(learned)]
+    return per_point(learned, "space", lambda: _Space(learned))
 
 
 def plain_votes(j: Judged, s: _Space, *, neighbours: int = NEIGHBOURS) -> np.ndarray:
@@ -78,13 +74,10 @@ def plain_votes(j: Judged, s: _Space, *, neighbours: int = NEIGHBOURS) -> np.nda
     return votes
 
 
-_T2V: dict[tuple[int, float], np.ndarray] = {}
-
-
 def tool2vec(s: _Space, *, alpha: float) -> np.ndarray:
-    """The catalogue's vectors with each learned tool's mean intent mixed in."""
-    cache = (id(s), alpha)
-    if cache not in _T2V:
+    """The catalogue's vectors with each learned tool's mean intent mixed in (cached on the
+    space, one per point)."""
+    if alpha not in s.tool2vec:
         vectors = s.docs.copy()
         if s.intents is not None:
             sums = np.zeros_like(vectors)
@@ -93,8 +86,8 @@ def tool2vec(s: _Space, *, alpha: float) -> np.ndarray:
                     sums[row] += s.intents[i]
             learned = np.linalg.norm(sums, axis=1) > 0
             vectors[learned] = vectors[learned] + alpha * _rows(sums[learned])
-        _T2V[cache] = _rows(vectors)
-    return _T2V[cache]
+        s.tool2vec[alpha] = _rows(vectors)
+    return s.tool2vec[alpha]
 
 
 def _ranked(scores: np.ndarray, s: _Space, key: Mapping[str, str]) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from deploy.bench.search_adapter import CAPACITIES, DECAYS, FITTED_DECAY, Capacity, with_adapter
-from deploy.bench.search_fit import Judged, Learned, evaluate
+from deploy.bench.search_fit import Judged, Learned, evaluate, per_point
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, LEGACY, UNGATED, Vote, tool_votes
@@ -95,17 +95,15 @@ def revote(evidence: Evidence, *, vote: Vote) -> Evidence:
     return replace(evidence, features=features)
 
 
-_VECTORS: dict[tuple[int, float], dict[str, np.ndarray]] = {}
-
-
 def learned_vectors(learned: Learned, *, k: float) -> dict[str, np.ndarray]:
     """The tool vectors of a protocol point's learned runs (cached per point and ``k``):
     every run kept, as a shipped version that passed its hold-out check would."""
-    cache = (id(learned), k)
-    if cache not in _VECTORS:
+
+    def make() -> dict[str, np.ndarray]:
         fitted = tool_vectors(learned.descriptions, learned.runs, k=k)
-        _VECTORS[cache] = {tool: vector for tool, (vector, _) in fitted.items()}
-    return _VECTORS[cache]
+        return {tool: vector for tool, (vector, _) in fitted.items()}
+
+    return per_point(learned, ("tool vectors", k), make)
 
 
 def with_tool_vectors(judged: Judged, *, mix: Mix) -> Evidence:
