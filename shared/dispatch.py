@@ -12,6 +12,11 @@ Two policies, because the senders need two:
 
 Messages carry ids only (ARCHITECTURE: id-only messages); kombu raises several connection
 error types, so failures are caught broadly and logged with the task name and id.
+
+Every message says ``ignore_result``: the row is the result. Celery's ``send_task`` marks a
+message `ignore_result: false` unless told (whatever ``task_ignore_result`` says), and the
+worker then wrote each task's state to the result backend (a GET and a SET per task, kept
+``result_expires``) while the sender subscribed to a result channel nobody read.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def send_run(app: Celery, execution_id: str) -> None:
     """Send a queued execution to the sandbox workers; raises if the broker refused it."""
-    app.send_task(TaskName.RUN_EXECUTION, args=[execution_id])
+    app.send_task(TaskName.RUN_EXECUTION, args=[execution_id], ignore_result=True)
 
 
 def resend_run(app: Celery, execution_id: str) -> bool:
@@ -44,7 +49,7 @@ def resend_run(app: Celery, execution_id: str) -> bool:
 def send_ingest(app: Celery, execution_id: str) -> bool:
     """Ask the learning workers to learn from a finished execution; never raises."""
     try:
-        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id], ignore_result=True)
     except Exception as exc:  # kombu raises several connection errors; the row is stored
         log.error(
             "could not enqueue ingestion of %s (the resend sweep will): %s", execution_id, exc

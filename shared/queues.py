@@ -91,6 +91,11 @@ def events_log_key(execution_id: str) -> str:
     return f"{EVENTS_CHANNEL_PREFIX}log:{execution_id}"
 
 
+def finished_row_key(execution_id: str) -> str:
+    """One execution's stored terminal row, left briefly by its worker for the waiting gateway."""
+    return f"{EVENTS_CHANNEL_PREFIX}row:{execution_id}"
+
+
 def events_seq_key(execution_id: str) -> str:
     """Counter numbering one execution's events."""
     return f"{EVENTS_CHANNEL_PREFIX}seq:{execution_id}"

@@ -11,13 +11,13 @@ from psycopg_pool import ConnectionPool
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
-from services.gateway.event_hub import EventHub
 from services.gateway.outage import DependencyProbe, outage_aware_pool
 from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
 from shared.db import DictConnection, migrate
+from shared.pubsub_hub import PubSubHub
 from shared.rpc.client import RpcClient
 
 # A request waits at most this long for a pooled Postgres connection (then 503); when the
@@ -50,10 +50,10 @@ class GatewayState:
     # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
     auth: PrincipalCache = field(default_factory=PrincipalCache)
     # The one pub/sub connection every waiting request follows its execution through.
-    event_hub: EventHub = field(init=False)
+    event_hub: PubSubHub = field(init=False)
 
     def __post_init__(self) -> None:
-        self.event_hub = EventHub(self.aredis)
+        self.event_hub = PubSubHub(self.aredis)
 
     @classmethod
     def open(cls, settings: Settings) -> GatewayState:

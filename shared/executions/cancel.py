@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import redis
 import redis.asyncio as aioredis
 
+from shared.pubsub_hub import RESYNC, PubSubHub
 from shared.queues import cancel_key
 
 log = logging.getLogger(__name__)
@@ -29,19 +29,21 @@ def request_cancel(client: redis.Redis, *, execution_id: str) -> None:
     pipe.execute()
 
 
-async def wait_for_cancel(client: aioredis.Redis, *, execution_id: str) -> None:
+async def wait_for_cancel(client: aioredis.Redis, hub: PubSubHub, *, execution_id: str) -> None:
     """Return only once cancellation was requested; a lost Redis connection is never a request.
 
     Redis errors (broker down, restarting) are retried with backoff until the caller
     cancels this coroutine, so an outage leaves the execution running rather than
-    killing it as if someone had asked.
+    killing it as if someone had asked. The request's channel is followed on ``hub``, the
+    process's one pub/sub connection (a connection per run cost a connect, the client's
+    set-up and a close in the pool process and in Redis).
     """
     failures = 0
     while True:
         try:
-            await _watch_once(client, execution_id=execution_id)
+            await _watch_once(client, hub, execution_id=execution_id)
             return
-        except redis.RedisError as exc:
+        except (redis.RedisError, OSError) as exc:
             failures += 1
             delay = min(_RETRY_MAX_S, 0.1 * 2**failures)
             if failures == 1:
@@ -49,18 +51,14 @@ async def wait_for_cancel(client: aioredis.Redis, *, execution_id: str) -> None:
             await asyncio.sleep(delay)
 
 
-async def _watch_once(client: aioredis.Redis, *, execution_id: str) -> None:
-    """Subscribe first, then check the flag (no race); returns when a request is seen."""
+async def _watch_once(client: aioredis.Redis, hub: PubSubHub, *, execution_id: str) -> None:
+    """Subscribe first, then check the flag (no race); returns when a request is seen.
+    After the hub's connection was replaced (``RESYNC``) the flag is checked again."""
     key = cancel_key(execution_id)
-    pubsub = client.pubsub()
-    try:
-        await pubsub.subscribe(key)
+    async with hub.follow(key) as follower:
         if await client.exists(key):
             return
         while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
-            if message is not None or await client.exists(key):
+            message = await follower.get(timeout_s=5.0)
+            if (message is not None and message is not RESYNC) or await client.exists(key):
                 return
-    finally:
-        with contextlib.suppress(redis.RedisError):  # the connection is already gone
-            await pubsub.aclose()

@@ -8,12 +8,14 @@ it all, so the log and the channel never disagree on order.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import redis
+import redis.asyncio as aioredis
 from redis.commands.core import Script
 
 from shared.metrics import count_finished
@@ -80,25 +82,76 @@ def queue_events(
     if _script is None:
         _script = client.register_script(_PUBLISH)  # EVALSHA after the first call
     for execution_id, event in events:
-        payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
-        _script(
-            keys=[
-                events_seq_key(execution_id),
-                events_log_key(execution_id),
-                events_channel(execution_id),
-                EVENTS_ALL_CHANNEL,
-            ],
-            args=[
-                payload,
-                LOG_MAX_EVENTS,
-                LOG_TTL_S,
-                "1" if event.get("type") == FINISHED else "0",
-            ],
-            client=pipe,
-        )
+        keys, args = _script_call(execution_id, event)
+        _script(keys=keys, args=args, client=pipe)
     finished = [e for _, e in events if e.get("type") == FINISHED]
     for event in finished:  # every path that ends an execution announces it, once
         count_finished(pipe, status=str(event.get("status")))
+
+
+def _script_call(execution_id: str, event: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """The publish script's keys and arguments for one event."""
+    payload = orjson.dumps({"execution_id": execution_id, "ts": time.time(), **event})
+    keys = [
+        events_seq_key(execution_id),
+        events_log_key(execution_id),
+        events_channel(execution_id),
+        EVENTS_ALL_CHANNEL,
+    ]
+    finished = "1" if event.get("type") == FINISHED else "0"
+    return keys, [payload, LOG_MAX_EVENTS, LOG_TTL_S, finished]
+
+
+class OrderedPublisher:
+    """``publish_event`` for one execution's events from async code that must not wait on
+    Redis (a sandbox's tool calls): each call queues its event and returns at once; one task
+    sends them in the order given, whatever queued while a round trip was out going together
+    on the next pipeline, so sequence numbers follow the order of the calls. The future a call
+    returns ends when its event is published (``Trace.flush`` waits for them before the run
+    ends, so `execution.finished` still comes last); a Redis error fails it (logged there).
+    Not for `execution.finished` itself (``queue_events`` counts those).
+    """
+
+    def __init__(self, client: aioredis.Redis, execution_id: str) -> None:
+        self._client = client
+        self._execution_id = execution_id
+        self._script = client.register_script(_PUBLISH)
+        self._queued: list[tuple[tuple[list[str], list[Any]], asyncio.Future[None]]] = []
+        self._sending = False
+        self._sender: asyncio.Future[None] | None = None  # held: the loop keeps weak refs
+
+    def __call__(self, event: dict[str, Any]) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((_script_call(self._execution_id, event), done))  # stamped now
+        if not self._sending:
+            self._sending = True
+            self._sender = asyncio.ensure_future(self._send())
+        return done
+
+    async def flush(self, *, timeout_s: float = 1.0) -> None:
+        """Wait (bounded) until every event queued so far is sent or failed."""
+        if self._sender is not None and not self._sender.done():
+            await asyncio.wait({self._sender}, timeout=timeout_s)
+
+    async def _send(self) -> None:
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                try:
+                    pipe = self._client.pipeline(transaction=False)
+                    for (keys, args), _ in batch:
+                        await self._script(keys=keys, args=args, client=pipe)
+                    await pipe.execute()
+                except Exception as exc:  # each waiting future reports it
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        finally:
+            self._sending = False
 
 
 def decode_event(raw: bytes | str) -> dict[str, Any]:

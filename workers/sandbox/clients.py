@@ -13,8 +13,16 @@ from redis.backoff import ExponentialBackoff
 from shared.clients import FAST_RETRIES, db_pool, fast_retry, redis_client
 from shared.config import get_settings
 from shared.executions.liveness import Heartbeat
+from shared.pubsub_hub import PubSubHub
 
-__all__ = ["async_redis_client", "db_pool", "event_loop", "heartbeat", "redis_client"]
+__all__ = [
+    "async_redis_client",
+    "cancel_hub",
+    "db_pool",
+    "event_loop",
+    "heartbeat",
+    "redis_client",
+]
 
 
 _async_redis: aioredis.Redis | None = None
@@ -30,6 +38,12 @@ def async_redis_client() -> aioredis.Redis:
             retry=AsyncRetry(ExponentialBackoff(cap=0.05, base=0.01), FAST_RETRIES),
         )
     return _async_redis
+
+
+@lru_cache(maxsize=1)
+def cancel_hub() -> PubSubHub:
+    """This process's one pub/sub connection for its runs' cancel watches."""
+    return PubSubHub(async_redis_client())
 
 
 @lru_cache(maxsize=1)

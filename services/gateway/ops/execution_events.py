@@ -7,9 +7,9 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
 
-from services.gateway.event_hub import RESYNC, Follower
 from services.gateway.state import GatewayState
 from shared.executions.events import decode_event
+from shared.pubsub_hub import RESYNC, Follower
 from shared.queues import events_channel, events_log_key
 
 
@@ -27,7 +27,7 @@ class EventFollower:
     async def __aenter__(self) -> EventFollower:
         # Subscribe before reading the log: an event published in between is in both,
         # and the sequence number drops the duplicate. The gateway's one subscriber
-        # (services/gateway/event_hub.py) hands this execution's events over.
+        # (shared/pubsub_hub.py) hands this execution's events over.
         async with AsyncExitStack() as stack:  # a failure below ends the subscription
             self._follower = await stack.enter_async_context(
                 self._state.event_hub.follow(events_channel(self._execution_id))

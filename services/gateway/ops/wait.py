@@ -10,6 +10,7 @@ from typing import Any
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.state import GatewayState
+from shared.executions.carried import carried_row
 from shared.executions.events import FINISHED, LEARNED, RETRIED
 from shared.executions.status import TERMINAL, ExecutionStatus
 
@@ -49,7 +50,7 @@ async def wait_for_finish(
             if (
                 event is not None and event.get("type") in {FINISHED, RETRIED}
             ) or time.monotonic() >= next_poll:
-                row = await read_execution(state, execution_id=execution_id)
+                row = await _read_after(state, execution_id, event)
                 finished = row["status"] in TERMINAL
                 next_poll = time.monotonic() + 1.0
                 if len(row.get("retries") or []) > retried:
@@ -66,6 +67,16 @@ async def wait_for_finish(
                     break
             row = await read_execution(state, execution_id=execution_id)
         return row
+
+
+async def _read_after(state: GatewayState, execution_id: str, event: dict[str, Any] | None) -> Row:
+    """The row after ``event``: the one its worker carried with `execution.finished` when there
+    is one (no thread hop, no SELECT: shared/executions/carried.py), else read (and reaped)."""
+    if event is not None and event.get("type") == FINISHED:
+        row = await carried_row(state.aredis, execution_id)
+        if row is not None and row["status"] in TERMINAL:
+            return row
+    return await read_execution(state, execution_id=execution_id)
 
 
 def _learning_pending(row: Row) -> bool:

@@ -32,6 +32,25 @@ def test_cancel_a_running_execution_kills_its_sandbox(e2e: E2EStack) -> None:
     assert after.json()["result"] == 7
 
 
+def test_runs_cancelled_one_after_another_each_end_cancelled(e2e: E2EStack) -> None:
+    # A pool process watches every run's cancel channel on its one pub/sub connection
+    # (shared/pubsub_hub.py): three runs on two processes, so one process watches twice.
+    code = "import asyncio\nprogress('sleeping')\nawait asyncio.sleep(60)\nreturn 'never'"
+    with e2e.client() as client:
+        for _ in range(3):
+            execution_id = client.post(
+                "/v1/executions", json={"code": code, "timeout_s": 90}
+            ).json()["id"]
+            wait_until(
+                lambda eid=execution_id: _get(e2e, eid)["status"] == "running", what="running"
+            )
+            response = client.post(f"/v1/executions/{execution_id}/cancel", params={"wait": "true"})
+            assert response.status_code == 200, response.text
+            assert response.json()["status"] == "cancelled", response.text
+        after = client.post("/v1/executions", params={"wait": "true"}, json={"code": "return 8"})
+    assert after.json()["result"] == 8
+
+
 def test_cancel_a_queued_execution_means_it_never_runs(e2e: E2EStack) -> None:
     # Occupy both sandbox processes so the third execution stays queued.
     hold = {"code": "import asyncio\nawait asyncio.sleep(60)", "timeout_s": 90}

@@ -1,5 +1,5 @@
 """Waiting on results: every waiting request follows its execution through the gateway's
-one subscriber (services/gateway/event_hub.py), and leaves nothing subscribed behind.
+one subscriber (shared/pubsub_hub.py), and leaves nothing subscribed behind.
 
 Every `?wait=true` request subscribes to its execution's events, then reads the event log
 with a second connection. When the pool was full, the log read failed; the follower's
@@ -19,10 +19,10 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import MaxConnectionsError
 
-from services.gateway.event_hub import EventHub
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.state import GatewayState
 from shared.executions.events import FINISHED, publish_event
+from shared.pubsub_hub import PubSubHub
 from shared.queues import events_channel
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ async def test_a_follower_that_cannot_read_the_log_leaves_nothing_subscribed(
     redis_url: str,
 ) -> None:
     client = aioredis.Redis.from_url(redis_url, max_connections=1)  # a full pool, in small
-    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=PubSubHub(client)))
     ids = [str(uuid.uuid4()) for _ in range(3)]
     try:
         for execution_id in ids:
@@ -51,7 +51,7 @@ async def test_waits_share_one_connection_and_each_hears_only_its_own_execution(
     redis_url: str,
 ) -> None:
     client = aioredis.Redis.from_url(redis_url)
-    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=PubSubHub(client)))
     sync = redis.Redis.from_url(redis_url)
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
     try:
@@ -77,7 +77,7 @@ async def test_waits_share_one_connection_and_each_hears_only_its_own_execution(
 
 async def test_a_wait_hears_its_end_across_a_killed_shared_connection(redis_url: str) -> None:
     client = aioredis.Redis.from_url(redis_url)
-    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=EventHub(client)))
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=PubSubHub(client)))
     sync = redis.Redis.from_url(redis_url)
     first, later = str(uuid.uuid4()), str(uuid.uuid4())
     try:

@@ -157,3 +157,39 @@ def test_the_row_and_its_audit_row_end_together(
         ).fetchone()
     assert row is not None
     assert (row["status"], row["tools"], row["same_instant"]) == ("succeeded", [], True)
+
+
+def test_a_runs_events_are_logged_in_the_order_made_and_the_finish_comes_last(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    # The sandbox's events go out without holding the run (events.OrderedPublisher): still
+    # in the order the code made them, each numbered after the one before, all before the end.
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    code = "for i in range(30):\n    progress(f'step {i}', i, 30)\nreturn 1"
+    execution_id = _submit(client, code)
+    assert _ended(settings, execution_id, worker)["status"] == "succeeded"
+    r = redis.Redis.from_url(settings.redis_url or "")
+    _after_the_store(r, execution_id, worker)
+    events = [orjson.loads(e) for e in r.lrange(events_log_key(execution_id), 0, -1)]
+    steps = [e["message"] for e in events if e.get("type") == "progress"]
+    assert steps == [f"step {i}" for i in range(30)]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == FINISHED
+
+
+def test_a_run_leaves_no_celery_result_in_redis(
+    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+) -> None:
+    # The row is the result: no `celery-task-meta-<task id>` key per run (Redis memory for
+    # `result_expires`, and a GET and a SET in the worker before it takes the next run).
+    worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
+    execution_id = _submit(client, "return 7")
+    assert _ended(settings, execution_id, worker)["status"] == "succeeded"
+    r = redis.Redis.from_url(settings.redis_url or "")
+    _after_the_store(r, execution_id, worker)
+    # Celery logs the task's end after it would have stored the result.
+    deadline = time.monotonic() + 30
+    while "succeeded in" not in worker.log():
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.05)
+    assert r.keys("celery-task-meta-*") == []

@@ -39,6 +39,8 @@ class RunContext:
     pii_unresolved: set[str] = field(default_factory=set)
     # store (or store.end_broken): the terminal status in the row
     status: str | None = None
+    # store: the row as it wrote it (the announce carries it to the waiting gateway)
+    stored_row: dict[str, Any] | None = None
     # runner: the first exception a stage raised; the run then ends broken
     failure: Exception | None = None
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -19,7 +19,7 @@ from shared import tool_ids
 from shared.config import Settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.cancel import wait_for_cancel
-from shared.executions.events import publish_event
+from shared.executions.events import OrderedPublisher
 from shared.executions.status import ExecutionStatus
 from shared.queues import grant_key
 from shared.rpc.client import RpcClient
@@ -93,10 +93,14 @@ def run_sandboxed(ctx: RunContext) -> None:
 
 
 async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
-    execution_id, redis = ctx.execution_id, ctx.redis
+    execution_id = ctx.execution_id
 
-    def on_event(event: dict[str, Any]) -> None:
-        publish_event(redis, execution_id=execution_id, event=privacy.event_out(ctx, event))
+    # Published in order without holding the run: a tool call's start and end events no
+    # longer wait on Redis before its RPC goes out and before its reply reaches the child.
+    publish = OrderedPublisher(clients.async_redis_client(), execution_id)
+
+    def on_event(event: dict[str, Any]) -> Awaitable[None]:
+        return publish(privacy.event_out(ctx, event))
 
     run = run_in_sandbox(
         code=ctx.row["code"],
@@ -116,8 +120,12 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         capability_sources=ctx.capabilities,
         language="typescript" if ctx.row.get("language") == "typescript" else "python",
     )
-    watch = wait_for_cancel(clients.async_redis_client(), execution_id=execution_id)
-    return await unless_cancelled(run, watch, execution_id=execution_id)
+    watch = wait_for_cancel(
+        clients.async_redis_client(), clients.cancel_hub(), execution_id=execution_id
+    )
+    outcome = await unless_cancelled(run, watch, execution_id=execution_id)
+    await publish.flush()  # a cancelled run's last events too, before its end is announced
+    return outcome
 
 
 async def unless_cancelled(

@@ -25,13 +25,15 @@ def store(ctx: RunContext) -> None:
     """Write the outcome (and end the audit row) in one transaction; ``ctx.status`` is the
     status stored, which a result Postgres cannot hold turns into `failed`."""
     assert ctx.outcome is not None
-    ctx.status = store_outcome(execution_id=ctx.execution_id, outcome=ctx.outcome)
+    ctx.status, ctx.stored_row = store_outcome(execution_id=ctx.execution_id, outcome=ctx.outcome)
     log.info("execution %s %s in %.0f ms", ctx.execution_id, ctx.status, ctx.outcome.duration_ms)
 
 
-def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
+def store_outcome(
+    *, execution_id: str, outcome: ExecutionOutcome
+) -> tuple[str, dict[str, Any] | None]:
     """Write the terminal state; a result Postgres cannot hold (NaN, say) becomes an error.
-    Returns the status stored."""
+    Returns the status stored and the row as stored (None if it was no longer `running`)."""
     fields: dict[str, Any] = {
         "status": outcome.status,
         "result": outcome.result,
@@ -42,12 +44,14 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
         "duration_ms": outcome.duration_ms,
     }
 
-    def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
+    def write(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any] | None:
         # One statement in autocommit: the row and its audit row end together, in one round
         # trip (no BEGIN, no COMMIT), as atomic as the transaction it replaces.
         with autocommit(conn):
             try:
-                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
+                return conn.execute(
+                    END_SQL, end_params(execution_id, fields, outcome.trace)
+                ).fetchone()
             except (psycopg.DataError, ValueError) as exc:  # NaN; ints past 4300 digits
                 fields.update(
                     status=ExecutionStatus.FAILED,
@@ -56,15 +60,21 @@ def store_outcome(*, execution_id: str, outcome: ExecutionOutcome) -> str:
                         ErrorType.OUTPUT_LIMIT, f"result cannot be stored as JSON: {exc}"
                     ),
                 )
-                conn.execute(END_SQL, end_params(execution_id, fields, outcome.trace))
+                return conn.execute(
+                    END_SQL, end_params(execution_id, fields, outcome.trace)
+                ).fetchone()
 
     # Postgres down or restarting: the outcome waits here rather than being lost.
-    with_db_retry(write, what="store")
-    return str(fields["status"])
+    row = with_db_retry(write, what="store")
+    return str(fields["status"]), row
 
 
-# The execution's terminal UPDATE and, in the same statement, its audit row's.
-END_SQL = f"WITH finished AS ({FINISH_SQL}) {FINISH_AUDIT_SQL}"
+# The execution's terminal UPDATE and, in the same statement, its audit row's; it returns
+# the row as stored (the announce carries it to the waiting gateway: shared/executions/carried.py).
+END_SQL = (
+    f"WITH finished AS ({FINISH_SQL} RETURNING *), audited AS ({FINISH_AUDIT_SQL}) "
+    "SELECT * FROM finished"
+)
 
 
 def end_params(

@@ -1,7 +1,9 @@
-"""One Redis pub/sub connection per gateway process for every execution it waits on.
+"""One Redis pub/sub connection per process for every channel it follows.
 
-A waiting request (``?wait=true``, an SSE stream, an MCP call) follows its execution's
-channel through the hub: the first follower of a channel subscribes it on the hub's one
+The gateway's waiting requests (``?wait=true``, an SSE stream, an MCP call) follow their
+executions' event channels through one hub, a sandbox pool process its runs' cancel
+channels (``shared/executions/cancel.py``) through another. A follower of a channel goes
+through the hub: the first follower of a channel subscribes it on the hub's one
 connection, one reader task hands each message to that channel's followers, and the last
 one to leave unsubscribes it. Before, each follower opened a connection of its own
 (connect, client set-up, subscribe, close): ~1 ms of the gateway's CPU per wait, and Redis'
@@ -66,7 +68,7 @@ class Follower:
         return item
 
 
-class EventHub:
+class PubSubHub:
     """The gateway's shared subscriber (see the module's docstring); bound to the event loop
     that first uses it (a new loop, as in tests, starts it afresh)."""
 
@@ -182,7 +184,7 @@ class EventHub:
         again and its followers told to resync; failing that, every follower gets the error."""
         if self._pubsub is not pubsub:  # replaced already
             return
-        log.warning("execution events connection failed: %s", exc)
+        log.warning("pub/sub hub connection failed: %s", exc)
         self._pubsub = None
         reader, self._reader = self._reader, None
         if reader is not None and reader is not asyncio.current_task():
