@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -112,4 +113,20 @@ def temporary_stack(
         if supervision:
             supervision.stop()
         stack.stop()
+        _keep_logs(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _keep_logs(home: Path) -> None:
+    """Copy the stack's logs to ``AGENTCARDS_TEST_KEEP_LOGS`` (a directory), when it is set:
+    a failed run's worker and toolhost logs outlive the throwaway home."""
+    target = os.environ.get("AGENTCARDS_TEST_KEEP_LOGS")
+    if not target:
+        return
+    destination = Path(target) / home.name
+    shutil.copytree(
+        home / "run",
+        destination,
+        ignore=shutil.ignore_patterns("*.sock", "*.pid"),
+        dirs_exist_ok=True,
+    )

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared import tool_ids
@@ -71,6 +71,8 @@ class _PendingCall:
 
     call_id: str | None
     task: asyncio.Task[None]
+    label: str  # the tool id, or the resource read's label
+    sent: float = field(default_factory=time.monotonic)
 
 
 @dataclass(slots=True)
@@ -261,6 +263,7 @@ class _Session:
                 advice.wall_time_exceeded(
                     self.limits.wall_time_s, self.limits.max_wall_time_s, language=self.language
                 ),
+                details=self._waiting_on(),
             )
         except (wire.WireError, ProtocolViolation) as exc:
             outcome.status = ExecutionStatus.FAILED
@@ -282,6 +285,20 @@ class _Session:
         outcome.tool_calls = self.calls
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
+
+    def _waiting_on(self) -> dict[str, Any] | None:
+        """What the code was still waiting for when its time ran out (the calls not answered,
+        oldest first, with how long each waited): where a timed-out run's time went."""
+        if not self.pending:
+            return None
+        now = time.monotonic()
+        calls = sorted(self.pending.values(), key=lambda p: p.sent)
+        return {
+            "waiting_on": [
+                {"call_id": p.call_id, "tool": p.label, "waited_s": round(now - p.sent, 3)}
+                for p in calls
+            ]
+        }
 
     async def _loop(self) -> messages.DoneMessage | None:
         while True:
@@ -334,7 +351,7 @@ class _Session:
             self._reply_error(cid, tool, refusal)
             return
         task = asyncio.create_task(self._invoke(cid, call_id, tool, args))
-        self.pending[cid] = _PendingCall(call_id, task)
+        self.pending[cid] = _PendingCall(call_id, task, tool)
 
     def _on_capability_events(self, message: messages.CapabilityEventsMessage) -> None:
         for event in message.events:
@@ -462,7 +479,7 @@ class _Session:
         task = asyncio.create_task(
             self._serve(cid, None, label, lambda d: backend.read_resource(server, uri, d))
         )
-        self.pending[cid] = _PendingCall(None, task)
+        self.pending[cid] = _PendingCall(None, task, label)
 
     async def _serve(
         self,

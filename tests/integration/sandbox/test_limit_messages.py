@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 
 from shared.sandbox.child import advice
+from shared.sandbox.tools import LocalToolRegistry
 from tests.integration.sandbox.conftest import Run
 
 
@@ -90,3 +92,25 @@ async def test_other_permission_errors_get_no_network_hint(run: Run) -> None:
     outcome = await run("open('/usr/lib/agentcards-nope', 'w')")
     assert outcome.error is not None and outcome.error["type"] == "runtime_error"
     assert "network" not in outcome.error["message"]
+
+
+async def test_a_run_that_times_out_waiting_on_a_tool_says_which_call_held_it(
+    run: Run, registry: LocalToolRegistry
+) -> None:
+    async def hang() -> None:
+        await asyncio.sleep(3600)
+
+    registry.register("t:hang", hang)
+    outcome = await run("await mcp.t.echo(x=1)\nawait mcp.t.hang()")
+    assert outcome.status == "timeout"
+    assert outcome.error is not None and outcome.error["type"] == "timeout"
+    # The answered call is not listed; the one still out is, with how long it waited.
+    (waiting,) = outcome.error["details"]["waiting_on"]
+    assert waiting["tool"] == "t:hang" and waiting["call_id"] == "call-2"
+    assert 2.0 < waiting["waited_s"] < 3.5  # the suite's 3 s wall, nearly all on this call
+
+
+async def test_a_run_that_times_out_on_its_own_code_lists_no_call(run: Run) -> None:
+    outcome = await run("import time\ntime.sleep(10**6)")
+    assert outcome.status == "timeout"
+    assert outcome.error is not None and "details" not in outcome.error
