@@ -32,6 +32,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
@@ -346,15 +347,28 @@ class RpcServer:
                 )
             )
         key = rpc_reply_key(reply.call_id)
-        try:
-            # MULTI: the reply never exists without its expiry, so unread replies cannot pile up.
-            async with self._out.pipeline(transaction=True) as pipe:
-                pipe.rpush(key, payload)
-                pipe.expire(key, self._reply_ttl_s)
-                await pipe.execute()
-        except RedisError as exc:
-            # The caller will see a timeout; re-running the tool is not an option.
-            log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+        for attempt in range(2):
+            try:
+                # MULTI: the reply never exists without its expiry, so unread replies cannot
+                # pile up.
+                async with self._out.pipeline(transaction=True) as pipe:
+                    pipe.rpush(key, payload)
+                    pipe.expire(key, self._reply_ttl_s)
+                    await pipe.execute()
+                return
+            except RedisConnectionError as exc:
+                # A pooled connection that died with a Redis restart fails its first command
+                # (the client does not retry): the tool ran, so its reply goes out again on a
+                # fresh connection, or the caller would wait out its deadline for nothing. A
+                # reply sent twice is harmless: the caller pops one, the other expires.
+                if attempt == 0:
+                    log.info("reply to call %s: %s; again", reply.call_id, exc)
+                    continue
+                log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+            except RedisError as exc:
+                # The caller will see a timeout; re-running the tool is not an option.
+                log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+            return
 
 
 def _tool_call_id(request: RpcRequest | ResourceRequest) -> str:
