@@ -62,6 +62,7 @@ class SandboxProcess:
     layers: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     _killed: bool = False
+    _reaped: bool = False
 
     @property
     def missing_layers(self) -> list[str]:
@@ -69,7 +70,13 @@ class SandboxProcess:
         return sorted(name for name, value in self.layers.items() if value is False)
 
     async def destroy(self) -> None:
-        """SIGKILL pid 1 of the child's namespace (the kernel kills the rest) and its cgroup, then wait."""
+        """``kill``, then ``reap``."""
+        self.kill()
+        await self.reap()
+
+    def kill(self) -> None:
+        """SIGKILL pid 1 of the child's namespace (the kernel kills the rest) and its cgroup,
+        and close our end of its channel: from here on nothing it sends is read."""
         if self._killed:
             return
         self._killed = True
@@ -77,9 +84,16 @@ class SandboxProcess:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.kill()
+        self.writer.close()
+
+    async def reap(self) -> None:
+        """After ``kill``: wait for the child's end, then remove its cgroup."""
+        if self._reaped:
+            return
+        self.kill()
+        self._reaped = True
         await _wait_fd_readable(self.pidfd, _KILL_WAIT_S)
         os.close(self.pidfd)
-        self.writer.close()
         if self.cgroup is not None:
             deadline = time.monotonic() + _KILL_WAIT_S
             while not self.cgroup.remove() and time.monotonic() < deadline:

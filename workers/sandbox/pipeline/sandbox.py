@@ -92,6 +92,14 @@ def run_sandboxed(ctx: RunContext) -> None:
         log.warning("could not drop the tool grant of %s: %s", ctx.execution_id, exc)
 
 
+def release(ctx: RunContext) -> None:
+    """After the announce: wait for the killed child's end, remove its cgroup, start making
+    the next child. Off the caller's path: the outcome is stored and announced already."""
+    loop = clients.event_loop()
+    while ctx.teardown:
+        loop.run_until_complete(ctx.teardown.pop(0)())
+
+
 async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
     execution_id = ctx.execution_id
 
@@ -119,6 +127,7 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         on_event=on_event,
         capability_sources=ctx.capabilities,
         language="typescript" if ctx.row.get("language") == "typescript" else "python",
+        teardown=ctx.teardown,  # the killed child's reaping and the next child: `release`
     )
     watch = wait_for_cancel(
         clients.async_redis_client(), clients.cancel_hub(), execution_id=execution_id
