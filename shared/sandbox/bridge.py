@@ -92,7 +92,7 @@ async def run_in_sandbox(
     capability_sources: Mapping[str, CapabilitySource] | None = None,
     launcher: Launcher | None = None,
     language: Language = "python",
-    teardown: list[Callable[[], Awaitable[None]]] | None = None,
+    teardown: list[Callable[[], None]] | None = None,
 ) -> ExecutionOutcome:
     """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
 
@@ -107,9 +107,9 @@ async def run_in_sandbox(
     ``language`` ``"typescript"`` runs ``code`` in Deno inside the same confinement;
     its ``capability_sources`` must be TypeScript too.
     The child is killed before this returns. Waiting for its end, removing its cgroup and
-    making the next child happen here too, unless ``teardown`` is given: that rest is
-    then appended to it, for the caller to await once the outcome is out (a sandbox worker
-    stores and announces it first).
+    making the next child happen here too, unless ``teardown`` is given: that rest (blocking,
+    for any thread) is then appended to it, for the caller to run once the outcome is out (a
+    sandbox worker stores and announces it first).
     """
     started = time.monotonic()
     if len(code.encode()) > limits.code_bytes:
@@ -180,18 +180,18 @@ async def run_in_sandbox(
         proc.kill()  # nothing of the child runs, nor is read, after this
         rest = _released(proc, launcher, limits, language)
         if teardown is None:
-            await rest()
+            await asyncio.to_thread(rest)
         else:
             teardown.append(rest)
 
 
 def _released(
     proc: SandboxProcess, launcher: Launcher, limits: SandboxLimits, language: Language
-) -> Callable[[], Awaitable[None]]:
+) -> Callable[[], None]:
     """What is left of a killed child's teardown: wait for it, then make the next one."""
 
-    async def rest() -> None:
-        await proc.reap()
+    def rest() -> None:
+        proc.reap()
         launcher.prepare(limits, language)
 
     return rest

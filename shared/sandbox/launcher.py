@@ -70,9 +70,9 @@ class SandboxProcess:
         return sorted(name for name, value in self.layers.items() if value is False)
 
     async def destroy(self) -> None:
-        """``kill``, then ``reap``."""
+        """``kill``, then ``reap`` (in a thread: it waits)."""
         self.kill()
-        await self.reap()
+        await asyncio.to_thread(self.reap)
 
     def kill(self) -> None:
         """SIGKILL pid 1 of the child's namespace (the kernel kills the rest) and its cgroup,
@@ -86,37 +86,22 @@ class SandboxProcess:
             self.cgroup.kill()
         self.writer.close()
 
-    async def reap(self) -> None:
-        """After ``kill``: wait for the child's end, then remove its cgroup."""
+    def reap(self) -> None:
+        """After ``kill``: wait for the child's end, then remove its cgroup (blocking, any
+        thread; at most ``_KILL_WAIT_S`` for each)."""
+        assert self._killed, "reap a killed child only"
         if self._reaped:
             return
-        self.kill()
         self._reaped = True
-        await _wait_fd_readable(self.pidfd, _KILL_WAIT_S)
+        poll = select.poll()
+        poll.register(self.pidfd, select.POLLIN)
+        poll.poll(_KILL_WAIT_S * 1000)
         os.close(self.pidfd)
         if self.cgroup is not None:
             deadline = time.monotonic() + _KILL_WAIT_S
             while not self.cgroup.remove() and time.monotonic() < deadline:
                 self.cgroup.kill()
-                await asyncio.sleep(0.005)
-
-
-async def _wait_fd_readable(fd: int, timeout: float) -> bool:
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    loop.add_reader(fd, ready)
-    try:
-        await asyncio.wait_for(future, timeout)
-        return True
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
+                time.sleep(0.005)
 
 
 class Launcher:

@@ -4,7 +4,8 @@ its outcome is out, as the sandbox worker does: nothing the code started outlive
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -40,7 +41,7 @@ async def test_a_deferred_teardown_still_kills_the_child_before_the_outcome(
         return proc
 
     monkeypatch.setattr(launcher, "spawn", recording)
-    teardown: list[Callable[[], Awaitable[None]]] = []
+    teardown: list[Callable[[], None]] = []
 
     outcome = await run(SPINNING, teardown=teardown)
 
@@ -49,10 +50,14 @@ async def test_a_deferred_teardown_still_kills_the_child_before_the_outcome(
     (proc,) = spawned
     # Killed already: dying or dead, never running code again (it waits to be reaped).
     assert _killed(proc.pid)
-    await teardown.pop()()
+    teardown.pop()()
     assert not psutil.pid_exists(proc.pid) or psutil.Process(proc.pid).status() == "zombie"
     if proc.cgroup is not None:
         assert not any(path.exists() for path in proc.cgroup.dirs.values())
+    for _ in range(500):  # the next child is being made (in a thread): wait until it waits
+        if not launcher._filling:
+            break
+        time.sleep(0.01)
     assert leaked_processes() == []
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ class RunContext:
     # sandbox: what the child did (a cancelled run is an outcome too); what is left of its
     # teardown once the child is killed (``sandbox.release`` runs it after the announce)
     outcome: ExecutionOutcome | None = None
-    teardown: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    teardown: list[Callable[[], None]] = field(default_factory=list)
     # privacy: the run's tokenizer (events and outcome), tokens given that did not resolve
     pii: Tokenizer | None = None
     pii_unresolved: set[str] = field(default_factory=set)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -93,11 +94,20 @@ def run_sandboxed(ctx: RunContext) -> None:
 
 
 def release(ctx: RunContext) -> None:
-    """After the announce: wait for the killed child's end, remove its cgroup, start making
-    the next child. Off the caller's path: the outcome is stored and announced already."""
-    loop = clients.event_loop()
-    while ctx.teardown:
-        loop.run_until_complete(ctx.teardown.pop(0)())
+    """After the announce, in a thread of its own: wait for the killed child's end, remove
+    its cgroup, make the next child. Off the caller's path (the outcome is stored and
+    announced already) and off the next run's (the task returns without waiting)."""
+    rest, ctx.teardown = ctx.teardown, []
+    if rest:
+        threading.Thread(target=_run_all, args=(rest,), name="sandbox-release", daemon=True).start()
+
+
+def _run_all(steps: list[Callable[[], None]]) -> None:
+    for step in steps:
+        try:
+            step()
+        except Exception:  # the next spawn makes its child on demand; sweep_stale the cgroup
+            log.exception("sandbox teardown failed")
 
 
 async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
