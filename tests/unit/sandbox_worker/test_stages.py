@@ -46,16 +46,13 @@ def test_the_order() -> None:
     assert NAMES == [
         "scope", "cache.prepare", "sandbox", "privacy", "cache.invalidate_writes", "store",
         "end_broken",
-        "cache.remember", "announce", "sandbox.release", "learn",
+        "cache.remember", "announce", "learn",
     ]  # fmt: skip
     by_name = {s.name: s for s in STAGES}
     assert by_name["end_broken"].when is When.FAILED
     assert by_name["learn"].when is When.ALWAYS
-    assert by_name["sandbox.release"].when is When.ALWAYS  # a killed child is always reaped
     # After the store nothing may fail the run; before it everything must.
-    assert [s.name for s in STAGES if s.best_effort] == [
-        "cache.remember", "announce", "sandbox.release", "learn",
-    ]  # fmt: skip
+    assert [s.name for s in STAGES if s.best_effort] == ["cache.remember", "announce", "learn"]
 
 
 def test_a_run_without_failure_is_stored_then_remembered_announced_and_learned() -> None:
@@ -69,11 +66,11 @@ def test_a_stage_that_raises_before_the_store_ends_the_run_broken_and_still_lear
     failing: str,
 ) -> None:
     calls, ctx = _run(failing)
-    assert calls == [*NAMES[: NAMES.index(failing) + 1], "end_broken", "sandbox.release", "learn"]
+    assert calls == [*NAMES[: NAMES.index(failing) + 1], "end_broken", "learn"]
     assert isinstance(ctx.failure, RuntimeError)
 
 
-@pytest.mark.parametrize("failing", ["cache.remember", "announce", "sandbox.release", "learn"])
+@pytest.mark.parametrize("failing", ["cache.remember", "announce", "learn"])
 def test_a_stage_after_the_store_never_fails_the_run(failing: str) -> None:
     calls, ctx = _run(failing)
     assert calls == [n for n in NAMES if n != "end_broken"]
@@ -83,7 +80,7 @@ def test_a_stage_after_the_store_never_fails_the_run(failing: str) -> None:
 def test_a_run_whose_writes_could_not_be_invalidated_is_never_stored_as_its_outcome() -> None:
     exc = CacheInvalidationFailed("cached results of files could be stale", servers=["files"])
     calls, ctx = _run("cache.invalidate_writes", exc)
-    assert "store" not in calls and calls[-3:] == ["end_broken", "sandbox.release", "learn"]
+    assert "store" not in calls and calls[-2:] == ["end_broken", "learn"]
     status, error = broken_end(ctx.failure)  # type: ignore[arg-type]
     assert status == ExecutionStatus.FAILED
     assert error["type"] == ErrorType.INTERNAL_ERROR

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +34,8 @@ class RunContext:
     capabilities: dict[str, CapabilitySource] = field(default_factory=dict)
     # cache.prepare: the scope's policies and generations before the run
     cache: RunCache | None = None
-    # sandbox: what the child did (a cancelled run is an outcome too); what is left of its
-    # teardown once the child is killed (``sandbox.release`` runs it after the announce)
+    # sandbox: what the child did (a cancelled run is an outcome too)
     outcome: ExecutionOutcome | None = None
-    teardown: list[Callable[[], None]] = field(default_factory=list)
     # privacy: the run's tokenizer (events and outcome), tokens given that did not resolve
     pii: Tokenizer | None = None
     pii_unresolved: set[str] = field(default_factory=set)

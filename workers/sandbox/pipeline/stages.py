@@ -19,7 +19,5 @@ STAGES: tuple[Stage, ...] = (
     # After the store: these never change the stored run.
     Stage("cache.remember", cache.remember, best_effort=True),
     Stage("announce", announce.announce, best_effort=True),
-    # Off the caller's path: the killed child's end and cgroup, then the next child.
-    Stage("sandbox.release", sandbox.release, when=When.ALWAYS, best_effort=True),
     Stage("learn", learn.learn, when=When.ALWAYS, best_effort=True),
 )
