@@ -364,27 +364,28 @@ class Launcher:
                 cgroup.remove()
                 cgroup = None
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
-        if json.loads(key).get("language") == "typescript":
-            # A TypeScript child starts Deno before its run: only once it is in its cgroup
-            # (a process forked earlier would stay outside it, uncapped). Without one it
-            # starts nothing; the bridge refuses TypeScript runs without a cgroup.
-            # Then it is a spare once Deno has booted and said so: a run never waits for V8.
-            try:
-                ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
-                if cgroup is not None:
-                    _recv_ready(ours, _HELLO_TIMEOUT_S)
-            except (OSError, SandboxError) as exc:
-                ours.close()
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                os.close(pidfd)
-                if cgroup is not None:
-                    cgroup.kill()
-                    if not cgroup.remove():
-                        cgroups.remove_later(cgroup)
-                if isinstance(exc, SandboxError):
-                    raise
-                raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
+        typescript = json.loads(key).get("language") == "typescript"
+        # The child waits for this before it does anything more: what it makes ahead of its
+        # run (a Python child's event loop, a TypeScript child's Deno: a process forked earlier
+        # would stay outside the cgroup, uncapped) is made inside its cgroup. Without one a
+        # TypeScript child starts nothing; the bridge refuses TypeScript runs without a cgroup.
+        # Then it is a spare once Deno has booted and said so: a run never waits for V8.
+        try:
+            ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
+            if typescript and cgroup is not None:
+                _recv_ready(ours, _HELLO_TIMEOUT_S)
+        except (OSError, SandboxError) as exc:
+            ours.close()
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+            if cgroup is not None:
+                cgroup.kill()
+                if not cgroup.remove():
+                    cgroups.remove_later(cgroup)
+            if isinstance(exc, SandboxError):
+                raise
+            raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
         layers: dict[str, Any] = dict(self.zygote_info)
         child_layers = hello.get("layers")
         if isinstance(child_layers, dict):
