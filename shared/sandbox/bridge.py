@@ -188,11 +188,12 @@ async def run_in_sandbox(
 def _released(
     proc: SandboxProcess, launcher: Launcher, limits: SandboxLimits, language: Language
 ) -> Callable[[], None]:
-    """What is left of a killed child's teardown: wait for it, then make the next one."""
+    """What is left of a killed child's teardown: start making the next one (in a thread of
+    its own), then wait for the killed one's end and remove its cgroup."""
 
     def rest() -> None:
-        proc.reap()
         launcher.prepare(limits, language)
+        proc.reap()
 
     return rest
 
