@@ -30,7 +30,7 @@ from shared.config import Settings
 from shared.errors import CacheInvalidationFailed
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceSummary, summary_of
-from shared.tools.store import cache_settings
+from shared.tools.store import run_tools_at, tools_version
 
 log = logging.getLogger(__name__)
 Conn = psycopg.Connection[Any]
@@ -74,13 +74,14 @@ class Finished:
 
 
 def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:
-    """Policies and the L1 scope digest of ``tools`` (every known tool when None)."""
-    return _scope_of(cache_settings(conn, ids=tools))
+    """Policies and the L1 scope digest of ``tools`` (every known tool when None): the tools'
+    version read now, their rows from this process's copy while that version stays."""
+    return scope_among(run_tools_at(conn, version=tools_version(conn)), tools=tools)
 
 
 def scope_among(known: Sequence[Mapping[str, Any]], *, tools: list[str] | None) -> Scope:
-    """``load_scope`` over every known tool's row, read already (``run_tools``): the same
-    rows ``cache_settings`` reads, so the same policies and digest as the gateway's."""
+    """``load_scope`` over every known tool's row, read already (``run_tools``, removed
+    servers' included), so the worker's policies and digest are the gateway's."""
     wanted = None if tools is None else set(tools)
     return _scope_of({r["id"]: r for r in known if wanted is None or r["id"] in wanted})
 

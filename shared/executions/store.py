@@ -187,7 +187,11 @@ def finished_executions(
 
 
 def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker: str) -> Row | None:
-    """Move queued → running atomically; None when someone else already moved it."""
+    """Move queued → running atomically; None when someone else already moved it.
+
+    The row carries, as ``tools_version``, the tools' version (migration 0027) read by the
+    same statement: the run's tool rows as of its claim without a round trip of their own
+    (``shared.tools.store.run_tools_at``)."""
     return conn.execute(
         """
         UPDATE executions
@@ -195,7 +199,7 @@ def claim_execution(conn: psycopg.Connection[Row], *, execution_id: str, worker:
                attempts = attempts + 1,
                queued_ms = EXTRACT(EPOCH FROM (clock_timestamp() - created_at)) * 1000
          WHERE id = %(id)s AND status = %(queued)s
-        RETURNING *
+        RETURNING *, (SELECT version FROM tools_state) AS tools_version
         """,
         {
             "id": execution_id,

@@ -94,6 +94,7 @@ async def run_in_sandbox(
     capability_sources: Mapping[str, CapabilitySource] | None = None,
     launcher: Launcher | None = None,
     language: Language = "python",
+    teardown: list[Callable[[], None]] | None = None,
 ) -> ExecutionOutcome:
     """Run ``code`` in a fresh confined child and return how it ended; never raises for child behaviour.
 
@@ -107,6 +108,10 @@ async def run_in_sandbox(
     async callable); capability events arrive in small batches from the child.
     ``language`` ``"typescript"`` runs ``code`` in Deno inside the same confinement;
     its ``capability_sources`` must be TypeScript too.
+    The child is killed before this returns. Waiting for its end, removing its cgroup and
+    making the next child happen here too, unless ``teardown`` is given: that rest (blocking,
+    for any thread) is then appended to it, for the caller to run once the outcome is out (a
+    sandbox worker stores and announces it first).
     """
     started = time.monotonic()
     if len(code.encode()) > limits.code_bytes:
@@ -174,8 +179,25 @@ async def run_in_sandbox(
         start = {"op": "start", "code": code, "capabilities": caps, "limits": _child_limits(limits)}
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
-        await proc.destroy()
+        proc.kill()  # nothing of the child runs, nor is read, after this
+        rest = _released(proc, launcher, limits, language)
+        if teardown is None:
+            await asyncio.to_thread(rest)
+        else:
+            teardown.append(rest)
+
+
+def _released(
+    proc: SandboxProcess, launcher: Launcher, limits: SandboxLimits, language: Language
+) -> Callable[[], None]:
+    """What is left of a killed child's teardown: start making the next one (in a thread of
+    its own), then wait for the killed one's end and remove its cgroup."""
+
+    def rest() -> None:
         launcher.prepare(limits, language)
+        proc.reap()
+
+    return rest
 
 
 def _child_limits(limits: SandboxLimits) -> dict[str, int]:

@@ -62,6 +62,7 @@ class SandboxProcess:
     layers: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     _killed: bool = False
+    _reaped: bool = False
 
     @property
     def missing_layers(self) -> list[str]:
@@ -69,7 +70,13 @@ class SandboxProcess:
         return sorted(name for name, value in self.layers.items() if value is False)
 
     async def destroy(self) -> None:
-        """SIGKILL pid 1 of the child's namespace (the kernel kills the rest) and its cgroup, then wait."""
+        """``kill``, then ``reap`` (in a thread: it waits)."""
+        self.kill()
+        await asyncio.to_thread(self.reap)
+
+    def kill(self) -> None:
+        """SIGKILL pid 1 of the child's namespace (the kernel kills the rest) and its cgroup,
+        and close our end of its channel: from here on nothing it sends is read."""
         if self._killed:
             return
         self._killed = True
@@ -77,32 +84,24 @@ class SandboxProcess:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.kill()
-        await _wait_fd_readable(self.pidfd, _KILL_WAIT_S)
-        os.close(self.pidfd)
         self.writer.close()
+
+    def reap(self) -> None:
+        """After ``kill``: wait for the child's end, then remove its cgroup (blocking, any
+        thread; at most ``_KILL_WAIT_S`` for each)."""
+        assert self._killed, "reap a killed child only"
+        if self._reaped:
+            return
+        self._reaped = True
+        poll = select.poll()
+        poll.register(self.pidfd, select.POLLIN)
+        poll.poll(_KILL_WAIT_S * 1000)
+        os.close(self.pidfd)
         if self.cgroup is not None:
             deadline = time.monotonic() + _KILL_WAIT_S
             while not self.cgroup.remove() and time.monotonic() < deadline:
                 self.cgroup.kill()
-                await asyncio.sleep(0.005)
-
-
-async def _wait_fd_readable(fd: int, timeout: float) -> bool:
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    loop.add_reader(fd, ready)
-    try:
-        await asyncio.wait_for(future, timeout)
-        return True
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
+                time.sleep(0.005)
 
 
 class Launcher:
@@ -365,27 +364,28 @@ class Launcher:
                 cgroup.remove()
                 cgroup = None
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
-        if json.loads(key).get("language") == "typescript":
-            # A TypeScript child starts Deno before its run: only once it is in its cgroup
-            # (a process forked earlier would stay outside it, uncapped). Without one it
-            # starts nothing; the bridge refuses TypeScript runs without a cgroup.
-            # Then it is a spare once Deno has booted and said so: a run never waits for V8.
-            try:
-                ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
-                if cgroup is not None:
-                    _recv_ready(ours, _HELLO_TIMEOUT_S)
-            except (OSError, SandboxError) as exc:
-                ours.close()
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                os.close(pidfd)
-                if cgroup is not None:
-                    cgroup.kill()
-                    if not cgroup.remove():
-                        cgroups.remove_later(cgroup)
-                if isinstance(exc, SandboxError):
-                    raise
-                raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
+        typescript = json.loads(key).get("language") == "typescript"
+        # The child waits for this before it does anything more: what it makes ahead of its
+        # run (a Python child's event loop, a TypeScript child's Deno: a process forked earlier
+        # would stay outside the cgroup, uncapped) is made inside its cgroup. Without one a
+        # TypeScript child starts nothing; the bridge refuses TypeScript runs without a cgroup.
+        # Then it is a spare once Deno has booted and said so: a run never waits for V8.
+        try:
+            ours.sendall(wire.encode({"op": "placed", "cgroup": cgroup is not None}))
+            if typescript and cgroup is not None:
+                _recv_ready(ours, _HELLO_TIMEOUT_S)
+        except (OSError, SandboxError) as exc:
+            ours.close()
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+            if cgroup is not None:
+                cgroup.kill()
+                if not cgroup.remove():
+                    cgroups.remove_later(cgroup)
+            if isinstance(exc, SandboxError):
+                raise
+            raise _sandbox_error("spawn", f"the sandbox child went away: {exc}") from exc
         layers: dict[str, Any] = dict(self.zygote_info)
         child_layers = hello.get("layers")
         if isinstance(child_layers, dict):

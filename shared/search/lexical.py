@@ -24,7 +24,7 @@ import numpy as np
 import psycopg
 
 from shared.search.query import lexeme_words
-from shared.search.versioned import VersionedCache
+from shared.versioned import VersionedCache
 
 # Words in more than this share of tools are dropped from the query: they barely
 # discriminate (idf ≈ 0.2 at 20 %).

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from shared.search.versioned import VersionedCache
+from shared.versioned import VersionedCache
 
 # Read in the search's first round trip, next to its other statements.
 PAGERANK_VERSION_SQL = "SELECT version FROM pagerank_state"

@@ -15,6 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from shared.server_states import ServerState
+from shared.versioned import VersionedCache
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -57,6 +58,30 @@ def run_tools(conn: Conn) -> list[Row]:
     ``schema_hash``: one read serving a run's tool scope (``configured`` of these) and its
     cache settings (``cache_settings`` reads the same tools, removed servers' included)."""
     return _with_server_state(conn, f"{TOOL_COLUMNS}, schema_hash", include_removed=True)
+
+
+# ``tools_state.version`` (migration 0027) moves with every column ``run_tools`` reads.
+TOOLS_VERSION_SQL = "SELECT version FROM tools_state"
+_RUN_TOOLS = VersionedCache(run_tools)
+
+
+def run_tools_at(conn: Conn, *, version: Any) -> list[Row]:
+    """``run_tools`` as of ``version`` (``TOOLS_VERSION_SQL``, read by the caller before): kept
+    in this process while the version stays, read again once it moved. The rows are shared:
+    read them, never change them. No version (the table is gone or empty): read now."""
+    if version is None:
+        return run_tools(conn)
+    return _RUN_TOOLS.get(conn, version=version)
+
+
+def tools_version(conn: Conn) -> Any:
+    """The tools' version now (None if unknown: ``run_tools_at`` then reads)."""
+    found = conn.execute(TOOLS_VERSION_SQL).fetchone()
+    return None if found is None else _first(found)
+
+
+def _first(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
 def _with_server_state(conn: Conn, columns: str, *, include_removed: bool) -> list[Row]:
@@ -141,21 +166,6 @@ def upsert_tool(
             None if pii_kinds is None else Jsonb({"kinds": pii_kinds}),
         ),
     )  # fmt: skip
-
-
-def cache_settings(conn: Conn, *, ids: Sequence[str] | None) -> dict[str, Row]:
-    """Schema hash, annotations and cache override of the tools in ``ids`` (every tool for None),
-    by id: what the result cache keys on and decides with."""
-    if ids is None:
-        rows = conn.execute(
-            "SELECT id, schema_hash, annotations, cache_override FROM tools"
-        ).fetchall()
-    else:
-        rows = conn.execute(
-            "SELECT id, schema_hash, annotations, cache_override FROM tools WHERE id = ANY(%s)",
-            (list(ids),),
-        ).fetchall()
-    return {r["id"]: r for r in rows}
 
 
 def delete_tools(conn: Conn, *, ids: Sequence[str]) -> None:

@@ -60,7 +60,10 @@ def run_execution(self: Task, execution_id: str) -> str:
             return ExecutionStatus.RUNNING
     bind(tenant_id=row["tenant_id"])
     # From here on the row is ours: the stages end it whatever happens (runner.py).
-    ctx = RunContext(row=row, settings=_settings, redis=clients.redis_client())
+    version = row.pop("tools_version", None)  # not a column: read by the claim beside the row
+    ctx = RunContext(
+        row=row, settings=_settings, redis=clients.redis_client(), tools_version=version
+    )
     beat.mark(execution_id)  # written by the heartbeat thread: not on the run's path
     try:
         with run_span(ctx):

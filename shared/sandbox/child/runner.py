@@ -193,9 +193,14 @@ def _on_sigxcpu(signum: int, frame: Any) -> None:
     raise CpuLimitExceeded("CPU time limit exceeded")
 
 
-async def _run(chan_fd: int, start: dict[str, Any]) -> None:
+async def _run(chan_fd: int) -> None:
+    # The loop and the channel's streams are made while the child waits as a spare, not
+    # after its run is asked for.
     sock = socket.socket(fileno=chan_fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 20)
+    start = await wire.read_frame(reader, _START_FRAME_MAX)
+    if start is None or not isinstance(start.get("code"), str):
+        os._exit(0)
     session = Session(writer, start)
     replies = asyncio.create_task(session.read_replies(reader))
     session.sources[usercode.MAIN_FILENAME] = start["code"].splitlines()
@@ -273,15 +278,14 @@ def serve(
     """
     hello = {"op": "hello", "layers": layers, "errors": errors}
     wire.write_all(chan_fd, wire.encode(hello))
+    # The launcher says when we are in our cgroup: nothing more is made before that.
+    placed = wire.read_frame_blocking(chan_fd, 1 << 10)
+    if placed is None or placed.get("op") != "placed":
+        os._exit(0)
     if cfg.get("language") == "typescript":
-        # The launcher says when we are in our cgroup: Deno must be forked inside it.
-        placed = wire.read_frame_blocking(chan_fd, 1 << 10)
-        if placed is None or placed.get("op") != "placed" or placed.get("cgroup") is not True:
+        if placed.get("cgroup") is not True:  # Deno must be forked inside one
             os._exit(0)
         deno_child.serve(chan_fd, cfg)  # Deno starts now and reads start itself: a warm spare
         os._exit(0)
-    start = wire.read_frame_blocking(chan_fd, _START_FRAME_MAX)
-    if start is None or not isinstance(start.get("code"), str):
-        os._exit(0)
-    asyncio.run(_run(chan_fd, start))
+    asyncio.run(_run(chan_fd))
     os._exit(0)

@@ -45,6 +45,7 @@ def test_done_frame_survives_a_slow_reader_and_a_small_socket_buffer() -> None:
     try:
         (size,) = wire.HEADER.unpack(bridge.recv(wire.HEADER.size, socket.MSG_WAITALL))
         assert wire.decode(bridge.recv(size, socket.MSG_WAITALL))["op"] == "hello"
+        bridge.sendall(wire.encode({"op": "placed", "cgroup": False}))  # as the launcher does
         code = 'for _ in range(8):\n    print("x" * 65536)\n"done"'
         bridge.sendall(wire.encode({"op": "start", "code": code, "limits": {}}))
         frames = _frames_until_eof(bridge)

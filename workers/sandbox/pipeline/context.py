@@ -23,6 +23,8 @@ class RunContext:
     row: dict[str, Any]  # the executions row, already `running` and ours
     settings: Settings
     redis: redis.Redis
+    # the tools' version the claim read (``shared.tools.store.run_tools_at``)
+    tools_version: Any = None
     # scope: what the run may call and inline
     grant: Grant | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -84,15 +85,32 @@ def rpc_client(settings: Settings) -> RpcClient:
 
 
 def run_sandboxed(ctx: RunContext) -> None:
-    """Run the code to its outcome (or to a cancel request); then its tool grant ends."""
-    ctx.outcome = clients.event_loop().run_until_complete(_run_or_cancel(ctx))
+    """Run the code to its outcome (or to a cancel request); then its tool grant ends.
+
+    The child is dead (killed) when the run returns; waiting for its end, removing its cgroup
+    and making the next child go on in a thread while the outcome is stored and announced."""
+    teardown: list[Callable[[], None]] = []
+    try:
+        ctx.outcome = clients.event_loop().run_until_complete(_run_or_cancel(ctx, teardown))
+    finally:
+        release = threading.Thread(target=_run_all, args=(teardown,), name="sandbox-release")
+        release.daemon = True
+        release.start()
     try:
         ctx.redis.delete(grant_key(ctx.execution_id))  # runs never restart: the scope ends here
     except RedisError as exc:  # it expires by itself shortly after the run's deadline
         log.warning("could not drop the tool grant of %s: %s", ctx.execution_id, exc)
 
 
-async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
+def _run_all(steps: list[Callable[[], None]]) -> None:
+    for step in steps:
+        try:
+            step()
+        except Exception:  # the next spawn makes its child on demand; sweep_stale the cgroup
+            log.exception("sandbox teardown failed")
+
+
+async def _run_or_cancel(ctx: RunContext, teardown: list[Callable[[], None]]) -> ExecutionOutcome:
     execution_id = ctx.execution_id
 
     # Published in order without holding the run: a tool call's start and end events no
@@ -119,6 +137,7 @@ async def _run_or_cancel(ctx: RunContext) -> ExecutionOutcome:
         on_event=on_event,
         capability_sources=ctx.capabilities,
         language="typescript" if ctx.row.get("language") == "typescript" else "python",
+        teardown=teardown,  # the killed child's reaping and the next child: not awaited here
     )
     watch = wait_for_cancel(
         clients.async_redis_client(), clients.cancel_hub(), execution_id=execution_id

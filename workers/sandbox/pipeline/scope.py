@@ -14,7 +14,7 @@ from shared.db import autocommit
 from shared.queues import grant_key
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.tools import ToolSpec
-from shared.tools.store import configured, run_tools
+from shared.tools.store import configured, run_tools_at
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.retry import with_db_retry
 
@@ -37,8 +37,11 @@ def resolve_scope(ctx: RunContext) -> None:
     ctx.grant = load_grant(raw)
     if ctx.grant is None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
-    # One read of `tools` for the scope and the cache settings (cache.prepare).
-    ctx.known_tool_rows = with_db_retry(_run_tools, what="load tools")
+    # One read of `tools` for the scope and the cache settings (cache.prepare), kept in this
+    # process while the version the claim read stays: no round trip unless tools changed.
+    ctx.known_tool_rows = with_db_retry(
+        lambda conn: _run_tools(conn, version=ctx.tools_version), what="load tools"
+    )
     ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant, configured(ctx.known_tool_rows))
     ctx.capabilities = capability_sources(ctx.row)
 
@@ -66,9 +69,9 @@ def tool_scope(
     return granted, [r["id"] for r in rows]
 
 
-def _run_tools(conn: psycopg.Connection[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_tools(conn: psycopg.Connection[dict[str, Any]], *, version: Any) -> list[dict[str, Any]]:
     with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-        return run_tools(conn)
+        return run_tools_at(conn, version=version)
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
