@@ -360,7 +360,7 @@ class RpcServer:
             ("EXEC",),
         ]
         try:
-            replies = await self._lines.send(*transaction, *then)
+            replies = await self._lines.send(*transaction, then=then)
         except RedisError as exc:
             # The caller will see a timeout; re-running the tool is not an option.
             log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)

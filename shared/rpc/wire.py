@@ -13,6 +13,7 @@ was cancelled), is closed and the error raised; the next batch dials a new one.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -41,25 +42,29 @@ class Lines:
         # At most this many batches at once (each holds its connection); others wait.
         self._slots = asyncio.Semaphore(max_connections) if max_connections else None
 
-    async def send(self, *commands: Command) -> list[Any]:
+    async def send(self, *commands: Command, then: Sequence[Command] = ()) -> list[Any]:
         """Send ``commands`` in one write and return their replies in order (one round trip).
 
-        A command Redis refuses comes back as its ``ResponseError`` in the list (the
-        others' replies still count); a connection error, or no answer within the
-        timeout (``redis.exceptions.TimeoutError``), is raised."""
+        ``then``: commands written right after, on the same round trip, their replies
+        appended; packing them does not delay the first write. A command Redis refuses
+        comes back as its ``ResponseError`` in the list (the others' replies still count);
+        a connection error, or no answer within the timeout
+        (``redis.exceptions.TimeoutError``), is raised."""
         if self._slots is None:
-            return await self._send(commands)
+            return await self._send(commands, then)
         async with self._slots:
-            return await self._send(commands)
+            return await self._send(commands, then)
 
-    async def _send(self, commands: tuple[Command, ...]) -> list[Any]:
+    async def _send(self, commands: Sequence[Command], then: Sequence[Command]) -> list[Any]:
         conn = self._idle.pop() if self._idle else self._factory.make_connection()
         try:
             async with asyncio.timeout(self._timeout_s):
                 await _ready(conn)
                 await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+                if then:
+                    await conn.send_packed_command(conn.pack_commands(then), check_health=False)
                 replies: list[Any] = []
-                for _ in commands:
+                for _ in range(len(commands) + len(then)):
                     try:
                         replies.append(await conn.read_response())
                     except ResponseError as exc:  # read in full: the connection stays in step
