@@ -5,6 +5,8 @@ the deadline the caller gets a ``timeout`` error; the late reply, if any, expire
 own key (settings.rpc_reply_ttl_s). While waiting, the caller checks every
 ``CHECK_EVERY_S`` that the replica which claimed the call still beats: a toolhost killed
 mid-call ends the call at once as ``tool_unavailable`` (it may have run; not replayed).
+A call that finds all ``max_connections`` busy until its deadline is not sent at all
+(``timeout``, saying so).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from shared.rpc.protocol import (
     decode_reply,
     encode,
 )
-from shared.rpc.wire import Lines
+from shared.rpc.wire import Lines, NoFreeLine
 from shared.telemetry import inject
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
@@ -121,6 +123,7 @@ class RpcClient:
             pushed, popped = await self._lines.send(
                 ("RPUSH", RPC_REQUESTS, payload),  # toolhosts BLPOP: oldest call first
                 ("BLPOP", key, _block_for(deadline)),
+                wait_s=max(0.0, deadline - time.time()),
             )
             _raise_refused(pushed, popped)
             while popped is None and time.time() < deadline + REPLY_GRACE_S:
@@ -135,6 +138,13 @@ class RpcClient:
                     )
                 (popped,) = await self._lines.send(("BLPOP", key, _block_for(deadline)))
                 _raise_refused(popped)
+        except NoFreeLine:
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TIMEOUT,
+                f"every RPC connection stayed busy until the deadline; {label} was not sent",
+            )
         except RedisError as exc:
             # The push may or may not have happened; retrying could run the tool twice.
             return _fail(

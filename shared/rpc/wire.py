@@ -26,6 +26,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 Command = tuple[str | bytes | int | float, ...]
 
 
+class NoFreeLine(RedisError):
+    """Every connection stayed busy for the wait allowed: the batch was not sent."""
+
+
 class Lines:
     """Connections to one Redis, each carrying one batch at a time; as many as batches in flight."""
 
@@ -42,18 +46,28 @@ class Lines:
         # At most this many batches at once (each holds its connection); others wait.
         self._slots = asyncio.Semaphore(max_connections) if max_connections else None
 
-    async def send(self, *commands: Command, then: Sequence[Command] = ()) -> list[Any]:
+    async def send(
+        self, *commands: Command, then: Sequence[Command] = (), wait_s: float | None = None
+    ) -> list[Any]:
         """Send ``commands`` in one write and return their replies in order (one round trip).
 
         ``then``: commands written right after, on the same round trip, their replies
         appended; packing them does not delay the first write. A command Redis refuses
         comes back as its ``ResponseError`` in the list (the others' replies still count);
         a connection error, or no answer within the timeout
-        (``redis.exceptions.TimeoutError``), is raised."""
+        (``redis.exceptions.TimeoutError``), is raised. ``wait_s``: how long to wait for a
+        free connection when ``max_connections`` are busy (``NoFreeLine``: nothing was sent)."""
         if self._slots is None:
             return await self._send(commands, then)
-        async with self._slots:
+        try:
+            async with asyncio.timeout(wait_s):
+                await self._slots.acquire()
+        except TimeoutError as exc:
+            raise NoFreeLine(f"no free connection within {wait_s:.3g}s") from exc
+        try:
             return await self._send(commands, then)
+        finally:
+            self._slots.release()
 
     async def _send(self, commands: Sequence[Command], then: Sequence[Command]) -> list[Any]:
         conn = self._idle.pop() if self._idle else self._factory.make_connection()
