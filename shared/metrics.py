@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -160,29 +159,30 @@ def observe(client: redis.Redis, name: str, value: float, *, count: int = 1) -> 
     pipe.execute()
 
 
-async def observe_labelled(
-    client: aioredis.Redis, name: str, label: str, value: float, *, count: int = 1
-) -> None:
-    """``observe`` for one label value of a labelled histogram, from async code."""
-    pipe = client.pipeline(transaction=False)
-    _queue_observation(pipe, name, value, count=count, label=label)
-    await pipe.execute()
-
-
-def _queue_observation(
-    pipe: Any, name: str, value: float, *, count: int, label: str | None = None
-) -> None:
+def observation_commands(
+    name: str, value: float, *, count: int = 1, label: str | None = None
+) -> list[tuple[str | bytes | int | float, ...]]:
+    """The Redis commands that record ``count`` observations of ``value`` in a histogram
+    (``label``: one label value of a labelled one), for a caller that sends them on a
+    round trip of its own (the toolhost's RPC reply)."""
     if label is None:
         _, buckets = HISTOGRAMS[name]
         key = METRICS_PREFIX + name
+        commands: list[tuple[str | bytes | int | float, ...]] = []
     else:
         _, _, buckets = LABELLED_HISTOGRAMS[name]
         key = f"{METRICS_PREFIX}{name}:{label}"
-        pipe.sadd(f"{METRICS_PREFIX}{name}:labels", label)
+        commands = [("SADD", f"{METRICS_PREFIX}{name}:labels", label)]
     index = bisect.bisect_left(buckets, value)
     bucket = str(buckets[index]) if index < len(buckets) else "+Inf"
-    pipe.hincrby(key, bucket, count)
-    pipe.hincrbyfloat(key, "sum", value * count)
+    commands.append(("HINCRBY", key, bucket, count))
+    commands.append(("HINCRBYFLOAT", key, "sum", value * count))
+    return commands
+
+
+def _queue_observation(pipe: Any, name: str, value: float, *, count: int) -> None:
+    for command in observation_commands(name, value, count=count):
+        pipe.execute_command(*command)
 
 
 def ratio(part: float, whole: float) -> float:

@@ -26,14 +26,12 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
@@ -58,6 +56,7 @@ from shared.rpc.protocol import (
     decode_message,
     encode,
 )
+from shared.rpc.wire import Command, Lines
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +91,10 @@ class RpcServer:
         self._claim_as = claim_as
         self._reply_ttl_s = reply_ttl_s
         # The popping connection blocks, so it is separate from the one replies go out on.
-        self._pop = aioredis.Redis.from_url(
-            redis_url, socket_timeout=None, retry=Retry(NoBackoff(), 0)
-        )
+        self._pop = Lines(redis_url, timeout_s=None)  # BLPOP carries its own timeout
         self._out = aioredis.Redis.from_url(redis_url, socket_timeout=10)
+        # Each call's two round trips (claim + grant read; reply + latency sample).
+        self._lines = Lines(redis_url, timeout_s=10)
         self._scope = ScopeGuard(self._out, on_refusal=on_refusal)
         # Taken before each pop: a saturated replica stops popping and leaves the work to
         # other replicas instead of queueing it in memory.
@@ -119,7 +118,9 @@ class RpcServer:
         while not self._stopping.is_set():
             await self._slots.acquire()
             try:
-                popped = await self._pop.blpop(self._lists(), timeout=POLL_TIMEOUT_S)
+                (popped,) = await self._pop.send(("BLPOP", *self._lists(), POLL_TIMEOUT_S))
+                if isinstance(popped, ResponseError):
+                    raise popped
                 failures = 0
             except RedisError as exc:
                 self._slots.release()
@@ -137,6 +138,9 @@ class RpcServer:
             task = asyncio.create_task(self._handle(popped[0], popped[1]))
             self._tasks.add(task)
             task.add_done_callback(self._done)
+            # The call's claim goes out before the next pop: the caller waits on the one,
+            # nobody yet on the other.
+            await asyncio.sleep(0)
 
     def _lists(self) -> list[str]:
         """The lists to pop: the forwarded calls of each server ready here, then the shared one."""
@@ -165,9 +169,10 @@ class RpcServer:
             await asyncio.wait(pending, timeout=2.0)
 
     async def aclose(self) -> None:
-        """Close both Redis connections."""
+        """Close every Redis connection."""
         await self._pop.aclose()
         await self._out.aclose()
+        await self._lines.aclose()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -211,8 +216,9 @@ class RpcServer:
         async with call_span(request) as record:
             reply = await self._execute(request, started, read)
             record(reply)
-        await self._send(reply)
-        await self._observe(request, reply)  # after the reply: the caller does not wait for it
+        # The latency sample rides on the reply's round trip, after it: no extra trip.
+        await self._send(reply, then=self._latency_sample(request, reply))
+        self._log(request, reply)
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
         """The ids of the tools ``server`` lists here; None when it is not serving here."""
@@ -221,19 +227,19 @@ class RpcServer:
             return None
         return [f"{server}:{name}" for name in getattr(backend, "tools", None) or {}]
 
-    async def _observe(self, request: RpcRequest, reply: RpcReply) -> None:
-        """Log the call and its latency per server (configured servers only: bounded labels)."""
+    def _latency_sample(self, request: RpcRequest, reply: RpcReply) -> list[Command]:
+        """The commands recording the call's latency per server (configured servers only:
+        bounded labels)."""
         server = request.tool.partition(":")[0]
+        if self._registry.get(server) is None:
+            return []
+        return metrics.observation_commands(
+            "tool_call_latency_seconds", reply.duration_ms / 1000, label=server
+        )
+
+    def _log(self, request: RpcRequest, reply: RpcReply) -> None:
         outcome = "ok" if reply.ok else str(reply.error.type if reply.error else "error")
         log.info("tool call %s: %s in %.1f ms", request.tool, outcome, reply.duration_ms)
-        if self._registry.get(server) is None:
-            return
-        try:
-            await metrics.observe_labelled(
-                self._out, "tool_call_latency_seconds", server, reply.duration_ms / 1000
-            )
-        except RedisError as exc:  # a lost sample must not cost the reply
-            log.debug("tool call latency not recorded: %s", exc)
 
     async def _forwarded(self, request: RpcRequest | ResourceRequest, raw: bytes | str) -> bool:
         """Hand a call for a server not ready here to the replicas that have it ready (the
@@ -278,13 +284,11 @@ class RpcServer:
         grant that cannot be read refuses the call. Both commands are idempotent."""
         if self._claim_as is None:
             return await self._scope.read_grant(request.execution_id)
+        claim = ("SET", rpc_claim_key(request.call_id), self._claim_as)
         try:
-            async with self._out.pipeline(transaction=False) as pipe:
-                pipe.set(
-                    rpc_claim_key(request.call_id), self._claim_as, ex=self._claim_ttl(request)
-                )
-                pipe.get(grant_key(request.execution_id))
-                _, raw = await pipe.execute()
+            _, raw = await self._lines.send(
+                (*claim, "EX", self._claim_ttl(request)), ("GET", grant_key(request.execution_id))
+            )
         except RedisError as exc:
             log.info(
                 "claim and grant read of call %s failed (%s); again, one by one",
@@ -293,7 +297,7 @@ class RpcServer:
             )
             await self._claim(request)
             return await self._scope.read_grant(request.execution_id)
-        return GrantRead.of(raw)
+        return GrantRead.failed(raw) if isinstance(raw, ResponseError) else GrantRead.of(raw)
 
     async def _execute(self, request: RpcRequest, started: float, read: GrantRead) -> RpcReply:
         call_id, tool = request.call_id, request.tool
@@ -334,7 +338,9 @@ class RpcServer:
             return fail(ErrorType.TOOL_ERROR, outcome.error or "tool error")
         return RpcReply(call_id=call_id, ok=True, result=outcome.value, duration_ms=elapsed)
 
-    async def _send(self, reply: RpcReply) -> None:
+    async def _send(self, reply: RpcReply, *, then: Sequence[Command] = ()) -> None:
+        """Deliver ``reply``; ``then``: commands sent after it on the same round trip (their
+        failure is logged, it never costs the reply)."""
         try:
             payload = encode(reply)
         except (TypeError, ValueError) as exc:  # a result orjson cannot serialize
@@ -347,28 +353,37 @@ class RpcServer:
                 )
             )
         key = rpc_reply_key(reply.call_id)
+        # MULTI: the reply never exists without its expiry, so unread replies cannot pile up.
+        transaction: list[Command] = [
+            ("MULTI",),
+            ("RPUSH", key, payload),
+            ("EXPIRE", key, self._reply_ttl_s),
+            ("EXEC",),
+        ]
         for attempt in range(2):
             try:
-                # MULTI: the reply never exists without its expiry, so unread replies cannot
-                # pile up.
-                async with self._out.pipeline(transaction=True) as pipe:
-                    pipe.rpush(key, payload)
-                    pipe.expire(key, self._reply_ttl_s)
-                    await pipe.execute()
-                return
+                replies = await self._lines.send(*transaction, then=then)
+                break
             except RedisConnectionError as exc:
-                # A pooled connection that died with a Redis restart fails its first command
-                # (the client does not retry): the tool ran, so its reply goes out again on a
-                # fresh connection, or the caller would wait out its deadline for nothing. A
-                # reply sent twice is harmless: the caller pops one, the other expires.
+                # A connection that died with a Redis restart can fail a batch (the lines do
+                # not retry): the tool ran, so its reply goes out again on a fresh connection,
+                # or the caller would wait out its deadline for nothing. A reply sent twice is
+                # harmless: the caller pops one, the other expires.
                 if attempt == 0:
                     log.info("reply to call %s: %s; again", reply.call_id, exc)
                     continue
                 log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+                return
             except RedisError as exc:
                 # The caller will see a timeout; re-running the tool is not an option.
                 log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
-            return
+                return
+        delivered = replies[len(transaction) - 1]
+        if not isinstance(delivered, list) or any(isinstance(r, ResponseError) for r in delivered):
+            log.error("could not deliver the reply to call %s: %s", reply.call_id, delivered)
+        refused = [r for r in replies[len(transaction) :] if isinstance(r, ResponseError)]
+        if refused:  # a lost sample must not cost the reply
+            log.debug("sent after the reply to call %s, refused: %s", reply.call_id, refused)
 
 
 def _tool_call_id(request: RpcRequest | ResourceRequest) -> str:

@@ -5,6 +5,8 @@ the deadline the caller gets a ``timeout`` error; the late reply, if any, expire
 own key (settings.rpc_reply_ttl_s). While waiting, the caller checks every
 ``CHECK_EVERY_S`` that the replica which claimed the call still beats: a toolhost killed
 mid-call ends the call at once as ``tool_unavailable`` (it may have run; not replayed).
+A call that finds all ``max_connections`` busy until its deadline is not sent at all
+(``timeout``, saying so).
 """
 
 from __future__ import annotations
@@ -13,10 +15,7 @@ import time
 import uuid
 from typing import Any
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from shared.errors import ErrorType
 from shared.queues import HEARTBEAT_PREFIX, RPC_REQUESTS, rpc_claim_key, rpc_reply_key
@@ -27,6 +26,7 @@ from shared.rpc.protocol import (
     decode_reply,
     encode,
 )
+from shared.rpc.wire import Lines, NoFreeLine
 from shared.telemetry import inject
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
@@ -43,17 +43,10 @@ class RpcClient:
     """Sends tool calls to the toolhosts over Redis; one instance per process, many calls at once."""
 
     def __init__(self, redis_url: str, *, max_connections: int = 64) -> None:
-        # Each in-flight call holds one connection while it blocks on its reply key, so the
-        # pool bounds concurrent calls; extra callers wait for a free connection.
-        # No socket timeout (BLPOP carries its own) and no retries (at-most-once).
-        self._pool = aioredis.BlockingConnectionPool.from_url(
-            redis_url,
-            max_connections=max_connections,
-            socket_timeout=None,
-            retry=Retry(NoBackoff(), 0),
-            retry_on_error=[],
-        )
-        self._redis = aioredis.Redis(connection_pool=self._pool)
+        # Each in-flight call holds one connection while it blocks on its reply key, so
+        # ``max_connections`` bounds concurrent calls; extra callers wait for a free one.
+        # No timeout (BLPOP carries its own) and no retries (at-most-once).
+        self._lines = Lines(redis_url, timeout_s=None, max_connections=max_connections)
 
     async def __aenter__(self) -> RpcClient:
         return self
@@ -62,9 +55,8 @@ class RpcClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close every pooled connection."""
-        await self._redis.aclose()
-        await self._pool.aclose()
+        """Close every idle connection."""
+        await self._lines.aclose()
 
     async def call(
         self,
@@ -128,10 +120,12 @@ class RpcClient:
         # The wait is sliced: between slices, a call whose toolhost replica died ends at once.
         key = rpc_reply_key(call_id)
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.rpush(RPC_REQUESTS, payload)  # toolhosts BLPOP: oldest call first
-                pipe.blpop([key], timeout=_block_for(deadline))
-                _, popped = await pipe.execute()
+            pushed, popped = await self._lines.send(
+                ("RPUSH", RPC_REQUESTS, payload),  # toolhosts BLPOP: oldest call first
+                ("BLPOP", key, _block_for(deadline)),
+                wait_s=max(0.0, deadline - time.time()),
+            )
+            _raise_refused(pushed, popped)
             while popped is None and time.time() < deadline + REPLY_GRACE_S:
                 lost = await self._claimant_gone(call_id)
                 if lost:
@@ -142,7 +136,15 @@ class RpcClient:
                         f"the toolhost running {label} stopped ({lost}); the call may have run "
                         "and is not retried",
                     )
-                popped = await self._redis.blpop([key], timeout=_block_for(deadline))
+                (popped,) = await self._lines.send(("BLPOP", key, _block_for(deadline)))
+                _raise_refused(popped)
+        except NoFreeLine:
+            return _fail(
+                call_id,
+                started,
+                ErrorType.TIMEOUT,
+                f"every RPC connection stayed busy until the deadline; {label} was not sent",
+            )
         except RedisError as exc:
             # The push may or may not have happened; retrying could run the tool twice.
             return _fail(
@@ -168,11 +170,19 @@ class RpcClient:
 
     async def _claimant_gone(self, call_id: str) -> str | None:
         """Why the replica that popped this call is gone, or None (alive, or not popped yet)."""
-        claimant = await self._redis.get(rpc_claim_key(call_id))
-        if claimant is None or await self._redis.exists(claimant):
+        (claimant,) = await self._lines.send(("GET", rpc_claim_key(call_id)))
+        _raise_refused(claimant)
+        if claimant is None or (await self._lines.send(("EXISTS", claimant)))[0] == 1:
             return None
         name = claimant.decode() if isinstance(claimant, bytes) else str(claimant)
         return f"no heartbeat from {name.removeprefix(HEARTBEAT_PREFIX)}"
+
+
+def _raise_refused(*replies: object) -> None:
+    """A command Redis refused (say the list is not a list) fails the call like an outage."""
+    for reply in replies:
+        if isinstance(reply, ResponseError):
+            raise reply
 
 
 def _block_for(deadline: float) -> float:

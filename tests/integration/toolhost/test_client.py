@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import orjson
@@ -41,6 +42,27 @@ async def test_past_deadline_and_out_of_scope_are_not_sent(redis_url: str) -> No
     assert denied.error and denied.error.type == ErrorType.TOOL_NOT_ALLOWED
     assert invalid.error and invalid.error.type == ErrorType.INVALID_REQUEST
     assert redis.Redis.from_url(redis_url).llen(RPC_REQUESTS) == 0
+
+
+async def test_a_call_that_finds_every_connection_busy_until_its_deadline_is_not_sent(
+    redis_url: str,
+) -> None:
+    redis.Redis.from_url(redis_url).delete(RPC_REQUESTS)
+    async with RpcClient(redis_url, max_connections=1) as client:
+        first = asyncio.create_task(
+            client.call(execution_id="e", tool="a:b", args={}, deadline=time.time() + 0.8)
+        )
+        await asyncio.sleep(0.1)  # the first call holds the one connection, waiting
+        second = await client.call(
+            execution_id="e", tool="a:c", args={}, deadline=time.time() + 0.3
+        )
+        await first
+    assert second.error and second.error.type == ErrorType.TIMEOUT
+    assert "was not sent" in second.error.message
+    plain = redis.Redis.from_url(redis_url)
+    queued: list[bytes] = plain.lrange(RPC_REQUESTS, 0, -1)  # type: ignore[assignment]
+    plain.delete(RPC_REQUESTS)
+    assert [orjson.loads(q)["tool"] for q in queued] == ["a:b"]
 
 
 async def test_redis_down_is_a_structured_error() -> None:

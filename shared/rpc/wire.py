@@ -1,0 +1,114 @@
+"""Pipelined Redis round trips on plain connections, for the RPC channel's hot path.
+
+A tool call costs the toolhost two round trips (claim + grant read; reply) and the caller
+one (push + wait). redis-py's ``Pipeline`` and its pool's checkout and release (a lock,
+events, observability counters on every call) cost more CPU than those round trips take
+on the wire (``agentcards bench rpc``). ``Lines`` keeps its idle connections in a list
+and sends a batch of commands in one write, then reads their replies in order.
+
+No retries (at-most-once): a connection that fails, or is abandoned mid-batch (the caller
+was cancelled), is closed and the error raised; the next batch dials a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+Command = tuple[str | bytes | int | float, ...]
+
+
+class NoFreeLine(RedisError):
+    """Every connection stayed busy for the wait allowed: the batch was not sent."""
+
+
+class Lines:
+    """Connections to one Redis, each carrying one batch at a time; as many as batches in flight."""
+
+    def __init__(
+        self, redis_url: str, *, timeout_s: float | None, max_connections: int | None = None
+    ) -> None:
+        # Only a factory of connections configured from the URL: never checked out from.
+        # No socket timeout: one timer bounds a whole batch (``timeout_s``), not each reply.
+        self._factory = aioredis.ConnectionPool.from_url(
+            redis_url, socket_timeout=None, retry=Retry(NoBackoff(), 0)
+        )
+        self._timeout_s = timeout_s
+        self._idle: list[AbstractConnection] = []
+        # At most this many batches at once (each holds its connection); others wait.
+        self._slots = asyncio.Semaphore(max_connections) if max_connections else None
+
+    async def send(
+        self, *commands: Command, then: Sequence[Command] = (), wait_s: float | None = None
+    ) -> list[Any]:
+        """Send ``commands`` in one write and return their replies in order (one round trip).
+
+        ``then``: commands written right after, on the same round trip, their replies
+        appended; packing them does not delay the first write. A command Redis refuses
+        comes back as its ``ResponseError`` in the list (the others' replies still count);
+        a connection error, or no answer within the timeout
+        (``redis.exceptions.TimeoutError``), is raised. ``wait_s``: how long to wait for a
+        free connection when ``max_connections`` are busy (``NoFreeLine``: nothing was sent)."""
+        if self._slots is None:
+            return await self._send(commands, then)
+        try:
+            async with asyncio.timeout(wait_s):
+                await self._slots.acquire()
+        except TimeoutError as exc:
+            raise NoFreeLine(f"no free connection within {wait_s:.3g}s") from exc
+        try:
+            return await self._send(commands, then)
+        finally:
+            self._slots.release()
+
+    async def _send(self, commands: Sequence[Command], then: Sequence[Command]) -> list[Any]:
+        conn = self._idle.pop() if self._idle else self._factory.make_connection()
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await _ready(conn)
+                await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+                if then:
+                    await conn.send_packed_command(conn.pack_commands(then), check_health=False)
+                replies: list[Any] = []
+                for _ in range(len(commands) + len(then)):
+                    try:
+                        replies.append(await conn.read_response())
+                    except ResponseError as exc:  # read in full: the connection stays in step
+                        replies.append(exc)
+        except TimeoutError as exc:
+            await conn.disconnect()
+            raise RedisTimeoutError(f"no answer from Redis within {self._timeout_s}s") from exc
+        except BaseException:
+            await conn.disconnect()  # unread replies, or a dead socket: never reused
+            raise
+        self._idle.append(conn)
+        return replies
+
+    async def aclose(self) -> None:
+        """Close the idle connections (a batch in flight closes its own when it fails)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.disconnect()
+        await self._factory.aclose()
+
+
+async def _ready(conn: AbstractConnection) -> None:
+    """Connect ``conn``, or check that an idle one is still in step with Redis (as redis-py's
+    pool does on checkout: one with something to read was closed by a Redis that restarted)."""
+    if conn.is_connected:
+        try:
+            stale = await conn.can_read()
+        except (RedisError, OSError):
+            stale = True
+        if stale:
+            await conn.disconnect()
+    if not conn.is_connected:
+        await conn.connect()

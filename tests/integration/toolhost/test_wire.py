@@ -1,0 +1,59 @@
+"""shared.rpc.wire.Lines against a real Redis: refused commands, dropped connections, cancelled waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from redis.exceptions import ResponseError
+
+from shared.rpc.wire import Lines
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_refused_command_comes_back_in_its_place_and_the_line_stays_in_step(
+    redis_url: str,
+) -> None:
+    redis.Redis.from_url(redis_url).set("wire:s", "v")
+    lines = Lines(redis_url, timeout_s=5)
+    try:
+        pushed, got = await lines.send(("RPUSH", "wire:s", "x"), ("GET", "wire:s"))
+        again = await lines.send(("GET", "wire:s"), then=[("STRLEN", "wire:s")])
+    finally:
+        await lines.aclose()
+    assert isinstance(pushed, ResponseError) and "WRONGTYPE" in str(pushed)
+    assert got == b"v"
+    assert again == [b"v", 1]  # the next batch reads its own replies, not stale ones
+
+
+async def test_a_connection_redis_dropped_is_replaced_before_the_next_batch(
+    redis_url: str,
+) -> None:
+    lines = Lines(redis_url, timeout_s=5)
+    try:
+        (first_id,) = await lines.send(("CLIENT", "ID"))
+        redis.Redis.from_url(redis_url).client_kill_filter(_id=first_id)  # as a restart would
+        await asyncio.sleep(0.1)  # the event loop sees the connection close
+        (second_id,) = await lines.send(("CLIENT", "ID"))
+    finally:
+        await lines.aclose()
+    assert second_id != first_id
+
+
+async def test_a_cancelled_wait_never_takes_a_later_item(redis_url: str) -> None:
+    lines = Lines(redis_url, timeout_s=None)
+    try:
+        waiting = asyncio.create_task(lines.send(("BLPOP", "wire:replies", 5)))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        client = redis.Redis.from_url(redis_url)
+        client.rpush("wire:replies", "late reply")
+        await asyncio.sleep(0.1)
+        # The abandoned BLPOP's connection was closed, so the item is still there.
+        assert client.lrange("wire:replies", 0, -1) == [b"late reply"]
+    finally:
+        await lines.aclose()
