@@ -13,6 +13,7 @@ was cancelled), is closed and the error raised; the next batch dials a new one.
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,10 +106,27 @@ async def _ready(conn: AbstractConnection) -> None:
     pool does on checkout: one with something to read was closed by a Redis that restarted)."""
     if conn.is_connected:
         try:
-            stale = await conn.can_read()
+            stale = _socket_readable(conn) or await conn.can_read()
         except (RedisError, OSError):
             stale = True
         if stale:
             await conn.disconnect()
     if not conn.is_connected:
         await conn.connect()
+
+
+def _socket_readable(conn: AbstractConnection) -> bool:
+    """Whether the kernel holds something to read on an idle connection (data or its close).
+
+    ``can_read`` sees only what the event loop has read into the stream; a sandbox pool
+    process runs its loop only during a run, so a close by a Redis that restarted while it
+    was idle is still in the kernel at the next call, and that call's push would be lost
+    on a dead socket ("may or may not have run"). Asked of the kernel with a zero-timeout
+    poll: one syscall."""
+    writer = getattr(conn, "_writer", None)
+    sock = writer.get_extra_info("socket") if writer is not None else None
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))

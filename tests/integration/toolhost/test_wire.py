@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import redis
 from redis.exceptions import ResponseError
 
+from deploy.launcher.embedded import EmbeddedRedis, free_port
 from shared.rpc.wire import Lines
 
 pytestmark = pytest.mark.integration
@@ -57,3 +59,22 @@ async def test_a_cancelled_wait_never_takes_a_later_item(redis_url: str) -> None
         assert client.lrange("wire:replies", 0, -1) == [b"late reply"]
     finally:
         await lines.aclose()
+
+
+async def test_a_redis_restart_while_the_loop_was_idle_costs_no_batch(tmp_path: Path) -> None:
+    # A sandbox pool process runs its event loop only during a run: a Redis that restarted in
+    # between closed its idle connections, and the loop has not seen it. The next batch (a
+    # tool call's push, never retried) must go out on a fresh connection, not fail.
+    server = EmbeddedRedis.start(tmp_path / "redis", port=free_port(), persist=False)
+    lines = Lines(server.url, timeout_s=5)
+    try:
+        await asyncio.gather(lines.send(("PING",)), lines.send(("PING",)))  # two idle lines
+        server.process.kill()
+        server.process.wait()
+        server = server.restart()  # no await in between: the loop never ran
+        assert await lines.send(("PING",)) == [b"PONG"]
+        assert await lines.send(("PING",)) == [b"PONG"]
+    finally:
+        await lines.aclose()
+        server.process.kill()
+        server.process.wait()
