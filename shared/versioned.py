@@ -1,4 +1,5 @@
-"""Per-process, per-database caches of search data that a version in the database vouches for."""
+"""Per-process, per-database caches of data a version in the database vouches for (search's
+indexes, the tools' rows a run reads)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
@@ -56,7 +55,7 @@ from shared.rpc.protocol import (
     decode_message,
     encode,
 )
-from shared.rpc.wire import Command, Lines
+from shared.rpc.wire import Command, Lines, raise_refused
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +118,7 @@ class RpcServer:
             await self._slots.acquire()
             try:
                 (popped,) = await self._pop.send(("BLPOP", *self._lists(), POLL_TIMEOUT_S))
-                if isinstance(popped, ResponseError):
-                    raise popped
+                raise_refused(popped)
                 failures = 0
             except RedisError as exc:
                 self._slots.release()
@@ -360,24 +358,13 @@ class RpcServer:
             ("EXPIRE", key, self._reply_ttl_s),
             ("EXEC",),
         ]
-        for attempt in range(2):
-            try:
-                replies = await self._lines.send(*transaction, then=then)
-                break
-            except RedisConnectionError as exc:
-                # A connection that died with a Redis restart can fail a batch (the lines do
-                # not retry): the tool ran, so its reply goes out again on a fresh connection,
-                # or the caller would wait out its deadline for nothing. A reply sent twice is
-                # harmless: the caller pops one, the other expires.
-                if attempt == 0:
-                    log.info("reply to call %s: %s; again", reply.call_id, exc)
-                    continue
-                log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
-                return
-            except RedisError as exc:
-                # The caller will see a timeout; re-running the tool is not an option.
-                log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
-                return
+        try:
+            replies = await self._lines.send(*transaction, then=then)
+        except RedisError as exc:
+            # The caller will see a timeout; re-running the tool is not an option. (A
+            # connection closed by a Redis restart is replaced before the send: ``Lines``.)
+            log.error("could not deliver the reply to call %s: %s", reply.call_id, exc)
+            return
         delivered = replies[len(transaction) - 1]
         if not isinstance(delivered, list) or any(isinstance(r, ResponseError) for r in delivered):
             log.error("could not deliver the reply to call %s: %s", reply.call_id, delivered)

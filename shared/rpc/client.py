@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from shared.errors import ErrorType
 from shared.queues import HEARTBEAT_PREFIX, RPC_REQUESTS, rpc_claim_key, rpc_reply_key
@@ -26,7 +26,7 @@ from shared.rpc.protocol import (
     decode_reply,
     encode,
 )
-from shared.rpc.wire import Lines, NoFreeLine
+from shared.rpc.wire import Lines, NoFreeLine, raise_refused
 from shared.telemetry import inject
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
@@ -125,7 +125,7 @@ class RpcClient:
                 ("BLPOP", key, _block_for(deadline)),
                 wait_s=max(0.0, deadline - time.time()),
             )
-            _raise_refused(pushed, popped)
+            raise_refused(pushed, popped)
             while popped is None and time.time() < deadline + REPLY_GRACE_S:
                 lost = await self._claimant_gone(call_id)
                 if lost:
@@ -137,7 +137,7 @@ class RpcClient:
                         "and is not retried",
                     )
                 (popped,) = await self._lines.send(("BLPOP", key, _block_for(deadline)))
-                _raise_refused(popped)
+                raise_refused(popped)
         except NoFreeLine:
             return _fail(
                 call_id,
@@ -171,18 +171,11 @@ class RpcClient:
     async def _claimant_gone(self, call_id: str) -> str | None:
         """Why the replica that popped this call is gone, or None (alive, or not popped yet)."""
         (claimant,) = await self._lines.send(("GET", rpc_claim_key(call_id)))
-        _raise_refused(claimant)
+        raise_refused(claimant)
         if claimant is None or (await self._lines.send(("EXISTS", claimant)))[0] == 1:
             return None
         name = claimant.decode() if isinstance(claimant, bytes) else str(claimant)
         return f"no heartbeat from {name.removeprefix(HEARTBEAT_PREFIX)}"
-
-
-def _raise_refused(*replies: object) -> None:
-    """A command Redis refused (say the list is not a list) fails the call like an outage."""
-    for reply in replies:
-        if isinstance(reply, ResponseError):
-            raise reply
 
 
 def _block_for(deadline: float) -> float:

@@ -101,6 +101,14 @@ class Lines:
         await self._factory.aclose()
 
 
+def raise_refused(*replies: object) -> None:
+    """Raise the first command Redis refused among ``replies`` (``send`` returns refusals in
+    place): for a caller to whom one is an outage, say a list that is not a list."""
+    for reply in replies:
+        if isinstance(reply, ResponseError):
+            raise reply
+
+
 async def _ready(conn: AbstractConnection) -> None:
     """Connect ``conn``, or check that an idle one is still in step with Redis (as redis-py's
     pool does on checkout: one with something to read was closed by a Redis that restarted)."""

@@ -1,10 +1,10 @@
 """A toolhost that lived through a Redis restart still delivers its replies.
 
-Its pooled connections to the old server are dead, and the client does not retry: the
-first command on each fails. The claim and the grant read fall back by themselves; the
-reply must too, or a call whose tool already ran (a side effect made) ends as a timeout
-with its answer lost. This was the `timeout` of one run in the supervised fault suite: a
-note written, its reply never sent.
+Its idle connections to the old server are dead, and nothing on the RPC path retries: a
+reply sent on one would be lost, and a call whose tool already ran (a side effect made)
+would end as a timeout with its answer lost. This was the `timeout` of one run in the
+supervised fault suite: a note written, its reply never sent. ``shared.rpc.wire.Lines``
+asks the kernel whether an idle connection was closed before it reuses one.
 """
 
 from __future__ import annotations
