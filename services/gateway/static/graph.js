@@ -61,7 +61,7 @@
     if (view === "capabilities") {
       return {
         nodes: hyper.nodes.filter(n => n.data.kind === "capability"),
-        edges: [...strongest(hyper.edges.filter(e => e.data.kind === "shares"), 3),
+        edges: [...strongest(hyper.edges.filter(e => e.data.kind === "shares"), 3, labels(hyper)),
                 ...hyper.edges.filter(e => e.data.kind === "calls")],
       };
     }
@@ -70,9 +70,13 @@
     return {nodes: hyper.nodes, edges: hyper.edges.filter(e => e.data.kind !== "shares")};
   }
 
+  const labels = graph => new Map(graph.nodes.map(n => [n.data.id, String(n.data.label ?? "")]));
+
   // Each capability's `k` heaviest "shares" links: when most capabilities share some tool,
-  // all pairs would be a hairball that pulls every node onto the others.
-  function strongest(edges, k) {
+  // all pairs would be a hairball that pulls every node onto the others. Ties go to the
+  // other end's name, then id: the same capabilities keep the same links on every reload
+  // (edge ids are random, so a tie broken by them drew a different graph each time).
+  function strongest(edges, k, label) {
     const byNode = new Map();
     for (const e of edges) {
       for (const end of [e.data.source, e.data.target]) {
@@ -81,8 +85,12 @@
       }
     }
     const kept = new Set();
-    for (const list of byNode.values()) {
-      list.sort((a, b) => b.data.weight - a.data.weight || a.data.id.localeCompare(b.data.id));
+    const other = (e, end) => (e.data.source === end ? e.data.target : e.data.source);
+    const name = id => label.get(id) ?? "";
+    for (const [end, list] of byNode) {
+      list.sort((a, b) => b.data.weight - a.data.weight
+        || name(other(a, end)).localeCompare(name(other(b, end)))
+        || other(a, end).localeCompare(other(b, end)));
       list.slice(0, k).forEach(e => kept.add(e));
     }
     return edges.filter(e => kept.has(e));
