@@ -5,10 +5,14 @@ serving `bench:echo` over stdio (deploy/bench/echo_server.py), sandbox workers, 
 worker, gateway).
 Latency is measured one request at a time, alternating three kinds so that other work on
 the machine hits each alike: a run with one tool call, a run without one (a unique
-argument, so nothing is cached) and a no-op Celery task on the same broker (the floor).
+argument, so nothing is cached) and a no-op Celery task on the same broker. That no-op
+waits behind the learning message the run before it sent (one worker takes both queues), so
+the floor the ratios use is timed apart, with nothing queued: half before the runs, half
+after (`celery_noop_ms`); the one in the loop is kept as `celery_noop_after_run_ms`.
 Each figure is reported beside that same-run floor, the machine's load average and where
-the time went (deploy/bench/load_phases.py). Throughput is measured with as many
-concurrent clients as there are sandbox worker processes.
+the time went (deploy/bench/load_phases.py); `floor` times each part an execution cannot do
+without (deploy/bench/floor.py) and sums them, a lower bound for the ratios. Throughput is
+measured with as many concurrent clients as there are sandbox worker processes.
 
 ``--compare REF`` runs this checkout and a git ref (or a checkout's directory) side by
 side, one stack each, alternating every request between them: old/new medians and their
@@ -32,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
 from celery import Celery
 
 from deploy.bench.echo_server import write_config
+from deploy.bench.floor import parts as floor_parts
 from deploy.bench.load_phases import phase_breakdown
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
@@ -78,6 +84,8 @@ def run(n: int = 200, compare: str | None = None) -> dict[str, Any]:
                 try:
                     configuration: dict[str, Any] = {"sandbox_workers": workers}
                     configuration |= _latency([side], n=n)[0]
+                    if workers == 1:
+                        configuration["floor"] = side.floor(n=n)
                     configuration["throughput_per_s"] = _throughput(side, n=n, workers=workers)
                 finally:
                     side.close()
@@ -131,12 +139,35 @@ class Side:
         self.celery.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
         return (time.perf_counter() - started) * 1000
 
+    def quiet_noops(self, n: int) -> list[float]:
+        """``n`` no-op round trips once the learning worker has nothing queued: the floor."""
+        with redis.Redis.from_url(self.redis_url) as client:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and any(
+                client.llen(queue.value) for queue in (Queue.LEARNING, Queue.MAINTENANCE)
+            ):
+                time.sleep(0.05)
+        time.sleep(0.5)  # the last message taken may still be running
+        return [self.noop() for _ in range(n)]
+
+    def floor(self, *, n: int) -> dict[str, Any]:
+        """Each part of an execution's path, timed on this stack with nothing queued."""
+        self.quiet_noops(0)
+        return floor_parts(
+            gateway_url=self.gateway_url,
+            database_url=self.database_url,
+            redis_url=self.redis_url,
+            noop=self.noop,
+            n=n,
+        )
+
 
 def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
     request at a time, every kind and side in turn (the order flipped every round)."""
     for side in sides:
         side.warm_up()
+    quiet = [side.quiet_noops(n // 2) for side in sides]
     samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
     loads = []
     for i in range(n):
@@ -148,9 +179,12 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
             samples[k]["noop"].append(side.noop())
         if i % 20 == 0:
             loads.append(os.getloadavg()[0])
+    for side, before in zip(sides, quiet, strict=True):
+        before.extend(side.quiet_noops(n - n // 2))
     out = []
-    for side, got in zip(sides, samples, strict=True):
-        floor = _stats(got["noop"])
+    for side, got, noops in zip(sides, samples, quiet, strict=True):
+        floor = _stats(noops)
+        after_run = _stats(got["noop"])
         tool = _stats([_ms(s) for s in got["tool"]])
         no_tool = _stats([_ms(s) for s in got["no_tool"]])
         out.append(
@@ -161,6 +195,13 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
                 "celery_noop_ms": floor,
                 "ratio_p50_vs_celery_noop": round(tool["p50"] / floor["p50"], 2),
                 "no_tool_ratio_p50_vs_celery_noop": round(no_tool["p50"] / floor["p50"], 2),
+                # As every figure before this floor was measured: in the loop, behind the
+                # run's learning message.
+                "celery_noop_after_run_ms": after_run,
+                "ratio_p50_vs_celery_noop_after_run": round(tool["p50"] / after_run["p50"], 2),
+                "no_tool_ratio_p50_vs_celery_noop_after_run": round(
+                    no_tool["p50"] / after_run["p50"], 2
+                ),
                 "load_avg_1m": {
                     "min": min(loads),
                     "median": statistics.median(loads),
@@ -307,6 +348,7 @@ def run_compare(ref: str, *, n: int) -> dict[str, Any]:
     ):
         try:
             measured = _latency([old, new], n=n)
+            measured[1]["floor"] = new.floor(n=n)
         finally:
             old.close()
             new.close()
@@ -320,7 +362,7 @@ def run_compare(ref: str, *, n: int) -> dict[str, Any]:
         "new": measured[1],
     }
     ratios: dict[str, Any] = {}
-    for key in ("latency_ms", "no_tool_latency_ms", "celery_noop_ms"):
+    for key in ("latency_ms", "no_tool_latency_ms", "celery_noop_ms", "celery_noop_after_run_ms"):
         a, b = measured[0][key], measured[1][key]
         ratios[key] = {
             "old_p50": a["p50"],
