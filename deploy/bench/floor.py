@@ -5,7 +5,9 @@ the row's INSERT, committed before the message is sent (nothing is lost); a Cele
 from the gateway to a worker and word back (the no-op round trip); the claim, committed
 before the code runs (at most once); a run in a fresh confined sandbox (isolation); the
 outcome's commit before it is announced (a client reads what is stored). A run with a tool
-call adds one round trip of the tool channel, at least a raw Redis request and reply.
+call adds one round trip of the tool channel (at least a raw Redis request and reply) and
+the tool's own call: the bench's echo over stdio from an MCP SDK client, as the toolhost
+makes it.
 
 Each part is timed here on the stack being benched, in the same run, with nothing queued in
 front of it; their sum is a lower bound on the execution (it leaves out every byte of Python
@@ -24,14 +26,15 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
 import redis
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from deploy.bench import rpc
+from deploy.bench import echo_server, rpc
 from shared.db import connect
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.bridge import run_in_sandbox
@@ -67,6 +70,7 @@ def parts(
         "postgres_commit": [],
         "sandbox_run": [],
         "redis_round_trip": [],
+        "mcp_call": [],
     }
     launcher = Launcher(prewarm=True)
     launcher.start()
@@ -85,19 +89,25 @@ def parts(
         ):
             if not echo_started.wait(rpc.STARTUP_TIMEOUT_S):
                 raise RuntimeError("the raw echo server did not start")
-            asyncio.run(_spare_ready(launcher, limits))
-            for i in range(n + 5):  # the first rounds warm every part up
-                got = {
-                    "celery_noop": noop(),
-                    "http_floor": _http_request(bare),
-                    "http_request": _http_request(http),
-                    "postgres_commit": _commit(conn),
-                    "sandbox_run": asyncio.run(_sandbox_run(launcher, limits)),
-                    "redis_round_trip": rpc._raw_round_trip(raw),
-                }
-                if i >= 5:
-                    for key, ms in got.items():
-                        samples[key].append(ms)
+
+            async def sample_all() -> None:
+                async with _mcp_session() as session:
+                    await _spare_ready(launcher, limits)
+                    for i in range(n + 5):  # the first rounds warm every part up
+                        got = {
+                            "celery_noop": noop(),
+                            "http_floor": _http_request(bare),
+                            "http_request": _http_request(http),
+                            "postgres_commit": _commit(conn),
+                            "sandbox_run": await _sandbox_run(launcher, limits),
+                            "redis_round_trip": rpc._raw_round_trip(raw),
+                            "mcp_call": await _mcp_call(session, i),
+                        }
+                        if i >= 5:
+                            for key, ms in got.items():
+                                samples[key].append(ms)
+
+            asyncio.run(sample_all())
     finally:
         echo.terminate()
         echo.join(5)
@@ -105,7 +115,7 @@ def parts(
     p50 = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     commits = COMMITS * p50["postgres_commit"]
     no_tool = p50["http_floor"] + commits + p50["celery_noop"] + p50["sandbox_run"]
-    one_tool = no_tool + p50["redis_round_trip"]
+    one_tool = no_tool + p50["redis_round_trip"] + p50["mcp_call"]
     return {
         "n": n,
         "parts_p50_ms": p50,
@@ -115,6 +125,26 @@ def parts(
         "no_tool_lower_bound_vs_celery_noop": round(no_tool / p50["celery_noop"], 2),
         "one_tool_lower_bound_vs_celery_noop": round(one_tool / p50["celery_noop"], 2),
     }
+
+
+@asynccontextmanager
+async def _mcp_session() -> AsyncIterator[ClientSession]:
+    """A session with `bench:echo` (deploy/bench/echo_server.py) over stdio."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "deploy.bench.echo_server"], cwd=str(echo_server.ROOT)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def _mcp_call(session: ClientSession, i: int) -> float:
+    started = time.perf_counter()
+    result = await session.call_tool("echo", {"n": i})
+    elapsed = (time.perf_counter() - started) * 1000
+    if result.is_error:
+        raise RuntimeError(f"the echo tool failed: {result}")
+    return elapsed
 
 
 @contextmanager
