@@ -21,6 +21,7 @@ ratio, each side beside its own Celery floor.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -124,7 +125,7 @@ class Side:
 
     def close(self) -> None:
         self.http.close()
-        self.celery.close()
+        close_celery(self.celery)
 
     def warm_up(self) -> None:
         wait_synced(self.database_url)
@@ -313,8 +314,17 @@ def _celery_noop(handle: StackHandle, *, n: int) -> dict[str, Any]:
             app.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
             samples.append((time.perf_counter() - started) * 1000)
     finally:
-        app.close()
+        close_celery(app)
     return _stats(samples)
+
+
+def close_celery(app: Celery) -> None:
+    """Close a bench's Celery app while its stack still runs. The no-ops' results, left in
+    reference cycles, would otherwise unsubscribe at exit from a stopped Redis: Celery's result
+    consumer then retried for ~20 s (and printed its traceback) after the JSON was out."""
+    gc.collect()
+    app.backend.result_consumer.stop()
+    app.close()
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
