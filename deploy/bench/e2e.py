@@ -140,8 +140,8 @@ class Side:
         self.celery.send_task(TaskName.PING, queue=Queue.MAINTENANCE).get(timeout=10)
         return (time.perf_counter() - started) * 1000
 
-    def quiet_noops(self, n: int) -> list[float]:
-        """``n`` no-op round trips once the learning worker has nothing queued: the floor."""
+    def settle(self) -> None:
+        """Until the learning worker has nothing queued (and the last message taken is done)."""
         with redis.Redis.from_url(self.redis_url) as client:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and any(
@@ -149,11 +149,15 @@ class Side:
             ):
                 time.sleep(0.05)
         time.sleep(0.5)  # the last message taken may still be running
+
+    def quiet_noops(self, n: int) -> list[float]:
+        """``n`` no-op round trips once the learning worker has nothing queued: the floor."""
+        self.settle()
         return [self.noop() for _ in range(n)]
 
     def floor(self, *, n: int) -> dict[str, Any]:
         """Each part of an execution's path, timed on this stack with nothing queued."""
-        self.quiet_noops(0)
+        self.settle()
         out = floor_parts(
             gateway_url=self.gateway_url,
             database_url=self.database_url,

@@ -35,6 +35,7 @@ import redis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from deploy.bench import echo_server, rpc
+from deploy.bench.sandbox import spare_ready
 from shared.db import connect
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.bridge import run_in_sandbox
@@ -92,7 +93,7 @@ def parts(
 
             async def sample_all() -> None:
                 async with _mcp_session() as session:
-                    await _spare_ready(launcher, limits)
+                    await spare_ready(launcher, limits)
                     for i in range(n + 5):  # the first rounds warm every part up
                         got = {
                             "celery_noop": noop(),
@@ -205,13 +206,7 @@ async def _sandbox_run(launcher: Launcher, limits: SandboxLimits) -> float:
     elapsed = (time.perf_counter() - started) * 1000
     for step in teardown:
         step()
-    await _spare_ready(launcher, limits)  # made before the next part is timed, not during it
+    await spare_ready(launcher, limits)  # made before the next part is timed, not during it
     if outcome.status != ExecutionStatus.SUCCEEDED:
         raise RuntimeError(f"the sandbox floor run failed: {outcome.error}")
     return elapsed
-
-
-async def _spare_ready(launcher: Launcher, limits: SandboxLimits) -> None:
-    deadline = time.monotonic() + 5
-    while not launcher.has_ready(limits) and time.monotonic() < deadline:
-        await asyncio.sleep(0.002)

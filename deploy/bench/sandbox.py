@@ -16,7 +16,7 @@ from shared.executions.status import ExecutionStatus
 from shared.sandbox.bridge import CapabilitySource, run_in_sandbox
 from shared.sandbox.fsplan import build_plan, find_deno
 from shared.sandbox.launcher import Launcher
-from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.limits import Language, SandboxLimits
 from shared.sandbox.tools import LocalToolRegistry
 
 # The agent code's first statement reads the same CLOCK_MONOTONIC the host does
@@ -124,13 +124,20 @@ def _alternatives(python: str, n: int) -> dict[str, Any]:
     return out
 
 
+async def spare_ready(
+    launcher: Launcher, limits: SandboxLimits, language: Language = "python", timeout_s: float = 5
+) -> None:
+    """Until the launcher holds a child made ahead for ``limits`` (at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while not launcher.has_ready(limits, language) and time.monotonic() < deadline:
+        await asyncio.sleep(0.002)
+
+
 async def _starts(launcher: Launcher, limits: SandboxLimits, n: int, warm: bool) -> list[float]:
     samples: list[float] = []
     for _ in range(n):
         if warm:
-            deadline = time.monotonic() + 5
-            while not launcher.has_ready(limits) and time.monotonic() < deadline:
-                await asyncio.sleep(0.002)
+            await spare_ready(launcher, limits)
         t0 = time.monotonic()
         outcome = await run_in_sandbox(code=_FIRST_INSTRUCTION, limits=limits, launcher=launcher)
         if outcome.status != ExecutionStatus.SUCCEEDED:
@@ -180,9 +187,7 @@ async def _ts_starts(launcher: Launcher, limits: SandboxLimits, n: int) -> dict[
     first: list[float] = []
     total: list[float] = []
     for _ in range(n):
-        deadline = time.monotonic() + 5
-        while not launcher.has_ready(limits, "typescript") and time.monotonic() < deadline:
-            await asyncio.sleep(0.002)
+        await spare_ready(launcher, limits, "typescript")
         t0, m0 = time.time(), time.monotonic()
         outcome = await run_in_sandbox(
             code=_TS_FIRST_INSTRUCTION, limits=limits, launcher=launcher, language="typescript"
