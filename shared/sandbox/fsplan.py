@@ -34,7 +34,7 @@ class FsPlan:
     def to_wire(self) -> dict[str, Any]:
         """JSON for the zygote's init message."""
         return {
-            "newroot": "/tmp",
+            "scratch": "/tmp",  # a mount point for the scratch root (hides nothing: fsview)
             "binds": self.binds,
             "masks": self.masks,
             "symlinks": [list(s) for s in self.symlinks],

@@ -19,6 +19,9 @@ NAMESPACES = (
     | sc.CLONE_NEWUTS
 )
 
+# An empty directory of the view (fsview) where an execution's /tmp is filled before it is moved in.
+TMP_STAGING = "/.tmp"
+
 
 class Report:
     """Which layers came up; failures keep their message so the bridge can name them."""
@@ -55,15 +58,32 @@ def enter_namespaces() -> None:
 
 
 def _private_tmp(size: int) -> None:
+    """A fresh tmpfs on ``/tmp`` that still shows what the view binds below ``/tmp``, read-only.
+
+    An install under ``/tmp`` (a CI checkout, a throwaway venv) puts the interpreter's files or
+    the Deno binary there: the tmpfs is filled on a staging mount point first, with each entry of
+    the view's ``/tmp`` bound in (submounts and all), then moved over ``/tmp``.
+    """
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
     inodes = max(64, size // 4096)
     sc.mount(
         "tmpfs",
-        "/tmp",
+        TMP_STAGING,
         "tmpfs",
         sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
         f"size={size},nr_inodes={inodes},mode=1777",
     )
+    for name in os.listdir("/tmp"):
+        src, dst = f"/tmp/{name}", f"{TMP_STAGING}/{name}"
+        if os.path.isdir(src):
+            os.mkdir(dst)
+        else:
+            open(dst, "w").close()
+        sc.mount(src, dst, None, sc.MS_BIND | sc.MS_REC)
+        sc.mount(
+            None, dst, None, sc.MS_BIND | sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV
+        )
+    sc.mount(TMP_STAGING, "/tmp", None, sc.MS_MOVE)
 
 
 def _fresh_proc() -> None:
