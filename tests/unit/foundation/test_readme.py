@@ -23,7 +23,8 @@ def test_relative_links_resolve_inside_the_repository() -> None:
 
 
 def test_settings_up_uses_are_in_the_configuration_table() -> None:
-    rows = [line for line in README.splitlines() if line.startswith("| `AGENTCARDS_")]
+    table = (REPO / "docs" / "configuration.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| `AGENTCARDS_")]
     for field in ("flower_port", "embedded_redis_port", "mcp_config", "mcp_connect_timeout_s"):
         assert field in Settings.model_fields
         variable = f"AGENTCARDS_{field.upper()}"
