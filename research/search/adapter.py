@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from deploy.bench.search_fit import Judged, Learned, per_point
+from research.search.fit import Judged, Learned, per_point
 from shared.search.adapter import DECAY, EPOCHS, TAU
 from shared.search.adapter import train_adapter as fit
 from shared.search.hybrid import MIN_CANDIDATES, Evidence

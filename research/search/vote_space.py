@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import Capacity, train_adapter, with_adapter
-from deploy.bench.search_fit import Judged, evaluate
-from deploy.bench.search_learned import revote
+from research.search.adapter import Capacity, train_adapter, with_adapter
+from research.search.fit import Judged, evaluate
+from research.search.learned import revote
 from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, NEIGHBOURS, Vote

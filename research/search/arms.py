@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import Capacity, mapped_evidence, train_adapter, with_adapter
-from deploy.bench.search_fit import (
+from research.search.adapter import Capacity, mapped_evidence, train_adapter, with_adapter
+from research.search.fit import (
     Judged,
     Learned,
     average,
@@ -31,8 +31,8 @@ from deploy.bench.search_fit import (
     metrics,
     per_point,
 )
-from deploy.bench.search_learned import NO_VOTE, revote
-from deploy.bench.search_vote_space import prepared
+from research.search.learned import NO_VOTE, revote
+from research.search.vote_space import prepared
 from shared.search.adapter import DECAY, EPOCHS, LEARNING_RATE, SEED, TAU
 from shared.search.adapter import train_adapter as fit_adapter
 from shared.search.fusion import LEXICAL, WEIGHTS
