@@ -12,7 +12,7 @@ spread of the folds, and the standard error of each arm's paired difference from
 shipped setting (per request, averaged over repeats, then per set). A difference smaller
 than twice that standard error is not a win. Only ``datasets.LEARNED_TUNING`` is searched
 here (round six); the look-after sets (``datasets.LOOK_AFTER``) never are.
-The arms are ``search_arms``'.
+The arms are ``arms``'.
 
 Run: ``python -m research.search.cv [--cache PATH] [set ...]`` (prints JSON).
 """

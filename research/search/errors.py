@@ -9,7 +9,7 @@ what a ceiling on the set looks like:
   shipped adapter and vote), per request: its text, the expected tools, the product's top 3
   with fused scores, the rank of the first expected tool, and dense's top 1.
 - **ceiling**: every request of the set (both halves) dealt into ``k`` folds stratified by
-  tool (``search_cv.cv_folds``); each fold searched against a tenant that learned all the
+  tool (``cv.cv_folds``); each fold searched against a tenant that learned all the
   other folds, ranked by dense, zero-shot, the shipped adapter in the fusion and the adapter
   beside the gated vote over every run (in memory, no hold-out check). With five requests
   per tool, ``k`` 2 learns about 2.5 per tool (the product's 50 %) and ``k`` 5 learns four
@@ -100,7 +100,7 @@ def error_rows(
     return rows
 
 
-# The strongest of rounds five and six's other arms by the CV (docs/search.md), beside the
+# The strongest of rounds five and six's other arms by the CV (research/notes/search-history.md), beside the
 # shipped one: the best of them is a generous ceiling (chosen after seeing the folds).
 OTHER_ARMS = (
     "adapter scaled from the identity x1.5",

@@ -1,7 +1,7 @@
 """The learned protocol's ablation and the vote's fit (issue 31).
 
 A set's requests are split by gold tool into a learning half and a test half
-(``search_recall.learning_split``). The learning half is split again, per tool, into a fit
+(``deploy.bench.search_recall.learning_split``). The learning half is split again, per tool, into a fit
 part and a validation slice (one request of each tool with two or more), in two folds (each
 tool's first, then second learning request is the validation one): each fold's fit part is
 stored as a separate tenant's executions and its validation slice searched against it.
@@ -133,7 +133,7 @@ def score(
 ) -> dict[str, float]:
     """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion) and,
     with ``mix``, the tool vectors (else none: their weight is 0); with ``adapter`` (its
-    decay), the query adapted (``search_adapter``)."""
+    decay), the query adapted (``adapter``)."""
     weights = {
         **WEIGHTS,
         **(off or {}),

@@ -272,7 +272,7 @@ def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dic
                     arm: score(point["judged"], key=key, scoring=dataset.scoring, **how)
                     for arm, how in CURVE_ARMS.items()
                 },
-                # Round five's arms (``search_cv``), in memory as the ones above.
+                # Round five's arms (``cv``), in memory as the ones above.
                 **{
                     arm: ranked_metrics(
                         point["judged"], rank=rank, key=key, scoring=dataset.scoring
@@ -315,7 +315,7 @@ def validation_run(*, fit: bool, grid: bool = False, vote_space: bool = False) -
     """Every set's validation slice and its ablation (no test half is searched), and with
     ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned;
     with ``grid`` the adapter's capacity grid on those slices, with ``vote_space`` the vote
-    beside the adapter in its space (``search_vote_space``) (with either, the look-after sets,
+    beside the adapter in its space (``vote_space``) (with either, the look-after sets,
     ``datasets.LOOK_AFTER``, are not searched at all; they are never fitted on)."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}

@@ -15,7 +15,7 @@ the protocol point's runs (``Learned.runs``), in one of three spaces:
 
 and with a fusion weight that grows with the tenant's evidence (runs per catalogue tool,
 ``r``): ``weight x r / (r + half)`` (``half`` 0: the constant weight). Everything is
-judged on the validation slices only (``search_recall --vote-space``).
+judged on the validation slices only (``recall --vote-space``).
 """
 
 from __future__ import annotations
