@@ -2,11 +2,12 @@
 
 - LiveMCPBench (``data/livemcpbench``, or $AGENTCARDS_LIVEMCPBENCH_DIR): 527 tools and the
   dev-set questions with the tools their solutions used.
-- The tool-search sets `bench search` reports: LiveMCPBench, real-server request sets and
-  two sets built from the Berkeley Function Calling Leaderboard (``build_bfcl.py``). Each
-  is a catalogue, its queries with gold tools, and a hash-seeded split into a tuning part
-  (weights are fitted on it) and a held-out part (looked at after fitting). more_servers is
-  held out whole: its splits are reported, never fitted on.
+- The tool-search sets `bench search` reports: LiveMCPBench, two snapshots of published MCP
+  servers with short requests, and two sets built from the Berkeley Function Calling
+  Leaderboard (``research/search/build_bfcl.py``). Each is a catalogue, its queries with gold
+  tools, and a hash-seeded split into a tuning part (the fusion weights were fitted on it)
+  and a held-out part. A set with ``tuned=False`` was never fitted on: its splits are both
+  held out.
 - The paraphrase sets `bench match` reports (``data/match_set*.json``).
 
 The bench modules that read data import this one; it imports none of them.
@@ -142,11 +143,15 @@ def livemcpbench() -> SearchSet:
 
 
 def server_requests(
-    folder: Path, *, tuned: bool = True, requests: str = "requests.json", name: str | None = None
+    folder: Path,
+    *,
+    tuned: bool = True,
+    requests: str | Path = "requests.json",
+    name: str | None = None,
 ) -> SearchSet:
     """A folder's snapshot of real servers' tools (tools.json) and short one-tool requests
-    (requests.json unless named), named after the folder unless named; gold are alternatives,
-    compared by tool id."""
+    (requests.json unless named: a name in the folder or a path elsewhere), named after the
+    folder unless named; gold are alternatives, compared by tool id."""
     listed = json.loads((folder / "tools.json").read_text())["tools"]
     tools = [
         Tool(
@@ -180,58 +185,25 @@ def more_servers() -> SearchSet:
     return server_requests(DATA / "more_servers", tuned=False)
 
 
-def real_servers_issue11() -> SearchSet:
-    """22 more requests on the same five servers (people, places, "remember that …"), written
-    before any result on them was seen and kept out of fitting: priors and word coverage
-    must not lift a tool the request does not support."""
-    return server_requests(
-        DATA / "real_servers",
-        requests="requests_issue11.json",
-        name="real_servers_issue11",
-        tuned=False,
-    )
-
-
-def real_servers_issue31() -> SearchSet:
-    """250 short requests on the same five servers, five per tool (issue 31's learned
-    protocol needs two learning requests per tool or more), written from the tools' names
-    and descriptions before any result on them was seen; kept out of zero-shot fitting."""
-    return server_requests(
-        DATA / "real_servers",
-        requests="requests_issue31.json",
-        name="real_servers_issue31",
-        tuned=False,
-    )
-
-
 def bfcl_single() -> SearchSet:
     """Berkeley Function Calling Leaderboard (live_multiple + live_simple): 457 functions of
     user-contributed candidate lists, 931 one-function requests for the 61 functions with
-    four or more (``build_bfcl.py``). Kept out of zero-shot fitting; a learned tuning set."""
+    four or more (``research/search/build_bfcl.py``). Never fitted on."""
     return server_requests(DATA / "bfcl_single", tuned=False)
 
 
 def bfcl_multi() -> SearchSet:
     """BFCL multi_turn_base: 162 functions of 12 API classes, 731 user turns, each needing
-    every function its ground truth calls (254 need several). Looked at only after a
-    choice (``LOOK_AFTER``), never fitted or selected on."""
+    every function its ground truth calls (254 need several). Never fitted on."""
     return replace(server_requests(DATA / "bfcl_multi", tuned=False), scoring="recall")
 
 
-# Issue 31, round six, decided before any learned result on the BFCL sets was seen: learned
-# variants are selected (``search_cv``) on these sets only ...
-LEARNED_TUNING = ("livemcpbench", "real_servers_issue31", "bfcl_single")
-# ... and these are looked at only after choosing, whatever they show.
-LOOK_AFTER = ("bfcl_multi", "more_servers")
-
-
 def all_sets() -> list[SearchSet]:
+    """The tool-search sets `bench search` reports, in report order."""
     return [
         livemcpbench(),
         real_servers(),
         more_servers(),
-        real_servers_issue11(),
-        real_servers_issue31(),
         bfcl_single(),
         bfcl_multi(),
     ]

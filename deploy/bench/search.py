@@ -1,15 +1,19 @@
-"""`agentcards bench search`: tool-search recall on LiveMCPBench beside the dense baseline, and latency.
+"""`agentcards bench search`: the shipped tool ranking beside dense retrieval, and its latency.
 
-Recall: LiveMCPBench's 527 tools are indexed the way the toolhost indexes tools
-(embedding of "name: description"), each task's ``Question`` is a query, and the
-annotated tools are the gold set (matched by tool name: a few names exist on several
-servers and any of them counts, as in the dataset's own baseline). The plain dense
-baseline — MiniLM cosine over "name: description", exact — runs in the same process.
+Recall (``search_recall``), on every set of ``datasets.all_sets``: each catalogue is indexed
+the way the toolhost indexes tools (embedding of "name: description") and each request
+searched as the gateway searches, before any learning and as the tenant learns; the plain
+dense baseline — MiniLM cosine over "name: description", exact — runs in the same process.
+On LiveMCPBench each task's ``Question`` is a query and the annotated tools are the gold
+set (matched by tool name: a few names exist on several servers and any of them counts, as
+in the dataset's own baseline).
 Latency: 10k synthetic tools (real descriptions re-used under new ids, embeddings
 jittered) and 100k synthetic edges; each query is embedded as the gateway does
 (``Embedder.embed_query``, never from a cache: the query list repeats) and searched,
 every other one with two context tools. Embedding, search and total are reported apart,
-with the machine's load average, since other work on a small machine moves them all.
+with the machine's load average, since other work on a small machine moves them all;
+then the tenant's stored intents are consolidated (timed) and the searches timed again with
+its query adapter applied.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
@@ -28,7 +32,7 @@ import psycopg
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Tool, all_sets, data_dir, load_catalogue, load_set, load_tasks
 from deploy.bench.learning_graph import SERVER_SIZE, synthetic_edges
-from deploy.bench.search_recall import fitted_weights, learned_weight_objective, run_set
+from deploy.bench.search_recall import run_set
 from shared.config import DEFAULT_TENANT, Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
@@ -38,7 +42,6 @@ from shared.offline import go_offline
 from shared.search.adapter_store import matrix_bytes
 from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
-from shared.search.learned import FITTED, LEGACY, Vote
 
 KS = (5, 10, 20)
 LATENCY_TOOLS = 10_000
@@ -46,6 +49,8 @@ LATENCY_EDGES = 100_000
 LATENCY_INTENTS = 100_000  # stored past intents (intent_tools rows) the learned vote reads
 LATENCY_QUERIES = 200  # enough for a stable p95 (10 samples beyond it)
 JITTER = 0.05  # noise added to re-used embeddings so synthetic tools are not exact copies
+# Searches timed beside the shipped one: query set → label → hybrid_tool_search options.
+Variants = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
 def latency_benchmark(
@@ -59,10 +64,13 @@ def latency_benchmark(
     n_queries: int,
     n_intents: int = LATENCY_INTENTS,
     seed: int = 0,
-    legacy_sets: Sequence[str] = (),
+    before: Variants | None = None,
+    after: Variants | None = None,
 ) -> dict[str, Any]:
     """p50/p95 of embed + hybrid search on a synthetic catalogue, graph and store of past
-    intents of the given sizes, for each set of queries."""
+    intents of the given sizes, for each set of queries, before and after the tenant's
+    consolidation. ``before`` / ``after``: other searches timed in the same run beside the
+    shipped one (set name → label → ``hybrid_tool_search`` options)."""
     rng = np.random.default_rng(seed)
     base = np.asarray(embedder.embed([f"{t.name}: {t.description}" for t in tools]), np.float32)
     picks = rng.integers(0, len(tools), size=n_tools)
@@ -117,13 +125,11 @@ def latency_benchmark(
         _time_queries, conn, embedder=embedder, ids=ids, n_queries=n_queries, rng=rng
     )
     for name, queries in query_sets.items():
-        # Before and after in the same run: the vote before issue 31 first, then the fitted.
-        for vote, label in ((LEGACY, f"{name}_legacy_vote"), (FITTED, name)):
-            if vote is LEGACY and name not in legacy_sets:
-                continue
-            timed[label] = time_them(queries=queries, vote=vote)
-    # Consolidated learning (issue 31): one pass over the tenant's stored intents, timed
-    # (target <= 60 s at 100k on one core), then the same searches reading its tool vectors.
+        timed[name] = time_them(queries=queries)
+        for label, options in (before or {}).get(name, {}).items():
+            timed[f"{name}_{label}"] = time_them(queries=queries, **options)
+    # One consolidation pass over the tenant's stored intents, timed (target <= 60 s at 100k
+    # on one core), then the same searches reading its query adapter.
     conn.autocommit = False
     started = time.perf_counter()
     done = consolidate_tenant(conn, tenant_id=DEFAULT_TENANT)
@@ -139,12 +145,10 @@ def latency_benchmark(
         _ship_for_timing(conn, dim=base.shape[1], rng=rng)
     conn.autocommit = True
     conn.execute("VACUUM (ANALYZE) tool_vectors")
-    # Before / after the tool vectors left the search, in the same run: the product now
-    # (adapter applied, no tool-vector read), then the read put back.
     for name, queries in query_sets.items():
-        if name in legacy_sets:
-            timed[f"{name}_after_consolidation"] = time_them(queries=queries)
-            timed[f"{name}_with_tool_vectors_read"] = time_them(queries=queries, tool_vectors=True)
+        timed[f"{name}_after_consolidation"] = time_them(queries=queries)
+        for label, options in (after or {}).get(name, {}).items():
+            timed[f"{name}_{label}"] = time_them(queries=queries, **options)
     return {
         "tools": n_tools,
         "edges": n_edges,
@@ -226,11 +230,11 @@ def _time_queries(
     ids: Sequence[str],
     n_queries: int,
     rng: np.random.Generator,
-    vote: Vote = FITTED,
-    tool_vectors: bool = False,
+    **options: Any,
 ) -> dict[str, Any]:
     """Embed and search ``n_queries`` of ``queries`` (every other with two context tools),
-    on an autocommit connection as the gateway does (``services/gateway/search.py``)."""
+    on an autocommit connection as the gateway does (``services/gateway/search.py``);
+    ``options`` go to ``hybrid_tool_search``."""
     totals: list[float] = []
     searches: list[float] = []
     embeddings: list[float] = []
@@ -250,8 +254,7 @@ def _time_queries(
             clause_embeddings=query_vectors[1:],
             limit=10,
             context_tools=context,
-            vote=vote,
-            tool_vectors=tool_vectors,
+            **options,
         )
         done = time.perf_counter()
         if i >= 5:
@@ -296,45 +299,63 @@ def run(
 ) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
     embedder = get_embedder(Settings())
-    out: dict[str, Any] = {"benchmark": "search", "model": embedder.model_name}
-    results = {}
-    sets = all_sets()
-    for dataset in sets:
+    out: dict[str, Any] = {
+        "benchmark": "search",
+        "model": embedder.model_name,
+        "weights_in_use": dict(WEIGHTS),
+        "sets": {},
+    }
+    for dataset in all_sets():
         if max_tasks is not None:
             dataset = replace(dataset, queries=dataset.queries[:max_tasks])
-        results[dataset.name] = run_set(embedder=embedder, dataset=dataset)
-    # Only the sets weights may be tuned to are fitted on: a held-out set just reports.
-    tuned = {d.name: results[d.name] for d in sets if d.tuned}
-    out["weights_in_use"] = dict(WEIGHTS)
-    # What the tuning splits fit now; equal to weights_in_use when the code is up to date.
-    out["weights_fitted"] = fitted_weights(tuned)
-    out["learned_weight_objective"] = learned_weight_objective(tuned)
-    out["sets"] = {
-        name: {k: v for k, v in r.items() if k != "_judged"} for name, r in results.items()
-    }
+        out["sets"][dataset.name] = run_set(embedder=embedder, dataset=dataset)
     if latency_tools > 0:
-        directory = data_dir()
-        tools = load_catalogue(directory)
-        tasks = load_tasks(directory, names={t.name for t in tools})[:max_tasks]
-        with bench_database() as (url, _settings), connect(url) as conn:
-            out["latency"] = latency_benchmark(
-                conn,
-                embedder=embedder,
-                tools=tools,
-                query_sets={
-                    # Whole user tasks, often several steps: the recall queries.
-                    "livemcpbench_questions": [t.question for t in tasks] or ["search the web"],
-                    # One-step requests as an agent words a tool search (the match set's
-                    # paraphrases, ~10 tokens).
-                    "short_requests": short_requests(),
-                },
-                n_tools=latency_tools,
-                n_edges=latency_edges,
-                n_intents=latency_intents,
-                n_queries=latency_queries,
-                legacy_sets=("short_requests",),
-            )
+        out["latency"] = latency(
+            embedder=embedder,
+            max_tasks=max_tasks,
+            n_tools=latency_tools,
+            n_edges=latency_edges,
+            n_intents=latency_intents,
+            n_queries=latency_queries,
+        )
     return out
+
+
+def latency(
+    *,
+    embedder: Embedder,
+    max_tasks: int | None,
+    n_tools: int,
+    n_edges: int,
+    n_intents: int,
+    n_queries: int,
+    before: Variants | None = None,
+    after: Variants | None = None,
+) -> dict[str, Any]:
+    """``latency_benchmark`` on a fresh database, over LiveMCPBench's questions and short
+    requests."""
+    directory = data_dir()
+    tools = load_catalogue(directory)
+    tasks = load_tasks(directory, names={t.name for t in tools})[:max_tasks]
+    with bench_database() as (url, _settings), connect(url) as conn:
+        return latency_benchmark(
+            conn,
+            embedder=embedder,
+            tools=tools,
+            query_sets={
+                # Whole user tasks, often several steps: the recall queries.
+                "livemcpbench_questions": [t.question for t in tasks] or ["search the web"],
+                # One-step requests as an agent words a tool search (the match set's
+                # paraphrases, ~10 tokens).
+                "short_requests": short_requests(),
+            },
+            n_tools=n_tools,
+            n_edges=n_edges,
+            n_intents=n_intents,
+            n_queries=n_queries,
+            before=before,
+            after=after,
+        )
 
 
 if __name__ == "__main__":

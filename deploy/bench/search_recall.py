@@ -1,18 +1,20 @@
-"""`bench search` recall: every set, dense baseline beside hybrid, ablations, fitted weights, learning curve.
+"""`bench search` recall: on every set, the shipped ranking beside exact dense retrieval,
+before any learning and as the tenant learns.
 
-Zero-shot: each query's evidence is gathered once (``gather_evidence``, as a search
-does); hybrid rankings for any weights are then computed in memory, so ablations
-(each feature alone, each left out) and the fit cost no extra database work.
-Learned: a set's requests are split by gold tool into a learning half and a test half
-(seeded); learning requests are stored as finished executions (intent = request, a
-trace calling the gold tools) and ingested by ``ingest_executions``, as the learning
-worker does; the test half is searched after 0, 10, 25 and 50 % of all requests.
+Zero-shot: each query is searched as the gateway searches (``gather_evidence``, then the
+shipped fusion weights); the dense baseline is MiniLM cosine over "name: description",
+exact. Learned: a set's requests are split by gold tool into a learning half and a test
+half (seeded); learning requests are stored as finished executions (intent = request, a
+trace calling the gold tools), ingested by ``ingest_executions`` as the learning worker
+does and consolidated as the beat task does; the test half is searched after 0, 10, 25 and
+50 % of all requests, the tenant's query adapter applied when one shipped.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,51 +22,69 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import LOOK_AFTER, Query, SearchSet, all_sets
-from deploy.bench.search_adapter import FITTED_DECAY
-from deploy.bench.search_arms import curve_arms, ranked_metrics
-from deploy.bench.search_fit import Judged, Learned, dense_metrics, evaluate, fit
-from deploy.bench.search_issue_arms import issue_arms
-from deploy.bench.search_learned import (
-    ALONE_MIX,
-    FIT_TENANT,
-    FOLDS,
-    NO_VOTE,
-    ablation,
-    adapter_grid,
-    fit_adapter,
-    fit_mix,
-    fit_vote,
-    learning_per_tool,
-    score,
-    validation_split,
-)
-from deploy.bench.search_vote_space import vote_space_grid
-from shared.config import Settings
+from deploy.bench.datasets import Query, SearchSet
 from shared.db import connect
-from shared.embeddings import Embedder, get_embedder
-from shared.learning.consolidate import consolidate_tenant
+from shared.embeddings import Embedder
+from shared.learning.consolidate import Consolidation, consolidate_tenant
 from shared.learning.ingest import ingest_executions
-from shared.search.fusion import FEATURES, UNMEASURED, WEIGHTS
-from shared.search.hybrid import embed_texts_for_query, gather_evidence
-from shared.search.learned import FITTED, LEGACY, UNGATED
-from shared.search.tool_vectors import Run
+from shared.search.fusion import WEIGHTS, fuse
+from shared.search.hybrid import Evidence, embed_texts_for_query, gather_evidence
 
 TENANT = "bench"
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 SEED = 13
-# The learned vote is in [-1, 1] against similarities ~0.05 apart: its useful range is wider.
-LEARNED_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0)
-# The in-memory arms of the learning curve (every run learned so far, no hold-out check):
-# arm → how ``score`` ranks it (the vote, the tool vectors' mix, the adapter's decay).
-CURVE_ARMS: dict[str, dict[str, Any]] = {
-    "legacy": {"vote": LEGACY},
-    "ungated": {"vote": UNGATED},
-    "learned": {"vote": FITTED},
-    "tool_vectors": {"vote": NO_VOTE, "mix": ALONE_MIX},
-    "adapter": {"vote": NO_VOTE, "adapter": FITTED_DECAY},
-    "adapter_and_vote": {"vote": FITTED, "adapter": FITTED_DECAY},
-}
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One query's evidence as searched, its gold, its dense-baseline ranking (tool keys)
+    and its embedding."""
+
+    evidence: Evidence
+    gold: frozenset[str]
+    dense: list[str]
+    vector: np.ndarray | None = None
+
+
+def metrics(ranked: Sequence[str], gold: frozenset[str], *, scoring: str) -> dict[str, float]:
+    """top-1 (the first hit is gold) and @5/@10 (``recall``: share of gold found;
+    ``any``: 1 if any gold is found)."""
+    out = {"top1": 1.0 if ranked[:1] and ranked[0] in gold else 0.0}
+    for k in KS[1:]:
+        found = gold & set(ranked[:k])
+        out[f"@{k}"] = len(found) / len(gold) if scoring == "recall" else float(bool(found))
+    return out
+
+
+def average(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    keys = ("top1", *(f"@{k}" for k in KS[1:]))
+    n = max(1, len(rows))
+    return {k: round(sum(r[k] for r in rows) / n, 3) for k in keys}
+
+
+def hybrid_ranking(
+    evidence: Evidence, *, weights: Mapping[str, float], key: Mapping[str, str]
+) -> list[str]:
+    """The fused ranking as gold keys (tool id or name), best first."""
+    fused = fuse(dense=evidence.dense, features=evidence.features, weights=weights)
+    order = sorted(fused, key=lambda t: (-fused[t], t))[: max(KS)]
+    return [key.get(t, t) for t in order]
+
+
+def evaluate(
+    judged: Sequence[Judged], *, weights: Mapping[str, float], key: Mapping[str, str], scoring: str
+) -> dict[str, float]:
+    return average(
+        [
+            metrics(hybrid_ranking(j.evidence, weights=weights, key=key), j.gold, scoring=scoring)
+            for j in judged
+        ]
+    )
+
+
+def dense_metrics(judged: Sequence[Judged], *, scoring: str) -> dict[str, float]:
+    return average([metrics(j.dense, j.gold, scoring=scoring) for j in judged])
 
 
 def judge(
@@ -75,12 +95,10 @@ def judge(
     queries: Sequence[Query],
     reference: np.ndarray,
     tenant: str = TENANT,
-    learned: Learned | None = None,
     adapted: bool = False,
 ) -> list[Judged]:
-    """Evidence, gold and the exact dense ranking of each query (with ``learned``, what the
-    tenant had learned, for the in-memory arms; ``adapted``: the dense list through the
-    tenant's shipped query adapter, as the product searches)."""
+    """Evidence, gold and the exact dense ranking of each query (``adapted``: the dense list
+    through the tenant's shipped query adapter, as the product searches)."""
     keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
     out = []
     for query in queries:
@@ -101,22 +119,8 @@ def judge(
                 gold=query.gold,
                 dense=[keys[i] for i in order],
                 vector=np.asarray(vectors[0], np.float32),
-                learned=learned,
             )
         )
-    return out
-
-
-def ablations(judged: Sequence[Judged], *, key: dict[str, str], scoring: str) -> dict[str, Any]:
-    """Fitted weights with each feature alone, and with each left out."""
-    out: dict[str, Any] = {}
-    for feature in FEATURES:
-        if WEIGHTS.get(feature, 0.0) == 0.0:
-            continue
-        alone = {f: (w if f == feature else 0.0) for f, w in WEIGHTS.items()}
-        without = {**WEIGHTS, feature: 0.0}
-        out[f"only_{feature}"] = evaluate(judged, weights=alone, key=key, scoring=scoring)
-        out[f"without_{feature}"] = evaluate(judged, weights=without, key=key, scoring=scoring)
     return out
 
 
@@ -140,6 +144,14 @@ def learning_split(
     return learn, test
 
 
+def tool_ids(dataset: SearchSet) -> dict[str, str]:
+    """Gold key → tool id (a name on several servers: its first tool)."""
+    ids_of: dict[str, str] = {}
+    for t in dataset.tools:
+        ids_of.setdefault(t.name if dataset.by == "name" else t.id, t.id)
+    return ids_of
+
+
 def learn_from(
     conn: psycopg.Connection[Any],
     *,
@@ -149,9 +161,7 @@ def learn_from(
     tenant: str = TENANT,
 ) -> None:
     """Store each request as a succeeded execution calling its gold tools; ingest them."""
-    ids_of: dict[str, str] = {}
-    for t in dataset.tools:
-        ids_of.setdefault(t.name if dataset.by == "name" else t.id, t.id)
+    ids_of = tool_ids(dataset)
     executions = []
     for query in queries:
         events: list[dict[str, Any]] = []
@@ -174,306 +184,87 @@ def learn_from(
     conn.commit()
 
 
-def learned_runs(
-    *, embedder: Embedder, dataset: SearchSet, queries: Sequence[Query], descriptions: Any
-) -> Learned:
-    """The runs ``learn_from`` stores, as the consolidation reads them (intent embedding,
-    gold tools' ids), in learning order."""
-    ids_of: dict[str, str] = {}
-    for t in dataset.tools:
-        ids_of.setdefault(t.name if dataset.by == "name" else t.id, t.id)
-    vectors = np.asarray(embedder.embed([q.text for q in queries]), np.float32)
-    runs = [
-        Run(order=i, vector=v, tools=tuple(ids_of[g] for g in sorted(q.gold)))
-        for i, (q, v) in enumerate(zip(queries, vectors, strict=True))
-    ]
-    return Learned(descriptions=descriptions, runs=runs)
-
-
-def validate_against(
+def learning_points(
     conn: psycopg.Connection[Any],
     *,
     embedder: Embedder,
     dataset: SearchSet,
-    fit_part: Sequence[Query],
-    validation: Sequence[Query],
-    tenant: str,
-    reference: np.ndarray,
-    descriptions: Any,
-) -> list[Judged]:
-    """``fit_part`` stored as ``tenant``'s runs, then ``validation`` searched against them
-    (with what the tenant learned, for the in-memory arms)."""
-    learn_from(conn, embedder=embedder, dataset=dataset, queries=fit_part, tenant=tenant)
-    conn.autocommit = True
-    judged = judge(
-        conn,
-        tenant=tenant,
-        queries=validation,
-        embedder=embedder,
-        dataset=dataset,
-        reference=reference,
-        learned=learned_runs(
-            embedder=embedder, dataset=dataset, queries=fit_part, descriptions=descriptions
-        ),
-    )
-    conn.autocommit = False
-    return judged
+    learn: Sequence[Query],
+) -> Iterator[tuple[float, int, Consolidation | None]]:
+    """At each of ``FRACTIONS`` of the set's requests: (fraction, learning requests stored,
+    the consolidation), once the learning half's next requests are stored and ingested and
+    the tenant consolidated as the beat task does (its adapter ships only if it passes the
+    hold-out check). The connection is in autocommit while the caller searches."""
+    done = 0
+    for fraction in FRACTIONS:
+        upto = min(len(learn), round(fraction * len(dataset.queries)))
+        learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
+        done = upto
+        consolidation = consolidate_tenant(conn, tenant_id=TENANT) if upto else None
+        conn.commit()
+        conn.autocommit = True
+        yield fraction, upto, consolidation
+        conn.autocommit = False
 
 
-def run_set(*, embedder: Embedder, dataset: SearchSet, test: bool = True) -> dict[str, Any]:
-    """Zero-shot (per split, with ablations), the learned protocol's validation slice
-    (searched against the fit part, another tenant) and, unless ``test`` is False, the
-    learning curve on the test half."""
+def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
+    """Zero-shot per split, then the learning curve on the test half: dense beside the
+    product, as searched after each point's consolidation."""
     key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}
     docs = [f"{t.name}: {t.description}" for t in dataset.tools]
     reference = np.asarray(embedder.encode_reference(docs), np.float32)
-    out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
     learn, test_half = learning_split(dataset.queries)
-    folds = [validation_split(learn, fold=f) for f in range(FOLDS)]
-    indexed = np.asarray(embedder.embed(docs), np.float32)
-    descriptions = {t.id: v for t, v in zip(dataset.tools, indexed, strict=True)}
+    scoring = dataset.scoring
+    out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
     with bench_database() as (url, _settings), connect(url) as conn:
-        index_tools(conn, tools=dataset.tools, vectors=indexed)
+        index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs)))
         conn.autocommit = True
-        zero: dict[str, list[Judged]] = {}
+        out["zero_shot"] = {}
         for split in ("tune", "holdout"):
-            zero[split] = judge(
+            judged = judge(
                 conn,
                 embedder=embedder,
                 dataset=dataset,
                 queries=[q for q in dataset.queries if q.split == split],
                 reference=reference,
             )
+            out["zero_shot"][split] = {
+                "queries": len(judged),
+                "dense": dense_metrics(judged, scoring=scoring),
+                "hybrid": evaluate(judged, weights=WEIGHTS, key=key, scoring=scoring),
+            }
         conn.autocommit = False
-        validated: list[Judged] = []
-        for fold, (fit_part, validation) in enumerate(folds):
-            validated += validate_against(
-                conn,
-                embedder=embedder,
-                dataset=dataset,
-                fit_part=fit_part,
-                validation=validation,
-                tenant=f"{FIT_TENANT}{fold}",
-                reference=reference,
-                descriptions=descriptions,
-            )
         curve: list[dict[str, Any]] = []
-        done = 0
-        for fraction in FRACTIONS if test else ():
-            upto = min(len(learn), round(fraction * len(dataset.queries)))
-            learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
-            done = upto
-            # What the beat task does: consolidate the tenant (its adapter ships only if it
-            # passes the hold-out check), then search as the product does.
-            consolidation = consolidate_tenant(conn, tenant_id=TENANT) if upto else None
-            conn.commit()
-            conn.autocommit = True
-            learned_here = learned_runs(
-                embedder=embedder,
-                dataset=dataset,
-                queries=learn[:upto],
-                descriptions=descriptions,
-            )
+        for fraction, upto, consolidation in learning_points(
+            conn, embedder=embedder, dataset=dataset, learn=learn
+        ):
             product = judge(
                 conn,
                 embedder=embedder,
                 dataset=dataset,
                 queries=test_half,
                 reference=reference,
-                learned=learned_here,
                 adapted=True,
             )
-            judged = judge(
-                conn,
-                embedder=embedder,
-                dataset=dataset,
-                queries=test_half,
-                reference=reference,
-                learned=learned_here,
-            )
-            conn.autocommit = False
             adapter_fit = consolidation.adapter if consolidation else None
             curve.append(
                 {
                     "fraction": fraction,
                     "learned_executions": upto,
-                    "judged": judged,
-                    "product": product,
+                    "dense": dense_metrics(product, scoring=scoring),
+                    "product": evaluate(product, weights=WEIGHTS, key=key, scoring=scoring),
                     "adapter_fit": vars(adapter_fit) if adapter_fit else None,
                 }
             )
-    out["zero_shot"] = {}
-    for split, judged in zero.items():
-        out["zero_shot"][split] = {
-            "queries": len(judged),
-            "dense": dense_metrics(judged, scoring=dataset.scoring),
-            "hybrid": evaluate(judged, weights=WEIGHTS, key=key, scoring=dataset.scoring),
-            "ablation": ablations(judged, key=key, scoring=dataset.scoring),
-        }
-    per_tool = learning_per_tool(learn, test_half)
     out["learned"] = {
-        "learning_requests_per_tool": per_tool,
-        # The targets apply where the learning half holds two requests per tool or more.
-        "can_measure_learning": per_tool >= 2.0,
-        "validation": {
-            "fit_part": [len(f) for f, _ in folds],
-            "queries": len(validated),
-            "dense": dense_metrics(validated, scoring=dataset.scoring),
-            "ablation": ablation(validated, key=key, scoring=dataset.scoring),
-        },
+        "learning_requests_per_tool": learning_per_tool(learn, test_half),
         "test_queries": len(test_half),
-        "curve": [
-            {
-                "fraction": point["fraction"],
-                "learned_executions": point["learned_executions"],
-                "dense": dense_metrics(point["judged"], scoring=dataset.scoring),
-                "zero_shot": evaluate(
-                    point["judged"],
-                    weights={**WEIGHTS, "learned": 0.0},
-                    key=key,
-                    scoring=dataset.scoring,
-                ),
-                **{
-                    arm: score(point["judged"], key=key, scoring=dataset.scoring, **how)
-                    for arm, how in CURVE_ARMS.items()
-                },
-                # Round five's arms (``search_cv``), in memory as the ones above.
-                **{
-                    arm: ranked_metrics(
-                        point["judged"], rank=rank, key=key, scoring=dataset.scoring
-                    )
-                    for arm, rank in curve_arms().items()
-                },
-                # Round six: the issue's arms (signal alone), and each in the product's fusion.
-                **{
-                    arm: ranked_metrics(
-                        point["judged"], rank=rank, key=key, scoring=dataset.scoring
-                    )
-                    for arm, rank in issue_arms().items()
-                },
-                # What the product does: searched after the consolidation, its adapter (if it
-                # shipped) applied by the search, the fitted vote in the fusion.
-                "product": evaluate(
-                    point["product"], weights=WEIGHTS, key=key, scoring=dataset.scoring
-                ),
-                "adapter_fit": point["adapter_fit"],
-            }
-            for point in curve
-        ],
-    }
-    if curve:
-        out["learned"]["test_ablation_at_50"] = ablation(
-            curve[-1]["judged"], key=key, scoring=dataset.scoring
-        )
-    out["_judged"] = {
-        "zero": zero,
         "curve": curve,
-        "validation": validated,
-        "test": test_half,
-        "key": key,
-        "scoring": dataset.scoring,
     }
     return out
 
 
-def validation_run(*, fit: bool, grid: bool = False, vote_space: bool = False) -> dict[str, Any]:
-    """Every set's validation slice and its ablation (no test half is searched), and with
-    ``fit`` the vote fitted on the slices of the sets that can measure learning or are tuned;
-    with ``grid`` the adapter's capacity grid on those slices, with ``vote_space`` the vote
-    beside the adapter in its space (``search_vote_space``) (with either, the look-after sets,
-    ``datasets.LOOK_AFTER``, are not searched at all; they are never fitted on)."""
-    embedder = get_embedder(Settings())
-    out: dict[str, Any] = {"benchmark": "search-learned-validation", "sets": {}}
-    slices = {}
-    for dataset in all_sets():
-        if (grid or vote_space) and dataset.name in LOOK_AFTER:
-            continue
-        result = run_set(embedder=embedder, dataset=dataset, test=False)
-        out["sets"][dataset.name] = {
-            "learning_requests_per_tool": result["learned"]["learning_requests_per_tool"],
-            "can_measure_learning": result["learned"]["can_measure_learning"],
-            "validation": result["learned"]["validation"],
-        }
-        # Fitted on: the sets that can measure learning and those weights may be tuned to
-        # (never a look-after set: more_servers, bfcl_multi).
-        if dataset.name not in LOOK_AFTER and (
-            result["learned"]["can_measure_learning"] or dataset.tuned
-        ):
-            judged = result["_judged"]
-            slices[dataset.name] = (judged["validation"], judged["key"], judged["scoring"])
-    if fit:
-        # The vote in the product's setting: beside the adapter the same runs train.
-        out["fit"] = {"sets": sorted(slices), **fit_vote(slices, adapter=FITTED_DECAY)}
-        out["fit_without_adapter"] = {"sets": sorted(slices), **fit_vote(slices)}
-        # The tool vectors' (k, weight): alone (no vote), and beside the vote in use.
-        out["fit_tool_vectors"] = {"sets": sorted(slices), **fit_mix(slices)}
-        out["fit_combined"] = {"sets": sorted(slices), **fit_mix(slices, vote=FITTED)}
-        out["fit_adapter"] = {"sets": sorted(slices), **fit_adapter(slices)}
-    if grid:
-        out["adapter_grid"] = adapter_grid(slices, fitted_on=sorted(slices))
-    if vote_space:
-        out["vote_space"] = vote_space_grid(slices, fitted_on=sorted(slices))
-    return out
-
-
-def fitted_weights(results: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Weights fitted on the tuning splits: zero-shot features on every set's zero-shot
-    tuning queries, then the learned vote's weight on the tuning queries of the 50 % curve point."""
-    zero = {
-        name: (r["_judged"]["zero"]["tune"], r["_judged"]["key"], r["_judged"]["scoring"])
-        for name, r in results.items()
-    }
-    # Graph and PageRank are fixed (fusion.UNMEASURED): no set has context tools or a graph.
-    measured = [f for f in FEATURES if f not in ("learned", "toolvec") and f not in UNMEASURED]
-    weights = fit(zero, features=measured, base=UNMEASURED)
-    learned_sets = {}
-    for name, r in results.items():
-        point = r["_judged"]["curve"][-1]["judged"]
-        tune = [j for j, q in zip(point, r["_judged"]["test"], strict=True) if q.split == "tune"]
-        learned_sets[name] = (tune, r["_judged"]["key"], r["_judged"]["scoring"])
-    # The learned vote under the same rule: never below dense on any set's tuning queries.
-    return fit(learned_sets, features=["learned"], base=weights, grid=LEARNED_GRID)
-
-
-def learned_weight_objective(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Per learned weight (others as in use): Σ over sets of top-1 + @5 + @10 on the tuning
-    queries of the 50 % learned point, or None where a set falls below dense. A flat row says
-    the sets cannot choose the weight."""
-    out: dict[str, Any] = {}
-    for value in LEARNED_GRID:
-        total: float | None = 0.0
-        for r in results.values():
-            point = r["_judged"]["curve"][-1]["judged"]
-            tune = [
-                j for j, q in zip(point, r["_judged"]["test"], strict=True) if q.split == "tune"
-            ]
-            scoring = r["_judged"]["scoring"]
-            got = evaluate(
-                tune,
-                weights={**WEIGHTS, "learned": value},
-                key=r["_judged"]["key"],
-                scoring=scoring,
-            )
-            floor = dense_metrics(tune, scoring=scoring)
-            if total is None or any(got[m] < floor[m] for m in got):
-                total = None
-                continue
-            total += sum(got.values())
-        out[str(value)] = None if total is None else round(total, 3)
-    return out
-
-
-if __name__ == "__main__":
-    import json
-    import sys
-
-    from shared.offline import go_offline
-
-    go_offline()
-    # The validation slices and the vote's fit (--fit) or the adapter's capacity grid
-    # (--adapter-grid) or the vote in the adapter's space (--vote-space); never the test halves.
-    flags = set(sys.argv[1:])
-    run = validation_run(
-        fit="--fit" in flags, grid="--adapter-grid" in flags, vote_space="--vote-space" in flags
-    )
-    print(json.dumps(run, indent=2))
+def learning_per_tool(learn: Sequence[Query], test: Sequence[Query]) -> float:
+    """Learning requests per tool that has test requests (learning shows from two or more)."""
+    tools = {sorted(q.gold)[0] for q in test}
+    return round(sum(1 for q in learn if sorted(q.gold)[0] in tools) / max(1, len(tools)), 2)

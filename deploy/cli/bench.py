@@ -76,7 +76,7 @@ def learning() -> None:
 
 @bench_app.command("search")
 def search() -> None:
-    """Tool search recall on LiveMCPBench beside the dense baseline, and latency at 10k tools."""
+    """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k tools."""
     _run("search")
 
 

@@ -12,7 +12,7 @@ runs the way the nearest-intent vote pushes it (docs/search.md).
 
 Why an adapter rather than per-tool vectors or a bigger vote: on the validation slices
 it is the arm with the best objective, and on the test halves it is the only one that
-gains on the set that can measure learning without regressing the others (docs/search.md).
+gains on the set that can measure learning without regressing the others (research/notes/search-history.md).
 
 Everything here is pure arithmetic on arrays (torch for the gradient, imported only when
 training); the database side is in ``shared.learning.consolidate``.
@@ -30,15 +30,15 @@ from shared.search.tool_vectors import HOLD_OUT_BLOCK, Run
 if TYPE_CHECKING:  # torch is imported when training only (the gateway never trains)
     import torch
 
-# Softmax temperature. The validation slices' grid (`python -m deploy.bench.search_recall
+# Softmax temperature. The validation slices' grid (`python -m research.search.recall
 # --adapter-grid`, 2026-11-27) preferred 0.1 (objective 2.161 against 2.149), but on the
 # test halves of `bench search` 0.1 put the held-out more_servers below dense at 50 %
 # (0.488 against 0.535) and real_servers_issue31 at 0.680 (0.728 with 0.05): kept at 0.05,
-# a choice made after seeing test halves (docs/search.md).
+# a choice made after seeing test halves (research/notes/search-history.md).
 TAU = 0.05
 EPOCHS = 100
 LEARNING_RATE = 1e-3
-# Fitted on the validation slices (`python -m deploy.bench.search_recall --fit`:
+# Fitted on the validation slices (`python -m research.search.recall --fit`:
 # ``fit_adapter``, 2026-11-26: 0.01 of 0.01 / 0.1 / 1; never the test halves).
 DECAY = 0.01
 # Bounds for large tenants (100k runs, 10k tools): each step sees at most this many

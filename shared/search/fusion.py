@@ -37,14 +37,14 @@ FEATURES = (
 # only when the request names context tools (``gather_evidence``).
 UNMEASURED: dict[str, float] = {"graph": 0.1, "pagerank": 0.02}
 
-# Fitted, not chosen: `agentcards bench search` maximises top-1 + recall@5 + @10 on the
-# tuning splits of every set, subject to no k on any set scoring below the dense
-# baseline (deploy/bench/search_fit.py); the held-out splits are reported after. Dense
+# Fitted, not chosen: `python -m research.search.recall --bench` maximises top-1 + recall@5
+# + @10 on the tuning splits of every set, subject to no k on any set scoring below the
+# dense baseline (research/search/fit.py); the held-out splits are reported after. Dense
 # similarity has weight 1, so all-zero weights are exactly the dense ranking.
 # The learned vote is the exception: on the bench's learned protocol (requests split by
 # tool, so a test request is another request for the tool, rarely a paraphrase of a
 # learned one) its objective is flat from 0.3 to 5 with the squared-closeness vote
-# (``learned_weight_objective`` in the bench's JSON). 1.0 is the smallest weight for which
+# (``learned_weight_objective`` in that JSON). 1.0 is the smallest weight for which
 # one run of the very same request (vote 1) outweighs any cosine gap inside a top ten
 # (~0.1-0.3 on short requests); a paraphrase at 0.8 then adds 0.36, a request at 0.6 0.04.
 WEIGHTS: dict[str, float] = {

@@ -58,18 +58,18 @@ class Vote:
     gate: float | None = None
 
 
-# Before issue 31: a floor at 0.5, closeness squared, weight 1.0 (hand-set; docs/search.md).
+# Before issue 31: a floor at 0.5, closeness squared, weight 1.0 (hand-set; research/notes/search-history.md).
 LEGACY = Vote(floor=0.5, power=2.0, prior=0.0, weight=1.0, saturate=True)
-# Fitted, not chosen: `python -m deploy.bench.search_recall --fit` maximises top-1 + @5 +
+# Fitted, not chosen: `python -m research.search.recall --fit` maximises top-1 + @5 +
 # @10 on the validation slices of the learning halves (two folds; never the test halves)
 # of the fitted sets, in the product's setting: beside the query adapter the
 # consolidation trains on the same runs (``shared.search.adapter``), no set below the
 # adapter alone (2026-11-27: objective 2.162 against 2.149 for the adapter alone;
-# docs/search.md). A past intent counts only when it is at most 0.1 below the query's best
+# research/notes/search-history.md). A past intent counts only when it is at most 0.1 below the query's best
 # description cosine (``gate``), closeness squared from there; a tool's vote is its share
 # of that evidence shrunk by one intent's worth (``prior`` 1), so a lone, barely closer
 # run moves little. The vote before (floor 0.3, no gate, prior 0.3) let such runs lift
-# their tools over never-run ones and regressed a held-out set (docs/search.md).
+# their tools over never-run ones and regressed a held-out set (research/notes/search-history.md).
 FITTED = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.3, gate=-0.1)
 # The vote of 2026-11-25 (fitted without the gate or the adapter), kept for the ablation.
 UNGATED = Vote(floor=0.3, power=1.0, prior=0.3, weight=0.3)

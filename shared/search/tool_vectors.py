@@ -38,8 +38,8 @@ class Mix:
 
 
 # Fitted beside the vote in use on the validation slices of the learned protocol
-# (`python -m deploy.bench.search_recall --fit`: ``fit_combined``; never the test halves;
-# docs/search.md): 2026-11-26, livemcpbench + real_servers + real_servers_issue31,
+# (`python -m research.search.recall --fit`: ``fit_combined``; never the test halves;
+# research/notes/search-history.md): 2026-11-26, livemcpbench + real_servers + real_servers_issue31,
 # objective 2.1137 against 2.1127 for the vote alone. Eight intents weigh as much as the
 # description and the vector's gain counts a tenth: on these sets the vectors add almost
 # nothing the vote does not already give, so the fit keeps their say small.

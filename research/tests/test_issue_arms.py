@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploy.bench.search_fit import Judged, Learned
-from deploy.bench.search_issue_arms import plain_vote_arm, space, tool2vec, tool2vec_arm
+from research.search.fit import Judged, Learned
+from research.search.issue_arms import plain_vote_arm, space, tool2vec, tool2vec_arm
 from shared.search.tool_vectors import Run
 
 

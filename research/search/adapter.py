@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from deploy.bench.search_fit import Judged, Learned, per_point
+from research.search.fit import Judged, Learned, per_point
 from shared.search.adapter import DECAY, EPOCHS, TAU
 from shared.search.adapter import train_adapter as fit
 from shared.search.hybrid import MIN_CANDIDATES, Evidence
 
 DECAYS = (0.01, 0.1, 1.0)
-FITTED_DECAY = DECAY  # the validation fit's (``fit_adapter`` in search_recall --fit, 2026-11-26)
+FITTED_DECAY = DECAY  # the validation fit's (``fit_adapter`` in recall --fit, 2026-11-26)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Capacity:
     tau: float = TAU
 
 
-# The capacity/regularisation grid (``search_recall --adapter-grid``, validation slices only).
+# The capacity/regularisation grid (``recall --adapter-grid``, validation slices only).
 CAPACITIES = tuple(
     Capacity(decay=d, epochs=e, tau=t)
     for d in (0.001, 0.01)

@@ -1,7 +1,7 @@
 """The learned protocol's ablation and the vote's fit (issue 31).
 
 A set's requests are split by gold tool into a learning half and a test half
-(``search_recall.learning_split``). The learning half is split again, per tool, into a fit
+(``deploy.bench.search_recall.learning_split``). The learning half is split again, per tool, into a fit
 part and a validation slice (one request of each tool with two or more), in two folds (each
 tool's first, then second learning request is the validation one): each fold's fit part is
 stored as a separate tenant's executions and its validation slice searched against it.
@@ -12,7 +12,7 @@ Every variant is computed in memory from one search's evidence: the search keeps
 nearest past intents it read (``Evidence.intents``), so re-voting them under other
 constants costs no database work.
 
-Refit: ``python -m deploy.bench.search_recall --fit`` (prints JSON; copy ``fitted`` into
+Refit: ``python -m research.search.recall --fit`` (prints JSON; copy ``fitted`` into
 ``shared/search/learned.py: FITTED``).
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import CAPACITIES, DECAYS, FITTED_DECAY, Capacity, with_adapter
-from deploy.bench.search_fit import Judged, Learned, evaluate, per_point
+from research.search.adapter import CAPACITIES, DECAYS, FITTED_DECAY, Capacity, with_adapter
+from research.search.fit import Judged, Learned, evaluate, per_point
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, LEGACY, UNGATED, Vote, tool_votes
@@ -43,12 +43,6 @@ WEIGHT_GRID = (0.05, 0.1, 0.3, 0.8, 1.2)
 # query's best description cosine (negative: below it) to count.
 GATES = (None, -0.1, -0.05, 0.0, 0.05, 0.1)
 ZERO_SHOT_OFF = {f: 0.0 for f in ("clause", *LEXICAL)}
-
-
-def learning_per_tool(learn: Sequence[Any], test: Sequence[Any]) -> float:
-    """Learning requests per tool that has test requests (the protocol's evidence)."""
-    tools = {sorted(q.gold)[0] for q in test}
-    return round(sum(1 for q in learn if sorted(q.gold)[0] in tools) / max(1, len(tools)), 2)
 
 
 FOLDS = 2  # each learning request of a tool with two or more is validation in one fold
@@ -139,7 +133,7 @@ def score(
 ) -> dict[str, float]:
     """Metrics of the hybrid ranking with the vote ``vote`` (its weight in the fusion) and,
     with ``mix``, the tool vectors (else none: their weight is 0); with ``adapter`` (its
-    decay), the query adapted (``search_adapter``)."""
+    decay), the query adapted (``adapter``)."""
     weights = {
         **WEIGHTS,
         **(off or {}),

@@ -12,9 +12,9 @@ spread of the folds, and the standard error of each arm's paired difference from
 shipped setting (per request, averaged over repeats, then per set). A difference smaller
 than twice that standard error is not a win. Only ``datasets.LEARNED_TUNING`` is searched
 here (round six); the look-after sets (``datasets.LOOK_AFTER``) never are.
-The arms are ``search_arms``'.
+The arms are ``arms``'.
 
-Run: ``python -m deploy.bench.search_cv [--cache PATH] [set ...]`` (prints JSON).
+Run: ``python -m research.search.cv [--cache PATH] [set ...]`` (prints JSON).
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from typing import Any
 import numpy as np
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import LEARNED_TUNING, Query, SearchSet, all_sets
-from deploy.bench.search_arms import SHIPPED, Ranker, arms
-from deploy.bench.search_fit import Judged, average, metrics
-from deploy.bench.search_issue_arms import issue_arms
-from deploy.bench.search_recall import learning_split, validate_against
+from deploy.bench.datasets import Query, SearchSet
+from deploy.bench.search_recall import learning_split
+from research.search.arms import SHIPPED, Ranker, arms
+from research.search.datasets import LEARNED_TUNING, all_sets
+from research.search.fit import Judged, average, metrics
+from research.search.issue_arms import issue_arms
+from research.search.recall import validate_against
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder

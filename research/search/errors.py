@@ -9,14 +9,14 @@ what a ceiling on the set looks like:
   shipped adapter and vote), per request: its text, the expected tools, the product's top 3
   with fused scores, the rank of the first expected tool, and dense's top 1.
 - **ceiling**: every request of the set (both halves) dealt into ``k`` folds stratified by
-  tool (``search_cv.cv_folds``); each fold searched against a tenant that learned all the
+  tool (``cv.cv_folds``); each fold searched against a tenant that learned all the
   other folds, ranked by dense, zero-shot, the shipped adapter in the fusion and the adapter
   beside the gated vote over every run (in memory, no hold-out check). With five requests
   per tool, ``k`` 2 learns about 2.5 per tool (the product's 50 %) and ``k`` 5 learns four
   (leave one request per tool out). ``k`` 1 is resubstitution: the tenant learned every
   request, the searched one included (what the adapter can fit at all, not a forecast).
 
-Run: ``python -m deploy.bench.search_errors [SET] [--folds K ...]`` (prints JSON; SET
+Run: ``python -m research.search.errors [SET] [--folds K ...]`` (prints JSON; SET
 defaults to real_servers_issue31).
 """
 
@@ -28,23 +28,18 @@ from typing import Any
 import numpy as np
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import SearchSet, all_sets
-from deploy.bench.search_adapter import Capacity
-from deploy.bench.search_arms import SHIPPED, Ranker, adapter_arm, arms, fused
-from deploy.bench.search_cv import cv_folds
-from deploy.bench.search_fit import Judged, average, metrics
-from deploy.bench.search_issue_arms import issue_arms
-from deploy.bench.search_recall import (
-    FRACTIONS,
-    judge,
-    learn_from,
-    learning_split,
-    validate_against,
-)
+from deploy.bench.datasets import SearchSet
+from deploy.bench.search_recall import learning_points, learning_split
+from research.search.adapter import Capacity
+from research.search.arms import SHIPPED, Ranker, adapter_arm, arms, fused
+from research.search.cv import cv_folds
+from research.search.datasets import all_sets
+from research.search.fit import Judged, average, metrics
+from research.search.issue_arms import issue_arms
+from research.search.recall import judge, validate_against
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
-from shared.learning.consolidate import consolidate_tenant
 from shared.search.fusion import WEIGHTS, fuse
 from shared.search.learned import FITTED
 
@@ -67,14 +62,8 @@ def product_at_50(*, embedder: Embedder, dataset: SearchSet) -> list[Judged]:
     learn, test_half = learning_split(dataset.queries)
     with bench_database() as (url, _settings), connect(url) as conn:
         index_tools(conn, tools=dataset.tools, vectors=indexed)
-        done = 0
-        for fraction in FRACTIONS:
-            upto = min(len(learn), round(fraction * len(dataset.queries)))
-            if upto > done:
-                learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[done:upto])
-                consolidate_tenant(conn, tenant_id="bench")
-                conn.commit()
-            done = upto
+        for _point in learning_points(conn, embedder=embedder, dataset=dataset, learn=learn):
+            pass
         conn.autocommit = True
         return judge(
             conn,
@@ -111,7 +100,7 @@ def error_rows(
     return rows
 
 
-# The strongest of rounds five and six's other arms by the CV (docs/search.md), beside the
+# The strongest of rounds five and six's other arms by the CV (research/notes/search-history.md), beside the
 # shipped one: the best of them is a generous ceiling (chosen after seeing the folds).
 OTHER_ARMS = (
     "adapter scaled from the identity x1.5",

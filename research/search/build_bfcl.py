@@ -2,7 +2,7 @@
 Leaderboard's data (PyPI ``bfcl-eval``, Apache-2.0), offline, from the wheel:
 
     pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl
-    python -m deploy.bench.build_bfcl /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl
+    python -m research.search.build_bfcl /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl
 
 It writes ``deploy/bench/data/bfcl_single`` and ``deploy/bench/data/bfcl_multi`` (tools.json,
 requests.json, NOTICE), in the shape of ``data/real_servers`` (``datasets.server_requests``).
@@ -127,7 +127,7 @@ def build_single(wheel: Wheel) -> tuple[dict[str, Any], dict[str, Any]]:
         "description": f"BFCL_v4_live_multiple + live_simple ({PACKAGE}=={wheel.version}): "
         f"the user's message, gold = the one ground-truth function; tools with "
         f">= {MIN_REQUESTS} requests ({len(set(n for _, n in kept))} tools). "
-        "Built by deploy/bench/build_bfcl.py; no request was edited.",
+        "Built by research/search/build_bfcl.py; no request was edited.",
         "requests": [
             {"request": text, "gold": [f"{_server(name)}:{name}"], "split": hash_split(text)}
             for text, name in kept
@@ -178,7 +178,7 @@ def build_multi(wheel: Wheel) -> tuple[dict[str, Any], dict[str, Any]]:
     described = {
         "description": f"BFCL_v4_multi_turn_base ({PACKAGE}=={wheel.version}): each user turn, "
         "gold = every function its ground-truth calls name (all needed). Built by "
-        "deploy/bench/build_bfcl.py; no request was edited.",
+        "research/search/build_bfcl.py; no request was edited.",
         "requests": requests,
     }
     return tools, described
@@ -189,7 +189,7 @@ in the PyPI package {package}=={version} (bfcl_eval/data/), Copyright the Gorill
 authors (UC Berkeley), licensed under the Apache License, Version 2.0
 (https://www.apache.org/licenses/LICENSE-2.0). Changes: requests, ground-truth function names
 and function docs were selected and re-shaped into this repository's set format by
-deploy/bench/build_bfcl.py (see its docstring); no text was edited.
+research/search/build_bfcl.py (see its docstring); no text was edited.
 """
 
 

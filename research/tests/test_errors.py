@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from deploy.bench.search_errors import by_server, error_rows
-from deploy.bench.search_fit import Judged
+from research.search.errors import by_server, error_rows
+from research.search.fit import Judged
 from shared.search.graph_signals import GraphScores
 from shared.search.hybrid import Evidence
 

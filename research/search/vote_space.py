@@ -15,7 +15,7 @@ the protocol point's runs (``Learned.runs``), in one of three spaces:
 
 and with a fusion weight that grows with the tenant's evidence (runs per catalogue tool,
 ``r``): ``weight x r / (r + half)`` (``half`` 0: the constant weight). Everything is
-judged on the validation slices only (``search_recall --vote-space``).
+judged on the validation slices only (``recall --vote-space``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import Capacity, train_adapter, with_adapter
-from deploy.bench.search_fit import Judged, evaluate
-from deploy.bench.search_learned import revote
+from research.search.adapter import Capacity, train_adapter, with_adapter
+from research.search.fit import Judged, evaluate
+from research.search.learned import revote
 from shared.search.fusion import WEIGHTS
 from shared.search.hybrid import Evidence
 from shared.search.learned import FITTED, NEIGHBOURS, Vote

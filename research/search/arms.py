@@ -9,7 +9,7 @@ gated against the best description), an adapter trained against hard negatives (
 intent's softmax over its zero-shot top ``n`` and its tools only), the shipped adapter
 scaled from the identity, anchored on the descriptions or with its cosines calibrated to
 the raw query's, and a reciprocal-rank fusion of the shipped ranking with the prototype
-ranking. ``search_cv`` scores them by cross-validation; ``bench search`` adds ``CURVE`` to
+ranking. ``cv`` scores them by cross-validation; ``recall`` adds ``CURVE`` to
 its learning curve.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.bench.search_adapter import Capacity, mapped_evidence, train_adapter, with_adapter
-from deploy.bench.search_fit import (
+from research.search.adapter import Capacity, mapped_evidence, train_adapter, with_adapter
+from research.search.fit import (
     Judged,
     Learned,
     average,
@@ -31,8 +31,8 @@ from deploy.bench.search_fit import (
     metrics,
     per_point,
 )
-from deploy.bench.search_learned import NO_VOTE, revote
-from deploy.bench.search_vote_space import prepared
+from research.search.learned import NO_VOTE, revote
+from research.search.vote_space import prepared
 from shared.search.adapter import DECAY, EPOCHS, LEARNING_RATE, SEED, TAU
 from shared.search.adapter import train_adapter as fit_adapter
 from shared.search.fusion import LEXICAL, WEIGHTS
@@ -73,7 +73,7 @@ def lexical_scale_arm(scale: float) -> Ranker:
 
 
 def vote_space_arm(*, gate: float | None, weight: float) -> Ranker:
-    """Round four's vote in the adapter's space (``search_vote_space``, space "both")."""
+    """Round four's vote in the adapter's space (``vote_space``, space "both")."""
     vote = replace(FITTED, gate=gate, weight=weight)
 
     def rank(j: Judged, key: Mapping[str, str]) -> list[str]:
@@ -302,7 +302,7 @@ def arms() -> dict[str, Ranker]:
 
 # The arms ``bench search`` adds to its learning curve (test halves, in memory): rounds three
 # and four's choices (does the CV's order hold on the test halves?) and round five's arms
-# the CV scored closest to the shipped setting (none beyond its noise: docs/search.md).
+# the CV scored closest to the shipped setting (none beyond its noise: research/notes/search-history.md).
 CURVE = (
     "round three: adapter tau 0.1",
     "round four: vote in the adapter's space (gate -0.05, weight 1.5)",

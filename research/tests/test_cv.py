@@ -7,9 +7,9 @@ from collections import Counter
 import numpy as np
 
 from deploy.bench.datasets import Query
-from deploy.bench.search_arms import SHIPPED, prototypes
-from deploy.bench.search_cv import Fold, K, cv_folds, summarise
-from deploy.bench.search_fit import Judged, Learned
+from research.search.arms import SHIPPED, prototypes
+from research.search.cv import Fold, K, cv_folds, summarise
+from research.search.fit import Judged, Learned
 from shared.search.tool_vectors import Run
 from tests.unit.search.test_adapter import _catalogue, _unit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploy.bench.search_fit import Judged, Learned
-from deploy.bench.search_vote_space import intents_in
+from research.search.fit import Judged, Learned
+from research.search.vote_space import intents_in
 from shared.search.learned import NEIGHBOURS
 from shared.search.tool_vectors import Run
 from tests.unit.search.test_adapter import _asked, _catalogue, _unit

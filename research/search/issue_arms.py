@@ -27,9 +27,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from deploy.bench.search_adapter import Capacity, train_adapter, with_adapter
-from deploy.bench.search_arms import Ranker
-from deploy.bench.search_fit import KS, Judged, Learned, hybrid_ranking, per_point
+from research.search.adapter import Capacity, train_adapter, with_adapter
+from research.search.arms import Ranker
+from research.search.fit import KS, Judged, Learned, hybrid_ranking, per_point
 from shared.search.fusion import LEXICAL, WEIGHTS
 from shared.search.hybrid import Evidence
 

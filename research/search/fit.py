@@ -1,4 +1,4 @@
-"""Scoring rankings against gold, and fitting the fusion weights on a tuning split.
+"""Fitting the fusion weights on a tuning split (the scoring is ``bench search``'s).
 
 The fit is coordinate ascent over a grid per weight: it maximises the mean over sets of
 top-1 + @5 + @10 and refuses any weights under which a set's metric falls below its
@@ -13,25 +13,33 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from shared.search.fusion import FEATURES, fuse
-from shared.search.hybrid import Evidence
+from deploy.bench.search_recall import KS, average, dense_metrics, evaluate, hybrid_ranking, metrics
+from deploy.bench.search_recall import Judged as Searched
+from shared.search.fusion import FEATURES
 from shared.search.tool_vectors import Run
 
-KS = (1, 5, 10)
+__all__ = [
+    "KS",
+    "Judged",
+    "Learned",
+    "average",
+    "dense_metrics",
+    "evaluate",
+    "fit",
+    "hybrid_ranking",
+    "metrics",
+    "per_point",
+]
+
 GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 PASSES = 3
 
 
 @dataclass(frozen=True)
-class Judged:
-    """One query's evidence, gold, and its dense-baseline ranking (tool keys)."""
+class Judged(Searched):
+    """One query as ``bench search`` judges it, and what the tenant had learned when it was
+    searched (tool id → description embedding, learned runs): the tool-vector arms' input."""
 
-    evidence: Evidence
-    gold: frozenset[str]
-    dense: list[str]
-    # The query's embedding and what the tenant had learned when it was searched (tool
-    # id → description embedding, learned runs): the tool-vector arms' input (issue 31).
-    vector: np.ndarray | None = None
     learned: Learned | None = field(default=None, compare=False)
 
 
@@ -58,46 +66,6 @@ def per_point(learned: Learned, key: Hashable, make: Callable[[], T]) -> T:
         hit = _PER_POINT[slot] = (learned, make())
     value: T = hit[1]
     return value
-
-
-def metrics(ranked: Sequence[str], gold: frozenset[str], *, scoring: str) -> dict[str, float]:
-    """top-1 (the first hit is gold) and @5/@10 (``recall``: share of gold found;
-    ``any``: 1 if any gold is found)."""
-    out = {"top1": 1.0 if ranked[:1] and ranked[0] in gold else 0.0}
-    for k in KS[1:]:
-        found = gold & set(ranked[:k])
-        out[f"@{k}"] = len(found) / len(gold) if scoring == "recall" else float(bool(found))
-    return out
-
-
-def average(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    keys = ("top1", *(f"@{k}" for k in KS[1:]))
-    n = max(1, len(rows))
-    return {k: round(sum(r[k] for r in rows) / n, 3) for k in keys}
-
-
-def hybrid_ranking(
-    evidence: Evidence, *, weights: Mapping[str, float], key: Mapping[str, str]
-) -> list[str]:
-    """The fused ranking as gold keys (tool id or name), best first."""
-    fused = fuse(dense=evidence.dense, features=evidence.features, weights=weights)
-    order = sorted(fused, key=lambda t: (-fused[t], t))[: max(KS)]
-    return [key.get(t, t) for t in order]
-
-
-def evaluate(
-    judged: Sequence[Judged], *, weights: Mapping[str, float], key: Mapping[str, str], scoring: str
-) -> dict[str, float]:
-    return average(
-        [
-            metrics(hybrid_ranking(j.evidence, weights=weights, key=key), j.gold, scoring=scoring)
-            for j in judged
-        ]
-    )
-
-
-def dense_metrics(judged: Sequence[Judged], *, scoring: str) -> dict[str, float]:
-    return average([metrics(j.dense, j.gold, scoring=scoring) for j in judged])
 
 
 def fit(
