@@ -47,6 +47,18 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([here, *rest])
 
 
+LANES = ("unit", "integration", "benchmarks")  # tests/<lane>/…: the marker an item gets
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the folder it lives in (`-m unit` is the fast lane), so nobody has to."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        lane = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
+        if lane in LANES:
+            item.add_marker(lane)
+
+
 TEMPLATE_DB = "agentcards_template"
 
 
