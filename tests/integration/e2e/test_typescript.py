@@ -10,8 +10,8 @@ from typing import Any
 
 import deno
 
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import example_server, time_server
+from tests.stack import E2EStack, mcp_session, stack_fixture
 
 stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
 

@@ -11,8 +11,8 @@ import pytest
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.conftest import server_dir
-from tests.integration.e2e.conftest import E2EStack, running_stack
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, running_stack
 
 
 @pytest.fixture(scope="module")

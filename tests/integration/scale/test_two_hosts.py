@@ -32,7 +32,7 @@ from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
 from shared.rpc.heartbeat import read_toolhost_beats
 from tests.harness import spawn, track
-from tests.integration.e2e.conftest import wait_until
+from tests.stack import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 BURST = 40
