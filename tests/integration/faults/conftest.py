@@ -56,7 +56,9 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[E2EStack]:
-    """The module's fault stack on its own Redis; the module's ``STACK_SETTINGS`` add to it."""
+    """The module's fault stack on its own Redis; the module's ``STACK_SETTINGS`` add to it.
+
+    Its own stack, not a shared one: the tests kill its workers, toolhost and Redis."""
     tmp = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
     settings = getattr(request.module, "STACK_SETTINGS", {})
     with fault_stack(embedded_pg, own_redis, tmp, **settings) as running:

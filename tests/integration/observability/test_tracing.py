@@ -72,6 +72,7 @@ def traced(
 ) -> Iterator[E2EStack]:
     tmp = tmp_path_factory.mktemp("traced")
     servers = {"traced": traced_server(tmp, receiver.endpoint)}
+    # Its own stack: every process exports spans to this module's OTLP receiver.
     with running_stack(
         embedded_pg, redis_server, tmp, servers, env=otel_env(receiver.endpoint)
     ) as stack:

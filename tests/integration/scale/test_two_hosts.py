@@ -120,6 +120,7 @@ def _mcp_config(folder: Path, url: str) -> Path:
 @pytest.fixture
 def host_a(pg_url: str, notes_url: str, tmp_path: Path) -> Iterator[StackHandle]:
     config = _mcp_config(tmp_path / "a", notes_url)
+    # Its own stack, as `agentcards up` runs it: a second host joins its database and Redis.
     with temporary_stack(
         mcp_config=config, sandbox_workers=2, database_url=pg_url, env="test", **LIMITS
     ) as handle:
