@@ -11,6 +11,7 @@ the product keeps its users apart.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import uuid
@@ -26,6 +27,7 @@ import pytest
 import redis
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings, settings_to_env
@@ -68,6 +70,16 @@ class E2EStack:
     tmp: Path
     procs: dict[str, Proc] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # for every process (OTEL_*, say)
+    headers: dict[str, str] = field(default_factory=dict)  # sent by client() and mcp_session
+
+    def as_new_tenant(self) -> E2EStack:
+        """The same stack, its clients speaking for a tenant of their own with a new key: a
+        shared stack's tests keep apart as the product's users do."""
+        from shared.auth.store import issue_key
+
+        with self.db() as conn:
+            _, key = issue_key(conn, tenant_id=f"t-{uuid.uuid4().hex[:10]}")
+        return dataclasses.replace(self, headers={"Authorization": f"Bearer {key}"})
 
     def start(self, name: str, argv: list[str], *, extra_env: dict[str, str] | None = None) -> Proc:
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
@@ -83,7 +95,7 @@ class E2EStack:
         return proc
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.gateway_url, timeout=90)
+        return httpx.Client(base_url=self.gateway_url, headers=self.headers, timeout=90)
 
     def db(self) -> psycopg.Connection[dict[str, object]]:
         from shared.db import connect
@@ -262,7 +274,8 @@ def stack_fixture(
 async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSession]:
     """An initialized MCP SDK client session on the stack's `/mcp` (``options``: callbacks)."""
     async with (
-        streamable_http_client(f"{stack.gateway_url}/mcp") as (read, write),
+        create_mcp_http_client(headers=stack.headers) as http,
+        streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http) as (read, write),
         ClientSession(read, write, **options) as session,
     ):
         await session.initialize()
