@@ -11,24 +11,35 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 import redis
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from shared.config import Settings, settings_to_env
+from shared.config import Settings
 from shared.db import migrate
-from tests.harness import install_signal_handlers, remove_at_exit, spawn, track
+from tests.harness import (
+    Proc,
+    celery_worker_argv,
+    install_signal_handlers,
+    remove_at_exit,
+    start_logged,
+    track,
+    wait_until,
+)
+from tests.stack import (
+    DECLARED,
+    REGISTRY,
+    TEMPLATE_DB,
+    StackRegistry,
+    settings_env,
+    with_database,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -47,13 +58,69 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([here, *rest])
 
 
-TEMPLATE_DB = "agentcards_template"
+LANES = ("unit", "integration", "benchmarks")  # tests/<lane>/…: the marker an item gets
 
 
-def with_database(url: str, dbname: str) -> str:
-    """The same server URL pointing at another database."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{dbname}"))
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the folder it lives in (`-m unit` is the fast lane), so nobody has to;
+    run the tests that share a stack (tests/stack.py) one after another, where the first is."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        lane = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
+        if lane in LANES:
+            item.add_marker(lane)
+    first: dict[Hashable, int] = {}
+    places = []
+    for index, item in enumerate(items):
+        keys = stack_keys(item)
+        place = first.setdefault(keys[0], index) if keys else index
+        places.append((place, index))
+    order = sorted(range(len(items)), key=places.__getitem__)
+    items[:] = [items[i] for i in order]
+
+
+def stack_keys(item: pytest.Item | None) -> list[Hashable]:
+    """The shared stacks (tests/stack.py) ``item`` uses, in the order it asks for them."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    keys = []
+    for name in info.names_closure:
+        definitions = info.name2fixturedefs.get(name, ())
+        key = DECLARED.get(definitions[-1].func) if definitions else None  # the one in effect
+        if key is not None and key not in keys:
+            keys.append(key)
+    return keys
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    """Once a test is torn down, stop the shared stacks the next one does not ask for."""
+    try:
+        return (yield)
+    finally:
+        for registry in REGISTRY:
+            registry.stop_idle(keep=set(stack_keys(nextitem)))
+
+
+@pytest.fixture(scope="session")
+def stack_registry(
+    embedded_pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StackRegistry]:
+    """The session's shared stacks (tests/stack.py), on a Redis of their own: its 16 logical
+    databases go to the stacks alive at once, apart from the per-test ``redis_url`` ones."""
+    folder = server_dir("stack-redis")
+    server = EmbeddedRedis.start(folder, port=free_port(), persist=False)
+    track(server.process)
+    registry = StackRegistry(embedded_pg, server, tmp_path_factory)
+    REGISTRY.append(registry)
+    try:
+        yield registry
+    finally:
+        REGISTRY.remove(registry)
+        registry.close()
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def server_dir(prefix: str) -> Path:
@@ -125,47 +192,10 @@ def settings(pg_url: str, redis_url: str, tmp_path: Path) -> Settings:
     return Settings(database_url=pg_url, redis_url=redis_url, env="test", home=tmp_path / "home")
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    """Environment for a child process that should see exactly ``settings``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
-    env.update(settings_to_env(settings))
-    env.update(
-        {
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1",
-            # As `agentcards up` runs its children; PYTHONPATH (pytest_configure) keeps
-            # them on this checkout's code.
-            "PYTHONSAFEPATH": "1",
-        }
-    )
-    return env
-
-
-class WorkerProcess:
-    """A real `celery worker` process started for a test."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-        self.proc = proc
-        self.log_path = log_path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
 @pytest.fixture
-def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
     """Factory starting real Celery worker processes; all are stopped after the test."""
-    started: list[WorkerProcess] = []
+    started: list[Proc] = []
 
     def start(
         app: str,
@@ -174,52 +204,18 @@ def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., 
         concurrency: int = 1,
         name: str | None = None,
         extra_env: dict[str, str] | None = None,
-    ) -> WorkerProcess:
+    ) -> Proc:
         node = name or f"{app.split('.')[1]}-{uuid.uuid4().hex[:6]}@%h"
         log_path = tmp_path / f"{node.split('@')[0]}.log"
+        argv = celery_worker_argv(app, queues, concurrency=concurrency, node=node)
         env = settings_env(settings) | (extra_env or {})
-        proc = spawn(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                app,
-                "worker",
-                "-Q",
-                queues,
-                "--concurrency",
-                str(concurrency),
-                "--pool",
-                "prefork",
-                "-n",
-                node,
-                "--without-gossip",
-                "--without-mingle",
-                "--loglevel",
-                "INFO",
-            ],
-            env=env,
-            stdout=log_path.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        worker = WorkerProcess(proc, log_path)
+        worker = Proc(node, start_logged(node, argv, log_path=log_path, env=env), log_path)
         started.append(worker)
-        _wait_for_worker(worker, redis_url=settings.redis_url or "")
+        wait_until(
+            lambda: " ready." in worker.log(), what=f"{node} ready", timeout_s=60, proc=worker
+        )
         return worker
 
     yield start
     for worker in started:
         worker.stop()
-
-
-def _wait_for_worker(worker: WorkerProcess, *, redis_url: str, timeout_s: float = 60) -> None:
-    """Wait until the worker logs 'ready' (it has connected to the broker)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if worker.proc.poll() is not None:
-            raise RuntimeError(f"celery worker exited early:\n{worker.log()[-3000:]}")
-        if " ready." in worker.log():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"celery worker not ready after {timeout_s}s:\n{worker.log()[-3000:]}")

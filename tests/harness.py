@@ -23,8 +23,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -108,6 +111,59 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout_s: float = 20) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@dataclass
+class Proc:
+    """A child the tests started (``spawn``: its own process group) and the file it logs to."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int | None:
+        """Stop its group (SIGTERM, SIGKILL after 20 s); its exit code."""
+        stop_group(self.proc)
+        return self.proc.returncode
+
+
+def start_logged(
+    name: str, argv: Sequence[str], *, log_path: Path, **options: Any
+) -> subprocess.Popen[bytes]:
+    """``spawn`` with stdout and stderr going to ``log_path``."""
+    with log_path.open("wb") as sink:  # the child holds its own copy of the descriptor
+        return spawn(argv, stdout=sink, stderr=subprocess.STDOUT, **options)
+
+
+def celery_worker_argv(app: str, queues: str, *, concurrency: int, node: str) -> list[str]:
+    """`celery worker` as the tests run it: prefork, named ``node``, no gossip or mingle."""
+    return [
+        sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queues,
+        "--concurrency", str(concurrency), "--pool", "prefork", "-n", node,
+        "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+    ]  # fmt: skip
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    *,
+    what: str,
+    timeout_s: float = 90,
+    proc: Proc | None = None,
+) -> None:
+    """Poll ``predicate`` until it is truthy; fail early with ``proc``'s log if it exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.proc.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{proc.log()[-4000:]}")
+        if predicate():
+            return
+        time.sleep(0.1)
+    tail = proc.log()[-4000:] if proc else ""
+    raise AssertionError(f"timed out waiting for {what}\n{tail}")
 
 
 @atexit.register

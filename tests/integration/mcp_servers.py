@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -20,8 +19,8 @@ import redis
 from shared.auth.grants import Grant, write_grant
 from shared.config import DEFAULT_TENANT, Settings
 from shared.queues import HEARTBEAT_PREFIX
-from tests.conftest import settings_env
-from tests.harness import spawn
+from tests.harness import Proc, start_logged, wait_until
+from tests.stack import settings_env
 
 REPO = Path(__file__).resolve().parents[2]
 # Where CI installs the published npm server (see NPM_INSTALL below).
@@ -191,16 +190,12 @@ def example_and_crashing_config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "mcp.json", servers)
 
 
-class ToolhostProcess:
-    """A real toolhost process started for a test."""
+class ToolhostProcess(Proc):
+    """A real toolhost process started for a test, read through its heartbeat."""
 
     def __init__(self, proc: subprocess.Popen[bytes], log_path: Path, redis_url: str) -> None:
-        self.proc = proc
-        self.log_path = log_path
+        super().__init__("toolhost", proc, log_path)
         self._redis = redis.Redis.from_url(redis_url)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
     def heartbeat(self) -> dict[str, Any] | None:
         for key in self._redis.scan_iter(match=f"{HEARTBEAT_PREFIX}toolhost:*:{self.proc.pid}"):
@@ -210,25 +205,15 @@ class ToolhostProcess:
         return None
 
     def wait_ready(self, timeout_s: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"toolhost exited early:\n{self.log()[-4000:]}")
-            beat = self.heartbeat()
-            if beat and beat["ready"]:
-                return beat
-            time.sleep(0.1)
-        raise RuntimeError(f"toolhost not ready after {timeout_s}s:\n{self.log()[-4000:]}")
+        beat: list[dict[str, Any]] = []
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.returncode
+        def ready() -> bool:
+            now = self.heartbeat()
+            beat[:] = [now] if now else []
+            return bool(now and now["ready"])
+
+        wait_until(ready, what="toolhost ready", timeout_s=timeout_s, proc=self)
+        return beat[0]
 
 
 def toolhost_factory(
@@ -242,13 +227,8 @@ def toolhost_factory(
     ) -> ToolhostProcess:
         log_path = tmp_path / f"toolhost-{len(started)}.log"
         env = settings_env(settings) | {"AGENTCARDS_MCP_CONFIG": str(config)} | (extra_env or {})
-        proc = spawn(
-            [sys.executable, "-m", "services.toolhost"],
-            env=env,
-            cwd=REPO,
-            stdout=log_path.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
+        argv = [sys.executable, "-m", "services.toolhost"]
+        proc = start_logged("toolhost", argv, log_path=log_path, env=env, cwd=REPO)
         host = ToolhostProcess(proc, log_path, settings.redis_url or "")
         started.append(host)
         if wait:
@@ -280,3 +260,12 @@ def wait_for(
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def e2e_servers(tmp_path: Path) -> dict[str, Any]:
+    """The e2e suites' common servers: the example server, `mcp-server-time` and the npm memory one."""
+    return {
+        "example": example_server(tmp_path),
+        "time": time_server(),
+        "memory": memory_server(install_memory_server(), tmp_path),
+    }

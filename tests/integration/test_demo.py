@@ -57,7 +57,9 @@ def test_demo_plays_every_step(tmp_path: Path) -> None:
 
 @contextmanager
 def _running_stack(home: Path, servers: dict[str, Any]) -> Iterator[tuple[str, dict[str, str]]]:
-    """`agentcards up` with these MCP servers until each is ready; `agentcards down` after."""
+    """`agentcards up` with these MCP servers until each is ready; `agentcards down` after.
+
+    Started by the CLI, not tests/stack.py: the demo finds the stack as a user's, by its home."""
     env = _env(
         home,
         AGENTCARDS_MCP_CONFIG=str(write_config(home / f"mcp-{len(servers)}.json", servers)),

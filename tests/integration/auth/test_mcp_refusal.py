@@ -24,8 +24,8 @@ from deploy.launcher.embedded import free_port
 from shared.auth.store import revoke_key
 from shared.config import Settings
 from shared.db import connect
-from tests.conftest import settings_env
 from tests.harness import spawn
+from tests.stack import settings_env
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 REPO = Path(__file__).resolve().parents[3]

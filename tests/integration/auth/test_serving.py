@@ -18,8 +18,8 @@ from mcp.client.stdio import stdio_client
 from deploy.launcher.embedded import free_port
 from services.gateway.app import create_app
 from shared.config import Settings
-from tests.conftest import settings_env
 from tests.harness import spawn
+from tests.stack import settings_env
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 REPO = Path(__file__).resolve().parents[3]

@@ -17,14 +17,13 @@ import httpx
 import redis
 
 from shared.cache.invalidate import Trigger, invalidate
-from tests.conftest import settings_env
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture, wait_until
 from tests.integration.mcp_servers import (
     cache_test_server,
     example_server,
     filesystem_server,
     time_server,
 )
+from tests.stack import REPO, E2EStack, settings_env, stack_fixture, wait_until
 
 COUNTER = "return await mcp.cachetest.counter(key=args['k'])"
 

@@ -15,8 +15,8 @@ from shared.cache.runs import load_scope
 from shared.config import Settings
 from shared.db import connect
 from tests.integration.cache.seed import ARGS, CODE, seed_l1, seed_l2
-from tests.integration.e2e.conftest import wait_until
 from tests.integration.mcp_servers import ToolhostProcess, example_server, write_config
+from tests.stack import wait_until
 
 pytestmark = pytest.mark.integration
 

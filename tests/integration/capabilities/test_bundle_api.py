@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
 from shared.config import Settings
-from tests.conftest import TEMPLATE_DB, with_database
 from tests.integration.capabilities.conftest import Headers, sql
 from tests.integration.capabilities.test_lifecycle_api import GREET_V1, GREET_V2
+from tests.stack import TEMPLATE_DB, with_database
 
 # What differs between installs, by design: ids (and so families, named by their first
 # version's id) and when the bundle was made.

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from deploy.cli.capabilities import capabilities_app
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, stack_fixture
 
 stack = stack_fixture(lambda tmp: {"example": example_server(tmp)})
 

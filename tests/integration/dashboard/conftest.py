@@ -15,8 +15,8 @@ from selenium.webdriver.chrome.service import Service
 
 from shared.auth.store import issue_key
 from shared.db import connect
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture, wait_until
 from tests.integration.mcp_servers import example_server, time_server
+from tests.stack import REPO, E2EStack, stack_fixture, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"  # Debian's: Selenium Manager never downloads a driver

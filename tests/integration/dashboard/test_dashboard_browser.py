@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from shared.learning.consolidate import consolidate
 from tests.integration.dashboard.conftest import LEARNED, capability_code, run
-from tests.integration.e2e.conftest import E2EStack, wait_until
+from tests.stack import E2EStack, wait_until
 
 pytestmark = pytest.mark.timeout(900)
 Stack = tuple[E2EStack, dict[str, str]]

@@ -19,8 +19,8 @@ from selenium.webdriver.support.ui import Select
 from shared.auth.store import issue_key
 from shared.db import connect
 from tests.integration.dashboard.test_dashboard_browser import _page_errors, _wait
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture, wait_until
 from tests.integration.mcp_servers import example_server, time_server
+from tests.stack import REPO, E2EStack, stack_fixture, wait_until
 
 pytestmark = pytest.mark.timeout(600)
 DIVIDE_TTL_S = 120  # the operator's TTL for example:divide: the capability's TTL

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.integration.e2e.conftest import E2EStack, wait_until
+from tests.stack import E2EStack, wait_until
 
 
 def _get(e2e: E2EStack, execution_id: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ import redis
 
 from shared.executions.carried import MAX_CARRIED_BYTES, decode_row
 from shared.queues import finished_row_key
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, stack_fixture
 
 # Learning off: nothing touches the row after its worker stored it.
 carried = stack_fixture(lambda tmp: {"example": example_server(tmp)}, learning=False)

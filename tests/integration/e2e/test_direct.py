@@ -24,7 +24,6 @@ from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
 from shared.auth.store import issue_key
 from shared.db import connect
 from shared.privacy.detect import TOKEN_PATTERN
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture
 from tests.integration.mcp_servers import (
     cache_test_server,
     everything_server,
@@ -32,6 +31,7 @@ from tests.integration.mcp_servers import (
     time_server,
 )
 from tests.integration.pii_server import PLANTED
+from tests.stack import REPO, E2EStack, stack_fixture
 
 e2e = stack_fixture(
     lambda tmp: {

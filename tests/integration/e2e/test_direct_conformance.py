@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import everything_server, npm_binary
+from tests.stack import E2EStack, stack_fixture
 
 direct_surface = stack_fixture(lambda tmp: {"everything": everything_server()}, learning=False)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.integration.e2e.conftest import E2EStack, wait_until
+from tests.stack import E2EStack, wait_until
 
 TWO_SERVERS = """
 total = await mcp.example.add(a=args["a"], b=args["b"])

@@ -14,8 +14,8 @@ from mcp import Client, types
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import elicit_test_server
+from tests.stack import E2EStack, mcp_session, stack_fixture, wait_until
 
 stack = stack_fixture(lambda tmp: {"asker": elicit_test_server()}, learning=False)
 

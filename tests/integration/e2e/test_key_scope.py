@@ -17,8 +17,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from shared.auth.store import issue_key
 from shared.db import connect
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server, time_server
+from tests.stack import E2EStack, stack_fixture
 
 e2e = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
 

@@ -16,8 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourcesListChanged
 
 from shared.capabilities.skills import EXTENSION_ID
-from tests.conftest import settings_env
-from tests.integration.e2e.conftest import E2EStack
+from tests.stack import E2EStack, settings_env
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 EXPECTED_TOOLS = {

@@ -16,8 +16,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.types import LoggingMessageNotificationParams
 
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import time_server
+from tests.stack import E2EStack, mcp_session, stack_fixture
 
 REPLY_CAP = 256 << 10  # the default of AGENTCARDS_MCP_REPLY_MAX_BYTES
 

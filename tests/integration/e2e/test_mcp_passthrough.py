@@ -18,8 +18,8 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from services.gateway.mcp.passthrough import LEASE_S
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import everything_server, filesystem_server
+from tests.stack import E2EStack, mcp_session, stack_fixture, wait_until
 
 
 def _servers(tmp: Path) -> dict[str, Any]:

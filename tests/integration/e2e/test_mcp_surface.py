@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mcp.types import LoggingMessageNotificationParams, PromptReference
 
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
+from tests.stack import E2EStack, mcp_session, stack_fixture
 
 surface = stack_fixture(
     lambda tmp: {"example": example_server(tmp), "everything": everything_server()}

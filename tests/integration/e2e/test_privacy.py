@@ -22,8 +22,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from shared.auth.store import issue_key
 from shared.privacy.detect import TOKEN_PATTERN
 from shared.queues import events_log_key
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture
 from tests.integration.pii_server import CUSTOMERS, PLANTED
+from tests.stack import REPO, E2EStack, stack_fixture
 
 MB = 1 << 20
 

@@ -15,9 +15,9 @@ import redis
 
 from shared.privacy.detect import TOKEN_PATTERN
 from shared.queues import events_log_key
-from tests.integration.e2e.conftest import REPO, E2EStack, stack_fixture
 from tests.integration.e2e.test_privacy import Tenant, crm_server
 from tests.integration.pii_server import CUSTOMERS
+from tests.stack import REPO, E2EStack, stack_fixture
 
 # The CRM's results are cached: the cache must not carry values between the two keys.
 opt_out_stack = stack_fixture(

@@ -15,9 +15,9 @@ import pytest
 from shared.auth.store import issue_key
 from shared.privacy.detect import TOKEN_PATTERN
 from shared.sandbox.child.wire import MAX_DEPTH
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.e2e.test_privacy import Tenant, crm_server, leaks
 from tests.integration.pii_server import CUSTOMERS
+from tests.stack import E2EStack, stack_fixture
 
 learning_stack = stack_fixture(lambda tmp: {"crm": crm_server(tmp)})  # with the learning worker
 

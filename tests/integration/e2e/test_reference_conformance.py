@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from deploy.launcher.embedded import free_port
-from tests.integration.e2e.conftest import E2EStack, stack_fixture, wait_until
 from tests.integration.mcp_servers import conformance_server, run_conformance
+from tests.stack import E2EStack, stack_fixture, wait_until
 
 # The suite leaves many questions unanswered (it checks the first round and moves on), and a
 # direct call's run holds its sandbox slot while its tool waits for the answer: more slots,

@@ -13,8 +13,8 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import FileUrl
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import conformance_server
+from tests.stack import E2EStack, stack_fixture
 
 reference = stack_fixture(lambda tmp: {"conformance": conformance_server()}, learning=False)
 ELICIT = "test_input_required_result_elicitation"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import crashing_server, example_server
+from tests.stack import E2EStack, stack_fixture
 
 CANARY = "canary-Zq8v3Xw7-do-not-leak"
 

@@ -33,8 +33,8 @@ from shared.auth.store import issue_key
 from shared.capabilities.skills import EXTENSION_ID
 from shared.config import get_settings
 from shared.db import connect
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server, npm_binary
+from tests.stack import E2EStack, stack_fixture
 
 e2e = stack_fixture(lambda tmp: {"example": example_server(tmp)})
 

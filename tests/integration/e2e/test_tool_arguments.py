@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import time_server
+from tests.stack import E2EStack, stack_fixture
 
 stack = stack_fixture(lambda tmp: {"time": time_server()}, learning=False)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, stack_fixture
 
 CALL_DEADLINE_S = 1.0  # AGENTCARDS_TOOL_CALL_TIMEOUT_S of this stack's sandbox worker
 

@@ -23,7 +23,6 @@ from shared.executions.status import TERMINAL
 from shared.executions.store import create_execution, get_execution
 from shared.queues import RPC_REQUESTS, TaskName, grant_key, rpc_reply_key
 from shared.rpc.protocol import decode_reply
-from tests.integration.e2e.conftest import E2EStack, stack_fixture, wait_until
 from tests.integration.mcp_servers import (
     example_server,
     grant,
@@ -31,6 +30,7 @@ from tests.integration.mcp_servers import (
     time_server,
     wait_for,
 )
+from tests.stack import E2EStack, stack_fixture, wait_until
 
 e2e = stack_fixture(
     lambda tmp: {

@@ -9,11 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import deno
+import pytest
 
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture
 from tests.integration.mcp_servers import example_server, time_server
+from tests.stack import E2EStack, mcp_session, stack_fixture
 
-stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
+shared_stack = stack_fixture(lambda tmp: {"example": example_server(tmp), "time": time_server()})
+
+
+@pytest.fixture(scope="module")
+def stack(shared_stack: E2EStack) -> E2EStack:
+    """The shared stack, as a tenant of its own: what it learns is its own to find."""
+    return shared_stack.as_new_tenant()
+
 
 ISSUE_EXAMPLE = """
 const now = await mcp.time.get_current_time({ timezone: "UTC" });

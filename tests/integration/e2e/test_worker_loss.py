@@ -10,14 +10,17 @@ import psutil
 
 from shared.broker import make_celery
 from shared.queues import TaskName
-from tests.integration.e2e.conftest import E2EStack, Proc, wait_until
+from tests.integration.mcp_servers import e2e_servers
+from tests.stack import E2EStack, Proc, stack_fixture, wait_until
+
+e2e = stack_fixture(e2e_servers, shared=False)  # its own: the tests kill its workers
 
 
 def _pool_children(proc: Proc) -> list[psutil.Process]:
     """The prefork pool processes of a Celery worker (they run the tasks)."""
     return [
         child
-        for child in psutil.Process(proc.popen.pid).children()
+        for child in psutil.Process(proc.proc.pid).children()
         if "celery" in " ".join(child.cmdline())
     ]
 

@@ -25,8 +25,8 @@ from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
 from shared.queues import TaskName
-from tests.integration.e2e.conftest import wait_until
 from tests.integration.faults.probe import Prober
+from tests.stack import wait_until
 
 TERMINAL = {"succeeded", "failed", "timeout", "cancelled", "worker_lost", "rejected"}
 INTENT = "write a fault-test note"

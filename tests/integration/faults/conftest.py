@@ -11,8 +11,8 @@ import pytest
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.conftest import server_dir
-from tests.integration.e2e.conftest import E2EStack, running_stack
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, running_stack
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,9 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[E2EStack]:
-    """The module's fault stack on its own Redis; the module's ``STACK_SETTINGS`` add to it."""
+    """The module's fault stack on its own Redis; the module's ``STACK_SETTINGS`` add to it.
+
+    Its own stack, not a shared one: the tests kill its workers, toolhost and Redis."""
     tmp = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
     settings = getattr(request.module, "STACK_SETTINGS", {})
     with fault_stack(embedded_pg, own_redis, tmp, **settings) as running:

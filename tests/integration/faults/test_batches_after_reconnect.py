@@ -24,9 +24,9 @@ from celery import Celery
 
 from deploy.launcher.embedded import EmbeddedRedis
 from tests.harness import track
-from tests.integration.e2e.conftest import REPO
 from tests.integration.faults.accounting import poll_until
 from tests.integration.faults.batch_app import FLUSH_EVERY, VISIBILITY_TIMEOUT_S
+from tests.stack import REPO
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ import redis
 
 from deploy.launcher.embedded import EmbeddedRedis
 from shared.queues import RPC_CLAIM_PREFIX
-from tests.integration.e2e.conftest import E2EStack, Proc, wait_until
 from tests.integration.faults.accounting import (
     INTENT,
     account,
@@ -34,6 +33,7 @@ from tests.integration.faults.accounting import (
     usage,
 )
 from tests.integration.faults.probe import Prober
+from tests.stack import E2EStack, Proc, wait_until
 
 BURST = 20
 # Writes its note, then is in a slow call when the toolhost dies.
@@ -46,7 +46,7 @@ return await mcp.example.slow(seconds=8)
 def _pool_children(proc: Proc) -> list[psutil.Process]:
     return [
         child
-        for child in psutil.Process(proc.popen.pid).children()
+        for child in psutil.Process(proc.proc.pid).children()
         if "celery" in " ".join(child.cmdline())
     ]
 
@@ -106,11 +106,11 @@ def test_sandbox_main_process_killed_ends_running_ones_and_loses_no_queued_one(
     running(stack, ids, 2)
     worker = stack.procs["sandbox"]
     with Prober(stack, list(ids.values())) as prober:
-        os.kill(worker.popen.pid, signal.SIGKILL)
-        worker.popen.wait()
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        worker.proc.wait()
         # What the supervisor does with a dead child: kill its whole group, start it again.
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(worker.popen.pid, signal.SIGKILL)
+            os.killpg(worker.proc.pid, signal.SIGKILL)
         stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
         views = all_terminal(stack, ids)
     statuses = account(
@@ -139,8 +139,8 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(stack: E2EStack
     )
     toolhost = stack.procs["toolhost"]
     with Prober(stack, list(ids.values())) as prober:
-        os.killpg(toolhost.popen.pid, signal.SIGKILL)
-        toolhost.popen.wait()
+        os.killpg(toolhost.proc.pid, signal.SIGKILL)
+        toolhost.proc.wait()
         views = all_terminal(stack, ids)
         restarted = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
         wait_until(lambda: healthy(stack), what="toolhost back", proc=restarted)

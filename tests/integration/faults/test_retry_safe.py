@@ -26,8 +26,8 @@ import redis
 from shared.executions.events import RETRIED
 from shared.executions.liveness import read_sandbox_beats
 from shared.queues import events_log_key
-from tests.integration.e2e.conftest import E2EStack, mcp_session
 from tests.integration.faults.accounting import CODE, note_counts, poll_until, views
+from tests.stack import E2EStack, mcp_session
 
 INTENT = "write a retried fault-test note"
 MAX_RETRIES = 2
@@ -84,10 +84,10 @@ def _kill_attempt(
     poll_until(attempt_wrote_its_note, what=f"attempt {attempt} running with its note written")
     pid = int(holder[0].rsplit(":", 1)[1])
     # Only ever a pool process of this stack's sandbox worker.
-    children = psutil.Process(stack.procs["sandbox"].popen.pid).children()
+    children = psutil.Process(stack.procs["sandbox"].proc.pid).children()
     assert pid in {c.pid for c in children}, (pid, children)
     if whole_worker:
-        os.kill(stack.procs["sandbox"].popen.pid, signal.SIGKILL)
+        os.kill(stack.procs["sandbox"].proc.pid, signal.SIGKILL)
     os.kill(pid, signal.SIGKILL)
 
 
@@ -168,9 +168,9 @@ def _killed_run(
 def _restart_sandbox_worker(stack: E2EStack) -> None:
     """What the supervisor does with a dead worker: kill its group, start it again."""
     worker = stack.procs["sandbox"]
-    worker.popen.wait()
+    worker.proc.wait()
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(worker.popen.pid, signal.SIGKILL)
+        os.killpg(worker.proc.pid, signal.SIGKILL)
     stack.start_worker("sandbox", "workers.sandbox.celery_app", "executions", concurrency=2)
 
 

@@ -61,6 +61,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tmp = tmp_path_factory.mktemp("supervised")
     config = tmp / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"example": example_server(tmp)}}))
+    # Its own stack, as `agentcards up` runs it: the tests kill children for the supervisor.
     with temporary_stack(mcp_config=config, sandbox_workers=2, timeout_s=240) as handle:
         yield Gateway(handle)
 

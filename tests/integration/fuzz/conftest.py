@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from shared.auth.store import issue_key
-from tests.integration.e2e.conftest import E2EStack, stack_fixture
 from tests.integration.mcp_servers import example_server
+from tests.stack import E2EStack, stack_fixture
 
 # Short wall times: fuzzed executions (with ``wait``) end in seconds, not minutes. One
 # stack for the REST and the MCP fuzz modules.

@@ -14,8 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.integration.e2e.conftest import E2EStack
 from tests.integration.fuzz.conftest import FUZZ_SETTINGS, assert_gateway_survived
+from tests.stack import E2EStack
 
 EXAMPLES = 20  # per tool: five tools, ~100 calls
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from tests.integration.e2e.conftest import E2EStack
 from tests.integration.fuzz.conftest import FUZZ_SETTINGS, assert_gateway_survived
+from tests.stack import E2EStack
 
 # Per operation and generation mode (valid and invalid input): ~15 operations x 2 x 15
 # examples is ~450 requests, one to two minutes on CI's two cores.

@@ -13,7 +13,7 @@ from services.gateway.app import create_app
 from shared.config import Settings
 from shared.executions.liveness import read_sandbox_beats
 from shared.queues import Queue
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 
 
 @pytest.fixture
@@ -24,16 +24,12 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def sandbox_worker(
-    settings: Settings, celery_worker: Callable[..., WorkerProcess]
-) -> WorkerProcess:
+def sandbox_worker(settings: Settings, celery_worker: Callable[..., Proc]) -> Proc:
     """A real sandbox worker with a live heartbeat: /healthz is 503 without one."""
     return start_sandbox_worker(settings, celery_worker)
 
 
-def start_sandbox_worker(
-    settings: Settings, celery_worker: Callable[..., WorkerProcess]
-) -> WorkerProcess:
+def start_sandbox_worker(settings: Settings, celery_worker: Callable[..., Proc]) -> Proc:
     """Start a sandbox worker and wait for its heartbeat."""
     worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
     client = redis.Redis.from_url(settings.redis_url or "")

@@ -14,7 +14,7 @@ from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
 from shared.queues import Queue, TaskName
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 from tests.integration import mcp_servers as real
 from tests.integration.learning.test_ingest_batch_db import BOTH_OK, add_execution
 
@@ -60,7 +60,7 @@ def test_each_server_listed_with_state_and_last_error(
 def test_learning_that_falls_behind_reads_degraded_until_a_worker_catches_up(
     settings: Settings,
     toolhost: Start,
-    celery_worker: Callable[..., WorkerProcess],
+    celery_worker: Callable[..., Proc],
     tmp_path: Path,
 ) -> None:
     """A finished run nobody learned from for longer than AGENTCARDS_LEARNING_STALL_S is

@@ -22,8 +22,8 @@ from mcp.shared.exceptions import MCPError
 from shared.executions.liveness import BEAT_TTL_S
 from shared.executions.models import ExecutionRequest
 from shared.executions.store import create_execution
-from tests.integration.e2e.conftest import E2EStack, mcp_session, stack_fixture, wait_until
 from tests.integration.mcp_servers import everything_server, example_server
+from tests.stack import E2EStack, mcp_session, stack_fixture, wait_until
 
 Answer = dict[str, Any]
 

@@ -20,7 +20,7 @@ from shared.inputs import (
     body_bytes_cap,
 )
 from shared.sandbox.child import wire
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 from tests.integration.gateway.conftest import start_sandbox_worker
 from tests.integration.mcp_servers import ToolhostProcess, example_server, write_config
 
@@ -121,7 +121,7 @@ def test_a_valid_submission_is_recorded_and_queued_once_per_idempotency_key(
 def test_healthz_reports_both_dependencies(
     client: TestClient,
     toolhost: Callable[..., ToolhostProcess],
-    celery_worker: Callable[..., WorkerProcess],
+    celery_worker: Callable[..., Proc],
     settings: Settings,
     tmp_path: Path,
 ) -> None:
@@ -303,7 +303,7 @@ def test_the_gateway_nesting_cap_is_the_sandbox_wire_cap() -> None:
 
 
 def test_args_at_the_nesting_limit_are_accepted_and_run(
-    client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     celery_worker("workers.sandbox.celery_app", "executions")
     code = "depth = 0\nv = args\nwhile isinstance(v, dict) and 'a' in v:\n    v = v['a']\n    depth += 1\nreturn depth + 1"

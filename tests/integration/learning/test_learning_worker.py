@@ -11,7 +11,7 @@ from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
 from shared.queues import TaskName
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 from tests.integration.learning.test_ingest_batch_db import BOTH_OK, add_execution
 
 CODE = "d = await mcp.bench.fetch(id=args['id'])\nreturn await mcp.bench.store(value=d)"
@@ -36,7 +36,7 @@ def add_runs(settings: Settings, n: int) -> list[str]:
 
 
 def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
-    settings: Settings, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, celery_worker: Callable[..., Proc]
 ) -> None:
     ids = add_runs(settings, 30)
     app = make_celery("test", settings=settings)

@@ -9,7 +9,7 @@ from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
 from shared.queues import TaskName
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 from tests.integration.learning.test_learning_worker import add_runs, wait_until
 
 
@@ -23,12 +23,12 @@ def _learned(settings: Settings, ids: list[str]) -> set[str]:
     return {row["id"] for row in rows}
 
 
-def _sweeps_done(worker: WorkerProcess) -> int:
+def _sweeps_done(worker: Proc) -> int:
     return len(re.findall(rf"{TaskName.RESEND_UNLEARNED}\[[^\]]+\] succeeded", worker.log()))
 
 
 def test_runs_whose_message_was_lost_are_learned_once_and_recent_ones_left_alone(
-    settings: Settings, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, celery_worker: Callable[..., Proc]
 ) -> None:
     # Two finished two minutes ago and never sent to learning (Redis was down then), and
     # one finished just now: its own message may still be on its way.

@@ -95,6 +95,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     # The example server's arithmetic is pure: its results may be cached.
     example = {**example_server(tmp), "agentcards": {"cache": {"read_only": True}}}
     config = write_config(tmp / "mcp.json", {"example": example, "time": time_server()})
+    # Its own stack, as `agentcards up` runs it: JSON logs, Flower with a password, pruning on.
     with temporary_stack(
         mcp_config=config,
         timeout_s=300,

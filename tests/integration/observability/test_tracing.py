@@ -21,8 +21,8 @@ import pytest
 
 from deploy.bench.otlp_receiver import OtlpReceiver, ReceivedSpan, start_receiver
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis
-from tests.integration.e2e.conftest import E2EStack, mcp_session, running_stack, wait_until
 from tests.integration.mcp_servers import REPO
+from tests.stack import E2EStack, mcp_session, running_stack, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -72,6 +72,7 @@ def traced(
 ) -> Iterator[E2EStack]:
     tmp = tmp_path_factory.mktemp("traced")
     servers = {"traced": traced_server(tmp, receiver.endpoint)}
+    # Its own stack: every process exports spans to this module's OTLP receiver.
     with running_stack(
         embedded_pg, redis_server, tmp, servers, env=otel_env(receiver.endpoint)
     ) as stack:
@@ -287,7 +288,7 @@ def test_executions_run_when_the_collector_is_down(
                  for _ in range(3)]  # fmt: skip
     assert [v["result"] for v in views] == [["looked up a", "looked up b"]] * 3
     assert all(TRACE_ID.match(v["trace_id"]) for v in views)
-    assert all(proc.popen.poll() is None for proc in traced.procs.values())
+    assert all(proc.proc.poll() is None for proc in traced.procs.values())
     # Back up: the next execution's trace arrives whole (the exporters recovered).
     view = execute(traced, {"code": ONE_LOOKUP})
     wait_until(

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from shared.executions.liveness import Heartbeat, alive, read_sandbox_beats, worker_name
-from tests.integration.e2e.conftest import wait_until
+from tests.stack import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from shared.config import Settings
 from shared.db import connect
 from shared.executions.events import FINISHED
 from shared.queues import Queue, events_log_key
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def _row(settings: Settings, execution_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-def _ended(settings: Settings, execution_id: str, worker: WorkerProcess) -> dict[str, Any]:
+def _ended(settings: Settings, execution_id: str, worker: Proc) -> dict[str, Any]:
     deadline = time.monotonic() + 90
     while (row := _row(settings, execution_id))["status"] in ("queued", "running"):
         assert worker.proc.poll() is None, worker.log()[-3000:]
@@ -66,7 +66,7 @@ def _ingestions_queued(client: redis.Redis, execution_id: str) -> int:
     return sum(execution_id in m["headers"].get("argsrepr", "") for m in messages)
 
 
-def _after_the_store(client: redis.Redis, execution_id: str, worker: WorkerProcess) -> None:
+def _after_the_store(client: redis.Redis, execution_id: str, worker: Proc) -> None:
     """Wait for the stages after the store: the row is terminal before `announce` and `learn`
     run, so a test that reads the broker the moment the row ends races them."""
     deadline = time.monotonic() + 30
@@ -76,7 +76,7 @@ def _after_the_store(client: redis.Redis, execution_id: str, worker: WorkerProce
 
 
 def test_a_run_is_stored_announced_and_sent_to_learning(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     worker = celery_worker("workers.sandbox.celery_app", Queue.EXECUTIONS.value)
     execution_id = _submit(client, "return {'n': 41 + 1}")
@@ -89,7 +89,7 @@ def test_a_run_is_stored_announced_and_sent_to_learning(
 
 
 def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learning(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     execution_id = _submit(client, "return 1")  # queued: no worker runs yet
     # The scope stage reads this column (every tool's row, for the scope and the result
@@ -110,7 +110,7 @@ def test_a_stage_that_breaks_after_the_claim_still_ends_the_row_and_sends_learni
 
 
 def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_outcome(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     # A tool that is not read-only is in the run's scope: a cancelled run (its trace lost)
     # may have written to its server, so that server's cached results must be invalidated.
@@ -142,7 +142,7 @@ def test_a_run_whose_writes_cannot_be_invalidated_is_stored_failed_not_as_its_ou
 
 
 def test_the_row_and_its_audit_row_end_together(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     """One statement (one transaction) ends both: the audit row has the stored status, at
     the same instant."""
@@ -160,7 +160,7 @@ def test_the_row_and_its_audit_row_end_together(
 
 
 def test_a_runs_events_are_logged_in_the_order_made_and_the_finish_comes_last(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     # The sandbox's events go out without holding the run (events.OrderedPublisher): still
     # in the order the code made them, each numbered after the one before, all before the end.
@@ -178,7 +178,7 @@ def test_a_runs_events_are_logged_in_the_order_made_and_the_finish_comes_last(
 
 
 def test_a_run_leaves_no_celery_result_in_redis(
-    settings: Settings, client: TestClient, celery_worker: Callable[..., WorkerProcess]
+    settings: Settings, client: TestClient, celery_worker: Callable[..., Proc]
 ) -> None:
     # The row is the result: no `celery-task-meta-<task id>` key per run (Redis memory for
     # `result_expires`, and a GET and a SET in the worker before it takes the next run).

@@ -32,7 +32,7 @@ from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
 from shared.rpc.heartbeat import read_toolhost_beats
 from tests.harness import spawn, track
-from tests.integration.e2e.conftest import wait_until
+from tests.stack import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 BURST = 40
@@ -120,6 +120,7 @@ def _mcp_config(folder: Path, url: str) -> Path:
 @pytest.fixture
 def host_a(pg_url: str, notes_url: str, tmp_path: Path) -> Iterator[StackHandle]:
     config = _mcp_config(tmp_path / "a", notes_url)
+    # Its own stack, as `agentcards up` runs it: a second host joins its database and Redis.
     with temporary_stack(
         mcp_config=config, sandbox_workers=2, database_url=pg_url, env="test", **LIMITS
     ) as handle:

@@ -32,7 +32,7 @@ from shared.queues import rpc_reply_key, rpc_server_requests_key
 from shared.rpc.client import RpcClient
 from shared.rpc.protocol import RpcReply, RpcRequest, decode_reply, encode
 from shared.tools.servers import NO_REPLICA_REASON
-from tests.conftest import WorkerProcess
+from tests.harness import Proc
 from tests.integration.gateway.conftest import start_sandbox_worker
 from tests.integration.mcp_servers import (
     ToolhostProcess,
@@ -133,7 +133,7 @@ async def test_a_replicas_crashed_server_is_served_by_the_other(
     settings: Settings,
     tmp_path: Path,
     toolhost: Start,
-    celery_worker: Callable[..., WorkerProcess],
+    celery_worker: Callable[..., Proc],
     client: TestClient,
 ) -> None:
     start_sandbox_worker(settings, celery_worker)  # /healthz is 200 only with one
