@@ -158,7 +158,7 @@ def running_stack(
                 row = conn.execute(
                     "SELECT count(DISTINCT server) AS n FROM tools WHERE available"
                 ).fetchone()
-            return bool(row) and int(row["n"]) >= wanted  # type: ignore[call-overload]
+            return row is not None and int(str(row["n"])) >= wanted
 
         wait_until(tools_synced, what=f"tools of {wanted} servers synced", proc=toolhost)
 
