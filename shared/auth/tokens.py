@@ -28,7 +28,6 @@ from joserfc.errors import (
     BadSignatureError,
     ExpiredTokenError,
     InvalidClaimError,
-    InvalidTokenError,
     JoseError,
     MissingClaimError,
 )
@@ -309,19 +308,20 @@ class TokenVerifier:
             registry.validate(claims)
         except ExpiredTokenError:
             raise Unauthorized("the token has expired: get a new one from the issuer") from None
-        except InvalidTokenError:
-            raise Unauthorized("the token is not valid yet (nbf or iat in the future)") from None
         except MissingClaimError as exc:
             raise Unauthorized(f"the token lacks a required claim ({exc.description})") from None
         except InvalidClaimError as exc:
-            claim = str(exc.claim) if hasattr(exc, "claim") else exc.description
-            if "iss" in claim:
-                raise Unauthorized(f"the token is not from this issuer ({self.issuer})") from None
-            if "aud" in claim:
-                raise Unauthorized(
-                    f"the token is not for this resource: its audience must be {self.resource}"
-                ) from None
-            raise Unauthorized(f"the token has an invalid claim ({claim})") from None
+            raise Unauthorized(self._claim_refusal(str(getattr(exc, "claim", "")))) from None
+
+    def _claim_refusal(self, claim: str) -> str:
+        """Why a claim is wrong, in words that name no value from the token."""
+        if claim in {"nbf", "iat"}:
+            return "the token is not valid yet (nbf or iat in the future)"
+        if claim == "iss":
+            return f"the token is not from this issuer ({self.issuer})"
+        if claim == "aud":
+            return f"the token is not for this resource: its audience must be {self.resource}"
+        return f"the token has an invalid claim ({claim})"
 
     def _introspect(self, token: str, meta: IssuerMetadata) -> CheckedToken:
         if meta.introspection_endpoint is None or self.client is None:
@@ -343,6 +343,8 @@ class TokenVerifier:
             raise Unauthorized("the token is not an access token")
         claims = dict(answer)
         claims.setdefault("iss", self.issuer)
+        if claims.get("sub") is None and answer.get("client_id"):  # a client's own token
+            claims["sub"] = answer["client_id"]
         self._check_claims(claims)
         return _checked(claims)
 
@@ -364,6 +366,11 @@ def _checked(claims: Mapping[str, Any]) -> CheckedToken:
     scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
     cnf = claims.get("cnf")
     jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
+    if cnf is not None and not isinstance(jkt, str):  # bound to something we cannot check
+        raise Unauthorized(
+            "the token is sender-constrained to a key this gateway cannot see (no cnf.jkt): "
+            "use a JWT access token"
+        )
     exp = claims.get("exp")
     return CheckedToken(
         claims=Claims(subject=str(claims["sub"]), scopes=scopes, claims=claims),
