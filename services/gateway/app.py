@@ -175,8 +175,13 @@ def main() -> None:
             logging.getLogger(__name__).warning(warning)
         else:
             print(warning, file=sys.stderr, flush=True)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:  # the identity file, say: one line naming file, place and reason
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.gateway_host,
         port=settings.gateway_port,
         log_level=settings.log_level.lower(),
