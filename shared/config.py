@@ -158,6 +158,48 @@ class Settings(BaseSettings):
         description="the key `agentcards mcp` (stdio) and the CLI's HTTP clients send",
     )
 
+    # OAuth 2.1 resource server (docs/identity.md): people's tokens beside API keys.
+    oauth_issuer: str | None = Field(
+        default=None,
+        description="The identity provider's issuer URL. Set, the gateway takes its access "
+        "tokens (JWT or, with a client id, opaque ones by introspection) and publishes "
+        "protected resource metadata; unset, API keys only.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The gateway's external base URL (https://gateway.example.com); tokens "
+        "must name `<public_url>/mcp` as their audience. Required with AGENTCARDS_OAUTH_ISSUER.",
+    )
+    identity_config: Path | None = Field(
+        default=None,
+        description="The identity file (JSON): which claims name a user's tenant and groups, "
+        "and what each group may do. Unset: every user gets the least (no scope).",
+    )
+    oauth_client_id: str | None = Field(
+        default=None,
+        description="The gateway's client id at the issuer, for token introspection (RFC 7662).",
+    )
+    oauth_client_secret: SecretStr | None = Field(
+        default=None, description="The secret of AGENTCARDS_OAUTH_CLIENT_ID."
+    )
+    oauth_leeway_s: int = Field(
+        default=30, ge=0, le=300, description="Clock skew allowed on exp, nbf and iat."
+    )
+    oauth_jwks_refresh_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="The fewest seconds between two JWKS fetches: a token naming an unknown "
+        "key refreshes the keys at most this often (a rotated key is picked up within it).",
+    )
+    oauth_token_cache_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=300,
+        description="How long a checked token's answer is reused (never past its expiry); 0 "
+        "checks every request (an opaque token's revocation then applies at once).",
+    )
+
     sandbox_workers: int = Field(
         default=2, ge=1, description="sandbox worker concurrency (pool processes) under `up`"
     )
@@ -387,6 +429,15 @@ class Settings(BaseSettings):
                 "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S must exceed the longest task hard time "
                 f"limit ({self.task_hard_time_limit_s}s), or Redis redelivers running tasks"
             )
+        if self.oauth_issuer and not self.public_url:
+            raise ValueError(
+                "AGENTCARDS_OAUTH_ISSUER needs AGENTCARDS_PUBLIC_URL: tokens name the gateway "
+                "(`<public_url>/mcp`) as their audience"
+            )
+        for name, url in (("OAUTH_ISSUER", self.oauth_issuer), ("PUBLIC_URL", self.public_url)):
+            parts = urlsplit(url or "")
+            if url and (parts.scheme not in {"http", "https"} or not parts.netloc):
+                raise ValueError(f"AGENTCARDS_{name} must be an http(s) URL, got {url!r}")
         if self.env == "production":  # development and test accept placeholders
             if self.secret_key.get_secret_value().lower() in PLACEHOLDER_SECRETS:
                 raise ValueError(
@@ -419,6 +470,16 @@ class Settings(BaseSettings):
     def run_dir(self) -> Path:
         """Where `agentcards up` keeps its state file and logs."""
         return self.home / "run"
+
+    @property
+    def oauth(self) -> bool:
+        """Whether people's access tokens are taken (an issuer is configured)."""
+        return bool(self.oauth_issuer)
+
+    @property
+    def resource_url(self) -> str:
+        """This gateway as an OAuth protected resource (RFC 8707): ``<public_url>/mcp``."""
+        return f"{(self.public_url or '').rstrip('/')}/mcp"
 
     def bearer_headers(self) -> dict[str, str]:
         """The Authorization header the CLI's HTTP clients send: AGENTCARDS_API_KEY, if set."""

@@ -79,6 +79,7 @@ TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-
 CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
 # The tool an MCP session of the direct surface (/mcp/servers/...) called last (with expiry).
 DIRECT_SESSION_PREFIX = KEY_PREFIX + "direct:last:"  # + tenant + ":" + session id
+DPOP_JTI_PREFIX = KEY_PREFIX + "dpop:jti:"  # + sha256(jkt:jti); a DPoP proof seen (expiring)
 
 
 def events_channel(execution_id: str) -> str:

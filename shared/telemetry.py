@@ -178,6 +178,16 @@ def fail(current: Span, error_type: str, message: str | None = None) -> None:
     current.set_status(Status(StatusCode.ERROR, message))
 
 
+def tag_current(**attributes: str | None) -> None:
+    """Set attributes (the caller: ``enduser.id``, ``agentcards.tenant_id``) on the current span."""
+    if not _enabled:
+        return
+    current = trace.get_current_span()
+    for name, value in attributes.items():
+        if value is not None:
+            current.set_attribute(name, value)
+
+
 def inject() -> dict[str, str] | None:
     """The current W3C trace context as a carrier (``traceparent``, maybe ``tracestate``);
     None when there is no sampled-or-not valid span to continue."""

@@ -126,7 +126,7 @@ def running_stack(
     redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{redis_db}"
     redis.Redis.from_url(redis_url).flushdb()
     config = write_config(tmp / "mcp.json", servers)
-    port = free_port()
+    port = settings.pop("gateway_port", None) or free_port()  # fixed: a public URL names it
     stack = E2EStack(
         settings=Settings(
             database_url=with_database(embedded_pg.url, dbname),

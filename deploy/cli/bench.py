@@ -68,6 +68,13 @@ def pii(
     _run("pii", n=n, e2e=e2e)
 
 
+@bench_app.command("auth")
+def auth(n: int = typer.Option(2000, help="requests of each kind")) -> None:
+    """The auth gate per request: no check beside a person's JWT (checked in full, and from
+    the token cache) and a DPoP-bound token with its proof."""
+    _run("auth", n=n)
+
+
 @bench_app.command("learning")
 def learning() -> None:
     """Trace ingestion throughput and graph refresh time."""

@@ -20,6 +20,7 @@ from services.gateway.mcp.direct import DirectSurface, Listeners
 from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.headers import TrimmedHeaderValues
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
+from services.gateway.oauth import ResourceServer
 from services.gateway.ops.tool_search import warm_up
 from services.gateway.outage import OutageGuard
 from services.gateway.rest import (
@@ -38,6 +39,7 @@ from services.gateway.rest import (
     tools,
 )
 from services.gateway.rest.docs import docs_router
+from services.gateway.scopes import ScopeGate
 from services.gateway.security_headers import SecurityHeaders
 from services.gateway.state import GatewayState
 from shared.auth.store import active_keys_exist
@@ -89,6 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
     docs, page_policies = docs_router(title=app.title, openapi_url=app.openapi_url or "")
+    # A person's OAuth token (services/gateway/oauth.py); the identity file is checked here.
+    resource = ResourceServer(settings) if settings.oauth else None
+    if resource is not None:  # innermost: it reads /mcp bodies the guard has bounded
+        app.add_middleware(ScopeGate, challenge=resource.challenge, mcp_refusal=http_error_response)
     # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
     app.add_middleware(
         BodyGuard,
@@ -98,14 +104,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(OutageGuard)  # refuse before reading bodies while a dependency is down
     # Outside the body and outage guards: no body is read for a caller without a valid key.
-    app.add_middleware(AuthGate, settings=settings, mcp_refusal=http_error_response)
+    app.add_middleware(
+        AuthGate, settings=settings, mcp_refusal=http_error_response, resource=resource
+    )
     if settings.cors_origin_list:  # off by default: no Access-Control-* header at all
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origin_list,
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            allow_headers=["content-type", "authorization", "x-api-key", "mcp-session-id"],
-            expose_headers=["mcp-session-id"],
+            allow_headers=[
+                "content-type",
+                "authorization",
+                "x-api-key",
+                "mcp-session-id",
+                "dpop",
+                "mcp-protocol-version",
+            ],
+            expose_headers=["mcp-session-id", "www-authenticate"],
         )
     app.add_middleware(SecurityHeaders, page_policies=page_policies)
     app.add_middleware(TrimmedHeaderValues)  # outermost: every layer sees values as HTTP defines
@@ -126,6 +141,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pii.router)
     mount_mcp(app, mcp, host=settings.gateway_host)
     app.router.routes.extend(direct.routes())
+    if resource is not None:
+        app.router.routes.extend(resource.routes())
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -159,8 +176,13 @@ def main() -> None:
             logging.getLogger(__name__).warning(warning)
         else:
             print(warning, file=sys.stderr, flush=True)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:  # the identity file, say: one line naming file, place and reason
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.gateway_host,
         port=settings.gateway_port,
         log_level=settings.log_level.lower(),

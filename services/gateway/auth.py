@@ -1,9 +1,11 @@
-"""Who is calling: each request's bearer key resolved to a principal; loopback-only without keys.
+"""Who is calling: each request's bearer key (or person's token) resolved to a principal.
 
 Once any key is active, every route but the docs needs ``Authorization: Bearer <key>``
 (`/healthz` and `/metrics` too, except from loopback clients or with
 AGENTCARDS_PUBLIC_HEALTH). With no key, callers are the anonymous default tenant, which
 is safe only because the gateway then refuses to listen beyond loopback (``bind_refusal``).
+With an OAuth issuer configured (``services.gateway.oauth``) there is no anonymous caller,
+loopback included: a request brings a key or a person's access token.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import Any
 import psycopg
 from anyio import to_thread
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import error_response
+from services.gateway.oauth import ResourceServer, credential, is_key
 from services.gateway.state import GatewayState
 from shared.auth.cache import MISSING, PrincipalCache
 from shared.auth.principal import ANONYMOUS, Principal
@@ -26,6 +30,7 @@ from shared.config import Settings
 from shared.db import connect
 from shared.errors import AgentCardsError, DependencyError, Unauthorized, Unavailable
 from shared.logs import bind
+from shared.telemetry import tag_current
 
 # Pages that hold no data: the API docs and the dashboard's HTML (its JSON needs a key).
 OPEN_PATHS = frozenset(
@@ -38,7 +43,8 @@ OPEN_PATHS = frozenset(
     }
 )
 # The page's own and vendored scripts and styles (the static mount serves nothing else).
-OPEN_PREFIXES = ("/static/",)
+# ... and the OAuth protected resource metadata (services.gateway.oauth), read before sign-in.
+OPEN_PREFIXES = ("/static/", "/.well-known/")
 HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 
@@ -133,9 +139,11 @@ class AuthGate:
         *,
         settings: Settings,
         mcp_refusal: Callable[[AgentCardsError], ASGIApp] = error_response,
+        resource: ResourceServer | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
+        self.resource = resource  # set when an OAuth issuer is configured
         # /mcp's refusal (the MCP adapter's, passed in by app.py: REST imports this module).
         self.mcp_refusal = mcp_refusal
 
@@ -150,15 +158,51 @@ class AuthGate:
             return
         try:
             state: GatewayState = scope["app"].state.gateway
-            principal = await resolve(state, token=bearer_token(scope.get("headers") or []))
+            if self.resource is not None:
+                principal = await self._with_issuer(state, scope)
+            else:
+                principal = await resolve(state, token=bearer_token(scope.get("headers") or []))
         except AgentCardsError as exc:
             # /mcp's clients read a JSON-RPC error body; REST's read our envelope.
             refuse = self.mcp_refusal if _mcp(scope["path"]) else error_response
-            await refuse(exc)(scope, receive, send)
+            response = refuse(exc)
+            if self.resource is not None and isinstance(exc, Unauthorized):
+                assert isinstance(response, Response)
+                response.headers["WWW-Authenticate"] = self.resource.challenge(
+                    scope["path"], error="invalid_token" if _has_credential(scope) else None
+                )
+            await response(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         bind(tenant_id=principal.tenant_id)  # this request's task: on every line it logs
+        # The request's server span says who called (OpenTelemetry's `enduser.id`).
+        tag_current(**{
+            "enduser.id": principal.user,
+            "agentcards.key_id": principal.key_id,
+            "agentcards.tenant_id": principal.tenant_id,
+        })  # fmt: skip
         await self.app(scope, receive, send)
+
+    async def _with_issuer(self, state: GatewayState, scope: Scope) -> Principal:
+        """A key's principal, or a person's from their access token; never anonymous."""
+        assert self.resource is not None
+        found = credential(scope.get("headers") or [])
+        if found is None:
+            raise Unauthorized(
+                "sign in: this gateway takes access tokens from its identity provider "
+                "(MCP clients discover it from the WWW-Authenticate header) or API keys"
+            )
+        scheme, token, proof = found
+        if is_key(scheme, token, proof):
+            return await resolve(state, token=token)
+        return await self.resource.principal(
+            scheme=scheme,
+            token=token,
+            proof=proof,
+            method=scope["method"],
+            path=scope["path"],
+            redis_client=state.redis,
+        )
 
 
 def principal_of_request(request: Request) -> Principal:
@@ -169,7 +213,7 @@ def principal_of_request(request: Request) -> Principal:
 
 def bind_refusal(settings: Settings, *, keys_exist: bool) -> str | None:
     """Why the gateway must not start on this address (no key, beyond loopback), or None."""
-    if not settings.auth or keys_exist or is_loopback(settings.gateway_host):
+    if not settings.auth or keys_exist or settings.oauth or is_loopback(settings.gateway_host):
         return None
     return (
         f"refusing to listen on {settings.gateway_host}: no API key exists, so anyone who "
@@ -196,6 +240,10 @@ def auth_off_warning(settings: Settings) -> str | None:
         f"WARNING: AGENTCARDS_AUTH=off: API keys are NOT checked; every caller of "
         f"{settings.gateway_host}:{settings.gateway_port} runs as tenant 'default' without limits"
     )
+
+
+def _has_credential(scope: Scope) -> bool:
+    return any(name == b"authorization" for name, _ in scope.get("headers") or [])
 
 
 def _mcp(path: str) -> bool:

@@ -276,6 +276,7 @@ class Toolhost:
                         # No grant: nobody's tenant; the operator sees it in `audit tail`.
                         tenant_id=grant.tenant_id if grant else "",
                         key_id=grant.key_id if grant else None,
+                        user_id=grant.user if grant else None,
                         action=AuditAction.TOOL_CALL_REFUSED,
                         execution_id=execution_id,
                         args=request.args,

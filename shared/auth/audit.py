@@ -1,4 +1,4 @@
-"""The audit log: who (key, tenant) did what, when, with which tools; arguments only as a hash.
+"""The audit log: who (key or user, tenant) did what, when, with which tools; arguments only as a hash.
 
 One row per execution (written in the transaction that records it, completed with the
 tools it called when it finishes), per search, and per key created or revoked. Rows are
@@ -21,7 +21,7 @@ Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
 
 AUDIT_COLUMNS = (
-    "id, created_at, tenant_id, key_id, action, execution_id, args_hash, details, status, "
+    "id, created_at, tenant_id, key_id, user_id, action, execution_id, args_hash, details, status, "
     "tools, finished_at"
 )
 
@@ -54,14 +54,16 @@ def record_audit(
     execution_id: str | None = None,
     args: Any = None,
     details: dict[str, Any] | None = None,
+    user_id: str | None = None,
 ) -> int:
     """Append one row on the caller's connection (and so in its transaction); its id."""
     row = conn.execute(
-        "INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details) "
-        "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+        "INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, "
+        "details) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
         (
             tenant_id,
             key_id,
+            user_id,
             str(AuditAction(action)),
             execution_id,
             args_hash(args) if args is not None else None,

@@ -36,6 +36,7 @@ class Grant:
     tool_calls_per_min: int | None = None
     # The submitting key's ``pii`` setting: "off" runs are not tokenised (docs/privacy.md).
     pii: str = PII_TOKENIZE
+    user: str | None = None  # the person who submitted it (an OAuth token's subject)
 
     @classmethod
     def for_principal(cls, principal: Principal, *, tools: list[str] | None) -> Grant:
@@ -47,6 +48,7 @@ class Grant:
             patterns=principal.tool_patterns,
             tool_calls_per_min=principal.tool_calls_per_min,
             pii=principal.pii,
+            user=principal.user,
         )
 
     @property
@@ -62,8 +64,10 @@ class Grant:
 
     @property
     def rate_key(self) -> str:
-        """Whose tool calls share one per-minute counter: the API key, else the tenant."""
-        return f"key:{self.key_id}" if self.key_id else f"tenant:{self.tenant_id}"
+        """Whose tool calls share one per-minute counter: the API key, else the user, else the tenant."""
+        if self.key_id:
+            return f"key:{self.key_id}"
+        return f"user:{self.tenant_id}:{self.user}" if self.user else f"tenant:{self.tenant_id}"
 
     def encode(self) -> bytes:
         """The JSON stored in Redis."""
@@ -76,6 +80,7 @@ class Grant:
                 "patterns": self.patterns,
                 "tool_calls_per_min": self.tool_calls_per_min,
                 "pii": self.pii,
+                "user": self.user,
             }
         )
 
@@ -99,6 +104,7 @@ class Grant:
             # Only an explicit "off" opts out: a record without it (an older gateway's) or
             # with anything else is tokenised.
             pii=PII_OFF if data.get("pii") == PII_OFF else PII_TOKENIZE,
+            user=data.get("user"),
         )
 
 

@@ -78,7 +78,7 @@ return 0
 class Reservation:
     """A slot taken for one submission; bind it to the execution, or release it."""
 
-    key_id: str
+    key_id: str  # the principal's ``limit_id``: its key, or its user
     member: str
     counted_rate: bool
     counted_running: bool
@@ -86,7 +86,7 @@ class Reservation:
 
 def limited(principal: Principal) -> bool:
     """Whether the principal has an execution limit to check at all."""
-    return principal.key_id is not None and (
+    return principal.limit_id is not None and (
         principal.executions_per_min is not None or principal.max_concurrent is not None
     )
 
@@ -105,9 +105,10 @@ def reserve(
     """
     if not limited(principal):
         return None
-    assert principal.key_id is not None
-    window = executions_window_key(principal.key_id)
-    running = running_executions_key(principal.key_id)
+    owner = principal.limit_id
+    assert owner is not None
+    window = executions_window_key(owner)
+    running = running_executions_key(owner)
     member = str(uuid.uuid4())
     per_min = principal.executions_per_min
     max_running = principal.max_concurrent
@@ -123,7 +124,7 @@ def reserve(
         detail = detail.decode() if isinstance(detail, bytes) else str(detail)
         if code == 0:
             return Reservation(
-                key_id=principal.key_id,
+                key_id=owner,
                 member=member,
                 counted_rate=per_min is not None,
                 counted_running=max_running is not None,
@@ -131,7 +132,7 @@ def reserve(
         if code == 1:
             wait = max(1, math.ceil(float(detail)))
             raise RateLimited(
-                f"this API key may start {per_min} executions per minute; retry after {wait} s",
+                f"this {_holder(principal)} may start {per_min} executions per minute; retry after {wait} s",
                 retry_after_s=wait,
                 limit="executions_per_min",
             )
@@ -141,11 +142,15 @@ def reserve(
             break
         client.zrem(running, *done)
     raise RateLimited(
-        f"this API key may run {max_running} executions at once and all are in flight; "
+        f"this {_holder(principal)} may run {max_running} executions at once and all are in flight; "
         f"retry when one finishes (after {CONCURRENCY_RETRY_S} s)",
         retry_after_s=CONCURRENCY_RETRY_S,
         limit="max_concurrent",
     )
+
+
+def _holder(principal: Principal) -> str:
+    return "API key" if principal.key_id is not None else "user"
 
 
 def bind(client: redis.Redis, *, reservation: Reservation, execution_id: str) -> None:

@@ -25,15 +25,15 @@ from shared.executions.store import request_params
 # at once, no sandbox run) and its audit row, written only if the execution row was.
 _INSERT_EXECUTION = """INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
         idempotency_key, capability_id, learn, status, result, stdout, extras, started_at,
-        finished_at, duration_ms, queued_ms, trace_id, language)"""
+        finished_at, duration_ms, queued_ms, trace_id, language, user_id)"""
 _REQUEST_VALUES = """%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s,
            %(key)s, %(cap)s, %(learn)s, %(status)s"""
-_FINISHED_AT_ONCE = "now(), now(), 0, 0, %(trace)s, %(language)s"
+_FINISHED_AT_ONCE = "now(), now(), 0, 0, %(trace)s, %(language)s, %(user)s"
 _RETURN_AND_AUDIT = """ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING *
 ), audit AS (
-    INSERT INTO audit_log (tenant_id, key_id, action, execution_id, args_hash, details)
-    SELECT %(tenant)s, %(key_id)s, %(action)s, execution.id, %(args_hash)s, %(details)s
+    INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, details)
+    SELECT %(tenant)s, %(key_id)s, %(user)s, %(action)s, execution.id, %(args_hash)s, %(details)s
       FROM execution
 )"""
 
@@ -110,6 +110,7 @@ def record_capability_hit(
     capability_id: str,
     params_hash: str,
     level: str,
+    user_id: str | None = None,
 ) -> tuple[Row, Row] | None:
     """The succeeded execution row of an L2 hit and its entry's ``tools_used``, ``servers`` and
     ``generations``; None on a miss (no live entry, a blocked server, a used idempotency key).
@@ -120,7 +121,9 @@ def record_capability_hit(
     row: Row | None = conn.execute(
         _RECORD_CAPABILITY_HIT,
         {
-            **request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+            **request_params(
+                request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
+            ),
             "params": params_hash,
             "status": ExecutionStatus.SUCCEEDED,
             "level": level,
@@ -163,13 +166,16 @@ def record_hit(
     result: Any,
     stdout: str,
     extras: dict[str, Any],
+    user_id: str | None = None,
 ) -> Row | None:
     """The succeeded execution row of this hit (its audit row and the entry's hit count written
     with it), or None when the hit no longer holds (see the module docstring)."""
     row: Row | None = conn.execute(
         _RECORD_HIT,
         {
-            **request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+            **request_params(
+                request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
+            ),
             "entry": entry_id,
             "servers": list(servers),
             "status": ExecutionStatus.SUCCEEDED,

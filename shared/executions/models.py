@@ -178,6 +178,11 @@ class ExecutionView(BaseModel):
     pii: PiiReport | None = Field(
         default=None, description="tokens produced and tokens not resolved; null when none"
     )
+    user_id: str | None = Field(
+        default=None,
+        description="the person who submitted it (their subject at the identity provider); "
+        "null when an API key did",
+    )
 
 
 def tool_call_views(summary: TraceSummary) -> list[ToolCallView]:
@@ -230,5 +235,6 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         attempts=int(row.get("attempts") or 0),
         retries=[RetryRecord(**r) for r in row.get("retries") or []],
         trace_id=row.get("trace_id"),
+        user_id=row.get("user_id"),
         pii=PiiReport(**row["pii"]) if row.get("pii") else None,
     )

@@ -26,24 +26,28 @@ def create_execution(
     tenant_id: str = DEFAULT_TENANT,
     capability_id: str | None = None,
     extras: dict[str, Any] | None = None,
+    user_id: str | None = None,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
 
     Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
-    ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session).
+    ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session);
+    ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
     """
     row = conn.execute(
         """
         INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
                                 idempotency_key, capability_id, retry, learn, trace_id, language,
-                                extras)
+                                extras, user_id)
         VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s)
+                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s, %(user)s)
         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
         RETURNING *
         """,
         {
-            **request_params(request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id),
+            **request_params(
+                request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
+            ),
             "extras": Jsonb(extras or {}),
         },
     ).fetchone()
@@ -53,11 +57,17 @@ def create_execution(
 
 
 def request_params(
-    request: ExecutionRequest, *, tenant_id: str, timeout_s: float, cap: str | None
+    request: ExecutionRequest,
+    *,
+    tenant_id: str,
+    timeout_s: float,
+    cap: str | None,
+    user: str | None = None,
 ) -> dict[str, Any]:
-    """The query parameters every new execution row takes from its request."""
+    """The query parameters every new execution row takes from its request (and its user)."""
     return {
         "tenant": tenant_id,
+        "user": user,
         "code": request.code,
         "intent": request.intent,
         "args": Jsonb(request.args),
@@ -96,7 +106,11 @@ def get_execution(
 
 
 def _listing_filter(
-    *, tenant_id: str, statuses: Sequence[str], error_types: Sequence[str]
+    *,
+    tenant_id: str,
+    statuses: Sequence[str],
+    error_types: Sequence[str],
+    user_id: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The WHERE clause (and its parameters) of a tenant's executions with any of ``statuses``
     and any of ``error_types`` (the stored error's ``type``); an empty list does not filter."""
@@ -108,6 +122,9 @@ def _listing_filter(
     if error_types:
         where.append("error ->> 'type' = ANY(%(error_types)s)")
         params["error_types"] = [str(t) for t in error_types]
+    if user_id is not None:
+        where.append("user_id = %(user)s")
+        params["user"] = user_id
     return " AND ".join(where), params
 
 
@@ -117,7 +134,7 @@ _BRIEF_COLUMNS = (
     "id, tenant_id, status, intent, tools, timeout_s, idempotency_key, capability_id, error, "
     "stdout_truncated, trace, trace_summary, extras, worker, created_at, started_at, "
     "finished_at, duration_ms, queued_ms, learned_at, retry, attempts, retries, requeued_at, "
-    "trace_id"
+    "trace_id, user_id"
 )
 
 
@@ -130,11 +147,14 @@ def list_executions(
     statuses: Sequence[str] = (),
     error_types: Sequence[str] = (),
     brief: bool = False,
+    user_id: str | None = None,
 ) -> list[Row]:
     """A page of a tenant's executions, newest first, optionally only some statuses or error
     types (see ``_listing_filter``); ``brief`` leaves out ``result``, ``stdout``, ``code`` and
     ``args``."""
-    where, params = _listing_filter(tenant_id=tenant_id, statuses=statuses, error_types=error_types)
+    where, params = _listing_filter(
+        tenant_id=tenant_id, statuses=statuses, error_types=error_types, user_id=user_id
+    )
     columns = _BRIEF_COLUMNS if brief else "*"
     return conn.execute(
         f"SELECT {columns} FROM executions WHERE {where} "
@@ -149,9 +169,12 @@ def count_executions(
     tenant_id: str,
     statuses: Sequence[str] = (),
     error_types: Sequence[str] = (),
+    user_id: str | None = None,
 ) -> int:
     """How many of a tenant's executions ``list_executions`` pages through with these filters."""
-    where, params = _listing_filter(tenant_id=tenant_id, statuses=statuses, error_types=error_types)
+    where, params = _listing_filter(
+        tenant_id=tenant_id, statuses=statuses, error_types=error_types, user_id=user_id
+    )
     row = conn.execute(f"SELECT count(*) AS n FROM executions WHERE {where}", params).fetchone()
     return int(row["n"]) if row else 0
 

@@ -165,7 +165,7 @@ def admit(
                     syntax = _syntax_error(request.language, request.code)
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
-                    capability_id=capability_id, extras=extras,
+                    capability_id=capability_id, extras=extras, user_id=principal.user,
                 )  # fmt: skip
                 if created:  # in the same transaction: no execution without its audit row
                     _audit_submission(conn, principal=principal, request=request, row=row)
@@ -243,6 +243,7 @@ def _audit_submission(
         conn,
         tenant_id=principal.tenant_id,
         key_id=principal.key_id,
+        user_id=principal.user,
         action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
         execution_id=str(row["id"]),
         args={"code": request.code, "args": request.args, "tools": request.tools},

@@ -28,6 +28,7 @@ async def audit(
             conn,
             tenant_id=principal.tenant_id,
             key_id=principal.key_id,
+            user_id=principal.user,
             action=action,
             args=args,
             details=details,

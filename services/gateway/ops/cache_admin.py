@@ -103,7 +103,8 @@ def _clear(
         capability_id=capability_id, servers=[server] if server else [],
     )  # fmt: skip
     record_audit(
-        conn, tenant_id=tenant_id, key_id=principal.key_id, action=AuditAction.CACHE_CLEAR,
+        conn, tenant_id=tenant_id, key_id=principal.key_id, user_id=principal.user,
+        action=AuditAction.CACHE_CLEAR,
         details={"scope": scope, "invalidated": count},
     )  # fmt: skip
     conn.commit()

@@ -49,6 +49,7 @@ async def search_capabilities(
             conn,
             tenant_id=tenant_id,
             key_id=principal.key_id,
+            user_id=principal.user,
             action=AuditAction.SEARCH,
             args=body.model_dump(mode="json"),
             details={"kind": "capabilities"},

@@ -85,18 +85,19 @@ async def recent_executions(
     statuses: Sequence[str] = (),
     error_types: Sequence[str] = (),
     brief: bool = False,
+    user_id: str | None = None,
 ) -> tuple[list[Row], int]:
     """A page of the tenant's executions, newest first, with these statuses and error types
     (empty: any), and how many match in all; both read in one transaction. ``brief``: without
-    results and stdout."""
+    results and stdout; ``user_id``: only that person's."""
 
     def read(conn: DictConnection) -> tuple[list[Row], int]:
         rows = list_executions(
             conn, tenant_id=tenant_id, limit=limit, offset=offset, statuses=statuses,
-            error_types=error_types, brief=brief,
+            error_types=error_types, brief=brief, user_id=user_id,
         )  # fmt: skip
         total = count_executions(
-            conn, tenant_id=tenant_id, statuses=statuses, error_types=error_types
+            conn, tenant_id=tenant_id, statuses=statuses, error_types=error_types, user_id=user_id
         )
         return rows, total
 

@@ -33,6 +33,7 @@ async def resolve(
             conn,
             tenant_id=principal.tenant_id,
             key_id=principal.key_id,
+            user_id=principal.user,
             action=AuditAction.PII_RESOLVE,
             args=wanted,
             details={"tokens": wanted, "resolved": len(values)},

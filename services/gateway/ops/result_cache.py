@@ -60,7 +60,8 @@ def answer_from_cache(
         if found is not None:
             row = record_hit(
                 conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
-                key_id=principal.key_id, capability_id=found.capability_id,
+                key_id=principal.key_id, user_id=principal.user,
+                capability_id=found.capability_id,
                 entry_id=found.entry_id, servers=found.servers, result=found.result,
                 stdout=found.stdout, extras={"cache_hit": str(level),
                 "cached_at": found.cached_at, "source_execution_id": found.source},
@@ -74,7 +75,7 @@ def answer_from_cache(
         # back (no hit counted, no execution), so a hit costs one statement and one commit.
         recorded = record_capability_hit(
             conn, request=request, timeout_s=timeout_s, tenant_id=tenant_id,
-            key_id=principal.key_id, capability_id=capability_id,
+            key_id=principal.key_id, user_id=principal.user, capability_id=capability_id,
             params_hash=params_hash(request.args), level=str(Level.CAPABILITY),
         )  # fmt: skip
         row = None

@@ -85,11 +85,14 @@ async def list_recent(
         description="leave out each `result` and `stdout` (null and empty: they may be "
         "megabytes); read one execution for them",
     ),
+    user: str | None = Query(
+        None, max_length=255, description="only runs this person submitted (their `user_id`)"
+    ),
 ) -> ExecutionPage:
     """Newest first; only the caller's tenant's executions; `total` counts every page."""
     rows, total = await recent_executions(
         state, tenant_id=principal.tenant_id, limit=limit, offset=offset,
-        statuses=status, error_types=error_type, brief=brief,
+        statuses=status, error_types=error_type, brief=brief, user_id=user,
     )  # fmt: skip
     return ExecutionPage(
         executions=[list_item(r) for r in rows], total=total, limit=limit, offset=offset

@@ -1,5 +1,6 @@
-// The executions view: the tenant's executions newest first, paged, filtered by status and error
-// type on the server (GET /v1/executions), their breakdown (GET /v1/executions/breakdown), and a
+// The executions view: the tenant's executions newest first, paged, filtered by status, error
+// type and the user who submitted them (a person signed in at the identity provider; none
+// for a key's runs) on the server (GET /v1/executions), their breakdown (GET /v1/executions/breakdown), and a
 // detail panel with the code, args, result or error and the tool-call trace. `#execution/<id>`
 // links open one. Uses window.agentcards (dashboard.js).
 (function () {
@@ -28,6 +29,7 @@
     const params = new URLSearchParams({limit: String(PAGE), offset: String(ex.offset), brief: "true"});
     if ($("#ex-status").value) params.set("status", $("#ex-status").value);
     if ($("#ex-error-type").value) params.set("error_type", $("#ex-error-type").value);
+    if ($("#ex-user").value.trim()) params.set("user", $("#ex-user").value.trim());
     return params;
   }
 
@@ -78,6 +80,7 @@
         cell(ms(view.duration_ms)),
         cell(toolsCalled(view), "tools"),
         cell(view.tenant_id),
+        cell(view.user_id || "–", "user"),
         cell(view.intent || "", "intent"),
         linkCell,
       );
@@ -89,7 +92,7 @@
     if (!rows.length) {
       const tr = document.createElement("tr");
       const td = cell("No executions match these filters.", "muted");
-      td.colSpan = 8;
+      td.colSpan = 9;
       tr.append(td);
       rows.push(tr);
     }
@@ -175,7 +178,7 @@
   }
   window.addEventListener("hashchange", followHash);
 
-  for (const sel of ["#ex-status", "#ex-error-type"]) {
+  for (const sel of ["#ex-status", "#ex-error-type", "#ex-user"]) {
     $(sel).addEventListener("change", () => { ex.offset = 0; load(); });
   }
   $("#ex-refresh").addEventListener("click", load);

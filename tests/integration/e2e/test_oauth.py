@@ -1,0 +1,368 @@
+"""People sign in at a real identity provider (npm `oidc-provider`) and use the stack with
+its tokens: the MCP SDK's OAuth client discovers the issuer from the gateway's 401 and runs
+code at both revisions; bad tokens are refused with a reason; scopes, groups and tenants
+limit people over MCP and REST alike; keys keep working beside tokens.
+
+Its own stack: the gateway's settings name the provider and a public URL (a fixed port).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import redis
+from joserfc.jwk import ECKey
+from mcp import Client
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from shared.auth.store import issue_key
+from shared.db import connect
+from tests.harness import remove_at_exit
+from tests.integration.identity.provider import (
+    IdentityProvider,
+    dpop_proof,
+    free_port,
+    redirect_params,
+    running_provider,
+    signing_keys,
+)
+from tests.integration.mcp_servers import time_server
+from tests.stack import E2EStack, stack_fixture
+
+IDP_PORT, GATEWAY_PORT = free_port(), free_port()
+ISSUER = f"http://127.0.0.1:{IDP_PORT}"
+PUBLIC_URL = f"http://127.0.0.1:{GATEWAY_PORT}"
+RESOURCE = f"{PUBLIC_URL}/mcp"
+IDENTITY = {
+    "tenant_claim": "org",
+    "groups_claim": "groups",
+    "default_tenant": "acme",
+    "groups": {
+        "engineers": {"tools": ["time:*"], "scopes": ["agentcards:read", "agentcards:execute"],
+                      "rate_limit_per_min": 60},
+        "readers": {"scopes": ["agentcards:read"]},
+        "admins": {"scopes": ["agentcards:read", "agentcards:execute", "agentcards:admin"]},
+    },
+}  # fmt: skip
+_identity_dir = remove_at_exit(Path(tempfile.mkdtemp(prefix="identity-")))
+IDENTITY_FILE = _identity_dir / "identity.json"
+IDENTITY_FILE.write_text(json.dumps(IDENTITY))
+OUT = Path(tempfile.gettempdir()) / "agentcards-oauth"  # the transcript and refusal table
+
+stack = stack_fixture(
+    lambda tmp: {"time": time_server()},
+    learning=False,
+    gateway_port=GATEWAY_PORT,
+    oauth_issuer=ISSUER,
+    public_url=PUBLIC_URL,
+    identity_config=IDENTITY_FILE,
+    oauth_client_id="gateway",
+    oauth_client_secret="gateway-secret",
+    oauth_token_cache_s=0,  # a revoked opaque token is refused on the next request
+)
+NOW_CODE = "return await mcp.time.get_current_time(timezone='UTC')"
+
+
+@pytest.fixture(scope="module")
+def idp(stack: E2EStack) -> Iterator[IdentityProvider]:
+    with running_provider(stack.tmp, port=IDP_PORT, resource=RESOURCE) as provider:
+        yield provider
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def rest(stack: E2EStack) -> httpx.Client:
+    return httpx.Client(base_url=stack.gateway_url, timeout=60)
+
+
+def test_no_credential_is_answered_401_pointing_to_the_metadata(stack: E2EStack) -> None:
+    """Loopback included: with an issuer there is no anonymous caller."""
+    with rest(stack) as client:
+        for path, method in (("/mcp", "POST"), ("/mcp/servers/time", "POST"), ("/v1/tools", "GET")):
+            refused = client.request(method, path, json={})
+            assert refused.status_code == 401, (path, refused.text)
+            challenge = refused.headers["www-authenticate"]
+            assert challenge.startswith("Bearer ") and "resource_metadata=" in challenge
+            url = challenge.split('resource_metadata="')[1].split('"')[0]
+            meta = client.get(url.removeprefix(PUBLIC_URL)).json()
+            assert meta["resource"] == RESOURCE and meta["authorization_servers"] == [ISSUER]
+            assert meta["scopes_supported"] == [
+                "agentcards:read", "agentcards:execute", "agentcards:admin"
+            ]  # fmt: skip
+            assert meta["bearer_methods_supported"] == ["header"]
+
+
+class Memory:
+    """The SDK client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_sdk_client_signs_in_and_runs_code(
+    stack: E2EStack, idp: IdentityProvider, mode: str
+) -> None:
+    """The whole MCP authorization flow: 401 → resource metadata → issuer metadata → dynamic
+    registration → authorization code + PKCE (the provider's login, scripted) → token → call."""
+    landed: dict[str, str] = {}
+    transcript: list[str] = []
+
+    async def redirect(url: str) -> None:
+        back = await anyio.to_thread.run_sync(idp.sign_in, url, "alice")
+        landed.update(redirect_params(back))
+        asked = redirect_params(url)
+        transcript.append(f"BROWSER {url.split('?')[0]} (resource={asked.get('resource')}, "
+                          f"scope={asked.get('scope')}, PKCE {asked.get('code_challenge_method')})"
+                          f" -> login + consent as alice -> redirect with code")  # fmt: skip
+
+    async def callback() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=landed["code"], state=landed.get("state"),
+                                       iss=landed.get("iss"))  # fmt: skip
+
+    auth = OAuthClientProvider(
+        server_url=RESOURCE,
+        client_metadata=OAuthClientMetadata(
+            client_name="agentcards oauth test",
+            redirect_uris=["http://127.0.0.1/callback"],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+            application_type="native",
+        ),
+        storage=Memory(),
+        redirect_handler=redirect,
+        callback_handler=callback,
+    )
+
+    async def on_response(response: Any) -> None:
+        request = response.request
+        transcript.append(f"{request.method} {request.url} -> {response.status_code}"
+                          + (f" [{response.headers['www-authenticate']}]"
+                             if "www-authenticate" in response.headers else ""))  # fmt: skip
+
+    async with create_mcp_http_client(auth=auth) as http:
+        http.event_hooks["response"].append(on_response)
+        async with Client(streamable_http_client(RESOURCE, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+            revision = client.protocol_version
+            result = await client.call_tool("execute_code", {"code": NOW_CODE})
+    assert not result.is_error, result.content
+    assert revision == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert transcript[0].endswith("-> 401 " + transcript[0].split(" -> 401 ")[1])
+    assert any("/.well-known/oauth-protected-resource/mcp -> 200" in t for t in transcript)
+    assert any(f"{ISSUER}/token -> 200" in t for t in transcript)
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"transcript-{revision}.txt").write_text("\n".join(transcript) + "\n")
+    with connect(stack.settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT e.user_id, e.tenant_id, a.user_id AS audited FROM executions e "
+            "JOIN audit_log a ON a.execution_id = e.id ORDER BY e.created_at DESC LIMIT 1"
+        ).fetchone()
+    assert row == {"user_id": "alice", "tenant_id": "acme", "audited": "alice"}
+
+
+def _revoked(idp: IdentityProvider) -> str:
+    token = idp.token("alice", opaque=True)
+    idp.revoke(token, "alice")
+    return token
+
+
+REFUSALS: dict[str, tuple[Any, str]] = {
+    "expired": (lambda i: i.forge(exp=int(time.time()) - 300), "expired"),
+    "not yet valid": (lambda i: i.forge(nbf=int(time.time()) + 600), "not valid yet"),
+    "wrong audience": (
+        lambda i: i.token("alice", resource="http://elsewhere.test/mcp"),
+        "audience must be",
+    ),
+    "wrong issuer": (lambda i: i.forge(iss="http://evil.test"), "not from this issuer"),
+    "alg none": (lambda i: _unsigned(i.forge()), "'none'"),
+    "HMAC with the public key": (lambda i: _hmac_forgery(i), "'HS256'"),
+    "tampered": (lambda i: _tamper(i.token("carol")), "altered"),
+    "unknown kid": (
+        lambda i: i.forge(keys=signing_keys("rotated-away"), kid="rotated-away"),
+        "unknown kid",
+    ),
+    "another IdP's": (
+        lambda i: i.forge(
+            keys=signing_keys("their-key"), kid="their-key", iss="http://other-idp.test"
+        ),
+        "unknown kid",
+    ),
+    "revoked (opaque)": (_revoked, "not active"),
+    "garbage": (lambda i: "x" * 40, "not active"),
+}
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unsigned(token: str) -> str:
+    return (
+        f"{_b64(json.dumps({'alg': 'none', 'kid': 'idp-es256'}).encode())}.{token.split('.')[1]}."
+    )
+
+
+def _hmac_forgery(idp: IdentityProvider) -> str:
+    from joserfc.jwk import KeySet
+
+    public = json.dumps(idp.keys.keys[0].as_dict(private=False)).encode()
+    secret = KeySet.import_key_set(
+        {"keys": [{"kty": "oct", "kid": "idp-es256", "k": _b64(public)}]}
+    )
+    return idp.forge(keys=secret, alg="HS256")
+
+
+def _tamper(token: str) -> str:
+    header, body, signature = token.split(".")
+    claims = json.loads(__import__("base64").urlsafe_b64decode(body + "==="))
+    claims["groups"] = ["admins"]
+    return f"{header}.{_b64(json.dumps(claims).encode())}.{signature}"
+
+
+def test_each_bad_token_is_refused_with_a_reason_and_the_table_is_kept(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    rows, failures = [], []
+    with rest(stack) as client:
+        for case, (make, reason) in REFUSALS.items():
+            token = make(idp)
+            answer = client.get("/v1/executions", headers=bearer(token))
+            message = (
+                answer.json()["error"]["message"] if answer.status_code == 401 else answer.text
+            )
+            rows.append(f"| {case} | 401 | {answer.status_code}: {message} |")
+            if answer.status_code != 401 or reason not in message or token in answer.text:
+                failures.append((case, answer.status_code, message))
+            assert 'error="invalid_token"' in answer.headers.get("www-authenticate", ""), case
+    OUT.mkdir(exist_ok=True)
+    (OUT / "refusals.md").write_text("| token | expected | observed |\n|---|---|---|\n"
+                                     + "\n".join(rows) + "\n")  # fmt: skip
+    assert not failures, failures
+
+
+def test_a_dpop_bound_token_needs_its_proof(stack: E2EStack, idp: IdentityProvider) -> None:
+    key = ECKey.generate_key("P-256")
+    token = idp.token("alice", dpop=key)
+    url = f"{PUBLIC_URL}/v1/executions"
+    with rest(stack) as client:
+        plain = client.get("/v1/executions", headers=bearer(token))
+        assert plain.status_code == 401 and "DPoP-bound" in plain.json()["error"]["message"]
+        proof = dpop_proof(key, "GET", url, token=token)
+        headers = {"Authorization": f"DPoP {token}", "DPoP": proof}
+        assert client.get("/v1/executions", headers=headers).status_code == 200
+        replayed = client.get("/v1/executions", headers=headers)
+        assert replayed.status_code == 401 and "used before" in replayed.json()["error"]["message"]
+        other = dpop_proof(ECKey.generate_key("P-256"), "GET", url, token=token)
+        stolen = client.get(
+            "/v1/executions", headers={"Authorization": f"DPoP {token}", "DPoP": other}
+        )
+        assert stolen.status_code == 401 and "another key" in stolen.json()["error"]["message"]
+
+
+def test_scopes_and_groups_limit_people_on_both_surfaces(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    carol, dave = idp.token("carol"), idp.token("dave")  # readers; a group nobody mapped
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": NOW_CODE}}}  # fmt: skip
+    mcp_headers = {"Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    with rest(stack) as client:
+        assert client.get("/v1/executions", headers=bearer(carol)).status_code == 200
+        for refused in (
+            client.post("/v1/executions", headers=bearer(carol), json={"code": NOW_CODE}),
+            client.post("/mcp", headers=bearer(carol) | mcp_headers, json=call),
+        ):
+            assert refused.status_code == 403, refused.text
+            challenge = refused.headers["www-authenticate"]
+            assert 'error="insufficient_scope"' in challenge
+            assert 'scope="agentcards:execute"' in challenge
+        nobody = client.get("/v1/executions", headers=bearer(dave))
+        assert nobody.status_code == 403 and "agentcards:read" in nobody.text
+        admin_only = client.get("/v1/audit", headers=bearer(idp.token("alice")))
+        assert admin_only.status_code == 403 and "agentcards:admin" in admin_only.text
+        assert client.get("/v1/audit", headers=bearer(idp.token("erin"))).status_code == 200
+        # alice's groups allow time:* only: a tool of another server is refused, as for a key.
+        outside = client.post("/v1/executions", headers=bearer(idp.token("alice")),
+                              json={"code": NOW_CODE, "tools": ["example:add"]})  # fmt: skip
+        assert outside.status_code in {400, 403, 422}, outside.text
+
+
+def test_people_of_two_organisations_do_not_see_each_other(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    alice, bob = bearer(idp.token("alice")), bearer(idp.token("bob"))  # acme, globex
+    with rest(stack) as client:
+        ran = client.post("/v1/executions", params={"wait": "true"}, headers=alice,
+                          json={"code": NOW_CODE})  # fmt: skip
+        assert ran.status_code in {200, 201}, ran.text
+        run = ran.json()
+        assert run["status"] == "succeeded" and run["user_id"] == "alice"
+        assert client.get(f"/v1/executions/{run['id']}", headers=bob).status_code == 404
+        theirs = client.get("/v1/executions", headers=bob).json()["executions"]
+        assert run["id"] not in {e["id"] for e in theirs}
+        mine = client.get("/v1/executions", params={"user": "alice"}, headers=alice).json()
+        assert run["id"] in {e["id"] for e in mine["executions"]}
+        assert {e["user_id"] for e in mine["executions"]} == {"alice"}
+
+
+def test_keys_keep_working_beside_tokens_and_never_mix(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    with connect(stack.settings.database_url or "") as conn:
+        _, key = issue_key(conn, tenant_id="acme")
+        conn.commit()
+    with rest(stack) as client:
+        assert client.get("/v1/executions", headers=bearer(key)).status_code == 200
+        proof = dpop_proof(ECKey.generate_key("P-256"), "GET", f"{PUBLIC_URL}/v1/executions")
+        mixed = client.get("/v1/executions", headers=bearer(key) | {"DPoP": proof})
+        assert mixed.status_code == 401 and "one credential" in mixed.json()["error"]["message"]
+
+
+def test_no_token_is_kept_in_plain_text(stack: E2EStack, idp: IdentityProvider) -> None:
+    token = idp.token("alice")
+    with rest(stack) as client:
+        client.post("/v1/executions", params={"wait": "true"}, headers=bearer(token),
+                    json={"code": NOW_CODE})  # fmt: skip
+    client_redis = redis.Redis.from_url(stack.settings.redis_url or "")
+    for name in client_redis.scan_iter(count=1000):
+        assert token.encode() not in name
+        if client_redis.type(name) == b"string":
+            assert token.encode() not in (client_redis.get(name) or b"")
+    with connect(stack.settings.database_url or "") as conn:
+        for table in ("executions", "audit_log"):
+            found = conn.execute(
+                f"SELECT count(*) AS n FROM {table} t WHERE t::text LIKE %s", (f"%{token[-40:]}%",)
+            ).fetchone()
+            assert found == {"n": 0}, table
+    for proc in stack.procs.values():
+        assert token[-40:] not in proc.log_path.read_text(errors="replace")
