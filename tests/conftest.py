@@ -61,9 +61,14 @@ def pytest_configure(config: pytest.Config) -> None:
 LANES = ("unit", "integration", "benchmarks")  # tests/<lane>/…: the marker an item gets
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the folder it lives in (`-m unit` is the fast lane), so nobody has to;
-    run the tests that share a stack (tests/stack.py) one after another, where the first is."""
+    run the tests that share a stack (tests/stack.py) one after another, where the first is.
+
+    Each test also gets an ``xdist_group`` (``--dist loadgroup`` keeps a group on one worker):
+    its module, or the first module of the stack it shares, so a module's fixtures and a
+    shared stack are made once, by one worker."""
     root = Path(__file__).resolve().parent
     for item in items:
         lane = item.path.relative_to(root).parts[0] if item.path.is_relative_to(root) else ""
@@ -76,7 +81,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         place = first.setdefault(keys[0], index) if keys else index
         places.append((place, index))
     order = sorted(range(len(items)), key=places.__getitem__)
+    groups = [_module(items[place]) for place, _ in places]
     items[:] = [items[i] for i in order]
+    for item, group in zip(items, (groups[i] for i in order), strict=True):
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def stack_keys(item: pytest.Item | None) -> list[Hashable]:
