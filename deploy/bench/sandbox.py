@@ -288,8 +288,8 @@ def run(n: int = 200) -> dict[str, Any]:
             "typescript_bridge_tool_call_roundtrip": _stats(measured["ts_overhead"]),
             "alternatives": _alternatives(python, max(5, n // 4)),
             "targets": {
-                # The goal (p50 <= 0.5x a bare `deno run`) needs a Deno started before
-                # the request; today each run execs Deno in its pre-spawned confined child.
+                # The goal (p50 <= 0.5x a bare `deno run`) needs a Deno started before the
+                # request, while each run execs Deno in its pre-spawned confined child.
                 "typescript_start_p50_vs_bare_deno": 0.5,
                 "start_p50_ms": 15.0,
                 "bridge_overhead_p50_ms": 0.3,

@@ -1,4 +1,4 @@
-"""Consolidated learning (issue 31): a tenant's tool vectors, refitted on the beat schedule.
+"""Consolidated learning: a tenant's tool vectors, refitted on the beat schedule.
 
 One pass per tenant with intents newer than its last consolidation: read its learned runs
 (``intent_tools`` rows with succeeded tools) and the catalogue's description embeddings,
@@ -18,8 +18,9 @@ use (the identity when none). It is shipped only when at least ``MIN_HELD_BACK``
 held back and it scores at least as well; it is then refitted on every run (the held-back
 ones are the tenant's most recent) and that matrix is stored with the newest run it read.
 The search reads the newest shipped adapter, and its learned vote counts only the runs
-newer than that (immediate learning until the next consolidation); the tool vectors are consolidated but no longer read by the search (they
-added nothing beside the adapter, and their read cost ~4 ms of p95: docs/search.md).
+newer than that (immediate learning until the next consolidation); the tool vectors are
+consolidated but not read by the search (beside the adapter they add nothing, and reading
+them costs ~4 ms of p95: docs/search.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consolidated learning (issue 31): a per-tenant linear adapter on the query embedding.
+"""Consolidated learning: a per-tenant linear adapter on the query embedding.
 
 W (d x d) starts at the identity and is trained contrastively on the tenant's learned
 (intent, tool) pairs: the intent mapped by W should be closer to its tool's description

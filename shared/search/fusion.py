@@ -61,8 +61,8 @@ WEIGHTS: dict[str, float] = {
 
 # Priors: evidence about the tool, not about the request. They may only reorder hits the
 # request itself speaks for, so each is scaled by the tool's ``support`` in [0, 1]: a tool
-# with no semantic or lexical support gains nothing from them (issue 11: with a busy
-# filesystem/git graph, "remember that Alice works at Acme" ranked git tools at cosine
+# with no semantic or lexical support gains nothing from them (unscaled, with a busy
+# filesystem/git graph, "remember that Alice works at Acme" would rank git tools at cosine
 # 0.04 first on their graph bonus alone). Multiplicative rather than a cap: a weakly
 # supported tool gets a proportionally weak prior, so the prior never outweighs the text
 # evidence that admitted the tool.

@@ -12,8 +12,8 @@ counts only when it is nearly as close to the query as the best tool description
 so a repeat or close paraphrase of a past request moves the ranking while a merely related
 one, whose tool is often another than the one asked for, says nothing; when nothing close
 was run every vote is 0 and the ranking is exactly the zero-shot one. It is the immediate
-part of learning: once the tenant's query adapter has consolidated a run
-(``shared.search.adapter``), the search no longer reads it here (docs/search.md).
+part of learning: the search reads a run here only until the tenant's query adapter has
+consolidated it (``shared.search.adapter``; docs/search.md).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class Vote:
     so the vote's say grows with how much close evidence the tenant has (none: 0, the
     ranking is exactly the zero-shot one; a lot: the tool's share of it). ``weight`` is the
     fusion weight of the vote (``fusion.WEIGHTS['learned']``).
-    ``saturate`` is the vote before issue 31 (sum / max(1, sum(weight))), kept for the bench's
-    ablation only.
+    ``saturate`` divides by max(1, sum(weight)) instead, with no shrinkage (the hand-set vote
+    ``LEGACY``); only the bench's ablation uses it.
     """
 
     floor: float
@@ -58,7 +58,8 @@ class Vote:
     gate: float | None = None
 
 
-# Before issue 31: a floor at 0.5, closeness squared, weight 1.0 (hand-set; research/notes/search-history.md).
+# The hand-set vote the bench ablates against: a floor at 0.5, closeness squared, weight 1.0
+# (research/notes/search-history.md).
 LEGACY = Vote(floor=0.5, power=2.0, prior=0.0, weight=1.0, saturate=True)
 # Fitted, not chosen: `python -m research.search.recall --fit` maximises top-1 + @5 +
 # @10 on the validation slices of the learning halves (two folds; never the test halves)

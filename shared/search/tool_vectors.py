@@ -1,4 +1,4 @@
-"""Consolidated learning (issue 31): per-tenant tool vectors from the intents each tool served.
+"""Consolidated learning: per-tenant tool vectors from the intents each tool served.
 
 A tool's vector mixes its description embedding with the mean embedding of the tenant's
 past intents whose runs called it successfully (Tool2Vec-style):

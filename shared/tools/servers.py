@@ -2,8 +2,8 @@
 
 Every toolhost replica writes its own row per server (``replica`` = its heartbeat identity
 ``<hostname>:<pid>``). ``mcp_servers.state`` is derived from the rows of live replicas:
-ready when any has the server ready, so one replica's crashed stdio server no longer
-marks the tools unavailable for all; a tool is unavailable only when no live replica has
+ready when any has the server ready, so one replica's crashed stdio server does not
+mark the tools unavailable for all; a tool is unavailable only when no live replica has
 its server ready. Liveness is the heartbeat's: a row counts while its replica beats, and
 for ``DEAD_AFTER_S`` after it was written (a replica writes its first row right after its
 first beat, and a writer reads the heartbeats just before). Rows of dead replicas are

@@ -34,7 +34,7 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 300.0,
         "options": {"queue": Queue.MAINTENANCE, "expires": 290},
     },
-    # Consolidated learning (issue 31): each tenant with new learned runs gets its tool
+    # Consolidated learning: each tenant with new learned runs gets its tool
     # vectors refitted, shipped only if they score at least as well on its held-back runs.
     # Every 10 minutes: the vote already counts a run at once, this only sharpens it; a
     # pass is one indexed query when nothing is new and <= 60 s at 100k intents.

@@ -1,9 +1,9 @@
 """Each toolhost replica's own view of each MCP server; ``mcp_servers.state`` aggregates them.
 
-With several replicas, one row per server was last-writer-wins: a replica whose stdio
-server crashed marked the server down (and its tools unavailable) while another replica
-still served it. Each replica now writes its own row (``replica`` is its heartbeat
-identity ``<hostname>:<pid>``); the server is ready when any live replica has it ready.
+Each replica writes its own row (``replica`` is its heartbeat identity
+``<hostname>:<pid>``); the server is ready when any live replica has it ready. With one
+row per server, the last writer would win: a replica whose stdio server crashed would mark
+the server down (and its tools unavailable) while another replica still served it.
 
 Revision ID: 0016
 Revises: 0015

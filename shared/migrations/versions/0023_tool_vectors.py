@@ -1,4 +1,4 @@
-"""Consolidated learning: per-tenant tool vectors, versioned (issue 31).
+"""Consolidated learning: per-tenant tool vectors, versioned.
 
 ``tool_vectors``: the current version of a tenant's tool vectors, one row per tool the
 tenant ran successfully — the vector (description embedding mixed with the mean of the

@@ -1,5 +1,5 @@
-"""Direct federation (issue 27): what each downstream server said at ``initialize``, and a
-key's default MCP mode.
+"""Direct federation: what each downstream server said at ``initialize``, and a key's
+default MCP mode.
 
 ``mcp_servers.server_info`` holds the last ``initialize`` result a toolhost replica got
 from the server: ``protocol_version`` (the revision it speaks with us), ``server_info``

@@ -1,4 +1,4 @@
-"""Consolidated learning: per-tenant query adapters, versioned (issue 31, round two).
+"""Consolidated learning: per-tenant query adapters, versioned.
 
 ``query_adapters``: every adapter consolidation of a tenant, shipped or not — training and
 held-back sizes, the held-back top-1 of the adapter in use (before; the identity when

@@ -1,4 +1,4 @@
-"""Learned search forgets a tool that changed or went away (issue 31, drift).
+"""Learned search forgets a tool that changed or went away.
 
 A past run's intent votes for the tools it called (``intent_tools.tools_ok`` /
 ``tools_failed``) and trains the tenant's query adapter. When a tool's description changes
@@ -13,15 +13,14 @@ while it is down.
 The expression index (GIN over both arrays) keeps the trigger's update from scanning
 every run of every tenant.
 
-Capability phrasings join the same learned space (issue 31, item 4): a capability's
-intent and each of its aliases (``capability_aliases``: the phrasings its runs and
-accepted matches were asked with, or those a person gave it) is a row of
-``intent_tools`` for the capability's tools (``tools_used`` that exist), with no
-execution: the search's vote and the consolidation's adapter read them as they read
-runs. The row goes with its alias or capability (foreign keys, on delete cascade),
-follows an edited intent or tool list (triggers), and is not written when a run of
-the tenant already holds that exact phrasing (it teaches through the run; the hash
-index on ``intent`` keeps that check to one lookup).
+Capability phrasings join the same learned space: a capability's intent and each of its
+aliases (``capability_aliases``: the phrasings its runs and accepted matches were asked
+with, or those a person gave it) is a row of ``intent_tools`` for the capability's tools
+(``tools_used`` that exist), with no execution: the search's vote and the consolidation's
+adapter read them as they read runs. The row goes with its alias or capability (foreign
+keys, on delete cascade), follows an edited intent or tool list (triggers), and is not
+written when a run of the tenant already holds that exact phrasing (it teaches through the
+run; the hash index on ``intent`` keeps that check to one lookup).
 
 Revision ID: 0026
 Revises: 0025

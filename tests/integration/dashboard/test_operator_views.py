@@ -287,7 +287,7 @@ def test_the_legend_explains_the_view_and_degraded_servers_are_marked(
     assert "degraded (retrying)" in chip.text
     example = page.find_element(By.CSS_SELECTOR, '.server-chip[data-server="example"]')
     assert "degraded" not in example.text
-    # Served directly, and the MCP revision it negotiated (issue 27 item 5).
+    # Served directly, and the MCP revision it negotiated.
     assert example.get_attribute("data-direct") == "/mcp/servers/example"
     protocol = example.get_attribute("data-protocol")
     assert protocol and f"direct · MCP {protocol}" in example.text, example.text

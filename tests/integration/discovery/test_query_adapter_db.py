@@ -1,7 +1,7 @@
-"""The consolidated query adapter (issue 31, round two) on real Postgres, the real model and
-real ingestion: a consolidation with enough held-back runs ships an adapter that the
-tenant's next search applies (and no other tenant's), after which only newer runs vote;
-one with too few held-back runs is kept out."""
+"""The consolidated query adapter on real Postgres, the real model and real ingestion: a
+consolidation with enough held-back runs ships an adapter that the tenant's next search
+applies (and no other tenant's), after which only newer runs vote; one with too few
+held-back runs is kept out."""
 
 from __future__ import annotations
 

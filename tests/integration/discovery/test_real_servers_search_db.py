@@ -1,6 +1,6 @@
 """Hybrid search over five published servers' real tools (MiniLM) with a usage graph among
 filesystem and git tools: a prior must not lift a tool the request does not speak of, and
-``why`` names every signal that moved a hit (issue 11)."""
+``why`` names every signal that moved a hit."""
 
 from __future__ import annotations
 

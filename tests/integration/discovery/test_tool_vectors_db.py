@@ -1,4 +1,4 @@
-"""Consolidated tool vectors (issue 31) on real Postgres, the real model and real ingestion:
+"""Consolidated tool vectors on real Postgres, the real model and real ingestion:
 a consolidation lifts a learned tool for its tenant only, a version scoring worse on the
 held-back runs is not shipped, and a changed or removed tool gets no stale vector."""
 

@@ -1,6 +1,6 @@
-"""Direct federation (issue 27) on the real stack, through the official MCP SDK client: each
-configured server at /mcp/servers/<name> under its own names, all of them at /mcp/servers
-as <server>.<tool>; keys' allow-lists, audit, the result cache and learning apply."""
+"""Direct federation on the real stack, through the official MCP SDK client: each configured
+server at /mcp/servers/<name> under its own names, all of them at /mcp/servers as
+<server>.<tool>; keys' allow-lists, audit, the result cache and learning apply."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Privacy where learning and the wire's limits meet it (issue 32's test list, docs/privacy.md):
+"""Privacy where learning and the wire's limits meet it (docs/privacy.md):
 a capability learned from a run over personal data holds no value (the code, intent and
 schema it stores never held one; its runs' outputs are tokens), and runs again with tokens
 as its arguments, the tool getting the real values; a result nested to the wire's depth

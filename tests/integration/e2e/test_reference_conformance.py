@@ -121,7 +121,7 @@ def _verdict(failures: list[str] | None) -> str:
 
 
 # The gateway's own surface (/mcp: search_tools, execute_code, ..., its prompts and the
-# downstream resources), at each revision, the scenarios of the issue that apply there.
+# downstream resources), at each revision, the suite's scenarios that apply there.
 MCP_PASS = {
     "2025-11-25": {
         "server-initialize", "ping", "tools-list", "completion-complete", "resources-list",

@@ -150,8 +150,8 @@ def test_a_server_timing_out_on_initialize_reads_retrying_everywhere(
 ) -> None:
     """One state for a server whose attempt timed out and that is being retried: `up`, the
     REST view (aggregate and per replica), /healthz and `agentcards status` all say
-    `retrying`. They used to say `failed (retrying)` in `up` and `connecting` (or `down`,
-    between attempts) elsewhere."""
+    `retrying`, never `failed (retrying)` in `up` nor `connecting` (or `down`, between
+    attempts) elsewhere."""
     text, env, home = stack_with_failing_servers
     assert "mcp stuck        retrying: no answer to initialize" in text
     gateway = f"http://127.0.0.1:{env['AGENTCARDS_GATEWAY_PORT']}"

@@ -7,9 +7,9 @@ Ctrl-C): every process it started is gone afterwards, Postgres (daemonized, not 
 included, and so are the data folders.
 
 The inner run is started with SIGINT ignored, as a script's background job is (and as it
-inherited whenever the suite itself ran that way: the Ctrl-C case then slept until its
-bounded wait gave up, the hang of issue 30 item 14). The harness installs Python's SIGINT handler
-itself, so the case holds however the suite was started.
+would inherit whenever the suite itself ran that way: with SIGINT still ignored, the Ctrl-C
+case would sleep until its bounded wait gave up). The harness installs Python's SIGINT
+handler itself, so the case holds however the suite was started.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def _started_by(run: str) -> list[str]:
 def _as_a_background_job() -> None:
     """Runs in the inner pytest before exec: SIGINT ignored, as a non-interactive shell starts
     a background job (``pytest … &`` in a script). Python then installs no SIGINT handler
-    at start, and the inherited SIG_IGN survives exec: before the harness installed its own,
-    such a run slept through Ctrl-C. The outer suite's own disposition no longer matters."""
+    at start, and the inherited SIG_IGN survives exec: unless the harness installs its own,
+    such a run sleeps through Ctrl-C. The outer suite's own disposition does not matter."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

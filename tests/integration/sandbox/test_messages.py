@@ -14,7 +14,7 @@ os.write(3, struct.pack(">I", len(body)) + body)
 time.sleep(0.5)
 """
 
-# One per message type; the unhashable values used to escape the bridge as a TypeError.
+# One per message type; the unhashable values must not escape the bridge as a TypeError.
 MALFORMED = {
     "tool_call": '{"op": "tool_call", "id": 1, "tool": "t:echo", "args": {}, "parent": [1]}',
     "stdout": '{"op": "stdout", "data": 5}',

@@ -11,7 +11,7 @@ from pathlib import Path
 def test_sandbox_runs_with_every_layer_from_a_virtualenv(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     # --system-site-packages: the venv sees this installation of agentcards, while
-    # sysconfig's platstdlib points into the venv (what used to break the mounts).
+    # sysconfig's platstdlib points into the venv (the mounts must use the base's).
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
         check=True,

@@ -107,7 +107,7 @@ def test_progress_events_are_ignored() -> None:
 
 
 def test_events_keyed_event_are_no_longer_read() -> None:
-    # Early builds keyed events by "event"; only "type" names an event now (issue 12).
+    # Only "type" names an event: a trace whose events are keyed "event" teaches nothing.
     trace = TraceBuilder().tool("fs:read").tool("fs:write", ok=False).events
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
     assert decide_learning(status="succeeded", intent="copy", summary=summarize(trace)).failed_tools

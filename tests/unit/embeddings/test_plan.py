@@ -23,8 +23,8 @@ def test_query_plan_puts_passes_side_by_side_on_two_workers() -> None:
     assert sorted(query_plan([40, 38], workers=2)) == [[[0]], [[1]]]
 
 
-# Plans the planner gave before it was bounded (it tried every assignment of passes to
-# numbered workers): ties included, the same passes in the same order, up to 8 texts.
+# Plans an exhaustive search finds (every assignment of passes to numbered workers), ties
+# included: the planner gives the same passes in the same order, up to 8 texts.
 PLANS_BEFORE = [
     ([12, 12, 12], 2, [[[0]], [[1, 2]]]),
     ([25, 9, 14, 9], 2, [[[1, 3, 2]], [[0]]]),
@@ -47,7 +47,7 @@ def test_up_to_8_texts_the_plan_is_the_one_every_plan_search_found(
 
 
 def test_8_texts_on_16_workers_use_at_most_one_worker_per_text() -> None:
-    # The old search tried 8^8 assignments here; alike workers are now tried once.
+    # Alike workers are tried once, where an exhaustive search would try 8^8 assignments.
     plan = query_plan([40, 41, 42, 43, 44, 45, 46, 47], workers=16)
     assert sorted(i for share in plan for run in share for i in run) == list(range(8))
     assert len(plan) == 8  # similar lengths: one pass each, all side by side

@@ -11,8 +11,8 @@ from deploy.launcher.embedded import _ephemeral_low, free_port
 
 
 def test_ports_are_distinct_bindable_and_below_the_outgoing_range() -> None:
-    # bind(0) gave the same port twice in one of ~4,000 triples here; a CI run lost a test
-    # to a gateway that could never bind the port its Redis had been given.
+    # bind(0) gives the same port twice in one of ~4,000 triples here, and then a gateway
+    # can never bind the port its Redis was given.
     ports = [free_port() for _ in range(2000)]
     assert len(set(ports)) == len(ports)
     assert max(ports) < _ephemeral_low()

@@ -125,7 +125,7 @@ def test_edge_weight_grows_with_count_but_sublinearly() -> None:
 
 
 def test_only_the_type_key_names_an_event() -> None:
-    # Early builds keyed events by "event"; that spelling is no longer read (issue 12).
+    # Only "type" names an event: a trace whose events are keyed "event" gives no edges.
     trace = TraceBuilder().tool("fs:read").tool("fs:write", ok=False).events
     renamed = [{("event" if k == "type" else k): v for k, v in e.items()} for e in trace]
     assert derive_edges(summary=summarize(trace)) != []

@@ -94,7 +94,7 @@ def test_reply_outcome_must_be_consistent() -> None:
 
 
 def test_error_type_wire_names_are_stable() -> None:
-    # ErrorType is now the whole failure vocabulary (shared.errors); the RPC names stay.
+    # ErrorType is the whole failure vocabulary (shared.errors); the RPC names stay in it.
     assert {e.value for e in ErrorType} >= {
         "tool_error",
         "timeout",

@@ -1,4 +1,4 @@
-"""The query adapter (issue 31): pure training and scoring on small real-shaped data."""
+"""The query adapter: pure training and scoring on small real-shaped data."""
 
 from __future__ import annotations
 

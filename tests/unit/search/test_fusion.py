@@ -73,7 +73,7 @@ def test_the_vote_grows_with_evidence_and_disagreement_splits_it() -> None:
 
 
 def test_legacy_vote_saturates_at_one_intent_of_weight() -> None:
-    # The vote before issue 31 (kept for the bench's ablation): sum / max(1, sum of weights).
+    # The hand-set vote the bench ablates against: sum / max(1, sum of weights).
     far = {"sim": 0.6, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}
     assert tool_votes([far], vote=LEGACY)["t:a"] == pytest.approx(0.04)
     assert tool_votes([{**far, "sim": 1.0}] * 3, vote=LEGACY)["t:a"] == pytest.approx(1.0)
@@ -102,8 +102,8 @@ def test_explain_names_learned_evidence() -> None:
 
 
 def test_a_prior_does_not_lift_a_tool_the_request_does_not_speak_for() -> None:
-    # Issue 11: a tool at cosine 0.05 with the best graph and PageRank stayed above the
-    # tools the request was about (0.2); a prior is scaled by support, 0 that far down.
+    # A tool at cosine 0.05 with the best graph and PageRank must not rank above the tools
+    # the request is about (0.2): a prior is scaled by support, 0 that far down.
     weights = {**ZERO, "graph": 0.1, "pagerank": 0.02}
     dense = {"memory:add": 0.21, "memory:create": 0.2, "git:status": 0.05}
     features = {"git:status": {"graph": 1.0, "pagerank": 1.0}}
@@ -135,7 +135,7 @@ def test_contributions_sum_to_the_fused_score() -> None:
 
 
 def test_the_gate_silences_runs_no_closer_than_the_best_description() -> None:
-    # Issue 31, round two: a past request much farther from the query than the best tool's
+    # A past request much farther from the query than the best tool's
     # description (here 0.45 against 0.80, gate -0.1) says nothing, so a tool the tenant
     # never ran is not pushed down by other tools' runs; a paraphrase (0.9) still votes.
     gated = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.3, gate=-0.1)

@@ -1,4 +1,4 @@
-"""Consolidated tool vectors (issue 31): the mix, the hold-out split and its score."""
+"""Consolidated tool vectors: the mix, the hold-out split and its score."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_gain_is_zero_for_tools_without_vector_so_fusion_is_zero_shot() -> None:
     assert set(got) == {"a"}
     assert got["a"] == pytest.approx(1.0 - float(DESCRIPTIONS["a"] @ query))
     dense = {t: float(v @ query) for t, v in DESCRIPTIONS.items()}
-    # The search no longer reads tool vectors (weight 0 in WEIGHTS); the bench's arm
+    # The search does not read tool vectors (weight 0 in WEIGHTS); the bench's arm
     # weighs them as fitted.
     weights = {**WEIGHTS, "toolvec": FITTED_MIX.weight}
     zero = fuse(dense=dense, features={}, weights=weights)

@@ -55,7 +55,7 @@ def test_words_in_most_tools_are_ignored() -> None:
 
 
 def test_words_no_tool_holds_still_count_in_the_query_s_information() -> None:
-    # Issue 11: "remember that Alice works at Acme": "work" (of "working directory") is the
+    # "remember that Alice works at Acme": "work" (of "working directory") is the
     # one word the catalogue knows; it must not be the whole query's information.
     rows = [
         {**_row("fs:search", ["work", "directori"]), "in_description": ["work", "directori"]},

@@ -1,8 +1,8 @@
 """The toolhost's heartbeat keeps beating while reconciling waits on a Postgres that is down.
 
-CI caught the old loop awaiting its reconcile (a prune through the Postgres pool) between
-beats: with Postgres down for 15 s the beat stopped, the heartbeat key expired after
-HEARTBEAT_TTL_S, and a call in flight came back ``tool_unavailable``.
+A loop that awaited its reconcile (a prune through the Postgres pool) between beats would
+stop beating while Postgres is down: with Postgres down for 15 s the heartbeat key expires
+after HEARTBEAT_TTL_S, and a call in flight comes back ``tool_unavailable``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ async def test_beats_go_on_while_a_reconcile_is_stuck(monkeypatch: pytest.Monkey
         if host.beats >= 10:
             break
         await asyncio.sleep(0.001)
-    assert host.beats >= 10  # the old loop stopped at 1, waiting on the reconcile
+    assert host.beats >= 10  # awaiting the reconcile, it would stop at 1
     assert host.reconciles_started == 1  # one at a time: no pile of waiting prunes
     host.released.set()
     for _ in range(2000):
