@@ -80,6 +80,10 @@ CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
 # The tool an MCP session of the direct surface (/mcp/servers/...) called last (with expiry).
 DIRECT_SESSION_PREFIX = KEY_PREFIX + "direct:last:"  # + tenant + ":" + session id
 DPOP_JTI_PREFIX = KEY_PREFIX + "dpop:jti:"  # + sha256(jkt:jti); a DPoP proof seen (expiring)
+# The dashboard's sign-in (services/gateway/signin.py): a session, and a sign-in under way,
+# each keyed by the sha256 of its random cookie value (the cookie alone can find it).
+SESSION_PREFIX = KEY_PREFIX + "session:"  # + sha256(cookie); JSON of the user's claims
+SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier, nonce
 
 
 def events_channel(execution_id: str) -> str:

@@ -41,6 +41,7 @@ from services.gateway.rest import (
 from services.gateway.rest.docs import docs_router
 from services.gateway.scopes import ScopeGate
 from services.gateway.security_headers import SecurityHeaders
+from services.gateway.signin import SignIn
 from services.gateway.state import GatewayState
 from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
@@ -93,6 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     docs, page_policies = docs_router(title=app.title, openapi_url=app.openapi_url or "")
     # A person's OAuth token (services/gateway/oauth.py); the identity file is checked here.
     resource = ResourceServer(settings) if settings.oauth else None
+    # ... and the dashboard's sign-in there, when the gateway has a client id at the issuer.
+    sign_in = SignIn(settings, resource) if resource and settings.oauth_client_id else None
+    app.state.signin = sign_in
     if resource is not None:  # innermost: it reads /mcp bodies the guard has bounded
         app.add_middleware(ScopeGate, challenge=resource.challenge, mcp_refusal=http_error_response)
     # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
@@ -105,7 +109,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(OutageGuard)  # refuse before reading bodies while a dependency is down
     # Outside the body and outage guards: no body is read for a caller without a valid key.
     app.add_middleware(
-        AuthGate, settings=settings, mcp_refusal=http_error_response, resource=resource
+        AuthGate,
+        settings=settings,
+        mcp_refusal=http_error_response,
+        resource=resource,
+        sign_in=sign_in,
     )
     if settings.cors_origin_list:  # off by default: no Access-Control-* header at all
         app.add_middleware(
@@ -143,6 +151,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.extend(direct.routes())
     if resource is not None:
         app.router.routes.extend(resource.routes())
+    if sign_in is not None:
+        app.router.routes.extend(sign_in.routes())
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -22,6 +22,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import error_response
 from services.gateway.oauth import ResourceServer, credential, is_key
+from services.gateway.signin import PATHS as SIGNIN_PATHS
+from services.gateway.signin import SignIn
 from services.gateway.state import GatewayState
 from shared.auth.cache import MISSING, PrincipalCache
 from shared.auth.principal import ANONYMOUS, Principal
@@ -40,6 +42,7 @@ OPEN_PATHS = frozenset(
         "/redoc",
         "/openapi.json",
         "/dashboard",
+        *SIGNIN_PATHS,  # the dashboard's sign-in: they check the session cookie themselves
     }
 )
 # The page's own and vendored scripts and styles (the static mount serves nothing else).
@@ -140,10 +143,12 @@ class AuthGate:
         settings: Settings,
         mcp_refusal: Callable[[AgentCardsError], ASGIApp] = error_response,
         resource: ResourceServer | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
         self.resource = resource  # set when an OAuth issuer is configured
+        self.sign_in = sign_in  # ... and a client id: the dashboard's session cookie
         # /mcp's refusal (the MCP adapter's, passed in by app.py: REST imports this module).
         self.mcp_refusal = mcp_refusal
 
@@ -187,6 +192,10 @@ class AuthGate:
         """A key's principal, or a person's from their access token; never anonymous."""
         assert self.resource is not None
         found = credential(scope.get("headers") or [])
+        if found is None and self.sign_in is not None:  # a header, when sent, wins
+            person = await self.sign_in.principal(scope, state.aredis)
+            if person is not None:
+                return person
         if found is None:
             raise Unauthorized(
                 "sign in: this gateway takes access tokens from its identity provider "

@@ -71,6 +71,10 @@ class IssuerMetadata:
     jwks_uri: str | None
     introspection_endpoint: str | None
     algorithms: frozenset[str]
+    # Where the dashboard signs people in and out (authorization code + PKCE; RP logout).
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    end_session_endpoint: str | None = None
 
 
 def discover(issuer: str, *, fetch: Fetch = http_fetch) -> IssuerMetadata:
@@ -98,6 +102,9 @@ def discover(issuer: str, *, fetch: Fetch = http_fetch) -> IssuerMetadata:
             jwks_uri=meta.get("jwks_uri"),
             introspection_endpoint=meta.get("introspection_endpoint"),
             algorithms=frozenset(algs) & ASYMMETRIC_ALGS,
+            authorization_endpoint=meta.get("authorization_endpoint"),
+            token_endpoint=meta.get("token_endpoint"),
+            end_session_endpoint=meta.get("end_session_endpoint"),
         )
     raise ValueError("; ".join(errors))
 
@@ -269,6 +276,32 @@ class TokenVerifier:
                     "retry later"
                 )
             return self._meta
+
+    def check_id_token(self, token: str, *, client_id: str, nonce: str) -> dict[str, Any]:
+        """An ID token's claims (OpenID Connect Core 3.1.3.7): signed by the issuer's keys,
+        for ``client_id``, with this sign-in's ``nonce``; Unauthorized saying why not."""
+        self.metadata()
+        if self.keys is None:
+            raise Unauthorized("the issuer publishes no signing keys (no jwks_uri)")
+        keys = self.keys.keys_for(_header(token).get("kid"))
+        try:
+            decoded = jwt.decode(token, keys, algorithms=self._algorithms())
+        except JoseError as exc:
+            raise Unauthorized(f"the ID token cannot be verified ({exc.error})") from None
+        claims = dict(decoded.claims)
+        registry = jwt.JWTClaimsRegistry(
+            leeway=self.leeway_s,
+            iss={"essential": True, "value": self.issuer},
+            aud={"essential": True, "value": client_id},
+            exp={"essential": True},
+            sub={"essential": True},
+            nonce={"essential": True, "value": nonce},
+        )
+        try:
+            registry.validate(claims)
+        except JoseError as exc:
+            raise Unauthorized(f"the ID token is not for this sign-in ({exc.error})") from None
+        return claims
 
     def _algorithms(self) -> list[str]:
         """The issuer's algorithms: those its metadata and its keys name, asymmetric only."""

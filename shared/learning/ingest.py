@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.capabilities.learners import record_learners
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
 from shared.embeddings import Embedder
 from shared.errors import ErrorType
@@ -50,7 +51,7 @@ _EMPTY = """'{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '""'::jsonb"""
 # summary_of decodes it then; otherwise the trace, the bulk of a row, is not read at all.
 _COLUMNS = (
     "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
-    "trace_summary, learn, language, extras->'direct'->>'after' AS direct_after, "
+    "trace_summary, learn, language, user_id, extras->'direct'->>'after' AS direct_after, "
     f"(result IS NULL OR result IN ({_EMPTY})) AS result_empty, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
@@ -161,6 +162,7 @@ def _apply(
                 extra={"execution_id": execution_id, "tenant_id": row["tenant_id"]},
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
+    record_learners(conn, taught=_taught(rows, capabilities))
     moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
     learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
@@ -292,6 +294,18 @@ def _suggestion_request(
         tools=tools,
         exclude=[str(done.capability["id"])] if done else [],
     )
+
+
+def _taught(
+    rows: Sequence[dict[str, Any]], capabilities: dict[str, CapabilityOutcome]
+) -> list[tuple[str, str]]:
+    """(capability id, user id) of each person's run that created or updated a capability."""
+    taught = []
+    for row in rows:
+        done = capabilities.get(str(row["id"]))
+        if done is not None and done.outcome != "rerun" and row.get("user_id"):
+            taught.append((str(done.capability["id"]), str(row["user_id"])))
+    return taught
 
 
 def _outcome(row: dict[str, Any], done: CapabilityOutcome | None) -> str:

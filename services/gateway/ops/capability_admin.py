@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.capabilities import bundle, lifecycle, manual
+from shared.capabilities.learners import learners_of
 from shared.capabilities.listing import CapabilityFilter, Sort, list_items
 from shared.db import DictConnection
 from shared.embeddings import Embedder, get_embedder
@@ -107,9 +108,13 @@ async def import_capabilities(state: GatewayState, *, tenant_id: str, body: bund
 
 
 async def get_capability(state: GatewayState, *, tenant_id: str, ref: str) -> Row:
-    """One capability by id, or the latest version of a name."""
-    found = await in_pool(state, lambda conn: manual.get_or_404(conn, tenant_id=tenant_id, ref=ref))
-    return item_json(found)
+    """One capability by id, or the latest version of a name, with the people who taught it."""
+
+    def read(conn: DictConnection) -> Row:
+        found = manual.get_or_404(conn, tenant_id=tenant_id, ref=ref)
+        return {**found, "learned_from": learners_of(conn, capability_id=str(found["id"]))}
+
+    return item_json(await in_pool(state, read))
 
 
 async def edit_capability(

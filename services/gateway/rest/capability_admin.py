@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from services.gateway.ops import capability_admin as ops
 from services.gateway.ops.models.capabilities import (
     CapabilityCreate,
+    CapabilityDetail,
     CapabilityItem,
     CapabilityPatch,
     ImportResult,
@@ -70,8 +71,8 @@ async def import_capabilities(
 
 @router.get(
     "/v1/capabilities/{capability_id}",
-    summary="One capability by id, or the latest version of a name",
-    response_model=CapabilityItem,
+    summary="One capability by id, or the latest version of a name, and who taught it",
+    response_model=CapabilityDetail,
 )
 async def get_capability(state: State, principal: CurrentPrincipal, capability_id: str) -> Row:
     return await ops.get_capability(state, tenant_id=principal.tenant_id, ref=capability_id)

@@ -5,17 +5,19 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from services.gateway.rest.deps import CurrentPrincipal, State
+from services.gateway.signin import LOGIN
 from shared.capabilities.store import graph_nodes
 from shared.graph.hypergraph import HypergraphBuilder, tool_graph
 from shared.graph.store import heaviest_edges
 from shared.tools.store import list_tools
 
 router = APIRouter(tags=["dashboard"])
+PAGE = resources.files("services.gateway") / "static" / "dashboard.html"
 STATIC_PREFIX = "/static/"  # open without a key (auth.OPEN_PREFIXES): code and styles, no data
 MaxEdges = Query(2000, ge=1, le=20000, description="at most this many of the heaviest edges")
 
@@ -30,10 +32,12 @@ def mount_static(app: FastAPI) -> None:
 
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
-def dashboard() -> HTMLResponse:
-    return HTMLResponse(
-        (resources.files("services.gateway") / "static" / "dashboard.html").read_text()
-    )
+async def dashboard(request: Request) -> Response:
+    """The page; with the issuer's sign-in configured, a visitor without a session signs in first."""
+    sign_in = getattr(request.app.state, "signin", None)
+    if sign_in is not None and await sign_in.session(request) is None:
+        return RedirectResponse(LOGIN, status_code=303)
+    return HTMLResponse(PAGE.read_text())
 
 
 @router.get(

@@ -7,15 +7,20 @@
   const state = {view: null, data: {}, caps: new Map(), missing: new Set()};
   const AC = window.agentcards = {state};
 
-  // --- API: the key is asked once (inline form, no prompt()), kept in localStorage, sent as Bearer.
+  // --- API: signed in at the identity provider (a session cookie, sent by the browser; writes
+  // carry the session's CSRF token), or with a key asked once (inline form, no prompt()),
+  // kept in localStorage and sent as Bearer.
+  const session = AC.session = {signedIn: false, csrf: null, admin: true};
   function headers(extra) {
+    if (session.signedIn) return {"X-CSRF-Token": session.csrf, ...(extra || {})};
     const key = localStorage.getItem("agentcards_key");
     return {...(key ? {Authorization: `Bearer ${key}`} : {}), ...(extra || {})};
   }
   async function request(path, options) {
     const r = await fetch(path, {...(options || {}), headers: headers((options || {}).headers)});
     if (r.status === 401) {
-      askForKey();
+      if (session.signedIn) signIn();
+      else askForKey();
       throw new Error("unauthorized");
     }
     return r;
@@ -35,6 +40,32 @@
     $("#key-form").hidden = false;
     $("#key-input").focus();
   }
+  function signIn() {
+    window.location.assign("/dashboard/login");
+  }
+  // Who is signed in (404: this gateway signs nobody in, keys it is). Admin actions are
+  // greyed out for a person without agentcards:admin (the gateway refuses them anyway).
+  async function whoAmI() {
+    const r = await fetch("/dashboard/session", {headers: {Accept: "application/json"}});
+    if (r.status === 404) return;
+    if (r.status === 401) { signIn(); throw new Error("unauthorized"); }
+    const me = await r.json();
+    Object.assign(session, {signedIn: true, csrf: me.csrf_token, admin: me.admin, me});
+    $("#user-name").textContent = me.name;
+    $("#user-name").title = `${me.user_id} · ${me.tenant_id} · ${me.scopes.join(" ") || "no scope"}`;
+    $("#user").hidden = false;
+    document.body.dataset.admin = String(me.admin);
+    for (const b of document.querySelectorAll(".admin-only")) {
+      b.disabled = !me.admin;
+      if (!me.admin) b.title = "needs the agentcards:admin scope";
+    }
+  }
+  $("#sign-out").addEventListener("click", async () => {
+    const r = await fetch("/dashboard/logout", {method: "POST", headers: headers()});
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) return toast(`Not signed out: ${(body.error && body.error.message) || `HTTP ${r.status}`}`);
+    window.location.assign(body.next || "/dashboard/signed-out");
+  });
   $("#key-form").addEventListener("submit", ev => {
     ev.preventDefault();
     localStorage.setItem("agentcards_key", $("#key-input").value.trim());
@@ -127,7 +158,7 @@
     $("#m-cache").textContent = pct(m.cache_hit_rate);
     $("#m-learned").textContent = m.capabilities_learned ?? "–";
     adapter(m.search_learning || {});
-    if (m.flower_url) {
+    if (m.flower_url && session.admin) {  // Flower is an operator's: admins only (docs/identity.md)
       $("#flower-link").href = m.flower_url;
       $("#flower-link").hidden = false;
     }
@@ -200,6 +231,7 @@
 
   async function start() {
     try {
+      if (!session.signedIn) await whoAmI();
       state.view = localStorage.getItem("agentcards_view") || "hypergraph";
       await refresh();
     } catch (err) {

@@ -35,12 +35,23 @@
       dd.textContent = String(v);
       return [dt, dd];
     }));
+    showLearners(cap);
     $("#cap-toggle").textContent = cap.disabled ? "Enable" : "Disable";
     $("#code-panel").hidden = false;
     $("#code-panel").dataset.capabilityId = cap.id;
     $("#code-panel").classList.toggle("disabled", !!cap.disabled);
     if (window.cy) window.cy.resize();
   };
+  // Provenance: "learned from runs by alice (3), bob (1)" (people signed in; keys name nobody).
+  async function showLearners(cap) {
+    const p = $("#cap-learners");
+    p.hidden = true;
+    const detail = await AC.api(`/v1/capabilities/${encodeURIComponent(cap.id)}`).catch(() => null);
+    const learners = (detail && detail.learned_from) || [];
+    if (current !== cap || !learners.length) return;
+    p.textContent = "learned from runs by " + learners.map(l => `${l.user_id} (${l.runs})`).join(", ");
+    p.hidden = false;
+  }
   function closePanel() {
     $("#code-panel").hidden = true;
     current = null;

@@ -28,11 +28,11 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 
 from shared.auth.store import issue_key
 from shared.db import connect
-from tests.harness import remove_at_exit
 from tests.integration.identity.provider import (
     IdentityProvider,
     dpop_proof,
     free_port,
+    gateway_options,
     redirect_params,
     running_provider,
     signing_keys,
@@ -55,20 +55,12 @@ IDENTITY = {
         "admins": {"scopes": ["agentcards:read", "agentcards:execute", "agentcards:admin"]},
     },
 }  # fmt: skip
-_identity_dir = remove_at_exit(Path(tempfile.mkdtemp(prefix="identity-")))
-IDENTITY_FILE = _identity_dir / "identity.json"
-IDENTITY_FILE.write_text(json.dumps(IDENTITY))
 OUT = Path(tempfile.gettempdir()) / "agentcards-oauth"  # the transcript and refusal table
 
 stack = stack_fixture(
     lambda tmp: {"time": time_server()},
     learning=False,
-    gateway_port=GATEWAY_PORT,
-    oauth_issuer=ISSUER,
-    public_url=PUBLIC_URL,
-    identity_config=IDENTITY_FILE,
-    oauth_client_id="gateway",
-    oauth_client_secret="gateway-secret",
+    **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
     oauth_token_cache_s=0,  # a revoked opaque token is refused on the next request
 )
 NOW_CODE = "return await mcp.time.get_current_time(timezone='UTC')"

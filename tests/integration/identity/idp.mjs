@@ -10,7 +10,9 @@
 //                 claims; `<user>-opaque` gets opaque tokens for the same user
 // OIDC_PROVIDER   the package's entry file (the test npm prefix)
 //
-// Also: the gateway's introspection client (`gateway` / `gateway-secret`), dynamic client
+// Also: the gateway's client (`gateway` / `gateway-secret`): introspection, and the dashboard's
+// sign-in (authorization code + PKCE back to <public_url>/dashboard/callback, RP-initiated
+// logout back to /dashboard/signed-out); dynamic client
 // registration (the MCP SDK registers itself), devInteractions (the login and consent forms,
 // which the tests post to over HTTP), DPoP and revocation.
 import { readFileSync } from 'node:fs';
@@ -27,13 +29,16 @@ const SCOPES = 'agentcards:read agentcards:execute agentcards:admin';
 // Whose claims a token carries: its signed-in account, or the user a client stands for.
 const userOf = (token) => token.accountId || String(token.clientId).replace(/-opaque$/, '');
 
+const publicUrl = resource.replace(/\/mcp$/, '');
 const clients = [
   {
     client_id: 'gateway',
     client_secret: 'gateway-secret',
-    grant_types: [],
-    response_types: [],
-    redirect_uris: [],
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+    redirect_uris: [`${publicUrl}/dashboard/callback`],
+    post_logout_redirect_uris: [`${publicUrl}/dashboard/signed-out`],
+    scope: `openid profile ${SCOPES}`,
   },
 ];
 for (const user of Object.keys(users)) {
@@ -63,8 +68,10 @@ const provider = new Provider(issuer, {
   ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, Session: 600, Interaction: 600 },
   clientBasedCORS: () => true,
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
+  conformIdTokenClaims: false, // the ID token names the person (`name`), as most IdPs do
   features: {
     devInteractions: { enabled: true },
+    rpInitiatedLogout: { enabled: true },
     registration: { enabled: true },
     introspection: { enabled: true },
     revocation: { enabled: true },

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
 from deploy.launcher.embedded import free_port
-from tests.harness import spawn, stop_group
+from tests.harness import remove_at_exit, spawn, stop_group
 from tests.integration.mcp_servers import npm_binary
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +40,24 @@ USERS = {
     "dave": {"org": "acme", "groups": ["visitors"]},  # a group the identity file does not map
     "erin": {"org": "acme", "groups": ["admins", "engineers"]},
 }
+
+
+def gateway_options(
+    identity: dict[str, Any], *, idp_port: int, gateway_port: int
+) -> dict[str, Any]:
+    """The stack options of a gateway whose people sign in at the provider on ``idp_port``:
+    its issuer, its public URL (a fixed port: tokens name it), ``identity`` as its identity
+    file, and its client at the provider (introspection, the dashboard's sign-in)."""
+    path = remove_at_exit(Path(tempfile.mkdtemp(prefix="identity-"))) / "identity.json"
+    path.write_text(json.dumps(identity))
+    return {
+        "gateway_port": gateway_port,
+        "oauth_issuer": f"http://127.0.0.1:{idp_port}",
+        "public_url": f"http://127.0.0.1:{gateway_port}",
+        "identity_config": path,
+        "oauth_client_id": "gateway",
+        "oauth_client_secret": "gateway-secret",
+    }
 
 
 def signing_keys(kid: str = SIGNING_KID) -> KeySet:
@@ -179,5 +198,6 @@ def redirect_params(url: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
-__all__ = ["USERS", "IdentityProvider", "dpop_proof", "free_port", "redirect_params",
+__all__ = ["USERS", "IdentityProvider", "dpop_proof", "free_port", "gateway_options",
+           "redirect_params",
            "running_provider", "signing_keys"]  # fmt: skip

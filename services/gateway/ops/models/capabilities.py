@@ -130,6 +130,24 @@ class CapabilityItem(BaseModel):
     )
 
 
+class Learner(BaseModel):
+    """A person whose runs taught a capability (created or updated it)."""
+
+    user_id: str = Field(description="their `sub` at the identity provider")
+    runs: int = Field(description="how many of their runs taught it")
+    first_run_at: str
+    last_run_at: str
+
+
+class CapabilityDetail(CapabilityItem):
+    """`GET /v1/capabilities/{id}`: the item, and who taught it."""
+
+    learned_from: list[Learner] = Field(
+        description="the people whose runs it was learned from, most runs first (at most 20); "
+        "empty for runs made with API keys"
+    )
+
+
 class CapabilityList(BaseModel):
     """`GET /api/capabilities`: one page and how many match in all."""
 
