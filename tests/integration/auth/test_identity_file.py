@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.e2e.conftest import REPO
+from tests.stack import REPO
 
 
 def test_a_bad_identity_file_stops_the_gateway_naming_file_place_and_reason(tmp_path: Path) -> None:

@@ -246,7 +246,9 @@ def test_a_waiting_client_gets_the_re_run_that_ends_after_its_first_wait_would_h
     wait's end (``timeout_s + WAIT_SLACK_S`` after the POST), so only a wait extended by the
     re-run returns its outcome (a 202 with the execution still running otherwise).
     """
-    timeout_s, pause_s, kill_at_s = 15, 11.0, 10.0
+    # Attempt 1 sleeps well past the kill (6 s is room enough to find and kill it on a loaded
+    # machine), and attempt 2 still ends inside its timeout.
+    timeout_s, pause_s, kill_at_s = 20, 16.0, 10.0
     assert kill_at_s + pause_s > timeout_s + WAIT_SLACK_S
     token = f"retry-wait-{uuid.uuid4().hex[:10]}"
     body = _body(token, retry="safe", pause_s=pause_s, timeout_s=timeout_s)

@@ -152,6 +152,7 @@ def test_a_valid_dpop_proof_is_accepted_once() -> None:
         (proof(ECKey.generate_key("P-256")), "another key"),
         ("not.a.proof", "does not verify"),
     ],
+    ids=["none", "method", "url", "ath", "stale", "no-jti", "other-key", "garbage"],  # stable
 )
 def test_a_bad_dpop_proof_is_refused(value: str | None, reason: str) -> None:
     with pytest.raises(Unauthorized, match=reason):
