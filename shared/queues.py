@@ -79,6 +79,11 @@ TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-
 CLIENT_REQUESTS_PREFIX = KEY_PREFIX + "client:"
 # The tool an MCP session of the direct surface (/mcp/servers/...) called last (with expiry).
 DIRECT_SESSION_PREFIX = KEY_PREFIX + "direct:last:"  # + tenant + ":" + session id
+# Stream of answered direct calls' records (executions row, audit row, learning), appended
+# before each answer goes out and written to Postgres by the gateways' drainers
+# (shared/direct/drain.py), which read it as one consumer group.
+DIRECT_RECORDS_STREAM = KEY_PREFIX + "direct:records"
+DIRECT_RECORDS_GROUP = "recorders"
 
 
 def events_channel(execution_id: str) -> str:

@@ -48,6 +48,10 @@ class EventFollower:
     ) -> None:
         await self._stack.aclose()
 
+    async def catch_up(self) -> None:
+        """Read the log again: events published before now but not heard yet come next."""
+        self._backlog.extend(await self._read_log())
+
     @property
     def replayed_any(self) -> bool:
         """True when the log held events (False: expired or never any)."""
