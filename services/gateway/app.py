@@ -16,7 +16,7 @@ from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
 from services.gateway.mcp import skill_changes
-from services.gateway.mcp.direct import DirectSurface
+from services.gateway.mcp.direct import DirectSurface, Listeners
 from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.headers import TrimmedHeaderValues
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
@@ -54,8 +54,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; resources are opened when it starts serving."""
     settings = settings or get_settings()
     holder: dict[str, GatewayState] = {}
-    mcp = build_mcp_server(lambda: holder["state"])
-    direct = DirectSurface(lambda: holder["state"], host=settings.gateway_host)
+    listeners = Listeners()  # the clients of /mcp/servers and /mcp told of server changes
+    mcp = build_mcp_server(lambda: holder["state"], listeners=listeners)
+    direct = DirectSurface(lambda: holder["state"], listeners=listeners, host=settings.gateway_host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

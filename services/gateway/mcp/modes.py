@@ -35,7 +35,13 @@ from mcp.shared.exceptions import MCPError
 
 from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp import skill_changes
-from services.gateway.mcp.direct import aggregate_tools, call_direct, listen, naming_of, requested
+from services.gateway.mcp.direct import (
+    Listeners,
+    aggregate_tools,
+    call_direct,
+    naming_of,
+    requested,
+)
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct
 from services.gateway.ops.direct import ToolNaming
@@ -73,9 +79,11 @@ def register(
     server: MCPServer,
     get_state: Callable[[], GatewayState],
     principal_for: Callable[[object], Awaitable[Principal]],
+    listeners: Listeners,
 ) -> None:
     """Wrap the server's ``tools/list`` and ``tools/call`` so a request's mode picks the tools
-    (after every tool is registered: the wrapped handlers list and call those)."""
+    (after every tool is registered: the wrapped handlers list and call those); ``listeners``
+    hear of the direct tools' list changes."""
     lowlevel = server._lowlevel_server  # the SDK has no public hook for these either
     own_list = lowlevel.get_request_handler("tools/list")
     own_call = lowlevel.get_request_handler("tools/call")
@@ -105,7 +113,7 @@ def register(
         if mode == "code":
             return own
         tools = list(own.tools) if mode == "both" else []
-        listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
+        listeners.listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
         with protocol_errors():
             found = await direct.direct_tools(get_state(), patterns=principal.tool_patterns)
         reserved = {tool.name for tool in tools}

@@ -28,6 +28,7 @@ from services.gateway.mcp import (
 )
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
+from services.gateway.mcp.direct import Listeners
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.missing_capability import refuse_failed_run
@@ -159,12 +160,18 @@ joined are its JSON text: `json.loads` gives the value."""
 
 
 def build_mcp_server(
-    get_state: Callable[[], GatewayState], *, stdio_key: str | None = None
+    get_state: Callable[[], GatewayState],
+    *,
+    stdio_key: str | None = None,
+    listeners: Listeners | None = None,
 ) -> MCPServer:
     """The MCP server with AgentCards' tools, prompts, completions and logging.
 
     Over HTTP each call runs as its request's principal; over stdio as ``stdio_key``'s.
+    ``listeners`` are the app's (shared with the direct surface, which tells them of server
+    changes); without them, the server's own, which nothing tells.
     """
+    listeners = Listeners() if listeners is None else listeners
 
     async def principal_for(request: object) -> Principal:
         with tool_errors():
@@ -304,9 +311,10 @@ def build_mcp_server(
     capabilities.register(server, get_state, principal_of)
     prompts.register(server, get_state, principal_for)
     downstream_resources.register(server, get_state, principal_for)
-    skills.register(server, get_state, principal_for)  # after: it extends the resource handlers
+    # after: it extends the resource handlers
+    skills.register(server, get_state, principal_for, listeners)
     log_messages.register(server)
-    modes.register(server, get_state, principal_for)  # last: it wraps the tools above
+    modes.register(server, get_state, principal_for, listeners)  # last: it wraps the tools above
     return server
 
 

@@ -32,7 +32,8 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.models import InitializationOptions
 
-from services.gateway.mcp import direct, skill_changes
+from services.gateway.mcp import skill_changes
+from services.gateway.mcp.direct import Listeners, subscribe_named, unsubscribe_named
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import skills as ops
 from services.gateway.state import GatewayState
@@ -62,9 +63,11 @@ def register(
     server: MCPServer,
     get_state: Callable[[], GatewayState],
     principal_for: Callable[[object], Awaitable[Principal]],
+    listeners: Listeners,
 ) -> None:
     """Serve the extension's methods and declare it; after ``downstream_resources.register``,
-    whose ``resources/list`` and ``resources/read`` it extends with the skills' files."""
+    whose ``resources/list`` and ``resources/read`` it extends with the skills' files.
+    ``listeners`` hear a subscribed downstream resource's updates."""
     lowlevel = server._lowlevel_server  # as downstream_resources: no public hook for these
     own_list = lowlevel.get_request_handler("resources/list")
     own_read = lowlevel.get_request_handler("resources/read")
@@ -180,7 +183,9 @@ def register(
             await skill_at(ctx, uri)  # NotFound unless the caller has the skill
             skill_changes.subscribe(principal.tenant_id, ctx, uri)
         else:
-            await direct.subscribe_named(get_state(), ctx, principal=principal, seen=uri)
+            await subscribe_named(
+                get_state(), ctx, listeners=listeners, principal=principal, seen=uri
+            )
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -190,7 +195,7 @@ def register(
         if uri.startswith(SCHEME):
             skill_changes.unsubscribe(await tenant_of(ctx), ctx, uri)
         else:
-            direct.unsubscribe_named(ctx, uri)
+            unsubscribe_named(ctx, listeners=listeners, seen=uri)
         return types.EmptyResult()
 
     lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)

@@ -21,7 +21,7 @@ from shared.tools import store as tools_store
 from shared.tools.declarations import with_declarations
 
 router = APIRouter(prefix="/v1", tags=["tools"])
-DIRECT_PATH = "/mcp/servers"  # the direct surface (services/gateway/mcp/direct.py)
+DIRECT_PATH = "/mcp/servers"  # the direct surface (services/gateway/mcp/direct/)
 REMOVED = ServerState.REMOVED.value
 
 

@@ -12,6 +12,7 @@ from mcp import types
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from services.gateway.mcp.direct import Listeners
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.modes import register
 from shared.auth.principal import Principal
@@ -29,7 +30,12 @@ def test_tools_list_with_postgres_down_names_the_outage() -> None:
     def noop() -> str:
         return "ok"
 
-    register(server, get_state=lambda: cast(Any, None), principal_for=postgres_down)
+    register(
+        server,
+        get_state=lambda: cast(Any, None),
+        principal_for=postgres_down,
+        listeners=Listeners(),
+    )
     handler = server._lowlevel_server.get_request_handler("tools/list")
     assert handler is not None
     ctx = cast(Any, type("Ctx", (), {"request": None})())

@@ -1,0 +1,98 @@
+"""A direct call's answer as the tool's own ``CallToolResult``: its value, its failure, or a
+refusal before it ran."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp import types
+from pydantic import ValidationError
+
+from services.gateway.ops import direct as ops
+from shared.errors import AgentCardsError, ErrorType
+from shared.executions.models import ExecutionView
+from shared.executions.status import ExecutionStatus
+
+
+def direct_result(view: ExecutionView, tool: ops.DirectTool) -> types.CallToolResult:
+    """A direct call's execution as the tool's own result: its value as content (and as
+    structured content when the tool declares an output schema); ``isError`` with the
+    server's message (or our ``{type, message}``) when it failed."""
+    if view.status != ExecutionStatus.SUCCEEDED:
+        failure = view.tool_failures[0] if view.tool_failures else None
+        if failure is not None and failure.type == ErrorType.TOOL_ERROR:
+            text = failure.error
+        elif failure is not None:
+            text = json.dumps({"type": failure.type, "message": failure.error}, ensure_ascii=False)
+        elif view.error is not None:
+            text = json.dumps(
+                {"type": view.error.type, "message": view.error.message}, ensure_ascii=False
+            )
+        else:  # the wait ran out: still running
+            text = json.dumps(
+                {"type": "timeout", "message": f"execution {view.id} is {view.status}"}
+            )
+        result = types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], is_error=True
+        )
+    else:
+        result = types.CallToolResult(
+            content=_content(view.result),
+            structured_content=_structured(view.result, tool.output_schema),
+        )
+    # Which execution recorded it (GET /v1/executions/<id>), and whether the cache answered.
+    meta = {"agentcards/execution_id": view.id}
+    if view.cache_hit:
+        meta["agentcards/cache_hit"] = view.cache_hit
+    result.meta = meta
+    return result
+
+
+def refused(exc: Exception) -> types.CallToolResult:
+    """A call refused before it ran (rate limit, sizes, an outage) as a tool error with our body."""
+    if isinstance(exc, AgentCardsError):
+        body = exc.to_dict()
+    else:
+        body = {"type": "validation_error", "message": str(exc)}
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text=json.dumps(body, default=str, ensure_ascii=False))
+        ],
+        is_error=True,
+    )
+
+
+def _content(value: Any) -> list[types.ContentBlock]:
+    if isinstance(value, str):
+        return [types.TextContent(type="text", text=value)]
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and "type" in v for v in value)
+    ):
+        try:  # the server's own blocks (images, resources), as the toolhost passed them on
+            return [
+                types.TextContent.model_validate(v) if v["type"] == "text" else _block(v)
+                for v in value
+            ]
+        except ValidationError:
+            pass
+    return [types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))]
+
+
+def _block(value: dict[str, Any]) -> types.ContentBlock:
+    block: types.ContentBlock = types.CallToolResult.model_validate({"content": [value]}).content[0]
+    return block
+
+
+def _structured(value: Any, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Structured content when the tool declares an output schema: the value, re-wrapped as
+    ``{"result": value}`` for SDK servers whose schema wraps a non-object (the toolhost unwrapped it)."""
+    if schema is None:
+        return None
+    properties = schema.get("properties")
+    wrapped = isinstance(value, dict) and set(value) == {"result"}
+    if isinstance(properties, dict) and set(properties) == {"result"} and not wrapped:
+        return {"result": value}
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,90 @@
+"""Tools on a direct endpoint: ``tools/list`` (each tool as its server lists it, narrowed to
+the key's allow-list) and ``tools/call``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from pydantic import ValidationError
+
+from services.gateway.mcp.direct.calls import call_direct
+from services.gateway.mcp.direct.endpoint import Endpoint
+from services.gateway.mcp.direct.naming import naming_of
+from services.gateway.mcp.errors import protocol_errors
+from services.gateway.ops import direct as ops
+
+log = logging.getLogger(__name__)
+
+
+async def list_tools(
+    endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    """The endpoint's tools the caller may call (the aggregate: every server's, named as the
+    request asks)."""
+    patterns = (await endpoint.principal(ctx)).tool_patterns
+    endpoint.listen(ctx)
+    with protocol_errors():
+        tools = await ops.direct_tools(
+            endpoint.get_state(), patterns=patterns, server=endpoint.name
+        )
+        if endpoint.name is None:
+            return types.ListToolsResult(
+                tools=aggregate_tools(tools, naming=naming_of(ctx.request))
+            )
+    return types.ListToolsResult(tools=[listed_tool(tool, tool.name) for tool in tools])
+
+
+async def call_tool(
+    endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    """A call of one of the endpoint's tools, by the name it was listed under."""
+    principal = await endpoint.principal(ctx)
+    endpoint.listen(ctx)
+    with protocol_errors():
+        naming = naming_of(ctx.request) if endpoint.name is None else "prefixed"
+    return await call_direct(
+        endpoint.get_state(),
+        ctx,
+        principal=principal,
+        server=endpoint.name,
+        params=params,
+        naming=naming,
+    )
+
+
+def aggregate_tools(
+    tools: Sequence[ops.DirectTool],
+    *,
+    naming: ops.ToolNaming,
+    reserved: Collection[str] = (),
+) -> list[types.Tool]:
+    """``tools`` as an aggregate view lists them (``/mcp/servers``, ``/mcp`` in direct or both
+    mode), named by ``direct.listed_names``, in the order given."""
+    names = ops.listed_names(tools, naming=naming, reserved=reserved)
+    return [listed_tool(tool, names[tool.id], aggregate=True) for tool in tools]
+
+
+def listed_tool(tool: ops.DirectTool, name: str, *, aggregate: bool = False) -> types.Tool:
+    """A tool as its server lists it, under ``name`` (on an aggregate view, with its id)."""
+    data: dict[str, Any] = {
+        "name": name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+    if tool.output_schema is not None:
+        data["outputSchema"] = tool.output_schema
+    if tool.annotations:
+        data["annotations"] = tool.annotations
+    if aggregate:
+        data["_meta"] = {"agentcards/tool": tool.id}
+    try:
+        return types.Tool.model_validate(data)
+    except ValidationError:  # a schema the SDK will not carry: list the tool without extras
+        log.warning("tool %s listed without its output schema or annotations", tool.id)
+        return types.Tool.model_validate(
+            {k: data[k] for k in ("name", "description", "inputSchema")}
+        )
