@@ -4,7 +4,7 @@ A direct call (``ops/direct.py``) is an execution of one tool, recorded as one, 
 here: admitted like any submission (``admission.admit_direct``: sizes, the key's rate limits,
 the result cache), granted its one tool (the grant record the toolhost checks, as for a
 sandbox run), its arguments' tokens given their values and its result tokenised
-(``shared.privacy.outcome``, as the sandbox's privacy stage does), the tool called over
+(``shared.sandbox.privacy``, as the sandbox's privacy stage does), the tool called over
 the RPC channel (``state.rpc``) with the sandbox bridge's checks of arguments and result
 (``shared.sandbox.bridge``), the servers it may have written invalidated in the result
 cache before it is answered and its result cached after (``shared.cache.runs``), its end
@@ -43,9 +43,9 @@ from shared.executions.announce import queue_finished
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
-from shared.privacy import outcome as private
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_session_key, grant_key
+from shared.sandbox import privacy as private
 from shared.sandbox.bridge import argument_refusal, served
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome

@@ -16,9 +16,9 @@ import logging
 from typing import Any
 
 from shared.auth.grants import Grant
-from shared.privacy import outcome as private
 from shared.privacy.detect import Kind
 from shared.privacy.tokens import Tokenizer, tokens_in
+from shared.sandbox import privacy as private
 from shared.sandbox.tools import ToolBackend, ToolResult
 from workers.sandbox import clients
 from workers.sandbox.pipeline.context import RunContext
@@ -35,7 +35,7 @@ def enabled(ctx: RunContext) -> bool:
 
 
 def tokenizes(stack_pii: str, grant: Grant | None) -> bool:
-    """The decision (``shared.privacy.outcome.tokenizes``) for a run's grant: only a grant
+    """The decision (``shared.sandbox.privacy.tokenizes``) for a run's grant: only a grant
     that says ``off`` opts out."""
     return private.tokenizes(stack_pii, key_pii_off=grant is not None and grant.pii_off)
 
