@@ -353,7 +353,7 @@ def _record(
     _store(state, call, row, outcome)
     if status == outcome.status:
         _remember(state, call, row, cache_runs.Finished.of(outcome, status))
-    _release(state, call.admission)
+    _release(state, call.admission, ended=True)
     return row
 
 
@@ -407,11 +407,15 @@ def _remember(
         log.exception("direct call %s: result not cached", call.execution_id)
 
 
-def _release(state: GatewayState, admission: DirectAdmission) -> None:
-    """Give the key's concurrency slot back (the call is over)."""
+def _release(state: GatewayState, admission: DirectAdmission, *, ended: bool = False) -> None:
+    """Give the key's rate-limit slot back: the in-flight one of a call that ``ended`` (its
+    start still counts in the minute), both of a call that never started."""
     if admission.slot is None:
         return
     try:
-        limits.release(state.redis, reservation=admission.slot)
+        if ended:
+            limits.end(state.redis, reservation=admission.slot)
+        else:
+            limits.release(state.redis, reservation=admission.slot)
     except RedisError as exc:  # the slot lapses by itself after the call's timeout
         log.warning("could not give back a rate-limit slot: %s", exc)
