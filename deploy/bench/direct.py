@@ -79,7 +79,7 @@ def run(n: int = 300, seconds: float = 5.0) -> dict[str, Any]:
                     headers=headers,
                     n=n,
                     seconds=seconds,
-                )  # fmt: skip
+                )
             )
             result["privacy"] = handle.settings.pii
     result.update({"n": n, "server": TIME_SERVER, "proxy": FASTMCP, "tool": TOOL})
