@@ -2,7 +2,7 @@
 with no gateway and behind the FastMCP proxy, in one run.
 
 One stdio server for everyone: PyPI ``mcp-server-time`` (``get_current_time``, whose results
-the gateway never caches: the tool is not read-only), pinned and installed with the pinned
+the gateway is told never to cache), pinned and installed with the pinned
 FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
 ``~/.cache/agentcards``. Every client is the official MCP Python SDK's, over streamable HTTP
 (over stdio for the floor). Measured:
@@ -13,8 +13,9 @@ FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
   ``/mcp/servers`` and ``/mcp`` in direct mode, with an API key and the privacy layer on
   (the defaults: tokenise).
 - ``concurrent``: ``SESSIONS`` sessions calling at once for ``seconds``: calls per second.
-- ``long_call``: one session calls ``pause`` (``deploy/bench/pause_server.py``) for
-  ``LONG_CALL_S`` while the others keep calling ``get_current_time``: their latency then.
+- ``long_call``: on ``/mcp/servers``, one session calls ``pause``
+  (``deploy/bench/pause_server.py``) for ``LONG_CALL_S`` while the others keep calling
+  ``get_current_time``: their latency then.
 
 The machine may be noisy: read medians and the ratios of one run.
 """
@@ -61,9 +62,12 @@ def run(n: int = 300, seconds: float = 5.0) -> dict[str, Any]:
     over ``seconds``, and the other sessions' latency during a long call."""
     python = venv_python()
     with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
-        config = _write_config(Path(tmp) / "mcp.json", python)
+        # The proxy serves the time server alone: FastMCP proxies one server over a kept
+        # session, and several by a new session (a new server process) per call.
+        config = _write_config(Path(tmp) / "mcp.json", python, only_time=True)
+        ours = _write_config(Path(tmp) / "agentcards.json", python, agentcards=True)
         with (
-            temporary_stack(mcp_config=config, sandbox_workers=1) as handle,
+            temporary_stack(mcp_config=ours, sandbox_workers=1) as handle,
             fastmcp_proxy(config) as proxy_url,
         ):
             database_url = handle.settings.database_url or ""
@@ -101,9 +105,8 @@ async def _measure(
             ),
             "mcp_direct": await stack.enter_async_context(_http_session(f"{gateway}/mcp", headers)),
         }
-        names = {"servers": f"time.{TOOL}", "mcp_direct": f"time.{TOOL}"}
         calls: dict[str, Call] = {
-            path: _caller(session, names.get(path, TOOL), ARGS, checked=path not in {"floor", "fastmcp"})
+            path: _caller(session, await _name(session, TOOL), ARGS, checked=path not in {"floor", "fastmcp"})
             for path, session in sessions.items()
         }  # fmt: skip
         samples: dict[str, list[float]] = {path: [] for path in calls}
@@ -123,12 +126,7 @@ async def _measure(
             lambda: _http_session(f"{gateway}/mcp/servers/time", headers), TOOL, seconds
         ),
     }
-    long_call = {
-        "fastmcp": await _during_long_call(lambda: _http_session(proxy, {}), "pause"),
-        "servers": await _during_long_call(
-            lambda: _http_session(f"{gateway}/mcp/servers", headers), "pause.pause", "time."
-        ),
-    }
+    long_call = await _during_long_call(lambda: _http_session(f"{gateway}/mcp/servers", headers))
     return {
         "sequential_ms": sequential,
         "ratios": {
@@ -151,8 +149,19 @@ async def _measure(
                 concurrent["servers_time"] / concurrent["fastmcp"], 2
             ),
         },
-        "long_call": {"seconds": LONG_CALL_S, **long_call},
+        "long_call": {"seconds": LONG_CALL_S, "path": "servers", **long_call},
     }
+
+
+async def _name(session: ClientSession, tool: str) -> str:
+    """``tool``'s name where ``session`` lists it: its own, or with its server's name before
+    it (``time.get_current_time`` on the gateway's aggregate, ``time_get_current_time`` on
+    FastMCP's proxy of several servers)."""
+    listed = [t.name for t in (await session.list_tools()).tools]
+    for name in listed:
+        if name == tool or name.endswith((f".{tool}", f"_{tool}")):
+            return name
+    raise RuntimeError(f"no tool {tool} among {listed}")
 
 
 def _caller(session: ClientSession, name: str, args: dict[str, Any], *, checked: bool) -> Call:
@@ -172,12 +181,13 @@ def _caller(session: ClientSession, name: str, args: dict[str, Any], *, checked:
 
 async def _throughput(
     open_session: Callable[[], contextlib.AbstractAsyncContextManager[ClientSession]],
-    name: str,
+    tool: str,
     seconds: float,
 ) -> float:
     """Calls per second of ``SESSIONS`` sessions calling ``name`` back to back for ``seconds``."""
     async with contextlib.AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(open_session()) for _ in range(SESSIONS)]
+        name = await _name(sessions[0], tool)
         for session in sessions:  # warm
             await _caller(session, name, ARGS, checked=False)()
         done = 0
@@ -197,18 +207,17 @@ async def _throughput(
 
 async def _during_long_call(
     open_session: Callable[[], contextlib.AbstractAsyncContextManager[ClientSession]],
-    pause: str,
-    prefix: str = "",
 ) -> dict[str, Any]:
     """The latency of the other sessions' calls while one session's ``pause`` call runs."""
     async with contextlib.AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(open_session()) for _ in range(SESSIONS)]
+        pause, name = await _name(sessions[0], "pause"), await _name(sessions[0], TOOL)
         samples: list[float] = []
         long_call = asyncio.ensure_future(sessions[0].call_tool(pause, {"seconds": LONG_CALL_S}))
         started = time.monotonic()
 
         async def loop(session: ClientSession) -> None:
-            call = _caller(session, prefix + TOOL, ARGS, checked=False)
+            call = _caller(session, name, ARGS, checked=False)
             while not long_call.done():
                 began = time.perf_counter()
                 await call()
@@ -249,17 +258,26 @@ def _time_args() -> list[str]:
     return ["-m", "mcp_server_time", "--local-timezone", "UTC"]
 
 
-def _write_config(path: Path, python: Path) -> Path:
-    """One ``mcpServers`` file for the gateway and the proxy alike: the time server (from the
-    bench's venv) and the pause server (from this checkout)."""
+def _write_config(
+    path: Path, python: Path, *, agentcards: bool = False, only_time: bool = False
+) -> Path:
+    """An ``mcpServers`` file: the time server (from the bench's venv) and, unless
+    ``only_time``, the pause server (from this checkout); for the gateway (``agentcards``),
+    the time server's results are never cached (its tool is read-only: a repeated call
+    would be a cache hit)."""
+    time_server: dict[str, Any] = {"command": str(python), "args": _time_args()}
+    if agentcards:
+        time_server["agentcards"] = {"cache": {"ttl_s": 0}}
     servers = {
-        "time": {"command": str(python), "args": _time_args()},
+        "time": time_server,
         "pause": {
             "command": sys.executable,
             "args": ["-m", "deploy.bench.pause_server"],
             "cwd": str(ROOT),
         },
     }
+    if only_time:
+        del servers["pause"]
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
 
