@@ -42,7 +42,7 @@ BLOCK_MS = 1000
 # An entry pending this long was read by a drainer that died (a live one writes a batch in
 # milliseconds, or keeps retrying its own): another drainer takes it over.
 CLAIM_IDLE_S = 5.0
-# How often a drainer looks for such entries.
+# How often a drainer looks for such entries (at most: never less often than they may idle).
 CLAIM_EVERY_S = 2.0
 
 
@@ -63,9 +63,11 @@ class Drainer:
         self._learn = learn
         self._consumer = consumer
         self._claim_idle_ms = int(claim_idle_s * 1000)
+        self._claim_every_s = min(CLAIM_EVERY_S, claim_idle_s)
         self._own_pending = True  # at start, and after a failed write: ours first
         self._next_claim = 0.0
         self._stop = threading.Event()
+        self._grouped = False
         self.written = 0
 
     def stop(self) -> None:
@@ -81,7 +83,6 @@ class Drainer:
                 failures = 0
             except (redis.RedisError, psycopg.Error) as exc:
                 failures += 1
-                self._own_pending = True
                 delay = min(5.0, 0.1 * 2**failures)
                 log.warning("direct records: %s; again in %.1f s", exc, delay)
                 self._stop.wait(delay)
@@ -89,10 +90,20 @@ class Drainer:
     def drain(self, *, block_ms: int | None = None) -> int:
         """Write one batch (this consumer's pending entries, then others' idle ones, then new
         ones, blocking up to ``block_ms`` for them); how many entries it held."""
-        self._ensure_group()
-        entries = self._pending() or self._claimed() or self._new(block_ms)
+        if not self._grouped:
+            self._ensure_group()
+        try:
+            entries = self._pending() or self._claimed() or self._new(block_ms)
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):  # a Redis that lost the group (and its stream)
+                self._grouped = False
+            raise
         if entries:
-            self._write(entries)
+            try:
+                self._write(entries)
+            except BaseException:
+                self._own_pending = True  # read, not written: they come first next time
+                raise
         return len(entries)
 
     def _ensure_group(self) -> None:
@@ -103,6 +114,7 @@ class Drainer:
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+        self._grouped = True
 
     def _pending(self) -> list[Entry]:
         if not self._own_pending:
@@ -116,7 +128,7 @@ class Drainer:
         now = time.monotonic()
         if now < self._next_claim:
             return []
-        self._next_claim = now + CLAIM_EVERY_S
+        self._next_claim = now + self._claim_every_s
         reply: Any = self._client.xautoclaim(
             DIRECT_RECORDS_STREAM,
             DIRECT_RECORDS_GROUP,

@@ -27,11 +27,12 @@ from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
+from shared.db import DictConnection, autocommit
 from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.server_states import ServerState
 from shared.tools.servers import server_info
-from shared.tools.store import list_tools
+from shared.tools.store import configured, run_tools_at, tools_version
 
 # MCP's tool-name rule (2025-11-25): 1-128 of [A-Za-z0-9_.-]. Server names never hold a dot
 # (shared/tool_ids.py), so ``<server>.<tool>`` splits at its first dot, whatever the tool is.
@@ -143,7 +144,7 @@ async def direct_tools(
 ) -> list[DirectTool]:
     """The tools a caller may call directly: available, of ``server`` (None: every server),
     allowed by ``patterns``, its key's allow-list (a tool it may not call is not listed)."""
-    rows = await in_pool(state, lambda conn: list_tools(conn))
+    rows = await in_pool(state, _tool_rows)
     allows = (lambda _id: True) if patterns is None else cached_patterns(patterns).allows
     return [
         DirectTool(
@@ -159,6 +160,13 @@ async def direct_tools(
         for row in rows
         if row["available"] and (server is None or row["server"] == server) and allows(row["id"])
     ]
+
+
+def _tool_rows(conn: DictConnection) -> list[dict[str, Any]]:
+    """``list_tools``' rows, read once per version of the tools (``run_tools_at``: a call
+    reads the version, not every tool's schema)."""
+    with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+        return configured(run_tools_at(conn, version=tools_version(conn)))
 
 
 async def find_tool(
