@@ -36,7 +36,7 @@ from services.gateway.ops import direct, direct_call
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.direct import DirectTool
 from services.gateway.ops.enqueue import enqueue_admitted
-from services.gateway.ops.execution_events import EventFollower
+from services.gateway.ops.execution_events import EventFollower, read_events
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
@@ -75,6 +75,9 @@ RENEW_EVERY_S = 1.5
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
+# A direct call that ends within this long has its events read after its end, in one
+# round trip; a longer one's are followed live (a subscription) from then on.
+QUIET_CALL_S = 0.05
 # The _meta key naming where a relayed request came from (see ``origin``).
 ORIGIN = "agentcards/origin"
 
@@ -251,8 +254,16 @@ async def _follow_flight(
     execution_id: str,
 ) -> dict[str, Any]:
     """The direct call's row once it ends, its server's log lines and progress passed on
-    meanwhile (and those published before its reply). Cancelling this leaves the call running."""
+    (cancelling this leaves the call running). A call that ends within ``QUIET_CALL_S``
+    has its events read once from its log after its end (the toolhost publishes them before
+    it replies); a longer one is followed live from then on."""
     on_event = _forwarder(ctx, log_events=False)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(flight), timeout=QUIET_CALL_S)
+    if flight.done():
+        for logged in await read_events(state, execution_id=execution_id):
+            await on_event(logged)
+        return flight.result()
     async with EventFollower(state, execution_id=execution_id) as events:
         while not flight.done():
             heard = asyncio.ensure_future(events.next(timeout_s=_POLL_S))

@@ -217,6 +217,8 @@ class DirectAdmission:
     slot: limits.Reservation | None
     hit: Row | None
     cache: RunCache | None  # a call that runs: its scope's policies and generations before it
+    # a call that runs: its cache lookup's counters, sent with its record (one round trip)
+    counters: redis.client.Pipeline | None = None
 
 
 @traced("admission")
@@ -226,7 +228,8 @@ def admit_direct(
     """``admit`` for a direct call (its one tool known and allowed: ``direct.find_tool``):
     checked, a rate-limit slot taken, then answered from the result cache (a recorded,
     audited, succeeded row, as ``admit`` records it) or not; a call that runs writes nothing
-    here: it records itself when it ends (``ops/direct.py``). Blocking."""
+    here: it records itself when it ends (``ops/direct_call.py``), and sends the lookup's
+    counters then. Blocking."""
     timeout_s = validate_request(state, request)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     counters = state.redis.pipeline(transaction=False)
@@ -243,17 +246,19 @@ def admit_direct(
             limits.release(state.redis, reservation=slot)
         _send(counters)
         raise
-    if hit is not None:
-        if slot is not None:  # a hit is a (finished) execution: it holds the slot like one
-            _settle(state, slot=slot, execution_id=str(hit["id"]))
-        bus.queue(
-            counters,
-            tenant_id=principal.tenant_id,
-            type=bus.EventType.EXECUTION_FINISHED,
-            data=bus.execution_finished(hit),
-        )
+    if hit is None:
+        return DirectAdmission(timeout_s=timeout_s, slot=slot, hit=None, cache=cache,
+                               counters=counters)  # fmt: skip
+    if slot is not None:  # a hit is a (finished) execution: it holds the slot like one
+        _settle(state, slot=slot, execution_id=str(hit["id"]))
+    bus.queue(
+        counters,
+        tenant_id=principal.tenant_id,
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished(hit),
+    )
     _send(counters)
-    return DirectAdmission(timeout_s=timeout_s, slot=None if hit else slot, hit=hit, cache=cache)
+    return DirectAdmission(timeout_s=timeout_s, slot=None, hit=hit, cache=cache)
 
 
 def _syntax_error(language: str, code: str) -> dict[str, Any] | None:

@@ -360,7 +360,8 @@ def _record(
 def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOutcome) -> None:
     """The record appended to the stream, with the end's announce and the grant's removal,
     on one round trip; if Redis refuses the record, it is written to Postgres now."""
-    pipe = state.redis.pipeline(transaction=False)
+    pipe = call.admission.counters or state.redis.pipeline(transaction=False)
+    first = len(pipe)  # after the admission's counters
     queue_record(pipe, row, key_id=call.principal.key_id)
     queue_finished(
         state.redis,
@@ -373,7 +374,7 @@ def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOu
     )
     pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
     try:
-        replies = pipe.execute(raise_on_error=False)
+        replies = pipe.execute(raise_on_error=False)[first:]
     except RedisError as exc:
         replies = [exc]
     if isinstance(replies[0], Exception):
