@@ -1,7 +1,7 @@
-"""``execute_code`` and ``execute_capability`` over MCP pass the protocol through: tool progress,
-sampling and elicitation.
+"""``execute_code``, ``execute_capability`` and direct calls over MCP pass the protocol through:
+tool progress, sampling and elicitation.
 
-While an MCP client waits on either tool, this relays what the downstream servers
+While an MCP client waits on one of them (a direct call: ``call_direct_passing_through``), this relays what the downstream servers
 send during the execution's tool calls: their ``notifications/progress`` (as progress on
 the client's own token, the message naming the tool and its trace call id) and their
 ``sampling/createMessage`` / ``elicitation/create`` requests, when the client declared the
