@@ -217,6 +217,7 @@ async def call_direct_passing_through(
     run (``run_passing_through``). Refused before it ran: AgentCardsError. The client
     cancelling it ends the call, recorded `cancelled`."""
     start: Callable[[], asyncio.Task[dict[str, Any]]]
+    relayed = client_capabilities(ctx)
     if pending is not None:
         await input_required.deliver(state, pending, ctx.input_responses)
         execution_id = pending.execution_id
@@ -226,13 +227,16 @@ async def call_direct_passing_through(
         start = lambda: running  # noqa: E731
     else:
         call = await direct.admit_call(
-            state, tool=tool, arguments=arguments, principal=principal, session_id=session_id
-        )
+            state, tool=tool, arguments=arguments, principal=principal, session_id=session_id,
+            relay=(relayed, LEASE_S),
+        )  # fmt: skip
         if call.hit is not None:
             return call.hit
         execution_id = call.execution_id
         start = lambda: direct_call.start(state, call)  # noqa: E731
-    async with relay_client_requests(state, ctx, execution_id=execution_id) as relay:
+    async with relay_client_requests(
+        state, ctx, execution_id=execution_id, advertised=pending is None, withdraw=False
+    ) as relay:
         flight = start()  # the relay is advertised before the tool can ask
         following = _follow_flight(state, ctx, flight, execution_id=execution_id)
         try:
@@ -419,17 +423,25 @@ class Relay:
 
 @contextlib.asynccontextmanager
 async def relay_client_requests(
-    state: GatewayState, ctx: Context, *, execution_id: str
+    state: GatewayState,
+    ctx: Context,
+    *,
+    execution_id: str,
+    advertised: bool = False,
+    withdraw: bool = True,
 ) -> AsyncIterator[Relay]:
     """While the block runs, answer the execution's sampling/elicitation requests through
-    ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``)."""
+    ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``). A direct call
+    advertises the relay with its admission (``advertised``) and withdraws it when it ends
+    (not ``withdraw``): ``ops/direct_call.py``."""
     capabilities = client_capabilities(ctx)
     relay = Relay(stateless=input_required.applies(ctx.protocol_version))
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
     try:
-        await upstream.advertise(
-            state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
-        )
+        if not advertised:
+            await upstream.advertise(
+                state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+            )
     except RedisError as exc:  # not fatal: the enqueue that follows fails (and rejects the
         # row) if Redis is down, and the renewal below retries if it was a blip
         log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
@@ -446,7 +458,8 @@ async def relay_client_requests(
                 await task
         with contextlib.suppress(RedisError):
             if relay.hold_until is None:
-                await upstream.withdraw(state.aredis, execution_id=execution_id)
+                if withdraw:
+                    await upstream.withdraw(state.aredis, execution_id=execution_id)
             else:  # until the client's retry renews it (or the waiting tools give up)
                 await upstream.advertise(
                     state.aredis,

@@ -215,10 +215,12 @@ async def admit_call(
     arguments: dict[str, Any],
     principal: Principal,
     session_id: str | None,
+    relay: tuple[list[str], float] | None = None,
 ) -> DirectCall:
     """Admit one direct call as an execution of ``tool`` alone (checked, perhaps a cache hit);
     ``direct_call.run`` then runs it without a sandbox and records it. ``session_id`` (the
-    MCP session) ties consecutive calls into a sequence for the tool graph."""
+    MCP session) ties consecutive calls into a sequence for the tool graph; ``relay``: the
+    capabilities its client relays and their lease, advertised with the admission."""
     request = ExecutionRequest(
         code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
     )
@@ -231,4 +233,5 @@ async def admit_call(
         input_schema=tool.input_schema,
         principal=principal,
         session_id=session_id,
+        relay=relay,
     )

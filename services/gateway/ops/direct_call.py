@@ -45,6 +45,7 @@ from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_session_key, grant_key
+from shared.rpc import upstream
 from shared.sandbox import privacy as private
 from shared.sandbox.bridge import argument_refusal, served
 from shared.sandbox.limits import SandboxLimits
@@ -95,9 +96,12 @@ async def admit(
     input_schema: dict[str, Any] | None,
     principal: Principal,
     session_id: str | None,
+    relay: tuple[list[str], float] | None = None,
 ) -> DirectCall:
     """Admit a direct call of ``tool_id`` (checked, perhaps a cache hit), then in one round
-    trip: its grant, its MCP session's last tool (``extras.direct.after``), its count."""
+    trip: its grant, its MCP session's last tool (``extras.direct.after``), its count, and
+    (``relay``: capabilities, lease) the relay of its server's requests to its client,
+    withdrawn when the call ends."""
     admission = await to_thread.run_sync(
         lambda: admit_direct(state, request=request, principal=principal)
     )
@@ -113,6 +117,10 @@ async def admit(
     )
     if session is not None:
         pipe.set(session, tool_id, ex=SESSION_TTL_S, get=True)
+    if relay is not None and hit is None:  # no call, no server request to relay
+        upstream.queue_advertise(
+            pipe, execution_id=execution_id, capabilities=relay[0], ttl_s=relay[1]
+        )
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
     try:
@@ -373,6 +381,7 @@ def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOu
         stored_row=row,
     )
     pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
+    upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
     try:
         replies = pipe.execute(raise_on_error=False)[first:]
     except RedisError as exc:
