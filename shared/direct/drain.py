@@ -37,6 +37,8 @@ Entry = tuple[bytes, dict[bytes, bytes]]
 
 # Entries read per batch: one transaction each.
 BATCH = 200
+# After the first new entries, how long a drainer waits for more to write them together.
+LINGER_S = 0.05
 # How long one read blocks for new entries (the stop flag is checked between reads).
 BLOCK_MS = 1000
 # An entry pending this long was read by a drainer that died (a live one writes a batch in
@@ -143,7 +145,13 @@ class Drainer:
         return claimed
 
     def _new(self, block_ms: int | None) -> list[Entry]:
-        return self._read(">", block_ms)
+        entries = self._read(">", block_ms)
+        if entries and len(entries) < BATCH and block_ms is not None:
+            # A few more calls are usually on their way: one batch (one transaction, one
+            # acknowledgement) for them costs less than one each, on the gateway's CPU.
+            self._stop.wait(LINGER_S)
+            entries += self._read(">", None)
+        return entries
 
     def _read(self, start: str, block_ms: int | None) -> list[Entry]:
         reply: Any = self._client.xreadgroup(

@@ -150,23 +150,34 @@ def decode_record(fields: dict[bytes, bytes]) -> Row:
 
 
 def write_records(conn: psycopg.Connection[Row], records: Sequence[Row]) -> list[str]:
-    """Write each record's execution and audit row (one transaction, committed); the ids
-    written now (a record already written is skipped)."""
+    """Write each record's execution and audit row, committed; the ids written now (a record
+    already written is skipped). One transaction for them all; if one holds a value Postgres
+    cannot take, each is written alone and that one is stored failed."""
+    try:
+        with conn.transaction():
+            return [id_ for record in records if (id_ := _write(conn, record))]
+    except (psycopg.DataError, ValueError):
+        pass
     written: list[str] = []
     for record in records:
         try:
             with conn.transaction():
-                found = conn.execute(WRITE_SQL, _params(record)).fetchone()
+                found = _write(conn, record)
         except (psycopg.DataError, ValueError) as exc:  # a value Postgres cannot hold
             log.warning(
                 "direct call %s: result not storable (%s); stored failed", record["id"], exc
             )
             with conn.transaction():
-                found = conn.execute(WRITE_SQL, _params(_unstorable(record, exc))).fetchone()
-        if found is not None:
-            written.append(str(found["execution_id"]))
-    conn.commit()
+                found = _write(conn, _unstorable(record, exc))
+        if found:
+            written.append(found)
     return written
+
+
+def _write(conn: psycopg.Connection[Row], record: Row) -> str | None:
+    """The record's rows; its id when they are new."""
+    found = conn.execute(WRITE_SQL, _params(record)).fetchone()
+    return None if found is None else str(found["execution_id"])
 
 
 def _params(record: Row) -> dict[str, Any]:
