@@ -19,6 +19,7 @@ one for the grant and the session's last tool, the RPC, one for the record and a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -168,10 +169,14 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
         "execution.run", attributes={EXECUTION_ID: call.execution_id, "agentcards.direct": True}
     ) as span:
         try:
-            args, unresolved = await _real_arguments(state, call)
             recorder.tool_start(CALL_ID, call.tool_id, None)
             called = True
-            err, value = await _call_tool(state, call, args)
+            try:
+                args, unresolved = await _real_arguments(state, call)
+                err, value = await _call_tool(state, call, args)
+            except Exception as exc:  # a broken backend fails the call, as in the bridge
+                log.exception("direct call %s: tool backend failed", call.execution_id)
+                err = error_dict(ErrorType.TOOL_ERROR, f"backend failure: {type(exc).__name__}")
             recorder.tool_end(CALL_ID, err)
             outcome = _outcome(call, err, value, recorder, started)
         except asyncio.CancelledError:
@@ -322,10 +327,24 @@ def _record(
     written, then its record and announce on one round trip, then its result cached and its
     slot given back. A record Redis would not take is written to Postgres at once."""
     if tok is not None and tok.produced:  # a token handed out always resolves
-        with state.pool.connection() as conn:
-            private.store_token_record(
-                conn, settings=state.settings, tenant_id=call.principal.tenant_id, tok=tok
+        try:
+            with state.pool.connection() as conn:
+                private.store_token_record(
+                    conn, settings=state.settings, tenant_id=call.principal.tenant_id, tok=tok
+                )
+        except Exception as exc:  # no token without its value kept: nothing leaves, failed
+            log.exception("direct call %s: tokens not stored", call.execution_id)
+            outcome = dataclasses.replace(
+                outcome,
+                status=ExecutionStatus.FAILED,
+                result=None,
+                error=error_dict(
+                    ErrorType.INTERNAL_ERROR,
+                    f"the call's tokens could not be stored ({type(exc).__name__}); "
+                    "tool calls it made are not undone",
+                ),
             )
+            pii = None
     finished = cache_runs.Finished.of(outcome, str(outcome.status))
     cache = call.admission.cache
     assert cache is not None  # a call that runs read it at admission
