@@ -41,7 +41,6 @@ from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
-from shared.executions.carried import carried_row
 from shared.executions.events import TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
@@ -290,10 +289,7 @@ async def _follow_flight(
 async def _ended_direct(
     state: GatewayState, *, execution_id: str, principal: Principal
 ) -> dict[str, Any]:
-    """A direct call that is not running here: its row as its end carried it, else as stored."""
-    row = await carried_row(state.aredis, execution_id)
-    if row is not None and row["tenant_id"] == principal.tenant_id:
-        return row
+    """A direct call that is not running here: its row as stored, or as its end carried it."""
     return await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
 
 
