@@ -84,6 +84,11 @@ DPOP_JTI_PREFIX = KEY_PREFIX + "dpop:jti:"  # + sha256(jkt:jti); a DPoP proof se
 # each keyed by the sha256 of its random cookie value (the cookie alone can find it).
 SESSION_PREFIX = KEY_PREFIX + "session:"  # + sha256(cookie); JSON of the user's claims
 SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier, nonce
+# Stream of answered direct calls' records (executions row, audit row, learning), appended
+# before each answer goes out and written to Postgres by the gateways' drainers
+# (shared/direct/drain.py), which read it as one consumer group.
+DIRECT_RECORDS_STREAM = KEY_PREFIX + "direct:records"
+DIRECT_RECORDS_GROUP = "recorders"
 
 
 def events_channel(execution_id: str) -> str:

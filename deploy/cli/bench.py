@@ -53,6 +53,17 @@ def input_required(n: int = typer.Option(100, help="eliciting runs of each kind"
     _run("input_required", n=n)
 
 
+@bench_app.command("direct")
+def direct(
+    n: int = typer.Option(300, help="sequential calls per path"),
+    seconds: float = typer.Option(5.0, help="how long the concurrent sessions call"),
+) -> None:
+    """A direct tools/call through /mcp/servers/<name> (and /mcp/servers, /mcp in direct mode)
+    beside the server over stdio alone and the FastMCP proxy (pinned, installed by the bench):
+    sequential latency, 8 sessions' throughput, other sessions during a 5-second call."""
+    _run("direct", n=n, seconds=seconds)
+
+
 @bench_app.command("tracing")
 def tracing(n: int = typer.Option(200, help="executions per side")) -> None:
     """`bench e2e`'s execution with tracing off and on (OTLP to a local receiver), alternating."""

@@ -21,6 +21,7 @@ from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.headers import TrimmedHeaderValues
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.oauth import ResourceServer
+from services.gateway.ops.direct_records import start_drainer
 from services.gateway.ops.tool_search import warm_up
 from services.gateway.outage import OutageGuard
 from services.gateway.rest import (
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         holder["state"] = state
         app.state.gateway = state
         threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
+        drainer = start_drainer(state)  # direct calls' records, to Postgres
         try:
             async with mcp.session_manager.run(), anyio.create_task_group() as group:
                 await direct.serve(group)
@@ -79,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
                 group.cancel_scope.cancel()
         finally:
+            drainer.stop()
             await state.close()
 
     app = FastAPI(

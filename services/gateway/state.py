@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -46,11 +48,13 @@ class GatewayState:
     aredis: aioredis.Redis
     celery: Celery
     probe: DependencyProbe
-    rpc: RpcClient  # resources requests to the toolhosts
+    rpc: RpcClient  # direct tool calls and resources requests to the toolhosts
     # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
     auth: PrincipalCache = field(default_factory=PrincipalCache)
     # The one pub/sub connection every waiting request follows its execution through.
     event_hub: PubSubHub = field(init=False)
+    # The direct calls running in this process, by execution id (ops/direct_call.py).
+    direct_flights: dict[str, asyncio.Task[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.event_hub = PubSubHub(self.aredis)
@@ -87,7 +91,7 @@ class GatewayState:
             ),
             celery=celery,
             probe=probe,
-            rpc=RpcClient(redis_url, max_connections=16),
+            rpc=RpcClient(redis_url),
         )
 
     async def close(self) -> None:

@@ -174,6 +174,8 @@ class ServerConnection:
                     result = await self._call_modern(session, tool, args, context, on_progress)
                 else:
                     result = await session.call_tool(tool, args, progress_callback=on_progress)
+            if context is not None and self._upstream is not None:
+                await self._upstream.published(context)
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
                 self._dead.set()

@@ -129,16 +129,49 @@ class Upstream:
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=None)
         self._sync = redis.Redis.from_url(redis_url, socket_timeout=10)
         self._request_timeout_s = request_timeout_s
+        # Each execution's log and progress publications under way (``published``).
+        self._publishing: dict[str, set[asyncio.Task[Any]]] = {}
 
     async def aclose(self) -> None:
         """Close both Redis clients."""
         await self._redis.aclose()
         self._sync.close()
 
+    @contextmanager
+    def _publication(self, execution_id: str) -> Iterator[None]:
+        """The block publishes an event of ``execution_id``: ``published`` waits for it."""
+        task = asyncio.current_task()
+        if task is None:
+            yield
+            return
+        tasks = self._publishing.setdefault(execution_id, set())
+        tasks.add(task)
+        try:
+            yield
+        finally:
+            tasks.discard(task)
+            if not tasks:
+                self._publishing.pop(execution_id, None)
+
+    async def published(self, context: CallContext, *, timeout_s: float = 1.0) -> None:
+        """Wait (bounded) until the log and progress events the server sent during the call
+        are published: its reply then never overtakes them (a direct call's caller reads
+        the events it missed once the reply is in)."""
+        await asyncio.sleep(0)  # a notification handler the reply overtook starts first
+        tasks = set(self._publishing.get(context.execution_id, ()))
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+
     async def progress(
         self, context: CallContext, progress: float, total: float | None, message: str | None
     ) -> None:
         """One ``notifications/progress`` of a tool call, as a ``tool_progress`` execution event."""
+        with self._publication(context.execution_id):
+            await self._progress(context, progress, total, message)
+
+    async def _progress(
+        self, context: CallContext, progress: float, total: float | None, message: str | None
+    ) -> None:
         text = message[:_MAX_PROGRESS_MESSAGE] if message else None
         if text and self._private is not None:
             try:
@@ -166,6 +199,10 @@ class Upstream:
     async def log(self, context: CallContext, level: str, logger: str | None, data: Any) -> None:
         """One ``notifications/message`` of a server during a tool call, as a ``tool_log``
         execution event (its data as text, capped and through privacy like progress)."""
+        with self._publication(context.execution_id):
+            await self._log(context, level, logger, data)
+
+    async def _log(self, context: CallContext, level: str, logger: str | None, data: Any) -> None:
         text = data if isinstance(data, str) else orjson.dumps(data, default=str).decode()
         text = text[:_MAX_LOG_MESSAGE]
         if self._private is not None:

@@ -173,3 +173,10 @@ def release(client: redis.Redis, *, reservation: Reservation) -> None:
         if reservation.counted_running:
             pipe.zrem(running_executions_key(reservation.key_id), reservation.member)
         pipe.execute()
+
+
+def end(client: redis.Redis, *, reservation: Reservation) -> None:
+    """The execution ended: its in-flight slot is free at once (its start still counts in the
+    minute's window)."""
+    if reservation.counted_running:
+        client.zrem(running_executions_key(reservation.key_id), reservation.member)

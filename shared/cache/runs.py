@@ -30,6 +30,7 @@ from shared.config import Settings
 from shared.errors import CacheInvalidationFailed
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceSummary, summary_of
+from shared.sandbox.outcome import ExecutionOutcome
 from shared.tools.store import run_tools_at, tools_version
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,17 @@ class Finished:
     stdout: str
     stdout_truncated: bool
     trace: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, outcome: ExecutionOutcome, status: str) -> Finished:
+        """What the cache reads of a run, with the status it ended (or was stored) with."""
+        return cls(
+            status=status,
+            result=outcome.result,
+            stdout=outcome.stdout,
+            stdout_truncated=outcome.stdout_truncated,
+            trace=outcome.trace,
+        )
 
 
 def load_scope(conn: Conn, *, tools: list[str] | None) -> Scope:

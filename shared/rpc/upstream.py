@@ -90,7 +90,12 @@ async def advertise(
     redis: aioredis.Redis, *, execution_id: str, capabilities: list[str], ttl_s: float
 ) -> None:
     """Say which relayed capabilities the client of ``execution_id`` has (while it listens)."""
-    await redis.set(
+    await queue_advertise(redis, execution_id=execution_id, capabilities=capabilities, ttl_s=ttl_s)
+
+
+def queue_advertise(redis: Any, *, execution_id: str, capabilities: list[str], ttl_s: float) -> Any:
+    """``advertise``'s command, on a client (awaitable) or queued on a pipeline."""
+    return redis.set(
         client_key("capabilities", execution_id),
         orjson.dumps(sorted(capabilities)),
         ex=int(ttl_s) + 1,
@@ -99,7 +104,12 @@ async def advertise(
 
 async def withdraw(redis: aioredis.Redis, *, execution_id: str) -> None:
     """Nobody listens for ``execution_id`` any more: later requests are refused at once."""
-    await redis.delete(client_key("capabilities", execution_id))
+    await queue_withdraw(redis, execution_id=execution_id)
+
+
+def queue_withdraw(redis: Any, *, execution_id: str) -> Any:
+    """``withdraw``'s command, on a client (awaitable) or queued on a pipeline."""
+    return redis.delete(client_key("capabilities", execution_id))
 
 
 async def advertised(redis: aioredis.Redis, *, execution_id: str) -> list[str] | None:

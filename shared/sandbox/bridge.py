@@ -452,13 +452,7 @@ class _Session:
             )
         if refusal is not None:
             return tool, refusal
-        try:
-            wire.check_value(args, max_bytes=self.limits.tool_args_bytes)
-        except wire.WireError as exc:
-            return tool, error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
-        # Checked here, before the RPC: the agent gets the names (not the server's raw -32602)
-        # and a wrong call never costs a round trip to the toolhost.
-        return tool, check_tool_arguments(tool, self.schemas.get(tool), args)
+        return tool, argument_refusal(tool, self.schemas.get(tool), args, limits=self.limits)
 
     async def _invoke(self, cid: int, call_id: str, tool: str, args: dict[str, Any]) -> None:
         backend = self.backend
@@ -524,17 +518,7 @@ class _Session:
         self.pending.pop(cid, None)
         if not isinstance(result, ToolResult):
             result = ToolResult.failure("backend returned an invalid result")
-        err: dict[str, Any] | None = None
-        value_json = ""
-        if not result.ok:
-            err = _clean_error(result.error)
-        else:
-            try:
-                value_json = wire.dumps_bounded(
-                    result.value, max_bytes=self.limits.tool_result_bytes
-                )
-            except wire.WireError as exc:
-                err = _tool_result_refusal(exc)
+        err, value_json = served(result, limits=self.limits)
         if call_id is not None:
             self.trace.tool_end(call_id, err)
         if err is not None:
@@ -586,7 +570,31 @@ class _Session:
         self.pending.clear()
 
 
-def _tool_result_refusal(exc: wire.WireError) -> dict[str, Any]:
+def argument_refusal(
+    tool: str, schema: Mapping[str, Any] | None, args: dict[str, Any], *, limits: SandboxLimits
+) -> dict[str, Any] | None:
+    """Why a call's arguments may not go to ``tool`` (too large, not fitting its schema), or
+    None. Checked before the RPC: the caller gets the names (not the server's raw -32602)
+    and a wrong call never costs a round trip to the toolhost."""
+    try:
+        wire.check_value(args, max_bytes=limits.tool_args_bytes)
+    except wire.WireError as exc:
+        return error_dict(ErrorType.TOOL_ARGS_TOO_LARGE, f"arguments to {tool}: {exc}")
+    return check_tool_arguments(tool, schema, args)
+
+
+def served(result: ToolResult, *, limits: SandboxLimits) -> tuple[dict[str, Any] | None, str]:
+    """A backend's result as the caller gets it: its error (None: it succeeded), else its
+    value as JSON within the result limit (over it, or not JSON: an error)."""
+    if not result.ok:
+        return clean_error(result.error), ""
+    try:
+        return None, wire.dumps_bounded(result.value, max_bytes=limits.tool_result_bytes)
+    except wire.WireError as exc:
+        return tool_result_refusal(exc), ""
+
+
+def tool_result_refusal(exc: wire.WireError) -> dict[str, Any]:
     """Why a tool result cannot reach the code: over a sandbox limit (``output_limit``), or not JSON.
 
     Size and depth are the sandbox's limits, not the tool failing: ``output_limit``, with
@@ -599,7 +607,7 @@ def _tool_result_refusal(exc: wire.WireError) -> dict[str, Any]:
     return error_dict(ErrorType.TOOL_ERROR, f"its result is not JSON: {exc}")
 
 
-def _clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
+def clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
     """The backend's error as the child and the trace get it: its type kept when it is a tool-call type."""
     if not isinstance(err, dict):
         return error_dict(ErrorType.TOOL_ERROR, "tool call failed")

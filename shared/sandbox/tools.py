@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from shared import tool_ids
 from shared.errors import ErrorType, error_dict
+from shared.rpc.protocol import RpcReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,14 @@ class ToolResult:
     def failure(cls, message: str, kind: str = ErrorType.TOOL_ERROR) -> ToolResult:
         """A failed call; ``kind`` is the structured error type (shared.errors.ErrorType)."""
         return cls(False, None, error_dict(kind, message))
+
+    @classmethod
+    def of_reply(cls, reply: RpcReply) -> ToolResult:
+        """A toolhost's reply over the RPC channel."""
+        if reply.ok:
+            return cls.success(reply.result)
+        assert reply.error is not None
+        return cls.failure(reply.error.message, kind=str(reply.error.type))
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
-"""``execute_code`` and ``execute_capability`` over MCP pass the protocol through: tool progress,
-sampling and elicitation.
+"""``execute_code``, ``execute_capability`` and direct calls over MCP pass the protocol through:
+tool progress, sampling and elicitation.
 
-While an MCP client waits on either tool, this relays what the downstream servers
+While an MCP client waits on one of them (a direct call: ``call_direct_passing_through``), this relays what the downstream servers
 send during the execution's tool calls: their ``notifications/progress`` (as progress on
 the client's own token, the message naming the tool and its trace call id) and their
 ``sampling/createMessage`` / ``elicitation/create`` requests, when the client declared the
@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from mcp import types
@@ -32,8 +32,11 @@ from redis.exceptions import RedisError
 from services.gateway.mcp import input_required, log_messages
 from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.tooling import execution_result
+from services.gateway.ops import direct, direct_call
 from services.gateway.ops.admission import Admission
+from services.gateway.ops.direct import DirectTool
 from services.gateway.ops.enqueue import enqueue_admitted
+from services.gateway.ops.execution_events import EventFollower, read_events
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
@@ -71,6 +74,9 @@ RENEW_EVERY_S = 1.5
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
+# A direct call that ends within this long has its events read after its end, in one
+# round trip; a longer one's are followed live (a subscription) from then on.
+QUIET_CALL_S = 0.05
 # The _meta key naming where a relayed request came from (see ``origin``).
 ORIGIN = "agentcards/origin"
 
@@ -132,6 +138,24 @@ async def _wait(
 ) -> Outcome:
     """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
     from one of its tools (then returned as an ``InputRequiredResult``)."""
+    execution_id = str(row["id"])
+    finishing = wait_for_finish(
+        state,
+        execution_id=execution_id,
+        timeout_s=float(row["timeout_s"]),
+        on_event=_forwarder(ctx, log_events=log_events),
+        submitted=row,
+    )
+    return await _until_asked(
+        state, relay, finishing, execution_id=execution_id, principal=principal
+    )
+
+
+def _forwarder(
+    ctx: Context, *, log_events: bool
+) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:
+    """What the client hears of the run's events: log lines (unless not ``log_events``: a
+    direct call's client hears only what its server logged) and tool progress."""
 
     async def on_event(event: dict[str, Any]) -> None:
         if log_events:
@@ -140,14 +164,19 @@ async def _wait(
             await log_messages.forward_tool_log(ctx, event)
         await forward_progress(ctx, event)
 
-    execution_id = str(row["id"])
-    finishing = wait_for_finish(
-        state,
-        execution_id=execution_id,
-        timeout_s=float(row["timeout_s"]),
-        on_event=on_event,
-        submitted=row,
-    )
+    return on_event
+
+
+async def _until_asked(
+    state: GatewayState,
+    relay: Relay,
+    finishing: Coroutine[Any, Any, dict[str, Any]],
+    *,
+    execution_id: str,
+    principal: Principal,
+) -> Outcome:
+    """``finishing``'s row; for a 2026-07-28 client, whichever comes first of it and a
+    question from one of the run's tools (then returned as an ``InputRequiredResult``)."""
     if not relay.stateless:
         return await finishing
     finished = asyncio.create_task(finishing)
@@ -169,6 +198,99 @@ async def _wait(
     result = input_required.ask(questions, requests, tenant_id=principal.tenant_id)
     # The embedded requests carry no _meta at 2026-07-28: the origins ride the result's.
     return result.model_copy(update={"meta": {ORIGIN: origins}})
+
+
+async def call_direct_passing_through(
+    state: GatewayState,
+    ctx: Context,
+    *,
+    tool: DirectTool,
+    arguments: dict[str, Any],
+    principal: Principal,
+    session_id: str | None,
+    pending: input_required.Pending | None,
+) -> Outcome:
+    """One direct call (``ops/direct_call.py``: no sandbox, no queue) to its end, or a
+    2026-07-28 client's retry of one (``pending``); meanwhile its server's log lines and
+    progress reach ``ctx``'s client, and its sampling/elicitation requests as for a sandbox
+    run (``run_passing_through``). Refused before it ran: AgentCardsError. The client
+    cancelling it ends the call, recorded `cancelled`."""
+    start: Callable[[], asyncio.Task[dict[str, Any]]]
+    relayed = client_capabilities(ctx)
+    if pending is not None:
+        await input_required.deliver(state, pending, ctx.input_responses)
+        execution_id = pending.execution_id
+        running = state.direct_flights.get(execution_id)
+        if running is None:  # it ended meanwhile (or runs on another gateway)
+            return await _ended_direct(state, execution_id=execution_id, principal=principal)
+        start = lambda: running  # noqa: E731
+    else:
+        call = await direct.admit_call(
+            state, tool=tool, arguments=arguments, principal=principal, session_id=session_id,
+            relay=(relayed, LEASE_S),
+        )  # fmt: skip
+        if call.hit is not None:
+            return call.hit
+        execution_id = call.execution_id
+        start = lambda: direct_call.start(state, call)  # noqa: E731
+    async with relay_client_requests(
+        state, ctx, execution_id=execution_id, advertised=pending is None, withdraw=False
+    ) as relay:
+        flight = start()  # the relay is advertised before the tool can ask
+        following = _follow_flight(state, ctx, flight, execution_id=execution_id)
+        try:
+            return await _until_asked(
+                state, relay, following, execution_id=execution_id, principal=principal
+            )
+        except asyncio.CancelledError:  # the client cancelled the call: so is the tool call
+            flight.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(flight), timeout=5)
+            raise
+
+
+async def _follow_flight(
+    state: GatewayState,
+    ctx: Context,
+    flight: asyncio.Future[dict[str, Any]],
+    *,
+    execution_id: str,
+) -> dict[str, Any]:
+    """The direct call's row once it ends, its server's log lines and progress passed on
+    (cancelling this leaves the call running). A call that ends within ``QUIET_CALL_S``
+    has its events read once from its log after its end (the toolhost publishes them before
+    it replies); a longer one is followed live from then on."""
+    on_event = _forwarder(ctx, log_events=False)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(flight), timeout=QUIET_CALL_S)
+    if flight.done():
+        for logged in await read_events(state, execution_id=execution_id):
+            await on_event(logged)
+        return flight.result()
+    async with EventFollower(state, execution_id=execution_id) as events:
+        while not flight.done():
+            heard = asyncio.ensure_future(events.next(timeout_s=_POLL_S))
+            either: set[asyncio.Future[Any]] = {flight, heard}
+            try:
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not heard.done():
+                    heard.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await heard
+            if heard.done() and not heard.cancelled() and (event := heard.result()) is not None:
+                await on_event(event)
+        await events.catch_up()
+        while (event := await events.next(timeout_s=0)) is not None:
+            await on_event(event)
+    return await asyncio.shield(flight)
+
+
+async def _ended_direct(
+    state: GatewayState, *, execution_id: str, principal: Principal
+) -> dict[str, Any]:
+    """A direct call that is not running here: its row as stored, or as its end carried it."""
+    return await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
 
 
 async def _questions(
@@ -297,17 +419,25 @@ class Relay:
 
 @contextlib.asynccontextmanager
 async def relay_client_requests(
-    state: GatewayState, ctx: Context, *, execution_id: str
+    state: GatewayState,
+    ctx: Context,
+    *,
+    execution_id: str,
+    advertised: bool = False,
+    withdraw: bool = True,
 ) -> AsyncIterator[Relay]:
     """While the block runs, answer the execution's sampling/elicitation requests through
-    ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``)."""
+    ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``). A direct call
+    advertises the relay with its admission (``advertised``) and withdraws it when it ends
+    (not ``withdraw``): ``ops/direct_call.py``."""
     capabilities = client_capabilities(ctx)
     relay = Relay(stateless=input_required.applies(ctx.protocol_version))
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
     try:
-        await upstream.advertise(
-            state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
-        )
+        if not advertised:
+            await upstream.advertise(
+                state.aredis, execution_id=execution_id, capabilities=capabilities, ttl_s=LEASE_S
+            )
     except RedisError as exc:  # not fatal: the enqueue that follows fails (and rejects the
         # row) if Redis is down, and the renewal below retries if it was a blip
         log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
@@ -324,7 +454,8 @@ async def relay_client_requests(
                 await task
         with contextlib.suppress(RedisError):
             if relay.hold_until is None:
-                await upstream.withdraw(state.aredis, execution_id=execution_id)
+                if withdraw:
+                    await upstream.withdraw(state.aredis, execution_id=execution_id)
             else:  # until the client's retry renews it (or the waiting tools give up)
                 await upstream.advertise(
                     state.aredis,

@@ -34,6 +34,7 @@ from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.ops.admission import admit_submission
+from services.gateway.ops.direct_records import start_drainer
 from services.gateway.ops.execution_feedback import report_execution
 from services.gateway.ops.execution_reads import paged_view, read_execution
 from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResult
@@ -341,6 +342,7 @@ async def serve_stdio(settings: Any) -> None:
     (ConfigError) otherwise, and re-checked on every call (revocation applies within seconds).
     """
     state = GatewayState.open(settings)
+    drainer = start_drainer(state)  # direct calls' records, to Postgres
     try:
         key = settings.api_key.get_secret_value() if settings.api_key else None
         if settings.auth:
@@ -353,6 +355,7 @@ async def serve_stdio(settings: Any) -> None:
             await build_mcp_server(lambda: state, stdio_key=key).run_stdio_async()
             group.cancel_scope.cancel()
     finally:
+        drainer.stop()
         await state.close()
 
 

@@ -19,6 +19,9 @@ from shared.auth import limits
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
+from shared.cache import runs as cache_runs
+from shared.cache.runs import RunCache, Scope, load_scope
+from shared.db import autocommit
 from shared.errors import (
     DependencyError,
     ToolNotAllowed,
@@ -151,13 +154,9 @@ def admit(
         metrics.incr(counters, "capabilities_executed_total")
     try:
         with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
-            hit = None
-            # A key that opted out of PII wants values, and the cache holds tokens.
-            tokens_cached = state.settings.pii != "off"
-            if not request.no_cache and not (principal.pii_off and tokens_cached):
-                hit = answer_from_cache(state, conn, request=request, principal=principal,
-                                        timeout_s=timeout_s, capability_id=capability_id,
-                                        counters=counters)  # fmt: skip
+            hit = _from_cache(state, conn, request=request, principal=principal,
+                              timeout_s=timeout_s, capability_id=capability_id,
+                              counters=counters)  # fmt: skip
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
             else:
@@ -186,6 +185,80 @@ def admit(
         )
     _send(counters)
     return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
+
+
+def _from_cache(
+    state: GatewayState,
+    conn: Any,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    timeout_s: float,
+    capability_id: str | None,
+    counters: redis.client.Pipeline,
+    scope: Scope | None = None,
+) -> Row | None:
+    """The recorded hit that answers this submission (``answer_from_cache``), or None: a miss,
+    a request that asked for no cache, or a key that opted out of PII on a stack that
+    tokenises (it wants values, and the cache holds tokens)."""
+    tokens_cached = state.settings.pii != "off"
+    if request.no_cache or (principal.pii_off and tokens_cached):
+        return None
+    return answer_from_cache(state, conn, request=request, principal=principal,
+                             timeout_s=timeout_s, capability_id=capability_id,
+                             counters=counters, scope=scope)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class DirectAdmission:
+    """A direct call past its checks: its cache hit (a recorded row) or what its run needs."""
+
+    timeout_s: float
+    slot: limits.Reservation | None
+    hit: Row | None
+    cache: RunCache | None  # a call that runs: its scope's policies and generations before it
+    # a call that runs: its cache lookup's counters, sent with its record (one round trip)
+    counters: redis.client.Pipeline | None = None
+
+
+@traced("admission")
+def admit_direct(
+    state: GatewayState, *, request: ExecutionRequest, principal: Principal
+) -> DirectAdmission:
+    """``admit`` for a direct call (its one tool known and allowed: ``direct.find_tool``):
+    checked, a rate-limit slot taken, then answered from the result cache (a recorded,
+    audited, succeeded row, as ``admit`` records it) or not; a call that runs writes nothing
+    here: it records itself when it ends (``ops/direct_call.py``), and sends the lookup's
+    counters then. Blocking."""
+    timeout_s = validate_request(state, request)
+    slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
+    counters = state.redis.pipeline(transaction=False)
+    try:
+        with state.pool.connection() as conn:
+            with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+                scope = load_scope(conn, tools=request.tools)
+            hit = _from_cache(state, conn, request=request, principal=principal,
+                              timeout_s=timeout_s, capability_id=None, counters=counters,
+                              scope=scope)  # fmt: skip
+        cache = None if hit else cache_runs.prepare(state.redis, scope=scope, config=None)
+    except BaseException:
+        if slot is not None:
+            limits.release(state.redis, reservation=slot)
+        _send(counters)
+        raise
+    if hit is None:
+        return DirectAdmission(timeout_s=timeout_s, slot=slot, hit=None, cache=cache,
+                               counters=counters)  # fmt: skip
+    if slot is not None:  # a hit is a (finished) execution: it holds the slot like one
+        _settle(state, slot=slot, execution_id=str(hit["id"]))
+    bus.queue(
+        counters,
+        tenant_id=principal.tenant_id,
+        type=bus.EventType.EXECUTION_FINISHED,
+        data=bus.execution_finished(hit),
+    )
+    _send(counters)
+    return DirectAdmission(timeout_s=timeout_s, slot=None, hit=hit, cache=cache)
 
 
 def _syntax_error(language: str, code: str) -> dict[str, Any] | None:

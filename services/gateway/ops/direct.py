@@ -2,49 +2,42 @@
 
 The MCP front end serves every configured server at ``/mcp/servers/<name>`` (its own tool
 names) and all of them at ``/mcp/servers`` (names ``<server>.<tool>``, see
-``aggregate_name``). A direct call is an execution like any other: its code is one line
-calling the tool with the call's arguments as ``args``, its scope that one tool. So the
-key's allow-list and rate limits, the audit row, the result cache (read-only tools only,
-the same invalidation), the privacy layer, the trace, ``tool_calls``, metrics, spans and
-learning are the code path's own, not a copy. ``extras.direct`` records the MCP session
-and the tool it called before: learning adds that sequence to the tool graph
+``aggregate_name``). A direct call is recorded as an execution like any other: its code is
+one line calling the tool with the call's arguments as ``args``, its scope that one tool.
+It runs without a sandbox (``direct_call.py``: gateway → RPC channel → toolhost), through
+the same code as a sandbox run for the key's allow-list and rate limits, the audit row, the
+result cache (read-only tools only, the same invalidation), the privacy layer, the trace,
+``tool_calls``, metrics, spans and learning. ``extras.direct`` records the MCP session and
+the tool it called before: learning adds that sequence to the tool graph
 (``shared.graph.edges.session_edges``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anyio import to_thread
-from redis.exceptions import RedisError
-
-from services.gateway.ops.admission import Admission, admit_submission
+from services.gateway.ops import direct_call
 from services.gateway.ops.db import in_pool
+from services.gateway.ops.direct_call import DirectCall
 from services.gateway.state import GatewayState
-from shared import metrics, tool_ids
+from shared import tool_ids
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
+from shared.db import DictConnection, autocommit
 from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
-from shared.queues import direct_session_key
 from shared.server_states import ServerState
 from shared.tools.servers import server_info
-from shared.tools.store import list_tools
-
-log = logging.getLogger(__name__)
+from shared.tools.store import configured, run_tools_at, tools_version
 
 # MCP's tool-name rule (2025-11-25): 1-128 of [A-Za-z0-9_.-]. Server names never hold a dot
 # (shared/tool_ids.py), so ``<server>.<tool>`` splits at its first dot, whatever the tool is.
 AGGREGATE_SEPARATOR = "."
 MAX_TOOL_NAME = 128
-# A direct session's last tool is kept this long after its last call (an idle gap longer
-# than this starts a new sequence).
-SESSION_TTL_S = 3600
 # How the aggregate views (``/mcp/servers``, ``/mcp`` in direct or both mode) name a tool:
 # ``<server>.<tool>`` always, or its own name unless another listed tool has that name.
 ToolNaming = Literal["prefixed", "bare"]
@@ -62,6 +55,8 @@ class DirectTool:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
     annotations: dict[str, Any]
+    # its server's "pii" setting: the kinds tokenised in its data (None: every kind)
+    pii_kinds: frozenset[str] | None = None
 
 
 def aggregate_name(server: str, tool: str) -> str:
@@ -149,7 +144,7 @@ async def direct_tools(
 ) -> list[DirectTool]:
     """The tools a caller may call directly: available, of ``server`` (None: every server),
     allowed by ``patterns``, its key's allow-list (a tool it may not call is not listed)."""
-    rows = await in_pool(state, lambda conn: list_tools(conn))
+    rows = await in_pool(state, _tool_rows)
     allows = (lambda _id: True) if patterns is None else cached_patterns(patterns).allows
     return [
         DirectTool(
@@ -160,10 +155,18 @@ async def direct_tools(
             input_schema=row["input_schema"] or {"type": "object"},
             output_schema=row["output_schema"],
             annotations=row["annotations"] or {},
+            pii_kinds=None if row.get("pii") is None else frozenset(row["pii"]["kinds"]),
         )
         for row in rows
         if row["available"] and (server is None or row["server"] == server) and allows(row["id"])
     ]
+
+
+def _tool_rows(conn: DictConnection) -> list[dict[str, Any]]:
+    """``list_tools``' rows, read once per version of the tools (``run_tools_at``: a call
+    reads the version, not every tool's schema)."""
+    with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+        return configured(run_tools_at(conn, version=tools_version(conn)))
 
 
 async def find_tool(
@@ -212,39 +215,23 @@ async def admit_call(
     arguments: dict[str, Any],
     principal: Principal,
     session_id: str | None,
-) -> Admission:
-    """Admit one direct call as an execution of ``tool`` alone (checked, audited, perhaps a
-    cache hit); the caller enqueues and waits on it like any other. ``session_id`` (the MCP
-    session) ties consecutive calls into a sequence for the tool graph."""
+    relay: tuple[list[str], float] | None = None,
+) -> DirectCall:
+    """Admit one direct call as an execution of ``tool`` alone (checked, perhaps a cache hit);
+    ``direct_call.run`` then runs it without a sandbox and records it. ``session_id`` (the
+    MCP session) ties consecutive calls into a sequence for the tool graph; ``relay``: the
+    capabilities its client relays and their lease, advertised with the admission."""
     request = ExecutionRequest(
         code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
     )
-    after = await _follow(state, principal=principal, session_id=session_id, tool_id=tool.id)
-    direct = {"session": session_id, "after": after, "tool": tool.id}
-    admission = await admit_submission(
-        state, request=request, principal=principal, extras={"direct": direct}
+    return await direct_call.admit(
+        state,
+        request=request,
+        tool_id=tool.id,
+        server=tool.server,
+        pii_kinds=tool.pii_kinds,
+        input_schema=tool.input_schema,
+        principal=principal,
+        session_id=session_id,
+        relay=relay,
     )
-    try:  # configured servers only reach here: a bounded label
-        await to_thread.run_sync(
-            lambda: metrics.incr_labelled(state.redis, "direct_calls_total", tool.server)
-        )
-    except RedisError as exc:  # a lost count never costs the call
-        log.warning("direct call of %s not counted: %s", tool.id, exc)
-    return admission
-
-
-async def _follow(
-    state: GatewayState, *, principal: Principal, session_id: str | None, tool_id: str
-) -> str | None:
-    """The tool this session called last (None: its first call), now replaced by ``tool_id``."""
-    if session_id is None:
-        return None
-    key = direct_session_key(principal.tenant_id, session_id[:128])
-    try:
-        previous = await state.aredis.set(key, tool_id, ex=SESSION_TTL_S, get=True)
-    except RedisError as exc:  # a lost sequence costs one graph edge, never the call
-        log.warning("direct session %s: last tool not recorded: %s", session_id, exc)
-        return None
-    if previous is None:
-        return None
-    return previous.decode() if isinstance(previous, bytes) else str(previous)

@@ -13,6 +13,12 @@ from shared.pubsub_hub import RESYNC, Follower
 from shared.queues import events_channel, events_log_key
 
 
+async def read_events(state: GatewayState, *, execution_id: str) -> list[dict[str, Any]]:
+    """The execution's events so far, from its log, in order."""
+    raw = await state.aredis.lrange(events_log_key(execution_id), 0, -1)
+    return [decode_event(item) for item in raw]
+
+
 class EventFollower:
     """Async context manager yielding events in order; late subscribers miss nothing."""
 
@@ -37,8 +43,7 @@ class EventFollower:
         return self
 
     async def _read_log(self) -> list[dict[str, Any]]:
-        raw = await self._state.aredis.lrange(events_log_key(self._execution_id), 0, -1)
-        return [decode_event(item) for item in raw]
+        return await read_events(self._state, execution_id=self._execution_id)
 
     async def __aexit__(
         self,
@@ -47,6 +52,10 @@ class EventFollower:
         tb: TracebackType | None,
     ) -> None:
         await self._stack.aclose()
+
+    async def catch_up(self) -> None:
+        """Read the log again: events published before now but not heard yet come next."""
+        self._backlog.extend(await self._read_log())
 
     @property
     def replayed_any(self) -> bool:

@@ -11,6 +11,7 @@ from services.gateway.state import GatewayState
 from shared.db import DictConnection, autocommit
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
+from shared.executions.carried import carried_row
 from shared.executions.models import ExecutionView
 from shared.executions.pages import Part, page_of, part_text
 from shared.executions.status import TERMINAL
@@ -55,11 +56,14 @@ async def load_execution(
     state: GatewayState, *, execution_id: str, tenant_id: str | None = None
 ) -> Row:
     """The execution as stored, not reaped; NotFound for an unknown id (or, with ``tenant_id``,
-    another tenant's: never a leak)."""
-
-    return await in_pool(
-        state, lambda conn: _found(conn, execution_id=execution_id, tenant_id=tenant_id)
-    )
+    another tenant's: never a leak). A direct call answered a moment ago and not written yet
+    is read as its end carried it (``_unwritten``)."""
+    try:
+        return await in_pool(
+            state, lambda conn: _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+        )
+    except NotFound:
+        return await _unwritten(state, execution_id=execution_id, tenant_id=tenant_id)
 
 
 async def read_execution(
@@ -73,7 +77,19 @@ async def read_execution(
             row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
         return reap_if_stale(state, conn, row)  # its own transaction, if it is not final
 
-    return await in_pool(state, read)
+    try:
+        return await in_pool(state, read)
+    except NotFound:
+        return await _unwritten(state, execution_id=execution_id, tenant_id=tenant_id)
+
+
+async def _unwritten(state: GatewayState, *, execution_id: str, tenant_id: str | None) -> Row:
+    """A direct call's row between its answer and its write (``shared/direct``: milliseconds),
+    as its end carried it; NotFound when there is none (or it is another tenant's)."""
+    row = await carried_row(state.aredis, execution_id)
+    if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
+        raise NotFound(f"no execution with id {execution_id!r}", id=execution_id)
+    return row
 
 
 async def recent_executions(

@@ -18,7 +18,7 @@ from shared.cache import entries, store
 from shared.cache.hits import record_capability_hit, record_hit
 from shared.cache.keys import execution_digest, params_hash
 from shared.cache.policy import servers_of
-from shared.cache.runs import load_scope
+from shared.cache.runs import Scope, load_scope
 from shared.cache.stats import Level, record_lookup
 from shared.embeddings import get_embedder
 from shared.executions.models import ExecutionRequest
@@ -38,6 +38,7 @@ def answer_from_cache(
     timeout_s: float,
     capability_id: str | None,
     counters: redis.client.Pipeline,
+    scope: Scope | None = None,
 ) -> Row | None:
     """The recorded, audited hit for this submission, or None (a miss: run it); each lookup
     is counted on ``counters``, which the caller sends.
@@ -45,6 +46,7 @@ def answer_from_cache(
     An entry whose run used a tool outside the caller's allow-list is a miss (and is not
     counted as a hit), so a restricted key never reads what only a wider key's run could
     produce; so is one whose servers were invalidated or blocked since it was stored.
+    ``scope``: the request's scope (``load_scope``) when the caller read it already.
     """
     tenant_id = principal.tenant_id
     allowed = principal.tool_patterns
@@ -88,7 +90,7 @@ def answer_from_cache(
                 row = None
         record_lookup(counters, tenant_id=tenant_id, level=Level.CAPABILITY, hit=row is not None)
         return row
-    scope = load_scope(conn, tools=request.tools)
+    scope = scope or load_scope(conn, tools=request.tools)
     digest = execution_digest(
         code=request.code, args=request.args, scope=scope.digest, language=request.language
     )

@@ -132,13 +132,18 @@ async def test_a_server_is_served_under_its_own_names(
 
 def _assert_recorded(stack: E2EStack, execution_id: str, tool_id: str) -> None:
     """The direct call's execution succeeded with one call of ``tool_id`` in its trace's
-    ``tool_calls``, and its audit row is there."""
-    with stack.db() as conn:
-        row: Any = conn.execute(
-            "SELECT e.status, e.trace_summary, e.extras, a.action FROM executions e "
-            "JOIN audit_log a ON a.execution_id = e.id WHERE e.id = %s",
-            (execution_id,),
-        ).fetchone()
+    ``tool_calls``, and its audit row is there (written just after the answer, by the
+    gateway's drainer of direct calls' records)."""
+
+    def recorded() -> Any:
+        with stack.db() as conn:
+            return conn.execute(
+                "SELECT e.status, e.trace_summary, e.extras, a.action FROM executions e "
+                "JOIN audit_log a ON a.execution_id = e.id WHERE e.id = %s",
+                (execution_id,),
+            ).fetchone()
+
+    row = _wait(recorded, "the direct call's record", timeout_s=10)
     assert row is not None and row["status"] == "succeeded" and row["action"] == "execute"
     assert [c["tool"] for c in row["trace_summary"]["tool_calls"]] == [tool_id]
     assert row["extras"]["direct"]["tool"] == tool_id
@@ -201,11 +206,15 @@ async def test_direct_calls_are_audited_and_a_session_s_sequence_becomes_a_graph
         first = await session.call_tool("divide", {"a": 9, "b": 3})
         second = await session.call_tool("multiply", {"a": 2, "b": 3})
     assert not first.is_error and not second.is_error
-    with e2e.db() as conn:
-        audited = conn.execute(
-            "SELECT action, key_id, status FROM audit_log WHERE execution_id = %s",
-            (_execution_id(second),),
-        ).fetchone()
+
+    def audit_row() -> Any:  # written just after the answer (the drainer of direct records)
+        with e2e.db() as conn:
+            return conn.execute(
+                "SELECT action, key_id, status FROM audit_log WHERE execution_id = %s",
+                (_execution_id(second),),
+            ).fetchone()
+
+    audited = _wait(audit_row, "the direct call's audit row", timeout_s=10)
     assert audited is not None and audited["action"] == "execute" and audited["key_id"]
 
     def edge() -> Any:

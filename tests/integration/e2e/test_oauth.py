@@ -358,3 +358,29 @@ def test_no_token_is_kept_in_plain_text(stack: E2EStack, idp: IdentityProvider) 
             assert found == {"n": 0}, table
     for proc in stack.procs.values():
         assert token[-40:] not in proc.log_path.read_text(errors="replace")
+
+
+async def test_a_direct_call_is_recorded_against_the_person(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    """A direct call (no sandbox: its rows are written just after the answer) names its caller
+    on the execution and its audit row, as code mode does."""
+    headers = bearer(idp.token("alice"))
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(f"{stack.gateway_url}/mcp/servers/time", http_client=http),
+               mode="legacy") as client,  # type: ignore[arg-type]
+    ):  # fmt: skip
+        result = await client.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
+    assert not result.is_error, result.content
+    deadline = time.monotonic() + 30
+    row = None
+    while row is None and time.monotonic() < deadline:
+        with connect(stack.settings.database_url or "") as conn:
+            row = conn.execute(
+                "SELECT e.user_id, e.tenant_id, a.user_id AS audited FROM executions e "
+                "JOIN audit_log a ON a.execution_id = e.id WHERE e.tools = %s::jsonb",
+                ('["time:get_current_time"]',),
+            ).fetchone()
+        time.sleep(0.2)
+    assert row == {"user_id": "alice", "tenant_id": "acme", "audited": "alice"}

@@ -7,40 +7,29 @@ the row, the bus never raises, and a lost metrics sample is only a lost sample.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import redis
 
-from shared import metrics
-from shared.events import bus
-from shared.executions.carried import queue_row
-from shared.executions.events import FINISHED, publish_event, queue_events
+from shared.executions.announce import queue_finished
+from shared.executions.events import FINISHED, publish_event
 from workers.sandbox.pipeline.context import RunContext
 
 log = logging.getLogger(__name__)
 
 
 def announce(ctx: RunContext) -> None:
-    """The stored run: its `execution.finished` event (first: a waiting client wakes on it),
-    its metrics sample and bus event, in one round trip. The stored row goes first: a waiting
-    request that wakes on the event finds it there and need not read Postgres."""
+    """The stored run announced (``shared.executions.announce``), in one round trip."""
     assert ctx.outcome is not None and ctx.status is not None
-    outcome, seconds = ctx.outcome, ctx.outcome.duration_ms / 1000
     pipe = ctx.redis.pipeline(transaction=False)
-    if ctx.stored_row is not None:
-        queue_row(pipe, ctx.stored_row)
-    # `ts` (epoch seconds) lets a client or benchmark see when the end was announced.
-    finished = {"type": FINISHED, "status": ctx.status, "ts": time.time()}
-    queue_events(ctx.redis, pipe, events=[(ctx.execution_id, finished)])
-    metrics.queue_run(pipe, status=ctx.status, error=outcome.error, seconds=seconds)
-    bus.queue(
+    queue_finished(
+        ctx.redis,
         pipe,
-        tenant_id=ctx.row["tenant_id"],
-        type=bus.EventType.EXECUTION_FINISHED,
-        data=bus.execution_finished(
-            {**ctx.row, "duration_ms": outcome.duration_ms}, status=ctx.status
-        ),
+        row=ctx.row,
+        status=ctx.status,
+        error=ctx.outcome.error,
+        duration_ms=ctx.outcome.duration_ms,
+        stored_row=ctx.stored_row,
     )
     try:
         pipe.execute()

@@ -61,10 +61,4 @@ def remember(ctx: RunContext) -> None:
 
 def finished(outcome: ExecutionOutcome, status: str) -> cache_runs.Finished:
     """What the cache reads of a run, with the status it ended (or was stored) with."""
-    return cache_runs.Finished(
-        status=status,
-        result=outcome.result,
-        stdout=outcome.stdout,
-        stdout_truncated=outcome.stdout_truncated,
-        trace=outcome.trace,
-    )
+    return cache_runs.Finished.of(outcome, status)

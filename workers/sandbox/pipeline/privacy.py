@@ -12,38 +12,19 @@ of the tenant's tokens in its arguments, right before the RPC call.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
-
 from shared.auth.grants import Grant
-from shared.config import Settings
-from shared.privacy.detect import ALL_KINDS, Kind
-from shared.privacy.keys import PiiKeys
-from shared.privacy.tokens import Tokenizer, kinds_of, replace_tokens, tokens_in
-from shared.privacy.vault import resolve_tokens, store_tokens
+from shared.privacy.detect import Kind
+from shared.privacy.tokens import Tokenizer, tokens_in
+from shared.sandbox import privacy as private
 from shared.sandbox.tools import ToolBackend, ToolResult
 from workers.sandbox import clients
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.retry import with_db_retry
 
 log = logging.getLogger(__name__)
-
-
-_keys_cache: dict[tuple[str, ...], PiiKeys] = {}
-
-
-def _keys(settings: Settings) -> PiiKeys:
-    """The stack's PII keys (read once per process and setting)."""
-    secret = settings.pii_key.get_secret_value() if settings.pii_key else ""
-    before = settings.pii_key_previous.get_secret_value() if settings.pii_key_previous else ""
-    cache_key = (secret, before, str(settings.home), str(settings.pii_token_ttl_s))
-    if cache_key not in _keys_cache:
-        _keys_cache[cache_key] = PiiKeys.from_settings(settings)
-    return _keys_cache[cache_key]
 
 
 def enabled(ctx: RunContext) -> bool:
@@ -54,38 +35,30 @@ def enabled(ctx: RunContext) -> bool:
 
 
 def tokenizes(stack_pii: str, grant: Grant | None) -> bool:
-    """The decision: the stack's setting, then the submitting key's (fail closed: only a
-    grant that says ``off`` opts out)."""
-    return stack_pii != "off" and not (grant is not None and grant.pii_off)
+    """The decision (``shared.sandbox.privacy.tokenizes``) for a run's grant: only a grant
+    that says ``off`` opts out."""
+    return private.tokenizes(stack_pii, key_pii_off=grant is not None and grant.pii_off)
 
 
 def tokenizer(ctx: RunContext) -> Tokenizer:
     """The run's tokenizer (one per run: events and outcome share its produced tokens)."""
     if ctx.pii is None:
-        keys = _keys(ctx.settings)
-        ctx.pii = Tokenizer(
-            keys.token_key(str(ctx.row["tenant_id"])), region=ctx.settings.pii_phone_region
-        )
+        ctx.pii = private.run_tokenizer(ctx.settings, str(ctx.row["tenant_id"]))
     return ctx.pii
+
+
+def _kinds_by_tool(ctx: RunContext) -> dict[str, frozenset[str] | None]:
+    return {tool_id: spec.pii_kinds for tool_id, spec in ctx.tools.items()}
 
 
 def tool_kinds(ctx: RunContext, tool_id: str) -> frozenset[Kind]:
     """The kinds tokenised in one tool's data (its server's ``"pii"`` setting)."""
-    spec = ctx.tools.get(tool_id)
-    if spec is None or spec.pii_kinds is None:
-        return ALL_KINDS
-    return kinds_of(spec.pii_kinds)
+    return private.tool_kinds(_kinds_by_tool(ctx), tool_id)
 
 
 def run_kinds(ctx: RunContext, tool_ids: set[str]) -> frozenset[Kind]:
-    """The kinds tokenised in output that mixes the data of ``tool_ids``: every kind one of
-    them asks for (every kind when none was called: the code's own output)."""
-    if not tool_ids:
-        return ALL_KINDS
-    kinds: set[Kind] = set()
-    for tool_id in tool_ids:
-        kinds |= tool_kinds(ctx, tool_id)
-    return frozenset(kinds)
+    """The kinds tokenised in output that mixes the data of ``tool_ids``."""
+    return private.run_kinds(_kinds_by_tool(ctx), tool_ids)
 
 
 def event_out(ctx: RunContext, event: dict[str, Any]) -> dict[str, Any]:
@@ -106,60 +79,22 @@ def tokenize_outcome(ctx: RunContext) -> None:
     if not enabled(ctx):
         return
     tok = tokenizer(ctx)
-    outcome = ctx.outcome
-    called = {e["tool"] for e in outcome.trace if isinstance(e.get("tool"), str)}
-    kinds = run_kinds(ctx, called)
-    trace = []
-    for entry in outcome.trace:
-        tool = entry.get("tool")
-        trace.append(tok.value(entry, tool=tool if isinstance(tool, str) else None, kinds=kinds))
-    ctx.outcome = dataclasses.replace(
-        outcome,
-        result=tok.value(outcome.result, kinds=kinds),
-        error=tok.value(outcome.error, kinds=kinds),
-        stdout=tok.text(outcome.stdout, kinds=kinds),
-        trace=trace,
-    )
-    record = {
-        "produced": [
-            {"token": token, "kind": item.kind, "tool": item.tool}
-            for token, item in tok.produced.items()
-        ],
-        "unresolved": sorted(ctx.pii_unresolved),
-    }
-    if not record["produced"] and not record["unresolved"]:
+    ctx.outcome = private.tokenized_outcome(tok, ctx.outcome, _kinds_by_tool(ctx))
+    record = private.token_record(tok, ctx.pii_unresolved)
+    if record is None:
         return  # nothing to keep: no extra transaction on the hot path
-    tenant_id, keys = str(ctx.row["tenant_id"]), _keys(ctx.settings)
-
-    def write(conn: psycopg.Connection[dict[str, Any]]) -> None:
-        store_tokens(conn, tenant_id=tenant_id, produced=tok.produced, keys=keys)
-        conn.execute(
-            "UPDATE executions SET pii = %s WHERE id = %s", (Jsonb(record), ctx.execution_id)
-        )
-        conn.commit()
-
-    with_db_retry(write, what="store tokens")
-
-
-_INLINE_CHARS = 16 * 1024
-
-
-def _small(value: Any) -> bool:
-    """Whether a result holds few enough characters to scan on the event loop (bounded walk)."""
-    budget, stack = _INLINE_CHARS, [value]
-    while stack:
-        item = stack.pop()
-        budget -= 1  # every item counts: a long list of numbers is not small either
-        if isinstance(item, str):
-            budget -= len(item)
-        elif isinstance(item, dict):
-            budget -= sum(len(k) for k in item if isinstance(k, str))
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        if budget < 0:
-            return False
-    return True
+    tenant_id = str(ctx.row["tenant_id"])
+    with_db_retry(
+        lambda conn: private.store_token_record(
+            conn,
+            settings=ctx.settings,
+            tenant_id=tenant_id,
+            tok=tok,
+            execution_id=ctx.execution_id,
+            record=record,
+        ),
+        what="store tokens",
+    )
 
 
 class Detokenizing:
@@ -179,7 +114,7 @@ class Detokenizing:
             # outcome's scan then finds these strings done). In a thread: a large result
             # must not hold up the run's event loop.
             tok, kinds = tokenizer(self.ctx), tool_kinds(self.ctx, tool_id)
-            if kinds and _small(result.value):
+            if kinds and private.small(result.value):
                 tok.value(result.value, tool=tool_id, kinds=kinds)  # a thread hop costs more
             elif kinds:
                 await asyncio.to_thread(tok.value, result.value, tool=tool_id, kinds=kinds)
@@ -191,15 +126,14 @@ class Detokenizing:
         return result
 
     async def _real(self, value: Any) -> Any:
-        tokens = tokens_in(value)
-        if not tokens:
+        if not tokens_in(value):
             return value
-        tenant_id, keys = str(self.ctx.row["tenant_id"]), _keys(self.ctx.settings)
-
-        def lookup() -> dict[str, str]:
-            with clients.db_pool().connection() as conn:
-                return resolve_tokens(conn, tenant_id=tenant_id, tokens=tokens, keys=keys)
-
-        real = await asyncio.to_thread(lookup)
-        self.ctx.pii_unresolved.update(tokens - real.keys())
-        return replace_tokens(value, real)
+        real, unresolved = await asyncio.to_thread(
+            private.real_values,
+            clients.db_pool().connection,
+            settings=self.ctx.settings,
+            tenant_id=str(self.ctx.row["tenant_id"]),
+            value=value,
+        )
+        self.ctx.pii_unresolved.update(unresolved)
+        return real

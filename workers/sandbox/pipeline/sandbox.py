@@ -24,7 +24,7 @@ from shared.executions.events import OrderedPublisher
 from shared.executions.status import ExecutionStatus
 from shared.queues import grant_key
 from shared.rpc.client import RpcClient
-from shared.rpc.protocol import ResourceRequest, RpcReply
+from shared.rpc.protocol import ResourceRequest
 from shared.sandbox.bridge import run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
@@ -54,7 +54,7 @@ class RpcToolBackend:
             allowed=self.allowed,
             trace_call_id=CURRENT_CALL_ID.get(),
         )
-        return _result(reply)
+        return ToolResult.of_reply(reply)
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""
@@ -66,14 +66,7 @@ class RpcToolBackend:
             deadline=deadline,
             allowed_servers=sorted({tool_ids.parse(t).server for t in self.allowed}),
         )
-        return _result(await self.client.resource(request))
-
-
-def _result(reply: RpcReply) -> ToolResult:
-    if reply.ok:
-        return ToolResult.success(reply.result)
-    assert reply.error is not None
-    return ToolResult.failure(reply.error.message, kind=str(reply.error.type))
+        return ToolResult.of_reply(await self.client.resource(request))
 
 
 def rpc_client(settings: Settings) -> RpcClient:

@@ -1,5 +1,5 @@
-"""One direct call: the tool found and admitted as an execution, waited on with its progress
-and its server's requests passed through, cancelled when the client cancels."""
+"""One direct call: the tool found, then called without a sandbox (``ops/direct_call.py``) with
+its progress and its server's requests passed through, cancelled when the client cancels."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-import anyio
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -20,10 +19,9 @@ from services.gateway.mcp.direct.results import direct_result, refused
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.mcp.missing_capability import refuse_missing_capabilities
 from services.gateway.ops import direct as ops
-from services.gateway.ops.cancel import cancel_execution
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError, Conflict
+from shared.errors import AgentCardsError
 from shared.executions.models import view_from_row
 from shared.executions.status import ExecutionStatus
 
@@ -54,32 +52,16 @@ async def call_direct(
             reserved=reserved,
         )
     mcp_ctx = Context(request_context=ctx, input_params=params)
-    pending = input_required.pending_of(params.request_state, principal=principal)
-    try:
-        if pending is None:
-            admission = await ops.admit_call(
-                state,
-                tool=tool,
-                arguments=dict(params.arguments or {}),
-                principal=principal,
-                session_id=_session_id(ctx),
-            )
-    except (AgentCardsError, ValidationError) as exc:
-        return refused(exc)
-    execution_id = str(admission.row["id"]) if pending is None else pending.execution_id
-    try:
-        if pending is None:
-            outcome = await passthrough.run_passing_through(
-                state, mcp_ctx, admission=admission, principal=principal, log_events=False
-            )
-        else:  # a 2026-07-28 client's answers: the same run goes on
-            outcome = await passthrough.resume_passing_through(
-                state, mcp_ctx, pending=pending, principal=principal, log_events=False
-            )
-    except anyio.get_cancelled_exc_class():  # the client cancelled the call: stop the run
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await _cancel(state, execution_id=execution_id, principal=principal)
-        raise
+    try:  # cancelled by the client: the call ends, recorded `cancelled`
+        outcome = await passthrough.call_direct_passing_through(
+            state,
+            mcp_ctx,
+            tool=tool,
+            arguments=dict(params.arguments or {}),
+            principal=principal,
+            session_id=_session_id(ctx),
+            pending=input_required.pending_of(params.request_state, principal=principal),
+        )
     except (AgentCardsError, ValidationError) as exc:
         return refused(exc)
     if isinstance(outcome, types.InputRequiredResult):
@@ -93,16 +75,6 @@ async def call_direct(
             state, protocol_version=ctx.protocol_version, execution_id=view.id, failure=failure
         )
     return direct_result(view, tool)
-
-
-async def _cancel(state: GatewayState, *, execution_id: str, principal: Principal) -> None:
-    """Cancel a direct call's execution (queued: at once; running: its sandbox is killed)."""
-    try:
-        await cancel_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
-    except Conflict:  # it ended meanwhile
-        return
-    except Exception as exc:  # the caller is gone anyway; the run ends on its own
-        log.warning("direct call %s: not cancelled: %s", execution_id, exc)
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str | None:

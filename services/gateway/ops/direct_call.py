@@ -1,0 +1,451 @@
+"""A direct call's run: gateway → RPC channel → toolhost → server and back, no sandbox, no queue.
+
+A direct call (``ops/direct.py``) is an execution of one tool, recorded as one, but it runs
+here: admitted like any submission (``admission.admit_direct``: sizes, the key's rate limits,
+the result cache), granted its one tool (the grant record the toolhost checks, as for a
+sandbox run), its arguments' tokens given their values and its result tokenised
+(``shared.sandbox.privacy``, as the sandbox's privacy stage does), the tool called over
+the RPC channel (``state.rpc``) with the sandbox bridge's checks of arguments and result
+(``shared.sandbox.bridge``), the servers it may have written invalidated in the result
+cache before it is answered and its result cached after (``shared.cache.runs``), its end
+announced (``shared.executions.announce``). Its record (executions row, audit row) is
+appended to a Redis stream on that same round trip, before the answer goes out, and
+written to Postgres by a drainer (``shared.direct``), which then tells learning.
+
+Two thread hops in all (admission, end), and Redis round trips: the slot and cache lookup,
+one for the grant and the session's last tool, the RPC, one for the record and announce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+from anyio import to_thread
+from redis.exceptions import RedisError
+
+from services.gateway.ops.admission import DirectAdmission, admit_direct
+from services.gateway.state import GatewayState
+from shared import metrics, telemetry
+from shared.auth import limits
+from shared.auth.grants import GRANT_RUN_SLACK_S, Grant
+from shared.auth.principal import Principal
+from shared.cache import runs as cache_runs
+from shared.direct.records import finished_row, queue_record, record_of, write_records
+from shared.dispatch import send_ingest
+from shared.errors import DependencyError, ErrorType, error_dict
+from shared.executions.announce import queue_finished
+from shared.executions.models import ExecutionRequest
+from shared.executions.status import ExecutionStatus
+from shared.executions.trace import TraceRecorder
+from shared.privacy.tokens import Tokenizer, tokens_in
+from shared.queues import direct_session_key, grant_key
+from shared.rpc import upstream
+from shared.sandbox import privacy as private
+from shared.sandbox.bridge import argument_refusal, served
+from shared.sandbox.limits import SandboxLimits
+from shared.sandbox.outcome import ExecutionOutcome
+from shared.sandbox.spans import ended, tool_call_span
+from shared.sandbox.tools import ToolResult
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+
+# A direct call's one tool call, as the trace of the one line of code it stands for names it.
+CALL_ID = "call-1"
+# A direct session's last tool is kept this long after its last call (an idle gap longer
+# than this starts a new sequence).
+SESSION_TTL_S = 3600
+EXECUTION_ID = "agentcards.execution.id"
+
+
+@dataclass
+class DirectCall:
+    """One admitted direct call: the execution it is, its tool, its caller, its admission."""
+
+    execution_id: str
+    tool_id: str
+    pii_kinds: frozenset[str] | None  # its server's "pii" setting (None: every kind)
+    input_schema: dict[str, Any] | None
+    principal: Principal
+    request: ExecutionRequest
+    admission: DirectAdmission
+    extras: dict[str, Any]
+    created_at: float = field(default_factory=time.time)
+    trace_id: str | None = None
+
+    @property
+    def hit(self) -> Row | None:
+        """The recorded cache hit that answers it (None: it runs)."""
+        return self.admission.hit
+
+
+async def admit(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    tool_id: str,
+    server: str,
+    pii_kinds: frozenset[str] | None,
+    input_schema: dict[str, Any] | None,
+    principal: Principal,
+    session_id: str | None,
+    relay: tuple[list[str], float] | None = None,
+) -> DirectCall:
+    """Admit a direct call of ``tool_id`` (checked, perhaps a cache hit), then in one round
+    trip: its grant, its MCP session's last tool (``extras.direct.after``), its count, and
+    (``relay``: capabilities, lease) the relay of its server's requests to its client,
+    withdrawn when the call ends."""
+    admission = await to_thread.run_sync(
+        lambda: admit_direct(state, request=request, principal=principal)
+    )
+    hit = admission.hit
+    execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
+    pipe = state.aredis.pipeline(transaction=False)
+    if hit is None:
+        grant = Grant.for_principal(principal, tools=[tool_id])
+        ttl = int(admission.timeout_s) + GRANT_RUN_SLACK_S
+        pipe.set(grant_key(execution_id), grant.encode(), ex=ttl)
+    session = (
+        None if session_id is None else direct_session_key(principal.tenant_id, session_id[:128])
+    )
+    if session is not None:
+        pipe.set(session, tool_id, ex=SESSION_TTL_S, get=True)
+    if relay is not None and hit is None:  # no call, no server request to relay
+        upstream.queue_advertise(
+            pipe, execution_id=execution_id, capabilities=relay[0], ttl_s=relay[1]
+        )
+    # configured servers only reach here: a bounded label
+    metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
+    try:
+        replies = await pipe.execute(raise_on_error=False)
+    except RedisError as exc:
+        replies = [exc] * len(pipe)
+    if hit is None and isinstance(replies[0], Exception):
+        _release(state, admission)
+        raise DependencyError(f"cannot grant the call its tool: Redis: {replies[0]}")
+    after = None
+    if session is not None:
+        previous = replies[1 if hit is None else 0]
+        if isinstance(previous, Exception):  # a lost sequence costs one graph edge, never the call
+            log.warning("direct session %s: last tool not recorded: %s", session_id, previous)
+        elif previous is not None:
+            after = previous.decode() if isinstance(previous, bytes) else str(previous)
+    if isinstance(replies[-1], Exception):  # a lost count never costs the call
+        log.warning("direct call of %s not counted: %s", tool_id, replies[-1])
+    return DirectCall(
+        execution_id=execution_id,
+        tool_id=tool_id,
+        pii_kinds=pii_kinds,
+        input_schema=input_schema,
+        principal=principal,
+        request=request,
+        admission=admission,
+        extras={"direct": {"session": session_id, "after": after, "tool": tool_id}},
+        trace_id=telemetry.current_trace_id(),
+    )
+
+
+async def run(state: GatewayState, call: DirectCall) -> Row:
+    """Run an admitted call to its end and record it; the row as the answer reads it (and as
+    the drainer writes it). Cancelled (the client cancelled the call), it is recorded
+    `cancelled`, then the cancellation goes on."""
+    if call.hit is not None:
+        return call.hit
+    started = time.monotonic()
+    recorder = TraceRecorder(None)
+    tok = _tokenizer(state, call)
+    unresolved: set[str] = set()
+    value: Any = None
+    called = False
+    with telemetry.span(
+        "execution.run", attributes={EXECUTION_ID: call.execution_id, "agentcards.direct": True}
+    ) as span:
+        try:
+            recorder.tool_start(CALL_ID, call.tool_id, None)
+            called = True
+            try:
+                args, unresolved = await _real_arguments(state, call)
+                err, value = await _call_tool(state, call, args)
+            except Exception as exc:  # a broken backend fails the call, as in the bridge
+                log.exception("direct call %s: tool backend failed", call.execution_id)
+                err = error_dict(ErrorType.TOOL_ERROR, f"backend failure: {type(exc).__name__}")
+            recorder.tool_end(CALL_ID, err)
+            outcome = _outcome(call, err, value, recorder, started)
+        except asyncio.CancelledError:
+            if called:
+                recorder.tool_end(CALL_ID, error_dict(ErrorType.CANCELLED, "cancelled on request"))
+            outcome = ExecutionOutcome(
+                status=ExecutionStatus.CANCELLED,
+                error=error_dict(
+                    ErrorType.CANCELLED,
+                    "cancelled on request; tool calls already made are not undone",
+                ),
+                trace=recorder.events,
+                tool_calls=1,
+                duration_ms=(time.monotonic() - started) * 1000,
+            )
+            await asyncio.shield(_finish(state, call, outcome, tok, unresolved, value))
+            raise
+        row = await _finish(state, call, outcome, tok, unresolved, value)
+        span.set_attribute("agentcards.execution.status", str(row["status"]))
+        if outcome.error:
+            telemetry.fail(span, str(outcome.error.get("type", "error")))
+    return row
+
+
+def start(state: GatewayState, call: DirectCall) -> asyncio.Task[Row]:
+    """``run`` as a task of this gateway, found by its execution id while it runs (a
+    2026-07-28 client's retry waits on it: ``state.direct_flights``)."""
+    flight = asyncio.create_task(run(state, call))
+    state.direct_flights[call.execution_id] = flight
+    flight.add_done_callback(lambda _: state.direct_flights.pop(call.execution_id, None))
+    return flight
+
+
+def _tokenizer(state: GatewayState, call: DirectCall) -> Tokenizer | None:
+    """The call's tokenizer when its output is tokenised (the stack's and the key's setting)."""
+    if not private.tokenizes(state.settings.pii, key_pii_off=call.principal.pii_off):
+        return None
+    return private.run_tokenizer(state.settings, call.principal.tenant_id)
+
+
+async def _real_arguments(state: GatewayState, call: DirectCall) -> tuple[dict[str, Any], set[str]]:
+    """The arguments with the tenant's tokens replaced by their values (a thread hop only
+    when they hold tokens), and the tokens that did not resolve."""
+    args = call.request.args
+    if not tokens_in(args):
+        return args, set()
+    real, unresolved = await to_thread.run_sync(
+        lambda: private.real_values(
+            state.pool.connection,
+            settings=state.settings,
+            tenant_id=call.principal.tenant_id,
+            value=args,
+        )
+    )
+    return real, unresolved
+
+
+async def _call_tool(
+    state: GatewayState, call: DirectCall, args: dict[str, Any]
+) -> tuple[dict[str, Any] | None, Any]:
+    """The tool called over the RPC channel, checked as the sandbox bridge checks a call:
+    its error (None: it succeeded) and its value."""
+    limits_ = SandboxLimits.from_settings(state.settings, wall_time_s=call.admission.timeout_s)
+    refusal = argument_refusal(call.tool_id, call.input_schema, args, limits=limits_)
+    if refusal is not None:
+        return refusal, None
+    deadline = min(
+        call.created_at + call.admission.timeout_s, time.time() + limits_.tool_call_timeout_s
+    )
+    with tool_call_span(call.tool_id, CALL_ID, args) as span:
+        reply = await state.rpc.call(
+            execution_id=call.execution_id,
+            tool=call.tool_id,
+            args=args,
+            deadline=deadline,
+            allowed=[call.tool_id],
+            trace_call_id=CALL_ID,
+        )
+        err, _ = served(ToolResult.of_reply(reply), limits=limits_)
+        ended(span, err)
+    return err, reply.result if err is None else None
+
+
+def _outcome(
+    call: DirectCall,
+    err: dict[str, Any] | None,
+    value: Any,
+    recorder: TraceRecorder,
+    started: float,
+) -> ExecutionOutcome:
+    """What the one line of code would have ended with: the tool's value, or its failure
+    (as the sandbox's child reports an uncaught ``ToolCallError``)."""
+    duration_ms = (time.monotonic() - started) * 1000
+    if err is None:
+        return ExecutionOutcome(
+            status=ExecutionStatus.SUCCEEDED,
+            result=value,
+            trace=recorder.events,
+            tool_calls=1,
+            duration_ms=duration_ms,
+        )
+    message = f"{call.tool_id}: {err.get('message', 'tool call failed')}"[:4000]
+    return ExecutionOutcome(
+        status=ExecutionStatus.FAILED,
+        error=error_dict(str(err.get("type") or ErrorType.TOOL_ERROR), message),
+        trace=recorder.events,
+        tool_calls=1,
+        duration_ms=duration_ms,
+    )
+
+
+async def _finish(
+    state: GatewayState,
+    call: DirectCall,
+    outcome: ExecutionOutcome,
+    tok: Tokenizer | None,
+    unresolved: set[str],
+    value: Any,
+) -> Row:
+    """Tokenise the outcome (on the event loop when it is small), then record and announce it
+    in one thread hop."""
+    kinds_by_tool = {call.tool_id: call.pii_kinds}
+    pii = None
+    if tok is not None:
+
+        def tokenise() -> ExecutionOutcome:
+            kinds = private.tool_kinds(kinds_by_tool, call.tool_id)
+            if outcome.status == ExecutionStatus.SUCCEEDED and kinds:
+                tok.value(value, tool=call.tool_id, kinds=kinds)  # which tool the values came from
+            return private.tokenized_outcome(tok, outcome, kinds_by_tool)
+
+        if private.small(value) and private.small(outcome.trace):
+            outcome = tokenise()
+        else:
+            outcome = await to_thread.run_sync(tokenise)
+        pii = private.token_record(tok, unresolved)
+    return await to_thread.run_sync(lambda: _record(state, call, outcome, tok, pii))
+
+
+def _record(
+    state: GatewayState,
+    call: DirectCall,
+    outcome: ExecutionOutcome,
+    tok: Tokenizer | None,
+    pii: dict[str, Any] | None,
+) -> Row:
+    """Blocking: the tokens' vault rows, the cache invalidation of what the call may have
+    written, then its record and announce on one round trip, then its result cached and its
+    slot given back. A record Redis would not take is written to Postgres at once."""
+    if tok is not None and tok.produced:  # a token handed out always resolves
+        try:
+            with state.pool.connection() as conn:
+                private.store_token_record(
+                    conn, settings=state.settings, tenant_id=call.principal.tenant_id, tok=tok
+                )
+        except Exception as exc:  # no token without its value kept: nothing leaves, failed
+            log.exception("direct call %s: tokens not stored", call.execution_id)
+            outcome = dataclasses.replace(
+                outcome,
+                status=ExecutionStatus.FAILED,
+                result=None,
+                error=error_dict(
+                    ErrorType.INTERNAL_ERROR,
+                    f"the call's tokens could not be stored ({type(exc).__name__}); "
+                    "tool calls it made are not undone",
+                ),
+            )
+            pii = None
+    finished = cache_runs.Finished.of(outcome, str(outcome.status))
+    cache = call.admission.cache
+    assert cache is not None  # a call that runs read it at admission
+    status, error = str(outcome.status), outcome.error
+    try:
+        cache_runs.invalidate_writes(state.pool.connection, state.redis, run=finished, cache=cache)
+    except Exception as exc:  # its writes may be read back stale: it ends failed
+        log.exception("direct call %s: writes not invalidated", call.execution_id)
+        status = str(ExecutionStatus.FAILED)
+        error = error_dict(
+            ErrorType.INTERNAL_ERROR,
+            f"the call's writes could not be invalidated in the result cache ({exc}); "
+            "tool calls it made are not undone",
+        )
+    row = finished_row(
+        execution_id=call.execution_id,
+        tenant_id=call.principal.tenant_id,
+        code=call.request.code,
+        args=call.request.args,
+        tool_id=call.tool_id,
+        timeout_s=call.admission.timeout_s,
+        extras=call.extras,
+        created_at=call.created_at,
+        finished_at=time.time(),
+        status=status,
+        result=outcome.result if status == ExecutionStatus.SUCCEEDED else None,
+        error=error,
+        trace=outcome.trace,
+        duration_ms=outcome.duration_ms,
+        trace_id=call.trace_id,
+        pii=pii,
+        user_id=call.principal.user,
+    )
+    _store(state, call, row, outcome)
+    if status == outcome.status:
+        _remember(state, call, row, cache_runs.Finished.of(outcome, status))
+    _release(state, call.admission, ended=True)
+    return row
+
+
+def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOutcome) -> None:
+    """The record appended to the stream, with the end's announce and the grant's removal,
+    on one round trip; if Redis refuses the record, it is written to Postgres now."""
+    pipe = call.admission.counters or state.redis.pipeline(transaction=False)
+    first = len(pipe)  # after the admission's counters
+    queue_record(pipe, row, key_id=call.principal.key_id)
+    queue_finished(
+        state.redis,
+        pipe,
+        row=row,
+        status=str(row["status"]),
+        error=row["error"],
+        duration_ms=outcome.duration_ms,
+        stored_row=row,
+    )
+    pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
+    upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
+    try:
+        replies = pipe.execute(raise_on_error=False)[first:]
+    except RedisError as exc:
+        replies = [exc]
+    if isinstance(replies[0], Exception):
+        log.warning(
+            "direct call %s: record written at once (Redis: %s)", call.execution_id, replies[0]
+        )
+        with state.pool.connection() as conn:
+            written = write_records(conn, [record_of(row, key_id=call.principal.key_id)])
+        for execution_id in written:
+            send_ingest(state.celery, execution_id)
+    elif any(isinstance(reply, Exception) for reply in replies[1:]):
+        log.warning("direct call %s: end not announced: %s", call.execution_id, replies[1:])
+
+
+def _remember(
+    state: GatewayState, call: DirectCall, row: Row, finished: cache_runs.Finished
+) -> None:
+    """Cache the result where the rules allow (best-effort: the call is recorded already).
+    Values in clear (a key that opted out of PII, on a stack that tokenises) are never
+    served to the tenant's other keys."""
+    if state.settings.pii != "off" and call.principal.pii_off:
+        return
+    cache = call.admission.cache
+    assert cache is not None
+    try:
+        with state.pool.connection() as conn:
+            cache_runs.remember(
+                conn, state.redis, row=row, run=finished, cache=cache, settings=state.settings
+            )
+    except Exception:
+        log.exception("direct call %s: result not cached", call.execution_id)
+
+
+def _release(state: GatewayState, admission: DirectAdmission, *, ended: bool = False) -> None:
+    """Give the key's rate-limit slot back: the in-flight one of a call that ``ended`` (its
+    start still counts in the minute), both of a call that never started."""
+    if admission.slot is None:
+        return
+    try:
+        if ended:
+            limits.end(state.redis, reservation=admission.slot)
+        else:
+            limits.release(state.redis, reservation=admission.slot)
+    except RedisError as exc:  # the slot lapses by itself after the call's timeout
+        log.warning("could not give back a rate-limit slot: %s", exc)

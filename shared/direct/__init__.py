@@ -1,0 +1,1 @@
+"""Direct tool calls without a sandbox: their records, written off the hot path."""

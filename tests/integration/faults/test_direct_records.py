@@ -1,0 +1,217 @@
+"""Direct calls across a crash: the gateway or the toolhost killed during a burst of direct calls
+(``/mcp/servers/example``) loses no record of a call that was answered (executions row, audit
+row, trace) and answers no call twice; direct calls go on while every sandbox worker is busy.
+
+A stack of its own (supervised: a killed process is restarted), since its gateway and
+toolhost get killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from deploy.bench.e2e import wait_synced
+from deploy.launcher.harness import StackHandle, temporary_stack
+from shared.db import connect
+from tests.integration.e2e.conftest import wait_until
+from tests.integration.mcp_servers import example_server
+
+SESSIONS = 6
+BURST_S = 4.0
+KILL_AFTER_S = 1.5
+CALL_TIMEOUT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackHandle]:
+    tmp = tmp_path_factory.mktemp("direct-records")
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"example": example_server(tmp)}}))
+    with temporary_stack(mcp_config=config, sandbox_workers=1, timeout_s=240) as handle:
+        wait_synced(handle.settings.database_url or "", "example:add")
+        yield handle
+
+
+@dataclass(frozen=True)
+class Answer:
+    a: int  # the call's argument: add(a, 1)
+    result: types.CallToolResult
+
+    @property
+    def execution_id(self) -> str | None:
+        return str((self.result.meta or {}).get("agentcards/execution_id") or "") or None
+
+
+@contextlib.asynccontextmanager
+async def _session(url: str) -> AsyncIterator[ClientSession]:
+    async with (
+        create_mcp_http_client() as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _burst(url: str, *, seconds: float, first: int) -> list[Answer]:
+    """``SESSIONS`` sessions calling ``add(a, 1)`` back to back (every ``a`` distinct) for
+    ``seconds``; a session whose connection breaks stops. The answers received."""
+    answers: list[Answer] = []
+    deadline = time.monotonic() + seconds
+
+    async def calls(index: int) -> None:
+        a = first + index * 10_000  # a burst's sessions make far fewer calls each
+        with contextlib.suppress(Exception):  # the gateway went away mid-call: unanswered
+            async with _session(url) as session:
+                while time.monotonic() < deadline:
+                    a += 1
+                    async with asyncio.timeout(CALL_TIMEOUT_S):
+                        result = await session.call_tool("add", {"a": a, "b": 1})
+                    answers.append(Answer(a, result))
+
+    await asyncio.gather(*(calls(i) for i in range(SESSIONS)))
+    return answers
+
+
+async def _calls(url: str, *, n: int, first: int) -> list[Answer]:
+    """``n`` calls in one session, waiting first (up to a minute) for one that succeeds: a
+    restarted toolhost connects its server again before it can serve it."""
+    answers: list[Answer] = []
+    async with _session(url) as session:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            first += 1
+            result = await session.call_tool("add", {"a": first, "b": 1})
+            answers.append(Answer(first, result))
+            if not result.is_error:
+                break
+            await asyncio.sleep(0.5)
+        for a in range(first + 1, first + n):
+            answers.append(Answer(a, await session.call_tool("add", {"a": a, "b": 1})))
+    return answers
+
+
+def _kill_later(stack: StackHandle, name: str) -> threading.Timer:
+    child = next(c for c in stack.stack.children if c.spec.name == name)
+    assert child.proc is not None
+    pid = child.proc.pid
+    timer = threading.Timer(KILL_AFTER_S, lambda: psutil.Process(pid).send_signal(signal.SIGKILL))
+    timer.start()
+    return timer
+
+
+def _healthy(stack: StackHandle) -> bool:
+    try:
+        return httpx.get(f"{stack.gateway_url}/healthz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _records(stack: StackHandle, ids: list[str]) -> dict[str, Any]:
+    with connect(stack.settings.database_url or "") as conn:
+        rows = conn.execute(
+            "SELECT id::text, status, args, result, trace_summary, extras FROM executions "
+            "WHERE id = ANY(%s::uuid[])",
+            (ids,),
+        ).fetchall()
+        audits = conn.execute(
+            "SELECT execution_id::text AS id, count(*) AS n FROM audit_log "
+            "WHERE execution_id = ANY(%s::uuid[]) GROUP BY 1",
+            (ids,),
+        ).fetchall()
+    return {"rows": {r["id"]: r for r in rows}, "audits": {a["id"]: a["n"] for a in audits}}
+
+
+def _check_recorded(stack: StackHandle, answers: list[Answer]) -> dict[str, int]:
+    """Every answered call (an answer naming its execution) is recorded as it was answered,
+    once, with one audit row; no two answers name one execution."""
+    recorded = [answer for answer in answers if answer.execution_id]
+    ids = [str(answer.execution_id) for answer in recorded]
+    assert len(set(ids)) == len(ids), "two answers name one execution"
+    assert len({answer.a for answer in answers}) == len(answers), "a call answered twice"
+    wait_until(
+        lambda: len(_records(stack, ids)["rows"]) == len(ids),
+        what=f"the records of {len(ids)} answered calls",
+    )
+    found = _records(stack, ids)
+    for answer in recorded:
+        row = found["rows"][str(answer.execution_id)]
+        assert row["args"] == {"a": answer.a, "b": 1}, (answer, row)
+        assert [c["tool"] for c in row["trace_summary"]["tool_calls"]] == ["example:add"]
+        assert row["extras"]["direct"]["tool"] == "example:add"
+        if answer.result.is_error:
+            assert row["status"] == "failed", (answer, row)
+        else:
+            assert row["status"] == "succeeded" and row["result"] == answer.a + 1, (answer, row)
+        assert found["audits"].get(answer.execution_id) == 1, answer
+    return {
+        "answered": len(recorded),
+        "failed": sum(1 for answer in recorded if answer.result.is_error),
+    }
+
+
+@pytest.mark.parametrize("killed", ["gateway", "toolhost"])
+def test_a_process_killed_during_a_burst_of_direct_calls_loses_no_record_of_an_answered_call(
+    stack: StackHandle, killed: str
+) -> None:
+    url = f"{stack.gateway_url}/mcp/servers/example"
+    first = 1_000_000 if killed == "gateway" else 2_000_000
+    with stack.supervised():
+        timer = _kill_later(stack, killed)
+        try:
+            answers = asyncio.run(_burst(url, seconds=BURST_S, first=first))
+        finally:
+            timer.cancel()
+        wait_until(lambda: _healthy(stack), what=f"the {killed} restarted")
+        # After the restart, direct calls are answered (and recorded) again.
+        after = asyncio.run(_calls(url, n=5, first=first + 500_000))
+    assert answers, answers
+    assert not [a for a in after[-5:] if a.result.is_error], after
+    counts = _check_recorded(stack, answers + after)
+    print(f"{killed} killed: {counts}")
+
+
+def test_direct_calls_are_answered_while_every_sandbox_worker_runs_a_long_execution(
+    stack: StackHandle,
+) -> None:
+    code = "import asyncio\nawait asyncio.sleep(60)\nreturn 1"
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        ids = [
+            client.post("/v1/executions", json={"code": code, "timeout_s": 90}).json()["id"]
+            for _ in range(stack.settings.sandbox_workers + 1)
+        ]
+
+        def statuses() -> list[str]:
+            return [client.get(f"/v1/executions/{i}").json()["status"] for i in ids]
+
+        try:
+            wait_until(lambda: {"running", "queued"} <= set(statuses()), what="busy workers")
+            answers = asyncio.run(
+                _burst(f"{stack.gateway_url}/mcp/servers/example", seconds=1.0, first=3_000_000)
+            )
+            still = statuses()
+        finally:
+            for execution_id in ids:
+                client.post(f"/v1/executions/{execution_id}/cancel")
+    assert answers and not [a for a in answers if a.result.is_error], answers
+    assert [a.result.structured_content for a in answers[:1]] == [{"result": answers[0].a + 1}], (
+        answers[0]
+    )
+    # Answered while every worker was still busy and a run still waited for one.
+    assert "running" in still and "queued" in still, still
+    _check_recorded(stack, answers)
