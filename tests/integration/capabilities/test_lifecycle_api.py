@@ -21,6 +21,12 @@ GREET_V1 = 'return "hello " + args["who"]'
 GREET_V2 = 'who = args["who"]\nreturn f"hello, {who}!" * args.get("times", 1)'
 
 
+def _detail(item: dict[str, Any]) -> dict[str, Any]:
+    """A capability as GET /v1/capabilities/{id} shows it: the item, and who taught it by their
+    runs (nobody, for one written by hand)."""
+    return {**item, "learned_from": []}
+
+
 def _create(client: TestClient, auth: Headers, **body: Any) -> dict[str, Any]:
     response = client.post("/v1/capabilities", json=body, headers=auth)
     assert response.status_code == 201, response.text
@@ -45,7 +51,7 @@ def test_a_manual_capability_gets_an_inferred_schema_and_runs(
     assert created["parameters_schema"]["required"] == ["who"]
     assert created["usage_count"] == 0 and created["aliases"] == []
     shown = client.get(f"/v1/capabilities/{created['id']}", headers=auth).json()
-    assert shown == created
+    assert shown == _detail(created)
     run = client.post(
         f"/v1/capabilities/{created['id']}/execute", json={"args": {"who": "Ada"}}, headers=auth
     )
@@ -131,7 +137,7 @@ def test_patch_changes_only_what_is_given_and_aliases_replace(
     )  # fmt: skip
     assert edited["aliases"] == ["greet a guest"]
     assert edited["code"] == GREET_V1 and edited["version"] == 1
-    assert client.get(url, headers=auth).json() == edited
+    assert client.get(url, headers=auth).json() == _detail(edited)
     # Untried code scores zero in search (semantic * reliability): say it ran well.
     sql(settings, "UPDATE capabilities SET success_rate = 1, usage_count = 3")
     found = client.post(
@@ -204,4 +210,4 @@ def test_another_tenant_can_neither_see_nor_change_nor_export(
     # Their own "greet" is version 1 of their own family, not version 2 of ours.
     own = _create(client, theirs, code=GREET_V2, intent="greet", name="greet")
     assert own["version"] == 1
-    assert client.get(url, headers=mine).json() == created
+    assert client.get(url, headers=mine).json() == _detail(created)

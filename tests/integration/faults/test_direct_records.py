@@ -28,7 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deploy.bench.e2e import wait_synced
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
-from tests.integration.e2e.conftest import wait_until
+from tests.harness import wait_until
 from tests.integration.mcp_servers import example_server
 
 SESSIONS = 6
