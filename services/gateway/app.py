@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     sign_in = SignIn(settings, resource) if resource and settings.oauth_client_id else None
     app.state.signin = sign_in
     # ... and Flower at /flower/, to the people who sign in there with agentcards:admin.
-    flower = FlowerProxy(settings, sign_in) if sign_in is not None else None
+    flower = FlowerProxy(settings, gateway_cookies=sign_in.cookies) if sign_in is not None else None
     if resource is not None:  # innermost: it reads /mcp bodies the guard has bounded
         app.add_middleware(ScopeGate, challenge=resource.challenge, mcp_refusal=http_error_response)
     # Outermost last: security headers on everything (refusals too), then CORS, then the guard.

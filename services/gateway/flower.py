@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 from services.gateway.auth import principal_of_request
 from services.gateway.errors import error_response
 from services.gateway.security_headers import STRICT_CSP
-from services.gateway.signin import FLOWER, SignIn
+from services.gateway.signin import FLOWER
 from shared.config import Settings
 from shared.errors import DependencyError, Forbidden
 
@@ -57,10 +57,10 @@ TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 class FlowerProxy:
     """The ``/flower`` routes: admins' requests streamed to Flower (see the module doc)."""
 
-    def __init__(self, settings: Settings, sign_in: SignIn) -> None:
+    def __init__(self, settings: Settings, *, gateway_cookies: frozenset[str]) -> None:
         self.upstream = settings.flower_upstream or f"http://127.0.0.1:{settings.flower_port}"
         self.upstream = self.upstream.rstrip("/")
-        self.dropped_cookies = {sign_in.session_cookie, sign_in.signin_cookie}
+        self.gateway_cookies = gateway_cookies  # the sign-in's: never sent on to Flower
         auth = settings.flower_basic_auth
         self.authorization = (
             "Basic " + base64.b64encode(auth.get_secret_value().encode()).decode() if auth else None
@@ -154,4 +154,4 @@ class FlowerProxy:
     def _cookies_for_flower(self, header: str) -> str:
         """The Cookie header without the gateway's session cookies (Flower's `_xsrf` stays)."""
         kept = (c.strip() for c in header.split(";"))
-        return "; ".join(c for c in kept if c and c.partition("=")[0] not in self.dropped_cookies)
+        return "; ".join(c for c in kept if c and c.partition("=")[0] not in self.gateway_cookies)

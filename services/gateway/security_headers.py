@@ -32,12 +32,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope.get("path", "")
-        policy = self.page_policies.get(path) or next(
-            (p for prefix, p in self.page_policies.items()
-             if prefix.endswith("/") and path.startswith(prefix)),
-            STRICT_CSP,
-        )  # fmt: skip
+        policy = self.policy(scope.get("path", ""))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -51,3 +46,11 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def policy(self, path: str) -> str:
+        """The CSP of the HTML page at ``path``."""
+        return self.page_policies.get(path) or next(
+            (p for prefix, p in self.page_policies.items()
+             if prefix.endswith("/") and path.startswith(prefix)),
+            STRICT_CSP,
+        )  # fmt: skip

@@ -71,6 +71,7 @@ class SignIn:
         prefix = "__Host-" if self.secure else ""
         self.session_cookie = f"{prefix}agentcards_session"
         self.signin_cookie = f"{prefix}agentcards_signin"
+        self.cookies = frozenset({self.session_cookie, self.signin_cookie})
         self.redirect_uri = self.origin + CALLBACK
 
     # --- the session as a credential (AuthGate)
