@@ -74,15 +74,16 @@ def _wait(browser: webdriver.Chrome, script: str, *, timeout: float = 60) -> Any
     return WebDriverWait(browser, timeout).until(lambda d: d.execute_script(f"return !!({script})"))
 
 
-def sign_in(browser: webdriver.Chrome, user: str) -> None:
-    """Open the dashboard as a stranger and sign in at the provider's own pages as ``user``."""
+def sign_in(browser: webdriver.Chrome, user: str, *, page: str = "/dashboard") -> None:
+    """Open ``page`` as a stranger and sign in at the provider's own pages as ``user``: the
+    browser comes back to ``page``."""
     browser.delete_all_cookies()  # the gateway's and the provider's (one host, two ports)
-    browser.get(f"{PUBLIC_URL}/dashboard")
+    browser.get(PUBLIC_URL + page)
     for _ in range(6):
         WebDriverWait(browser, 30).until(
             lambda d: d.execute_script("return document.readyState") == "complete"
         )
-        if browser.current_url.startswith(f"{PUBLIC_URL}/dashboard"):
+        if browser.current_url.startswith(PUBLIC_URL + page):
             break
         assert browser.current_url.startswith(ISSUER), browser.current_url
         logins = browser.find_elements(By.NAME, "login")
@@ -90,10 +91,12 @@ def sign_in(browser: webdriver.Chrome, user: str) -> None:
             logins[0].send_keys(user)
             browser.find_element(By.NAME, "password").send_keys("pw")
         browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    _wait(
-        browser,
-        "window.agentcards && agentcards.session.signedIn && document.body.dataset.rendered",
-    )
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(PUBLIC_URL + page))
+    if page == "/dashboard":
+        _wait(
+            browser,
+            "window.agentcards && agentcards.session.signedIn && document.body.dataset.rendered",
+        )
 
 
 def in_page(browser: webdriver.Chrome, method: str, path: str, body: Any = None, *,
@@ -266,11 +269,8 @@ def test_an_admin_opens_flower_through_the_gateway(
     signin_stack: E2EStack, idp: IdentityProvider, flower: Proc, browser: webdriver.Chrome,
     artifacts: Path,
 ) -> None:  # fmt: skip
-    sign_in(browser, "erin")  # admins
-    browser.get(f"{PUBLIC_URL}/dashboard")
-    _wait(browser, "!document.querySelector('#flower-link').hidden")
-    link = browser.find_element(By.ID, "flower-link").get_attribute("href")
-    assert link == f"{PUBLIC_URL}/flower/"
+    # A stranger opening Flower signs in first (erin: admins) and comes back to Flower.
+    sign_in(browser, "erin", page="/flower/workers")
 
     def workers_listed(d: webdriver.Chrome) -> bool:
         d.get(f"{PUBLIC_URL}/flower/workers?refresh=1")
@@ -289,6 +289,11 @@ def test_an_admin_opens_flower_through_the_gateway(
     status, answer = in_page(browser, "POST", f"/flower/api/task/revoke/{uuid.uuid4()}",
                              csrf=False)  # fmt: skip
     assert status == 200 and "Revoked" in str(answer), answer
+    # The dashboard links there (for admins).
+    browser.get(f"{PUBLIC_URL}/dashboard")
+    _wait(browser, "!document.querySelector('#flower-link').hidden")
+    link = browser.find_element(By.ID, "flower-link").get_attribute("href")
+    assert link == f"{PUBLIC_URL}/flower/"
 
 
 def test_flower_is_for_admins_only(
@@ -297,8 +302,7 @@ def test_flower_is_for_admins_only(
     sign_in(browser, "alice")  # engineers: no agentcards:admin
     status, refused = in_page(browser, "GET", "/flower/")
     assert status == 403 and "agentcards:admin" in refused["error"]["message"], refused
-    assert browser.find_element(By.ID, "flower-link").get_attribute("hidden") is not None
-    # A stranger's browser is sent to sign in, and comes back to Flower after.
+    # A stranger's browser is sent to sign in, to come back to Flower after.
     stranger = httpx.get(f"{PUBLIC_URL}/flower/workers", follow_redirects=False)
     assert stranger.status_code == 303
     assert stranger.headers["location"] == "/dashboard/login?next=%2Fflower%2Fworkers"
