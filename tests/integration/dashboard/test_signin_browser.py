@@ -274,7 +274,7 @@ def test_an_admin_opens_flower_through_the_gateway(
 
     def workers_listed(d: webdriver.Chrome) -> bool:
         d.get(f"{PUBLIC_URL}/flower/workers?refresh=1")
-        return "learning-" in d.find_element(By.TAG_NAME, "body").text
+        return bool(d.find_elements(By.CSS_SELECTOR, "a.worker-name-link[title^='learning-']"))
 
     WebDriverWait(browser, 90, poll_frequency=2).until(workers_listed)
     assert "Flower" in browser.title and browser.current_url.startswith(f"{PUBLIC_URL}/flower/")
