@@ -379,7 +379,13 @@ class Settings(BaseSettings):
     flower_url: str | None = Field(
         default=None,
         description="where the dashboard links to Flower (`off`: no link); unset: the "
-        "gateway's host with `flower_port`",
+        "gateway's host with `flower_port`, or `<public_url>/flower/` when people sign in",
+    )
+    flower_upstream: str | None = Field(
+        default=None,
+        description="where the gateway reaches Flower to serve it at `/flower/` when people "
+        "sign in (Flower started with `--url_prefix=flower`); unset: "
+        "`http://127.0.0.1:<flower_port>`",
     )
 
     @field_validator("database_url")
@@ -475,6 +481,17 @@ class Settings(BaseSettings):
     def oauth(self) -> bool:
         """Whether people's access tokens are taken (an issuer is configured)."""
         return bool(self.oauth_issuer)
+
+    @property
+    def signin(self) -> bool:
+        """Whether people sign in to the dashboard (and Flower, through the gateway): an
+        issuer and the gateway's client id at it."""
+        return bool(self.oauth_issuer and self.oauth_client_id)
+
+    @property
+    def gateway_flower_url(self) -> str | None:
+        """Flower at the gateway (``<public_url>/flower/``) when people sign in; else None."""
+        return f"{(self.public_url or '').rstrip('/')}/flower/" if self.signin else None
 
     @property
     def resource_url(self) -> str:

@@ -51,6 +51,8 @@ def stack_specs(settings: Settings) -> list[ProcessSpec]:
         if settings.flower_basic_auth
         else []
     )
+    # People who sign in reach Flower through the gateway's /flower/ (docs/identity.md).
+    flower_prefix = ["--url_prefix=flower"] if settings.signin else []
     return [
         ProcessSpec(
             "gateway",
@@ -118,10 +120,11 @@ def stack_specs(settings: Settings) -> list[ProcessSpec]:
                 "flower",
                 f"--port={settings.flower_port}",
                 "--address=127.0.0.1",
+                *flower_prefix,
                 *flower_auth,
             ],
             check_flower,
-            url=f"http://127.0.0.1:{settings.flower_port}",
+            url=flower_url(settings),
         ),
     ]
 
@@ -132,9 +135,15 @@ def check_gateway(settings: Settings) -> Health:
     return _http_ok(url)
 
 
+def flower_url(settings: Settings) -> str:
+    """Where people open Flower: the gateway's /flower/ when they sign in, else Flower itself."""
+    return settings.gateway_flower_url or f"http://127.0.0.1:{settings.flower_port}"
+
+
 def check_flower(settings: Settings) -> Health:
-    """Flower's /healthcheck endpoint."""
-    return _http_ok(f"http://127.0.0.1:{settings.flower_port}/healthcheck")
+    """Flower's /healthcheck endpoint (under its prefix when the gateway serves it)."""
+    prefix = "/flower" if settings.signin else ""
+    return _http_ok(f"http://127.0.0.1:{settings.flower_port}{prefix}/healthcheck")
 
 
 def check_toolhost(settings: Settings) -> Health:

@@ -7,6 +7,7 @@ import ctypes
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 import redis
+from pydantic import SecretStr
 
 from deploy.launcher.backoff import Backoff
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, port_in_use
@@ -66,6 +68,12 @@ class Stack:
     """The whole system on one machine, embedded dependencies unless URLs are configured."""
 
     def __init__(self, settings: Settings, *, extra_env: dict[str, str] | None = None) -> None:
+        if settings.signin and settings.flower_basic_auth is None:
+            # Flower is served through the gateway (services.gateway.flower), which sends this
+            # password: without one Flower's API refuses everyone, and anyone on this machine
+            # could read its pages on loopback.
+            password = SecretStr(f"gateway:{secrets.token_urlsafe(24)}")
+            settings = settings.model_copy(update={"flower_basic_auth": password})
         self.settings = settings
         self.extra_env = extra_env or {}
         self.run_dir = settings.run_dir

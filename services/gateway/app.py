@@ -15,6 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
+from services.gateway.flower import FLOWER_CSP, FlowerProxy
 from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import DirectSurface, Listeners
 from services.gateway.mcp.errors import http_error_response
@@ -42,7 +43,7 @@ from services.gateway.rest import (
 from services.gateway.rest.docs import docs_router
 from services.gateway.scopes import ScopeGate
 from services.gateway.security_headers import SecurityHeaders
-from services.gateway.signin import SignIn
+from services.gateway.signin import FLOWER, SignIn
 from services.gateway.state import GatewayState
 from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
@@ -82,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 group.cancel_scope.cancel()
         finally:
             drainer.stop()
+            if flower is not None:
+                await flower.aclose()
             await state.close()
 
     app = FastAPI(
@@ -100,6 +103,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # ... and the dashboard's sign-in there, when the gateway has a client id at the issuer.
     sign_in = SignIn(settings, resource) if resource and settings.oauth_client_id else None
     app.state.signin = sign_in
+    # ... and Flower at /flower/, to the people who sign in there with agentcards:admin.
+    flower = FlowerProxy(settings, gateway_cookies=sign_in.cookies) if sign_in is not None else None
     if resource is not None:  # innermost: it reads /mcp bodies the guard has bounded
         app.add_middleware(ScopeGate, challenge=resource.challenge, mcp_refusal=http_error_response)
     # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
@@ -133,6 +138,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ],
             expose_headers=["mcp-session-id", "www-authenticate"],
         )
+    if flower is not None:
+        page_policies = {**page_policies, FLOWER + "/": FLOWER_CSP}
     app.add_middleware(SecurityHeaders, page_policies=page_policies)
     app.add_middleware(TrimmedHeaderValues)  # outermost: every layer sees values as HTTP defines
     app.include_router(docs)
@@ -156,6 +163,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.router.routes.extend(resource.routes())
     if sign_in is not None:
         app.router.routes.extend(sign_in.routes())
+    if flower is not None:
+        app.router.routes.extend(flower.routes())
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -13,17 +13,18 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import psycopg
 from anyio import to_thread
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.errors import error_response
 from services.gateway.oauth import ResourceServer, credential, is_key
+from services.gateway.signin import FLOWER, LOGIN, SignIn, under
 from services.gateway.signin import PATHS as SIGNIN_PATHS
-from services.gateway.signin import SignIn
 from services.gateway.state import GatewayState
 from shared.auth.cache import MISSING, PrincipalCache
 from shared.auth.principal import ANONYMOUS, Principal
@@ -168,6 +169,10 @@ class AuthGate:
             else:
                 principal = await resolve(state, token=bearer_token(scope.get("headers") or []))
         except AgentCardsError as exc:
+            if isinstance(exc, Unauthorized) and self._to_login(scope):
+                target = urlencode({"next": scope["path"]})
+                await RedirectResponse(f"{LOGIN}?{target}", status_code=303)(scope, receive, send)
+                return
             # /mcp's clients read a JSON-RPC error body; REST's read our envelope.
             refuse = self.mcp_refusal if _mcp(scope["path"]) else error_response
             response = refuse(exc)
@@ -187,6 +192,16 @@ class AuthGate:
             "agentcards.tenant_id": principal.tenant_id,
         })  # fmt: skip
         await self.app(scope, receive, send)
+
+    def _to_login(self, scope: Scope) -> bool:
+        """A browser opening Flower without a session (or with an ended one) signs in first,
+        as at /dashboard; scripts (an Authorization header) get the 401."""
+        return (
+            self.sign_in is not None
+            and scope["method"] in {"GET", "HEAD"}
+            and under(scope["path"], FLOWER)
+            and not _has_credential(scope)
+        )
 
     async def _with_issuer(self, state: GatewayState, scope: Scope) -> Principal:
         """A key's principal, or a person's from their access token; never anonymous."""

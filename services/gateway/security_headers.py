@@ -21,7 +21,8 @@ HTML_ONLY = {"x-frame-options": "DENY"}  # frame-ancestors for browsers without 
 
 
 class SecurityHeaders:
-    """Set the headers on every HTTP response; ``page_policies`` maps a path to its own CSP."""
+    """Set the headers on every HTTP response; ``page_policies`` maps a path to its own CSP
+    (a key ending in ``/``: every path under it)."""
 
     def __init__(self, app: ASGIApp, *, page_policies: Mapping[str, str]) -> None:
         self.app = app
@@ -31,7 +32,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        policy = self.page_policies.get(scope.get("path", ""), STRICT_CSP)
+        policy = self.policy(scope.get("path", ""))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -45,3 +46,11 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def policy(self, path: str) -> str:
+        """The CSP of the HTML page at ``path``."""
+        return self.page_policies.get(path) or next(
+            (p for prefix, p in self.page_policies.items()
+             if prefix.endswith("/") and path.startswith(prefix)),
+            STRICT_CSP,
+        )  # fmt: skip

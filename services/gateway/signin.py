@@ -42,6 +42,7 @@ from shared.config import Settings
 from shared.errors import AgentCardsError, DependencyError, Forbidden, Unauthorized
 
 DASHBOARD = "/dashboard"
+FLOWER = "/flower"  # Flower, served to signed-in admins (services.gateway.flower)
 LOGIN, CALLBACK, LOGOUT = "/dashboard/login", "/dashboard/callback", "/dashboard/logout"
 WHO, SIGNED_OUT = "/dashboard/session", "/dashboard/signed-out"
 # Open to everyone (they check the cookie themselves, or hold no data).
@@ -70,6 +71,7 @@ class SignIn:
         prefix = "__Host-" if self.secure else ""
         self.session_cookie = f"{prefix}agentcards_session"
         self.signin_cookie = f"{prefix}agentcards_signin"
+        self.cookies = frozenset({self.session_cookie, self.signin_cookie})
         self.redirect_uri = self.origin + CALLBACK
 
     # --- the session as a credential (AuthGate)
@@ -91,19 +93,32 @@ class SignIn:
                 "your dashboard session has ended (signed out or expired): sign in again at "
                 f"{DASHBOARD}"
             )
-        if scope["method"] in UNSAFE_METHODS:
+        if scope["method"] in UNSAFE_METHODS and under(path, FLOWER):
+            self.check_origin(request, required=True)  # Flower's page cannot send our token
+        elif scope["method"] in UNSAFE_METHODS:
             self.check_write(request, session)
         return principal_for(self.resource.identity, session.token_claims())
 
-    def check_write(self, request: Request, session: Session) -> None:
-        """A cookie-borne write comes from the dashboard's page: its origin, its CSRF token."""
+    def check_origin(self, request: Request, *, required: bool = False) -> None:
+        """A cookie-borne write comes from the gateway's own origin, when the browser names it
+        (``Origin``, ``Sec-Fetch-Site``); ``required``: it must name it."""
         origin = request.headers.get("origin")
-        if origin is not None and origin != self.origin:
+        site = request.headers.get("sec-fetch-site")
+        if (origin is not None and origin != self.origin) or site not in {None, "same-origin"}:
             raise Forbidden(
                 f"a write with the dashboard's session must come from {self.origin}, not "
-                f"{origin}: refused as cross-site request forgery",
-                origin=origin,
+                f"{origin or site}: refused as cross-site request forgery",
+                origin=origin or site,
             )
+        if required and origin is None and site is None:
+            raise Forbidden(
+                "a write with the dashboard's session to Flower must say where it comes from "
+                "(Origin or Sec-Fetch-Site): refused as possible cross-site request forgery"
+            )
+
+    def check_write(self, request: Request, session: Session) -> None:
+        """A cookie-borne write comes from the dashboard's page: its origin, its CSRF token."""
+        self.check_origin(request)
         sent = request.headers.get(CSRF_HEADER) or ""
         if not secrets.compare_digest(sent.encode(), session.csrf.encode()):
             raise Forbidden(
@@ -298,9 +313,14 @@ class SignIn:
                             httponly=True, samesite="lax")  # fmt: skip
 
 
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or below it."""
+    return path == prefix or path.startswith(prefix + "/")
+
+
 def _local(target: str | None) -> str:
-    """Where to go after signing in: a dashboard path of this gateway only (no open redirect)."""
-    if target and target.startswith(DASHBOARD) and not target.startswith("//"):
+    """Where to go after signing in: the dashboard's or Flower's path here (no open redirect)."""
+    if target and (under(target.split("?")[0], DASHBOARD) or under(target.split("?")[0], FLOWER)):
         return target
     return DASHBOARD
 

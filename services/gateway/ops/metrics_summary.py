@@ -25,11 +25,14 @@ FLOWER_OFF = {"off", "none", "false", "0"}
 
 
 def flower_url(settings: Settings, *, host: str | None) -> str | None:
-    """AGENTCARDS_FLOWER_URL when set (`off`: none), else Flower's port on the host the caller
+    """AGENTCARDS_FLOWER_URL when set (`off`: none); else, when people sign in, the gateway's
+    own `/flower/` (services.gateway.flower); else Flower's port on the host the caller
     reached the gateway by (where `agentcards up` and compose serve it)."""
     explicit = (settings.flower_url or "").strip()
     if explicit:
         return None if explicit.lower() in FLOWER_OFF else explicit
+    if settings.gateway_flower_url:
+        return settings.gateway_flower_url
     hostname = urlsplit(f"//{host}").hostname if host else None
     hostname = hostname or settings.gateway_host
     if hostname in {"0.0.0.0", "::"}:  # a bind-all address is not a place to browse to

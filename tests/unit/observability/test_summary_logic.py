@@ -26,6 +26,16 @@ def test_an_explicit_flower_url_wins_and_off_means_no_link() -> None:
     assert flower_url(_settings(flower_url="off"), host="x:1") is None
 
 
+def test_with_people_signing_in_flower_is_the_gateways_own_flower_page() -> None:
+    signin = {"oauth_issuer": "https://idp.example", "public_url": "https://gw.example/",
+              "oauth_client_id": "gateway"}  # fmt: skip
+    assert flower_url(_settings(**signin), host="x:1") == "https://gw.example/flower/"
+    assert flower_url(_settings(**signin, flower_url="off"), host="x:1") is None
+    # An issuer without a client id signs nobody in: Flower stays on its own port.
+    assert flower_url(_settings(oauth_issuer="https://idp.example",
+                                public_url="https://gw.example"), host="x:1") == "http://x:5599"  # fmt: skip
+
+
 def _levels(**counts: tuple[int, int]) -> dict[str, dict[str, int]]:
     out = {level: {"hits": 0, "misses": 0} for level in ("execution", "capability", "intent")}
     for level, (hits, misses) in counts.items():
