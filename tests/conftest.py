@@ -83,7 +83,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         places.append((place, index))
     groups = [_module(items[place]) for place, _ in places]
     costs = group_costs()
-    first_of = {group: place for (place, _), group in reversed(list(zip(places, groups)))}
+    first_of = {
+        group: place for (place, _), group in reversed(list(zip(places, groups, strict=True)))
+    }
     order = sorted(  # the costliest groups first, each group's tests in their own order
         range(len(items)),
         key=lambda i: (-costs.get(groups[i], 0.0), first_of[groups[i]], places[i]),
