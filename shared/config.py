@@ -329,6 +329,13 @@ class Settings(BaseSettings):
     )
     # Batches flush within milliseconds, a redelivered message within the visibility
     # timeout, so minutes of waiting means no worker is consuming.
+    beat_lease_s: float = Field(
+        default=20.0,
+        ge=2,
+        le=600,
+        description="Beat sends the schedule only while it holds a lease in Redis this long "
+        "(renewed every tick); a second beat waits and takes over this long after the first dies",
+    )
     learning_stall_s: float = Field(
         default=300.0,
         gt=0,

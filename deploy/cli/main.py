@@ -159,12 +159,42 @@ def demo(
 
 
 @app.command()
-def migrate() -> None:
+def migrate(
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="apply nothing: wait until the database is at this release's schema "
+        "(a pod's init step while the migration Job runs)",
+    ),
+    timeout_s: float = typer.Option(600.0, "--timeout", help="seconds --wait waits"),
+) -> None:
     """Apply database migrations to AGENTCARDS_DATABASE_URL (the compose prestart step)."""
-    from shared.db import migrate as run_migrations
+    import time
 
+    import psycopg
+
+    from shared.db import migrate as run_migrations
+    from shared.db import schema_is_current, schema_state
+    from shared.errors import DependencyError
+
+    settings = _settings()
+    if wait:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if schema_is_current(settings):
+                    console.print(f"database at revision {schema_state(settings)[0]}")
+                    return
+            except (AgentCardsError, psycopg.Error) as exc:  # not up yet: keep waiting
+                last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            else:
+                current, head = schema_state(settings)
+                last = f"database at revision {current or 'none'}, this release needs {head}"
+            if time.monotonic() >= deadline:
+                _fail(DependencyError(f"gave up after {timeout_s:g} s: {last}"))
+            time.sleep(2)
     try:
-        head = run_migrations(_settings())
+        head = run_migrations(settings)
     except AgentCardsError as exc:
         _fail(exc)
     console.print(f"database at revision {head}")
