@@ -99,7 +99,7 @@ return { timezone: now.timezone, weekday: now.day_of_week };
 """
 
 
-def test_a_learned_typescript_capability_matches_a_paraphrase_and_is_served_from_cache(
+def test_a_learned_typescript_capability_matches_a_paraphrase_and_its_clock_is_never_cached(
     stack: E2EStack,
 ) -> None:
     body = {
