@@ -356,13 +356,15 @@ class Settings(BaseSettings):
         le=30 * 86400,
         description="the longest a cached capability result lives (its tools' TTLs may cut it)",
     )
-    # Read-only is not unchanging (a clock, a file another process writes), so short.
+    # Read-only is not repeatable (a clock, a search engine, a queue), so off: only the
+    # operator knows which tools answer the same twice (shared/cache/policy.py).
     cache_read_only_ttl_s: int = Field(
-        default=60,
+        default=0,
         ge=0,
         le=30 * 86400,
-        description="a read-only tool's TTL when neither its server nor the `mcpServers` "
-        "file's `agentcards.cache` says",
+        description="the TTL of every read-only tool the `mcpServers` file's "
+        "`agentcards.cache` gives none; 0: such tools are not cached. Set it only if every "
+        "read-only tool of every server answers the same for this long",
     )
     # Off by default: similar words can still mean other data.
     intent_cache: bool = Field(

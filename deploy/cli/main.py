@@ -81,6 +81,7 @@ def up(
 @app.command()
 def status() -> None:
     """Report each process, dependency and MCP server as healthy or not, with the reason."""
+    from deploy.cli.up import access_line
     from deploy.launcher.processes import read_servers, stack_specs
     from shared.db import ping
 
@@ -130,6 +131,8 @@ def status() -> None:
     console.print(table)
     for name, url in state.urls.items():
         console.print(f"  {name:<10} {url}")
+    if access := access_line(resolved, state.database_url):
+        console.print(f"  {'access':<10} {access}", soft_wrap=True)
     if not all(ok for _, _, ok, _ in rows) or any(s.state != "ready" for s in servers.values()):
         raise typer.Exit(code=1)
 

@@ -12,8 +12,11 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TypeVar
 
 import orjson
+import psycopg_pool
 import redis
 import redis.asyncio as aioredis
 from mcp import types
@@ -394,7 +397,7 @@ class Toolhost:
 
         try:
             async with self._db_locks[server]:
-                result = await asyncio.to_thread(write)
+                result = await _retrying_pool_timeouts(write, what=f"syncing {server}'s tools")
         except Exception:
             # The session keeps serving calls; the next connect or list_changed syncs again.
             log.exception("syncing the tools of %s into Postgres failed", server)
@@ -446,6 +449,26 @@ def check() -> int:
         return 0
     print(f"toolhost: no ready heartbeat for {socket.gethostname()}", file=sys.stderr)
     return 1
+
+
+T = TypeVar("T")
+
+# Every server's first sync embeds its tools on a pooled connection, and the first embedding
+# loads the model, which on a loaded machine outlasts the pool's 30 s wait: a sync that got no
+# connection is tried again rather than left undone until the server reconnects.
+SYNC_ATTEMPTS = 3
+
+
+async def _retrying_pool_timeouts(write: Callable[[], T], *, what: str) -> T:
+    """``write`` in a thread, again after a pool timeout (up to SYNC_ATTEMPTS times)."""
+    for attempt in range(1, SYNC_ATTEMPTS + 1):
+        try:
+            return await asyncio.to_thread(write)
+        except psycopg_pool.PoolTimeout:
+            if attempt == SYNC_ATTEMPTS:
+                raise
+            log.warning("%s found no free database connection; trying again", what)
+    raise AssertionError("unreachable")
 
 
 def main() -> None:

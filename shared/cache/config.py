@@ -1,8 +1,9 @@
 """The ``agentcards`` block an operator may add beside ``command``/``args`` of an MCP server.
 
 ``{"agentcards": {"cache": {"ttl_s": 600, "read_only": true,
-"tools": {"read_file": {"ttl_s": 30}, "append_log": {"read_only": false}}}}}``: ``ttl_s: 0``
-means never cache; ``read_only`` overrides the tool's ``readOnlyHint``. Other MCP clients
+"tools": {"read_file": {"ttl_s": 30}, "append_log": {"read_only": false}}}}}``: ``ttl_s`` is how
+long a read-only tool's results may be reused (unset or ``0``: never, shared/cache/policy.py);
+``read_only`` overrides the tool's ``readOnlyHint``. Other MCP clients
 ignore the key; unknown keys and wrong types are refused (strict: ``"30"`` is not a number).
 
 ``"pii"`` (docs/privacy.md): ``"off"`` for a server whose data is public, ``{"kinds":
