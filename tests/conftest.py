@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import uuid
 from collections.abc import Callable, Generator, Hashable, Iterator
@@ -86,9 +87,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first_of = {
         group: place for (place, _), group in reversed(list(zip(places, groups, strict=True)))
     }
+    usual = statistics.median(costs.values()) if costs else 0.0  # a group not measured yet
     order = sorted(  # the costliest groups first, each group's tests in their own order
         range(len(items)),
-        key=lambda i: (-costs.get(groups[i], 0.0), first_of[groups[i]], places[i]),
+        key=lambda i: (-costs.get(groups[i], usual), first_of[groups[i]], places[i]),
     )
     items[:] = [items[i] for i in order]
     for item, group in zip(items, (groups[i] for i in order), strict=True):
@@ -100,7 +102,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # order), so no long group starts last and holds the run's end on one worker while the others
 # idle. Refresh after adding slow tests:
 #   AGENTCARDS_TEST_COSTS=tests/group_costs.json python3 -m pytest -m "not unit"
-# A group missing from the file (a new module) counts as free and starts last.
+# A group missing from the file (a new module) counts as the median group.
 COSTS_FILE = Path(__file__).with_name("group_costs.json")
 _measured: dict[str, float] = {}
 
