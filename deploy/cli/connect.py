@@ -30,8 +30,8 @@ from shared.config import DEFAULT_TENANT, Settings, get_settings
 from shared.db import connect as db_connect
 from shared.errors import AgentCardsError
 
-console = Console()
-err = Console(stderr=True)
+console = Console(soft_wrap=True)  # paths and keys stay on one line
+err = Console(stderr=True, soft_wrap=True)
 KNOWN = ", ".join(CLIENTS)
 PLACEHOLDER = "ack_<a-new-key-made-on-write>"
 

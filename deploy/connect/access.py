@@ -23,10 +23,11 @@ from deploy.connect.clients import Client
 from deploy.launcher.state import running_stack
 from shared.auth.keys import hash_key, looks_like_key
 from shared.auth.store import Conn, principal_for_hash
-from shared.config import Settings
+from shared.config import Settings, settings_to_env
 from shared.errors import AgentCardsError
 
 KEY_ENV = "AGENTCARDS_API_KEY"
+_SHARED_WITH_STDIO = ("env", "pii", "pii_key", "pii_key_previous", "secret_key", "auth")
 BEARER = "Bearer "
 
 
@@ -112,6 +113,14 @@ def stdio_entry(settings: Settings, *, started_here: bool, key: str | None) -> d
     """Claude Desktop's entry: the command, and the environment that finds this stack."""
     command, args, env = stdio_command()
     env["AGENTCARDS_HOME"] = str(settings.home)
+    given = settings_to_env(settings)
+    # The stack's own choices the stdio server must share (its PII vault key and mode, the
+    # key that seals replies): written only where they differ from the defaults.
+    for name in _SHARED_WITH_STDIO:
+        default = type(settings).model_fields[name].get_default(call_default_factory=True)
+        variable = f"AGENTCARDS_{name.upper()}"
+        if getattr(settings, name) != default and variable in given:
+            env[variable] = given[variable]
     if not started_here:  # no state file to read: name the stack's services themselves
         env["AGENTCARDS_DATABASE_URL"] = settings.database_url or ""
         env["AGENTCARDS_REDIS_URL"] = settings.redis_url or ""
