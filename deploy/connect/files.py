@@ -176,12 +176,12 @@ def write_config(config: ConfigFile, new_text: str, *, secret: bool) -> Path | N
     if config.text is not None:
         mode = stat.S_IMODE(path.stat().st_mode)
         backup = path.with_name(path.name + BACKUP_SUFFIX)
-        _write_atomic(backup, config.text, 0o600)  # the old file may hold secrets too
-    _write_atomic(path, new_text, 0o600 if secret else mode)
+        write_atomic(backup, config.text, 0o600)  # the old file may hold secrets too
+    write_atomic(path, new_text, 0o600 if secret else mode)
     return backup
 
 
-def _write_atomic(path: Path, text: str, mode: int) -> None:
+def write_atomic(path: Path, text: str, mode: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
