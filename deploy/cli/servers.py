@@ -18,7 +18,6 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from deploy.connect.access import stack_settings
 from deploy.connect.files import write_atomic
@@ -109,16 +108,14 @@ def search(words: Annotated[list[str], typer.Argument(help="words in the server'
         _fail(exc)
     finally:
         client.close()
-    table = Table(title=f"MCP Registry {client.base_url}")
-    for col in ("name", "version", "runs as", "description"):
-        table.add_column(col)
+    console.print(f"MCP Registry {client.base_url}")
     for item in found:
         s = item.server
-        ways = [f"{p.registry_type}" for p in s.packages] + [f"remote {r.type}" for r in s.remotes]
-        table.add_row(
-            escape(s.name), escape(s.version), escape(", ".join(ways)), escape(s.description)
+        ways = [p.registry_type for p in s.packages] + [f"remote {r.type}" for r in s.remotes]
+        console.print(
+            f"  {escape(s.name)} {escape(s.version)} ({escape(', '.join(ways))}): "
+            f"{escape(s.description)}"
         )
-    console.print(table)
     console.print(f"{len(found)} servers")
 
 
@@ -212,9 +209,7 @@ def list_command() -> None:
     """The configured servers, with the registry version each came from and whether a newer exists."""
     settings, _ = stack_settings(get_settings())
     path, data = _config(settings)
-    table = Table(title=str(path))
-    for col in ("name", "runs", "registry name", "version", "latest"):
-        table.add_column(col)
+    console.print(str(path))
     clients: dict[str, RegistryClient] = {}
     try:
         for name, entry in data["mcpServers"].items():
@@ -228,17 +223,11 @@ def list_command() -> None:
                     latest = "up to date" if newest == origin["version"] else f"{newest} available"
                 except AgentCardsError as exc:
                     latest = f"? ({exc.message[:60]})"
-            table.add_row(
-                escape(name),
-                escape(str(runs)),
-                escape(origin.get("name", "-")),
-                escape(origin.get("version", "-")),
-                escape(latest),
-            )
+            source = f"{origin['name']} {origin['version']}, {latest}" if origin else "by hand"
+            console.print(f"  {escape(name)}: {escape(str(runs))} ({escape(source)})")
     finally:
         for client in clients.values():
             client.close()
-    console.print(table)
 
 
 @servers_app.command("remove")
