@@ -121,8 +121,13 @@ def _connect(
         if oauth:
             console.print(f"{client.title} signs in with OAuth at {settings.oauth_issuer}")
         return
+    if not settings.database_url:
+        _fail(
+            f"no stack is running in {settings.home} to make {client.title}'s key on: start one "
+            "with `agentcards up`, or set AGENTCARDS_HOME (or AGENTCARDS_DATABASE_URL) to yours"
+        )
     try:
-        conn = db_connect(settings.database_url or "")
+        conn = db_connect(settings.database_url)
     except AgentCardsError as exc:
         _fail(exc)
     with conn:
