@@ -117,6 +117,11 @@ class Settings(BaseSettings):
         description="seals the `requestState` of MCP input-required replies; required (not a "
         "placeholder) in production",
     )
+    registry_url: str = Field(
+        default="https://registry.modelcontextprotocol.io",
+        description="the MCP Registry `agentcards servers add/search` asks (its base URL: the "
+        "`v0.1` paths, else `v0`); any registry serving that API, a private one included",
+    )
     auth: bool = Field(
         default=True,
         description="`off`: API keys are not checked, every caller is tenant `default` on any "

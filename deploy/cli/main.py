@@ -33,9 +33,11 @@ def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
     from deploy.cli.cache import cache_app
     from deploy.cli.capabilities import capabilities_app
+    from deploy.cli.connect import connect, disconnect
     from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.pii import pii_app
     from deploy.cli.sandbox import sandbox_app
+    from deploy.cli.servers import servers_app
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(cache_app, name="cache", help="The result cache: clear, stats.")
@@ -43,9 +45,12 @@ def _mount_subcommands() -> None:
         capabilities_app, name="capabilities", help="Capabilities: list, show, export, import."
     )
     app.add_typer(keys_app, name="keys")
+    app.command("connect")(connect)
+    app.command("disconnect")(disconnect)
     app.add_typer(audit_app, name="audit")
     app.add_typer(pii_app, name="pii")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
+    app.add_typer(servers_app, name="servers")
 
 
 def _settings() -> Settings:

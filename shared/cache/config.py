@@ -69,6 +69,16 @@ class ServerPiiConfig(PiiKinds):
     tools: dict[str, PiiKinds] = Field(default_factory=dict)
 
 
+class RegistryOrigin(BaseModel):
+    """Where `agentcards servers add` found the server: its MCP Registry name and version."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    version: str
+    registry: str | None = None  # the registry's base URL; None: a local server.json
+
+
 class AgentcardsBlock(BaseModel):
     """The whole ``agentcards`` block of one server."""
 
@@ -76,6 +86,7 @@ class AgentcardsBlock(BaseModel):
 
     cache: ServerCacheConfig = Field(default_factory=ServerCacheConfig)
     pii: ServerPiiConfig = Field(default_factory=ServerPiiConfig)
+    registry: RegistryOrigin | None = None
 
     def pii_kinds(self, tool: str) -> list[str] | None:
         """The kinds tokenised in this tool's data: None for every kind (the default), ``[]``
