@@ -99,10 +99,7 @@ class GatewayMCPServer(MCPServer):
             if isinstance(cause, StructuredToolError):
                 return cause.body
             if isinstance(cause, ValidationError):  # the arguments, against the input schema
-                problems = validation_problems(cause.errors())
-                return error_dict(
-                    ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems
-                )
+                return validation_body(cause)
             cause = cause.__cause__
         if self._tool_manager.get_tool(name) is None:
             return error_dict(
@@ -130,6 +127,12 @@ def error_result(body: dict[str, Any]) -> types.CallToolResult:
     )
 
 
+def validation_body(exc: ValidationError) -> dict[str, Any]:
+    """Pydantic's refusal as REST's 422 body: ``validation_error`` naming each bad field."""
+    problems = validation_problems(exc.errors())
+    return error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
+
+
 def mcp_error(exc: Exception) -> StructuredToolError:
     """The MCP tools' failure (one of ``MCP_TOOL_ERRORS``): the same ``{type, message,
     details?}`` as REST; an outage is ``unavailable``, as REST's 503."""
@@ -140,8 +143,7 @@ def mcp_error(exc: Exception) -> StructuredToolError:
         log.warning("%s failed in an MCP tool call: %s", name, exc)
         body = unavailable_error(name, error)
     elif isinstance(exc, ValidationError):
-        problems = validation_problems(exc.errors())
-        body = error_dict(ErrorType.VALIDATION_ERROR, problems_message(problems), details=problems)
+        body = validation_body(exc)
     else:  # not one of MCP_TOOL_ERRORS: a crash, told as one
         log.error("unexpected error in an MCP tool call", exc_info=exc)
         body = error_dict(ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details")

@@ -249,6 +249,16 @@ async def test_every_tool_error_is_one_structured_body_at_both_revisions(
             errors[tool, json.dumps(arguments)] = error
         # A run that failed keeps its error at the same place: structuredContent.error.type.
         failed = await modern.call_tool("execute_code", {"code": "raise ValueError('x')"})
+    # A server's own tool, called directly with arguments its schema refuses: our body too.
+    async with (
+        create_mcp_http_client(headers=stack.headers) as direct_http,
+        Client(streamable_http_client(f"{url}/servers/example", http_client=direct_http)) as direct,
+    ):
+        bad_args = tool_error(await direct.call_tool("add", {"a": "two", "b": 1}))
+    assert (
+        bad_args["type"] == "invalid_arguments"
+        and "a (expected number, got string)" in bad_args["message"]
+    )
     assert failed.is_error and failed.structured_content is not None
     assert failed.structured_content["error"]["type"] == "runtime_error"
     # REST answers the same bad requests with the same body.
