@@ -351,6 +351,8 @@ def test_the_metrics_strip_shows_the_search_adapters_passes(
     # The beat task's consolidation over the tenant's learned runs (its real runs and their
     # capabilities' phrasings): the strip names the pass, as the summary reports it.
     dash, auth = stack
+    # No pass yet: the strip says so in words, not with a bare dash.
+    _wait(dashboard, "document.querySelector('#m-adapter').textContent === 'none yet'")
     with dash.db() as conn:
         done = {c.tenant_id: c for c in consolidate(conn)}
     fit = done["acme"].adapter

@@ -314,6 +314,17 @@ def test_the_legend_explains_the_view_and_degraded_servers_are_marked(
     )
     hexes = {server: hex_ for server, _, _, hex_ in chips}
     assert all(hexes.get(server, colour) == colour for server, colour in drawn), drawn
+    # Five more servers (names that shared a colour, or got grey, when a hash picked it).
+    more = page.execute_script(
+        "const names = ['everything', 'filesystem', 'memory', 'time', 'git'];"
+        " AgentCardsGraph.assignColours(names);"
+        " return names.map(n => AgentCardsGraph.serverColour(n))"
+    )
+    every = [*more, *(hex_ for server, _, _, hex_ in chips if server not in {"time"})]
+    assert len(set(every)) == len(every), every
+    for colour in every:
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+        assert max(rgb) - min(rgb) > 60, colour  # a hue, not grey
     page.save_screenshot(str(artifacts / "legend-degraded.png"))
     page.find_element(By.CSS_SELECTOR, 'button[data-view="hypergraph"]').click()
     _wait(page, "document.querySelector('#legend').dataset.view === 'hypergraph'")
