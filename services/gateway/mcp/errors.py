@@ -94,6 +94,13 @@ class GatewayMCPServer(MCPServer):
             return error_result(self._error_body(name, exc))
 
     def _error_body(self, name: str, exc: ToolError) -> dict[str, Any]:
+        # A crash (a result that fails its own output schema included): its text stays in
+        # the log, and a ValidationError inside it is ours, not the caller's arguments.
+        if isinstance(exc, UnexpectedToolError):
+            log.error("unexpected error in the MCP tool %s", name, exc_info=exc)
+            return error_dict(
+                ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details"
+            )
         cause: BaseException | None = exc
         while cause is not None:  # the SDK wraps what the tool raised, once per layer
             if isinstance(cause, StructuredToolError):
@@ -106,11 +113,6 @@ class GatewayMCPServer(MCPServer):
                 ErrorType.NOT_FOUND,
                 f"no tool {name[:200]!r} here: tools/list names the tools",
                 details={"tool": name[:200]},
-            )
-        if isinstance(exc, UnexpectedToolError):  # a crash: its text stays in the log
-            log.error("unexpected error in the MCP tool %s", name, exc_info=exc)
-            return error_dict(
-                ErrorType.INTERNAL_ERROR, "internal error; the gateway log has details"
             )
         return error_dict(ErrorType.BAD_REQUEST, str(exc))  # the SDK's own refusal
 
