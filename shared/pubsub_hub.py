@@ -114,7 +114,7 @@ class PubSubHub:
                     self._pubsub = self._client.pubsub()
                 pubsub = self._pubsub
                 try:
-                    if channel.encode() not in pubsub.channels:
+                    if not _subscribed(pubsub, channel):
                         await pubsub.subscribe(channel)
                     break
                 except (RedisError, OSError) as exc:
@@ -208,3 +208,12 @@ class PubSubHub:
         for followers in self._followers.values():
             for follower in followers:
                 follower.put(RESYNC)
+
+
+def _subscribed(pubsub: PubSub, channel: str) -> bool:
+    """Whether ``channel`` is subscribed on ``pubsub`` and stays so. redis-py keeps a channel
+    in ``channels`` from its UNSUBSCRIBE until the reader reads the reply: a follower arriving
+    then (the next request on the same execution) must subscribe again, or the reply drops
+    the channel and that follower hears nothing live."""
+    name = channel.encode()
+    return name in pubsub.channels and name not in pubsub.pending_unsubscribe_channels

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import sys
 import uuid
@@ -25,7 +26,7 @@ import httpx
 import psycopg
 import pytest
 import redis
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -303,3 +304,15 @@ async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSe
     ):
         await session.initialize()
         yield session
+
+
+def tool_error(result: types.CallToolResult) -> dict[str, Any]:
+    """A failed MCP tool call's error body: ``{"error": {type, message, details?}}`` as its
+    structured content, and the same JSON as its text (clients that read text see it all)."""
+    assert result.is_error, result
+    envelope = result.structured_content
+    assert envelope is not None and set(envelope) == {"error"}, result
+    block = result.content[0]
+    assert isinstance(block, types.TextContent) and json.loads(block.text) == envelope, result
+    body: dict[str, Any] = envelope["error"]
+    return body

@@ -117,8 +117,14 @@ def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
         failed = [s for s in session.steps if s.status != "ok"]
         for step in failed:
             console.print(f"[red]step failed:[/] {step.title}: {step.detail}", soft_wrap=True)
-        console.print(f"dashboard: {url}/dashboard   API docs: {url}/docs")
         console.print(f"demo took {time.perf_counter() - started:.1f}s")
+        if not started_here or keep:  # a URL only while something serves it
+            console.print(f"dashboard: {url}/dashboard   API docs: {url}/docs")
+        else:
+            console.print(
+                "the temporary stack stops now; to look around after the session, run "
+                "`agentcards demo --keep`, or `agentcards up` and then `agentcards demo`"
+            )
         if started_here and keep:
             console.print("the temporary stack keeps running; Ctrl-C stops it")
             try:

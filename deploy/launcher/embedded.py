@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -61,6 +62,10 @@ class EmbeddedPostgres:
         cleanup = getattr(self._server, "cleanup", None)
         if cleanup:
             cleanup()
+            # pgserver registered the same cleanup to run at exit, where it takes its lock
+            # file again: in a temporary home deleted meanwhile, that re-creates
+            # <home>/xdg-runtime/python_PostgresServer/.lockfile. Done once is enough.
+            atexit.unregister(getattr(self._server, "_cleanup", cleanup))
         # pgserver only stops when its handle list holds just us; pids of processes that
         # died without cleaning up would keep the server running forever, so prune them.
         if self._live_handles() or not self.running():

@@ -53,6 +53,7 @@ from shared.logs import configure_logging
 from shared.telemetry import enabled as tracing_enabled
 from shared.telemetry import instrument_celery
 from shared.telemetry import setup as setup_tracing
+from shared.version import VERSION
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -89,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="AgentCards gateway",
-        version="0.1.0",
+        version=VERSION,
         description="Run agent-written Python against MCP tools in isolated sandboxes; "
         "reuse what worked.",
         lifespan=lifespan,

@@ -132,9 +132,13 @@ def _socket_readable(conn: AbstractConnection) -> bool:
     on a dead socket ("may or may not have run"). Asked of the kernel with a zero-timeout
     poll: one syscall."""
     writer = getattr(conn, "_writer", None)
+    if writer is not None and writer.transport.is_closing():
+        return True  # the loop closed it (a reset or a failed write): redis-py still holds it
     sock = writer.get_extra_info("socket") if writer is not None else None
     if sock is None:
         return False
+    if sock.fileno() < 0:  # closed under the writer: poll would refuse -1 (ValueError)
+        return True
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
     return bool(poller.poll(0))

@@ -44,13 +44,22 @@ def _summary_row(out: str, step: str) -> str:
 
 
 def test_demo_plays_every_step(tmp_path: Path) -> None:
-    code, out = _demo(_env(tmp_path / "home"))
+    # Where the temporary stack's home goes (tempfile's TMPDIR): outside pytest's tmp root,
+    # which Postgres' own user cannot traverse.
+    scratch = server_dir("demo-tmp")
+    code, out = _demo(_env(tmp_path / "home", TMPDIR=str(scratch)))
     assert code == 0, out[-4000:]
+    # The temporary stack is gone with everything under its home (pgserver's lock file too),
+    # and no URL of it is printed: nothing would answer there.
+    left = sorted(
+        p for p in scratch.rglob("*") if p.relative_to(scratch).parts[0].startswith("agentcards-")
+    )
+    assert left == [], left
+    assert "/dashboard" not in out and "agentcards demo --keep" in out
     assert "capability 'count_words_sample_text_file' (created)" in out
     assert "matched 'count_words_sample_text_file'" in out and "unrelated intent: 0 matches" in out
     assert "27 words in recipes.md" in out and "bad args -> 422" in out
     assert "tool_failures: example:fail" in out and "capability not saved" in out
-    assert "/dashboard" in out
     assert "failed" not in out.split("summary")[-1]
     assert out.count(HEADER) == 1, out  # piped: the summary alone, not the live frame too
 
@@ -129,6 +138,7 @@ def test_demo_on_running_stacks_never_reports_a_failure_as_ok(tmp_path: Path) ->
                 assert f"step failed: {later}: needs the capability of '{first}'" in out
             assert " ok " in _summary_row(out, "a failing tool: run reported, not saved")
             assert out.count(HEADER) == 1, out
+            assert f"dashboard: {url}/dashboard" in out  # the running stack's, still serving
 
             # Once the stack has a key, the demo needs one too: without it, it says so at
             # once (no temporary stack); with AGENTCARDS_API_KEY it plays on the stack again.

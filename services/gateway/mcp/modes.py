@@ -20,7 +20,6 @@ for ``toolsListChanged`` the event (beside its tenant's skill changes, as in cod
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -28,7 +27,6 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
@@ -42,7 +40,7 @@ from services.gateway.mcp.direct import (
     naming_of,
     requested,
 )
-from services.gateway.mcp.errors import protocol_errors
+from services.gateway.mcp.errors import StructuredToolError, error_result, protocol_errors
 from services.gateway.ops import direct
 from services.gateway.ops.direct import ToolNaming
 from services.gateway.state import GatewayState
@@ -62,15 +60,10 @@ def mode_of(request: object, principal: Principal) -> McpMode:
     return cast(McpMode, asked)
 
 
-def unresolved_caller(exc: ToolError) -> MCPError:
+def unresolved_caller(exc: StructuredToolError) -> MCPError:
     """The JSON-RPC error for a request whose caller could not be resolved: ``exc`` carries our
     ``{type, message, details?}`` body (``mcp_error``), which becomes the message and ``data``."""
-    try:
-        body = json.loads(str(exc))
-    except ValueError:
-        body = {"type": "internal_error", "message": str(exc)}
-    if not isinstance(body, dict):
-        body = {"type": "internal_error", "message": str(exc)}
+    body = exc.body
     message = f"could not resolve the caller's key: {body.get('message', str(exc))}"
     return MCPError(code=types.INTERNAL_ERROR, message=message, data=body)
 
@@ -105,7 +98,7 @@ def register(
     ) -> types.ListToolsResult:
         try:
             principal, mode, naming = await caller(ctx)
-        except ToolError as exc:
+        except StructuredToolError as exc:
             # tools/list is no tool: an unresolvable caller (e.g. Postgres down while checking
             # the key) is a JSON-RPC error naming the outage, never the SDK's bare -32603.
             raise unresolved_caller(exc) from exc
@@ -123,13 +116,11 @@ def register(
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         try:
             principal, mode, naming = await caller(ctx)
-        except ToolError as exc:
+        except StructuredToolError as exc:
             # The caller could not be resolved (e.g. Postgres down while checking the key):
-            # the tool's own error result, as MCPServer gives when a tool raises ToolError,
-            # never a bare internal error with the message lost.
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=str(exc))], is_error=True
-            )
+            # the tool's error result with our body, as any tool's failure, never a bare
+            # internal error with the message lost.
+            return error_result(exc.body)
         if mode == "code":
             return await own_call.handler(ctx, params)
         reserved = await own_names(ctx) if mode == "both" else frozenset()
@@ -161,7 +152,7 @@ def register(
     ) -> types.SubscriptionsListenResult:
         try:
             principal, mode, _ = await caller(ctx)
-        except ToolError as exc:
+        except StructuredToolError as exc:
             raise unresolved_caller(exc) from exc
         if mode == "code":
             return cast(types.SubscriptionsListenResult, await own_listen.handler(ctx, params))
@@ -174,12 +165,16 @@ def register(
     )
     # Declare tools.listChanged: in direct or both mode the list follows the servers' (the
     # SDK's session manager builds the initialize answer without notification options).
+    # prompts.listChanged too, so both revisions say the same: a 2026-07-28 answer declares
+    # every listChanged wherever subscriptions/listen is served (the SDK derives it).
     own_options = lowlevel.create_initialization_options
 
     def with_list_changed(
         notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
     ) -> InitializationOptions:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, prompts_changed=True
+        )
         return own_options(options, *args, **kwargs)
 
     setattr(lowlevel, "create_initialization_options", with_list_changed)  # noqa: B010

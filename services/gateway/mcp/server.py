@@ -29,7 +29,7 @@ from services.gateway.mcp import (
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
 from services.gateway.mcp.direct import Listeners
-from services.gateway.mcp.errors import tool_errors
+from services.gateway.mcp.errors import GatewayMCPServer, tool_errors
 from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
@@ -47,6 +47,7 @@ from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolic
 from shared.executions.pages import PART_DESCRIPTION, Part
 from shared.inputs import SQL_INT_MAX
 from shared.sandbox.child.helpers import HELPER_MODULES
+from shared.version import VERSION
 
 # Tool inputs, described once on the REST models (the OpenAPI schema shows the same text).
 Code = Annotated[str, described(ExecutionRequest, "code")]
@@ -181,8 +182,9 @@ def build_mcp_server(
     async def principal_of(ctx: Context) -> Principal:
         return await principal_for(ctx.request_context.request)
 
-    server: MCPServer = MCPServer(
+    server: MCPServer = GatewayMCPServer(
         name="agentcards",
+        version=VERSION,
         cache_hints=CACHE_HINTS,
         title="AgentCards",
         instructions="Search tools with search_tools, then run Python that calls them with "

@@ -44,6 +44,9 @@ from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 
+# A stream quiet this long checks the row (and sends a keep-alive comment while it runs).
+STREAM_CHECK_S = 5.0
+
 
 @router.post(
     "",
@@ -198,19 +201,37 @@ async def events(
                 yield _finished_event(row)
                 return
             while True:
-                event = await follow.next(timeout_s=15)
+                event = await follow.next(timeout_s=STREAM_CHECK_S)
                 if event is None:
-                    yield {"comment": "keep-alive"}
-                    continue
-                yield {
-                    "id": str(event.get("seq", "")),
-                    "event": str(event.get("type", "event")),
-                    "data": orjson.dumps(event).decode(),
-                }
+                    # Pub/sub delivers at most once: a live event lost on the way (a
+                    # subscriber reconnecting, say) must not hold the stream open past the
+                    # run's end, so a quiet stream asks the row (reaped if its worker died).
+                    row = await read_execution(
+                        state, execution_id=execution_id, tenant_id=tenant_id
+                    )
+                    if row["status"] not in TERMINAL:
+                        yield {"comment": "keep-alive"}
+                        continue
+                    await follow.catch_up()  # what was logged and not heard comes first
+                    while (event := await follow.next(timeout_s=0)) is not None:
+                        yield _sse_event(event)
+                        if event.get("type") == FINISHED:
+                            return
+                    yield _finished_event(row)
+                    return
+                yield _sse_event(event)
                 if event.get("type") == FINISHED:
                     return
 
     return EventSourceResponse(stream())
+
+
+def _sse_event(event: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(event.get("seq", "")),
+        "event": str(event.get("type", "event")),
+        "data": orjson.dumps(event).decode(),
+    }
 
 
 def _finished_event(row: dict[str, Any]) -> dict[str, Any]:

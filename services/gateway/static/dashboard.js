@@ -114,9 +114,21 @@
     cy.on("tap", "node[kind = 'capability']", ev => AC.openPanel(ev.target.data("capability_id")));
     AC.applyFilter && AC.applyFilter();
     AC.onGraphDrawn && AC.onGraphDrawn(view);  // legend.js: the legend and degraded markers
+    refit();  // the new legend took its room
     document.body.dataset.rendered = view;  // tests wait on this
   }
   for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => show(b.dataset.view));
+  // The graph's area shrinks when the legend below it (drawn after the graph) or the server
+  // chips above it grow: refit then, or the bottom row of boxes is cut off under the legend.
+  function refit() {
+    const cy = window.cy;
+    if (!cy || cy.destroyed()) return;
+    const {clientWidth: w, clientHeight: h} = cy.container();
+    if (w === cy.width() && h === cy.height()) return;
+    cy.resize();
+    cy.fit(undefined, AgentCardsGraph.LAYOUT.padding);
+  }
+  new ResizeObserver(refit).observe($("#graph"));
   AC.api = api;
   AC.request = request;
   AC.toast = toast;
@@ -174,7 +186,9 @@
     if (last && (!use || last.version !== use.version)) {
       text += ` (v${last.version} kept: ${pass(last)}, ${last.held_back} held back)`;
     }
-    $("#m-adapter").textContent = last ? text : "–";
+    // Before the first pass (a tenant's runs are consolidated every 10 minutes) search uses
+    // the plain embedding: say so instead of a bare dash.
+    $("#m-adapter").textContent = last ? text : "none yet";
   }
 
   // --- Live: /v1/events read with fetch, not EventSource: EventSource cannot send the

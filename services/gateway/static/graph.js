@@ -8,13 +8,24 @@
     window.__fcoseRegistered = true;
   }
   const VIOLET = "#8b5cf6";
-  // Distinct, colour-blind friendly-ish hues for servers (violet is kept for capabilities).
-  const PALETTE = ["#0ea5e9", "#f97316", "#10b981", "#e11d48", "#eab308", "#14b8a6", "#64748b",
-    "#d946ef", "#84cc16", "#06b6d4", "#f43f5e", "#a16207"];
+  // Distinct hues for servers, most distinct first. No violet (capabilities) and no grey:
+  // grey is an unavailable tool's colour, so a ready server must never look like one.
+  const PALETTE = ["#0ea5e9", "#f97316", "#10b981", "#e11d48", "#eab308", "#2563eb", "#d946ef",
+    "#84cc16", "#a16207", "#0d9488", "#ec4899", "#65a30d"];
+  // Each server keeps the colour it was first given; `assignColours` hands them out in name
+  // order, so the same servers get the same colours on every load. (A hash of the name gave
+  // two servers one colour as soon as two names fell in one of the 12 slots.)
+  const colours = new Map();
+  function assignColours(servers) {
+    for (const name of [...new Set(servers.map(String))].sort()) {
+      if (colours.has(name)) continue;
+      const used = new Set(colours.values());
+      colours.set(name, PALETTE.find(c => !used.has(c)) || PALETTE[colours.size % PALETTE.length]);
+    }
+  }
   function serverColour(server) {
-    let h = 0;
-    for (const ch of String(server)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-    return PALETTE[h % PALETTE.length];
+    if (!colours.has(String(server))) assignColours([server]);
+    return colours.get(String(server));
   }
 
   const STYLE = [
@@ -100,6 +111,7 @@
   const breakable = label => String(label ?? "").replace(/([_:])(?=.)/g, "$1\u200b");
 
   function withColours(elements) {
+    assignColours(elements.nodes.filter(n => n.data.kind !== "capability").map(n => n.data.server));
     const nodes = elements.nodes.map(n => ({
       data: {...n.data, display: breakable(n.data.label),
              colour: n.data.kind === "capability" ? VIOLET : serverColour(n.data.server)},
@@ -204,5 +216,5 @@
     cy.fit(undefined, LAYOUT.padding);
   }
 
-  window.AgentCardsGraph = {render, serverColour, elementsFor, VIOLET, LAYOUT};
+  window.AgentCardsGraph = {render, serverColour, assignColours, elementsFor, VIOLET, LAYOUT};
 })();

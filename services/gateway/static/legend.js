@@ -21,6 +21,7 @@
     if (!body) return;
     servers.clear();
     for (const s of body.servers) servers.set(s.name, {...s, degraded: isDegraded(s)});
+    AgentCardsGraph.assignColours([...servers.keys()]);  // every server its own colour
     renderServers();
     markDegraded();
   }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from deploy.launcher.embedded import free_port
 from services.gateway.app import create_app
 from shared.config import Settings
 from tests.harness import spawn
-from tests.stack import settings_env
+from tests.stack import settings_env, tool_error
 
 MakeKey = Callable[..., tuple[str, dict[str, str]]]
 REPO = Path(__file__).resolve().parents[3]
@@ -95,9 +94,7 @@ async def _mcp(
 
 
 def _tool_error(result: Any) -> dict[str, Any]:
-    text = result.content[0].text  # "Error executing tool ...: {json}"
-    error: dict[str, Any] = json.loads(text[text.index("{") :])
-    return error
+    return tool_error(result)
 
 
 def _stdio_refusal(settings: Settings, key: str | None) -> subprocess.CompletedProcess[str]:

@@ -83,8 +83,10 @@ def test_the_three_views_draw_and_the_choice_is_remembered(
             " parents: cy.nodes(':parent').length, tools: cy.nodes('[kind = \"tool\"]').length,"
             " colour: cy.nodes('[kind = \"capability\"]').map(n => n.style('background-color'))[0],"
             " shape: cy.nodes('[kind = \"capability\"]').map(n => n.style('shape'))[0],"
-            " inside: (b => b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1"
-            "   && b.y2 <= cy.height() + 1)(cy.elements().renderedBoundingBox({includeLabels: true})),"
+            # Against what is visible now: the legend below takes its room after the drawing.
+            " inside: (b => b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.container().clientWidth + 1"
+            "   && b.y2 <= cy.container().clientHeight + 1)"
+            "   (cy.elements().renderedBoundingBox({includeLabels: true})),"
             f" overlaps: (() => {{ {BOX_OVERLAPS_JS} }})(),"
             " labelPx: cy.zoom() * Math.min(...cy.nodes().orphans()"
             "   .map(n => parseFloat(n.style('font-size')))),"
@@ -349,6 +351,8 @@ def test_the_metrics_strip_shows_the_search_adapters_passes(
     # The beat task's consolidation over the tenant's learned runs (its real runs and their
     # capabilities' phrasings): the strip names the pass, as the summary reports it.
     dash, auth = stack
+    # No pass yet: the strip says so in words, not with a bare dash.
+    _wait(dashboard, "document.querySelector('#m-adapter').textContent === 'none yet'")
     with dash.db() as conn:
         done = {c.tenant_id: c for c in consolidate(conn)}
     fit = done["acme"].adapter

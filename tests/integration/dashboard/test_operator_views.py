@@ -5,6 +5,7 @@ server, and `flaky`, an example server that cannot start again once its `crash` 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -297,6 +298,33 @@ def test_the_legend_explains_the_view_and_degraded_servers_are_marked(
     )
     assert marked == ["flaky"]
     assert page.execute_script("return cy.nodes('.degraded')[0].style('border-style')") == "dashed"
+    # Every server its own colour, the same in its chip and in the graph, and never grey (an
+    # unavailable tool's colour in the legend) for a server that is ready.
+    chips = page.execute_script(
+        "return [...document.querySelectorAll('.server-chip')].map(c => [c.dataset.server,"
+        " c.dataset.state, getComputedStyle(c.querySelector('.dot')).backgroundColor,"
+        " AgentCardsGraph.serverColour(c.dataset.server)])"
+    )
+    assert len(chips) >= 3 and len({dot for _, _, dot, _ in chips}) == len(chips), chips
+    for server, state, dot, _ in chips:
+        rgb = [int(x) for x in re.findall(r"\d+", dot)[:3]]
+        assert state != "ready" or max(rgb) - min(rgb) > 60, (server, dot)  # a hue, not grey
+    drawn = page.execute_script(
+        "return cy.nodes('[kind = \"tool\"]').map(n => [n.data('server'), n.data('colour')])"
+    )
+    hexes = {server: hex_ for server, _, _, hex_ in chips}
+    assert all(hexes.get(server, colour) == colour for server, colour in drawn), drawn
+    # Five more servers (names that shared a colour, or got grey, when a hash picked it).
+    more = page.execute_script(
+        "const names = ['everything', 'filesystem', 'memory', 'time', 'git'];"
+        " AgentCardsGraph.assignColours(names);"
+        " return names.map(n => AgentCardsGraph.serverColour(n))"
+    )
+    every = [*more, *(hex_ for server, _, _, hex_ in chips if server not in {"time"})]
+    assert len(set(every)) == len(every), every
+    for colour in every:
+        rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+        assert max(rgb) - min(rgb) > 60, colour  # a hue, not grey
     page.save_screenshot(str(artifacts / "legend-degraded.png"))
     page.find_element(By.CSS_SELECTOR, 'button[data-view="hypergraph"]').click()
     _wait(page, "document.querySelector('#legend').dataset.view === 'hypergraph'")

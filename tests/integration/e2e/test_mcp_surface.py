@@ -1,17 +1,24 @@
 """The gateway's own MCP surface through the SDK client and the MCP conformance suite: tool
-metadata, isError, one result shape with REST, logging, completions, task-only tools."""
+metadata, isError, one result shape with REST, one error body for every tool error (at both
+revisions, as REST's), serverInfo and capabilities, logging, completions, task-only tools."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import uuid
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import LoggingMessageNotificationParams, PromptReference
 
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
-from tests.stack import E2EStack, mcp_session, stack_fixture
+from tests.stack import E2EStack, mcp_session, stack_fixture, tool_error
 
 surface = stack_fixture(
     lambda tmp: {"example": example_server(tmp), "everything": everything_server()}
@@ -194,3 +201,69 @@ def test_conformance_scenario_passes(surface: E2EStack, scenario: str, tmp_path:
     checks = [c for f in tmp_path.rglob("checks.json") for c in json.loads(f.read_text())]
     failing = [c for c in checks if c["status"] not in ("SUCCESS", "INFO")]
     assert done.returncode == 0 and checks and not failing, (done.stdout[-4000:], failing)
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str, str]] = [
+    # tool, arguments, error type, the field it names ("" when none)
+    ("execute_code", {}, "validation_error", "code"),
+    ("execute_code", {"code": 5}, "validation_error", "code"),
+    ("execute_code", {"code": "return 1", "timeout_s": "soon"}, "validation_error", "timeout_s"),
+    ("search_tools", {"query": ""}, "validation_error", "query"),
+    ("search_tools", {"query": "  "}, "validation_error", "query"),
+    ("search_capabilities", {}, "validation_error", "intent"),
+    ("get_execution", {"execution_id": "x", "offset": -1}, "validation_error", "offset"),
+    ("get_execution", {"execution_id": str(uuid.uuid4())}, "not_found", ""),
+    ("report_execution", {"execution_id": str(uuid.uuid4()), "ok": False}, "not_found", ""),
+    ("execute_capability", {"capability_id": "no_such_capability"}, "not_found", ""),
+    ("no_such_tool", {}, "not_found", ""),
+]
+
+
+async def test_every_tool_error_is_one_structured_body_at_both_revisions(
+    surface: E2EStack,
+) -> None:
+    stack = surface.as_new_tenant()
+    url = f"{stack.gateway_url}/mcp"
+    async with (
+        create_mcp_http_client(headers=stack.headers) as modern_http,
+        create_mcp_http_client(headers=stack.headers) as legacy_http,
+        Client(streamable_http_client(url, http_client=modern_http)) as modern,
+        Client(streamable_http_client(url, http_client=legacy_http), mode="legacy") as legacy,
+    ):
+        assert (modern.protocol_version, legacy.protocol_version) == ("2026-07-28", "2025-11-25")
+        for client in (modern, legacy):
+            # The package's version, and prompts.listChanged the same at both revisions.
+            assert client.server_info is not None
+            assert client.server_info.version == version("agentcards") != ""
+            prompts = client.server_capabilities.prompts
+            assert prompts is not None and prompts.list_changed is True
+        errors = {}
+        for tool, arguments, kind, field in BAD_CALLS:
+            error = tool_error(await modern.call_tool(tool, arguments))
+            assert tool_error(await legacy.call_tool(tool, arguments)) == error, tool
+            assert error["type"] == kind and error["message"], (tool, error)
+            if field:  # which field, what it expects, in REST's words; no pydantic link
+                assert [d["field"] for d in error["details"]] == [field], (tool, error)
+                assert error["message"].startswith(f"invalid request: {field}: "), error
+            assert "pydantic" not in json.dumps(error) and "Error executing" not in error["message"]
+            errors[tool, json.dumps(arguments)] = error
+        # A run that failed keeps its error at the same place: structuredContent.error.type.
+        failed = await modern.call_tool("execute_code", {"code": "raise ValueError('x')"})
+    # A server's own tool, called directly with arguments its schema refuses: our body too.
+    async with (
+        create_mcp_http_client(headers=stack.headers) as direct_http,
+        Client(streamable_http_client(f"{url}/servers/example", http_client=direct_http)) as direct,
+    ):
+        bad_args = tool_error(await direct.call_tool("add", {"a": "two", "b": 1}))
+    assert (
+        bad_args["type"] == "invalid_arguments"
+        and "a (expected number, got string)" in bad_args["message"]
+    )
+    assert failed.is_error and failed.structured_content is not None
+    assert failed.structured_content["error"]["type"] == "runtime_error"
+    # REST answers the same bad requests with the same body.
+    with stack.client() as rest:
+        rest_code = rest.post("/v1/executions", json={}).json()["error"]
+        rest_query = rest.post("/v1/tools/search", json={"query": ""}).json()["error"]
+    assert rest_code == errors["execute_code", "{}"]
+    assert rest_query == errors["search_tools", json.dumps({"query": ""})]

@@ -1,6 +1,8 @@
 """Direct calls across a crash: the gateway or the toolhost killed during a burst of direct calls
 (``/mcp/servers/example``) loses no record of a call that was answered (executions row, audit
-row, trace) and answers no call twice; direct calls go on while every sandbox worker is busy.
+row, trace) and answers no call twice, and the server's resources are listed again after it;
+direct calls go on while every sandbox worker is busy. On a gateway just restarted, the
+requests waiting on a keyed run wake when it ends.
 
 A stack of its own (supervised: a killed process is restarted), since its gateway and
 toolhost get killed.
@@ -15,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deploy.bench.e2e import wait_synced
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.db import connect
+from shared.executions.events import FINISHED
 from tests.harness import wait_until
 from tests.integration.mcp_servers import example_server
 
@@ -103,6 +107,8 @@ async def _calls(url: str, *, n: int, first: int) -> list[Answer]:
             await asyncio.sleep(0.5)
         for a in range(first + 1, first + n):
             answers.append(Answer(a, await session.call_tool("add", {"a": a, "b": 1})))
+        # The resources path answers too (its RPC connections were idle across the restart).
+        assert (await session.list_resources()).resources == []  # the example server has none
     return answers
 
 
@@ -184,6 +190,54 @@ def test_a_process_killed_during_a_burst_of_direct_calls_loses_no_record_of_an_a
     assert not [a for a in after[-5:] if a.result.is_error], after
     counts = _check_recorded(stack, answers + after)
     print(f"{killed} killed: {counts}")
+
+
+def _follow(url: str, execution_id: str, *, reconnects: int = 0) -> dict[str, Any]:
+    """The execution's SSE stream read to its end (after dropping it and reconnecting at once
+    ``reconnects`` times, as a client whose connection broke does): the last event's fields."""
+    events = f"{url}/v1/executions/{execution_id}/events"
+    with httpx.Client(timeout=httpx.Timeout(10, read=120)) as client:
+        for _ in range(reconnects):
+            with client.stream("GET", events) as response:
+                assert response.status_code == 200  # answering; then gone at once
+        last: dict[str, Any] = {}
+        with client.stream("GET", events) as response:
+            for line in response.iter_lines():
+                field, _, value = line.partition(": ")
+                if field in {"id", "event", "data"}:
+                    last[field] = value
+                elif not line:
+                    last = {} if last.get("event") != FINISHED else last
+        return last
+
+
+def test_a_keyed_run_on_a_restarted_gateway_wakes_every_wait_when_it_ends(
+    stack: StackHandle,
+) -> None:
+    with stack.supervised():
+        child = next(c for c in stack.stack.children if c.spec.name == "gateway")
+        assert child.proc is not None
+        psutil.Process(child.proc.pid).send_signal(signal.SIGKILL)
+        wait_until(lambda: _healthy(stack), what="the gateway restarted")
+    url = stack.gateway_url
+    key = f"restart-{time.time_ns()}"
+    body = {"code": "import asyncio\nawait asyncio.sleep(4)\nreturn 42", "idempotency_key": key,
+            "timeout_s": 60}  # fmt: skip
+    with httpx.Client(base_url=url, timeout=120) as client:
+        execution_id = client.post("/v1/executions", json=body).json()["id"]
+        with ThreadPoolExecutor(4) as pool:
+            # Resubmitted with its key and waited on, and followed by streams at once, one of
+            # them dropping and reconnecting: every follower of the run on the new gateway.
+            waited = pool.submit(client.post, "/v1/executions", params={"wait": "true"}, json=body)
+            streams = [pool.submit(_follow, url, execution_id, reconnects=n) for n in (0, 3, 6)]
+            row = waited.result().json()
+            ends = [stream.result() for stream in streams]
+    assert row["id"] == execution_id and row["status"] == "succeeded" and row["result"] == 42
+    for end in ends:
+        # The run's own execution.finished, heard live (it has its sequence number): the
+        # streams woke when it ended, not when a check of the row found it over.
+        assert end.get("event") == FINISHED and end.get("id", "").isdigit(), end
+        assert json.loads(end["data"])["status"] == "succeeded"
 
 
 def test_direct_calls_are_answered_while_every_sandbox_worker_runs_a_long_execution(

@@ -10,6 +10,7 @@ connections" while Redis was fine (found by `agentcards bench load` at 80 submis
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from types import SimpleNamespace
 from typing import cast
@@ -96,3 +97,29 @@ async def test_a_wait_hears_its_end_across_a_killed_shared_connection(redis_url:
     assert (heard_first or {}).get("type") == FINISHED
     assert (heard_later or {}).get("type") == FINISHED
     assert len(pubsub_clients) == 1
+
+
+async def test_a_wait_that_follows_another_on_the_same_execution_hears_its_end(
+    redis_url: str,
+) -> None:
+    # One request's wait ends (its UNSUBSCRIBE sent, not yet confirmed) and the next request
+    # follows the same execution at once (an SSE stream after a `wait=true` POST, a
+    # 2026-07-28 client's retry): the second must be subscribed, not left deaf until the
+    # first one's unsubscribe is read.
+    client = aioredis.Redis.from_url(redis_url)
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=PubSubHub(client)))
+    sync = redis.Redis.from_url(redis_url)
+    execution_id = str(uuid.uuid4())
+    try:
+        async with EventFollower(state, execution_id=execution_id):
+            pass
+        async with EventFollower(state, execution_id=execution_id) as follows:
+            await asyncio.sleep(0.3)  # the reader reads the first one's unsubscribe reply
+            publish_event(sync, execution_id=execution_id, event={"type": FINISHED})
+            heard = await follows.next(timeout_s=5)
+            subscribers = sync.pubsub_numsub(events_channel(execution_id))
+    finally:
+        await state.event_hub.aclose()
+        await client.aclose()
+    assert (heard or {}).get("type") == FINISHED
+    assert [count for _, count in subscribers] == [1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +15,7 @@ from services.gateway.state import GatewayState
 from shared.config import Settings
 from shared.db import connect
 from shared.inputs import BODY_DEPTH
+from tests.stack import tool_error
 
 
 @asynccontextmanager
@@ -41,11 +41,7 @@ def _executions(settings: Settings) -> int:
 
 
 async def _tool_error(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    text = result.content[0].text  # type: ignore[union-attr]
-    # The SDK prefixes "Error executing tool <name>: " to the error's JSON.
-    error: dict[str, Any] = json.loads(text[text.index("{") :])
+    error = tool_error(await client.call_tool(tool, arguments))
     assert error["type"] == "validation_error"
     return error
 

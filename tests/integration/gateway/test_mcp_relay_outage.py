@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from services.gateway.state import GatewayState
 from shared.config import Settings
 from shared.db import connect, make_pool
 from shared.queues import Queue
+from tests.stack import tool_error
 
 
 async def test_redis_failing_for_the_relay_and_the_wait_strands_nothing(
@@ -29,9 +29,7 @@ async def test_redis_failing_for_the_relay_and_the_wait_strands_nothing(
             result = await client.call_tool("execute_code", {"code": "return 1"})
     finally:
         await state.close()
-    assert result.is_error
-    text = result.content[0].text  # type: ignore[union-attr]
-    error = json.loads(text[text.index("{") :])  # after the SDK's "Error executing tool …: "
+    error = tool_error(result)
     assert error["type"] == "unavailable" and error["details"] == {"dependency": "redis"}
     assert "retry after" in error["message"] and "idempotency_key" in error["message"]
     # The run was recorded and its task sent before the wait failed: a worker runs it,
@@ -62,7 +60,5 @@ async def test_postgres_unreachable_is_the_unavailable_error_in_every_mcp_tool(
         state.pool.close()
         state.pool = healthy
         await state.close()
-    assert result.is_error
-    text = result.content[0].text  # type: ignore[union-attr]
-    error = json.loads(text[text.index("{") :])
+    error = tool_error(result)
     assert error["type"] == "unavailable" and error["details"] == {"dependency": "postgres"}

@@ -10,7 +10,6 @@ gateway, toolhost (the example server and server-everything), sandbox worker.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,14 +146,10 @@ def _rest(stack: E2EStack, method: str, path: str, **kwargs: Any) -> Answer:
 
 def _tool_answer(result: types.CallToolResult) -> Answer:
     """An MCP tool result: structured content (a failed run is still a view), or the error."""
-    if result.structured_content is not None:
-        data: Answer = result.structured_content
-        return data
-    assert result.is_error, result.content
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    # The SDK prefixes "Error executing tool <name>: " to our error's JSON.
-    return {"error": json.loads(block.text[block.text.index("{") :])}
+    # A failed call carries REST's envelope {"error": {...}} as its structured content.
+    assert result.structured_content is not None, result.content
+    data: Answer = result.structured_content
+    return data
 
 
 async def _mcp_tool(session: ClientSession, tool: str, args: dict[str, Any]) -> Answer:

@@ -78,3 +78,22 @@ async def test_a_redis_restart_while_the_loop_was_idle_costs_no_batch(tmp_path: 
         await lines.aclose()
         server.process.kill()
         server.process.wait()
+
+
+async def test_an_idle_connection_the_event_loop_closed_is_replaced(redis_url: str) -> None:
+    # asyncio closes a transport itself when its socket fails (a reset read while idle, a
+    # failed write), and redis-py still counts the connection as connected: its socket's
+    # descriptor is -1 then, which the staleness check must take as stale, not hand to poll
+    # (ValueError: file descriptor cannot be a negative integer).
+    lines = Lines(redis_url, timeout_s=5)
+    try:
+        (first_id,) = await lines.send(("CLIENT", "ID"))
+        idle = lines._idle[0]
+        writer = idle._writer  # type: ignore[attr-defined]
+        writer.transport.abort()  # what the loop does on a socket error: close, no goodbye
+        await asyncio.sleep(0)  # the loop runs connection_lost: the socket is closed
+        assert writer.get_extra_info("socket").fileno() == -1
+        (second_id,) = await lines.send(("CLIENT", "ID"))
+    finally:
+        await lines.aclose()
+    assert second_id != first_id

@@ -9,8 +9,9 @@ from typing import Any
 from mcp import types
 from pydantic import ValidationError
 
+from services.gateway.mcp.errors import error_result, validation_body
 from services.gateway.ops import direct as ops
-from shared.errors import AgentCardsError, ErrorType
+from shared.errors import AgentCardsError, ErrorType, error_dict
 from shared.executions.models import ExecutionView
 from shared.executions.status import ExecutionStatus
 
@@ -21,21 +22,18 @@ def direct_result(view: ExecutionView, tool: ops.DirectTool) -> types.CallToolRe
     server's message (or our ``{type, message}``) when it failed."""
     if view.status != ExecutionStatus.SUCCEEDED:
         failure = view.tool_failures[0] if view.tool_failures else None
-        if failure is not None and failure.type == ErrorType.TOOL_ERROR:
-            text = failure.error
-        elif failure is not None:
-            text = json.dumps({"type": failure.type, "message": failure.error}, ensure_ascii=False)
+        if failure is not None and failure.type == ErrorType.TOOL_ERROR:  # the server's own
+            result = types.CallToolResult(
+                content=[types.TextContent(type="text", text=failure.error)], is_error=True
+            )
+        elif failure is not None:  # ours (invalid_arguments, timeout, …): our error body
+            result = error_result(error_dict(failure.type or ErrorType.TOOL_ERROR, failure.error))
         elif view.error is not None:
-            text = json.dumps(
-                {"type": view.error.type, "message": view.error.message}, ensure_ascii=False
-            )
+            result = error_result(error_dict(view.error.type, view.error.message))
         else:  # the wait ran out: still running
-            text = json.dumps(
-                {"type": "timeout", "message": f"execution {view.id} is {view.status}"}
+            result = error_result(
+                error_dict(ErrorType.TIMEOUT, f"execution {view.id} is {view.status}")
             )
-        result = types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], is_error=True
-        )
     else:
         result = types.CallToolResult(
             content=_content(view.result),
@@ -49,18 +47,12 @@ def direct_result(view: ExecutionView, tool: ops.DirectTool) -> types.CallToolRe
     return result
 
 
-def refused(exc: Exception) -> types.CallToolResult:
-    """A call refused before it ran (rate limit, sizes, an outage) as a tool error with our body."""
+def refused(exc: AgentCardsError | ValidationError) -> types.CallToolResult:
+    """A call refused before it ran (rate limit, sizes, bad arguments, an outage) as a tool
+    error with our body, as every gateway tool's (``error_result``)."""
     if isinstance(exc, AgentCardsError):
-        body = exc.to_dict()
-    else:
-        body = {"type": "validation_error", "message": str(exc)}
-    return types.CallToolResult(
-        content=[
-            types.TextContent(type="text", text=json.dumps(body, default=str, ensure_ascii=False))
-        ],
-        is_error=True,
-    )
+        return error_result(exc.to_dict())
+    return error_result(validation_body(exc))
 
 
 def _content(value: Any) -> list[types.ContentBlock]:

@@ -15,6 +15,7 @@ from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.direct import prompts, resources, tools
 from services.gateway.mcp.direct.endpoint import Endpoint
+from shared.version import VERSION
 
 AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
 AGGREGATE_INSTRUCTIONS = (
@@ -31,7 +32,7 @@ def endpoint_server(endpoint: Endpoint) -> Server[Any]:
     name = endpoint.name
     server = _DirectServer(
         AGGREGATE if name is None else name,
-        version="agentcards-direct",
+        version=VERSION,  # a server's endpoint takes the server's own when it is known
         title=None if name is None else f"{name} (through AgentCards)",
         instructions=AGGREGATE_INSTRUCTIONS if name is None else None,
         on_list_tools=partial(tools.list_tools, endpoint),
