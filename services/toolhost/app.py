@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 import orjson
 import redis
@@ -39,6 +40,7 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
+from shared.policy.engine import PolicyEngine
 from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
@@ -81,7 +83,13 @@ def replica_id() -> str:
 class Toolhost:
     """Wires the registry, the server connections, the sync and the RPC server together."""
 
-    def __init__(self, *, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        servers: dict[str, ServerConfig],
+        policy: PolicyEngine | None = None,
+    ) -> None:
         database_url, redis_url = settings.require_urls()
         self._settings = settings
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
@@ -119,6 +127,7 @@ class Toolhost:
             claim_as=heartbeat_key(),
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
+            policy=policy,
         )
         self._ready = False
         self._started_at = time.time()
@@ -260,9 +269,11 @@ class Toolhost:
         beats = await asyncio.to_thread(read_toolhost_beats, self._sync_redis)
         return any(r != replica_id() for r in replicas_ready(beats, server))
 
-    def _audit_refusal(self, request: RpcRequest, reason: str, grant: Grant | None) -> None:
-        """A call refused as outside its grant goes to the audit log (in the background:
-        the refusal is already on its way back; a lost row is logged, never fatal)."""
+    def _audit_refusal(
+        self, request: RpcRequest, reason: str, grant: Grant | None, refusal: dict[str, Any]
+    ) -> None:
+        """A call refused as outside its grant or by policy goes to the audit log (in the
+        background: the refusal is already on its way back; a lost row is logged, never fatal)."""
 
         def write() -> None:
             try:
@@ -284,6 +295,7 @@ class Toolhost:
                             "tool": request.tool,
                             "reason": reason,
                             "execution": request.execution_id[:100],
+                            **refusal,
                         },
                     )
                     conn.commit()
@@ -462,17 +474,21 @@ def main() -> None:
     try:
         settings.require_urls()
         servers = load_servers(settings.mcp_config)
+        # A bad policy file stops start-up (PolicyInvalid: file, line, reason).
+        policy = PolicyEngine(settings.policy_file)
         migrate(settings)
     except AgentCardsError as exc:
         print(f"toolhost: {exc.type}: {exc.message}", file=sys.stderr)
         sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(settings=settings, servers=servers))
+        asyncio.run(_run(settings=settings, servers=servers, policy=policy))
 
 
-async def _run(*, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+async def _run(
+    *, settings: Settings, servers: dict[str, ServerConfig], policy: PolicyEngine
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Toolhost(settings=settings, servers=servers).run(stop)
+    await Toolhost(settings=settings, servers=servers, policy=policy).run(stop)

@@ -32,14 +32,17 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from services.toolhost.policy import decide_call, decision_commands
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import GrantRead, OnRefusal, ScopeGuard
 from services.toolhost.tracing import call_span
 from services.toolhost.upstream import CallContext
 from shared import metrics
+from shared.auth.grants import Grant
 from shared.errors import ErrorType
 from shared.logs import bind
+from shared.policy.engine import Decision, PolicyEngine
 from shared.queues import (
     RPC_REQUESTS,
     grant_key,
@@ -80,8 +83,11 @@ class RpcServer:
         claim_as: str | None = None,
         on_refusal: OnRefusal | None = None,
         serving_elsewhere: ServingElsewhere | None = None,
+        policy: PolicyEngine | None = None,
     ) -> None:
         self._registry = registry
+        # Decides each call after the grant's checks (None: no policy file; nothing decided).
+        self._policy = policy or PolicyEngine(None)
         # Whether another live replica has a server ready: then a call this replica
         # cannot serve is handed to it instead of failing.
         self._serving_elsewhere = serving_elsewhere
@@ -211,11 +217,16 @@ class RpcServer:
             await self._send(reply)
             return
         read = await self._claim_and_read_grant(request)
+        decided: list[Decision] = []
         async with call_span(request) as record:
-            reply = await self._execute(request, started, read)
+            reply = await self._execute(request, started, read, decided)
             record(reply)
-        # The latency sample rides on the reply's round trip, after it: no extra trip.
-        await self._send(reply, then=self._latency_sample(request, reply))
+        # The latency sample and the decision's count ride on the reply's round trip.
+        then = [
+            *self._latency_sample(request, reply),
+            *decision_commands(next(iter(decided), None)),
+        ]
+        await self._send(reply, then=then)
         self._log(request, reply)
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
@@ -297,13 +308,20 @@ class RpcServer:
             return await self._scope.read_grant(request.execution_id)
         return GrantRead.failed(raw) if isinstance(raw, ResponseError) else GrantRead.of(raw)
 
-    async def _execute(self, request: RpcRequest, started: float, read: GrantRead) -> RpcReply:
+    async def _execute(
+        self, request: RpcRequest, started: float, read: GrantRead, decided: list[Decision]
+    ) -> RpcReply:
+        """Check, decide and run one call; the policy decision, if any, is put in ``decided``."""
         call_id, tool = request.call_id, request.tool
 
-        def fail(kind: ErrorType, message: str) -> RpcReply:
+        def fail(kind: ErrorType, message: str, policies: list[str] | None = None) -> RpcReply:
             elapsed = (time.monotonic() - started) * 1000
             return RpcReply.failure(
-                call_id=call_id, type=kind, message=message, duration_ms=elapsed
+                call_id=call_id,
+                type=kind,
+                message=message,
+                duration_ms=elapsed,
+                policies=policies,
             )
 
         remaining = request.deadline - time.time()
@@ -315,6 +333,15 @@ class RpcServer:
         refusal = await self._scope.refusal(request, read=read)
         if refusal is not None:
             return fail(*refusal)
+        grant = read.value
+        if isinstance(grant, Grant):  # the refusal above fails every other case
+            decision = decide_call(self._policy, self._registry, request, grant)
+            if decision is not None:
+                decided.append(decision)
+                if not decision.allowed:
+                    self._scope.report_denied(request, decision, grant)
+                    message = f"{tool}: denied by policy ({decision.reason}); it was not called"
+                    return fail(ErrorType.POLICY_DENIED, message, list(decision.policies))
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 from anyio import to_thread
 
+from services.gateway.ops.policy import refuse_by_policy
 from services.gateway.ops.result_cache import answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics
@@ -147,6 +148,8 @@ def admit(
             tools=missing,
         )
     request = scoped_request(request, principal)
+    if capability_id is None:  # a capability's run was decided by its name (capabilities.py)
+        refuse_by_policy(state, principal=principal, language=request.language, args=request.args)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     syntax = None
     counters = state.redis.pipeline(transaction=False)
