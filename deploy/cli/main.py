@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, gateway, toolhost, worker, mcp, keys, bench, …"""
+"""The `agentcards` command: up, status, down, gateway, toolhost, worker, mcp, keys, policy, bench, …"""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def _mount_subcommands() -> None:
     from deploy.cli.capabilities import capabilities_app
     from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.pii import pii_app
+    from deploy.cli.policy import policy_app
     from deploy.cli.sandbox import sandbox_app
 
     app.add_typer(bench_app, name="bench")
@@ -45,6 +46,7 @@ def _mount_subcommands() -> None:
     app.add_typer(keys_app, name="keys")
     app.add_typer(audit_app, name="audit")
     app.add_typer(pii_app, name="pii")
+    app.add_typer(policy_app, name="policy")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
 
 

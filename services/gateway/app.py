@@ -51,6 +51,7 @@ from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
 from shared.logs import configure_logging
 from shared.policy.engine import PolicyEngine
+from shared.policy.reload import follow_reloads
 from shared.telemetry import enabled as tracing_enabled
 from shared.telemetry import instrument_celery
 from shared.telemetry import setup as setup_tracing
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with mcp.session_manager.run(), anyio.create_task_group() as group:
                 await direct.serve(group)
                 group.start_soon(skill_changes.relay, lambda: holder["state"])
+                group.start_soon(follow_reloads, state.aredis, state.policy)
                 yield
                 group.cancel_scope.cancel()
         finally:

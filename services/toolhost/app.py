@@ -41,6 +41,7 @@ from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
 from shared.policy.engine import PolicyEngine
+from shared.policy.reload import follow_reloads
 from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
@@ -92,6 +93,7 @@ class Toolhost:
     ) -> None:
         database_url, redis_url = settings.require_urls()
         self._settings = settings
+        self._policy = policy or PolicyEngine(None)
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
         self._sync_redis = redis.Redis.from_url(redis_url, socket_timeout=10)  # cache invalidation
         self._pool = make_pool(database_url, min_size=1, max_size=4)
@@ -127,7 +129,7 @@ class Toolhost:
             claim_as=heartbeat_key(),
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
-            policy=policy,
+            policy=self._policy,
         )
         self._ready = False
         self._started_at = time.time()
@@ -140,6 +142,7 @@ class Toolhost:
         tasks = [asyncio.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections]
         serving = asyncio.create_task(self.rpc.serve(), name="rpc")
         beating = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        reloads = asyncio.create_task(follow_reloads(self._redis, self._policy), name="policy")
         try:
             # Ready once every server had its first connection attempt (success or not).
             connected = asyncio.create_task(self._first_attempts())
@@ -160,9 +163,9 @@ class Toolhost:
                 await self._beat()
             await asyncio.wait({serving}, timeout=POLL_GRACE_S)
             await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
-            for task in [*tasks, serving, beating]:
+            for task in [*tasks, serving, beating, reloads]:
                 task.cancel()
-            await asyncio.gather(*tasks, serving, beating, return_exceptions=True)
+            await asyncio.gather(*tasks, serving, beating, reloads, return_exceptions=True)
             await self._forget_replica()
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ from tests.integration.identity.provider import (
     running_provider,
 )
 from tests.integration.mcp_servers import filesystem_server, recording_server
-from tests.stack import E2EStack, stack_fixture
+from tests.stack import E2EStack, settings_env, stack_fixture
 
 IDP_PORT, GATEWAY_PORT = free_port(), free_port()
 RESOURCE = f"http://127.0.0.1:{GATEWAY_PORT}/mcp"
@@ -259,6 +261,8 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
 def test_a_changed_file_changes_decisions_and_a_bad_one_keeps_the_last_good_set(
     stack: E2EStack,
 ) -> None:
+    """On change (each process looks at the file within a second) and on `agentcards policy
+    reload`, which exits 1 naming file, line and reason when the file is bad."""
     ci = key_named(stack, "ci")
     code = """
 try:
@@ -267,22 +271,46 @@ except ToolCallError as e:
     return [e.type, e.policies]
 """
     assert run(stack, ci, code)["result"] == "value of k"
+    closed = (
+        POLICIES + '\n@id("lookups-closed")\nforbid(principal, action, '
+        'resource == AgentCards::Tool::"rec:lookup");\n'
+    )
     try:
-        POLICY_FILE.write_text(
-            POLICIES + '\n@id("lookups-closed")\nforbid(principal, action, '
-            'resource == AgentCards::Tool::"rec:lookup");\n'
-        )
+        POLICY_FILE.write_text(closed)
         wait_until(
             lambda: run(stack, ci, code)["result"] == ["policy_denied", ["lookups-closed"]],
-            what="the new policy decides",
+            what="the changed file decides",
             timeout_s=15,
         )
-        POLICY_FILE.write_text(POLICIES + "\npermit(principal, action, resource) when {\n")
-        time.sleep(2.5)  # past every process's next look at the file
+        bad_line = closed.count("\n") + 2
+        POLICY_FILE.write_text(closed + "\npermit(principal, action, resource) when {\n")
+        reloaded = policy_cli(stack, "reload")
+        assert reloaded.returncode == 1, reloaded
+        assert f"{POLICY_FILE}:{bad_line}:" in reloaded.stderr, reloaded.stderr
+        assert "keep their last good policies" in reloaded.stderr
+        time.sleep(1.5)  # past every process's next look at the file
         assert run(stack, ci, code)["result"] == ["policy_denied", ["lookups-closed"]]
         logs = "".join(p.log() for p in stack.procs.values())
         assert "policy reload failed, the last good set stays in force" in logs
-        assert f"{POLICY_FILE}:" in logs
+        # A good file again: the command makes every process read it at once.
+        POLICY_FILE.write_text(POLICIES)
+        reloaded = policy_cli(stack, "reload")
+        assert reloaded.returncode == 0, reloaded
+        told = json.loads(reloaded.stdout)
+        assert told["policies"] == 6 and told["processes_told"] >= 2  # gateway and toolhost
+        assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)
         os.utime(POLICY_FILE)
+
+
+def policy_cli(stack: E2EStack, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`agentcards policy …` with the stack's settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "deploy.cli.main", "policy", *argv],
+        env=settings_env(stack.settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
