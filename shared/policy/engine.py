@@ -136,7 +136,8 @@ class PolicyEngine:
         }
         # No schema here: `args` is an open record the schema cannot declare; policies were
         # validated against the schema when loaded, and the entities are built by us.
-        result = cedarpy.is_authorized(request, policies.policies, [*caller.entities(), resource])
+        subset = policies.index.subset(str(action), resource["uid"])
+        result = cedarpy.is_authorized(request, subset, [*caller.entities(), resource])
         reasons = tuple(policies.name_of(r) for r in result.diagnostics.reasons)
         if result.diagnostics.errors:
             log.debug("policy evaluation errors (those policies did not apply): %s",

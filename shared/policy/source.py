@@ -21,6 +21,7 @@ import cedarpy
 import orjson
 
 from shared.errors import PolicyInvalid
+from shared.policy.index import PolicyIndex
 
 SCHEMA_FILE = "schema.cedarschema"
 
@@ -43,7 +44,8 @@ class PolicyFile:
 
     path: Path
     digest: str  # sha256 of the text: what `policy reload` reports as loaded
-    policies: cedarpy.PolicySet
+    # The subsets of the file that can apply to each (action, resource): what is evaluated.
+    index: PolicyIndex
     # The engine's id (``policy0``) → the policy's annotations (``@id``, ``@approval``…).
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -89,7 +91,7 @@ def parse_policies(text: str, *, path: Path) -> PolicyFile:
     return PolicyFile(
         path=path,
         digest=hashlib.sha256(text.encode()).hexdigest(),
-        policies=cedarpy.PolicySet.from_str(text),
+        index=PolicyIndex(static),
         annotations=annotations,
     )
 

@@ -121,3 +121,54 @@ def test_arguments_become_a_cedar_record() -> None:
     hints = tool_entity("fs:write_file", None)["attrs"]
     assert hints == {"server": "fs", "name": "write_file", "read_only": False,
                      "destructive": True, "idempotent": False, "open_world": True}  # fmt: skip
+
+
+def test_the_subset_evaluated_decides_as_the_whole_file(tmp_path: Path) -> None:
+    """Each decision runs on the policies whose scope can apply (shared.policy.index): the
+    same answer, and the same deciding ids, as the engine on the whole file."""
+    import cedarpy
+
+    from deploy.bench.policy import policy_text
+    from shared.policy.facts import action_uid
+
+    text = (
+        GOOD
+        + policy_text(60)
+        + (
+            'permit(principal, action in [AgentCards::Action::"execute_code"], resource);\n'
+            "forbid(principal, action, resource is AgentCards::Language)"
+            ' when { principal is AgentCards::Key && principal.name == "x" };\n'
+        )
+    )
+    engine = PolicyEngine(write(tmp_path, text))
+    whole = cedarpy.PolicySet.from_str(text)
+    cases = [
+        (Action.CALL_TOOL, tool_entity("fs:write_file", None), {"path": "/srv/scratch/a"}),
+        (Action.CALL_TOOL, tool_entity("_bench:pay", None), {"amount": 500}),
+        (Action.CALL_TOOL, tool_entity("srv7:write", None), {"path": "/srv/7/a", "amount": 9}),
+        (Action.CALL_TOOL, tool_entity("srv8:x", {"readOnlyHint": True}), {"amount": 9}),
+        (
+            Action.EXECUTE_CODE,
+            {"uid": {"type": "AgentCards::Language", "id": "python"}, "attrs": {}, "parents": []},
+            {},
+        ),
+    ]
+    for caller in (KEY, ALICE, Caller(tenant="acme", key_id="k2", key_name="x")):
+        for action, resource, args in cases:
+            context = {"surface": "code", "tenant": "acme", "execution_id": "e1"}
+            decision = engine.decide(
+                action=action, caller=caller, resource=resource, context=context, args=args
+            )
+            request = {
+                "principal": caller.uid(),
+                "action": action_uid(action),
+                "resource": resource["uid"],
+                "context": {**context, "args": cedar_record(args)},
+            }
+            expected = cedarpy.is_authorized(request, whole, [*caller.entities(), resource])
+            assert decision is not None and decision.allowed == expected.allowed
+            loaded = engine.loaded
+            assert loaded is not None
+            assert decision.policies == tuple(
+                loaded.name_of(r) for r in expected.diagnostics.reasons
+            ), (caller, action, resource["uid"])
