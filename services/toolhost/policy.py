@@ -15,8 +15,8 @@ from shared import metrics
 from shared.auth.grants import Grant
 from shared.policy.callers import caller_of_grant
 from shared.policy.engine import Decision, PolicyEngine
-from shared.policy.facts import Action, tool_entity
-from shared.rpc.protocol import RpcRequest
+from shared.policy.facts import Action, resource_entity, tool_entity
+from shared.rpc.protocol import ResourceRequest, RpcRequest
 from shared.rpc.wire import Command
 
 log = logging.getLogger(__name__)
@@ -28,32 +28,49 @@ def decide_call(
     """The policy decision on ``request`` (None: no policy file configured)."""
     if not engine.configured:
         return None
-    context: dict[str, Any] = {
-        "surface": grant.surface,
-        "tenant": grant.tenant_id,
-        "execution_id": request.execution_id,
-    }
-    if grant.language is not None:
-        context["language"] = grant.language
     decision = engine.decide(
         action=Action.CALL_TOOL,
         caller=caller_of_grant(grant),
         resource=tool_entity(request.tool, _annotations(registry, request.tool)),
-        context=context,
+        context=_context(grant, request.execution_id),
         args=request.args,
     )
+    _log_denial(decision, request.execution_id, request.tool)
+    return decision
+
+
+def decide_read(engine: PolicyEngine, request: ResourceRequest, grant: Grant) -> Decision | None:
+    """The policy decision on an execution's read of one resource (None: no policy file)."""
+    if not engine.configured or request.uri is None or request.server is None:
+        return None
+    decision = engine.decide(
+        action=Action.READ_RESOURCE,
+        caller=caller_of_grant(grant),
+        resource=resource_entity(request.uri, request.server),
+        context=_context(grant, request.execution_id),
+    )
+    _log_denial(decision, request.execution_id, request.uri)
+    return decision
+
+
+def _context(grant: Grant, execution_id: str) -> dict[str, Any]:
+    context: dict[str, Any] = {
+        "surface": grant.surface,
+        "tenant": grant.tenant_id,
+        "execution_id": execution_id,
+    }
+    if grant.language is not None:
+        context["language"] = grant.language
+    return context
+
+
+def _log_denial(decision: Decision | None, execution_id: str, what: str) -> None:
     if decision is not None and not decision.allowed:
         log.warning(
-            "policy denied tool call %s to %s for execution %s: %s",
-            request.call_id, request.tool, request.execution_id, decision.reason,
-            extra={
-                "event": "policy_denied",
-                "execution_id": request.execution_id,
-                "tool": request.tool,
-                "policies": list(decision.policies),
-            },
+            "policy denied %s for execution %s: %s", what, execution_id, decision.reason,
+            extra={"event": "policy_denied", "execution_id": execution_id, "target": what,
+                   "policies": list(decision.policies)},
         )  # fmt: skip
-    return decision
 
 
 def decision_commands(decision: Decision | None) -> list[Command]:

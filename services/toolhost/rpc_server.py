@@ -32,7 +32,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from services.toolhost.policy import decide_call, decision_commands
+from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import GrantRead, OnRefusal, ScopeGuard
@@ -52,6 +52,7 @@ from shared.queues import (
 )
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
+    GATEWAY_CALLER,
     ResourceRequest,
     RpcReply,
     RpcRequest,
@@ -209,11 +210,12 @@ class RpcServer:
             refusal = await self._scope.resource_refusal(
                 request, server_tools=self._tool_ids(request.server)
             )
-            reply = (
-                await serve_resource(self._registry, request, started)
-                if refusal is None
-                else RpcReply.failure(call_id=request.call_id, type=refusal[0], message=refusal[1])
-            )
+            if refusal is not None:
+                reply = RpcReply.failure(
+                    call_id=request.call_id, type=refusal[0], message=refusal[1]
+                )
+            else:
+                reply = await self._decided_read(request, started)
             await self._send(reply)
             return
         read = await self._claim_and_read_grant(request)
@@ -228,6 +230,31 @@ class RpcServer:
         ]
         await self._send(reply, then=then)
         self._log(request, reply)
+
+    async def _decided_read(self, request: ResourceRequest, started: float) -> RpcReply:
+        """Serve a resources request; an execution's read of one resource is decided by
+        policy first (a denied read never reaches the server)."""
+        if (
+            self._policy.configured
+            and request.op == "read_resource"
+            and request.execution_id != GATEWAY_CALLER
+        ):
+            grant = (await self._scope.read_grant(request.execution_id)).value
+            if not isinstance(grant, Grant):  # read a moment ago for the scope check
+                return RpcReply.failure(
+                    call_id=request.call_id,
+                    type=ErrorType.TOOL_NOT_ALLOWED,
+                    message="this execution's grant is gone",
+                )
+            decision = decide_read(self._policy, request, grant)
+            if decision is not None and not decision.allowed:
+                return RpcReply.failure(
+                    call_id=request.call_id,
+                    type=ErrorType.POLICY_DENIED,
+                    message=f"{request.uri}: denied by policy ({decision.reason}); not read",
+                    policies=list(decision.policies),
+                )
+        return await serve_resource(self._registry, request, started)
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
         """The ids of the tools ``server`` lists here; None when it is not serving here."""

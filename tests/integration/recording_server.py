@@ -3,7 +3,8 @@ receives, name and arguments, to ``RECORDING_FILE`` (one JSON line each), so a t
 exactly what reached a server and what never did.
 
 - ``lookup`` is annotated read-only and idempotent;
-- ``pay`` carries no annotations: MCP's defaults make it destructive and open-world.
+- ``pay`` carries no annotations: MCP's defaults make it destructive and open-world;
+- ``rec://notes/{name}`` is a resource whose reads are recorded as ``read``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ def pay(amount: float, to: str) -> str:
     """Pay ``amount`` to ``to``."""
     _record("pay", {"amount": amount, "to": to})
     return f"paid {amount} to {to}"
+
+
+@server.resource("rec://notes/{name}")
+def note(name: str) -> str:
+    """A note by name."""
+    _record("read", {"name": name})
+    return f"note {name}"
 
 
 if __name__ == "__main__":

@@ -71,6 +71,12 @@ permit(principal is AgentCards::Key, action == AgentCards::Action::"call_tool", 
 @id("engineers-pay")
 permit(principal in AgentCards::Group::"engineers", action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay");
 
+@id("notes-readable")
+permit(principal, action == AgentCards::Action::"read_resource", resource) when {{ resource.server == "rec" }};
+
+@id("secret-note")
+forbid(principal, action == AgentCards::Action::"read_resource", resource == AgentCards::Resource::"rec://notes/secret");
+
 @id("no-big-payments")
 forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
   when {{ context.args has amount && context.args.amount > 1000 }};
@@ -222,6 +228,19 @@ return out
     }
     paid = [c for c in recorded()[before:] if c["tool"] == "pay"]
     assert paid == [{"tool": "pay", "args": {"amount": 20, "to": "shop"}}]  # alice's only
+    reads = """
+out = {"plain": await mcp.rec.read_resource("rec://notes/plain")}
+try:
+    await mcp.rec.read_resource("rec://notes/secret")
+except ToolCallError as e:
+    out["secret"] = [e.type, e.policies]
+return out
+"""
+    body = run(stack, intern, reads)
+    assert body["status"] == "succeeded", body
+    assert body["result"]["secret"] == ["policy_denied", ["secret-note"]]
+    assert "note plain" in json.dumps(body["result"]["plain"])
+    assert [c["args"] for c in recorded() if c["tool"] == "read"] == [{"name": "plain"}]
 
 
 async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> None:
@@ -297,7 +316,7 @@ except ToolCallError as e:
         reloaded = policy_cli(stack, "reload")
         assert reloaded.returncode == 0, reloaded
         told = json.loads(reloaded.stdout)
-        assert told["policies"] == 6 and told["processes_told"] >= 2  # gateway and toolhost
+        assert told["policies"] == 8 and told["processes_told"] >= 2  # gateway and toolhost
         assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)
