@@ -24,6 +24,13 @@ from shared.errors import PolicyInvalid
 from shared.policy.index import PolicyIndex
 
 SCHEMA_FILE = "schema.cedarschema"
+# Annotations that would change what a decision means, refused until they do: a file that
+# asks for them must not load and silently decide without them.
+UNSUPPORTED_ANNOTATIONS = {
+    "approval": "approvals are not available in this version: a call it pauses would run "
+    "unasked; remove the annotation (docs/policy.md)",
+    "approvers": "approvals are not available in this version (docs/policy.md)",
+}
 
 
 @cache
@@ -88,6 +95,12 @@ def parse_policies(text: str, *, path: Path) -> PolicyFile:
         line = starts[index] if index is not None and index < len(starts) else 1
         raise _invalid(path, line, str(error.error))
     annotations = {pid: dict(policy.get("annotations") or {}) for pid, policy in static.items()}
+    for pid, notes in annotations.items():
+        refused = sorted(UNSUPPORTED_ANNOTATIONS.keys() & notes.keys())
+        if refused:
+            index = _policy_index(pid)
+            line = starts[index] if index is not None and index < len(starts) else 1
+            raise _invalid(path, line, f"@{refused[0]}: {UNSUPPORTED_ANNOTATIONS[refused[0]]}")
     return PolicyFile(
         path=path,
         digest=hashlib.sha256(text.encode()).hexdigest(),

@@ -77,6 +77,13 @@ permit(principal, action == AgentCards::Action::"read_resource", resource) when 
 @id("secret-note")
 forbid(principal, action == AgentCards::Action::"read_resource", resource == AgentCards::Resource::"rec://notes/secret");
 
+@id("no-blocked-capability")
+forbid(principal, action == AgentCards::Action::"execute_capability", resource == AgentCards::Capability::"blocked_cap");
+
+@id("capabilities-pay-little")
+forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
+  when {{ context.surface == "capability" && context.args has amount && context.args.amount > 30 }};
+
 @id("no-big-payments")
 forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
   when {{ context.args has amount && context.args.amount > 1000 }};
@@ -244,7 +251,7 @@ return out
 
 
 async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> None:
-    direct_only = key_named(stack, "direct-only")
+    direct_only, ci = key_named(stack, "direct-only"), key_named(stack, "ci")
     with httpx.Client(base_url=stack.gateway_url, headers=direct_only, timeout=60) as client:
         refused = client.post("/v1/executions", json={"code": "return 1"})
     assert refused.status_code == 403, refused.text
@@ -267,6 +274,29 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
     answer = json.loads(big.content[0].text)  # type: ignore[union-attr]
     assert answer["type"] == "policy_denied" and "no-big-payments" in answer["message"]
     assert [c["args"]["amount"] for c in recorded()[before:]] == [10]
+    # A capability run: decided by its name, and its calls see surface "capability".
+    pay = "return await mcp.rec.pay(amount=args['amount'], to='{}')"
+    with httpx.Client(base_url=stack.gateway_url, headers=ci, timeout=90) as client:
+        for name, to in (("blocked_cap", "blocked"), ("pay_cap", "cap")):
+            body = {"code": pay.format(to), "intent": f"pay ({name})", "name": name}
+            made = client.post("/v1/capabilities", json=body)
+            assert made.status_code == 201, made.text
+        blocked = client.post("/v1/capabilities/blocked_cap/execute", json={"args": {"amount": 5}})
+        assert blocked.status_code == 403, blocked.text
+        assert blocked.json()["error"]["details"]["policies"] == ["no-blocked-capability"]
+        runs = {
+            amount: client.post(
+                "/v1/capabilities/pay_cap/execute", json={"args": {"amount": amount}, "wait": True}
+            ).json()
+            for amount in (20, 50)
+        }
+    assert runs[20]["status"] == "succeeded", runs[20]
+    assert runs[50]["status"] == "failed" and runs[50]["error"]["type"] == "policy_denied"
+    assert "capabilities-pay-little" in runs[50]["error"]["message"]
+    assert [c["args"]["to"] for c in recorded()[before:] if c["tool"] == "pay"][-1:] == ["cap"]
+    assert [c["args"]["amount"] for c in recorded()[before:] if c["args"].get("to") == "cap"] == [
+        20
+    ]
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         text = client.get("/metrics").text
     counts = {
@@ -316,7 +346,7 @@ except ToolCallError as e:
         reloaded = policy_cli(stack, "reload")
         assert reloaded.returncode == 0, reloaded
         told = json.loads(reloaded.stdout)
-        assert told["policies"] == 8 and told["processes_told"] >= 2  # gateway and toolhost
+        assert told["policies"] == 10 and told["processes_told"] >= 2  # gateway and toolhost
         assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)

@@ -75,6 +75,7 @@ def test_no_policy_file_decides_nothing() -> None:
         ('permit(principal, action, resource);\n\npermit(principal, action, resource)\n  when { true ;\n', 4, "unexpected token"),
         ('permit(principal, action, resource);\nforbid(principal, action == AgentCards::Action::"call_tool", resource)\n  when { resource.colour == "red" };\n', 2, "colour"),
         ('permit(principal, action == AgentCards::Action::"fly", resource);\n', 1, "fly"),
+        ('permit(principal, action, resource);\n@id("pay")\n@approval("required")\npermit(principal, action, resource);\n', 2, "@approval: approvals are not available"),
     ],
 )  # fmt: skip
 def test_a_bad_file_is_refused_with_its_line_and_the_engines_reason(
