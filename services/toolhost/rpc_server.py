@@ -205,6 +205,7 @@ class RpcServer:
         bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
         if source in _SHARED_LIST and await self._forwarded(request, raw):
             return
+        decided: list[Decision] = []  # the policy's decision on the request, if it made one
         if isinstance(request, ResourceRequest):
             await self._claim(request)
             refusal = await self._scope.resource_refusal(
@@ -215,11 +216,11 @@ class RpcServer:
                     call_id=request.call_id, type=refusal[0], message=refusal[1]
                 )
             else:
-                reply = await self._decided_read(request, started)
-            await self._send(reply)
+                reply = await self._decided_read(request, started, decided)
+            await self._send(reply, then=decision_commands(next(iter(decided), None)))
             return
         read = await self._claim_and_read_grant(request)
-        decided: list[Decision] = []
+        decided = []
         async with call_span(request) as record:
             reply = await self._execute(request, started, read, decided)
             record(reply)
@@ -231,9 +232,12 @@ class RpcServer:
         await self._send(reply, then=then)
         self._log(request, reply)
 
-    async def _decided_read(self, request: ResourceRequest, started: float) -> RpcReply:
+    async def _decided_read(
+        self, request: ResourceRequest, started: float, decided: list[Decision]
+    ) -> RpcReply:
         """Serve a resources request; an execution's read of one resource is decided by
-        policy first (a denied read never reaches the server)."""
+        policy first (a denied read never reaches the server; the decision is put in
+        ``decided``)."""
         if (
             self._policy.configured
             and request.op == "read_resource"
@@ -247,6 +251,7 @@ class RpcServer:
                     message="this execution's grant is gone",
                 )
             decision = decide_read(self._policy, request, grant)
+            decided.extend([decision] if decision is not None else [])
             if decision is not None and not decision.allowed:
                 return RpcReply.failure(
                     call_id=request.call_id,

@@ -196,6 +196,13 @@ def test_each_call_is_decided_with_its_computed_arguments_in_both_languages(
         assert [(c["tool"], c["error"]["type"]) for c in ends] == [("rec:pay", "policy_denied")]
         assert "no-big-payments" in ends[0]["error"]["message"]
         _audited(stack, out["id"])  # written in the background, after the reply
+        with stack.db() as conn:
+            row = conn.execute(
+                "SELECT trace FROM executions WHERE id = %s", (out["id"],)
+            ).fetchone()
+        assert row is not None
+        denied = [e["error"] for e in row["trace"] if e["type"] == "tool_end"]
+        assert [(e["type"], e["policies"]) for e in denied] == [("policy_denied", [])]
 
 
 def _audited(stack: E2EStack, execution_id: str) -> None:
@@ -206,7 +213,10 @@ def _audited(stack: E2EStack, execution_id: str) -> None:
                 "'tool_call_refused'",
                 (execution_id,),
             ).fetchone()
-        return row is not None and row["details"]["type"] == "policy_denied"
+        return row is not None and (row["details"]["type"], row["details"]["policies"]) == (
+            "policy_denied",
+            [],
+        )
 
     wait_until(found, what="the policy denial in the audit log", timeout_s=10)
 
