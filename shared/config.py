@@ -117,6 +117,11 @@ class Settings(BaseSettings):
         description="seals the `requestState` of MCP input-required replies; required (not a "
         "placeholder) in production",
     )
+    registry_url: str = Field(
+        default="https://registry.modelcontextprotocol.io",
+        description="the MCP Registry `agentcards servers add/search` asks (its base URL: the "
+        "`v0.1` paths, else `v0`); any registry serving that API, a private one included",
+    )
     auth: bool = Field(
         default=True,
         description="`off`: API keys are not checked, every caller is tenant `default` on any "
@@ -336,6 +341,13 @@ class Settings(BaseSettings):
     )
     # Batches flush within milliseconds, a redelivered message within the visibility
     # timeout, so minutes of waiting means no worker is consuming.
+    beat_lease_s: float = Field(
+        default=20.0,
+        ge=2,
+        le=600,
+        description="Beat sends the schedule only while it holds a lease in Redis this long "
+        "(renewed every tick); a second beat waits and takes over this long after the first dies",
+    )
     learning_stall_s: float = Field(
         default=300.0,
         gt=0,
@@ -356,13 +368,15 @@ class Settings(BaseSettings):
         le=30 * 86400,
         description="the longest a cached capability result lives (its tools' TTLs may cut it)",
     )
-    # Read-only is not unchanging (a clock, a file another process writes), so short.
+    # Read-only is not repeatable (a clock, a search engine, a queue), so off: only the
+    # operator knows which tools answer the same twice (shared/cache/policy.py).
     cache_read_only_ttl_s: int = Field(
-        default=60,
+        default=0,
         ge=0,
         le=30 * 86400,
-        description="a read-only tool's TTL when neither its server nor the `mcpServers` "
-        "file's `agentcards.cache` says",
+        description="the TTL of every read-only tool the `mcpServers` file's "
+        "`agentcards.cache` gives none; 0: such tools are not cached. Set it only if every "
+        "read-only tool of every server answers the same for this long",
     )
     # Off by default: similar words can still mean other data.
     intent_cache: bool = Field(

@@ -95,14 +95,9 @@ def make_pool(
     )
 
 
-def migrate(settings: Settings, *, url: str | None = None) -> str:
-    """Apply every pending migration (a no-op when up to date); returns the head revision."""
-    from alembic import command
+def _alembic(settings: Settings, target: str) -> Any:
     from alembic.config import Config
-    from alembic.script import ScriptDirectory
 
-    target = url or settings.require_urls()[0]
-    check_pgvector_available(target)
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("shared") / "migrations"))
     cfg.set_main_option(
@@ -110,6 +105,17 @@ def migrate(settings: Settings, *, url: str | None = None) -> str:
         psycopg_url(target).replace("postgresql://", "postgresql+psycopg://", 1).replace("%", "%%"),
     )
     cfg.attributes["vector_dim"] = settings.vector_dim
+    return cfg
+
+
+def migrate(settings: Settings, *, url: str | None = None) -> str:
+    """Apply every pending migration (a no-op when up to date); returns the head revision."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    target = url or settings.require_urls()[0]
+    check_pgvector_available(target)
+    cfg = _alembic(settings, target)
     try:
         command.upgrade(cfg, "head")
     except Exception as exc:  # SQLAlchemy wraps the driver error; name the cause
@@ -124,6 +130,42 @@ def migrate(settings: Settings, *, url: str | None = None) -> str:
     head = ScriptDirectory.from_config(cfg).get_current_head()
     check_vector_dim(target, settings.vector_dim)
     return head or ""
+
+
+def schema_state(settings: Settings) -> tuple[str, str]:
+    """(the database's schema revision, this code's head): "" for a database never migrated.
+
+    A revision this code does not know is a newer release's (this image rolled back to):
+    waiting would never end, so ``schema_is_current`` lets it pass.
+    """
+    from alembic.script import ScriptDirectory
+
+    target = settings.require_urls()[0]
+    head = ScriptDirectory.from_config(_alembic(settings, target)).get_current_head() or ""
+    with psycopg.connect(psycopg_url(target), autocommit=True, connect_timeout=5) as conn:
+        exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+        row = (
+            conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            if exists and exists[0]
+            else None
+        )
+    return (row[0] if row else ""), head
+
+
+def schema_is_current(settings: Settings) -> bool:
+    """True when the database is at this code's head revision, or at a newer release's."""
+    from alembic.script import ScriptDirectory
+
+    current, head = schema_state(settings)
+    if not current:
+        return False
+    known = {
+        script.revision
+        for script in ScriptDirectory.from_config(
+            _alembic(settings, settings.require_urls()[0])
+        ).walk_revisions()
+    }
+    return current == head or current not in known
 
 
 def check_pgvector_available(url: str) -> None:

@@ -181,6 +181,11 @@ class Conflict(AgentCardsError):
     type = ErrorType.CONFLICT
 
 
+class LastActiveKey(Conflict):
+    """Raised when revoking a key would leave none active (the gateway would then serve
+    loopback callers without a key) and the caller did not say to go ahead."""
+
+
 class CapabilityDisabled(Conflict):
     """Raised when running a capability an operator disabled (409)."""
 

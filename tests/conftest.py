@@ -9,8 +9,10 @@ get the same URLs, so they see exactly what the test sees.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
+import statistics
 import tempfile
 import uuid
 from collections.abc import Callable, Generator, Hashable, Iterator
@@ -80,11 +82,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         keys = stack_keys(item)
         place = first.setdefault(keys[0], index) if keys else index
         places.append((place, index))
-    order = sorted(range(len(items)), key=places.__getitem__)
     groups = [_module(items[place]) for place, _ in places]
+    costs = group_costs()
+    first_of = {
+        group: place for (place, _), group in reversed(list(zip(places, groups, strict=True)))
+    }
+    usual = statistics.median(costs.values()) if costs else 0.0  # a group not measured yet
+    order = sorted(  # the costliest groups first, each group's tests in their own order
+        range(len(items)),
+        key=lambda i: (-costs.get(groups[i], usual), first_of[groups[i]], places[i]),
+    )
     items[:] = [items[i] for i in order]
     for item, group in zip(items, (groups[i] for i in order), strict=True):
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+# What each xdist group took in a full run (seconds; the sum of its tests' set-up, call and
+# tear-down). The groups start costliest first (pyproject's --no-loadscope-reorder keeps this
+# order), so no long group starts last and holds the run's end on one worker while the others
+# idle. Refresh after adding slow tests:
+#   AGENTCARDS_TEST_COSTS=tests/group_costs.json python3 -m pytest -m "not unit"
+# A group missing from the file (a new module) counts as the median group.
+COSTS_FILE = Path(__file__).with_name("group_costs.json")
+_measured: dict[str, float] = {}
+
+
+def group_costs() -> dict[str, float]:
+    return json.loads(COSTS_FILE.read_text()) if COSTS_FILE.exists() else {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On xdist's controller a node id ends in ``@<group>``: add the phase to its group."""
+    if "@" in report.nodeid:
+        group = report.nodeid.rsplit("@", 1)[1]
+        _measured[group] = _measured.get(group, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out = os.environ.get("AGENTCARDS_TEST_COSTS")
+    if out and _measured and not hasattr(session.config, "workerinput"):
+        path = Path(out)
+        costs = (json.loads(path.read_text()) if path.exists() else {}) | {
+            group: round(seconds, 1) for group, seconds in _measured.items()
+        }
+        path.write_text(json.dumps(dict(sorted(costs.items())), indent=1) + "\n")
 
 
 def _module(item: pytest.Item) -> str:

@@ -88,11 +88,19 @@ class E2EStack:
         self.procs[name] = proc
         return proc
 
-    def start_worker(self, name: str, app: str, queues: str, *, concurrency: int) -> Proc:
+    def start_worker(
+        self, name: str, app: str, queues: str, *, concurrency: int, wait: bool = True
+    ) -> Proc:
+        """A Celery worker; with ``wait``, once it consumes (else see ``wait_ready``)."""
         node = f"{name}-{uuid.uuid4().hex[:6]}@%h"
         proc = self.start(name, celery_worker_argv(app, queues, concurrency=concurrency, node=node))
-        wait_until(lambda: " ready." in proc.log(), what=f"{name} ready", proc=proc)
+        if wait:
+            self.wait_ready(proc)
         return proc
+
+    @staticmethod
+    def wait_ready(proc: Proc) -> None:
+        wait_until(lambda: " ready." in proc.log(), what=f"{proc.name} ready", proc=proc)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.gateway_url, headers=self.headers, timeout=90)
@@ -145,13 +153,28 @@ def running_stack(
     try:
         toolhost = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
         gateway = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
-        stack.start_worker(
-            "sandbox", "workers.sandbox.celery_app", "executions", concurrency=sandbox_slots
-        )
-        if learning:
+        # Every process starts at once; then each is waited for.
+        workers = [
             stack.start_worker(
-                "learning", "workers.learning.celery_app", "learning,maintenance", concurrency=1
+                "sandbox",
+                "workers.sandbox.celery_app",
+                "executions",
+                concurrency=sandbox_slots,
+                wait=False,
             )
+        ]
+        if learning:
+            workers.append(
+                stack.start_worker(
+                    "learning",
+                    "workers.learning.celery_app",
+                    "learning,maintenance",
+                    concurrency=1,
+                    wait=False,
+                )
+            )
+        for worker in workers:
+            stack.wait_ready(worker)
 
         def tools_synced() -> bool:
             with stack.db() as conn:

@@ -2,7 +2,7 @@
 no-op Celery round trip.
 
 A temporary stack whose one MCP server is deploy/bench/echo_server.py (`bench:echo`, read-only,
-so its results are cacheable). The miss is `POST /v1/capabilities/{id}/execute?wait=true` with
+given a TTL in the `mcpServers` file so its results are cached). The miss is `POST /v1/capabilities/{id}/execute?wait=true` with
 `no_cache` (a sandbox run); the L2 hit is the same request answered from `capability_cache`;
 the L1 hit is `POST /v1/executions?wait=true` with the capability's code and arguments.
 """
@@ -25,13 +25,17 @@ CODE = "return await mcp.bench.echo(n=args['n'])"
 INTENT = "echo a number back through the bench tool"
 ARGS = {"n": 7}
 LEARN_TIMEOUT_S = 60.0
+# An echo answers the same every time: the operator's TTL says so (none: nothing is cached).
+CACHED = {"cache": {"ttl_s": 3600}}
 
 
 def run(n: int = 200) -> dict[str, Any]:
     """Latencies (ms, one client) of a miss, an L1 hit and an L2 hit of one capability."""
     with (
         tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp,
-        temporary_stack(mcp_config=write_config(Path(tmp) / "mcp.json")) as handle,
+        temporary_stack(
+            mcp_config=write_config(Path(tmp) / "mcp.json", agentcards=CACHED)
+        ) as handle,
     ):
         wait_synced(handle.settings.database_url or "")
         with httpx.Client(base_url=handle.gateway_url, timeout=60) as client:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -12,17 +13,19 @@ import psycopg
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from deploy.launcher.state import running_stack
 from shared.auth.audit import list_audit
 from shared.auth.cache import CACHE_TTL_S
 from shared.auth.keys import parse_per_minute
+from shared.auth.openness import open_reason
 from shared.auth.principal import PII_OFF, PII_TOKENIZE
-from shared.auth.store import issue_key, list_keys, revoke_key
+from shared.auth.store import active_keys_exist, find_key, issue_key, list_keys, revoke_key
 from shared.config import get_settings
 from shared.db import connect
-from shared.errors import AgentCardsError, ValidationFailed
+from shared.errors import AgentCardsError, LastActiveKey, ValidationFailed
 
 
 class PiiMode(StrEnum):
@@ -130,45 +133,95 @@ def create(
 @keys_app.command("list")
 def list_command(
     tenant: Annotated[str | None, typer.Option(help="only this tenant's keys")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON array, every field, for scripts")
+    ] = False,
 ) -> None:
     """Every key with its tenant, limits and state; never the key itself."""
     with _database() as conn:
         rows = list_keys(conn, tenant_id=tenant)
+    if as_json:
+        print(json.dumps([_json_row(r) for r in rows], indent=2))
+        return
+    columns = ("id", "tenant", "name", "key", "tools", "limits", "admin", "pii", "/mcp", "state")
+    shown = [dict(zip(columns, _shown(r), strict=True)) for r in rows]
     table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "key", "tools", "limits", "admin", "pii", "/mcp", "state"):
-        table.add_column(col)
-    for r in rows:
-        limits = ", ".join(
-            f"{label} {r[field]}"
-            for field, label in (
-                ("executions_per_min", "exec/min"),
-                ("tool_calls_per_min", "calls/min"),
-                ("max_concurrent", "concurrent"),
-            )
-            if r[field] is not None
+    for col in columns:
+        table.add_column(col, no_wrap=col == "id")
+    for fields in shown:
+        table.add_row(*(escape(v) for v in fields.values()))
+    unbounded = console.options.update_width(100_000)  # the table's own width, not the screen's
+    if Measurement.get(console, unbounded, table).maximum <= console.width:
+        console.print(table)
+        return
+    # Too narrow for the table without cutting ids short (`keys revoke` takes them): one
+    # record per key, a field a line.
+    for fields in shown:
+        for col, value in fields.items():
+            console.print(f"{col:<7} {escape(value)}", soft_wrap=True)
+        console.print()
+
+
+def _shown(r: dict[str, Any]) -> tuple[str, ...]:
+    """A key's row as `keys list` prints it, one string per column."""
+    limits = ", ".join(
+        f"{label} {r[field]}"
+        for field, label in (
+            ("executions_per_min", "exec/min"),
+            ("tool_calls_per_min", "calls/min"),
+            ("max_concurrent", "concurrent"),
         )
-        state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
-        table.add_row(
-            str(r["id"]),
-            escape(r["tenant_id"]),
-            escape(r["name"]),
-            escape(f"{r['key_prefix']}…"),
-            escape(", ".join(r["tool_patterns"])) if r["tool_patterns"] is not None else "all",
-            limits or "-",
-            "yes" if r["admin"] else "no",
-            r["pii"],
-            r.get("mcp_mode") or "code",
-            state,
-        )
-    console.print(table)
+        if r[field] is not None
+    )
+    state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
+    return (
+        str(r["id"]),
+        r["tenant_id"],
+        r["name"],
+        f"{r['key_prefix']}…",
+        ", ".join(r["tool_patterns"]) if r["tool_patterns"] is not None else "all",
+        limits or "-",
+        "yes" if r["admin"] else "no",
+        r["pii"],
+        r.get("mcp_mode") or "code",
+        state,
+    )
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A key's row as `keys list --json` prints it: ids and times as strings."""
+    out = {k: str(v) if k == "id" else v for k, v in row.items()}
+    for field in ("created_at", "revoked_at"):
+        out[field] = row[field].isoformat() if row[field] else None
+    out["state"] = "revoked" if row["revoked_at"] else "active"
+    return out
 
 
 @keys_app.command("revoke")
-def revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` shows")]) -> None:
-    """Revoke a key; every gateway refuses it within a few seconds."""
+def revoke(
+    key: Annotated[str, typer.Argument(help="the key's id, a unique prefix of it, or its name")],
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="revoke it even if it is the last active key (the gateway is then open)",
+        ),
+    ] = False,
+) -> None:
+    """Revoke a key; every gateway refuses it within a few seconds. Revoking the last active
+    key opens the gateway to every local caller: asked first, refused without a terminal
+    unless ``--yes``."""
     with _database() as conn:
         try:
-            row = revoke_key(conn, key_id=key_id)
+            key_id = str(find_key(conn, ref=key)["id"])
+            try:
+                row = revoke_key(conn, key_id=key_id, keep_one=not yes)
+            except LastActiveKey as exc:
+                conn.rollback()  # no lock held while a person reads the question
+                _confirm_last(exc)
+                row = revoke_key(conn, key_id=key_id)
+            open_now = open_reason(get_settings(), keys_exist=active_keys_exist(conn))
         except AgentCardsError as exc:
             _fail(exc)
         conn.commit()
@@ -176,6 +229,23 @@ def revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` shows"
         f"revoked {row['id']} ({escape(row['name'])}, tenant {escape(row['tenant_id'])}); "
         f"gateways refuse it within {CACHE_TTL_S:g} s"
     )
+    if open_now:
+        err.print(f"[bold yellow]warning:[/] the gateway is {escape(open_now)}", soft_wrap=True)
+
+
+def _confirm_last(exc: LastActiveKey) -> None:
+    """Go on only if a person at a terminal says so; without one, refuse (``--yes`` skips this)."""
+    err.print(f"[bold yellow]warning:[/] {escape(exc.message)}", soft_wrap=True)
+    if not sys.stdin.isatty():
+        err.print(
+            "[bold red]error:[/] refusing to revoke the last active key without a terminal "
+            "to confirm: pass --yes to revoke it anyway",
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
+    if not typer.confirm("Revoke it anyway?", default=False, err=True):
+        err.print("nothing revoked")
+        raise typer.Exit(code=1)
 
 
 @audit_app.command("tail")

@@ -33,10 +33,12 @@ def _mount_subcommands() -> None:
     from deploy.cli.bench import bench_app
     from deploy.cli.cache import cache_app
     from deploy.cli.capabilities import capabilities_app
+    from deploy.cli.connect import connect, disconnect
     from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.pii import pii_app
     from deploy.cli.policy import policy_app
     from deploy.cli.sandbox import sandbox_app
+    from deploy.cli.servers import servers_app
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(cache_app, name="cache", help="The result cache: clear, stats.")
@@ -44,10 +46,13 @@ def _mount_subcommands() -> None:
         capabilities_app, name="capabilities", help="Capabilities: list, show, export, import."
     )
     app.add_typer(keys_app, name="keys")
+    app.command("connect")(connect)
+    app.command("disconnect")(disconnect)
     app.add_typer(audit_app, name="audit")
     app.add_typer(pii_app, name="pii")
     app.add_typer(policy_app, name="policy")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
+    app.add_typer(servers_app, name="servers")
 
 
 def _settings() -> Settings:
@@ -83,6 +88,7 @@ def up(
 @app.command()
 def status() -> None:
     """Report each process, dependency and MCP server as healthy or not, with the reason."""
+    from deploy.cli.up import access_line
     from deploy.launcher.processes import read_servers, stack_specs
     from shared.db import ping
 
@@ -132,6 +138,8 @@ def status() -> None:
     console.print(table)
     for name, url in state.urls.items():
         console.print(f"  {name:<10} {url}")
+    if access := access_line(resolved, state.database_url):
+        console.print(f"  {'access':<10} {access}", soft_wrap=True)
     if not all(ok for _, _, ok, _ in rows) or any(s.state != "ready" for s in servers.values()):
         raise typer.Exit(code=1)
 
@@ -161,12 +169,42 @@ def demo(
 
 
 @app.command()
-def migrate() -> None:
+def migrate(
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="apply nothing: wait until the database is at this release's schema "
+        "(a pod's init step while the migration Job runs)",
+    ),
+    timeout_s: float = typer.Option(600.0, "--timeout", help="seconds --wait waits"),
+) -> None:
     """Apply database migrations to AGENTCARDS_DATABASE_URL (the compose prestart step)."""
-    from shared.db import migrate as run_migrations
+    import time
 
+    import psycopg
+
+    from shared.db import migrate as run_migrations
+    from shared.db import schema_is_current, schema_state
+    from shared.errors import DependencyError
+
+    settings = _settings()
+    if wait:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if schema_is_current(settings):
+                    console.print(f"database at revision {schema_state(settings)[0]}")
+                    return
+            except (AgentCardsError, psycopg.Error) as exc:  # not up yet: keep waiting
+                last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            else:
+                current, head = schema_state(settings)
+                last = f"database at revision {current or 'none'}, this release needs {head}"
+            if time.monotonic() >= deadline:
+                _fail(DependencyError(f"gave up after {timeout_s:g} s: {last}"))
+            time.sleep(2)
     try:
-        head = run_migrations(_settings())
+        head = run_migrations(settings)
     except AgentCardsError as exc:
         _fail(exc)
     console.print(f"database at revision {head}")

@@ -16,6 +16,7 @@ from deploy.launcher.health import server_lines, wait_healthy, watch
 from deploy.launcher.supervisor import Stack
 from shared.cache.policy import tool_cache, tool_policy
 from shared.config import Settings
+from shared.errors import AgentCardsError
 
 WATCH_CHECK_EVERY_S = 5.0  # once healthy, a slower beat: the checks cost a Celery ping each
 
@@ -80,6 +81,7 @@ def _announce(stack: Stack, seconds: float, console: Console) -> None:
     """What the README promises: the URLs, then which MCP servers failed and why."""
     lines = server_lines(stack)
     cached = cache_lines(stack)  # read before printing: the announcement comes out in one go
+    access = access_line(stack.settings, stack.database_url)
     failed = [name for name, line in lines.items() if not line.startswith("ready")]
     if failed:
         console.print(
@@ -95,6 +97,8 @@ def _announce(stack: Stack, seconds: float, console: Console) -> None:
         console.print(f"  {'dashboard':<16} {gateway}/dashboard")
     if flower := urls.get("flower"):
         console.print(f"  {'flower':<16} {flower}")
+    if access:
+        console.print(f"  {'access':<16} {access}", soft_wrap=True)
     if ready := [name for name in lines if name not in failed]:
         console.print(f"  {'MCP servers':<16} {', '.join(ready)}: ready")
     for name, line in cached.items():
@@ -157,3 +161,26 @@ def cache_lines(stack: Stack) -> dict[str, str]:
             parts.append(f"{', '.join(sorted(names))}: {said}")
         lines[server] = "; ".join(parts)
     return lines
+
+
+def access_line(settings: Settings, database_url: str | None) -> str | None:
+    """What `up` and `status` say of who may call the gateway: a warning when it is open (no
+    active key, or keys not checked), else how many keys are active; None when unreadable."""
+    import psycopg
+
+    from shared.auth.openness import open_reason
+    from shared.db import connect
+
+    try:
+        with connect(database_url or "") as conn:
+            active = int(
+                conn.execute(
+                    "SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL"
+                ).fetchone()["n"]  # type: ignore[index]
+            )
+    except (psycopg.Error, AgentCardsError):
+        return None
+    reason = open_reason(settings, keys_exist=active > 0)
+    if reason:
+        return f"[bold yellow]{escape(reason)}[/]"
+    return f"API key required ({active} active)" if active else "API key or access token required"

@@ -12,9 +12,11 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
+import psycopg_pool
 import redis
 import redis.asyncio as aioredis
 from mcp import types
@@ -22,7 +24,7 @@ from mcp import types
 from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
-from services.toolhost.servers import ServerConfig, load_servers
+from services.toolhost.servers import ServerConfig, StdioServer, load_servers
 from services.toolhost.sessions import ServerConnection
 from services.toolhost.sync import (
     LazyEmbedder,
@@ -32,6 +34,7 @@ from services.toolhost.sync import (
     unavailable_reason,
 )
 from services.toolhost.upstream import Upstream
+from services.toolhost.watch import plan, watch_config
 from shared import telemetry, tool_ids
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.grants import Grant
@@ -42,6 +45,8 @@ from shared.errors import AgentCardsError
 from shared.logs import configure_logging
 from shared.policy.engine import PolicyEngine
 from shared.policy.reload import follow_reloads
+from shared.privacy.keys import PiiKeys
+from shared.privacy.sealed import is_sealed, unseal
 from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
 from shared.rpc.events import ToolSchemaChanged
 from shared.rpc.heartbeat import (
@@ -57,6 +62,7 @@ from shared.rpc.protocol import RpcRequest
 from shared.server_states import ServerState
 from shared.tools.servers import (
     forget_replica,
+    forget_server,
     mark_removed_servers,
     prune_dead_replicas,
     record_replica_state,
@@ -108,20 +114,12 @@ class Toolhost:
             else ProgressPrivacy(settings, self._pool, self._sync_redis),
         )
         self.registry = ToolRegistry()
-        self.connections = [
-            ServerConnection(
-                name=name,
-                config=config,
-                on_tools=self._on_tools,
-                on_state=self._on_state,
-                connect_timeout_s=settings.mcp_connect_timeout_s,
-                upstream=self.upstream,
-                on_notice=self._on_notice,
-            )
-            for name, config in servers.items()
-        ]
+        self._configured = dict(servers)  # as the file says (sealed values sealed)
+        self.connections = [self._connection(name, config) for name, config in servers.items()]
         for connection in self.connections:
             self.registry.add(connection)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._applying = asyncio.Lock()
         self.rpc = RpcServer(
             redis_url=redis_url,
             registry=self.registry,
@@ -134,15 +132,80 @@ class Toolhost:
         self._ready = False
         self._started_at = time.time()
 
+    def _connection(self, name: str, config: ServerConfig) -> ServerConnection:
+        return ServerConnection(
+            name=name,
+            config=self._opened(name, config),
+            on_tools=self._on_tools,
+            on_state=self._on_state,
+            connect_timeout_s=self._settings.mcp_connect_timeout_s,
+            upstream=self.upstream,
+            on_notice=self._on_notice,
+        )
+
+    def _opened(self, name: str, config: ServerConfig) -> ServerConfig:
+        """``config`` with its sealed secrets (shared/privacy/sealed.py) opened for the session."""
+        field = "env" if isinstance(config, StdioServer) else "headers"
+        values: dict[str, str] = getattr(config, field)
+        if not any(is_sealed(v) for v in values.values()):
+            return config
+        try:
+            keys = PiiKeys.from_settings(self._settings)
+            opened = {k: unseal(keys, server=name, name=k, value=v) for k, v in values.items()}
+        except AgentCardsError as exc:  # the server starts without it and says why it fails
+            log.error("server %s: %s", name, exc.message)
+            return config
+        return config.model_copy(update={field: opened})
+
+    async def apply_config(self, servers: dict[str, ServerConfig]) -> None:
+        """Start the servers a changed config adds, stop those it drops; the rest stay connected."""
+        async with self._applying:
+            change = plan(self._configured, servers)
+            if not change:
+                return
+            self._configured = dict(servers)
+            for name in change.stop:
+                connection = next(c for c in self.connections if c.name == name)
+                self.registry.remove(name)
+                self.connections.remove(connection)
+                task = self._tasks.pop(name, None)
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                await self._forget_server(name)
+            for name in change.start:
+                connection = self._connection(name, servers[name])
+                self.connections.append(connection)
+                self.registry.add(connection)
+                self._tasks[name] = asyncio.create_task(connection.run(), name=f"mcp:{name}")
+            await self._mark_removed()
+            await self._beat()
+            log.info("MCP config applied: started %s, stopped %s", change.start, change.stop)
+
+    async def _forget_server(self, server: str) -> None:
+        def write() -> None:
+            live = [b.replica for b in read_toolhost_beats(self._sync_redis)]
+            with self._pool.connection() as conn:
+                forget_server(conn, replica=replica_id(), server=server, live=live)
+
+        async with self._db_locks[server]:
+            await asyncio.to_thread(write)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain calls and close every session."""
         # Beat before the first state write: other replicas count our rows while we beat.
         await self._beat()
         await self._mark_removed()
-        tasks = [asyncio.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections]
+        for c in self.connections:
+            self._tasks[c.name] = asyncio.create_task(c.run(), name=f"mcp:{c.name}")
         serving = asyncio.create_task(self.rpc.serve(), name="rpc")
         beating = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         reloads = asyncio.create_task(follow_reloads(self._redis, self._policy), name="policy")
+        config = self._settings.mcp_config
+        watching = asyncio.create_task(
+            watch_config(config, self.apply_config) if config else asyncio.Event().wait(),
+            name="watch-config",
+        )
         try:
             # Ready once every server had its first connection attempt (success or not).
             connected = asyncio.create_task(self._first_attempts())
@@ -163,9 +226,13 @@ class Toolhost:
                 await self._beat()
             await asyncio.wait({serving}, timeout=POLL_GRACE_S)
             await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
+            watching.cancel()
+            tasks = list(self._tasks.values())
             for task in [*tasks, serving, beating, reloads]:
                 task.cancel()
-            await asyncio.gather(*tasks, serving, beating, reloads, return_exceptions=True)
+            await asyncio.gather(
+                *tasks, serving, beating, watching, reloads, return_exceptions=True
+            )
             await self._forget_replica()
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()
@@ -330,7 +397,9 @@ class Toolhost:
             log.warning("notice %s of %s not published: %s", notice, server, exc)
 
     async def _on_state(self, server: str, state: str, error: str | None) -> None:
-        connection = next(c for c in self.connections if c.name == server)
+        connection = next((c for c in self.connections if c.name == server), None)
+        if connection is None:  # it left the config while this report was on its way
+            return
         config = connection.config
         info = connection.server_info if state == ServerState.READY else None
 
@@ -374,7 +443,9 @@ class Toolhost:
                 server, dropped, tool_ids.python_name(server), tool_ids.python_name(kept), kept,
             )  # fmt: skip
         hidden = {name for dropped in clashes.values() for name in dropped}
-        block = next(c.config.agentcards for c in self.connections if c.name == server)
+        block = next((c.config.agentcards for c in self.connections if c.name == server), None)
+        if block is None:  # it left the config while its tools were being listed
+            return
         specs = [
             ToolSpec(
                 name=t.name,
@@ -409,7 +480,7 @@ class Toolhost:
 
         try:
             async with self._db_locks[server]:
-                result = await asyncio.to_thread(write)
+                result = await _retrying_pool_timeouts(write, what=f"syncing {server}'s tools")
         except Exception:
             # The session keeps serving calls; the next connect or list_changed syncs again.
             log.exception("syncing the tools of %s into Postgres failed", server)
@@ -461,6 +532,26 @@ def check() -> int:
         return 0
     print(f"toolhost: no ready heartbeat for {socket.gethostname()}", file=sys.stderr)
     return 1
+
+
+T = TypeVar("T")
+
+# Every server's first sync embeds its tools on a pooled connection, and the first embedding
+# loads the model, which on a loaded machine outlasts the pool's 30 s wait: a sync that got no
+# connection is tried again rather than left undone until the server reconnects.
+SYNC_ATTEMPTS = 3
+
+
+async def _retrying_pool_timeouts(write: Callable[[], T], *, what: str) -> T:
+    """``write`` in a thread, again after a pool timeout (up to SYNC_ATTEMPTS times)."""
+    for attempt in range(1, SYNC_ATTEMPTS + 1):
+        try:
+            return await asyncio.to_thread(write)
+        except psycopg_pool.PoolTimeout:
+            if attempt == SYNC_ATTEMPTS:
+                raise
+            log.warning("%s found no free database connection; trying again", what)
+    raise AssertionError("unreachable")
 
 
 def main() -> None:

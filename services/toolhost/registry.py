@@ -55,6 +55,10 @@ class ToolRegistry:
             raise ValueError(f"server {backend.name!r} registered twice")
         self._backends[backend.name] = backend
 
+    def remove(self, server: str) -> None:
+        """Unregister ``server`` (it left the configuration); calls to it are UnknownTool."""
+        self._backends.pop(server, None)
+
     def backends(self) -> list[Backend]:
         """Every registered backend."""
         return list(self._backends.values())

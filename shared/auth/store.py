@@ -10,7 +10,7 @@ import psycopg
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.keys import check_tenant, check_tool_patterns, hash_key, new_key, shown_prefix
 from shared.auth.principal import MCP_MODES, PII_MODES, PII_OFF, PII_TOKENIZE, Principal
-from shared.errors import Conflict, NotFound, ValidationFailed
+from shared.errors import Conflict, LastActiveKey, NotFound, ValidationFailed
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -104,12 +104,52 @@ def list_keys(conn: Conn, *, tenant_id: str | None = None) -> list[Row]:
     ).fetchall()
 
 
-def revoke_key(conn: Conn, *, key_id: str) -> Row:
-    """Mark a key revoked (and audit it); NotFound for an unknown id, Conflict if already revoked."""
+# A shorter id prefix too easily names a key the operator did not mean.
+MIN_ID_PREFIX = 4
+LIST_HINT = "see `agentcards keys list`"
+
+
+def find_key(conn: Conn, *, ref: str) -> Row:
+    """The key ``ref`` names: its full id, a prefix of it (at least 4 characters) or its name.
+    NotFound when none matches; ValidationFailed naming the candidates when several do."""
+    ref = ref.strip()
+    if not ref:
+        raise ValidationFailed(f"say which key: its id, an id prefix or its name ({LIST_HINT})")
+    by_prefix = len(ref) >= MIN_ID_PREFIX and all(c in "0123456789abcdef-" for c in ref.lower())
+    rows = conn.execute(
+        f"SELECT {KEY_COLUMNS} FROM api_keys WHERE name = %s OR (%s AND id::text LIKE %s) "
+        "ORDER BY created_at",
+        (ref, by_prefix, ref.lower() + "%"),
+    ).fetchall()
+    if len(rows) > 1:  # an active key before revoked ones of the same name or prefix
+        active = [r for r in rows if r["revoked_at"] is None]
+        rows = active if len(active) == 1 else rows
+    if not rows:
+        raise NotFound(f"no API key with id, id prefix or name {ref!r}: {LIST_HINT}")
+    if len(rows) > 1:
+        found = ", ".join(f"{r['id']} ({r['name']}, tenant {r['tenant_id']})" for r in rows)
+        raise ValidationFailed(
+            f"{ref!r} names {len(rows)} keys: {found}; give more of the id", field="key"
+        )
+    return dict(rows[0])
+
+
+def revoke_key(conn: Conn, *, key_id: str, keep_one: bool = False) -> Row:
+    """Mark a key revoked (and audit it); NotFound for an unknown id, Conflict if already
+    revoked; with ``keep_one``, LastActiveKey (nothing changed) when it is the last active key."""
     try:
         UUID(key_id)
     except ValueError:
-        raise NotFound(f"no API key with id {key_id!r}: see `agentcards keys list`") from None
+        raise NotFound(f"no API key with id {key_id!r}: {LIST_HINT}") from None
+    # Locking the active keys serializes revocations: two at once cannot both see the other.
+    active = conn.execute(
+        "SELECT id FROM api_keys WHERE revoked_at IS NULL ORDER BY id FOR UPDATE"
+    ).fetchall()
+    if keep_one and [str(r["id"]) for r in active] == [key_id]:
+        raise LastActiveKey(
+            f"API key {key_id} is the last active key: without one, the gateway serves every "
+            "caller on its machine as tenant 'default' without a key"
+        )
     row = conn.execute(
         f"UPDATE api_keys SET revoked_at = now() WHERE id = %s AND revoked_at IS NULL "
         f"RETURNING {KEY_COLUMNS}",
@@ -118,7 +158,7 @@ def revoke_key(conn: Conn, *, key_id: str) -> Row:
     if row is None:
         exists = conn.execute("SELECT revoked_at FROM api_keys WHERE id = %s", (key_id,)).fetchone()
         if exists is None:
-            raise NotFound(f"no API key with id {key_id!r}: see `agentcards keys list`")
+            raise NotFound(f"no API key with id {key_id!r}: {LIST_HINT}")
         raise Conflict(f"API key {key_id} was already revoked at {exists['revoked_at']}")
     record_audit(
         conn,

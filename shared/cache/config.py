@@ -1,8 +1,9 @@
 """The ``agentcards`` block an operator may add beside ``command``/``args`` of an MCP server.
 
 ``{"agentcards": {"cache": {"ttl_s": 600, "read_only": true,
-"tools": {"read_file": {"ttl_s": 30}, "append_log": {"read_only": false}}}}}``: ``ttl_s: 0``
-means never cache; ``read_only`` overrides the tool's ``readOnlyHint``. Other MCP clients
+"tools": {"read_file": {"ttl_s": 30}, "append_log": {"read_only": false}}}}}``: ``ttl_s`` is how
+long a read-only tool's results may be reused (unset or ``0``: never, shared/cache/policy.py);
+``read_only`` overrides the tool's ``readOnlyHint``. Other MCP clients
 ignore the key; unknown keys and wrong types are refused (strict: ``"30"`` is not a number).
 
 ``"pii"`` (docs/privacy.md): ``"off"`` for a server whose data is public, ``{"kinds":
@@ -68,6 +69,16 @@ class ServerPiiConfig(PiiKinds):
     tools: dict[str, PiiKinds] = Field(default_factory=dict)
 
 
+class RegistryOrigin(BaseModel):
+    """Where `agentcards servers add` found the server: its MCP Registry name and version."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    version: str
+    registry: str | None = None  # the registry's base URL; None: a local server.json
+
+
 class AgentcardsBlock(BaseModel):
     """The whole ``agentcards`` block of one server."""
 
@@ -75,6 +86,7 @@ class AgentcardsBlock(BaseModel):
 
     cache: ServerCacheConfig = Field(default_factory=ServerCacheConfig)
     pii: ServerPiiConfig = Field(default_factory=ServerPiiConfig)
+    registry: RegistryOrigin | None = None
 
     def pii_kinds(self, tool: str) -> list[str] | None:
         """The kinds tokenised in this tool's data: None for every kind (the default), ``[]``

@@ -1,15 +1,22 @@
 """Which results may be reused and for how long, and which runs wrote: pure rules, no I/O.
 
-A run is cacheable only when it succeeded, its stdout was not truncated, every tool call it
-made succeeded, every tool it called is read-only (annotation or operator override) and none
-is configured ``ttl_s: 0``. A capability's ``cache_config`` may opt out or shorten, never in.
+A result is cached only when something says it repeats. A run is cacheable only when it
+succeeded, its stdout was not truncated, it called at least one tool, every call succeeded, and
+every tool it called is read-only (annotation or operator override) with a TTL the operator
+gave: its own or its server's ``ttl_s`` in the ``mcpServers`` file (``0``: never), else
+``AGENTCARDS_CACHE_READ_ONLY_TTL_S`` when the operator set it above its default ``0``.
+Read-only alone is not enough: a clock, a search engine, a queue or a sensor is read-only and
+answers something new each time. Code that calls no tool is not cached either: nothing says it
+does not read the clock or draw a random number. A capability's ``cache_config`` may opt out or
+shorten, never in. An entry lives no longer than the shortest TTL of the tools its run called,
+whatever the level's own cap.
 
-Read-only is not unchanging (``get_current_time`` is read-only), hence each tool's TTL: the
-operator's ``ttl_s``, otherwise the short read-only default (``AGENTCARDS_CACHE_READ_ONLY_TTL_S``,
-60 s). An entry lives no longer than the shortest TTL of the tools its run called, whatever
-the level's own default. (MCP 2026-07-28's ``ttlMs``/``cacheScope`` hints belong to the
-cacheable methods, ``tools/list``, ``resources/read`` and the like; ``tools/call`` is not one,
-and the mcp SDK drops them from a ``CallToolResult``, so no server can say it of a call.)
+No declaration a server makes counts. MCP 2026-07-28's ``ttlMs``/``cacheScope`` belong to the
+cacheable methods (``tools/list``, ``resources/read`` and the like: ``mcp_types.CacheableResult``);
+``tools/call`` is not one, and the mcp SDK drops them from a ``CallToolResult``. The tool
+annotations speak of effects, not answers: ``readOnlyHint`` says a call changes nothing,
+``idempotentHint`` that repeating it changes nothing more; neither says a second call answers
+the same.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from typing import Any
 
 from shared import tool_ids
 from shared.executions.status import ExecutionStatus
+
+NO_TTL = "no ttl_s configured: read-only is not repeatable"
+# The operator's blanket TTL for read-only tools (a setting, 0 by default).
+READ_ONLY_DEFAULT = "AGENTCARDS_CACHE_READ_ONLY_TTL_S"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +82,8 @@ def decide(
     read_only_ttl_s: int,
     capability_config: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """Apply the safety rules to one finished run; ``default_ttl_s`` is the level's default,
-    ``read_only_ttl_s`` a read-only tool's when neither its server nor the operator says."""
+    """Apply the safety rules to one finished run; ``default_ttl_s`` is the level's cap,
+    ``read_only_ttl_s`` a read-only tool's TTL when its server's entry gives none (0: none)."""
     if status != ExecutionStatus.SUCCEEDED:
         return Decision(False, f"the run ended {status}")
     if stdout_truncated:
@@ -82,6 +93,9 @@ def decide(
         return Decision(False, "the capability's cache_config opts out")
     ttl = default_ttl_s
     used: list[str] = []
+    calls = list(calls)
+    if not calls:
+        return Decision(False, "the run called no tool: nothing says its result repeats")
     for call in calls:
         if call.ok is not True:
             return Decision(False, f"tool call {call.tool} failed or was lost")
@@ -92,7 +106,10 @@ def decide(
             return Decision(False, f"tool {call.tool} is not read-only")
         if policy.ttl_s == 0:
             return Decision(False, f"tool {call.tool} is configured ttl_s: 0")
-        ttl = min(ttl, policy.ttl_s if policy.ttl_s is not None else read_only_ttl_s)
+        tool_ttl = policy.ttl_s if policy.ttl_s is not None else read_only_ttl_s
+        if tool_ttl <= 0:
+            return Decision(False, f"tool {call.tool} has {NO_TTL}")
+        ttl = min(ttl, tool_ttl)
         if call.tool not in used:
             used.append(call.tool)
     if isinstance(config.get("ttl_s"), int):
@@ -103,14 +120,17 @@ def decide(
 
 
 def tool_cache(policy: ToolPolicy, *, read_only_ttl_s: int) -> dict[str, Any]:
-    """What ``/v1/tools`` and ``agentcards up`` say of a tool: ``{"cached", "ttl_s", "why"}``."""
+    """What ``/v1/tools`` and ``agentcards up`` say of a tool: ``{"cached", "ttl_s", "why"}``
+    (``decide``'s rule for one call of it)."""
     if not policy.read_only:
         return {"cached": False, "ttl_s": 0, "why": "not read-only"}
     if policy.ttl_s == 0:
         return {"cached": False, "ttl_s": 0, "why": "operator ttl_s: 0"}
     if policy.ttl_s is not None:
         return {"cached": True, "ttl_s": policy.ttl_s, "why": "operator ttl_s"}
-    return {"cached": True, "ttl_s": read_only_ttl_s, "why": "read-only default"}
+    if read_only_ttl_s > 0:
+        return {"cached": True, "ttl_s": read_only_ttl_s, "why": READ_ONLY_DEFAULT}
+    return {"cached": False, "ttl_s": 0, "why": NO_TTL}
 
 
 def written_servers(calls: Iterable[Call], policies: Mapping[str, ToolPolicy]) -> set[str]:

@@ -483,3 +483,87 @@ def tools_called(code: str, language: str = "python") -> list[str]:
         return []
     found = (_mcp_tool_id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call))
     return list(dict.fromkeys(t for t in found if t is not None))
+
+
+# One tool call as its code makes it: the tool id and, sorted, each parameter passed with
+# where its value comes from: "arg" (the caller's args), a literal's JSON text, or "expr"
+# (computed; ``**`` for a spread whose names the code alone cannot tell).
+CallShape = tuple[str, tuple[tuple[str, str], ...]]
+_TS_LITERAL = re.compile(r"""^(?:"[^"]*"|'[^']*'|-?\d+(?:\.\d+)?|true|false|null)$""")
+_TS_ARG_VALUE = re.compile(
+    r"^args\s*(?:\?\.|\.)\s*[A-Za-z_$][\w$]*$|^args\s*\[\s*[\"'][^\"']+[\"']\s*\]$"
+)
+
+
+def call_signature(code: str, language: str = "python") -> tuple[CallShape, ...]:
+    """Every ``mcp.server.tool(...)`` call in source order, with the parameters passed and where
+    each comes from: two pieces of code with one signature do one job (see shared.learning)."""
+    if language != "python":
+        return tuple(_typescript_shapes(code))
+    try:
+        tree = ast.parse(code.lstrip("\ufeff"))
+    except (SyntaxError, ValueError):
+        return ()
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _mcp_tool_id(n.func)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    shapes = []
+    for call in calls:
+        passed = {(kw.arg or "**", _source(kw.value)) for kw in call.keywords}
+        if call.args and isinstance(call.args[0], ast.Dict):  # mcp.fs.read({"path": ...})
+            for key, value in zip(call.args[0].keys, call.args[0].values, strict=True):
+                name = key.value if isinstance(key, ast.Constant) else "**"
+                passed.add((str(name), _source(value)))
+        shapes.append((_mcp_tool_id(call.func) or "", tuple(sorted(passed))))
+    return tuple(shapes)
+
+
+def _source(node: ast.AST) -> str:
+    """Where a passed value comes from: "arg", a literal's JSON text, or "expr"."""
+    if (isinstance(node, ast.Subscript) and _is_name(node.value, ARGS_NAME)) or _is_args_get(node):
+        return "arg"
+    value = _literal(node)
+    return "expr" if value is _MISSING else json.dumps(value, sort_keys=True)
+
+
+def _typescript_shapes(code: str) -> list[CallShape]:
+    shapes = []
+    for match in _TS_TOOL_CALL.finditer(code):
+        tool = match.group(3) or match.group(4)
+        if tool == "read_resource":
+            continue
+        body = _TS_CALL.match(code, match.start())
+        passed = set()
+        for entry in _top_level_entries(body.group(5)) if body is not None else []:
+            key, colon, value = entry.partition(":")
+            if entry.startswith("..."):
+                passed.add(("**", "expr"))
+            elif not colon:  # shorthand `{ path }`: a variable of the code's
+                passed.add((key.strip("\"'"), "expr"))
+            else:
+                value = value.strip()
+                kind = "arg" if _TS_ARG_VALUE.match(value) else None
+                if kind is None and _TS_LITERAL.match(value):
+                    kind = json.dumps(json.loads(value.replace("'", '"')))
+                passed.add((key.strip().strip("\"'"), kind or "expr"))
+        shapes.append(
+            (tool_ids.make(match.group(1) or match.group(2), tool), tuple(sorted(passed)))
+        )
+    return shapes
+
+
+def _top_level_entries(text: str) -> list[str]:
+    """An object literal's body split at its top-level commas, each entry stripped."""
+    entries: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        depth += (char in "([") - (char in ")]")
+        if char == "," and depth == 0:
+            entries.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    entries.append("".join(current).strip())
+    return [e for e in entries if e]

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.types.json import Jsonb
 
 from shared.config import DEFAULT_TENANT
 
@@ -96,10 +97,13 @@ def names_starting(conn: Conn, *, tenant_id: str, prefix: str, limit: int) -> tu
 
 
 def graph_nodes(conn: Conn, *, tenant_id: str) -> list[Row]:
-    """Every capability of a tenant as a graph node: usage, success rate, PageRank, community."""
+    """Every capability of a tenant as a graph node (one per family: its latest version):
+    usage, success rate, PageRank, community."""
     return conn.execute(
         "SELECT id, name, usage_count, success_rate, pagerank, community, tools_used "
-        "FROM capabilities WHERE tenant_id = %s",
+        "FROM capabilities AS c WHERE tenant_id = %s "
+        "AND NOT EXISTS (SELECT 1 FROM capabilities AS n WHERE n.tenant_id = c.tenant_id "
+        "AND n.version > c.version AND coalesce(n.family_id, n.id) = coalesce(c.family_id, c.id))",
         (tenant_id,),
     ).fetchall()
 
@@ -311,7 +315,7 @@ def latest_named(
     version, its tools and the cosine ``similarity`` of its intent to ``intent_embedding``."""
     row: Row | None = conn.execute(
         """
-        SELECT coalesce(c.family_id, c.id)::text AS family, c.tools_used,
+        SELECT c.id::text AS id, coalesce(c.family_id, c.id)::text AS family, c.tools_used,
                (SELECT max(v.version) FROM capabilities AS v
                  WHERE v.tenant_id = c.tenant_id
                    AND coalesce(v.family_id, v.id) = coalesce(c.family_id, c.id)) AS top,
@@ -327,6 +331,49 @@ def latest_named(
         },
     ).fetchone()
     return row
+
+
+def family_heads(
+    conn: Conn, *, tenant_id: str, tools_used: Sequence[str], language: str
+) -> list[Row]:
+    """The latest version of each of the tenant's capabilities in ``language`` calling exactly
+    these tools (distinct, first-call order), oldest family first: candidates for a twin."""
+    return conn.execute(
+        """
+        SELECT c.id::text AS id, c.name, c.code, coalesce(c.family_id, c.id)::text AS family,
+               c.version AS top
+          FROM capabilities AS c
+         WHERE c.tenant_id = %s AND c.tools_used = %s::jsonb AND c.language = %s
+           AND NOT EXISTS (SELECT 1 FROM capabilities AS n
+                            WHERE n.tenant_id = c.tenant_id AND n.version > c.version
+                              AND coalesce(n.family_id, n.id) = coalesce(c.family_id, c.id))
+         ORDER BY c.created_at
+        """,
+        (tenant_id, Jsonb(list(tools_used)), language),
+    ).fetchall()
+
+
+# A new version answers to the phrasings of the one it replaces (which matching no longer sees).
+_INHERIT_SQL = """
+INSERT INTO capability_aliases (capability_id, tenant_id, intent, intent_embedding)
+SELECT n.id, n.tenant_id, p.intent, p.intent_embedding
+  FROM capabilities AS n,
+       (SELECT intent, intent_embedding FROM capabilities
+         WHERE id = %(old)s AND intent_embedding IS NOT NULL
+        UNION ALL
+        SELECT intent, intent_embedding FROM capability_aliases WHERE capability_id = %(old)s
+       ) AS p
+ WHERE n.id = %(new)s AND p.intent <> n.intent
+ON CONFLICT (capability_id, intent) DO NOTHING
+"""
+
+
+def inherit_phrasings(conn: Conn, *, pairs: Sequence[tuple[str, str]]) -> None:
+    """Give each (new version, version it replaces) pair's new row the old one's intent and
+    aliases as aliases, in the caller's transaction."""
+    if pairs:
+        with conn.cursor() as cur:
+            cur.executemany(_INHERIT_SQL, [{"new": new, "old": old} for new, old in pairs])
 
 
 def taken_names(conn: Conn, *, wanted: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:

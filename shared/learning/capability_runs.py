@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from shared.capabilities import store
 from shared.capabilities.naming import capability_description, capability_name, unique_name
 from shared.capabilities.normalize import code_hash
-from shared.capabilities.schema import infer_parameters_schema
+from shared.capabilities.schema import call_signature, infer_parameters_schema
 from shared.capabilities.stats import CapabilityStats, record_run
 from shared.capabilities.store import STATS_FIELDS as _STATS_FIELDS
 from shared.embeddings import Embedder, embed_cached
@@ -210,9 +210,12 @@ def _insert_new(
     schemas = _schemas(conn, runs=[runs[-1] for runs in groups.values()])
     params = []
     stats_of: dict[tuple[str, str], list[tuple[str, str, CapabilityStats]]] = {}
-    for (key, runs), vector, (name, version, family), schema in zip(
+    replaced: dict[tuple[str, str], str] = {}  # key → the version its capability replaces
+    for (key, runs), vector, (name, version, family, previous), schema in zip(
         groups.items(), vectors, names, schemas, strict=True
     ):
+        if previous is not None:
+            replaced[key] = previous
         first = runs[0]
         stats = CapabilityStats()
         steps = stats_of.setdefault(key, [])
@@ -237,6 +240,14 @@ def _insert_new(
             }
         )
     inserted = store.insert_capabilities(conn, rows=params)
+    store.inherit_phrasings(
+        conn,
+        pairs=[
+            (str(row["id"]), replaced[key])
+            for row in inserted
+            if (key := (row["tenant_id"], row["code_hash"])) in replaced
+        ],
+    )
     vector_of = dict(zip(groups, vectors, strict=True))
     out: dict[str, CapabilityOutcome] = {}
     for row in inserted:
@@ -255,31 +266,51 @@ def _names(
     *,
     groups: dict[tuple[str, str], list[LearnedRun]],
     vectors: Sequence[Sequence[float]],
-) -> list[tuple[str, int, str | None]]:
-    """(name, version, family) per new capability. A name already taken is the next version
-    of that capability when the new code does the same (a near-identical intent, the same
-    tools): the corrected code replaces it rather than standing beside it as a twin. Other
-    taken names (or one taken in this batch) get the code hash appended."""
+) -> list[tuple[str, int, str | None, str | None]]:
+    """(name, version, family, id of the version it replaces) per new capability.
+
+    New code is the next version of a capability, never a twin beside it, when it does the
+    same job: it calls the same tools in the same order passing each the same parameters
+    (``call_signature``), whatever its intent says; or, under a name already taken, it calls
+    the same tools for a near-identical intent. Other taken names (or one taken in this
+    batch) get the code hash appended."""
     wanted = [
         (key, runs[0], capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
         for key, runs in groups.items()
     ]
     taken = store.taken_names(conn, wanted=[(key[0], name) for key, _, name in wanted])
     batch: set[tuple[str, str]] = set()
-    names: list[tuple[str, int, str | None]] = []
+    names: list[tuple[str, int, str | None, str | None]] = []
     for ((tenant, key_hash), run, name), vector in zip(wanted, vectors, strict=True):
-        version, family = 1, None
-        if (tenant, name) in taken and (tenant, name) not in batch:
+        version, family, previous = 1, None, None
+        twin = _twin_of(conn, tenant=tenant, run=run)
+        if twin is not None and (tenant, twin["name"]) not in batch:
+            name, version, family = twin["name"], int(twin["top"]) + 1, str(twin["family"])
+            previous = str(twin["id"])
+        elif (tenant, name) in taken and (tenant, name) not in batch:
             latest = store.latest_named(conn, tenant_id=tenant, name=name, intent_embedding=vector)
             if latest is not None and _same_job(latest, run):
                 version, family = int(latest["top"]) + 1, str(latest["family"])
+                previous = str(latest["id"])
             else:
                 name = unique_name(name=name, code_hash=key_hash)
         elif (tenant, name) in batch:
             name = unique_name(name=name, code_hash=key_hash)
         batch.add((tenant, name))
-        names.append((name, version, family))
+        names.append((name, version, family, previous))
     return names
+
+
+def _twin_of(conn: Conn, *, tenant: str, run: LearnedRun) -> dict[str, Any] | None:
+    """The latest version of the tenant's capability whose code makes the same tool calls as
+    the run's, in the same order, with the same parameter names; None when none does."""
+    signature = call_signature(run.code, run.language)
+    if not signature:  # code that calls no tool is matched by its text alone
+        return None
+    heads = store.family_heads(
+        conn, tenant_id=tenant, tools_used=run.tools_used, language=run.language
+    )
+    return next((h for h in heads if call_signature(h["code"], run.language) == signature), None)
 
 
 # Intents this close under one name say the same thing (rewordings score ~0.9-0.98).

@@ -115,6 +115,12 @@ def forget_replica(conn: Conn, *, replica: str, live: Collection[str]) -> list[s
     ]
 
 
+def forget_server(conn: Conn, *, replica: str, server: str, live: Collection[str]) -> bool:
+    """A replica that stops serving ``server`` (it left its config) deletes its row; True if
+    the server's state changed."""
+    return _drop(conn, server=server, live=[r for r in live if r != replica], replica=replica)
+
+
 def prune_dead_replicas(conn: Conn, *, live: Collection[str]) -> list[str]:
     """Rows of replicas without a heartbeat (SIGKILLed, host lost) stop counting; returns the
     servers whose state changed."""

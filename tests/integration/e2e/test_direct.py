@@ -37,7 +37,7 @@ e2e = stack_fixture(
     lambda tmp: {
         "example": example_server(tmp),
         "time": time_server(),
-        "cache-test": cache_test_server(tmp / "cache-test"),
+        "cache-test": cache_test_server(tmp / "cache-test", agentcards={"cache": {"ttl_s": 300}}),
         "everything": everything_server(),
         "crm": {
             "command": sys.executable,

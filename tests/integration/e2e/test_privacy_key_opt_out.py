@@ -21,7 +21,7 @@ from tests.stack import REPO, E2EStack, stack_fixture
 
 # The CRM's results are cached: the cache must not carry values between the two keys.
 opt_out_stack = stack_fixture(
-    lambda tmp: {"crm": crm_server(tmp, cache={"read_only": True})}, learning=False
+    lambda tmp: {"crm": crm_server(tmp, cache={"read_only": True, "ttl_s": 300})}, learning=False
 )
 
 READ = """

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pty
+import re
 import shutil
 import signal
 import socket
@@ -12,10 +15,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
+from typer.testing import CliRunner
 
+from deploy.cli.main import app
 from deploy.launcher.embedded import free_port
+from shared.config import get_settings
 from tests.conftest import server_dir
 
 AGENTCARDS = [sys.executable, "-m", "deploy.cli.main"]
@@ -147,6 +154,70 @@ def test_postgres_without_pgvector_is_one_clear_line(
     assert "pgvector" in line
 
 
+def _keys_close_and_reopen_the_gateway(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentcards keys` on the running stack: full ids, revoke by name or id prefix, and the
+    last key revoked only when a person at a terminal or ``--yes`` says so."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COLUMNS", "80")  # the width that cut ids short
+    get_settings.cache_clear()
+    cli = CliRunner()  # its stdin is no terminal
+
+    def keys(*args: str, code: int = 0) -> str:
+        done = cli.invoke(app, ["keys", *args])
+        assert done.exit_code == code, done.output
+        return done.output
+
+    created = [keys("create", "--tenant", "acme", "--name", "agents") for _ in range(2)]
+    first, second = (re.findall(r"key id\s+(\S+)", out)[0] for out in created)
+    listed = json.loads(keys("list", "--json"))
+    assert [k["id"] for k in listed] == [first, second] and listed[0]["state"] == "active"
+    table = keys("list")
+    assert first in table and second in table, table  # whole, at 80 columns
+    gateway = f"http://127.0.0.1:{env['AGENTCARDS_GATEWAY_PORT']}"
+    assert httpx.get(f"{gateway}/v1/tools", timeout=30).status_code == 401
+    status = subprocess.run([*AGENTCARDS, "status"], env=env, capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert "access     API key required (2 active)" in status.stdout, status.stdout
+
+    assert f"names 2 keys: {first}" in keys("revoke", "agents", code=1)  # ambiguous
+    assert f"revoked {second}" in keys("revoke", second[:8])  # a unique prefix
+    # The name now means the one active key, the last: refused without a terminal...
+    refused = keys("revoke", "agents", code=1)
+    assert "last active key" in refused and "pass --yes" in refused, refused
+    # ... and asked at one, where "no" revokes nothing.
+    code, said = _at_a_terminal([*AGENTCARDS, "keys", "revoke", "agents"], env, answer="n")
+    assert "Revoke it anyway?" in said and "nothing revoked" in said and code == 1, said
+    assert json.loads(keys("list", "--json"))[0]["state"] == "active"
+    revoked = keys("revoke", first[:6], "--yes")
+    assert f"revoked {first}" in revoked and "the gateway is open" in revoked, revoked
+    assert httpx.get(f"{gateway}/v1/tools", timeout=30).status_code == 200  # open again
+    get_settings.cache_clear()
+
+
+def _at_a_terminal(argv: list[str], env: dict[str, str], *, answer: str) -> tuple[int, str]:
+    """Run ``argv`` on a pseudo-terminal, typing ``answer`` once it asks: exit code, output."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdin=child, stdout=child, stderr=child)
+    os.close(child)
+    said, answered = b"", False
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        said += chunk
+        if not answered and b"[y/N]" in said:
+            os.write(main, answer.encode() + b"\n")
+            answered = True
+    os.close(main)
+    return proc.wait(60), said.decode(errors="replace")
+
+
 @pytest.fixture
 def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], Path]]:
     home = server_dir("up")  # embedded Postgres must be reachable by its own user
@@ -177,6 +248,8 @@ def running_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[
 
 def test_up_status_down_on_a_fresh_home(
     running_stack: tuple[subprocess.Popen[str], dict[str, str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proc, env, home = running_stack
     status = subprocess.run(
@@ -197,6 +270,10 @@ def test_up_status_down_on_a_fresh_home(
     assert "unhealthy" not in status.stdout
     children = _descendants_named(proc.pid)
     assert len(children) >= 6
+    # No key yet: `up` and `status` both say the gateway is open.
+    assert "access           open: no API key is active" in (tmp_path / "up.log").read_text()
+    assert "access     open: no API key is active" in status.stdout, status.stdout
+    _keys_close_and_reopen_the_gateway(env, monkeypatch)
 
     down = subprocess.run(
         [*AGENTCARDS, "down"], env=env, capture_output=True, text=True, timeout=60

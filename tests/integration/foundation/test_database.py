@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+import uuid
+
 import psycopg
 import pytest
 
 from shared.config import Settings
 from shared.db import connect, migrate
 from shared.errors import DependencyError
+from tests.stack import with_database
 
 TABLES = {
     "mcp_servers",
@@ -111,3 +118,39 @@ def test_postgres_without_pgvector_is_refused(embedded_pg, monkeypatch) -> None:
     monkeypatch.setattr(db.psycopg, "connect", no_vector_connect)
     with pytest.raises(DependencyError, match="no pgvector extension available"):
         migrate(Settings(database_url=url, redis_url="redis://unused", env="test"))
+
+
+def _agentcards(*args: str, url: str, redis_url: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCARDS_")}
+    env |= {"AGENTCARDS_DATABASE_URL": url, "AGENTCARDS_REDIS_URL": redis_url}
+    return subprocess.Popen(
+        [sys.executable, "-m", "deploy.cli.main", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def test_a_pod_waits_for_the_migration_job_then_serves(embedded_pg, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """`migrate --wait` (each pod's init step on Kubernetes) applies nothing, names what it
+    waits for, gives up at its timeout, and lets the pod start once the migration ran."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = with_database(embedded_pg.url, name)
+
+    early = _agentcards("migrate", "--wait", "--timeout", "2", url=url, redis_url=redis_url)
+    out, _ = early.communicate(timeout=120)
+    assert early.returncode == 1, out
+    assert "gave up after 2 s: database at revision none, this release needs" in out
+    with psycopg.connect(url) as plain:  # it applied nothing
+        assert plain.execute("SELECT to_regclass('executions')").fetchone() == (None,)
+
+    waiting = _agentcards("migrate", "--wait", "--timeout", "120", url=url, redis_url=redis_url)
+    time.sleep(2)
+    assert waiting.poll() is None, "it must wait while the schema is behind"
+    job = _agentcards("migrate", url=url, redis_url=redis_url)
+    job_out, _ = job.communicate(timeout=120)
+    assert job.returncode == 0, job_out
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, out
+    head = job_out.split("database at revision ")[1].split()[0]
+    assert f"database at revision {head}" in out

@@ -84,10 +84,10 @@ def test_clean_clone_up_two_servers_one_execution_down(tmp_path: Path) -> None:
         assert tools == ["example:add", "time:get_current_time"]
 
         announced = (tmp_path / "up.log").read_text()  # printed after the URLs
-        # `up` says what is cached and why: the example config never caches the clock.
+        # `up` says what is cached and why: a plain entry's clock is never cached.
         assert (
-            "cache time       convert_time, get_current_time: not cached (operator ttl_s: 0)"
-            in announced
+            "cache time       convert_time, get_current_time: not cached (no ttl_s configured: "
+            "read-only is not repeatable)" in announced
         ), announced
         assert "cache example" in announced and "not cached (not read-only)" in announced, announced
         stack = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]

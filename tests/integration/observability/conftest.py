@@ -93,7 +93,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     learning, promotion, pruning, a sandbox limit kill and a queue backlog."""
     tmp = tmp_path_factory.mktemp("obs")
     # The example server's arithmetic is pure: its results may be cached.
-    example = {**example_server(tmp), "agentcards": {"cache": {"read_only": True}}}
+    example = {**example_server(tmp), "agentcards": {"cache": {"read_only": True, "ttl_s": 600}}}
     config = write_config(tmp / "mcp.json", {"example": example, "time": time_server()})
     # Its own stack, as `agentcards up` runs it: JSON logs, Flower with a password, pruning on.
     with temporary_stack(

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from shared.cache.config import AgentcardsBlock
 from shared.cache.keys import entry_key, execution_digest, params_hash, scope_digest, tenant_of
 from shared.cache.policy import (
+    NO_TTL,
     Call,
     ToolPolicy,
     decide,
@@ -17,24 +18,41 @@ from shared.cache.policy import (
     written_servers,
 )
 
-READ = ToolPolicy(read_only=True)
+READ = ToolPolicy(read_only=True, ttl_s=60)
 POLICIES = {
     "files:read_text_file": READ,
     "files:write_file": ToolPolicy(read_only=False),
     "time:get_current_time": ToolPolicy(read_only=True, ttl_s=0),
+    "time:convert_time": ToolPolicy(read_only=True),
     "files:short": ToolPolicy(read_only=True, ttl_s=30),
 }
 
 
 def _decide(*calls: Call, status: str = "succeeded", truncated: bool = False, **kw: object):
     return decide(status=status, stdout_truncated=truncated, calls=calls, policies=POLICIES,
-                  default_ttl_s=300, read_only_ttl_s=60, **kw)  # type: ignore[arg-type]  # fmt: skip
+                  default_ttl_s=300, read_only_ttl_s=0, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_a_read_only_tool_without_a_ttl_is_cached_for_the_short_read_only_default() -> None:
+def test_a_read_only_tool_is_cached_only_for_a_ttl_the_operator_gave() -> None:
     decision = _decide(Call("files:read_text_file", True))
     assert decision.cacheable and decision.ttl_s == 60
     assert decision.servers == ("files",)
+    unsaid = _decide(Call("time:convert_time", True))
+    assert not unsaid.cacheable
+    assert unsaid.reason == f"tool time:convert_time has {NO_TTL}"
+    # One uncached tool keeps the whole run out, whatever the others allow.
+    assert not _decide(
+        Call("files:read_text_file", True), Call("time:convert_time", True)
+    ).cacheable
+
+
+def test_the_operators_blanket_read_only_ttl_covers_tools_without_their_own() -> None:
+    kw = {"status": "succeeded", "stdout_truncated": False, "policies": POLICIES}
+    decision = decide(calls=[Call("time:convert_time", True)], default_ttl_s=300,
+                      read_only_ttl_s=45, **kw)  # type: ignore[arg-type]  # fmt: skip
+    assert decision.cacheable and decision.ttl_s == 45
+    assert not decide(calls=[Call("time:get_current_time", True)], default_ttl_s=300,
+                      read_only_ttl_s=45, **kw).cacheable  # type: ignore[arg-type]  # fmt: skip
 
 
 def test_an_operator_ttl_may_be_longer_than_the_read_only_default_not_the_level() -> None:
@@ -46,14 +64,18 @@ def test_an_operator_ttl_may_be_longer_than_the_read_only_default_not_the_level(
                   **kw).ttl_s == 100  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_code_calling_no_tool_keeps_the_level_default() -> None:
-    assert _decide().ttl_s == 300
+def test_code_calling_no_tool_is_not_cached() -> None:
+    decision = _decide()
+    assert not decision.cacheable and "called no tool" in decision.reason
 
 
 def test_what_tools_report_of_their_cache() -> None:
-    assert tool_cache(READ, read_only_ttl_s=60) == {
-        "cached": True, "ttl_s": 60, "why": "read-only default"}  # fmt: skip
-    assert tool_cache(POLICIES["files:short"], read_only_ttl_s=60)["ttl_s"] == 30
+    assert tool_cache(ToolPolicy(read_only=True), read_only_ttl_s=0) == {
+        "cached": False, "ttl_s": 0, "why": NO_TTL}  # fmt: skip
+    assert tool_cache(ToolPolicy(read_only=True), read_only_ttl_s=60) == {
+        "cached": True, "ttl_s": 60, "why": "AGENTCARDS_CACHE_READ_ONLY_TTL_S"}  # fmt: skip
+    assert tool_cache(POLICIES["files:short"], read_only_ttl_s=0) == {
+        "cached": True, "ttl_s": 30, "why": "operator ttl_s"}  # fmt: skip
     assert not tool_cache(POLICIES["time:get_current_time"], read_only_ttl_s=60)["cached"]
     assert tool_cache(POLICIES["files:write_file"], read_only_ttl_s=60)["why"] == "not read-only"
 
@@ -123,6 +145,9 @@ def test_keys_ignore_formatting_and_key_order_but_not_args_schemas_or_tenants() 
     a = execution_digest(code="x = 1\nreturn x", args={"a": 1, "b": 2}, scope=scope)
     assert a == execution_digest(code="x=1  # same\nreturn x", args={"b": 2, "a": 1}, scope=scope)
     assert a != execution_digest(code="x = 1\nreturn x", args={"a": 2, "b": 2}, scope=scope)
+    typescript = execution_digest(code="x = 1\nreturn x", args={"a": 1, "b": 2}, scope=scope,
+                                  language="typescript")  # fmt: skip
+    assert a != typescript  # the same text in another language is another program
     other = scope_digest({"files:read_text_file": "h2"})
     assert a != execution_digest(code="x = 1\nreturn x", args={"a": 1, "b": 2}, scope=other)
     assert params_hash({"a": 1}) != params_hash({"a": "1"})

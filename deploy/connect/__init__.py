@@ -1,0 +1,1 @@
+"""`agentcards connect`: MCP clients configured to reach this gateway."""
