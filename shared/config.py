@@ -180,6 +180,13 @@ class Settings(BaseSettings):
         description="The identity file (JSON): which claims name a user's tenant and groups, "
         "and what each group may do. Unset: every user gets the least (no scope).",
     )
+    policy_file: Path | None = Field(
+        default=None,
+        description="A Cedar policy file (docs/policy.md) deciding every tool call, resource "
+        "read, script and capability run: validated against the shipped schema at start (a bad "
+        "file stops start-up), reloaded when it changes. Set: what no policy permits is denied, "
+        "running code included. Unset: no policy decides.",
+    )
     oauth_client_id: str | None = Field(
         default=None,
         description="The gateway's client id at the issuer, for token introspection (RFC 7662).",

@@ -31,6 +31,9 @@ class ErrorType(StrEnum):
     # The toolhost serving the call died or the RPC channel broke mid-call: the call may
     # have run, and it is never replayed (at most once).
     TOOL_UNAVAILABLE = "tool_unavailable"
+    # The policy file (docs/policy.md) decided against the call; details: ``policies``, the
+    # ids of the policies that decided (empty: no policy permits it).
+    POLICY_DENIED = "policy_denied"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
     SYNTAX_ERROR = "syntax_error"  # agent code does not compile (details: line, column)
@@ -62,6 +65,7 @@ class ErrorType(StrEnum):
     FORBIDDEN = "forbidden"  # the key is valid but may not do this (admin-only routes)
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
+    POLICY_INVALID = "policy_invalid"  # a policy file that does not parse or validate (file, line)
     UNAVAILABLE = "unavailable"  # a dependency (Redis, Postgres) is down: retry after a pause
 
 
@@ -81,6 +85,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.INVALID_REQUEST,
         ErrorType.INTERNAL_ERROR,
         ErrorType.TOOL_UNAVAILABLE,
+        ErrorType.POLICY_DENIED,
     }
 )
 
@@ -219,6 +224,19 @@ class ToolNotAllowed(AgentCardsError):
     """Raised when a request names only tools outside the caller's allow-list."""
 
     type = ErrorType.TOOL_NOT_ALLOWED
+
+
+class PolicyDenied(AgentCardsError):
+    """Raised when the policy file decides against a call or a submission (details: ``policies``)."""
+
+    type = ErrorType.POLICY_DENIED
+
+
+class PolicyInvalid(ConfigError):
+    """Raised when a policy file does not parse or does not validate against the shipped
+    schema (details: ``file``, ``line``, ``reason``)."""
+
+    type = ErrorType.POLICY_INVALID
 
 
 class ToolError(AgentCardsError):

@@ -54,6 +54,10 @@ LABELLED_COUNTERS = {
         "current, or too few held-back runs)",
     ),
     "direct_calls_total": ("server", "Direct MCP tool calls admitted (/mcp/servers), by server"),
+    "policy_decisions_total": (
+        "decision",
+        "Policy decisions (docs/policy.md) on tool calls and submissions, by allow or deny",
+    ),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
@@ -143,6 +147,15 @@ def incr_labelled(client: redis.Redis, name: str, label: str, amount: int = 1) -
     """Add to one label's value of a labelled counter."""
     assert name in LABELLED_COUNTERS, name
     client.hincrby(METRICS_PREFIX + name, label, amount)
+
+
+def labelled_incr_command(
+    name: str, label: str, amount: int = 1
+) -> tuple[str | bytes | int | float, ...]:
+    """The Redis command adding to one label of a labelled counter, for a caller that sends
+    it on a round trip of its own."""
+    assert name in LABELLED_COUNTERS, name
+    return ("HINCRBY", METRICS_PREFIX + name, label, amount)
 
 
 def set_gauge(client: redis.Redis, name: str, value: float) -> None:

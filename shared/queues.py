@@ -58,6 +58,8 @@ TOOLS_LISTED_CHANNEL = KEY_PREFIX + "tools:listed"  # a server name: its tool li
 # A server's notifications for the direct surface: {server, uri} (a subscribed resource
 # changed) or {server, list: "resources" | "prompts"} (that list changed).
 SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"
+# `agentcards policy reload`: every process that decides reads its policy file again now.
+POLICY_RELOAD_CHANNEL = KEY_PREFIX + "policy:reload"
 BEAT_LEADER_KEY = KEY_PREFIX + "beat:leader"  # holder of the lease to send the schedule
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)

@@ -132,23 +132,28 @@ async def _channel_round_trips(url: str, n: int, *, raw: list[float]) -> list[fl
     raw_client = redis.Redis.from_url(url, socket_timeout=10)
     async with RpcClient(url, max_connections=4) as client:
         for i in range(WARMUP + n):
-            args = {"i": i}
-            started = time.perf_counter()
-            reply = await client.call(
-                execution_id=BENCH_EXECUTION,
-                tool=f"{BENCH_SERVER}:echo",
-                args=args,
-                deadline=time.time() + 5,
-            )
-            elapsed = time.perf_counter() - started
-            if not reply.ok or reply.result != args:
-                raise RuntimeError(f"bench echo failed: {reply.error}")
+            elapsed_ms = await echo_call_ms(client, {"i": i})
             raw_ms = _raw_round_trip(raw_client)  # blocks the loop: nothing else runs here
             if i >= WARMUP:
-                samples.append(elapsed * 1000)
+                samples.append(elapsed_ms)
                 raw.append(raw_ms)
     raw_client.close()
     return samples
+
+
+async def echo_call_ms(client: RpcClient, args: dict[str, Any]) -> float:
+    """One call of ``_bench:echo`` through the channel, in milliseconds; raises if it failed."""
+    started = time.perf_counter()
+    reply = await client.call(
+        execution_id=BENCH_EXECUTION,
+        tool=f"{BENCH_SERVER}:echo",
+        args=args,
+        deadline=time.time() + 5,
+    )
+    elapsed = time.perf_counter() - started
+    if not reply.ok or reply.result != args:
+        raise RuntimeError(f"bench echo failed: {reply.error}")
+    return elapsed * 1000
 
 
 def _raw_round_trip(client: redis.Redis) -> float:

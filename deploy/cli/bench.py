@@ -135,3 +135,13 @@ def dashboard(
 ) -> None:
     """Dashboard graph render time in headless Chromium (Cytoscape + fcose), per view."""
     _run("dashboard", capabilities=capabilities, tools=tools, screenshots=screenshots)
+
+
+@bench_app.command("policy")
+def policy(
+    n: int = typer.Option(2000, help="decisions of each kind per policy count"),
+    calls: int = typer.Option(1000, help="tool calls per side (no policy, 100, 1,000 policies)"),
+) -> None:
+    """Policy decisions: p50/p99 per decision (allowed, forbidden, nothing permits) at 100 and
+    1,000 policies, and a tool call through the RPC channel with each beside no policy."""
+    _run("policy", n=n, calls=calls)

@@ -1,4 +1,4 @@
-"""The `agentcards` command: up, status, down, gateway, toolhost, worker, mcp, keys, bench, …"""
+"""The `agentcards` command: up, status, down, gateway, toolhost, worker, mcp, keys, policy, bench, …"""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def _mount_subcommands() -> None:
     from deploy.cli.connect import connect, disconnect
     from deploy.cli.keys import audit_app, keys_app
     from deploy.cli.pii import pii_app
+    from deploy.cli.policy import policy_app
     from deploy.cli.sandbox import sandbox_app
     from deploy.cli.servers import servers_app
 
@@ -49,6 +50,7 @@ def _mount_subcommands() -> None:
     app.command("disconnect")(disconnect)
     app.add_typer(audit_app, name="audit")
     app.add_typer(pii_app, name="pii")
+    app.add_typer(policy_app, name="policy")
     app.add_typer(sandbox_app, name="sandbox", help="Run a file in the real sandbox.")
     app.add_typer(servers_app, name="servers")
 

@@ -50,6 +50,8 @@ from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
 from shared.logs import configure_logging
+from shared.policy.engine import PolicyEngine
+from shared.policy.reload import follow_reloads
 from shared.telemetry import enabled as tracing_enabled
 from shared.telemetry import instrument_celery
 from shared.telemetry import setup as setup_tracing
@@ -63,10 +65,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     listeners = Listeners()  # the clients of /mcp/servers and /mcp told of server changes
     mcp = build_mcp_server(lambda: holder["state"], listeners=listeners)
     direct = DirectSurface(lambda: holder["state"], listeners=listeners, host=settings.gateway_host)
+    policy = PolicyEngine(settings.policy_file)  # a bad policy file stops start-up here
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = GatewayState.open(settings)
+        state = GatewayState.open(settings, policy=policy)
         with state.pool.connection() as conn:
             refusal = bind_refusal(settings, keys_exist=active_keys_exist(conn))
         if refusal:
@@ -80,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with mcp.session_manager.run(), anyio.create_task_group() as group:
                 await direct.serve(group)
                 group.start_soon(skill_changes.relay, lambda: holder["state"])
+                group.start_soon(follow_reloads, state.aredis, state.policy)
                 yield
                 group.cancel_scope.cancel()
         finally:
@@ -201,7 +205,7 @@ def main() -> None:
             print(warning, file=sys.stderr, flush=True)
     try:
         app = create_app(settings)
-    except ConfigError as exc:  # the identity file, say: one line naming file, place and reason
+    except ConfigError as exc:  # the identity or policy file: one line naming file, place, reason
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     uvicorn.run(

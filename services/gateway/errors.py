@@ -25,6 +25,7 @@ from shared.errors import (
     ErrorType,
     Forbidden,
     NotFound,
+    PolicyDenied,
     RateLimited,
     ToolNotAllowed,
     Unauthorized,
@@ -39,6 +40,7 @@ RETRY_AFTER_S = 2  # what a 503 tells clients: the dependency probe runs every 0
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
     ToolNotAllowed: 403,
+    PolicyDenied: 403,
     NotFound: 404,
     Conflict: 409,
     BodyTooLarge: 413,

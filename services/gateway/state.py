@@ -19,6 +19,7 @@ from shared.broker import make_celery
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
 from shared.db import DictConnection, migrate
+from shared.policy.engine import PolicyEngine
 from shared.pubsub_hub import PubSubHub
 from shared.rpc.client import RpcClient
 
@@ -55,14 +56,18 @@ class GatewayState:
     event_hub: PubSubHub = field(init=False)
     # The direct calls running in this process, by execution id (ops/direct_call.py).
     direct_flights: dict[str, asyncio.Task[dict[str, Any]]] = field(default_factory=dict)
+    # Decides scripts and capability runs at submission (the toolhosts decide each tool call).
+    policy: PolicyEngine = field(default_factory=lambda: PolicyEngine(None))
 
     def __post_init__(self) -> None:
         self.event_hub = PubSubHub(self.aredis)
 
     @classmethod
-    def open(cls, settings: Settings) -> GatewayState:
-        """Apply migrations and open every client (HTTP app and stdio MCP server alike)."""
+    def open(cls, settings: Settings, *, policy: PolicyEngine | None = None) -> GatewayState:
+        """Apply migrations and open every client (HTTP app and stdio MCP server alike);
+        ``policy``: the policy file loaded already (else it is loaded here)."""
         database_url, redis_url = settings.require_urls()
+        policy = policy or PolicyEngine(settings.policy_file)
         migrate(settings)
         celery = make_celery("agentcards-gateway", settings=settings)
         # Publishing to a dead broker: fail in about a second (503), never retry for long.
@@ -92,6 +97,7 @@ class GatewayState:
             celery=celery,
             probe=probe,
             rpc=RpcClient(redis_url),
+            policy=policy,
         )
 
     async def close(self) -> None:

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 import psycopg_pool
@@ -43,6 +43,8 @@ from shared.config import Settings, get_settings
 from shared.db import make_pool, migrate
 from shared.errors import AgentCardsError
 from shared.logs import configure_logging
+from shared.policy.engine import PolicyEngine
+from shared.policy.reload import follow_reloads
 from shared.privacy.keys import PiiKeys
 from shared.privacy.sealed import is_sealed, unseal
 from shared.queues import SERVER_NOTICES_CHANNEL, TOOLS_CHANGED_CHANNEL, TOOLS_LISTED_CHANNEL
@@ -88,9 +90,16 @@ def replica_id() -> str:
 class Toolhost:
     """Wires the registry, the server connections, the sync and the RPC server together."""
 
-    def __init__(self, *, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        servers: dict[str, ServerConfig],
+        policy: PolicyEngine | None = None,
+    ) -> None:
         database_url, redis_url = settings.require_urls()
         self._settings = settings
+        self._policy = policy or PolicyEngine(None)
         self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=10)
         self._sync_redis = redis.Redis.from_url(redis_url, socket_timeout=10)  # cache invalidation
         self._pool = make_pool(database_url, min_size=1, max_size=4)
@@ -118,6 +127,7 @@ class Toolhost:
             claim_as=heartbeat_key(),
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
+            policy=self._policy,
         )
         self._ready = False
         self._started_at = time.time()
@@ -190,6 +200,7 @@ class Toolhost:
             self._tasks[c.name] = asyncio.create_task(c.run(), name=f"mcp:{c.name}")
         serving = asyncio.create_task(self.rpc.serve(), name="rpc")
         beating = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        reloads = asyncio.create_task(follow_reloads(self._redis, self._policy), name="policy")
         config = self._settings.mcp_config
         watching = asyncio.create_task(
             watch_config(config, self.apply_config) if config else asyncio.Event().wait(),
@@ -217,9 +228,11 @@ class Toolhost:
             await self.rpc.drain(timeout_s=DRAIN_TIMEOUT_S)
             watching.cancel()
             tasks = list(self._tasks.values())
-            for task in [*tasks, serving, beating]:
+            for task in [*tasks, serving, beating, reloads]:
                 task.cancel()
-            await asyncio.gather(*tasks, serving, beating, watching, return_exceptions=True)
+            await asyncio.gather(
+                *tasks, serving, beating, watching, reloads, return_exceptions=True
+            )
             await self._forget_replica()
             await self._redis.delete(heartbeat_key())
             await self.rpc.aclose()
@@ -326,9 +339,11 @@ class Toolhost:
         beats = await asyncio.to_thread(read_toolhost_beats, self._sync_redis)
         return any(r != replica_id() for r in replicas_ready(beats, server))
 
-    def _audit_refusal(self, request: RpcRequest, reason: str, grant: Grant | None) -> None:
-        """A call refused as outside its grant goes to the audit log (in the background:
-        the refusal is already on its way back; a lost row is logged, never fatal)."""
+    def _audit_refusal(
+        self, request: RpcRequest, reason: str, grant: Grant | None, refusal: dict[str, Any]
+    ) -> None:
+        """A call refused as outside its grant or by policy goes to the audit log (in the
+        background: the refusal is already on its way back; a lost row is logged, never fatal)."""
 
         def write() -> None:
             try:
@@ -350,6 +365,7 @@ class Toolhost:
                             "tool": request.tool,
                             "reason": reason,
                             "execution": request.execution_id[:100],
+                            **refusal,
                         },
                     )
                     conn.commit()
@@ -552,17 +568,21 @@ def main() -> None:
     try:
         settings.require_urls()
         servers = load_servers(settings.mcp_config)
+        # A bad policy file stops start-up (PolicyInvalid: file, line, reason).
+        policy = PolicyEngine(settings.policy_file)
         migrate(settings)
     except AgentCardsError as exc:
         print(f"toolhost: {exc.type}: {exc.message}", file=sys.stderr)
         sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(settings=settings, servers=servers))
+        asyncio.run(_run(settings=settings, servers=servers, policy=policy))
 
 
-async def _run(*, settings: Settings, servers: dict[str, ServerConfig]) -> None:
+async def _run(
+    *, settings: Settings, servers: dict[str, ServerConfig], policy: PolicyEngine
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Toolhost(settings=settings, servers=servers).run(stop)
+    await Toolhost(settings=settings, servers=servers, policy=policy).run(stop)

@@ -32,14 +32,17 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import GrantRead, OnRefusal, ScopeGuard
 from services.toolhost.tracing import call_span
 from services.toolhost.upstream import CallContext
 from shared import metrics
+from shared.auth.grants import Grant
 from shared.errors import ErrorType
 from shared.logs import bind
+from shared.policy.engine import Decision, PolicyEngine
 from shared.queues import (
     RPC_REQUESTS,
     grant_key,
@@ -49,6 +52,7 @@ from shared.queues import (
 )
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
+    GATEWAY_CALLER,
     ResourceRequest,
     RpcReply,
     RpcRequest,
@@ -80,8 +84,11 @@ class RpcServer:
         claim_as: str | None = None,
         on_refusal: OnRefusal | None = None,
         serving_elsewhere: ServingElsewhere | None = None,
+        policy: PolicyEngine | None = None,
     ) -> None:
         self._registry = registry
+        # Decides each call after the grant's checks (None: no policy file; nothing decided).
+        self._policy = policy or PolicyEngine(None)
         # Whether another live replica has a server ready: then a call this replica
         # cannot serve is handed to it instead of failing.
         self._serving_elsewhere = serving_elsewhere
@@ -198,25 +205,61 @@ class RpcServer:
         bind(execution_id=request.execution_id, tool_call_id=_tool_call_id(request))
         if source in _SHARED_LIST and await self._forwarded(request, raw):
             return
+        decided: list[Decision] = []  # the policy's decision on the request, if it made one
         if isinstance(request, ResourceRequest):
             await self._claim(request)
             refusal = await self._scope.resource_refusal(
                 request, server_tools=self._tool_ids(request.server)
             )
-            reply = (
-                await serve_resource(self._registry, request, started)
-                if refusal is None
-                else RpcReply.failure(call_id=request.call_id, type=refusal[0], message=refusal[1])
-            )
-            await self._send(reply)
+            if refusal is not None:
+                reply = RpcReply.failure(
+                    call_id=request.call_id, type=refusal[0], message=refusal[1]
+                )
+            else:
+                reply = await self._decided_read(request, started, decided)
+            await self._send(reply, then=decision_commands(next(iter(decided), None)))
             return
         read = await self._claim_and_read_grant(request)
+        decided = []
         async with call_span(request) as record:
-            reply = await self._execute(request, started, read)
+            reply = await self._execute(request, started, read, decided)
             record(reply)
-        # The latency sample rides on the reply's round trip, after it: no extra trip.
-        await self._send(reply, then=self._latency_sample(request, reply))
+        # The latency sample and the decision's count ride on the reply's round trip.
+        then = [
+            *self._latency_sample(request, reply),
+            *decision_commands(next(iter(decided), None)),
+        ]
+        await self._send(reply, then=then)
         self._log(request, reply)
+
+    async def _decided_read(
+        self, request: ResourceRequest, started: float, decided: list[Decision]
+    ) -> RpcReply:
+        """Serve a resources request; an execution's read of one resource is decided by
+        policy first (a denied read never reaches the server; the decision is put in
+        ``decided``)."""
+        if (
+            self._policy.configured
+            and request.op == "read_resource"
+            and request.execution_id != GATEWAY_CALLER
+        ):
+            grant = (await self._scope.read_grant(request.execution_id)).value
+            if not isinstance(grant, Grant):  # read a moment ago for the scope check
+                return RpcReply.failure(
+                    call_id=request.call_id,
+                    type=ErrorType.TOOL_NOT_ALLOWED,
+                    message="this execution's grant is gone",
+                )
+            decision = decide_read(self._policy, request, grant)
+            decided.extend([decision] if decision is not None else [])
+            if decision is not None and not decision.allowed:
+                return RpcReply.failure(
+                    call_id=request.call_id,
+                    type=ErrorType.POLICY_DENIED,
+                    message=f"{request.uri}: denied by policy ({decision.reason}); not read",
+                    policies=list(decision.policies),
+                )
+        return await serve_resource(self._registry, request, started)
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
         """The ids of the tools ``server`` lists here; None when it is not serving here."""
@@ -297,13 +340,20 @@ class RpcServer:
             return await self._scope.read_grant(request.execution_id)
         return GrantRead.failed(raw) if isinstance(raw, ResponseError) else GrantRead.of(raw)
 
-    async def _execute(self, request: RpcRequest, started: float, read: GrantRead) -> RpcReply:
+    async def _execute(
+        self, request: RpcRequest, started: float, read: GrantRead, decided: list[Decision]
+    ) -> RpcReply:
+        """Check, decide and run one call; the policy decision, if any, is put in ``decided``."""
         call_id, tool = request.call_id, request.tool
 
-        def fail(kind: ErrorType, message: str) -> RpcReply:
+        def fail(kind: ErrorType, message: str, policies: list[str] | None = None) -> RpcReply:
             elapsed = (time.monotonic() - started) * 1000
             return RpcReply.failure(
-                call_id=call_id, type=kind, message=message, duration_ms=elapsed
+                call_id=call_id,
+                type=kind,
+                message=message,
+                duration_ms=elapsed,
+                policies=policies,
             )
 
         remaining = request.deadline - time.time()
@@ -315,6 +365,15 @@ class RpcServer:
         refusal = await self._scope.refusal(request, read=read)
         if refusal is not None:
             return fail(*refusal)
+        grant = read.value
+        if isinstance(grant, Grant):  # the refusal above fails every other case
+            decision = decide_call(self._policy, self._registry, request, grant)
+            if decision is not None:
+                decided.append(decision)
+                if not decision.allowed:
+                    self._scope.report_denied(request, decision, grant)
+                    message = f"{tool}: denied by policy ({decision.reason}); it was not called"
+                    return fail(ErrorType.POLICY_DENIED, message, list(decision.policies))
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -22,15 +23,19 @@ from shared.logs import bind
 from shared.queues import grant_key, tool_calls_key
 from shared.rpc.protocol import GATEWAY_CALLER, ResourceRequest, RpcRequest
 
+if TYPE_CHECKING:
+    from shared.policy.engine import Decision
+
 log = logging.getLogger(__name__)
 
 # A per-minute counter lives past its minute so a late INCR never starts a fresh window.
 COUNTER_TTL_S = 120
 
 
-# Called for each call refused as outside its grant (no grant, or a tool it does not allow):
-# the toolhost writes it to the audit log.
-OnRefusal = Callable[[RpcRequest, str, Grant | None], None]
+# Called for each call refused as outside its grant (no grant, or a tool it does not allow)
+# or by policy, with the refusal's details (``type``, a denial's ``policies``): the toolhost
+# writes it to the audit log.
+OnRefusal = Callable[[RpcRequest, str, Grant | None, dict[str, Any]], None]
 
 
 def record_refusal(
@@ -165,5 +170,11 @@ class ScopeGuard:
     ) -> tuple[ErrorType, str]:
         record_refusal(request=request, kind=kind, reason=reason, grant=grant)
         if self._on_refusal is not None and kind == ErrorType.TOOL_NOT_ALLOWED:
-            self._on_refusal(request, reason, grant)
+            self._on_refusal(request, reason, grant, {"type": str(kind)})
         return kind, reason
+
+    def report_denied(self, request: RpcRequest, decision: Decision, grant: Grant) -> None:
+        """A call the policy denied, to the audit log with the deciding policies."""
+        if self._on_refusal is not None:
+            details = {"type": str(ErrorType.POLICY_DENIED), "policies": list(decision.policies)}
+            self._on_refusal(request, decision.reason, grant, details)

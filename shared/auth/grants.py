@@ -37,9 +37,23 @@ class Grant:
     # The submitting key's ``pii`` setting: "off" runs are not tokenised (docs/privacy.md).
     pii: str = PII_TOKENIZE
     user: str | None = None  # the person who submitted it (an OAuth token's subject)
+    # What policies decide each call with (docs/policy.md): the caller's facts, where the
+    # call comes from (code, direct, capability) and the script's language (None: direct).
+    key_name: str | None = None
+    groups: tuple[str, ...] = ()
+    email: str | None = None
+    surface: str = "code"
+    language: str | None = None
 
     @classmethod
-    def for_principal(cls, principal: Principal, *, tools: list[str] | None) -> Grant:
+    def for_principal(
+        cls,
+        principal: Principal,
+        *,
+        tools: list[str] | None,
+        surface: str = "code",
+        language: str | None = None,
+    ) -> Grant:
         """The grant of an execution submitted by ``principal`` with the explicit scope ``tools``."""
         return cls(
             tenant_id=principal.tenant_id,
@@ -49,6 +63,11 @@ class Grant:
             tool_calls_per_min=principal.tool_calls_per_min,
             pii=principal.pii,
             user=principal.user,
+            key_name=principal.key_name,
+            groups=principal.groups,
+            email=principal.email,
+            surface=surface,
+            language=language,
         )
 
     @property
@@ -81,6 +100,11 @@ class Grant:
                 "tool_calls_per_min": self.tool_calls_per_min,
                 "pii": self.pii,
                 "user": self.user,
+                "key_name": self.key_name,
+                "groups": self.groups,
+                "email": self.email,
+                "surface": self.surface,
+                "language": self.language,
             }
         )
 
@@ -105,6 +129,11 @@ class Grant:
             # with anything else is tokenised.
             pii=PII_OFF if data.get("pii") == PII_OFF else PII_TOKENIZE,
             user=data.get("user"),
+            key_name=data.get("key_name"),
+            groups=tuple(str(g) for g in data.get("groups") or ()),
+            email=data.get("email"),
+            surface=str(data.get("surface") or "code"),
+            language=data.get("language"),
         )
 
 

@@ -129,6 +129,8 @@ def principal_for(config: IdentityConfig, claims: Claims) -> Principal:
         max_concurrent=_most(r.max_concurrent for r in rules),
         admin=SCOPE_ADMIN in scopes,
         mcp_mode=modes[0] if modes else None,
+        groups=tuple(names),
+        email=email if isinstance(email := claims.claims.get("email"), str) else None,
     )
 
 

@@ -45,6 +45,11 @@ class Principal:
     mcp_mode: McpMode | None = None  # None: code mode
     user: str | None = None  # the token's issuer-unique subject (`sub`)
     scopes: frozenset[str] | None = None
+    # What policies see of the caller (docs/policy.md): the key's name; a person's groups
+    # (every group the token names, mapped or not) and email.
+    key_name: str | None = None
+    groups: tuple[str, ...] = ()
+    email: str | None = None
 
     @property
     def limit_id(self) -> str | None:

@@ -192,6 +192,7 @@ def principal_from_row(row: Row) -> Principal:
         admin=bool(row["admin"]),
         pii=PII_OFF if row.get("pii") == PII_OFF else PII_TOKENIZE,
         mcp_mode=row.get("mcp_mode"),
+        key_name=row.get("name"),
     )
 
 

@@ -27,6 +27,8 @@ class RpcError(BaseModel):
 
     type: ErrorType  # a tool call's failure: one of shared.errors.TOOL_CALL_ERRORS
     message: str
+    # ``policy_denied``: the ids of the policies that decided (empty: none permits it).
+    policies: list[str] | None = None
 
 
 class RpcRequest(BaseModel):
@@ -143,13 +145,19 @@ class RpcReply(BaseModel):
 
     @classmethod
     def failure(
-        cls, *, call_id: str, type: ErrorType, message: str, duration_ms: float = 0.0
+        cls,
+        *,
+        call_id: str,
+        type: ErrorType,
+        message: str,
+        duration_ms: float = 0.0,
+        policies: list[str] | None = None,
     ) -> RpcReply:
         """A failed reply."""
         return cls(
             call_id=call_id,
             ok=False,
-            error=RpcError(type=type, message=message),
+            error=RpcError(type=type, message=message, policies=policies),
             duration_ms=duration_ms,
         )
 

@@ -613,4 +613,8 @@ def clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
         return error_dict(ErrorType.TOOL_ERROR, "tool call failed")
     kind = err.get("type")
     kind = kind if isinstance(kind, str) and kind in TOOL_CALL_ERRORS else ErrorType.TOOL_ERROR
-    return error_dict(kind, str(err.get("message", "tool call failed"))[:2000])
+    cleaned = error_dict(kind, str(err.get("message", "tool call failed"))[:2000])
+    policies = err.get("policies")
+    if kind == ErrorType.POLICY_DENIED and isinstance(policies, list):
+        cleaned["policies"] = [str(p)[:200] for p in policies[:20]]
+    return cleaned

@@ -55,7 +55,10 @@ class ToolResult:
         if reply.ok:
             return cls.success(reply.result)
         assert reply.error is not None
-        return cls.failure(reply.error.message, kind=str(reply.error.type))
+        error = error_dict(str(reply.error.type), reply.error.message)
+        if reply.error.policies is not None:
+            error["policies"] = reply.error.policies
+        return cls(False, None, error)
 
 
 @runtime_checkable

@@ -269,3 +269,15 @@ def e2e_servers(tmp_path: Path) -> dict[str, Any]:
         "time": time_server(),
         "memory": memory_server(install_memory_server(), tmp_path),
     }
+
+
+def recording_server(file: Path, **entry: Any) -> dict[str, Any]:
+    """Config entry for tests/integration/recording_server.py, which appends each call it
+    receives to ``file`` (JSON lines)."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.integration.recording_server"],
+        "env": {"RECORDING_FILE": str(file)},
+        "cwd": str(REPO),
+        **entry,
+    }

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 from anyio import to_thread
 
+from services.gateway.ops.policy import refuse_by_policy
 from services.gateway.ops.result_cache import answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics
@@ -147,6 +148,8 @@ def admit(
             tools=missing,
         )
     request = scoped_request(request, principal)
+    if capability_id is None:  # a capability's run was decided by its name (capabilities.py)
+        refuse_by_policy(state, principal=principal, language=request.language, args=request.args)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     syntax = None
     counters = state.redis.pipeline(transaction=False)
@@ -199,10 +202,12 @@ def _from_cache(
     scope: Scope | None = None,
 ) -> Row | None:
     """The recorded hit that answers this submission (``answer_from_cache``), or None: a miss,
-    a request that asked for no cache, or a key that opted out of PII on a stack that
-    tokenises (it wants values, and the cache holds tokens)."""
+    a request that asked for no cache, a key that opted out of PII on a stack that tokenises
+    (it wants values, and the cache holds tokens), or a stack whose policy file decides each
+    tool call (a cached answer would skip the decisions its calls must get, now, for this
+    caller: docs/policy.md)."""
     tokens_cached = state.settings.pii != "off"
-    if request.no_cache or (principal.pii_off and tokens_cached):
+    if request.no_cache or (principal.pii_off and tokens_cached) or state.policy.configured:
         return None
     return answer_from_cache(state, conn, request=request, principal=principal,
                              timeout_s=timeout_s, capability_id=capability_id,

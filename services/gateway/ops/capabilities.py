@@ -15,6 +15,7 @@ from services.gateway.ops.models.capabilities import (
     CapabilitySearchRequest,
     CapabilitySearchResponse,
 )
+from services.gateway.ops.policy import refuse_by_policy
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
 from shared import metrics
@@ -173,6 +174,13 @@ async def admit_capability(
         cap = load_capability(state, ref=ref, tenant_id=principal.tenant_id, conn=conn)
         refuse_disabled(cap)
         refuse_out_of_scope(cap, principal)
+        refuse_by_policy(
+            state,
+            principal=principal,
+            language=cap.get("language") or "python",
+            capability=cap["name"],
+            args=body.args,
+        )
         problems = validate_args(schema=cap["parameters_schema"], args=body.args)
         if not problems.ok:
             raise ValidationFailed(

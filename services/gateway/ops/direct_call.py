@@ -110,7 +110,7 @@ async def admit(
     execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)
     if hit is None:
-        grant = Grant.for_principal(principal, tools=[tool_id])
+        grant = Grant.for_principal(principal, tools=[tool_id], surface="direct")
         ttl = int(admission.timeout_s) + GRANT_RUN_SLACK_S
         pipe.set(grant_key(execution_id), grant.encode(), ex=ttl)
     session = (

@@ -88,7 +88,12 @@ def send_admitted(state: GatewayState, *, admission: Admission, principal: Princ
     if admission.hit or not admission.created:
         return row
     execution_id = str(row["id"])
-    grant = Grant.for_principal(principal, tools=admission.request.tools)
+    grant = Grant.for_principal(
+        principal,
+        tools=admission.request.tools,
+        surface="capability" if row.get("capability_id") else "code",
+        language=admission.request.language,
+    )
     try:
         # The grant exists before the message does: a worker never sees a run without one.
         write_grant(

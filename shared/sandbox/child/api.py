@@ -16,11 +16,15 @@ class ToolCallError(Exception):
 
     __module__ = "builtins"  # tracebacks show "ToolCallError", not our package path
 
-    def __init__(self, type_: str, message: str, tool: str) -> None:
+    def __init__(
+        self, type_: str, message: str, tool: str, policies: list[str] | None = None
+    ) -> None:
         super().__init__(f"{tool}: {message}")
         self.type = type_
         self.tool = tool
         self.message = message
+        # ``policy_denied``: the ids of the policies that decided (empty: none permits it).
+        self.policies = policies
 
 
 class CapabilityError(Exception):

@@ -178,11 +178,13 @@ class Session(api.Caller):
                     future.set_result(frame.get("value"))
                 else:
                     err = frame.get("error") or {}
+                    policies = err.get("policies")
                     future.set_exception(
                         api.ToolCallError(
                             str(err.get("type", ErrorType.TOOL_ERROR)),
                             str(err.get("message", "tool call failed")),
                             str(frame.get("tool", "?")),
+                            policies if isinstance(policies, list) else None,
                         )
                     )
         except wire.WireError:

@@ -23,7 +23,7 @@ def test_wire_names_are_stable() -> None:
         "nesting_limit", "body_too_large", "method_not_allowed", "bad_request",
         "tool_unavailable", "queue_timeout", "store_failed", "unavailable",
         "unauthorized", "forbidden", "syntax_error", "result_not_json",
-        "invalid_arguments", "capability_disabled",
+        "invalid_arguments", "capability_disabled", "policy_denied", "policy_invalid",
     }  # fmt: skip
 
 

@@ -124,6 +124,7 @@ async function readReplies() {
           String(err.type ?? "tool_error"),
           String(err.message ?? "tool call failed"),
           String(frame.tool ?? "?"),
+          err.policies ?? null,
         ),
       );
     }
@@ -230,12 +231,14 @@ Object.defineProperty(globalThis, "console", { value: console, writable: true, c
 
 // ---- errors ---------------------------------------------------------------------------
 class ToolCallError extends Error {
-  constructor(type, message, tool) {
+  constructor(type, message, tool, policies = null) {
     super(`${tool}: ${message}`);
     this.name = "ToolCallError";
     this.type = type;
     this.tool = tool;
     this.toolMessage = message;
+    // policy_denied: the ids of the policies that decided (empty: none permits it).
+    this.policies = policies;
   }
 }
 

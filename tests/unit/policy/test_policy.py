@@ -1,0 +1,175 @@
+"""Policy files: errors placed by file and line, the facts the engine is asked about, and
+decisions (a forbid's id, Cedar's default deny, a reload that keeps the last good set)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from shared.errors import PolicyInvalid
+from shared.policy import engine as engine_module
+from shared.policy.engine import NO_POLICY_PERMITS, PolicyEngine
+from shared.policy.facts import Action, Caller, cedar_record, tool_entity
+from shared.policy.source import read_policy_file, split_statements
+
+GOOD = """// writes stay in the scratch directory
+@id("scratch-writes")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"fs:write_file")
+  when { context.args has path && context.args.path like "/srv/scratch/*" };
+
+@id("no-big-payments")
+forbid(principal, action == AgentCards::Action::"call_tool", resource)
+  when { context.args has amount && context.args.amount > 1000 };
+
+permit(principal in AgentCards::Group::"engineers", action == AgentCards::Action::"call_tool", resource)
+  when { resource.read_only || resource.server == "pay" };
+"""
+KEY = Caller(tenant="acme", key_id="k1", key_name="ci")
+ALICE = Caller(tenant="acme", user="alice", groups=("engineers",), email="a@example.com")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.cedar"
+    path.write_text(text)
+    return path
+
+
+def call(engine: PolicyEngine, caller: Caller, tool: str, args: dict[str, object], **hints: bool):
+    annotations = {f"{k}Hint": v for k, v in hints.items()}
+    return engine.decide(
+        action=Action.CALL_TOOL,
+        caller=caller,
+        resource=tool_entity(tool, annotations),
+        context={"surface": "code", "tenant": caller.tenant, "execution_id": "e1"},
+        args=args,
+    )
+
+
+def test_decisions_name_the_policies_that_made_them(tmp_path: Path) -> None:
+    engine = PolicyEngine(write(tmp_path, GOOD))
+    inside = call(engine, KEY, "fs:write_file", {"path": "/srv/scratch/a.txt", "content": "x"})
+    assert inside is not None and inside.allowed and inside.policies == ("scratch-writes",)
+    outside = call(engine, KEY, "fs:write_file", {"path": "/etc/passwd"})
+    assert outside is not None and not outside.allowed
+    assert outside.policies == () and outside.reason == NO_POLICY_PERMITS
+    # A permit without @id is named by the engine's number; a forbid wins over it.
+    small = call(engine, ALICE, "pay:send", {"amount": 50})
+    assert small is not None and small.allowed and small.policies == ("policy2",)
+    big = call(engine, ALICE, "pay:send", {"amount": 5000})
+    assert big is not None and not big.allowed and big.policies == ("no-big-payments",)
+    # Not in the group: nothing permits it. An unannotated tool is not read-only.
+    assert not call(engine, KEY, "pay:send", {"amount": 5}).allowed  # type: ignore[union-attr]
+    assert call(engine, ALICE, "db:query", {}, readOnly=True).allowed  # type: ignore[union-attr]
+    assert not call(engine, ALICE, "db:query", {}).allowed  # type: ignore[union-attr]
+
+
+def test_no_policy_file_decides_nothing() -> None:
+    assert call(PolicyEngine(None), KEY, "fs:write_file", {"path": "/etc/x"}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        ('permit(principal, action, resource);\n\npermit(principal, action, resource)\n  when { true ;\n', 4, "unexpected token"),
+        ('permit(principal, action, resource);\nforbid(principal, action == AgentCards::Action::"call_tool", resource)\n  when { resource.colour == "red" };\n', 2, "colour"),
+        ('permit(principal, action == AgentCards::Action::"fly", resource);\n', 1, "fly"),
+        ('permit(principal, action, resource);\n@id("pay")\n@approval("required")\npermit(principal, action, resource);\n', 2, "@approval: approvals are not available"),
+    ],
+)  # fmt: skip
+def test_a_bad_file_is_refused_with_its_line_and_the_engines_reason(
+    tmp_path: Path, text: str, line: int, reason: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(PolicyInvalid) as refused:
+        read_policy_file(path)
+    assert refused.value.details["line"] == line, refused.value.message
+    assert refused.value.message.startswith(f"{path}:{line}: ")
+    assert reason in refused.value.details["reason"]
+
+
+def test_statements_are_cut_outside_strings_and_comments() -> None:
+    text = '// a; comment\npermit(principal, action, resource) when { "a;b" == "a;b" };\n\nforbid(principal, action, resource);'
+    assert [line for line, _ in split_statements(text)] == [2, 4]
+
+
+def test_a_changed_file_is_reloaded_and_a_bad_one_keeps_the_last_good_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "CHECK_EVERY_S", 0.0)
+    path = write(tmp_path, GOOD)
+    engine = PolicyEngine(path)
+    assert call(engine, ALICE, "db:query", {}, readOnly=True).allowed  # type: ignore[union-attr]
+    path.write_text('@id("nothing")\nforbid(principal, action, resource);\n')
+    os.utime(path, ns=(1, 1))  # a different mtime even within the clock's resolution
+    denied = call(engine, ALICE, "db:query", {}, readOnly=True)
+    assert denied is not None and denied.policies == ("nothing",)
+    path.write_text("permit(principal, action, resource) when {")
+    with pytest.raises(PolicyInvalid):
+        engine.reload()
+    assert engine.last_error is not None and f"{path}:1:" in engine.last_error
+    assert call(engine, ALICE, "db:query", {}).policies == ("nothing",)  # type: ignore[union-attr]
+
+
+def test_arguments_become_a_cedar_record() -> None:
+    record = cedar_record(
+        {"n": 3, "x": 1.5, "none": None, "tags": ["a", None, 2], "deep": {"k": True}, "big": 2**70}
+    )
+    assert record["n"] == 3 and record["tags"] == ["a", 2] and record["deep"] == {"k": True}
+    assert record["x"] == {"__extn": {"fn": "decimal", "arg": "1.5000"}}
+    assert "none" not in record and "big" not in record  # beyond decimal's range too
+    hints = tool_entity("fs:write_file", None)["attrs"]
+    assert hints == {"server": "fs", "name": "write_file", "read_only": False,
+                     "destructive": True, "idempotent": False, "open_world": True}  # fmt: skip
+
+
+def test_the_subset_evaluated_decides_as_the_whole_file(tmp_path: Path) -> None:
+    """Each decision runs on the policies whose scope can apply (shared.policy.index): the
+    same answer, and the same deciding ids, as the engine on the whole file."""
+    import cedarpy
+
+    from deploy.bench.policy import policy_text
+    from shared.policy.facts import action_uid
+
+    text = (
+        GOOD
+        + policy_text(60)
+        + (
+            'permit(principal, action in [AgentCards::Action::"execute_code"], resource);\n'
+            "forbid(principal, action, resource is AgentCards::Language)"
+            ' when { principal is AgentCards::Key && principal.name == "x" };\n'
+        )
+    )
+    engine = PolicyEngine(write(tmp_path, text))
+    whole = cedarpy.PolicySet.from_str(text)
+    cases = [
+        (Action.CALL_TOOL, tool_entity("fs:write_file", None), {"path": "/srv/scratch/a"}),
+        (Action.CALL_TOOL, tool_entity("_bench:pay", None), {"amount": 500}),
+        (Action.CALL_TOOL, tool_entity("srv7:write", None), {"path": "/srv/7/a", "amount": 9}),
+        (Action.CALL_TOOL, tool_entity("srv8:x", {"readOnlyHint": True}), {"amount": 9}),
+        (
+            Action.EXECUTE_CODE,
+            {"uid": {"type": "AgentCards::Language", "id": "python"}, "attrs": {}, "parents": []},
+            {},
+        ),
+    ]
+    for caller in (KEY, ALICE, Caller(tenant="acme", key_id="k2", key_name="x")):
+        for action, resource, args in cases:
+            context = {"surface": "code", "tenant": "acme", "execution_id": "e1"}
+            decision = engine.decide(
+                action=action, caller=caller, resource=resource, context=context, args=args
+            )
+            request = {
+                "principal": caller.uid(),
+                "action": action_uid(action),
+                "resource": resource["uid"],
+                "context": {**context, "args": cedar_record(args)},
+            }
+            expected = cedarpy.is_authorized(request, whole, [*caller.entities(), resource])
+            assert decision is not None and decision.allowed == expected.allowed
+            loaded = engine.loaded
+            assert loaded is not None
+            assert decision.policies == tuple(
+                loaded.name_of(r) for r in expected.diagnostics.reasons
+            ), (caller, action, resource["uid"])
