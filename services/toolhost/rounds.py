@@ -12,12 +12,19 @@ request nothing has to be attributed, and the server's own keys travel with each
 Per call, the server is told the capabilities of the MCP client that started the execution
 (``_meta`` ``io.modelcontextprotocol/clientCapabilities``), not the toolhost's own: a server
 asks only what that client can answer (a REST caller's run declares none).
+
+Liberal in what it accepts: a 2026-07-28 result without ``resultType`` is a complete result
+(the revision requires the tag; servers that answer through an older engine leave it out).
+Such a server is asked once, at connect, to call a tool no server has (``holds_tool_calls``):
+a ``tools/call`` answered untagged shows its tools run on an older engine, which cannot ask
+its client mid-call at 2026-07-28, so ``sessions.py`` calls those tools at 2025-11-25.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,6 +49,12 @@ _STATE_ONLY_BACKOFF_CAP_S = 0.25
 # The client capabilities to declare on this task's requests (None: the toolhost's own).
 _capabilities: ContextVar[dict[str, Any] | None] = ContextVar("capabilities", default=None)
 
+# A tool name no server has: ``holds_tool_calls`` calls it to see how the server answers.
+PROBE_TOOL = "agentcards.revision-probe"
+
+# Per 2026-07-28 session, the methods it answered without ``resultType``.
+_untagged: weakref.WeakKeyDictionary[ClientSession, set[str]] = weakref.WeakKeyDictionary()
+
 # (key, question, (batch id, questions in the batch)) -> the client's answer or a refusal.
 Answer = Callable[
     [str, types.InputRequest, tuple[str, int]],
@@ -59,6 +72,7 @@ async def negotiate(session: ClientSession, protocol: str = "auto") -> None:
     await negotiate_auto(session)
     if not is_modern(session):
         return
+    _accept_untagged(session)
     # The SDK stamps every request's _meta with the session's capabilities; a call made
     # inside ``declaring`` carries its caller's instead (pinned SDK: mcp 2.3.0).
     stamp = session._stamp
@@ -70,6 +84,39 @@ async def negotiate(session: ClientSession, protocol: str = "auto") -> None:
             data["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY] = capabilities
 
     session._stamp = declared_stamp
+
+
+def _accept_untagged(session: ClientSession) -> None:
+    """Read a result without ``resultType`` as complete instead of failing the SDK's
+    validation of the 2026-07-28 wire shape (pinned SDK: mcp 2.3.0), noting its method."""
+    dispatcher = session._dispatcher
+    send = dispatcher.send_raw_request
+    seen = _untagged.setdefault(session, set())
+
+    async def liberal(method: str, params: Any, opts: Any) -> Any:
+        raw = await send(method, params, opts)
+        if isinstance(raw, dict) and "resultType" not in raw:
+            seen.add(method)
+            raw["resultType"] = "complete"
+        return raw
+
+    dispatcher.send_raw_request = liberal  # type: ignore[method-assign,assignment]
+
+
+def untagged(session: ClientSession) -> frozenset[str]:
+    """The methods a 2026-07-28 server answered without ``resultType`` so far."""
+    return frozenset(_untagged.get(session, ()))
+
+
+async def holds_tool_calls(session: ClientSession) -> bool:
+    """Whether a 2026-07-28 server answers ``tools/call`` at that revision: it is asked to
+    call ``PROBE_TOOL`` (no such tool, so nothing runs) and must tag its answer, an error
+    result or a JSON-RPC error. False: its tools answer from an older engine."""
+    try:
+        await session.call_tool(PROBE_TOOL, {}, allow_input_required=True, allow_claimed=True)
+    except (MCPError, RuntimeError, ValueError):
+        return True  # an error (unknown tool) or an odd answer: nothing shows an older engine
+    return "tools/call" not in untagged(session)
 
 
 def is_modern(session: ClientSession) -> bool:

@@ -106,6 +106,11 @@ class ServerConnection:
         # tell changes of (subscriptions/listen).
         self._group: anyio.abc.TaskGroup | None = None
         self._listening: set[str] = set()
+        # A 2026-07-28 server whose tools answer from an older engine (rounds.py) is also
+        # held at 2025-11-25: the tools listed there are called there, and resources are
+        # subscribed there (the older engine's notifications); the rest stays at 2026-07-28.
+        self._legacy: ClientSession | None = None
+        self._legacy_tools: frozenset[str] = frozenset()
 
     @property
     def state(self) -> str:
@@ -152,6 +157,8 @@ class ServerConnection:
         and its sampling/elicitation requests are relayed to the execution's client.
         """
         session = self._live_session()
+        if self._legacy is not None and tool in self._legacy_tools:
+            session = self._legacy
         spec = self.tools.get(tool)
         if spec is None:
             raise UnknownTool(f"MCP server {self.name!r} has no tool {tool!r}")
@@ -292,8 +299,11 @@ class ServerConnection:
         """``resources/subscribe``: the server's ``notifications/resources/updated`` for ``uri``
         are then published (``on_notice``). Never unsubscribed downstream: the
         gateway forwards updates only to its clients still subscribed. A 2026-07-28 server
-        is asked through ``subscriptions/listen`` instead (one stream per URI)."""
+        is asked through ``subscriptions/listen`` instead (one stream per URI), unless it is
+        also held at 2025-11-25 and subscribes there."""
         session = self._live_session()
+        if self._legacy is not None and _subscribes(self._legacy):
+            session = self._legacy
         if not rounds.is_modern(session):
             await session.subscribe_resource(uri)
         elif uri not in self._listening and self._group is not None:
@@ -402,33 +412,20 @@ class ServerConnection:
     async def _serve_once(self, stderr: StderrTail | None) -> None:
         """One connection's lifetime: connect, list tools, wait until it dies."""
         self._dead = asyncio.Event()
+        self._legacy, self._legacy_tools = None, frozenset()
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(_transport(self.config, stderr))
-            group = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop relay + pinger
-            # Relay the server's messages so that end-of-stream (the server exited) is seen.
-            relay_send, relay_read = anyio.create_memory_object_stream[SessionMessage | Exception](
-                0
-            )
-            group.start_soon(self._relay, read, relay_send)
-            # Roots are always declared (the configured list, empty by default); sampling
-            # and elicitation are declared so servers offer the tools that use them, and
-            # are relayed to the execution's client or refused (upstream.py).
-            session = await stack.enter_async_context(
-                ClientSession(
-                    relay_read,
-                    write,
-                    message_handler=self._on_message,
-                    list_roots_callback=self._list_roots,
-                    logging_callback=self._on_log,
-                    sampling_callback=self._sampling,
-                    elicitation_callback=self._elicitation,
-                    log_level="debug",  # 2026-07-28: logs are sent only to requests asking
-                )
-            )
+            session, group = await self._open(stack, stderr)
+            fallback: dict[str, Any] | None = None
             with anyio.move_on_after(self._connect_timeout_s) as waited:
                 await rounds.negotiate(session, self.config.protocol)
-                tools = await _list_all_tools(session)
+                if (
+                    isinstance(self.config, HttpServer)
+                    and rounds.is_modern(session)
+                    and not await rounds.holds_tool_calls(session)
+                ):
+                    self._legacy = await group.start(self._serve_legacy)
+                    fallback = _fallback(self._legacy)
+                tools = await self._list_tools(session)
             if waited.cancelled_caught:
                 raise ConnectTimeout(
                     f"no answer to initialize and tools/list within {self._connect_timeout_s:g}s "
@@ -436,6 +433,8 @@ class ServerConnection:
                 )
             self.tools = {t.name: t for t in tools}
             self.server_info = rounds.server_info(session)
+            if fallback is not None:
+                self.server_info["fallback"] = fallback
             self._session = session
             # Serve calls at once; the sync below may wait seconds for the embedding model.
             self._state = ServerState.READY.value
@@ -448,6 +447,64 @@ class ServerConnection:
             if rounds.is_modern(session) and _lists_change(session):
                 group.start_soon(rounds.listen, session, self._notice)
             await self._dead.wait()
+
+    async def _open(
+        self, stack: AsyncExitStack, stderr: StderrTail | None
+    ) -> tuple[ClientSession, anyio.abc.TaskGroup]:
+        """A client session on a new connection to the server and the connection's task
+        group, both closed with ``stack``."""
+        read, write = await stack.enter_async_context(_transport(self.config, stderr))
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop relay + pinger
+        # Relay the server's messages so that end-of-stream (the server exited) is seen.
+        relay_send, relay_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        group.start_soon(self._relay, read, relay_send)
+        # Roots are always declared (the configured list, empty by default); sampling
+        # and elicitation are declared so servers offer the tools that use them, and
+        # are relayed to the execution's client or refused (upstream.py).
+        session = await stack.enter_async_context(
+            ClientSession(
+                relay_read,
+                write,
+                message_handler=self._on_message,
+                list_roots_callback=self._list_roots,
+                logging_callback=self._on_log,
+                sampling_callback=self._sampling,
+                elicitation_callback=self._elicitation,
+                log_level="debug",  # 2026-07-28: logs are sent only to requests asking
+            )
+        )
+        return session, group
+
+    async def _serve_legacy(
+        self, *, task_status: anyio.abc.TaskStatus[ClientSession | None]
+    ) -> None:
+        """A second connection, at 2025-11-25, to a server whose tools answer 2026-07-28 calls
+        from an older engine (``rounds.holds_tool_calls``), held until the first one dies;
+        started with None when the server refuses that handshake (then everything stays at
+        2026-07-28, read liberally)."""
+        async with AsyncExitStack() as stack:
+            legacy, group = await self._open(stack, None)
+            try:
+                await legacy.initialize()
+            except MCPError as exc:
+                log.info("server %s: no 2025-11-25 session beside 2026-07-28: %s", self.name, exc)
+                task_status.started(None)
+                return
+            log.info("server %s: its tools are called at 2025-11-25", self.name)
+            task_status.started(legacy)
+            group.start_soon(self._ping_loop, legacy)
+            await self._dead.wait()
+
+    async def _list_tools(self, session: ClientSession) -> list[types.Tool]:
+        """The server's tools: those it lists at 2025-11-25 when it is also held there
+        (called there), then those only its 2026-07-28 listing has."""
+        if self._legacy is None:
+            return await _list_all_tools(session)
+        legacy = await _list_all_tools(self._legacy)
+        self._legacy_tools = frozenset(t.name for t in legacy)
+        modern = await _list_all_tools(session)
+        return legacy + [t for t in modern if t.name not in self._legacy_tools]
 
     async def _relay(self, source: Any, sink: Any) -> None:
         async with sink:
@@ -490,7 +547,7 @@ class ServerConnection:
         if session is None:
             return
         try:
-            tools = await _list_all_tools(session)
+            tools = await self._list_tools(session)
         except Exception as exc:
             log.warning("server %s: re-listing tools failed: %s", self.name, _describe(exc))
             return
@@ -554,6 +611,25 @@ def _lists_change(session: ClientSession) -> bool:
     return any(
         getattr(cap, "list_changed", None) for cap in (caps.tools, caps.prompts, caps.resources)
     )
+
+
+def _fallback(legacy: ClientSession | None) -> dict[str, Any] | None:
+    """What ``/v1/servers`` shows of a server's second revision (``protocol_fallback``)."""
+    if legacy is None:
+        return None
+    return {
+        "protocolVersion": legacy.protocol_version,
+        "for": ["tools/call", "resources/subscribe"],
+        "reason": "its tools/call results at 2026-07-28 carry no resultType: an older engine "
+        "answers them, which cannot ask its client mid-call at that revision",
+    }
+
+
+def _subscribes(session: ClientSession) -> bool:
+    """True when the server says it takes ``resources/subscribe``."""
+    capabilities = session.server_capabilities
+    resources = capabilities.resources if capabilities is not None else None
+    return resources is not None and bool(resources.subscribe)
 
 
 def _has_resources(session: ClientSession) -> bool:

@@ -289,6 +289,7 @@ def _hit(
         "name": row["name"],
         "description": row["description"],
         "input_schema": row["input_schema"],
+        "output_schema": row["output_schema"],
         "available": row["available"],
         "score": round(fused, 6),
         "scores": {

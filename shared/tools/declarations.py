@@ -1,9 +1,11 @@
-"""TypeScript declarations of MCP tools' inputs, derived from their JSON Schemas.
+"""TypeScript declarations of MCP tools' inputs and results, derived from their JSON Schemas.
 
 An agent writing TypeScript calls ``await mcp.<server>.<tool>({...})`` with one object;
 a declaration of that object's type, with each field's description as a JSDoc comment,
 lets it write a correct call the first time (the right names, which are optional, which
-literals an enum allows) instead of learning them from ``invalid_arguments`` errors.
+literals an enum allows) instead of learning them from ``invalid_arguments`` errors. A tool
+that declares an ``outputSchema`` also gets the type of what the call returns (its
+structured content, ``returns.result_schema``).
 
 Pure and total: any JSON value is accepted as a schema. What has no TypeScript
 equivalent (``not``, ``if``/``then``, pattern properties, formats) widens to what
@@ -20,6 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shared.tools.returns import result_schema
+
 MAX_DEPTH = 12
 MAX_CHARS = 16_000
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
@@ -33,26 +37,42 @@ _SIMPLE = {
 _INDENT = "  "
 
 
-def tool_declaration(server: str, name: str, description: str, schema: Any) -> str:
+def tool_declaration(
+    server: str, name: str, description: str, schema: Any, output_schema: Any = None
+) -> str:
     """A ``type <Server><Tool>Args = {...};`` declaration of a tool's input, headed by a
-    JSDoc of the tool's description and how to call it, e.g. ``await mcp.time.now(args)``."""
-    type_name = _pascal(server) + _pascal(name) + "Args"
+    JSDoc of the tool's description and how to call it, e.g. ``await mcp.time.now(args)``;
+    with an ``output_schema``, also ``type <Server><Tool>Result = ...;`` (what it returns)."""
+    base = _pascal(server) + _pascal(name)
+    returned = f"{base}Result"
     call = f"await {_member('mcp', server)}{_member('', name)}(args)"
+    if isinstance(output_schema, Mapping):
+        call = f"const result: {returned} = {call}"
     doc = f"{description.strip()}\n\nCall: {call}" if description.strip() else f"Call: {call}"
-    body = input_type(schema)
-    text = f"{_jsdoc(doc, '')}type {type_name} = {body};"
-    if len(text) > MAX_CHARS:  # a schema this large is not read by an agent anyway
-        text = f"{_jsdoc(doc, '')}type {type_name} = Record<string, unknown>;"
+    text = f"{_jsdoc(doc, '')}type {base}Args = {_bounded(input_type(schema))};"
+    if isinstance(output_schema, Mapping):
+        result = _bounded(input_type(result_schema(output_schema)))
+        text += f"\n/** What the call returns (the tool's structured content). */\ntype {returned} = {result};"
     return text
 
 
+def _bounded(body: str) -> str:
+    # A schema this large is not read by an agent anyway.
+    return body if len(body) <= MAX_CHARS else "Record<string, unknown>"
+
+
 def with_declarations(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool rows (``server``, ``name``, ``description``, ``input_schema``) with ``declaration``."""
+    """Tool rows (``server``, ``name``, ``description``, ``input_schema``, optionally
+    ``output_schema``) with ``declaration``."""
     return [
         {
             **t,
             "declaration": tool_declaration(
-                t["server"], t["name"], t.get("description") or "", t.get("input_schema")
+                t["server"],
+                t["name"],
+                t.get("description") or "",
+                t.get("input_schema"),
+                t.get("output_schema"),
             ),
         }
         for t in tools

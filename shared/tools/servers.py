@@ -217,11 +217,14 @@ def server_info(conn: Conn, *, server: str) -> dict[str, Any] | None:
 
 def list_servers(conn: Conn) -> list[dict[str, Any]]:
     """Every known server with its aggregate state and each replica's own (``replicas``), and
-    the MCP protocol revision it negotiated with the toolhost (``protocol_version``)."""
+    the MCP protocol revision it negotiated with the toolhost (``protocol_version``) and, for
+    a server that cannot hold that revision for everything, the one it is also spoken to at,
+    for what and why (``protocol_fallback``, null otherwise)."""
     return conn.execute(
         """
         SELECT m.name, m.transport, m.state, m.last_error, m.tool_count, m.updated_at,
                m.server_info ->> 'protocolVersion' AS protocol_version,
+               m.server_info -> 'fallback' AS protocol_fallback,
                COALESCE(
                    (SELECT jsonb_agg(jsonb_build_object(
                                'replica', r.replica, 'state', r.state,

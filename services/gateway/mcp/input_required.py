@@ -54,6 +54,9 @@ class Pending(BaseModel):
     # (absent: the key is the relay id).
     ids: dict[str, str] = Field(default_factory=dict)
     deadline: float = Field(description="Unix time after which no tool waits for the answers")
+    # The run's last event the client was already sent (its progress and log lines): the
+    # retry goes on after it instead of sending them again.
+    heard: int = Field(default=0, ge=0)
 
 
 class _SecretCodec:
@@ -97,16 +100,22 @@ def applies(protocol_version: str | None) -> bool:
 
 
 def ask(
-    questions: dict[str, types.InputRequest], requests: list[ClientRequest], *, tenant_id: str
+    questions: dict[str, types.InputRequest],
+    requests: list[ClientRequest],
+    *,
+    tenant_id: str,
+    heard: int = 0,
 ) -> types.InputRequiredResult:
     """The result that hands ``questions`` to the client: each keyed by its ``requests``
-    entry's ``key`` (the server's own key, or the relay request id)."""
+    entry's ``key`` (the server's own key, or the relay request id); ``heard``, the run's
+    last event already sent to the client."""
     pending = Pending(
         execution_id=requests[0].execution_id,
         tenant_id=tenant_id,
         requests=list(questions),
         ids={r.key: r.id for r in requests if r.key is not None and r.key != r.id},
         deadline=min(r.deadline for r in requests),
+        heard=heard,
     )
     return types.InputRequiredResult(
         input_requests=questions, request_state=pending.model_dump_json()

@@ -124,7 +124,10 @@ async def resume_passing_through(
     if row["status"] in TERMINAL:
         return row
     async with relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay:
-        return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+        return await _wait(
+            state, ctx, relay, row=row, principal=principal, log_events=log_events,
+            heard=pending.heard,
+        )  # fmt: skip
 
 
 async def _wait(
@@ -135,36 +138,46 @@ async def _wait(
     row: dict[str, Any],
     principal: Principal,
     log_events: bool,
+    heard: int = 0,
 ) -> Outcome:
     """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
-    from one of its tools (then returned as an ``InputRequiredResult``)."""
+    from one of its tools (then returned as an ``InputRequiredResult``). Events up to
+    ``heard`` reached the client in an earlier round."""
     execution_id = str(row["id"])
+    forward = _Forwarder(ctx, log_events=log_events, heard=heard)
     finishing = wait_for_finish(
         state,
         execution_id=execution_id,
         timeout_s=float(row["timeout_s"]),
-        on_event=_forwarder(ctx, log_events=log_events),
+        on_event=forward,
         submitted=row,
+        after_seq=heard,
     )
     return await _until_asked(
-        state, relay, finishing, execution_id=execution_id, principal=principal
+        state, relay, finishing, execution_id=execution_id, principal=principal, forward=forward
     )
 
 
-def _forwarder(
-    ctx: Context, *, log_events: bool
-) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:
+@dataclasses.dataclass
+class _Forwarder:
     """What the client hears of the run's events: log lines (unless not ``log_events``: a
-    direct call's client hears only what its server logged) and tool progress."""
+    direct call's client hears only what its server logged) and tool progress; ``heard`` is
+    the last event passed on, which a 2026-07-28 client's next round starts after."""
 
-    async def on_event(event: dict[str, Any]) -> None:
-        if log_events:
-            await log_messages.forward_event(ctx, event)
+    ctx: Context
+    log_events: bool
+    heard: int = 0
+
+    async def __call__(self, event: dict[str, Any]) -> None:
+        seq = int(event.get("seq") or 0)
+        if seq and seq <= self.heard:
+            return
+        if self.log_events:
+            await log_messages.forward_event(self.ctx, event)
         else:  # a direct call: only what its server logged
-            await log_messages.forward_tool_log(ctx, event)
-        await forward_progress(ctx, event)
-
-    return on_event
+            await log_messages.forward_tool_log(self.ctx, event)
+        await forward_progress(self.ctx, event)
+        self.heard = max(self.heard, seq)
 
 
 async def _until_asked(
@@ -174,6 +187,7 @@ async def _until_asked(
     *,
     execution_id: str,
     principal: Principal,
+    forward: _Forwarder,
 ) -> Outcome:
     """``finishing``'s row; for a 2026-07-28 client, whichever comes first of it and a
     question from one of the run's tools (then returned as an ``InputRequiredResult``)."""
@@ -195,7 +209,9 @@ async def _until_asked(
     # The client is still there, between two rounds: keep its lease until the tools stop waiting.
     relay.hold_until = min(r.deadline for r in requests)
     origins = {r.key or r.id: origin(r) for r in requests}
-    result = input_required.ask(questions, requests, tenant_id=principal.tenant_id)
+    result = input_required.ask(
+        questions, requests, tenant_id=principal.tenant_id, heard=forward.heard
+    )
     # The embedded requests carry no _meta at 2026-07-28: the origins ride the result's.
     return result.model_copy(update={"meta": {ORIGIN: origins}})
 
@@ -224,6 +240,7 @@ async def call_direct_passing_through(
         if running is None:  # it ended meanwhile (or runs on another gateway)
             return await _ended_direct(state, execution_id=execution_id, principal=principal)
         start = lambda: running  # noqa: E731
+        heard = pending.heard
     else:
         call = await direct.admit_call(
             state, tool=tool, arguments=arguments, principal=principal, session_id=session_id,
@@ -233,15 +250,18 @@ async def call_direct_passing_through(
             return call.hit
         execution_id = call.execution_id
         start = lambda: direct_call.start(state, call)  # noqa: E731
+        heard = 0
     async with relay_client_requests(
         state, ctx, execution_id=execution_id, advertised=pending is None, withdraw=False
     ) as relay:
         flight = start()  # the relay is advertised before the tool can ask
-        following = _follow_flight(state, ctx, flight, execution_id=execution_id)
+        forward = _Forwarder(ctx, log_events=False, heard=heard)
+        following = _follow_flight(state, flight, execution_id=execution_id, forward=forward)
         try:
             return await _until_asked(
-                state, relay, following, execution_id=execution_id, principal=principal
-            )
+                state, relay, following, execution_id=execution_id, principal=principal,
+                forward=forward,
+            )  # fmt: skip
         except asyncio.CancelledError:  # the client cancelled the call: so is the tool call
             flight.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -251,23 +271,23 @@ async def call_direct_passing_through(
 
 async def _follow_flight(
     state: GatewayState,
-    ctx: Context,
     flight: asyncio.Future[dict[str, Any]],
     *,
     execution_id: str,
+    forward: _Forwarder,
 ) -> dict[str, Any]:
     """The direct call's row once it ends, its server's log lines and progress passed on
-    (cancelling this leaves the call running). A call that ends within ``QUIET_CALL_S``
-    has its events read once from its log after its end (the toolhost publishes them before
-    it replies); a longer one is followed live from then on."""
-    on_event = _forwarder(ctx, log_events=False)
+    (``forward``; cancelling this leaves the call running). A call that ends within
+    ``QUIET_CALL_S`` has its events read once from its log after its end (the toolhost
+    publishes them before it replies); a longer one is followed live from then on."""
+    on_event = forward
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(flight), timeout=QUIET_CALL_S)
     if flight.done():
         for logged in await read_events(state, execution_id=execution_id):
             await on_event(logged)
         return flight.result()
-    async with EventFollower(state, execution_id=execution_id) as events:
+    async with EventFollower(state, execution_id=execution_id, after_seq=forward.heard) as events:
         while not flight.done():
             heard = asyncio.ensure_future(events.next(timeout_s=_POLL_S))
             either: set[asyncio.Future[Any]] = {flight, heard}

@@ -115,6 +115,11 @@ How to write the code:
   `rate_limited` (retry after the time it gives), `timeout`, `server_unavailable`,
   `output_limit` (the tool's result is larger than a tool result may be: ask it for
   less), `tool_error` (the tool itself failed).
+- What a call returns: a tool with an output schema returns its structured content, a
+  dict (e.g. `(await mcp.filesystem.read_text_file(path=p))["content"]`); any other
+  tool its text (JSON text arrives parsed into a dict or list), or a list of content
+  blocks (dicts with `type`: `image`, `audio`, `resource`) for other content.
+  `search_tools` hits say it per tool in `returns` (and `output_schema`).
 - Run independent calls concurrently: `a, b = await asyncio.gather(mcp.x.f(), mcp.y.g())`.
 - Parameters: pass `args` (a JSON object) and read them as `args["path"]`,
   `args.get("limit", 10)` or `args.path`. Use args for anything that varies between
@@ -139,7 +144,8 @@ sandbox, limits and errors. Call tools with one object: `await mcp.server.tool({
 (`mcp["my-server"]["get-sum"]({...})` for exact names); `args.x`, `capabilities.name({...})`,
 `progress(message, done, total)`, `console.log` (captured as stdout), `return` JSON data; a
 failed call throws `ToolCallError` (`e.type` as above). No imports of npm, JSR or URLs.
-search_tools with `declarations: "typescript"` gives each tool's input as a TypeScript type.
+search_tools with `declarations: "typescript"` gives each tool's input (and, with an output
+schema, its result) as a TypeScript type.
 Give `intent` (one sentence: what the code does); successful runs whose tools all
 succeed are saved as reusable capabilities.
 The response has status, result, error {type, message, traceback, details}, stdout,
@@ -237,8 +243,9 @@ def build_mcp_server(
         name="search_tools",
         title="Search tools",
         description="Find MCP tools for a task described in words. Returns tool ids "
-        "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions and input "
-        "schemas, best first. Pass context_tools (tools you already use) for graph-aware hits. "
+        "(`server:tool`) to call as `mcp.<server>.<tool>(...)`, descriptions, input schemas "
+        "and what a call returns (`returns`, with an example; `output_schema` where the "
+        "server declares one), best first. Pass context_tools (tools you already use) for graph-aware hits. "
         "Tools your API key may not call are left out unless include_out_of_scope (then "
         "listed last, marked runnable: false). declarations=typescript adds each tool's "
         "input as a TypeScript type, for code run with language typescript.",

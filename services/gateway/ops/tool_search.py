@@ -22,6 +22,7 @@ from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 from shared.tools.declarations import with_declarations
+from shared.tools.returns import returns_line
 
 # Agents repeat searches (retries, the same step in many runs); an embedding costs
 # 10-40 ms and a cached one nothing. 512 queries of at most 5 vectors of 384 floats: 4 MB.
@@ -122,7 +123,7 @@ async def search_tools(
     )
     if patterns is not None:
         hits = scoped_hits(hits, patterns, include_out_of_scope=body.include_out_of_scope)
-    hits = hits[: body.limit]
+    hits = [{**h, "returns": returns_line(h.get("output_schema"))} for h in hits[: body.limit]]
     if body.declarations == "typescript":
         hits = with_declarations(hits)
     return ToolSearchResponse(query=body.query, hits=[ToolHit.model_validate(h) for h in hits])

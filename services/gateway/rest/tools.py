@@ -65,7 +65,9 @@ def list_servers(state: State) -> dict[str, Any]:
     there); ``replicas`` holds each replica's own state and last error. ``direct`` is the MCP
     endpoint serving the server's own tools directly (null once it is ``removed``), and
     ``protocol_version`` the MCP revision it negotiated with the toolhost (null before it
-    ever connected). The top-level ``direct`` serves every server's tools as ``<server>.<tool>``."""
+    ever connected); ``protocol_fallback`` (null for most) says when the toolhost also speaks
+    2025-11-25 to a server whose tools answer 2026-07-28 calls from an older engine (its
+    ``protocolVersion``, what goes there (``for``) and the ``reason``). The top-level ``direct`` serves every server's tools as ``<server>.<tool>``."""
     with state.pool.connection() as conn:
         rows = servers_store.list_servers(conn)
     for row in rows:

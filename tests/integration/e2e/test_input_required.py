@@ -63,9 +63,21 @@ async def _first_round(client: Client, question: str) -> types.InputRequiredResu
 async def test_execute_code_gets_an_input_required_result_and_the_answer_reaches_the_tool(
     ready: E2EStack,
 ) -> None:
+    heard: list[str | None] = []  # the run's progress, over both rounds
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message)
+
+    code = f'progress("about to ask", done=1, total=2)\n{ASK}'
     async with Client(f"{ready.gateway_url}/mcp", elicitation_callback=_answering("x", [])) as c:
         assert c.protocol_version == "2026-07-28"
-        first = await _first_round(c, "Who wrote the first program?")
+        first = await c.session.call_tool(
+            "execute_code",
+            {"code": code, "args": {"q": "Who wrote the first program?"}},
+            allow_input_required=True,
+            progress_callback=on_progress,
+        )
+        assert isinstance(first, types.InputRequiredResult), first
         (key, asked), *others = (first.input_requests or {}).items()
         assert not others and isinstance(asked, types.ElicitRequest)
         assert asked.params.message == "Who wrote the first program?"
@@ -74,10 +86,12 @@ async def test_execute_code_gets_an_input_required_result_and_the_answer_reaches
         answer = types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
         done = await c.session.call_tool(
             "execute_code",
-            {"code": ASK, "args": {"q": "Who wrote the first program?"}},
+            {"code": code, "args": {"q": "Who wrote the first program?"}},
             input_responses={key: answer},
             request_state=first.request_state,
+            progress_callback=on_progress,
         )
+    assert heard == ["about to ask"]  # sent in the first round, not again after the answer
     ran = _payload(done)
     assert ran["status"] == "succeeded", ran
     assert ran["result"] == {"action": "accept", "name": "Ada Lovelace"}

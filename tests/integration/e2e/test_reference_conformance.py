@@ -14,7 +14,12 @@ import httpx
 import pytest
 
 from deploy.launcher.embedded import free_port
-from tests.integration.mcp_servers import conformance_server, run_conformance
+from tests.integration.mcp_servers import (
+    compare_with_direct,
+    conformance_server,
+    run_conformance,
+    verdict,
+)
 from tests.stack import E2EStack, stack_fixture, wait_until
 
 # The suite leaves many questions unanswered (it checks the first round and moves on), and a
@@ -92,32 +97,11 @@ def direct_url(reference: E2EStack) -> str:
 def test_every_scenario_that_passes_directly_passes_through_the_gateway(
     reference: E2EStack, direct_url: str, revision: str, tmp_path: Path
 ) -> None:
-    direct = run_conformance(direct_url, revision, tmp_path / "direct")
     url = f"{reference.gateway_url}/mcp/servers/conformance"
-    gateway = run_conformance(url, revision, tmp_path / "gateway")
-    passed = {name for name, failures in direct.items() if not failures}
-    # A scenario that passed directly and failed through the gateway, not a known gap, runs
-    # once more alone: some checks give a sandboxed call a sub-second window (sep-2575's
-    # 500 ms for a call that must not log) that a loaded machine can miss; a real difference
-    # fails both runs, and the report shows the first.
-    for name in passed - set(GATEWAY_GAPS[revision]):
-        if gateway.get(name) != []:
-            again = run_conformance(url, revision, tmp_path / f"again-{name}", scenario=name)
-            if again.get(name) == []:
-                gateway[name] = []
-    through = {name for name, failures in gateway.items() if not failures}
-    report = "\n".join(
-        f"{name}: direct {_verdict(direct.get(name))} | gateway {_verdict(gateway.get(name))}"
-        for name in sorted(direct | gateway)
-    )
+    gaps = frozenset(GATEWAY_GAPS[revision])
+    passed, through, report = compare_with_direct(direct_url, url, revision, tmp_path, gaps=gaps)
     assert passed == EXPECTED[revision], report
-    assert through == passed - set(GATEWAY_GAPS[revision]), report
-
-
-def _verdict(failures: list[str] | None) -> str:
-    if failures is None:
-        return "not run"
-    return "pass" if not failures else f"FAIL {failures}"
+    assert through == passed - gaps, report
 
 
 # The gateway's own surface (/mcp: search_tools, execute_code, ..., its prompts and the
@@ -166,7 +150,7 @@ def test_the_gateway_surface_passes_its_scenarios(
     # (prefixed) or under their own names (bare: none collides with a meta-tool).
     url = f"{reference.gateway_url}/mcp?mode={mode}&names={names}"
     ran = run_conformance(url, revision, tmp_path)
-    report = "\n".join(f"{name}: {_verdict(ran.get(name))}" for name in sorted(ran))
+    report = "\n".join(f"{name}: {verdict(ran.get(name))}" for name in sorted(ran))
     assert {name for name, failures in ran.items() if not failures} >= MCP_PASS[revision], report
     if revision == "2026-07-28":
         stateless = {failure.split(":")[0] for failure in ran["server-stateless"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -184,12 +185,14 @@ async def test_mcp_execute_code_takes_the_language(stack: E2EStack) -> None:
 ADD_DECLARATION = """/**
  * Add two numbers.
  *
- * Call: await mcp.example.add(args)
+ * Call: const result: ExampleAddResult = await mcp.example.add(args)
  */
 type ExampleAddArgs = {
   a: number;
   b: number;
-};"""
+};
+/** What the call returns (the tool's structured content). */
+type ExampleAddResult = number;"""
 
 
 def _declarations(hits: list[dict[str, Any]]) -> dict[str, str]:
@@ -216,11 +219,29 @@ def test_tool_declarations_come_from_the_real_servers_schemas_when_asked(
     assert "/** IANA timezone name" in now
     assert not _declarations(plain) and not _declarations(unasked)
     assert refused.status_code == 422 and "declarations" in refused.text
+    # What a call returns, in every hit: the output schema where the server declares one
+    # (the SDK's wrapped {"result": number}), and the convention code sees, with an example
+    # (a tool without one returns its text: tests/unit/tools/test_returns.py).
+    add = next(hit for hit in unasked if hit["id"] == "example:add")
+    assert add["output_schema"]["properties"]["result"]["type"] == "number"
+    assert add["returns"] == "returns its structured result unwrapped, e.g. 0"
+    with stack.client() as client:
+        clock = client.post("/v1/tools/search", json={"query": "current time in a timezone"})
+    now_hit = next(h for h in clock.json()["hits"] if h["id"] == "time:get_current_time")
+    # mcp-server-time (PyPI) declares its TimeResult: the example is built from it.
+    assert set(now_hit["output_schema"]["properties"]) >= {"timezone", "datetime", "is_dst"}
+    said, example = now_hit["returns"].split(", e.g. ")
+    assert said == "returns its structured content (see output_schema)"
+    assert ast.literal_eval(example) == {
+        "timezone": "…", "datetime": "…", "day_of_week": "…", "is_dst": False,
+    }  # fmt: skip
 
     # The declarations are TypeScript the compiler takes, and they catch a wrong call.
     source = "\n".join(declared.values()) + "\n"
     good = tmp_path / "good.ts"
-    good.write_text(source + "const ok: ExampleAddArgs = { a: 1, b: 2 };\n")
+    good.write_text(
+        source + "const ok: ExampleAddArgs = { a: 1, b: 2 };\nconst sum: ExampleAddResult = 3;\n"
+    )
     bad = tmp_path / "bad.ts"
     bad.write_text(source + 'const wrong: ExampleAddArgs = { a: "1" };\n')
     checked = _deno_check(good, tmp_path)
@@ -242,6 +263,9 @@ async def test_mcp_search_tools_offers_declarations_when_asked(stack: E2EStack) 
     assert asked.structured_content is not None and unasked.structured_content is not None
     assert _declarations(asked.structured_content["hits"])["example:add"] == ADD_DECLARATION
     assert not _declarations(unasked.structured_content["hits"])
+    add = next(h for h in unasked.structured_content["hits"] if h["id"] == "example:add")
+    assert add["returns"] == "returns its structured result unwrapped, e.g. 0"
+    assert add["output_schema"]["properties"]["result"]["type"] == "number"
     assert wrong.is_error and "declarations" in _text(wrong.content[0])
 
 

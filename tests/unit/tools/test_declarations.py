@@ -151,3 +151,18 @@ def test_rows_get_a_declaration_each() -> None:
     assert with_declarations(rows) == [
         {**rows[0], "declaration": "/** Call: await mcp.a.b(args) */\ntype ABArgs = unknown;"}
     ]
+
+
+def test_a_declared_output_schema_adds_the_type_of_the_result() -> None:
+    text = tool_declaration(
+        "filesystem",
+        "read_text_file",
+        "Read a file.",
+        _obj({"path": {"type": "string"}}),
+        _obj({"content": {"type": "string"}}),
+    )
+    assert "Call: const result: FilesystemReadTextFileResult = " in text
+    assert text.endswith("type FilesystemReadTextFileResult = {\n  content?: string;\n};")
+    wrapped = tool_declaration("s", "t", "", {}, _obj({"result": {"type": "integer"}}))
+    assert wrapped.endswith("type STResult = number;")
+    assert "Result" not in tool_declaration("s", "t", "", {}, None)

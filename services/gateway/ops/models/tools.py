@@ -12,7 +12,8 @@ from shared.inputs import RequestModel
 Declarations = Literal["typescript"]
 DECLARATIONS_DESCRIPTION = (
     "`typescript`: each tool also carries `declaration`, a TypeScript type of its input "
-    "(from its JSON Schema, descriptions as JSDoc) for code called with language typescript"
+    "(from its JSON Schema, descriptions as JSDoc) and, where it declares an output schema, of "
+    "what it returns, for code called with language typescript"
 )
 
 
@@ -67,6 +68,17 @@ class ToolHit(BaseModel):
     name: str
     description: str
     input_schema: dict[str, Any] = Field(description="JSON Schema of the tool's arguments")
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of the structured content the tool returns, where its server "
+        "declares one (absent otherwise)",
+        exclude_if=lambda value: value is None,
+    )
+    returns: str = Field(
+        default="",
+        description="what a call gives your code, with an example, e.g. "
+        "\"returns its structured content (see output_schema), e.g. {'content': '…'}\"",
+    )
     available: bool = Field(description="false while its server is down or the tool is unusable")
     score: float = Field(description="fused rank score; higher is better")
     scores: ToolScores
