@@ -135,3 +135,15 @@ def dashboard(
 ) -> None:
     """Dashboard graph render time in headless Chromium (Cytoscape + fcose), per view."""
     _run("dashboard", capabilities=capabilities, tools=tools, screenshots=screenshots)
+
+
+@bench_app.command("footprint")
+def footprint(
+    compare: str | None = typer.Option(
+        None,
+        help="a git ref (or a checkout's directory) measured first, its search beside this one's",
+    ),
+) -> None:
+    """PSS per process of an idle stack with five published MCP servers (servers apart),
+    and tool-search latency over REST; with --compare REF, REF's figures beside these."""
+    _run("footprint", compare=compare)
