@@ -132,8 +132,16 @@ class GatewayEmbedder:
     """Embeds through the gateways' ``EmbeddingServer``; loads a model of its own only when
     none answers (and keeps using it)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        startup_grace_s: float = STARTUP_GRACE_S,
+    ) -> None:
         self.model_name = settings.embedding_model
+        self.timeout_s = timeout_s
+        self.startup_grace_s = startup_grace_s
         self._settings = settings
         self._client = _client(settings.redis_url or "")
         self._lock = threading.Lock()
@@ -164,7 +172,7 @@ class GatewayEmbedder:
             "id": request_id,
             "model": self.model_name,
             "texts": texts,
-            "deadline": time.time() + REQUEST_TIMEOUT_S,
+            "deadline": time.time() + self.timeout_s,
         }
         key = EMBED_REPLY_PREFIX + request_id
         try:
@@ -174,9 +182,9 @@ class GatewayEmbedder:
                 if popped:
                     break
                 waited = time.monotonic() - started
-                if waited >= REQUEST_TIMEOUT_S:
+                if waited >= self.timeout_s:
                     raise _NoAnswer(f"no gateway embedded {len(texts)} texts in {waited:.0f} s")
-                if waited >= STARTUP_GRACE_S and not self._served():
+                if waited >= self.startup_grace_s and not self._served():
                     raise _NoAnswer(f"no gateway serves embeddings with {self.model_name!r}")
         except redis.RedisError as exc:
             raise _NoAnswer(f"asking the gateways for embeddings failed ({exc})") from exc
