@@ -31,9 +31,10 @@ from shared.queues import EMBED_REPLY_PREFIX, EMBED_REQUESTS, EMBED_SERVER_PREFI
 
 log = logging.getLogger(__name__)
 
-# A gateway that has just started loads its model before the first answer (~6 s, more
-# under load); a sync of a big server embeds ~100 descriptions in well under a second.
-REQUEST_TIMEOUT_S = 60.0
+# A gateway that has just started loads its model before the first answer (~6 s idle,
+# over a minute on a saturated 2-core machine); a big server's ~100 descriptions take
+# well under a second. Waiting costs a background sync; giving up costs a second model.
+REQUEST_TIMEOUT_S = 120.0
 # No gateway beat this long into a request: none is starting either.
 STARTUP_GRACE_S = 20.0
 BEAT_EVERY_S = 5.0
@@ -96,6 +97,8 @@ class EmbeddingServer:
             except redis.RedisError as exc:
                 log.warning("embedding server: Redis failed (%s); retrying", exc)
                 self._stop.wait(POLL_S)
+            except Exception:  # the thread must outlive any one request
+                log.exception("embedding server: a request failed")
 
     def _answer(self, raw: bytes | str) -> None:
         try:

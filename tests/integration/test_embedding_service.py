@@ -70,9 +70,9 @@ def gateway_settings(redis_url: str) -> Settings:
 
 @pytest.fixture
 def server(gateway_settings: Settings) -> Iterator[EmbeddingServer]:
-    served = EmbeddingServer(
-        redis_url=gateway_settings.redis_url or "", embedder=get_embedder(gateway_settings)
-    ).start()
+    embedder = get_embedder(gateway_settings)
+    embedder.embed(["loaded before it serves, as the gateway's warm-up does"])
+    served = EmbeddingServer(redis_url=gateway_settings.redis_url or "", embedder=embedder).start()
     yield served
     served.stop()
 
