@@ -40,6 +40,7 @@ import httpx
 import psutil
 
 from deploy.bench.datasets import DATA
+from deploy.bench.e2e import _checkout as checkout
 from deploy.launcher.state import StackState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -341,24 +342,6 @@ def held_stack(root: Path, config: Path) -> Iterator[Held]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-@contextmanager
-def checkout(ref: str) -> Iterator[Path]:
-    """A directory holding ``ref``'s tree: the directory itself, or a `git archive` of it."""
-    if Path(ref).is_dir():
-        yield Path(ref).resolve()
-        return
-    with tempfile.TemporaryDirectory(prefix="agentcards-ref-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", ref],
-            capture_output=True,
-            check=False,
-        )
-        if archive.returncode != 0:
-            raise RuntimeError(f"--compare {ref}: {archive.stderr.decode(errors='replace')}")
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        yield Path(tmp)
 
 
 def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:

@@ -147,3 +147,10 @@ def footprint(
     """PSS per process of an idle stack with five published MCP servers (servers apart),
     and tool-search latency over REST; with --compare REF, REF's figures beside these."""
     _run("footprint", compare=compare)
+
+
+@bench_app.command("install")
+def install(keep: bool = typer.Option(False, help="keep the venv (its path is printed)")) -> None:
+    """`pip install -e .` into a fresh venv (torch first, timed apart): the phases, the
+    slowest packages to collect, the largest installed distributions."""
+    _run("install", keep=keep)
