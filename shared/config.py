@@ -66,6 +66,14 @@ class Settings(BaseSettings):
         description="intra-op threads of each process's embedding model; raise it on a host "
         "that runs learning workers alone",
     )
+    # Torch and the model cost a process ~0.5 GiB; the gateway holds them for search
+    # latency, so the toolhost and learning workers can ask it instead of loading their own.
+    embeddings_from: Literal["self", "gateway"] = Field(
+        default="self",
+        description="where the toolhost and learning workers get embeddings: `self` loads the "
+        "model in each process, `gateway` asks the gateways over Redis (one model per gateway; "
+        "`agentcards up` sets it) and loads its own only if no gateway answers",
+    )
     # Two took the LiveMCPBench questions' embedding from 15.6 to 11.7 ms (p50) on two
     # cores; one pass gains nothing.
     query_embedding_workers: int = Field(

@@ -51,6 +51,9 @@ RPC_REQUESTS = KEY_PREFIX + "rpc:requests"  # list; bridges RPUSH, toolhosts BLP
 # + ":" + server; calls a replica with that server down handed to the replicas that have it
 # ready (only those BLPOP it)
 RPC_REPLY_PREFIX = KEY_PREFIX + "rpc:reply:"  # + call_id; list with expiry
+# Embeddings the gateways compute for the toolhost and learning workers (shared.embeddings.service)
+EMBED_REQUESTS = KEY_PREFIX + "embed:requests"  # list; askers RPUSH, gateways BLPOP
+EMBED_REPLY_PREFIX = KEY_PREFIX + "embed:reply:"  # + request id; list with expiry
 EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
 TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
@@ -62,6 +65,8 @@ SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"
 POLICY_RELOAD_CHANNEL = KEY_PREFIX + "policy:reload"
 BEAT_LEADER_KEY = KEY_PREFIX + "beat:leader"  # holder of the lease to send the schedule
 HEARTBEAT_PREFIX = KEY_PREFIX + "heartbeat:"  # + process name; expiring key
+# + host:pid; a gateway serving embeddings, its value the model's name
+EMBED_SERVER_PREFIX = HEARTBEAT_PREFIX + "embedder:"
 METRICS_PREFIX = KEY_PREFIX + "metrics:"  # + name; counters and histogram buckets (hashes)
 GRAPH_FINGERPRINT_KEY = KEY_PREFIX + "graph:fingerprint"  # last refreshed edge-set fingerprint
 REAP_SUSPECT_PREFIX = KEY_PREFIX + "reap:suspect:"  # + execution_id; when its worker went missing

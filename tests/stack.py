@@ -144,7 +144,9 @@ def running_stack(
             home=tmp / "home",
             mcp_config=config,
             gateway_port=port,
-            **{"sandbox_wall_time_s": 20, **settings},
+            # As `agentcards up` runs them: the toolhost and learning worker embed through
+            # the gateway (one model in memory).
+            **{"sandbox_wall_time_s": 20, "embeddings_from": "gateway", **settings},
         ),
         gateway_url=f"http://127.0.0.1:{port}",
         tmp=tmp,

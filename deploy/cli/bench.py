@@ -145,3 +145,22 @@ def policy(
     """Policy decisions: p50/p99 per decision (allowed, forbidden, nothing permits) at 100 and
     1,000 policies, and a tool call through the RPC channel with each beside no policy."""
     _run("policy", n=n, calls=calls)
+
+
+@bench_app.command("footprint")
+def footprint(
+    compare: str | None = typer.Option(
+        None,
+        help="a git ref (or a checkout's directory) measured first, its search beside this one's",
+    ),
+) -> None:
+    """PSS per process of an idle stack with five published MCP servers (servers apart),
+    and tool-search latency over REST; with --compare REF, REF's figures beside these."""
+    _run("footprint", compare=compare)
+
+
+@bench_app.command("install")
+def install(keep: bool = typer.Option(False, help="keep the venv (its path is printed)")) -> None:
+    """`pip install -e .` into a fresh venv (torch first, timed apart): the phases, the
+    slowest packages to collect, the largest installed distributions."""
+    _run("install", keep=keep)

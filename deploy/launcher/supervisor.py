@@ -158,6 +158,9 @@ class Stack:
             # The stack runs Flower, which shows a task only from its events; its own
             # `enable_events` reaches the workers late (tests/integration/observability).
             env["AGENTCARDS_CELERY_TASK_EVENTS"] = "true"
+        if "AGENTCARDS_EMBEDDINGS_FROM" not in os.environ:
+            # One model in memory: the toolhost and learning worker ask the gateway.
+            env["AGENTCARDS_EMBEDDINGS_FROM"] = "gateway"
         env.update(self.extra_env)
         env.update(
             {

@@ -47,6 +47,7 @@ from services.gateway.signin import FLOWER, SignIn
 from services.gateway.state import GatewayState
 from shared.auth.store import active_keys_exist
 from shared.config import Settings, get_settings
+from shared.embeddings import EmbeddingServer, get_embedder
 from shared.errors import AgentCardsError, ConfigError
 from shared.inputs import body_bytes_cap
 from shared.logs import configure_logging
@@ -78,6 +79,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         holder["state"] = state
         app.state.gateway = state
         threading.Thread(target=warm_up, args=(state,), name="search-warm-up", daemon=True).start()
+        # The toolhost and learning workers embed with this process's model (docs/architecture.md).
+        embedding_server = EmbeddingServer(
+            redis_url=settings.require_urls()[1], embedder=get_embedder(settings)
+        ).start()
         drainer = start_drainer(state)  # direct calls' records, to Postgres
         try:
             async with mcp.session_manager.run(), anyio.create_task_group() as group:
@@ -88,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 group.cancel_scope.cancel()
         finally:
             drainer.stop()
+            embedding_server.stop()
             if flower is not None:
                 await flower.aclose()
             await state.close()

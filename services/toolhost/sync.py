@@ -143,7 +143,8 @@ def sync_server_tools(
 
 
 class LazyEmbedder:
-    """Loads the embedding model on first use, once per process (~5 s), from any thread."""
+    """The process's embedder (``embedder_for``: the gateways', or a model of its own loaded
+    on first use, ~5 s), made on first use from any thread."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -162,7 +163,7 @@ class LazyEmbedder:
     def _get(self) -> Any:
         with self._lock:
             if self._embedder is None:
-                from shared.embeddings import get_embedder
+                from shared.embeddings import embedder_for
 
-                self._embedder = get_embedder(self._settings)
+                self._embedder = embedder_for(self._settings)
             return self._embedder

@@ -19,7 +19,7 @@ from pydantic import Field
 from shared.capabilities import lifecycle
 from shared.capabilities.listing import ITEM_SELECT
 from shared.capabilities.normalize import code_hash
-from shared.embeddings import Embedder, embed_cached
+from shared.embeddings import Embeds, embed_cached
 from shared.inputs import SQL_INT_MAX, RequestModel
 
 Conn = psycopg.Connection[Any]
@@ -121,7 +121,7 @@ _COPIED = {
 }  # fmt: skip
 
 
-def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embedder) -> list[Row]:
+def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embeds) -> list[Row]:
     """Add the bundle's capabilities to the tenant in the caller's transaction; per entry,
     ``{id, name, version, source_id, status}`` with status ``created`` or ``merged``.
 

@@ -17,7 +17,7 @@ from shared.capabilities import lifecycle
 from shared.capabilities.naming import capability_description, capability_name, unique_name
 from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import infer_parameters_schema, tools_called
-from shared.embeddings import Embedder, embed_cached
+from shared.embeddings import Embeds, embed_cached
 from shared.errors import Conflict, NotFound
 from shared.tools.store import get_tools
 
@@ -38,7 +38,7 @@ class ManualCapability:
 
 
 def create_manual(
-    conn: Conn, *, tenant_id: str, spec: ManualCapability, embedder: Embedder
+    conn: Conn, *, tenant_id: str, spec: ManualCapability, embedder: Embeds
 ) -> tuple[Row, bool]:
     """Store a manual capability; (its item, True when it is a new version of an existing name).
 
@@ -98,7 +98,7 @@ def edit(
     tenant_id: str,
     capability_id: str,
     changes: dict[str, Any],
-    embedder: Embedder,
+    embedder: Embeds,
 ) -> Row:
     """Apply ``changes`` (any of name, description, intent, aliases: the list replaces them;
     disabled: true hides it from matching, search and suggestions and refuses runs)."""

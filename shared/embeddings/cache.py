@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 if TYPE_CHECKING:
     import psycopg
 
-    from shared.embeddings.embedder import Embedder
+    from shared.embeddings.embedder import Embeds
 
 
 def text_hash(*, model: str, text: str) -> str:
@@ -21,7 +21,7 @@ def text_hash(*, model: str, text: str) -> str:
 
 
 def embed_cached(
-    *, conn: psycopg.Connection[Any], embedder: Embedder, texts: Sequence[str]
+    *, conn: psycopg.Connection[Any], embedder: Embeds, texts: Sequence[str]
 ) -> list[list[float]]:
     """Embeddings of ``texts`` in order, read from ``embedding_cache`` or computed and stored.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.config import Settings
 from shared.embeddings.model import (
@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 # 32 short intents per forward pass: the sentence-transformers default, and small
 # enough that a batch stays well under 100 MB of activations on CPU.
 DEFAULT_BATCH_SIZE = 32
+
+
+class Embeds(Protocol):
+    """What embedding callers use: the model's name (the cache's key) and vectors in order;
+    an ``Embedder`` or the gateways' (``service.GatewayEmbedder``)."""
+
+    model_name: str
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 class Embedder:

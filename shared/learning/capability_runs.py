@@ -22,7 +22,7 @@ from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import call_signature, infer_parameters_schema
 from shared.capabilities.stats import CapabilityStats, record_run
 from shared.capabilities.store import STATS_FIELDS as _STATS_FIELDS
-from shared.embeddings import Embedder, embed_cached
+from shared.embeddings import Embeds, embed_cached
 from shared.tools.store import get_tools
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -76,7 +76,7 @@ def apply_capability_runs(
     *,
     learned: Sequence[LearnedRun],
     reruns: Sequence[Rerun],
-    embedder: Embedder,
+    embedder: Embeds,
 ) -> dict[str, CapabilityOutcome]:
     """Apply every run to its capability inside the caller's transaction; by execution id.
 
@@ -194,7 +194,7 @@ def _write_updates(conn: Conn, updates: Sequence[_Update]) -> dict[str, dict[str
 
 
 def _insert_new(
-    conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]], embedder: Embedder
+    conn: Conn, *, groups: dict[tuple[str, str], list[LearnedRun]], embedder: Embeds
 ) -> dict[str, CapabilityOutcome]:
     """Insert one capability per new code hash, its stats folded over the batch's runs of it.
 

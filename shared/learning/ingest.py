@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from shared.capabilities.learners import record_learners
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
-from shared.embeddings import Embedder
+from shared.embeddings import Embeds
 from shared.errors import ErrorType
 from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import SUMMARY_VERSION, summary_of
@@ -78,7 +78,7 @@ class IngestResult:
 
 
 def ingest_executions(
-    conn: Conn, *, execution_ids: Sequence[str], embedder: Embedder
+    conn: Conn, *, execution_ids: Sequence[str], embedder: Embeds
 ) -> dict[str, IngestResult]:
     """Apply the executions' lessons inside the caller's transaction (the caller commits).
 
@@ -113,7 +113,7 @@ def ingest_executions(
 
 
 def _apply(
-    conn: Conn, *, rows: Sequence[dict[str, Any]], embedder: Embedder
+    conn: Conn, *, rows: Sequence[dict[str, Any]], embedder: Embeds
 ) -> dict[str, IngestResult]:
     summaries = {str(r["id"]): summary_of(r) for r in rows}
     decisions: dict[str, LearningDecision] = {

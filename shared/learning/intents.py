@@ -9,7 +9,7 @@ import psycopg
 
 from shared.capabilities.aliases import add_aliases
 from shared.capabilities.outcome import LearningDecision, Verdict
-from shared.embeddings import Embedder, embed_cached
+from shared.embeddings import Embeds, embed_cached
 from shared.executions.status import ExecutionStatus
 from shared.learning.capability_runs import CapabilityOutcome
 from shared.search.learned import record_intents
@@ -35,7 +35,7 @@ def learn_intents(
     rows: Sequence[Mapping[str, Any]],
     decisions: Mapping[str, LearningDecision],
     capabilities: Mapping[str, CapabilityOutcome],
-    embedder: Embedder,
+    embedder: Embeds,
 ) -> None:
     """Store each run's intent → tools evidence, and its intent as an alias of the capability it
     ran (one embedding call for the batch, cached; in the caller's transaction)."""

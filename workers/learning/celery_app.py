@@ -43,8 +43,12 @@ def _warm_embedder(**_: Any) -> None:
     Loading takes seconds; done lazily it would delay the first ingestion past the
     gateway's grace for reporting the learned capability. A thread keeps the pool
     process ready for messages meanwhile (the embedder's lock serialises the load).
+    A worker that asks the gateways for embeddings (``embeddings_from=gateway``) loads none.
     """
     from workers.learning import clients
+
+    if get_settings().embeddings_from != "self":
+        return
 
     def warm_up() -> None:
         clients.embedder().embed(["warm-up"])
