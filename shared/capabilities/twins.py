@@ -38,18 +38,17 @@ def twin_head(
 # the only rows whose code needs parsing to find twins. A person's manual capabilities stay
 # as they made them (one given its own name is kept apart on purpose).
 _CANDIDATES_SQL = """
-SELECT c.tenant_id, c.id::text AS id, c.name, c.code, c.language, c.tools_used::text AS tools,
-       coalesce(c.family_id, c.id)::text AS family,
-       (SELECT min(f.created_at) FROM capabilities AS f WHERE f.tenant_id = c.tenant_id
-          AND coalesce(f.family_id, f.id) = coalesce(c.family_id, c.id)) AS born
-  FROM capabilities AS c
- WHERE c.source = 'emergent' AND (%(t)s::text IS NULL OR c.tenant_id = %(t)s)
-   AND NOT EXISTS (SELECT 1 FROM capabilities AS n
-                    WHERE n.tenant_id = c.tenant_id AND n.version > c.version
-                      AND coalesce(n.family_id, n.id) = coalesce(c.family_id, c.id))
-   AND (SELECT count(DISTINCT coalesce(o.family_id, o.id)) FROM capabilities AS o
-         WHERE o.tenant_id = c.tenant_id AND o.language = c.language
-           AND o.tools_used = c.tools_used AND o.source = 'emergent') > 1
+SELECT * FROM (
+  SELECT h.*, count(*) OVER (PARTITION BY h.tenant_id, h.language, h.tools) AS peers
+    FROM (SELECT c.tenant_id, c.id::text AS id, c.name, c.code, c.language, c.source,
+                 c.tools_used::text AS tools, coalesce(c.family_id, c.id)::text AS family,
+                 min(c.created_at) OVER family AS born,
+                 row_number() OVER (family ORDER BY c.version DESC, c.created_at DESC) AS k
+            FROM capabilities AS c
+           WHERE %(t)s::text IS NULL OR c.tenant_id = %(t)s
+          WINDOW family AS (PARTITION BY c.tenant_id, coalesce(c.family_id, c.id))) AS h
+   WHERE h.k = 1 AND h.source = 'emergent') AS heads
+ WHERE peers > 1
  ORDER BY born, family
 """
 
