@@ -73,13 +73,13 @@ class E2EStack:
     env: dict[str, str] = field(default_factory=dict)  # for every process (OTEL_*, say)
     headers: dict[str, str] = field(default_factory=dict)  # sent by client() and mcp_session
 
-    def as_new_tenant(self) -> E2EStack:
-        """The same stack, its clients speaking for a tenant of their own with a new key: a
-        shared stack's tests keep apart as the product's users do."""
+    def as_new_tenant(self, tenant_id: str | None = None) -> E2EStack:
+        """The same stack, its clients speaking for a tenant of their own (a new one unless
+        given) with a new key: a shared stack's tests keep apart as the product's users do."""
         from shared.auth.store import issue_key
 
         with self.db() as conn:
-            _, key = issue_key(conn, tenant_id=f"t-{uuid.uuid4().hex[:10]}")
+            _, key = issue_key(conn, tenant_id=tenant_id or f"t-{uuid.uuid4().hex[:10]}")
         return dataclasses.replace(self, headers={"Authorization": f"Bearer {key}"})
 
     def start(self, name: str, argv: list[str], *, extra_env: dict[str, str] | None = None) -> Proc:

@@ -16,9 +16,10 @@ from redis.backoff import ExponentialBackoff
 from services.gateway.outage import DependencyProbe, outage_aware_pool
 from shared.auth.cache import PrincipalCache
 from shared.broker import make_celery
+from shared.capabilities.twins import merge_twins
 from shared.clients import FAST_RETRIES, fast_retry
 from shared.config import Settings
-from shared.db import DictConnection, migrate
+from shared.db import DictConnection, connect, migrate
 from shared.policy.engine import PolicyEngine
 from shared.pubsub_hub import PubSubHub
 from shared.rpc.client import RpcClient
@@ -69,6 +70,8 @@ class GatewayState:
         database_url, redis_url = settings.require_urls()
         policy = policy or PolicyEngine(settings.policy_file)
         migrate(settings)
+        with connect(database_url) as conn:  # twins stored apart become one family, once
+            merge_twins(conn)
         celery = make_celery("agentcards-gateway", settings=settings)
         # Publishing to a dead broker: fail in about a second (503), never retry for long.
         celery.conf.broker_connection_timeout = 1

@@ -16,9 +16,10 @@ from typing import Any, Literal
 import psycopg
 from pydantic import Field
 
-from shared.capabilities import lifecycle
+from shared.capabilities import lifecycle, store
 from shared.capabilities.listing import ITEM_SELECT
 from shared.capabilities.normalize import code_hash
+from shared.capabilities.twins import twin_head
 from shared.embeddings import Embeds, embed_cached
 from shared.inputs import SQL_INT_MAX, RequestModel
 
@@ -127,8 +128,10 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
 
     Entries go in (family, version) order. Code the tenant has (same hash) is merged: the
     stats of the more used side, the earliest creation, the latest use, the union of
-    aliases; name and version stay. A family's later versions join the family its earlier
-    ones joined, at a version no lower than the bundle's.
+    aliases; name and version stay. New code making the same tool calls as a capability the
+    tenant has (``twins``) is that capability's next version, under its name, inheriting its
+    phrasings. A family's later versions join the family its earlier ones joined, at a version
+    no lower than the bundle's.
     """
     entries = sorted(bundle.capabilities, key=lambda e: (e.family, e.version, e.name))
     for i, entry in enumerate(bundle.capabilities):
@@ -148,11 +151,18 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
             name, version = known["name"], known["version"]
         else:
             family = families.get(entry.family)
-            version = entry.version
+            version, name, twin = entry.version, entry.name, None
             if family is not None:
                 version = max(
                     version, lifecycle.family_top(conn, tenant_id=tenant_id, family=family) + 1
                 )
+            else:
+                twin = twin_head(
+                    conn, tenant_id=tenant_id, code=entry.code, language=entry.language,
+                    tools_used=entry.tools_used,
+                )  # fmt: skip
+            if twin is not None:  # the tenant's capability doing the same job: its next version
+                family, name, version = twin["family"], twin["name"], int(twin["top"]) + 1
             capability_id = lifecycle.insert(
                 conn,
                 tenant_id=tenant_id,
@@ -161,12 +171,15 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
                     **entry.stats.model_dump(),
                     "code_hash": digest,
                     "vec": vectors[entry.intent],
+                    "name": name,
                     "version": version,
                     "family": family,
                 },
             )
-            families.setdefault(entry.family, capability_id)
-            status, name = "created", entry.name
+            if twin is not None:
+                store.inherit_phrasings(conn, pairs=[(capability_id, twin["id"])])
+            families.setdefault(entry.family, family or capability_id)
+            status = "created"
         lifecycle.add_aliases(
             conn,
             tenant_id=tenant_id,

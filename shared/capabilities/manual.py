@@ -13,10 +13,11 @@ from typing import Any
 
 import psycopg
 
-from shared.capabilities import lifecycle
+from shared.capabilities import lifecycle, store
 from shared.capabilities.naming import capability_description, capability_name, unique_name
 from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import infer_parameters_schema, tools_called
+from shared.capabilities.twins import twin_head
 from shared.embeddings import Embeds, embed_cached
 from shared.errors import Conflict, NotFound
 from shared.tools.store import get_tools
@@ -42,7 +43,9 @@ def create_manual(
 ) -> tuple[Row, bool]:
     """Store a manual capability; (its item, True when it is a new version of an existing name).
 
-    Conflict when the tenant already has this code (same hash): edit that one instead.
+    Conflict when the tenant already has this code (same hash): edit that one instead. Code
+    making the same tool calls as a capability (``twins``) is that capability's next version,
+    inheriting its phrasings, unless it comes with a name of its own.
     """
     lifecycle.check_code(spec.code, language=spec.language)
     if spec.name is not None:
@@ -59,7 +62,12 @@ def create_manual(
     schemas = {t: row["input_schema"] for t, row in get_tools(conn, ids=tools).items()}
     name = spec.name or capability_name(intent=spec.intent, tools_used=tools)
     family, version = lifecycle.next_version(conn, tenant_id=tenant_id, name=name)
-    if spec.name is None and family is not None:  # a derived name never joins a family
+    twin = twin_head(
+        conn, tenant_id=tenant_id, code=spec.code, language=spec.language, tools_used=tools
+    )
+    if twin is not None and spec.name in (None, twin["name"]):  # a name given keeps it apart
+        name, family, version = twin["name"], twin["family"], int(twin["top"]) + 1
+    elif spec.name is None and family is not None:  # a derived name never joins a family
         name, family, version = unique_name(name=name, code_hash=digest), None, 1
     vectors = embed_cached(conn=conn, embedder=embedder, texts=[spec.intent, *spec.aliases])
     capability_id = lifecycle.insert(
@@ -89,6 +97,8 @@ def create_manual(
         capability_id=capability_id,
         aliases=list(zip(spec.aliases, vectors[1:], strict=True)),
     )
+    if twin is not None and name == twin["name"]:
+        store.inherit_phrasings(conn, pairs=[(capability_id, twin["id"])])
     return _item(conn, tenant_id=tenant_id, capability_id=capability_id), family is not None
 
 

@@ -22,6 +22,7 @@ from shared.capabilities.normalize import code_hash
 from shared.capabilities.schema import call_signature, infer_parameters_schema
 from shared.capabilities.stats import CapabilityStats, record_run
 from shared.capabilities.store import STATS_FIELDS as _STATS_FIELDS
+from shared.capabilities.twins import twin_head
 from shared.embeddings import Embeds, embed_cached
 from shared.tools.store import get_tools
 
@@ -208,46 +209,33 @@ def _insert_new(
     vectors = embed_cached(conn=conn, embedder=embedder, texts=[r.intent for r in firsts])
     names = _names(conn, groups=groups, vectors=vectors)
     schemas = _schemas(conn, runs=[runs[-1] for runs in groups.values()])
-    params = []
+    params: dict[tuple[str, str], dict[str, Any]] = {}
     stats_of: dict[tuple[str, str], list[tuple[str, str, CapabilityStats]]] = {}
-    replaced: dict[tuple[str, str], str] = {}  # key → the version its capability replaces
-    for (key, runs), vector, (name, version, family, previous), schema in zip(
+    for (key, runs), vector, naming, schema in zip(
         groups.items(), vectors, names, schemas, strict=True
     ):
-        if previous is not None:
-            replaced[key] = previous
         first = runs[0]
         stats = CapabilityStats()
         steps = stats_of.setdefault(key, [])
         for i, run in enumerate(runs):
             stats = record_run(stats, ok=True, duration_ms=run.duration_ms)
             steps.append((run.execution_id, "learned" if i == 0 else "updated", stats))
-        params.append(
-            {
-                "tenant": key[0],
-                "hash": key[1],
-                "code": runs[-1].code,
-                "language": first.language,
-                "intent": first.intent,
-                "vec": vector,
-                "name": name,
-                "desc": capability_description(intent=first.intent, tools_used=first.tools_used),
-                "schema": Jsonb(schema),
-                "tools": Jsonb(list(runs[-1].tools_used)),
-                "version": version,
-                "family": family,
-                **{f: getattr(stats, f) for f in _STATS_FIELDS},
-            }
-        )
-    inserted = store.insert_capabilities(conn, rows=params)
-    store.inherit_phrasings(
-        conn,
-        pairs=[
-            (str(row["id"]), replaced[key])
-            for row in inserted
-            if (key := (row["tenant_id"], row["code_hash"])) in replaced
-        ],
-    )
+        params[key] = {
+            "tenant": key[0],
+            "hash": key[1],
+            "code": runs[-1].code,
+            "language": first.language,
+            "intent": first.intent,
+            "vec": vector,
+            "name": naming.name,
+            "desc": capability_description(intent=first.intent, tools_used=first.tools_used),
+            "schema": Jsonb(schema),
+            "tools": Jsonb(list(runs[-1].tools_used)),
+            "version": naming.version,
+            "family": naming.family,
+            **{f: getattr(stats, f) for f in _STATS_FIELDS},
+        }
+    inserted = _insert_in_order(conn, params=params, names=dict(zip(groups, names, strict=True)))
     vector_of = dict(zip(groups, vectors, strict=True))
     out: dict[str, CapabilityOutcome] = {}
     for row in inserted:
@@ -261,56 +249,117 @@ def _insert_new(
     return out
 
 
+@dataclass(frozen=True)
+class _Naming:
+    """Where a new capability goes: its name, version and family (None: a family of its own),
+    and the version it replaces: ``previous`` (an id) when stored, else ``after`` (the key of
+    a twin earlier in the batch, whose family, ``root``'s, is known once that is inserted)."""
+
+    name: str
+    version: int = 1
+    family: str | None = None
+    previous: str | None = None
+    root: tuple[str, str] | None = None
+    after: tuple[str, str] | None = None
+
+
+def _insert_in_order(
+    conn: Conn,
+    *,
+    params: dict[tuple[str, str], dict[str, Any]],
+    names: dict[tuple[str, str], _Naming],
+) -> list[dict[str, Any]]:
+    """Insert the batch: first the capabilities that start or continue a stored family, then
+    the later twins in the batch (their family is the first twin's); each new version
+    inherits the phrasings of the one it replaces."""
+    leaders = [k for k, n in names.items() if n.root is None]
+    inserted = store.insert_capabilities(conn, rows=[params[k] for k in leaders])
+    id_of = {(r["tenant_id"], r["code_hash"]): str(r["id"]) for r in inserted}
+    followers = [k for k, n in names.items() if n.root is not None]
+    for key in followers:
+        root = names[key].root
+        assert root is not None
+        root_id = id_of.get(root) or _stored_id(conn, root)
+        params[key]["family"] = names[root].family or root_id
+    later = store.insert_capabilities(conn, rows=[params[k] for k in followers])
+    id_of |= {(r["tenant_id"], r["code_hash"]): str(r["id"]) for r in later}
+    pairs = []
+    for key, naming in names.items():
+        previous = naming.previous
+        if naming.after is not None:
+            previous = id_of.get(naming.after) or _stored_id(conn, naming.after)
+        if key in id_of and previous is not None:
+            pairs.append((id_of[key], previous))
+    store.inherit_phrasings(conn, pairs=pairs)
+    return inserted + later
+
+
+def _stored_id(conn: Conn, key: tuple[str, str]) -> str | None:
+    """The id of the capability with this (tenant, code hash) another batch inserted."""
+    row = conn.execute(
+        "SELECT id::text AS id FROM capabilities WHERE tenant_id = %s AND code_hash = %s", key
+    ).fetchone()
+    return row["id"] if row else None
+
+
 def _names(
     conn: Conn,
     *,
     groups: dict[tuple[str, str], list[LearnedRun]],
     vectors: Sequence[Sequence[float]],
-) -> list[tuple[str, int, str | None, str | None]]:
-    """(name, version, family, id of the version it replaces) per new capability.
+) -> list[_Naming]:
+    """Where each new capability goes (``_Naming``).
 
     New code is the next version of a capability, never a twin beside it, when it does the
     same job: it calls the same tools in the same order passing each the same parameters
-    (``call_signature``), whatever its intent says; or, under a name already taken, it calls
-    the same tools for a near-identical intent. Other taken names (or one taken in this
-    batch) get the code hash appended."""
+    (``call_signature``), whatever its intent says, be that capability stored or earlier in
+    this batch; or, under a name already taken, it calls the same tools for a near-identical
+    intent. Other taken names (or one taken in this batch) get the code hash appended."""
     wanted = [
         (key, runs[0], capability_name(intent=runs[0].intent, tools_used=runs[0].tools_used))
         for key, runs in groups.items()
     ]
     taken = store.taken_names(conn, wanted=[(key[0], name) for key, _, name in wanted])
     batch: set[tuple[str, str]] = set()
-    names: list[tuple[str, int, str | None, str | None]] = []
-    for ((tenant, key_hash), run, name), vector in zip(wanted, vectors, strict=True):
-        version, family, previous = 1, None, None
-        twin = _twin_of(conn, tenant=tenant, run=run)
-        if twin is not None and (tenant, twin["name"]) not in batch:
-            name, version, family = twin["name"], int(twin["top"]) + 1, str(twin["family"])
-            previous = str(twin["id"])
+    # (tenant, language, tools, call signature) -> the batch's latest twin so far
+    twins_here: dict[tuple[Any, ...], tuple[tuple[str, str], _Naming]] = {}
+    names: list[_Naming] = []
+    for (key, run, name), vector in zip(wanted, vectors, strict=True):
+        tenant, key_hash = key
+        signature = call_signature(run.code, run.language)
+        job = (tenant, run.language, tuple(run.tools_used), signature)
+        naming = _Naming(name)
+        if signature and job in twins_here:
+            last_key, last = twins_here[job]
+            naming = _Naming(
+                last.name, last.version + 1, root=last.root or last_key, after=last_key
+            )
+        elif (twin := _twin_of(conn, tenant=tenant, run=run)) is not None and (
+            tenant,
+            twin["name"],
+        ) not in batch:
+            naming = _Naming(twin["name"], int(twin["top"]) + 1, twin["family"], twin["id"])
         elif (tenant, name) in taken and (tenant, name) not in batch:
             latest = store.latest_named(conn, tenant_id=tenant, name=name, intent_embedding=vector)
             if latest is not None and _same_job(latest, run):
-                version, family = int(latest["top"]) + 1, str(latest["family"])
-                previous = str(latest["id"])
+                naming = _Naming(name, int(latest["top"]) + 1, latest["family"], latest["id"])
             else:
-                name = unique_name(name=name, code_hash=key_hash)
+                naming = _Naming(unique_name(name=name, code_hash=key_hash))
         elif (tenant, name) in batch:
-            name = unique_name(name=name, code_hash=key_hash)
-        batch.add((tenant, name))
-        names.append((name, version, family, previous))
+            naming = _Naming(unique_name(name=name, code_hash=key_hash))
+        if signature:
+            twins_here[job] = (key, naming)
+        batch.add((tenant, naming.name))
+        names.append(naming)
     return names
 
 
 def _twin_of(conn: Conn, *, tenant: str, run: LearnedRun) -> dict[str, Any] | None:
-    """The latest version of the tenant's capability whose code makes the same tool calls as
-    the run's, in the same order, with the same parameter names; None when none does."""
-    signature = call_signature(run.code, run.language)
-    if not signature:  # code that calls no tool is matched by its text alone
-        return None
-    heads = store.family_heads(
-        conn, tenant_id=tenant, tools_used=run.tools_used, language=run.language
+    """The latest version of the tenant's stored capability whose code makes the same tool
+    calls as the run's; None when none does."""
+    return twin_head(
+        conn, tenant_id=tenant, code=run.code, language=run.language, tools_used=run.tools_used
     )
-    return next((h for h in heads if call_signature(h["code"], run.language) == signature), None)
 
 
 # Intents this close under one name say the same thing (rewordings score ~0.9-0.98).

@@ -4,8 +4,13 @@ intent says: one capability with both phrasings, one box on the dashboard."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from shared import tool_ids
+from shared.capabilities.twins import merge_twins
+from shared.embeddings import get_embedder
+from shared.learning.capability_runs import LearnedRun, apply_capability_runs
 from tests.integration.mcp_servers import example_server, time_server
 from tests.stack import E2EStack, stack_fixture
 
@@ -63,3 +68,92 @@ def test_a_paraphrase_with_the_same_calls_is_a_new_version_not_a_twin(
     boxes = [n["data"] for n in graph["nodes"] if n["data"].get("kind") == "capability"]
     assert sorted(b["label"] for b in boxes) == sorted([first["name"], other["name"]]), boxes
     assert second["id"] in [b["capability_id"] for b in boxes]
+
+
+BY_HAND = 'r = await mcp.time.get_current_time(timezone=args["tz"])\nreturn r["datetime"]'
+IMPORTED = 'out = await mcp.time.get_current_time(timezone=args["where"])\nreturn out'
+KEPT_APART = 'got = await mcp.time.get_current_time(timezone=args["place"])\nreturn got'
+
+
+def _boxes(stack: E2EStack) -> list[dict[str, Any]]:
+    with stack.client() as client:
+        graph = client.get("/api/graph/hypergraph").json()
+    return [n["data"] for n in graph["nodes"] if n["data"].get("kind") == "capability"]
+
+
+def test_twins_learned_together_stored_apart_added_or_imported_are_one_family(
+    shared_stack: E2EStack,
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    stack = shared_stack.as_new_tenant(tenant)
+    tools = [tool_ids.make("time", "get_current_time")]
+    runs = [
+        LearnedRun(str(uuid.uuid4()), tenant, code, intent, tools, duration_ms=5.0)
+        for code, intent in ((FIRST, FIRST_INTENT), (PARAPHRASED, PARAPHRASED_INTENT))
+    ]
+    # Two twins in one learning batch: the second is the first's next version.
+    with stack.db() as conn, conn.transaction():
+        learned = apply_capability_runs(
+            conn, learned=runs, reruns=[], embedder=get_embedder(stack.settings)
+        )
+    first_id, second_id = (str(learned[r.execution_id].capability["id"]) for r in runs)
+    with stack.client() as client:
+        first, second = (client.get(f"/v1/capabilities/{i}").json() for i in (first_id, second_id))
+    assert (second["name"], second["version"]) == (first["name"], 2), (first, second)
+    assert [b["capability_id"] for b in _boxes(stack)] == [second_id]
+
+    # Twins stored apart (as before the rule, learned a minute apart) are folded into one
+    # family by the merge the gateway runs at start; a second merge finds nothing.
+    with stack.db() as conn:
+        conn.execute(
+            "UPDATE capabilities SET family_id = NULL, version = 1, name = 'clock_first_line', "
+            "created_at = created_at + interval '1 minute' WHERE id = %s",
+            (second_id,),
+        )
+        conn.execute("DELETE FROM capability_aliases WHERE capability_id = %s", (second_id,))
+    assert len(_boxes(stack)) == 2
+    with stack.db() as conn, conn.transaction():
+        folds = merge_twins(conn, tenant_id=tenant)
+        again = merge_twins(conn, tenant_id=tenant)
+    assert [(f["name"], f["merged"]) for f in folds] == [(first["name"], second_id)], folds
+    assert again == []
+    with stack.client() as client:
+        merged = client.get(f"/v1/capabilities/{second_id}").json()
+        found = client.post("/v1/capabilities/search", json={"intent": FIRST_INTENT}).json()[
+            "capabilities"
+        ]
+    assert (merged["name"], merged["version"]) == (first["name"], 2), merged
+    assert found[0]["id"] == second_id, found  # the older phrasing finds the merged head
+    assert [b["capability_id"] for b in _boxes(stack)] == [second_id]
+
+    # By hand without a name, and by bundle import: the family's next versions; a name of
+    # its own keeps a twin added by hand apart.
+    bundle_entry = {
+        "id": "x1", "family": "x1", "name": "imported_clock", "description": "a clock",
+        "code": IMPORTED, "intent": "the time somewhere", "tools_used": tools,
+        "parameters_schema": {}, "source": "emergent", "version": 1,
+        "stats": {"usage_count": 1, "success_count": 1, "failure_count": 0,
+                  "success_rate": 1.0, "avg_duration_ms": 5.0,
+                  "created_at": "2026-01-01T00:00:00+00:00"},
+    }  # fmt: skip
+    with stack.client() as client:
+        by_hand = client.post(
+            "/v1/capabilities", json={"code": BY_HAND, "intent": "read a zone's clock"}
+        )
+        imported = client.post(
+            "/v1/capabilities/import",
+            json={"format": "agentcards.capabilities", "format_version": 1,
+                  "capabilities": [bundle_entry]},
+        )  # fmt: skip
+        apart = client.post(
+            "/v1/capabilities",
+            json={"code": KEPT_APART, "intent": "my own clock", "name": "my_clock"},
+        )
+    assert by_hand.status_code == 201, by_hand.text
+    assert (by_hand.json()["name"], by_hand.json()["version"]) == (first["name"], 3)
+    assert imported.status_code == 200, imported.text
+    entry = imported.json()["capabilities"][0]
+    assert (entry["status"], entry["name"], entry["version"]) == ("created", first["name"], 4)
+    assert (apart.json()["name"], apart.json()["version"]) == ("my_clock", 1), apart.text
+    boxes = {b["label"]: b["capability_id"] for b in _boxes(stack)}
+    assert boxes == {first["name"]: entry["id"], "my_clock": apart.json()["id"]}, boxes
