@@ -199,8 +199,8 @@ def detailed(
     ``result``: the finished run as the tool's result (unused while it runs or when it
     failed at the protocol level or was cancelled)."""
     status, error = task_status(row)
-    stamp = row.get("finished_at") or row.get("started_at") or row["created_at"]
-    body = _envelope(task, status=status, updated=stamp.isoformat())
+    stamp = row.get("finished_at") or row.get("started_at") or task["created_at"]
+    body = _envelope(task, status=status, updated=max(stamp, task["created_at"]).isoformat())
     if status == "completed" and result is not None:
         body["result"] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     elif status == "failed":

@@ -5,20 +5,25 @@ the run's result and ``-32021`` on the task methods."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from typing import Any, Literal
+from typing import Any
 
-import pytest
-from mcp import Client, types
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
-from pydantic import Field
+from mcp import types
 
 from tests.integration.mcp_servers import conformance_server
+from tests.integration.mcp_tasks_client import (
+    EXTENSION,
+    CancelTask,
+    CreateTaskResult,
+    TaskParams,
+    TaskRead,
+    bare,
+    call_code,
+    get_task,
+    refused,
+    task_client,
+    until_done,
+)
 from tests.stack import E2EStack, stack_fixture
 
 # The reference conformance stack (test_reference_conformance.py): shared, same options.
@@ -29,100 +34,16 @@ reference = stack_fixture(
     mcp_client_request_timeout_s=8.0,
 )
 
-EXTENSION = "io.modelcontextprotocol/tasks"
-TERMINAL = {"completed", "failed", "cancelled"}
-
-
-class CreateTaskResult(types.Result):
-    """The ``tools/call`` answer that is a task (the SDK has no model for it)."""
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
-
-
-class TaskParams(types.RequestParams):
-    task_id: str
-
-
-class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    name_param = "taskId"  # the SDK mirrors it into Mcp-Name
-
-
-class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    name_param = "taskId"
-
-
-class TaskRead(types.Result):
-    model_config = types.Result.model_config | {"extra": "allow"}
-    task_id: str | None = Field(default=None)
-    status: str | None = None
-
-
-class Tasks(ClientExtension):
-    """The client side: declares the extension and accepts a task as a tools/call answer."""
-
-    identifier = EXTENSION
-
-    def claims(self) -> list[ResultClaim[Any]]:
-        async def unresolved(result: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
-            raise AssertionError("the tests call with allow_claimed=True")
-
-        return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=unresolved)]
-
-
-def _client(stack: E2EStack, *, tasks: bool = True) -> Any:
-    http = create_mcp_http_client(headers=stack.headers)
-    transport = streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http)
-    return http, Client(transport, extensions=[Tasks()] if tasks else None)
-
-
-async def _call(client: Client, code: str) -> Any:
-    return await client.session.call_tool(
-        "execute_code", {"code": code, "no_cache": True}, allow_claimed=True
-    )
-
-
-async def _get(client: Client, task_id: str) -> dict[str, Any]:
-    read = await client.session.send_request(GetTask(params=TaskParams(task_id=task_id)), TaskRead)
-    return read.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-async def _until_done(client: Client, task_id: str, *, timeout_s: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        read = await _get(client, task_id)
-        if read["status"] in TERMINAL:
-            return read
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"task {task_id} still {read['status']} after {timeout_s}s")
-
-
-def _bare(result: types.Result) -> dict[str, Any]:
-    """A result's wire fields but its ``_meta`` (the server's identity stamp)."""
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
-
-
-async def _refused(call: Any) -> int:
-    with pytest.raises(MCPError) as caught:
-        await call
-    return caught.value.error.code
-
 
 async def test_a_long_run_is_a_task_polled_to_its_end_and_only_its_creator_sees_it(
     reference: E2EStack,
 ) -> None:
     owner, other = reference.as_new_tenant(), reference.as_new_tenant()
-    http, client = _client(owner)
+    http, client = task_client(owner)
     async with http, client:
         assert client.protocol_version == "2026-07-28"
-        created = await _call(client, "await asyncio.sleep(4)\nreturn {'slept': 4}")
+        assert EXTENSION in (client.server_capabilities.extensions or {})  # server/discover
+        created = await call_code(client, "await asyncio.sleep(4)\nreturn {'slept': 4}")
         assert isinstance(created, CreateTaskResult), created
         wire = created.model_dump(by_alias=True, mode="json", exclude_none=True)
         assert wire["resultType"] == "task" and wire["status"] == "working"
@@ -130,11 +51,11 @@ async def test_a_long_run_is_a_task_polled_to_its_end_and_only_its_creator_sees_
         assert not {"task", "requestState", "result", "error"} & set(wire)
         assert len(created.task_id) >= 32  # 192 random bits, URL-safe
 
-        working = await _get(client, created.task_id)
+        working = await get_task(client, created.task_id)
         assert working["status"] == "working" and working["taskId"] == created.task_id
         assert "result" not in working and "error" not in working
 
-        done = await _until_done(client, created.task_id)
+        done = await until_done(client, created.task_id)
         assert done["status"] == "completed", done
         result = done["result"]
         assert not result.get("isError") and result["structuredContent"]["result"] == {"slept": 4}
@@ -145,24 +66,24 @@ async def test_a_long_run_is_a_task_polled_to_its_end_and_only_its_creator_sees_
             view = rest.get(f"/v1/executions/{execution_id}").json()
         assert view["mcp_task_id"] == created.task_id
 
-        quick = await _call(client, "return 7")  # within the grace: the result itself
+        quick = await call_code(client, "return 7")  # within the grace: the result itself
         assert isinstance(quick, types.CallToolResult), quick
         assert (quick.structured_content or {})["result"] == 7
 
-        failing = await _call(client, "await asyncio.sleep(1)\nraise ValueError('boom')")
+        failing = await call_code(client, "await asyncio.sleep(1)\nraise ValueError('boom')")
         assert isinstance(failing, CreateTaskResult), failing
-        failed = await _until_done(client, failing.task_id)
+        failed = await until_done(client, failing.task_id)
         assert failed["status"] == "completed" and failed["result"]["isError"] is True
         assert failed["result"]["structuredContent"]["error"]["type"] == "runtime_error"
 
         # Unknown, and the same answer for another tenant's task, on get and cancel alike.
-        unknown = await _refused(_get(client, "no-such-task"))
+        unknown = await refused(get_task(client, "no-such-task"))
         assert unknown == types.INVALID_PARAMS
-    http, intruder = _client(other)
+    http, intruder = task_client(other)
     async with http, intruder:
-        assert await _refused(_get(intruder, created.task_id)) == types.INVALID_PARAMS
+        assert await refused(get_task(intruder, created.task_id)) == types.INVALID_PARAMS
         cancel = CancelTask(params=TaskParams(task_id=created.task_id))
-        assert await _refused(intruder.session.send_request(cancel, TaskRead)) == (
+        assert await refused(intruder.session.send_request(cancel, TaskRead)) == (
             types.INVALID_PARAMS
         )
 
@@ -171,29 +92,29 @@ async def test_cancel_stops_the_run_and_acknowledges_again_once_it_ended(
     reference: E2EStack,
 ) -> None:
     stack = reference.as_new_tenant()
-    http, client = _client(stack)
+    http, client = task_client(stack)
     async with http, client:
-        created = await _call(client, "await asyncio.sleep(60)\nreturn 'never'")
+        created = await call_code(client, "await asyncio.sleep(60)\nreturn 'never'")
         assert isinstance(created, CreateTaskResult), created
         cancel = CancelTask(params=TaskParams(task_id=created.task_id))
         ack = await client.session.send_request(cancel, TaskRead)
-        assert _bare(ack) == {"resultType": "complete"}
-        ended = await _until_done(client, created.task_id, timeout_s=30)
+        assert bare(ack) == {"resultType": "complete"}
+        ended = await until_done(client, created.task_id, timeout_s=30)
         assert ended["status"] == "cancelled" and "result" not in ended
         again = await client.session.send_request(cancel, TaskRead)  # idempotent
-        assert _bare(again) == {"resultType": "complete"}
+        assert bare(again) == {"resultType": "complete"}
 
 
 async def test_a_client_without_the_extension_gets_the_result_and_no_task_methods(
     reference: E2EStack,
 ) -> None:
     stack = reference.as_new_tenant()
-    http, client = _client(stack, tasks=False)
+    http, client = task_client(stack, tasks=False)
     async with http, client:
-        ran = await _call(client, "await asyncio.sleep(1.5)\nreturn 'waited'")
+        ran = await call_code(client, "await asyncio.sleep(1.5)\nreturn 'waited'")
         assert isinstance(ran, types.CallToolResult)
         assert (ran.structured_content or {})["result"] == "waited"
-        code = await _refused(_get(client, "anything"))
+        code = await refused(get_task(client, "anything"))
         assert code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
 
 

@@ -20,7 +20,7 @@ import httpx
 import psutil
 import redis
 
-from deploy.launcher.embedded import EmbeddedRedis
+from deploy.launcher.embedded import EmbeddedRedis, free_port
 from shared.queues import RPC_CLAIM_PREFIX
 from tests.integration.faults.accounting import (
     INTENT,
@@ -33,6 +33,16 @@ from tests.integration.faults.accounting import (
     usage,
 )
 from tests.integration.faults.probe import Prober
+from tests.integration.mcp_tasks_client import (
+    CancelTask,
+    CreateTaskResult,
+    TaskParams,
+    TaskRead,
+    call_code,
+    get_task,
+    task_client,
+    until_done,
+)
 from tests.stack import E2EStack, Proc, wait_until
 
 BURST = 20
@@ -154,3 +164,70 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(stack: E2EStack
             outage=False)  # fmt: skip
     after = run_waiting(stack, "return await mcp.example.add(a=1, b=2)")
     assert after["status"] == "succeeded" and after["result"] == 3
+
+
+async def test_an_mcp_task_outlives_its_gateway_and_reads_alike_on_a_second_replica(
+    stack: E2EStack,
+) -> None:
+    """Create a task, SIGKILL the gateway and start a new one: the task reads on from a new
+    session and completes; a second replica reads and cancels the same tasks; a task whose
+    sandbox child is SIGKILLed ends ``failed`` with ``worker_lost``, never stuck ``working``."""
+    http, client = task_client(stack)
+    async with http, client:
+        created = await call_code(client, "await asyncio.sleep(6)\nreturn 'survived'")
+    assert isinstance(created, CreateTaskResult)
+    gateway = stack.procs["gateway"]
+    os.killpg(gateway.proc.pid, signal.SIGKILL)
+    gateway.proc.wait()
+    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
+    wait_until(lambda: healthy(stack), what="gateway back", proc=restarted)
+    port = free_port()
+    replica = stack.start(
+        "gateway-2",
+        [sys.executable, "-m", "services.gateway"],
+        extra_env={"AGENTCARDS_GATEWAY_PORT": str(port)},
+    )
+    second = f"http://127.0.0.1:{port}/mcp"
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), what="replica up", proc=replica)
+    http, client = task_client(stack)
+    async with http, client:
+        done = await until_done(client, created.task_id)
+        long = await call_code(client, "await asyncio.sleep(55)\nreturn 'never'", timeout_s=58)
+    assert isinstance(long, CreateTaskResult)
+    assert done["status"] == "completed", done
+    assert done["result"]["structuredContent"]["result"] == "survived"
+    http, other = task_client(stack, url=second)
+    async with http, other:
+        assert (await get_task(other, created.task_id))["status"] == "completed"
+        still = await get_task(other, long.task_id)
+        assert still["status"] == "working", {k: still.get(k) for k in ("status", "statusMessage", "error", "result")}
+        cancel = CancelTask(params=TaskParams(task_id=long.task_id))
+        await other.session.send_request(cancel, TaskRead)
+        ended = await until_done(other, long.task_id)
+        assert ended["status"] == "cancelled", ended
+        lost = await call_code(other, "await asyncio.sleep(55)\nreturn 'never'", timeout_s=58)
+        assert isinstance(lost, CreateTaskResult)
+        wait_until(lambda: _worker_of(stack, lost.task_id), what="the run in a sandbox child")
+        pid = int(_worker_of(stack, lost.task_id).rsplit(":", 1)[1])
+        os.kill(pid, signal.SIGKILL)  # the pool process running it (host:pid)
+        failed = await until_done(other, lost.task_id, timeout_s=60)
+    replica.stop()
+    assert failed["status"] == "failed" and "result" not in failed, failed
+    assert failed["error"]["data"]["type"] == "worker_lost", failed
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _worker_of(stack: E2EStack, task_id: str) -> str:
+    """The sandbox pool process (``host:pid``) running the task's execution, once it runs."""
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT worker FROM executions WHERE mcp_task_id = %s AND status = 'running'",
+            (task_id,),
+        ).fetchone()
+    return str(row["worker"]) if row and row["worker"] else ""
