@@ -3,7 +3,8 @@
 A task row names its execution, the tenant and the caller that created it, the endpoint and
 tool it was created through, and how long it stays readable (``ttl_ms`` from its creation).
 A lookup matches the id, the tenant and the caller together, so another tenant's or
-caller's task reads exactly like an unknown one; an expired task is gone the same way.
+caller's task reads exactly like an unknown one; an expired task is gone the same way. The
+row itself goes with its execution (``ON DELETE CASCADE``), by the executions' retention.
 """
 
 from __future__ import annotations
@@ -75,16 +76,3 @@ def find_task(
         """,
         (task_id, tenant_id, principal, endpoint),
     ).fetchone()
-
-
-def delete_expired(conn: DictConnection, *, limit: int = 1000) -> int:
-    """Forget up to ``limit`` expired tasks (their executions stay, by the executions'
-    own retention); how many went."""
-    cur = conn.execute(
-        """
-        DELETE FROM mcp_tasks WHERE id IN (
-            SELECT id FROM mcp_tasks WHERE expires_at <= now() LIMIT %s)
-        """,
-        (limit,),
-    )
-    return cur.rowcount

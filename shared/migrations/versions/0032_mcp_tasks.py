@@ -37,7 +37,7 @@ def upgrade() -> None:
         )
         """
     )
-    op.execute("CREATE INDEX mcp_tasks_expires_at ON mcp_tasks (expires_at)")
+    op.execute("CREATE INDEX mcp_tasks_execution_id ON mcp_tasks (execution_id)")
     op.execute("ALTER TABLE executions ADD COLUMN mcp_task_id text")
 
 

@@ -200,7 +200,9 @@ async def test_an_mcp_task_outlives_its_gateway_and_reads_alike_on_a_second_repl
     async with http, other:
         assert (await get_task(other, created.task_id))["status"] == "completed"
         still = await get_task(other, long.task_id)
-        assert still["status"] == "working", {k: still.get(k) for k in ("status", "statusMessage", "error", "result")}
+        assert still["status"] == "working", {
+            k: still.get(k) for k in ("status", "statusMessage", "error", "result")
+        }
         cancel = CancelTask(params=TaskParams(task_id=long.task_id))
         await other.session.send_request(cancel, TaskRead)
         ended = await until_done(other, long.task_id)
