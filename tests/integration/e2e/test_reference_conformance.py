@@ -105,7 +105,13 @@ def test_every_scenario_that_passes_directly_passes_through_the_gateway(
             again = run_conformance(url, revision, tmp_path / f"again-{name}", scenario=name)
             if again.get(name) == []:
                 gateway[name] = []
-    through = {name for name, failures in gateway.items() if not failures}
+    # The tasks extension's scenarios pass through the gateway because the gateway makes
+    # tasks (the server has none): test_mcp_tasks.py judges those.
+    through = {
+        name
+        for name, failures in gateway.items()
+        if not failures and (name in passed or not name.startswith("tasks-"))
+    }
     report = "\n".join(
         f"{name}: direct {_verdict(direct.get(name))} | gateway {_verdict(gateway.get(name))}"
         for name in sorted(direct | gateway)
