@@ -332,6 +332,27 @@ class Settings(BaseSettings):
         description="the most one MCP reply carries (structured content and its text counted "
         "together); larger parts are left out, named in `truncated`, read in pages",
     )
+    mcp_task_grace_s: float = Field(
+        default=0.25,
+        ge=0,
+        le=30,
+        description="how long an MCP tool call that may become a task (execute_code, "
+        "execute_capability, a direct call) waits for its run before answering with a task "
+        "instead of its result (clients that negotiated io.modelcontextprotocol/tasks)",
+    )
+    mcp_task_ttl_s: int = Field(
+        default=3600,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="how long an MCP task stays readable with tasks/get after it was created "
+        "(its `ttlMs`); then it is unknown, its execution kept by the executions' retention",
+    )
+    mcp_task_poll_interval_ms: int = Field(
+        default=1000,
+        ge=50,
+        le=60_000,
+        description="the `pollIntervalMs` an MCP task suggests between two tasks/get",
+    )
 
     learning_batch_size: int = Field(
         default=200,

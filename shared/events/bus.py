@@ -73,6 +73,7 @@ def execution_finished(row: Mapping[str, Any], *, status: str | None = None) -> 
         "duration_ms": float(duration) if duration is not None else None,
         "cache_hit": bool(extras.get("cache_hit")),
         "capability_id": str(capability_id) if capability_id is not None else None,
+        "mcp_task_id": row.get("mcp_task_id"),  # the MCP task a client polls it by, if any
     }
 
 

@@ -155,6 +155,11 @@ class ExecutionView(BaseModel):
     source_execution_id: str | None = Field(
         default=None, description="the execution whose result was reused"
     )
+    mcp_task_id: str | None = Field(
+        default=None,
+        description="the MCP task (io.modelcontextprotocol/tasks) an MCP client polls this "
+        "run by, when its tools/call answered with one",
+    )
     retry: RetryPolicy = Field(default="never", description="the submission's retry policy")
     attempts: int = Field(
         default=0, description="how many times a sandbox worker started it (0: never ran)"
@@ -231,6 +236,7 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
         cache_hit=extras.get("cache_hit"),
         cached_at=extras.get("cached_at"),
         source_execution_id=extras.get("source_execution_id"),
+        mcp_task_id=row.get("mcp_task_id"),
         retry=row.get("retry") or "never",
         attempts=int(row.get("attempts") or 0),
         retries=[RetryRecord(**r) for r in row.get("retries") or []],

@@ -134,7 +134,7 @@ _BRIEF_COLUMNS = (
     "id, tenant_id, status, intent, tools, timeout_s, idempotency_key, capability_id, error, "
     "stdout_truncated, trace, trace_summary, extras, worker, created_at, started_at, "
     "finished_at, duration_ms, queued_ms, learned_at, retry, attempts, retries, requeued_at, "
-    "trace_id, user_id"
+    "trace_id, user_id, mcp_task_id"
 )
 
 

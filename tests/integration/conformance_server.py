@@ -505,7 +505,42 @@ RoundBody = Callable[
     Awaitable[types.CallToolResult | types.InputRequiredResult],
 ]
 
+
+async def _greet(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+    return _result(_text(f"Hello, {args.get('name', 'world')}!"))
+
+
+async def _slow_compute(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+    seconds = float(args.get("seconds", 1))
+    await anyio.sleep(seconds)
+    return _result(_text(f"computed {args.get('label', '')} after {seconds:g}s"))
+
+
+async def _failing_job(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+    await anyio.sleep(1)
+    return _result(_text("the job failed"), is_error=True)
+
+
+async def _protocol_error_job(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+    await anyio.sleep(1)
+    raise MCPError(code=types.INTERNAL_ERROR, message="the job crashed")
+
+
+# The tasks extension's fixtures (its scenarios call them by these names): plain tools here,
+# a task is the gateway's doing.
+SLOW_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
+}
 TOOLS: dict[str, tuple[str, dict[str, Any], ToolBody]] = {
+    "greet": ("Says hello", {"type": "object", "properties": {"name": {"type": "string"}}}, _greet),
+    "slow_compute": ("Sleeps `seconds`, then answers", SLOW_ARGS, _slow_compute),
+    "failing_job": ("Fails after a second (isError)", NO_ARGS, _failing_job),
+    "protocol_error_job": (
+        "Crashes after a second (a JSON-RPC error)",
+        NO_ARGS,
+        _protocol_error_job,
+    ),
     "test_simple_text": ("Returns a fixed text", NO_ARGS, _simple_text),
     "test_image_content": ("Returns a 1x1 PNG", NO_ARGS, _image),
     "test_audio_content": ("Returns a tiny WAV", NO_ARGS, _audio),

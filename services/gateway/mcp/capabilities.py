@@ -9,7 +9,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
-from services.gateway.mcp import passthrough
+from services.gateway.mcp import passthrough, tasks
 from services.gateway.mcp.errors import tool_errors
 from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.tooling import (
@@ -70,9 +70,12 @@ def register(
     server: MCPServer,
     get_state: Callable[[], GatewayState],
     principal_of: Callable[[Context], Awaitable[Principal]],
+    *,
+    endpoint: str,
 ) -> None:
     """Add the capability tools to ``server``; ``get_state`` yields the opened clients and
-    ``principal_of`` the caller (a tool error when it has no valid key)."""
+    ``principal_of`` the caller (a tool error when it has no valid key); a run that becomes
+    an MCP task belongs to ``endpoint``."""
 
     @server.tool(
         name="search_capabilities",
@@ -129,7 +132,12 @@ def register(
             admission = await admit_capability(
                 state, ref=capability_id, body=body, principal=principal
             )
-            ran = await passthrough.run_as_tool(
-                state, ctx, admission=admission, principal=principal
+            ran = await tasks.run_as_tool(
+                state,
+                ctx,
+                admission=admission,
+                principal=principal,
+                endpoint=endpoint,
+                tool="execute_capability",
             )
             return await refuse_failed_run(state, ctx, ran)

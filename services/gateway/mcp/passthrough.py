@@ -49,8 +49,18 @@ from shared.rpc.upstream import ClientReply, ClientRequest
 
 log = logging.getLogger(__name__)
 
-# What a passed-through run ends in: its row, or (2026-07-28) the questions its tools ask.
-Outcome = dict[str, Any] | types.InputRequiredResult
+
+@dataclasses.dataclass(frozen=True)
+class StillRunning:
+    """A run that had not ended when the caller's grace passed (it goes on: an MCP task)."""
+
+    execution_id: str
+
+
+# What a passed-through run ends in: its row, or (2026-07-28) the questions its tools ask;
+# with a grace, perhaps that it is still running.
+Ended = dict[str, Any] | types.InputRequiredResult
+Outcome = Ended | StillRunning
 
 # The client capability each relayed capability name needs.
 _NEEDS = {
@@ -88,8 +98,10 @@ async def run_passing_through(
     admission: Admission,
     principal: Principal,
     log_events: bool = True,
+    grace_s: float | None = None,
 ) -> Outcome:
-    """Enqueue an admitted execution and return it once finished; meanwhile its events reach
+    """Enqueue an admitted execution and return it once finished (with ``grace_s``: or
+    ``StillRunning`` once that long passed after it was enqueued); meanwhile its events reach
     ``ctx``'s client as log lines (unless not ``log_events``: a direct call's client sees its
     tool, not a run) and tool progress, and its tools' sampling/elicitation requests as
     requests (2025-11-25) or as an ``InputRequiredResult`` returned instead of the row
@@ -104,7 +116,13 @@ async def run_passing_through(
         row = await enqueue_admitted(state, admission=admission, principal=principal)
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
-        return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+        waiting = _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+        if grace_s is None:
+            return await waiting
+        try:  # only the wait is bounded: the run was enqueued whole
+            return await asyncio.wait_for(waiting, timeout=grace_s)
+        except TimeoutError:
+            return StillRunning(execution_id=execution_id)
 
 
 async def resume_passing_through(
@@ -114,7 +132,7 @@ async def resume_passing_through(
     pending: input_required.Pending,
     principal: Principal,
     log_events: bool = True,
-) -> Outcome:
+) -> Ended:
     """A 2026-07-28 client's retry after an ``InputRequiredResult``: its answers go to the
     waiting tools, then the same execution is waited on again."""
     await input_required.deliver(state, pending, ctx.input_responses)
@@ -139,7 +157,7 @@ async def _wait(
     principal: Principal,
     log_events: bool,
     heard: int = 0,
-) -> Outcome:
+) -> Ended:
     """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
     from one of its tools (then returned as an ``InputRequiredResult``). Events up to
     ``heard`` reached the client in an earlier round."""
@@ -188,7 +206,7 @@ async def _until_asked(
     execution_id: str,
     principal: Principal,
     forward: _Forwarder,
-) -> Outcome:
+) -> Ended:
     """``finishing``'s row; for a 2026-07-28 client, whichever comes first of it and a
     question from one of the run's tools (then returned as an ``InputRequiredResult``)."""
     if not relay.stateless:
@@ -225,7 +243,7 @@ async def call_direct_passing_through(
     principal: Principal,
     session_id: str | None,
     pending: input_required.Pending | None,
-) -> Outcome:
+) -> Ended:
     """One direct call (``ops/direct_call.py``: no sandbox, no queue) to its end, or a
     2026-07-28 client's retry of one (``pending``); meanwhile its server's log lines and
     progress reach ``ctx``'s client, and its sampling/elicitation requests as for a sandbox
@@ -380,11 +398,21 @@ async def _next(state: GatewayState, execution_id: str) -> ClientRequest | None:
 
 
 async def run_as_tool(
-    state: GatewayState, ctx: Context, *, admission: Admission, principal: Principal
-) -> CallToolResult | types.InputRequiredResult:
+    state: GatewayState,
+    ctx: Context,
+    *,
+    admission: Admission,
+    principal: Principal,
+    grace_s: float | None = None,
+) -> CallToolResult | types.InputRequiredResult | StillRunning:
     """``execute_code`` and ``execute_capability`` end alike: the admitted run passed through
-    while it runs, then its outcome logged to the client and returned as the tool's result."""
-    outcome = await run_passing_through(state, ctx, admission=admission, principal=principal)
+    while it runs, then its outcome logged to the client and returned as the tool's result
+    (``StillRunning`` when ``grace_s`` passed first: see mcp/tasks.py)."""
+    outcome = await run_passing_through(
+        state, ctx, admission=admission, principal=principal, grace_s=grace_s
+    )
+    if isinstance(outcome, StillRunning):
+        return outcome
     return await _as_tool(state, ctx, outcome)
 
 
@@ -400,7 +428,7 @@ async def resume_as_tool(
 
 
 async def _as_tool(
-    state: GatewayState, ctx: Context, outcome: Outcome
+    state: GatewayState, ctx: Context, outcome: Ended
 ) -> CallToolResult | types.InputRequiredResult:
     if isinstance(outcome, types.InputRequiredResult):
         return outcome

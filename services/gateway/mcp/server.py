@@ -25,6 +25,7 @@ from services.gateway.mcp import (
     prompts,
     skill_changes,
     skills,
+    tasks,
 )
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.caller import request_principal
@@ -158,6 +159,9 @@ MCP reply cap (256 KiB by default) leaves the large parts out (stdout: cut) and 
 )
 
 
+# The path /mcp is served at (the endpoint its tasks belong to).
+ENDPOINT = "/mcp"
+
 GET_EXECUTION_DESCRIPTION = """\
 Fetch an execution by id (status, result, error, stdout, tool calls). A reply never exceeds
 the MCP reply cap: when a part was too large it is left out (or, for stdout, cut) and
@@ -188,6 +192,14 @@ def build_mcp_server(
     async def principal_of(ctx: Context) -> Principal:
         return await principal_for(ctx.request_context.request)
 
+    async def principal_in(ctx: Any) -> Principal:  # a request's context (task methods)
+        return await principal_for(ctx.request)
+
+    async def task_result(view: ExecutionView, task: dict[str, Any]) -> CallToolResult:
+        return execution_result(view, max_bytes=get_state().settings.mcp_reply_max_bytes)
+
+    task_methods = tasks.TaskMethods(get_state, principal_in, endpoint=ENDPOINT, shape=task_result)
+
     server: MCPServer = GatewayMCPServer(
         name="agentcards",
         version=VERSION,
@@ -196,6 +208,7 @@ def build_mcp_server(
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",
         request_state_security=input_required.state_security(get_state),
+        extensions=[tasks.TasksExtension(task_methods)],
     )
 
     @server.tool(
@@ -234,8 +247,13 @@ def build_mcp_server(
                 learn=learn,
             )
             admission = await admit_submission(state, request=request, principal=principal)
-            ran = await passthrough.run_as_tool(
-                state, ctx, admission=admission, principal=principal
+            ran = await tasks.run_as_tool(
+                state,
+                ctx,
+                admission=admission,
+                principal=principal,
+                endpoint=ENDPOINT,
+                tool="execute_code",
             )
             return await refuse_failed_run(state, ctx, ran)
 
@@ -318,7 +336,7 @@ def build_mcp_server(
                 get_state(), execution_id=execution_id, body=body, principal=principal
             )
 
-    capabilities.register(server, get_state, principal_of)
+    capabilities.register(server, get_state, principal_of, endpoint=ENDPOINT)
     prompts.register(server, get_state, principal_for)
     downstream_resources.register(server, get_state, principal_for)
     # after: it extends the resource handlers

@@ -19,6 +19,7 @@ def test_execution_finished_carries_the_contract_fields() -> None:
         "duration_ms": 12,
         "extras": {"cache_hit": "l2"},
         "capability_id": "c1",
+        "mcp_task_id": "t1",
         "created_at": dt.datetime.now(dt.UTC),
     }
     assert bus.execution_finished(row, status="succeeded") == {
@@ -27,6 +28,7 @@ def test_execution_finished_carries_the_contract_fields() -> None:
         "duration_ms": 12.0,
         "cache_hit": True,
         "capability_id": "c1",
+        "mcp_task_id": "t1",
     }
     bare = {"id": "e2", "status": "failed", "duration_ms": None, "capability_id": None}
     assert bus.execution_finished(bare) == {
@@ -35,6 +37,7 @@ def test_execution_finished_carries_the_contract_fields() -> None:
         "duration_ms": None,
         "cache_hit": False,
         "capability_id": None,
+        "mcp_task_id": None,
     }
 
 

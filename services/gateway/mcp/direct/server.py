@@ -14,7 +14,9 @@ from services.gateway.mcp import input_required, log_messages
 from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.direct import prompts, resources, tools
+from services.gateway.mcp.direct import tasks as direct_tasks
 from services.gateway.mcp.direct.endpoint import Endpoint
+from services.gateway.mcp.tasks import EXTENSION_ID
 from shared.version import VERSION
 
 AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
@@ -36,7 +38,8 @@ def endpoint_server(endpoint: Endpoint) -> Server[Any]:
         title=None if name is None else f"{name} (through AgentCards)",
         instructions=AGGREGATE_INSTRUCTIONS if name is None else None,
         on_list_tools=partial(tools.list_tools, endpoint),
-        on_call_tool=partial(tools.call_tool, endpoint),
+        # A task answers as a mapping: the SDK's runner serializes any handler result.
+        on_call_tool=partial(tools.call_tool, endpoint),  # type: ignore[arg-type]
         on_list_resources=partial(resources.list_resources, endpoint),
         on_list_resource_templates=partial(resources.list_templates, endpoint),
         on_read_resource=partial(resources.read_resource, endpoint),
@@ -51,6 +54,9 @@ def endpoint_server(endpoint: Endpoint) -> Server[Any]:
         cache_hints=CACHE_HINTS,
     )
     log_messages.register(server)  # the server's own log messages during a call
+    for method in direct_tasks.task_methods(endpoint).bindings():
+        server.add_request_handler(method.method, method.params_type, method.handler)
+    server.extensions[EXTENSION_ID] = {}
     # requestState sealed and checked as on /mcp; the audience keeps it to this endpoint.
     security = input_required.state_security(endpoint.get_state)
     audience = f"agentcards-direct:{AGGREGATE if name is None else name}"

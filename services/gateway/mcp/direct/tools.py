@@ -11,11 +11,15 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
+from services.gateway.mcp import tasks
+from services.gateway.mcp.direct import tasks as direct_tasks
 from services.gateway.mcp.direct.calls import call_direct
 from services.gateway.mcp.direct.endpoint import Endpoint
 from services.gateway.mcp.direct.naming import naming_of
+from services.gateway.mcp.direct.results import refused
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct as ops
+from shared.errors import AgentCardsError
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +44,33 @@ async def list_tools(
 
 async def call_tool(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-) -> types.CallToolResult | types.InputRequiredResult:
-    """A call of one of the endpoint's tools, by the name it was listed under."""
+) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+    """A call of one of the endpoint's tools, by the name it was listed under (for a client
+    that declared MCP Tasks, a sandbox run of it that may answer with a task)."""
     principal = await endpoint.principal(ctx)
     endpoint.listen(ctx)
     with protocol_errors():
         naming = naming_of(ctx.request) if endpoint.name is None else "prefixed"
+    if tasks.negotiated(ctx.session) and params.request_state is None:
+        with protocol_errors():
+            tool = await ops.find_tool(
+                endpoint.get_state(),
+                principal=principal,
+                server=endpoint.name,
+                name=params.name,
+                naming=naming,
+            )
+        try:
+            return await direct_tasks.call_as_task(
+                endpoint.get_state(),
+                ctx,
+                endpoint=endpoint,
+                tool=tool,
+                arguments=dict(params.arguments or {}),
+                principal=principal,
+            )
+        except (AgentCardsError, ValidationError) as exc:
+            return refused(exc)
     return await call_direct(
         endpoint.get_state(),
         ctx,

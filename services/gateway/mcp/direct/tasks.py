@@ -1,0 +1,79 @@
+"""MCP Tasks on a direct endpoint (``/mcp/servers[/<name>]``): the call of a client that
+declared ``io.modelcontextprotocol/tasks`` runs as a sandbox execution of the one tool (the
+code a direct call stands for), so that, like a code-mode task, it is a durable run that any
+replica reads, that outlives a gateway restart and that ends ``worker_lost`` when its worker
+dies. Within the grace it answers as the tool; after it, with a task (mcp/tasks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
+
+from services.gateway.mcp import passthrough, tasks
+from services.gateway.mcp.direct.endpoint import Endpoint
+from services.gateway.mcp.direct.results import direct_result
+from services.gateway.ops import direct as ops
+from services.gateway.ops.admission import admit_submission
+from services.gateway.state import GatewayState
+from shared.auth.principal import Principal
+from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+
+
+def path_of(endpoint: Endpoint) -> str:
+    """The endpoint's path, which its tasks belong to."""
+    return "/mcp/servers" if endpoint.name is None else f"/mcp/servers/{endpoint.name}"
+
+
+async def call_as_task(
+    state: GatewayState,
+    ctx: ServerRequestContext[Any],
+    *,
+    endpoint: Endpoint,
+    tool: ops.DirectTool,
+    arguments: dict[str, Any],
+    principal: Principal,
+) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+    """The call as a sandbox run of the tool: its result within the grace, else its task."""
+    request = ExecutionRequest(
+        code=ops.direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
+    )
+    admission = await admit_submission(state, request=request, principal=principal)
+    outcome = await passthrough.run_passing_through(
+        state,
+        Context(request_context=ctx),
+        admission=admission,
+        principal=principal,
+        log_events=False,
+        grace_s=state.settings.mcp_task_grace_s,
+    )
+    if isinstance(outcome, passthrough.StillRunning):
+        return await tasks.create(
+            state,
+            execution_id=outcome.execution_id,
+            principal=principal,
+            endpoint=path_of(endpoint),
+            tool=tool.id,
+        )
+    if isinstance(outcome, types.InputRequiredResult):
+        return outcome
+    return direct_result(view_from_row(outcome), tool)
+
+
+def task_methods(endpoint: Endpoint) -> tasks.TaskMethods:
+    """``tasks/*`` of the endpoint: a finished task reads as its tool's own result."""
+
+    async def shape(view: ExecutionView, task: dict[str, Any]) -> types.CallToolResult:
+        state = endpoint.get_state()
+        server = str(task["tool"]).split(":", 1)[0]
+        listed = await ops.direct_tools(state, patterns=None, server=server)
+        tool = next((t for t in listed if t.id == task["tool"]), None)
+        if tool is None:  # gone since: its value, without its output schema
+            tool = ops.DirectTool(str(task["tool"]), server, "", "", {}, None, {})
+        return direct_result(view, tool)
+
+    return tasks.TaskMethods(
+        endpoint.get_state, endpoint.principal, endpoint=path_of(endpoint), shape=shape
+    )

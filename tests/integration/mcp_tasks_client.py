@@ -1,0 +1,107 @@
+"""The client side of MCP Tasks (``io.modelcontextprotocol/tasks``) for the tests: the SDK
+client declaring the extension, the task result and methods as models (the SDK has none),
+and polling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal
+
+import pytest
+from mcp import Client, types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import Field
+
+from tests.stack import E2EStack
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+class CreateTaskResult(types.Result):
+    """The ``tools/call`` answer that is a task (the SDK has no model for it)."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"  # the SDK mirrors it into Mcp-Name
+
+
+class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param = "taskId"
+
+
+class TaskRead(types.Result):
+    model_config = types.Result.model_config | {"extra": "allow"}
+    task_id: str | None = Field(default=None)
+    status: str | None = None
+
+
+class Tasks(ClientExtension):
+    """The client side: declares the extension and accepts a task as a tools/call answer."""
+
+    identifier = EXTENSION
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        async def unresolved(result: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
+            raise AssertionError("the tests call with allow_claimed=True")
+
+        return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=unresolved)]
+
+
+def task_client(stack: E2EStack, *, tasks: bool = True, url: str | None = None) -> Any:
+    """An httpx client and an SDK client on /mcp (or ``url``), declaring the extension unless
+    not ``tasks``: enter both."""
+    http = create_mcp_http_client(headers=stack.headers)
+    where = url or f"{stack.gateway_url}/mcp"
+    transport = streamable_http_client(where, http_client=http)
+    return http, Client(transport, extensions=[Tasks()] if tasks else None)
+
+
+async def call_code(client: Client, code: str, **arguments: Any) -> Any:
+    """``execute_code`` of ``code`` (never from the cache): its result, or its task."""
+    body = {"code": code, "no_cache": True, **arguments}
+    return await client.session.call_tool("execute_code", body, allow_claimed=True)
+
+
+async def get_task(client: Client, task_id: str) -> dict[str, Any]:
+    read = await client.session.send_request(GetTask(params=TaskParams(task_id=task_id)), TaskRead)
+    return read.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def until_done(client: Client, task_id: str, *, timeout_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        read = await get_task(client, task_id)
+        if read["status"] in TERMINAL:
+            return read
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"task {task_id} still {read['status']} after {timeout_s}s")
+
+
+def bare(result: types.Result) -> dict[str, Any]:
+    """A result's wire fields but its ``_meta`` (the server's identity stamp)."""
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
+
+
+async def refused(call: Any) -> int:
+    with pytest.raises(MCPError) as caught:
+        await call
+    return caught.value.error.code
