@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,20 +142,21 @@ def test_a_valid_dpop_proof_is_accepted_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        (None, "DPoP-bound"),
-        (proof(htm="GET"), "another request"),
-        (proof(htu="https://gateway.example.com/v1/executions"), "another request"),
-        (proof(ath="x"), "another access token"),
-        (proof(iat=int(time.time()) - 3600), "not fresh"),
-        (proof(jti=None), "no jti"),
-        (proof(ECKey.generate_key("P-256")), "another key"),
-        ("not.a.proof", "does not verify"),
+    ("make", "reason"),
+    [  # made when the test runs, not at collection: a proof is fresh for a minute only
+        (lambda: None, "DPoP-bound"),
+        (lambda: proof(htm="GET"), "another request"),
+        (lambda: proof(htu="https://gateway.example.com/v1/executions"), "another request"),
+        (lambda: proof(ath="x"), "another access token"),
+        (lambda: proof(iat=int(time.time()) - 3600), "not fresh"),
+        (lambda: proof(jti=None), "no jti"),
+        (lambda: proof(ECKey.generate_key("P-256")), "another key"),
+        (lambda: "not.a.proof", "does not verify"),
     ],
     ids=["none", "method", "url", "ath", "stale", "no-jti", "other-key", "garbage"],  # stable
 )
-def test_a_bad_dpop_proof_is_refused(value: str | None, reason: str) -> None:
+def test_a_bad_dpop_proof_is_refused(make: Callable[[], str | None], reason: str) -> None:
+    value = make()
     with pytest.raises(Unauthorized, match=reason):
         check(value)
 
