@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+import anyio
 from mcp import types
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
@@ -34,6 +35,7 @@ from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops import direct, direct_call
 from services.gateway.ops.admission import Admission
+from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.direct import DirectTool
 from services.gateway.ops.enqueue import enqueue_admitted
 from services.gateway.ops.execution_events import EventFollower, read_events
@@ -41,6 +43,7 @@ from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
+from shared.errors import AgentCardsError
 from shared.executions.events import TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
@@ -100,7 +103,10 @@ async def run_passing_through(
     if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
     execution_id = str(row["id"])
-    async with relay_client_requests(state, ctx, execution_id=execution_id) as relay:
+    async with (
+        relay_client_requests(state, ctx, execution_id=execution_id) as relay,
+        _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
+    ):
         row = await enqueue_admitted(state, admission=admission, principal=principal)
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
@@ -123,8 +129,39 @@ async def resume_passing_through(
     )
     if row["status"] in TERMINAL:
         return row
-    async with relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay:
+    async with (
+        relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay,
+        _cancelled_with_the_call(
+            state, ctx, execution_id=pending.execution_id, principal=principal
+        ),
+    ):
         return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
+
+
+@contextlib.asynccontextmanager
+async def _cancelled_with_the_call(
+    state: GatewayState, ctx: Context, *, execution_id: str, principal: Principal
+) -> AsyncIterator[None]:
+    """The client's ``notifications/cancelled`` for the call cancels its execution (as
+    ``POST /v1/executions/{id}/cancel`` does); any other end of the wait (the gateway
+    stopping, the session ending) leaves the run going, for whoever reads it next."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        if client_cancelled(ctx):
+            with anyio.CancelScope(shield=True), contextlib.suppress(AgentCardsError, RedisError):
+                await cancel_execution(
+                    state, execution_id=execution_id, tenant_id=principal.tenant_id
+                )
+        raise
+
+
+def client_cancelled(ctx: Context) -> bool:
+    """Whether the client sent ``notifications/cancelled`` for this request. The SDK keeps the
+    flag on the request's dispatch context, which the session holds (mcp 2.3)."""
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    flag = getattr(outbound, "cancel_requested", None)
+    return bool(flag is not None and flag.is_set())
 
 
 async def _wait(
