@@ -321,6 +321,15 @@ class Settings(BaseSettings):
         description="a gateway replica whose heartbeat is older than this is taken for dead: "
         "another replica takes over its MCP sessions",
     )
+    # Each idle session holds the SDK's transport and session objects in its owner's memory;
+    # this caps them per replica (new sessions are refused with 503 past it).
+    mcp_max_sessions: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="MCP sessions (2025-11-25) one gateway replica owns at most, per endpoint; "
+        "past it `initialize` is answered 503 until one ends",
+    )
     mcp_session_events: int = Field(
         default=1000,
         ge=10,

@@ -97,6 +97,8 @@ MCP_REPLICA_PREFIX = MCP_PREFIX + "replica:"  # + replica id; a live gateway rep
 MCP_INBOX_PREFIX = MCP_PREFIX + "inbox:"  # + replica id; list of requests forwarded to it
 MCP_FORWARD_PREFIX = MCP_PREFIX + "fwd:"  # + forward id + ":out"/":in"; one forwarded exchange
 MCP_EVENTS_PREFIX = MCP_PREFIX + "events:"  # + session id; stream of its SSE events (bounded)
+MCP_SESSIONS_GAUGE = METRICS_PREFIX + "mcp_sessions"  # hash: replica id -> sessions it owns
+MCP_CALLS_PREFIX = MCP_PREFIX + "calls:"  # + session id; hash: request id -> the run it waits on
 
 
 def events_channel(execution_id: str) -> str:
@@ -213,3 +215,8 @@ def mcp_forward_key(forward_id: str, direction: Literal["out", "in"]) -> str:
 def mcp_events_key(session_id: str) -> str:
     """An MCP session's SSE events, for a client resuming with ``Last-Event-ID``."""
     return f"{MCP_EVENTS_PREFIX}{session_id}"
+
+
+def mcp_calls_key(session_id: str) -> str:
+    """An MCP session's calls waiting on executions, for a replica that takes it over."""
+    return f"{MCP_CALLS_PREFIX}{session_id}"

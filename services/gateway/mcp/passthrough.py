@@ -32,6 +32,8 @@ from redis.exceptions import RedisError
 
 from services.gateway.mcp import input_required, log_messages
 from services.gateway.mcp.fit import clip_text
+from services.gateway.mcp.replicas import calls
+from services.gateway.mcp.replicas.registry import session_ttl_s
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops import direct, direct_call
 from services.gateway.ops.admission import Admission
@@ -138,30 +140,54 @@ async def resume_passing_through(
         return await _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
 
 
+async def resume_interrupted(
+    state: GatewayState, ctx: Context, *, principal: Principal
+) -> Outcome | None:
+    """A call this session's previous owner was waiting on when it died (re-sent by the
+    replica that took the session over): the same execution waited on again, its events
+    passed on from the first one the client was not sent. None for any other call."""
+    found = await calls.interrupted(state.aredis, ctx)
+    if found is None:
+        return None
+    execution_id, after_seq = found
+    row = await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    if row["status"] in TERMINAL:  # it ended meanwhile: what the client missed is in its log
+        on_event = _forwarder(ctx, log_events=True)
+        for event in await read_events(state, execution_id=execution_id):
+            if int(event.get("seq") or 0) > after_seq:
+                await on_event(event)
+        return row
+    async with (
+        relay_client_requests(state, ctx, execution_id=execution_id) as relay,
+        _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
+    ):
+        return await _wait(
+            state, ctx, relay, row=row, principal=principal, log_events=True, after_seq=after_seq
+        )
+
+
 @contextlib.asynccontextmanager
 async def _cancelled_with_the_call(
     state: GatewayState, ctx: Context, *, execution_id: str, principal: Principal
 ) -> AsyncIterator[None]:
     """The client's ``notifications/cancelled`` for the call cancels its execution (as
     ``POST /v1/executions/{id}/cancel`` does); any other end of the wait (the gateway
-    stopping, the session ending) leaves the run going, for whoever reads it next."""
+    stopping, the session ending) leaves the run going, for whoever reads it next, and the
+    call on record (calls.py) for a replica that takes the session over."""
+    ttl_s = session_ttl_s(
+        idle_s=state.settings.mcp_session_idle_s, replica_ttl_s=state.settings.mcp_replica_ttl_s
+    )
     try:
-        yield
+        async with calls.remembered(state.aredis, ctx, execution_id=execution_id, ttl_s=ttl_s):
+            yield
     except asyncio.CancelledError:
-        if client_cancelled(ctx):
+        if calls.client_cancelled(ctx):
+            log.info("execution %s: its MCP client cancelled the call", execution_id)
             with anyio.CancelScope(shield=True), contextlib.suppress(AgentCardsError, RedisError):
                 await cancel_execution(
                     state, execution_id=execution_id, tenant_id=principal.tenant_id
                 )
         raise
-
-
-def client_cancelled(ctx: Context) -> bool:
-    """Whether the client sent ``notifications/cancelled`` for this request. The SDK keeps the
-    flag on the request's dispatch context, which the session holds (mcp 2.3)."""
-    outbound = getattr(ctx.session, "_request_outbound", None)
-    flag = getattr(outbound, "cancel_requested", None)
-    return bool(flag is not None and flag.is_set())
 
 
 async def _wait(
@@ -172,6 +198,7 @@ async def _wait(
     row: dict[str, Any],
     principal: Principal,
     log_events: bool,
+    after_seq: int = 0,
 ) -> Outcome:
     """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
     from one of its tools (then returned as an ``InputRequiredResult``)."""
@@ -182,6 +209,7 @@ async def _wait(
         timeout_s=float(row["timeout_s"]),
         on_event=_forwarder(ctx, log_events=log_events),
         submitted=row,
+        after_seq=after_seq,
     )
     return await _until_asked(
         state, relay, finishing, execution_id=execution_id, principal=principal
@@ -195,11 +223,16 @@ def _forwarder(
     direct call's client hears only what its server logged) and tool progress."""
 
     async def on_event(event: dict[str, Any]) -> None:
-        if log_events:
-            await log_messages.forward_event(ctx, event)
-        else:  # a direct call: only what its server logged
-            await log_messages.forward_tool_log(ctx, event)
-        await forward_progress(ctx, event)
+        # Each notification names its event: a replica taking the session over goes on after it.
+        token = calls.RUN_EVENT.set(int(event["seq"]) if event.get("seq") else None)
+        try:
+            if log_events:
+                await log_messages.forward_event(ctx, event)
+            else:  # a direct call: only what its server logged
+                await log_messages.forward_tool_log(ctx, event)
+            await forward_progress(ctx, event)
+        finally:
+            calls.RUN_EVENT.reset(token)
 
     return on_event
 
@@ -408,11 +441,15 @@ async def run_as_tool(
 async def resume_as_tool(
     state: GatewayState, ctx: Context, *, principal: Principal
 ) -> CallToolResult | types.InputRequiredResult | None:
-    """``run_as_tool`` for a 2026-07-28 client's retry (None: the call is not one)."""
+    """``run_as_tool`` for a 2026-07-28 client's retry, or for a call a replica that died was
+    waiting on (None: the call is neither)."""
     pending = input_required.pending_of(ctx.request_state, principal=principal)
-    if pending is None:
+    if pending is not None:
+        outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
+    elif (interrupted := await resume_interrupted(state, ctx, principal=principal)) is not None:
+        outcome = interrupted
+    else:
         return None
-    outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
     return await _as_tool(state, ctx, outcome)
 
 
@@ -434,8 +471,8 @@ async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
     total = float(event["total"]) if event.get("total") is not None else None
     done = event.get("message") or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
     message = clip_text(str(done), max_bytes=PROGRESS_TEXT_BYTES, rest="the tool's own message")
-    await ctx.report_progress(
-        progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
+    await log_messages.report_progress(
+        ctx, progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
     )
 
 

@@ -27,6 +27,7 @@ async def wait_for_finish(
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     submitted: Row | None = None,
+    after_seq: int = 0,
 ) -> Row:
     """Block until the execution is terminal, passing every event (replayed, then live) on.
 
@@ -35,10 +36,11 @@ async def wait_for_finish(
     second, in case a worker died without publishing (the read reaps it, or re-queues it).
     ``submitted``: the row this request just recorded and enqueued; it is not read again
     before anything is heard (its end is in the replayed log if it came first).
+    ``after_seq``: the events up to that one were passed on already (by a gateway that died).
     """
     budget = timeout_s + state.settings.execution_wait_slack_s
     deadline = time.monotonic() + budget
-    async with EventFollower(state, execution_id=execution_id) as events:
+    async with EventFollower(state, execution_id=execution_id, after_seq=after_seq) as events:
         row = submitted or await read_execution(state, execution_id=execution_id)
         retried = len(row.get("retries") or [])
         next_poll = time.monotonic() + 1.0

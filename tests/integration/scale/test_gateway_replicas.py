@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import redis
 from mcp import Client, ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -51,7 +54,6 @@ def replicas(
     servers = {"asker": elicit_test_server(), "everything": everything_server()}
     with running_stack(
         embedded_pg, redis_server, tmp, servers, learning=False, redis_db=15,
-        mcp_replica_ttl_s=3,
     ) as stack:  # fmt: skip
         ports = [stack.settings.gateway_port]
         for n in range(1, REPLICAS):
@@ -106,8 +108,9 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     return dict(json.loads(block.text))
 
 
-def executions(stack: E2EStack) -> list[dict[str, Any]]:
-    with stack.client() as rest:
+def executions(stack: E2EStack, url: str) -> list[dict[str, Any]]:
+    """The tenant's executions, over REST at ``url``."""
+    with httpx.Client(base_url=url, headers=stack.headers, timeout=30) as rest:
         listed: list[dict[str, Any]] = rest.get("/v1/executions", params={"limit": 100}).json()[
             "executions"
         ]
@@ -134,6 +137,17 @@ async def test_a_session_is_served_by_every_replica(
         async with legacy_session(
             url, stack.headers, elicitation_callback=answering("Ada", asked)
         ) as session:
+            with anyio.fail_after(10):  # each replica counts its sessions with its heartbeat
+                while (
+                    sum(
+                        (
+                            owned := await anyio.to_thread.run_sync(sessions_owned, balancer.url)
+                        ).values()
+                    )
+                    < 1
+                ):
+                    await anyio.sleep(0.2)
+            assert len(owned) == REPLICAS, owned
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert {"execute_code", "search_tools"} <= names
             heard: list[str | None] = []
@@ -177,7 +191,7 @@ async def test_a_session_is_served_by_every_replica(
             with anyio.fail_after(60):  # (polling off the event loop: the client's runs on it)
                 while not any(
                     e["intent"] == f"sleep {mode}" and e["status"] == "cancelled"
-                    for e in await anyio.to_thread.run_sync(executions, stack)
+                    for e in await anyio.to_thread.run_sync(executions, stack, balancer.url)
                 ):
                     await anyio.sleep(0.2)
         # The direct surface: a subscription's updates come over the GET stream.
@@ -205,3 +219,143 @@ async def test_a_session_is_served_by_every_replica(
             )
             assert payload(answered)["result"] == {"action": "accept", "name": "Grace"}
     assert set(balancer.chosen) == set(backends), balancer.chosen
+
+
+def sessions_owned(url: str) -> dict[str, float]:
+    """``agentcards_mcp_sessions`` from /metrics: sessions by replica."""
+    scraped = httpx.get(f"{url}/metrics", timeout=10).text
+    return {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith("agentcards_mcp_sessions{")
+    }
+
+
+def sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
+    """The first ``count`` SSE events of a streamed response, field by field."""
+    events: list[dict[str, str]] = []
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+            continue
+        events.append(fields)
+        fields = {}
+        if len(events) == count:
+            break
+    return events
+
+
+def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """Raw HTTP through the balancer: the answer to ``initialize``, a request's stream and
+    the GET stream each open with a priming event (an id, ``retry:``, no data); a stream
+    resumed with ``Last-Event-ID`` (on another replica) replays what came after that event,
+    then primes itself again; after ``DELETE`` the session is gone on every replica."""
+    stack, backends = replicas
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    accept = {"accept": "application/json, text/event-stream"}
+    with (
+        RoundRobin(backends, "request").running() as balancer,
+        httpx.Client(headers=stack.headers | accept, timeout=30) as http,
+    ):
+        url = f"{balancer.url}/mcp"
+        with http.stream("POST", url, json=init) as opened:
+            events = sse_events(opened, 1)
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=initialized, headers=session).status_code == 202
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        with http.stream("POST", url, json=listing, headers=session) as listed:
+            primed, answered = sse_events(listed, 2)
+            events.append(primed)
+            assert json.loads(answered["data"])["result"]["tools"]
+        with http.stream("GET", url, headers=session | {"accept": "text/event-stream"}) as get:
+            events += sse_events(get, 1)
+        resumed = session | {"accept": "text/event-stream", "last-event-id": events[1]["id"]}
+        with http.stream("GET", url, headers=resumed) as again:
+            replayed, reprimed = sse_events(again, 2)  # what came after it, then a new cursor
+        assert replayed["id"] and json.loads(replayed["data"]) == json.loads(answered["data"])
+        events.append(reprimed)
+        assert http.delete(url, headers=session).status_code == 200
+        gone = http.post(url, json=listing, headers=session)
+        assert gone.status_code == 404, gone.text
+    for event in events:
+        assert event["id"] and event["retry"] == "1000" and event["data"] == "", events
+    assert len({event["id"] for event in events}) == len(events)
+
+
+WALK = """
+import asyncio
+for step in range(12):
+    progress(f"walk {step}", done=step, total=12)
+    await asyncio.sleep(0.6)
+return "arrived"
+"""
+
+
+async def test_a_call_goes_on_when_its_replica_is_killed(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """Last in the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
+    the replica that owns its session is killed mid-run (SIGKILL); the SDK client resumes
+    the stream on its own (Last-Event-ID, through the balancer: another replica), that replica
+    takes the session over and goes on with the same run: every progress step once, in order,
+    the answer, and one execution."""
+    stack, backends = replicas
+    heard: list[str] = []
+    two_heard = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+        if len(heard) == 2:
+            two_heard.set()
+
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    answers: list[types.CallToolResult] = []
+
+    async def call(session: ClientSession) -> None:
+        arguments = {"code": WALK, "intent": "walk through a kill", "learn": False}
+        answer = await session.call_tool("execute_code", arguments, progress_callback=on_progress)
+        answers.append(answer)
+
+    with (
+        RoundRobin(backends, "request").running() as balancer,
+        anyio.fail_after(120),
+    ):
+        async with legacy_session(f"{balancer.url}/mcp", stack.headers) as session:
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, session)
+                await two_heard.wait()
+                (calls_key,) = store.keys("agentcards:mcp:calls:*")
+                session_id = calls_key.decode().rsplit(":", 1)[1]
+                owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
+                assert owner is not None
+                owner_pid = int(owner.decode().split(":")[1])
+                (killed,) = [p for p in stack.procs.values() if p.proc.pid == owner_pid]
+                os.killpg(killed.proc.pid, signal.SIGKILL)
+                killed.proc.wait()
+            # The session went on too: another replica owns it, and serves the next request.
+            new_owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
+            assert new_owner is not None and new_owner != owner
+            assert {tool.name for tool in (await session.list_tools()).tools} >= {"execute_code"}
+        listed = await anyio.to_thread.run_sync(executions, stack, balancer.url)
+    (answer,) = answers
+    assert payload(answer)["result"] == "arrived", answer
+    assert heard == [f"walk {step}" for step in range(12)], heard
+    runs = [e for e in listed if e["intent"] == "walk through a kill"]
+    assert [run["status"] for run in runs] == ["succeeded"]

@@ -10,6 +10,7 @@ replica dies, the other notices its missing heartbeat and ends the exchange.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -73,7 +74,7 @@ async def forward(
         pipe.expire(inbox, EXCHANGE_TTL_S)
         await pipe.execute()
     out, hang_up = mcp_forward_key(exchange, "out"), mcp_forward_key(exchange, "in")
-    started = False
+    started = lost = False
     async with anyio.create_task_group() as group:
 
         async def client_gone() -> None:  # the body was read: receive() now waits for hang-up
@@ -89,10 +90,8 @@ async def forward(
             if popped is None:
                 if not await registry.alive(owner):
                     log.warning("replica %s died while serving a forwarded request", owner)
-                    group.cancel_scope.cancel()
-                    if not started:
-                        raise OwnerLost(owner)
-                    break  # the client sees the stream end, and resumes it elsewhere
+                    lost = True
+                    break
                 continue
             part = popped[1]
             kind, payload = part[:1], part[1:]
@@ -113,6 +112,11 @@ async def forward(
                 if kind == _END:
                     break
         group.cancel_scope.cancel()
+    if lost and not started:
+        raise OwnerLost(owner)
+    if lost:  # the client sees the stream end, and resumes it elsewhere (Last-Event-ID)
+        with contextlib.suppress(OSError, RuntimeError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def serve_inbox(registry: Registry, app: ASGIApp, group: TaskGroup) -> None:

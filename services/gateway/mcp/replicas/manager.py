@@ -10,10 +10,15 @@ from typing import Any
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    LAST_EVENT_ID_HEADER,
+    StreamableHTTPServerTransport,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from redis.exceptions import RedisError
+from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.mcp.replicas.events import RedisEventStore
@@ -26,6 +31,28 @@ log = logging.getLogger(__name__)
 TAKING_OVER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentcards_taking_over", default=None
 )
+
+
+class PrimedTransport(StreamableHTTPServerTransport):
+    """The SDK's transport, its GET stream primed too: the SDK gives a POST's stream a first
+    event with an id and ``retry:``, and the GET stream none, so a client that lost it before
+    any notification had no id to resume from. Hooks ``_handle_get_request`` (mcp 2.3)."""
+
+    async def _handle_get_request(self, request: Request, send: Send) -> None:
+        store = self._event_store
+        if store is None or request.headers.get(LAST_EVENT_ID_HEADER):
+            await super()._handle_get_request(request, send)
+            return
+
+        async def priming(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                event_id = await store.store_event(GET_STREAM_KEY, None)
+                retry = f"retry: {self._retry_interval}\r\n" if self._retry_interval else ""
+                event = f"id: {event_id}\r\n{retry}data: \r\n\r\n".encode()
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+
+        await super()._handle_get_request(request, priming)
 
 
 class ReplicatedSessionManager(StreamableHTTPSessionManager):
@@ -48,7 +75,7 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
         if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
             return None
         session_id = TAKING_OVER.get() or uuid.uuid4().hex
-        transport = StreamableHTTPServerTransport(
+        transport = PrimedTransport(
             mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
             event_store=RedisEventStore(
@@ -86,7 +113,12 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
         async def answering(message: Message) -> None:
             # Known to every replica before the client can send it anywhere.
             if message["type"] == "http.response.start" and message["status"] < 400:
-                await self.registry.register(session_id, path=scope["path"], init=bytes(opening))
+                await self.registry.register(
+                    session_id,
+                    path=scope["path"],
+                    init=bytes(opening),
+                    end=lambda: self._discard_session(session_id, http_transport),
+                )
             await send(message)
 
         await super()._serve_opening_request(http_transport, scope, reading, answering)
@@ -129,5 +161,6 @@ def session_manager(
         registry=registry,
         events=settings.mcp_session_events,
         retry_interval=settings.mcp_sse_retry_ms,
+        max_sessions=settings.mcp_max_sessions,
         security_settings=transport_security(settings.gateway_host),
     )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from shared.queues import mcp_events_key, mcp_replica_key, mcp_session_key
+from shared.queues import MCP_SESSIONS_GAUGE, mcp_events_key, mcp_replica_key, mcp_session_key
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,12 @@ return 0
 """
 
 
+def session_ttl_s(*, idle_s: float, replica_ttl_s: float) -> int:
+    """How long a session's keys live past their last renewal: its idle time, and then some
+    for a replica that took it over to renew them."""
+    return int(idle_s + 2 * replica_ttl_s) + 1
+
+
 @dataclass(frozen=True)
 class SessionRecord:
     """What Redis knows of a session: its owner, its endpoint, and its opening request."""
@@ -52,8 +61,13 @@ class Registry:
 
     idle_s: float
     replica_ttl_s: float
-    replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    local: set[str] = field(default_factory=set)  # the sessions this replica runs
+    # Host and pid first, as the toolhost's heartbeat names a replica: an operator (or a
+    # test) can tell which process owns a session.
+    replica_id: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    )
+    # The sessions this replica runs, each with what ends it here.
+    local: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
     # Set when this replica shuts down: its sessions stay registered, for another to take over.
     stopping: bool = False
     _redis: aioredis.Redis | None = None
@@ -75,13 +89,45 @@ class Registry:
             try:
                 async with redis.pipeline(transaction=False) as pipe:
                     pipe.set(mcp_replica_key(self.replica_id), b"1", px=ttl_ms)
+                    pipe.hset(MCP_SESSIONS_GAUGE, self.replica_id, len(self.local))
                     for session_id in list(self.local):
                         pipe.expire(mcp_session_key(session_id), self.session_ttl_s)
                         pipe.expire(mcp_events_key(session_id), self.session_ttl_s)
                     await pipe.execute()
+                await self._prune_gauge()
+                await self._drop_lost()
             except RedisError as exc:  # the outage guard answers requests meanwhile
                 log.warning("replica heartbeat not written: %s", exc)
             await anyio.sleep(self.replica_ttl_s / 3)
+
+    async def _drop_lost(self) -> None:
+        """End here the sessions another replica took over (this one stalled past its TTL and
+        was taken for dead): one session, one owner."""
+        sessions = list(self.local)
+        if not sessions:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in sessions:
+                pipe.hget(mcp_session_key(session_id), "owner")
+            owners = await pipe.execute()
+        for session_id, owner in zip(sessions, owners, strict=True):
+            if owner is not None and owner.decode() != self.replica_id:
+                log.warning("MCP session %s was taken over by %s", session_id[:8], owner.decode())
+                if (end := self.local.pop(session_id, None)) is not None:
+                    await end()
+
+    async def _prune_gauge(self) -> None:
+        """Drop the session counts of replicas that died without a word."""
+        keys: list[bytes] = await self.redis.hkeys(MCP_SESSIONS_GAUGE)  # type: ignore[assignment]
+        counted = [r.decode() for r in keys]
+        if not counted:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for replica in counted:
+                pipe.exists(mcp_replica_key(replica))
+            alive = await pipe.execute()
+        if dead := [r for r, live in zip(counted, alive, strict=True) if not live]:
+            await self.redis.hdel(MCP_SESSIONS_GAUGE, *dead)
 
     async def stop(self) -> None:
         """A replica that stops says so: its sessions are taken over at once."""
@@ -90,14 +136,18 @@ class Registry:
             with anyio.CancelScope(shield=True):
                 with contextlib.suppress(RedisError):
                     await self._redis.delete(mcp_replica_key(self.replica_id))
+                    await self._redis.hdel(MCP_SESSIONS_GAUGE, self.replica_id)
 
     @property
     def session_ttl_s(self) -> int:
-        return int(self.idle_s + 2 * self.replica_ttl_s) + 1
+        return session_ttl_s(idle_s=self.idle_s, replica_ttl_s=self.replica_ttl_s)
 
-    async def register(self, session_id: str, *, path: str, init: bytes) -> None:
-        """This replica opened ``session_id`` (at ``path``) with the request ``init``."""
-        self.local.add(session_id)
+    async def register(
+        self, session_id: str, *, path: str, init: bytes, end: Callable[[], Awaitable[None]]
+    ) -> None:
+        """This replica opened ``session_id`` (at ``path``) with the request ``init``;
+        ``end`` ends it here."""
+        self.local[session_id] = end
         key = mcp_session_key(session_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"owner": self.replica_id, "path": path, "init": init})
@@ -107,7 +157,7 @@ class Registry:
     async def forget(self, session_id: str) -> None:
         """The session ended here: it ends everywhere (unless another replica took it over,
         or this one is shutting down: then another takes it over)."""
-        self.local.discard(session_id)
+        self.local.pop(session_id, None)
         if self.stopping:
             return
         await self.redis.eval(_FORGET, 1, mcp_session_key(session_id), self.replica_id)  # type: ignore[misc]

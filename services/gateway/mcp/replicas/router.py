@@ -3,12 +3,15 @@ replica that does, or, when that one died, this replica takes the session over."
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.buffered import buffered
+from services.gateway.mcp.replicas.calls import pending_calls
 from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
 from services.gateway.mcp.replicas.manager import TAKING_OVER
 from services.gateway.mcp.replicas.registry import Registry, SessionRecord
@@ -89,8 +92,15 @@ class SessionRouter:
                 if opened >= 400 or session_id not in self.registry.local:
                     log.warning("MCP session %s not re-opened (%d)", session_id[:8], opened)
                     return False
+                reopened = _opening(scope, record, session_id=session_id)
                 initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-                await _call(self.app, _opening(scope, record, session_id=session_id), initialized)
+                await _call(self.app, reopened, initialized)
+                # The calls the dead owner was waiting on go on here; their client resumes
+                # their streams (Last-Event-ID) and hears the rest. Each is sent as its
+                # client sent it, the stream of the POST dropped at once (the client's
+                # own reconnect takes the events from the event store, then live).
+                for call in await pending_calls(self.registry.redis, session_id):
+                    await _call(self.app, reopened, json.dumps(call).encode(), hang_up=True)
                 return True
         finally:
             if not lock.locked():
@@ -114,12 +124,16 @@ def _opening(scope: Scope, record: SessionRecord, *, session_id: str | None = No
     ]
     if session_id is not None:
         headers.append((_SESSION_HEADER, session_id.encode()))
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            version = json.loads(record.init)["params"]["protocolVersion"]
+            headers.append((b"mcp-protocol-version", str(version).encode()))
     path = record.path or scope["path"]
     return {**scope, "method": "POST", "path": path, "raw_path": path.encode(), "headers": headers}
 
 
-async def _call(app: ASGIApp, scope: Scope, body: bytes) -> int:
-    """Run one request through ``app``, its answer read and dropped; its status."""
+async def _call(app: ASGIApp, scope: Scope, body: bytes, *, hang_up: bool = False) -> int:
+    """Run one request through ``app``, its answer read and dropped (or, ``hang_up``, the
+    connection closed as soon as the request was read); its status."""
     status = 500
     done = anyio.Event()
     sent = False
@@ -129,7 +143,8 @@ async def _call(app: ASGIApp, scope: Scope, body: bytes) -> int:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
+        if not hang_up:
+            await done.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
