@@ -325,6 +325,45 @@ class Settings(BaseSettings):
     # The Python SDK's streamable HTTP client refuses a server-sent event over 1 MiB
     # (DEFAULT_MAX_SSE_EVENT_SIZE, mcp/client/streamable_http.py), so the ceiling keeps
     # 64 KiB of headroom below that.
+    # The SDK's own default; a client that comes back later initializes a new session.
+    mcp_session_idle_s: float = Field(
+        default=1800.0,
+        gt=0,
+        le=7 * 86400,
+        description="an MCP session (2025-11-25) with no request in flight and no open stream "
+        "for this long ends, on every gateway replica",
+    )
+    # Forwarded requests wait on the owner's heartbeat: a dead replica is noticed within this.
+    mcp_replica_ttl_s: float = Field(
+        default=10.0,
+        ge=1,
+        le=300,
+        description="a gateway replica whose heartbeat is older than this is taken for dead: "
+        "another replica takes over its MCP sessions",
+    )
+    # Each idle session holds the SDK's transport and session objects in its owner's memory;
+    # this caps them per replica (new sessions are refused with 503 past it).
+    mcp_max_sessions: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="MCP sessions (2025-11-25) one gateway replica owns at most, per endpoint; "
+        "past it `initialize` is answered 503 until one ends",
+    )
+    mcp_session_events: int = Field(
+        default=1000,
+        ge=10,
+        le=1_000_000,
+        description="SSE events kept per MCP session (in Redis) for clients resuming a stream "
+        "with `Last-Event-ID`; older ones are dropped",
+    )
+    mcp_sse_retry_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=600_000,
+        description="the `retry:` hint of every MCP SSE stream: how long a client waits before "
+        "it reconnects to resume one",
+    )
     mcp_reply_max_bytes: int = Field(
         default=256 << 10,
         ge=16 << 10,

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from shared.errors import ErrorType
-from shared.queues import METRICS_PREFIX, Queue
+from shared.queues import MCP_SESSIONS_GAUGE, METRICS_PREFIX, Queue, mcp_replica_key
 
 COUNTERS = {
     "capabilities_learned_total": "Capabilities created from successful executions",
@@ -242,6 +242,7 @@ class RedisMetricsCollector(Collector):
         yield rate
         yield from _rates(counts, labelled)
         yield self._queue_depths()
+        yield self._mcp_sessions()
         for name, (doc, buckets) in HISTOGRAMS.items():
             data = _decoded(self.client.hgetall(METRICS_PREFIX + name))
             yield _histogram(f"agentcards_{name}", doc, buckets, [((), data)])
@@ -253,6 +254,24 @@ class RedisMetricsCollector(Collector):
                 ((v,), _decoded(self.client.hgetall(f"{METRICS_PREFIX}{name}:{v}"))) for v in seen
             ]
             yield _histogram(f"agentcards_{name}", doc, buckets, series, label=label)
+
+    def _mcp_sessions(self) -> GaugeMetricFamily:
+        """MCP sessions (2025-11-25) each live gateway replica owns: each holds its transport
+        in that replica's memory (at most AGENTCARDS_MCP_MAX_SESSIONS per endpoint) and its
+        last AGENTCARDS_MCP_SESSION_EVENTS events in Redis."""
+        family = GaugeMetricFamily(
+            "agentcards_mcp_sessions",
+            "MCP sessions each live gateway replica owns",
+            labels=["replica"],
+        )
+        owned = _decoded(self.client.hgetall(MCP_SESSIONS_GAUGE))
+        pipe = self.client.pipeline(transaction=False)
+        for replica in sorted(owned):
+            pipe.exists(mcp_replica_key(replica))
+        for replica, live in zip(sorted(owned), pipe.execute(), strict=True):
+            if live:  # a replica that died says nothing more: its count goes with it
+                family.add_metric([replica], owned[replica])
+        return family
 
     def _queue_depths(self) -> GaugeMetricFamily:
         """Messages waiting in each Celery queue (a Redis list named after the queue)."""

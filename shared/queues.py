@@ -97,6 +97,16 @@ SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier
 # (shared/direct/drain.py), which read it as one consumer group.
 DIRECT_RECORDS_STREAM = KEY_PREFIX + "direct:records"
 DIRECT_RECORDS_GROUP = "recorders"
+# MCP sessions (2025-11-25) shared by the gateway replicas (services/gateway/mcp/replicas/):
+# each session is served by the replica that owns it; the others forward its requests there.
+MCP_PREFIX = KEY_PREFIX + "mcp:"
+MCP_SESSION_PREFIX = MCP_PREFIX + "session:"  # + session id; hash: owner, path, init (expiring)
+MCP_REPLICA_PREFIX = MCP_PREFIX + "replica:"  # + replica id; a live gateway replica (expiring)
+MCP_INBOX_PREFIX = MCP_PREFIX + "inbox:"  # + replica id; list of requests forwarded to it
+MCP_FORWARD_PREFIX = MCP_PREFIX + "fwd:"  # + forward id + ":out"/":in"; one forwarded exchange
+MCP_EVENTS_PREFIX = MCP_PREFIX + "events:"  # + session id; stream of its SSE events (bounded)
+MCP_SESSIONS_GAUGE = METRICS_PREFIX + "mcp_sessions"  # hash: replica id -> sessions it owns
+MCP_CALLS_PREFIX = MCP_PREFIX + "calls:"  # + session id; hash: request id -> the run it waits on
 
 
 def events_channel(execution_id: str) -> str:
@@ -188,3 +198,33 @@ TENANT_EVENTS_PREFIX = KEY_PREFIX + "tenant-events:"  # + tenant_id; pub/sub (sh
 def tenant_events_channel(tenant_id: str) -> str:
     """Pub/sub channel of one tenant's dashboard events (`GET /v1/events`)."""
     return f"{TENANT_EVENTS_PREFIX}{tenant_id}"
+
+
+def mcp_session_key(session_id: str) -> str:
+    """Which replica owns an MCP session, and what re-opens it elsewhere."""
+    return f"{MCP_SESSION_PREFIX}{session_id}"
+
+
+def mcp_replica_key(replica_id: str) -> str:
+    """A gateway replica's heartbeat: present while it is alive."""
+    return f"{MCP_REPLICA_PREFIX}{replica_id}"
+
+
+def mcp_inbox_key(replica_id: str) -> str:
+    """The requests other replicas forward to this one (sessions it owns)."""
+    return f"{MCP_INBOX_PREFIX}{replica_id}"
+
+
+def mcp_forward_key(forward_id: str, direction: Literal["out", "in"]) -> str:
+    """One forwarded request: its response parts (``out``), its client's hang-up (``in``)."""
+    return f"{MCP_FORWARD_PREFIX}{forward_id}:{direction}"
+
+
+def mcp_events_key(session_id: str) -> str:
+    """An MCP session's SSE events, for a client resuming with ``Last-Event-ID``."""
+    return f"{MCP_EVENTS_PREFIX}{session_id}"
+
+
+def mcp_calls_key(session_id: str) -> str:
+    """An MCP session's calls waiting on executions, for a replica that takes it over."""
+    return f"{MCP_CALLS_PREFIX}{session_id}"

@@ -20,6 +20,9 @@ from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import DirectSurface, Listeners
 from services.gateway.mcp.errors import http_error_response
 from services.gateway.mcp.headers import TrimmedHeaderValues
+from services.gateway.mcp.replicas.forwarding import serve_inbox
+from services.gateway.mcp.replicas.registry import Registry
+from services.gateway.mcp.replicas.router import SessionRouter
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.oauth import ResourceServer
 from services.gateway.ops.direct_records import start_drainer
@@ -64,8 +67,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     holder: dict[str, GatewayState] = {}
     listeners = Listeners()  # the clients of /mcp/servers and /mcp told of server changes
+    # This replica in the MCP session table every gateway replica shares (mcp/replicas/).
+    registry = Registry(
+        idle_s=settings.mcp_session_idle_s, replica_ttl_s=settings.mcp_replica_ttl_s
+    )
     mcp = build_mcp_server(lambda: holder["state"], listeners=listeners)
-    direct = DirectSurface(lambda: holder["state"], listeners=listeners, host=settings.gateway_host)
+    direct = DirectSurface(lambda: holder["state"], listeners=listeners, registry=registry)
     policy = PolicyEngine(settings.policy_file)  # a bad policy file stops start-up here
 
     @asynccontextmanager
@@ -84,12 +91,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis_url=settings.require_urls()[1], embedder=get_embedder(settings)
         ).start()
         drainer = start_drainer(state)  # direct calls' records, to Postgres
+        registry.open(state.aredis)
         try:
-            async with mcp.session_manager.run(), anyio.create_task_group() as group:
+            async with sessions.run(), anyio.create_task_group() as group:
                 await direct.serve(group)
                 group.start_soon(skill_changes.relay, lambda: holder["state"])
                 group.start_soon(follow_reloads, state.aredis, state.policy)
+                group.start_soon(registry.heartbeat)
+                group.start_soon(serve_inbox, registry, app, group)
                 yield
+                await registry.stop()  # before the sessions close: others take them over
                 group.cancel_scope.cancel()
         finally:
             drainer.stop()
@@ -116,7 +127,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.signin = sign_in
     # ... and Flower at /flower/, to the people who sign in there with agentcards:admin.
     flower = FlowerProxy(settings, gateway_cookies=sign_in.cookies) if sign_in is not None else None
-    if resource is not None:  # innermost: it reads /mcp bodies the guard has bounded
+    # Innermost: a request for another replica's MCP session goes there, past every guard.
+    app.add_middleware(SessionRouter, registry=registry)
+    if resource is not None:  # it reads /mcp bodies the guard has bounded
         app.add_middleware(ScopeGate, challenge=resource.challenge, mcp_refusal=http_error_response)
     # Outermost last: security headers on everything (refusals too), then CORS, then the guard.
     app.add_middleware(
@@ -168,7 +181,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard.mount_static(app)
     app.include_router(audit.router)
     app.include_router(pii.router)
-    mount_mcp(app, mcp, host=settings.gateway_host)
+    sessions = mount_mcp(app, mcp, registry=registry, settings=settings)
     app.router.routes.extend(direct.routes())
     if resource is not None:
         app.router.routes.extend(resource.routes())

@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.gateway.buffered import buffered
 from services.gateway.errors import error_response
 from shared.auth.principal import SCOPE_ADMIN, SCOPE_EXECUTE, SCOPE_READ, SCOPES, Principal
 from shared.errors import AgentCardsError, Forbidden
@@ -82,7 +83,7 @@ class ScopeGate:
         path, method = scope["path"], scope["method"]
         on_mcp = path == "/mcp" or path.startswith("/mcp/")
         if on_mcp:
-            body, receive = await _buffered(receive) if method == "POST" else (b"", receive)
+            body, receive = await buffered(receive) if method == "POST" else (b"", receive)
             needed = mcp_scope(body)
         elif path.startswith("/v1/"):
             needed = rest_scope(method, path)
@@ -102,26 +103,3 @@ class ScopeGate:
             path, error="insufficient_scope", scope=needed
         )
         await refusal(scope, receive, send)
-
-
-async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
-    """The request body (already size-checked by the body guard) and a receive that replays it."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay

@@ -21,10 +21,20 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp.types import (
+    EmptyResult,
+    LoggingLevel,
+    LoggingMessageNotification,
+    LoggingMessageNotificationParams,
+    ProgressNotification,
+    ProgressNotificationParams,
+    SetLevelRequestParams,
+)
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from services.gateway.mcp.fit import clip_text
+from services.gateway.mcp.replicas import calls
 from shared.executions.events import FINISHED, RETRIED, TOOL_LOG
 from shared.executions.models import ExecutionView
 from shared.executions.status import ExecutionStatus
@@ -87,12 +97,34 @@ async def send(ctx: Context, line: LogLine, *, logger: str = LOGGER) -> None:
     request = ctx.request_context
     if not wanted(request.session, protocol_version=request.protocol_version, level=level):
         return
+    if (meta := calls.event_meta(ctx)) is not None:  # a session's: the run event it carries
+        params = LoggingMessageNotificationParams(level=level, data=data, logger=logger, _meta=meta)
+        notification = LoggingMessageNotification(params=params)
+        await request.session.send_notification(notification, related_request_id=request.request_id)
+        return
     with warnings.catch_warnings():  # deprecated in 2026-07-28 only; we serve earlier versions too
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         pending = request.session.send_log_message(
             level=level, data=data, logger=logger, related_request_id=request.request_id
         )
     await pending
+
+
+async def report_progress(
+    ctx: Context, progress: float, total: float | None, message: str | None
+) -> None:
+    """Progress on the caller's token (nothing when it gave none); in a session, naming the
+    run event it passes on (replicas/calls.py)."""
+    request = ctx.request_context
+    token = progress_token_from_params(request.params)
+    if (meta := calls.event_meta(ctx)) is None or token is None:
+        await ctx.report_progress(progress, total, message)
+        return
+    params = ProgressNotificationParams(
+        progress_token=token, progress=progress, total=total, message=message, _meta=meta
+    )
+    notification = ProgressNotification(params=params)
+    await request.session.send_notification(notification, related_request_id=request.request_id)
 
 
 def event_line(event: dict[str, Any]) -> LogLine | None:
@@ -157,7 +189,8 @@ def outcome_lines(view: ExecutionView) -> list[tuple[LogLine, str]]:
 async def forward_event(ctx: Context, event: dict[str, Any]) -> None:
     """``wait_for_finish``'s ``on_event`` for MCP: progress notifications and log lines."""
     if event.get("type") == EventType.PROGRESS:
-        await ctx.report_progress(
+        await report_progress(
+            ctx,
             float(event.get("done") or 0),
             float(event["total"]) if event.get("total") is not None else None,
             str(event.get("message") or ""),

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+import anyio
 from mcp import types
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
@@ -31,9 +32,12 @@ from redis.exceptions import RedisError
 
 from services.gateway.mcp import input_required, log_messages
 from services.gateway.mcp.fit import clip_text
+from services.gateway.mcp.replicas import calls
+from services.gateway.mcp.replicas.registry import session_ttl_s
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops import direct, direct_call
 from services.gateway.ops.admission import Admission
+from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.direct import DirectTool
 from services.gateway.ops.enqueue import enqueue_admitted
 from services.gateway.ops.execution_events import EventFollower, read_events
@@ -41,6 +45,7 @@ from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
+from shared.errors import AgentCardsError
 from shared.executions.events import TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
@@ -112,7 +117,10 @@ async def run_passing_through(
     if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
     execution_id = str(row["id"])
-    async with relay_client_requests(state, ctx, execution_id=execution_id) as relay:
+    async with (
+        relay_client_requests(state, ctx, execution_id=execution_id) as relay,
+        _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
+    ):
         row = await enqueue_admitted(state, admission=admission, principal=principal)
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
@@ -141,11 +149,65 @@ async def resume_passing_through(
     )
     if row["status"] in TERMINAL:
         return row
-    async with relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay:
+    async with (
+        relay_client_requests(state, ctx, execution_id=pending.execution_id) as relay,
+        _cancelled_with_the_call(
+            state, ctx, execution_id=pending.execution_id, principal=principal
+        ),
+    ):
         return await _wait(
             state, ctx, relay, row=row, principal=principal, log_events=log_events,
             heard=pending.heard,
         )  # fmt: skip
+
+
+async def resume_interrupted(
+    state: GatewayState, ctx: Context, *, principal: Principal
+) -> Ended | None:
+    """A call this session's previous owner was waiting on when it died (re-sent by the
+    replica that took the session over): the same execution waited on again, its events
+    passed on from the first one the client was not sent. None for any other call."""
+    found = await calls.interrupted(state.aredis, ctx)
+    if found is None:
+        return None
+    execution_id, after_seq = found
+    row = await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    if row["status"] in TERMINAL:  # it ended meanwhile: what the client missed is in its log
+        forward = _Forwarder(ctx, log_events=True, heard=after_seq)
+        for event in await read_events(state, execution_id=execution_id):
+            await forward(event)
+        return row
+    async with (
+        relay_client_requests(state, ctx, execution_id=execution_id) as relay,
+        _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
+    ):
+        return await _wait(
+            state, ctx, relay, row=row, principal=principal, log_events=True, heard=after_seq
+        )
+
+
+@contextlib.asynccontextmanager
+async def _cancelled_with_the_call(
+    state: GatewayState, ctx: Context, *, execution_id: str, principal: Principal
+) -> AsyncIterator[None]:
+    """The client's ``notifications/cancelled`` for the call cancels its execution (as
+    ``POST /v1/executions/{id}/cancel`` does); any other end of the wait (the gateway
+    stopping, the session ending) leaves the run going, for whoever reads it next, and the
+    call on record (calls.py) for a replica that takes the session over."""
+    ttl_s = session_ttl_s(
+        idle_s=state.settings.mcp_session_idle_s, replica_ttl_s=state.settings.mcp_replica_ttl_s
+    )
+    try:
+        async with calls.remembered(state.aredis, ctx, execution_id=execution_id, ttl_s=ttl_s):
+            yield
+    except asyncio.CancelledError:
+        if calls.client_cancelled(ctx):
+            log.info("execution %s: its MCP client cancelled the call", execution_id)
+            with anyio.CancelScope(shield=True), contextlib.suppress(AgentCardsError, RedisError):
+                await cancel_execution(
+                    state, execution_id=execution_id, tenant_id=principal.tenant_id
+                )
+        raise
 
 
 async def _wait(
@@ -190,11 +252,16 @@ class _Forwarder:
         seq = int(event.get("seq") or 0)
         if seq and seq <= self.heard:
             return
-        if self.log_events:
-            await log_messages.forward_event(self.ctx, event)
-        else:  # a direct call: only what its server logged
-            await log_messages.forward_tool_log(self.ctx, event)
-        await forward_progress(self.ctx, event)
+        # Each notification names its event: a replica taking the session over goes on after it.
+        token = calls.RUN_EVENT.set(seq or None)
+        try:
+            if self.log_events:
+                await log_messages.forward_event(self.ctx, event)
+            else:  # a direct call: only what its server logged
+                await log_messages.forward_tool_log(self.ctx, event)
+            await forward_progress(self.ctx, event)
+        finally:
+            calls.RUN_EVENT.reset(token)
         self.heard = max(self.heard, seq)
 
 
@@ -419,11 +486,15 @@ async def run_as_tool(
 async def resume_as_tool(
     state: GatewayState, ctx: Context, *, principal: Principal
 ) -> CallToolResult | types.InputRequiredResult | None:
-    """``run_as_tool`` for a 2026-07-28 client's retry (None: the call is not one)."""
+    """``run_as_tool`` for a 2026-07-28 client's retry, or for a call a replica that died was
+    waiting on (None: the call is neither)."""
     pending = input_required.pending_of(ctx.request_state, principal=principal)
-    if pending is None:
+    if pending is not None:
+        outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
+    elif (interrupted := await resume_interrupted(state, ctx, principal=principal)) is not None:
+        outcome = interrupted
+    else:
         return None
-    outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
     return await _as_tool(state, ctx, outcome)
 
 
@@ -445,8 +516,8 @@ async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
     total = float(event["total"]) if event.get("total") is not None else None
     done = event.get("message") or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
     message = clip_text(str(done), max_bytes=PROGRESS_TEXT_BYTES, rest="the tool's own message")
-    await ctx.report_progress(
-        progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
+    await log_messages.report_progress(
+        ctx, progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
     )
 
 

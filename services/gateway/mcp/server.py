@@ -9,7 +9,7 @@ import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field
 from starlette.routing import Route
@@ -33,6 +33,8 @@ from services.gateway.mcp.direct import Listeners
 from services.gateway.mcp.errors import GatewayMCPServer, tool_errors
 from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.missing_capability import refuse_failed_run
+from services.gateway.mcp.replicas.manager import ReplicatedSessionManager, session_manager
+from services.gateway.mcp.replicas.registry import Registry
 from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
 from services.gateway.ops.admission import admit_submission
 from services.gateway.ops.direct_records import start_drainer
@@ -43,6 +45,7 @@ from services.gateway.ops.models.tools import Declarations, ToolSearchRequest, T
 from services.gateway.ops.tool_search import search_tools as search_tools_op
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
+from shared.config import Settings
 from shared.errors import ConfigError, Unauthorized
 from shared.executions.models import ExecutionRequest, ExecutionView, RetryPolicy, view_from_row
 from shared.executions.pages import PART_DESCRIPTION, Part
@@ -346,20 +349,18 @@ def build_mcp_server(
     return server
 
 
-def mount_mcp(app: FastAPI, server: MCPServer, *, host: str) -> None:
-    """Serve streamable HTTP at exactly /mcp.
+def mount_mcp(
+    app: FastAPI, server: MCPServer, *, registry: Registry, settings: Settings
+) -> ReplicatedSessionManager:
+    """Serve streamable HTTP at exactly /mcp; the session manager, for the app to run.
 
     A route, not a mount at "/": a catch-all mount would answer every unknown path and
     wrong method with the SDK app's plain-text 404 instead of our 404/405 envelope.
     """
-    loopback = host in {"127.0.0.1", "localhost", "::1"}
-    security = (
-        None if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    )
-    mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp", host=host, transport_security=security
-    )
-    app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
+    manager = session_manager(server._lowlevel_server, registry=registry, settings=settings)
+    endpoint = StreamableHTTPASGIApp(manager)
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, include_in_schema=False))
+    return manager
 
 
 async def serve_stdio(settings: Any) -> None:

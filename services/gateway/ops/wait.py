@@ -36,7 +36,8 @@ async def wait_for_finish(
     second, in case a worker died without publishing (the read reaps it, or re-queues it).
     ``submitted``: the row this request just recorded and enqueued; it is not read again
     before anything is heard (its end is in the replayed log if it came first).
-    ``after_seq``: events up to this sequence number were passed on before (not again).
+    ``after_seq``: events up to this sequence number were passed on before (in an earlier
+    round, or by a gateway that died): not again.
     """
     budget = timeout_s + state.settings.execution_wait_slack_s
     deadline = time.monotonic() + budget

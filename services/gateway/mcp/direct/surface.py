@@ -12,7 +12,6 @@ from anyio.abc import TaskGroup
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -22,6 +21,8 @@ from services.gateway.mcp.direct.listeners import Listeners
 from services.gateway.mcp.direct.relay import relay
 from services.gateway.mcp.direct.server import endpoint_server
 from services.gateway.mcp.errors import protocol_error
+from services.gateway.mcp.replicas.manager import ReplicatedSessionManager, session_manager
+from services.gateway.mcp.replicas.registry import Registry
 from services.gateway.ops import direct as ops
 from services.gateway.state import GatewayState
 from shared import tool_ids
@@ -34,21 +35,12 @@ class DirectSurface:
     """The ASGI endpoints of the direct surface and the session managers behind them."""
 
     def __init__(
-        self, get_state: Callable[[], GatewayState], *, listeners: Listeners, host: str
+        self, get_state: Callable[[], GatewayState], *, listeners: Listeners, registry: Registry
     ) -> None:
         self._get_state = get_state
         self._listeners = listeners
-        loopback = host in {"127.0.0.1", "localhost", "::1"}
-        self._security = (
-            TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-            )
-            if loopback
-            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        )
-        self._managers: dict[str | None, StreamableHTTPSessionManager] = {}
+        self._registry = registry
+        self._managers: dict[str | None, ReplicatedSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
         self._lock = anyio.Lock()
         self._group: TaskGroup | None = None
@@ -95,7 +87,7 @@ class DirectSurface:
         server.version = found.version
         server.title = found.title
 
-    async def _manager(self, name: str | None) -> StreamableHTTPSessionManager:
+    async def _manager(self, name: str | None) -> ReplicatedSessionManager:
         if name in self._managers:
             return self._managers[name]
         if name is not None:
@@ -110,7 +102,8 @@ class DirectSurface:
                 if self._group is None:
                     raise Unavailable("the direct MCP surface is not running yet")
                 server = endpoint_server(Endpoint(name, self._get_state, self._listeners))
-                manager = StreamableHTTPSessionManager(app=server, security_settings=self._security)
+                settings = self._get_state().settings
+                manager = session_manager(server, registry=self._registry, settings=settings)
                 if name is not None:
                     self._servers[name] = server
                 await self._group.start(_keep_running, manager)

@@ -1,0 +1,166 @@
+"""The SDK's streamable-HTTP session manager, with its sessions known to every replica."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from typing import Any
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    LAST_EVENT_ID_HEADER,
+    StreamableHTTPServerTransport,
+)
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from services.gateway.mcp.replicas.events import RedisEventStore
+from services.gateway.mcp.replicas.registry import Registry
+from shared.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Set while this replica re-opens a session another replica owned: the id it keeps.
+TAKING_OVER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentcards_taking_over", default=None
+)
+
+
+class PrimedTransport(StreamableHTTPServerTransport):
+    """The SDK's transport, its GET stream primed too: the SDK gives a POST's stream a first
+    event with an id and ``retry:``, and the GET stream none, so a client that lost it before
+    any notification had no id to resume from. Hooks ``_handle_get_request`` (mcp 2.3)."""
+
+    async def _handle_get_request(self, request: Request, send: Send) -> None:
+        store = self._event_store
+        if store is None or request.headers.get(LAST_EVENT_ID_HEADER):
+            await super()._handle_get_request(request, send)
+            return
+
+        async def priming(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                event_id = await store.store_event(GET_STREAM_KEY, None)
+                retry = f"retry: {self._retry_interval}\r\n" if self._retry_interval else ""
+                event = f"id: {event_id}\r\n{retry}data: \r\n\r\n".encode()
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+
+        await super()._handle_get_request(request, priming)
+
+
+class ReplicatedSessionManager(StreamableHTTPSessionManager):
+    """Registers each session it opens (owner, endpoint, opening request) in Redis before
+    the client learns its id, forgets it when it ends, keeps its SSE events in Redis, and
+    can re-open a session under its old id (``TAKING_OVER``) when its owner died.
+
+    Hooks the SDK manager's ``_admit_session``, ``_serve_opening_request`` and
+    ``_discard_session`` (mcp 2.3, pinned in constraints.txt).
+    """
+
+    def __init__(self, app: Any, *, registry: Registry, events: int, **options: Any) -> None:
+        super().__init__(app, session_idle_timeout=registry.idle_s, **options)
+        self.registry = registry
+        self._events = events
+
+    def _admit_session(
+        self, requestor: AuthorizationContext | None
+    ) -> StreamableHTTPServerTransport | None:
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        session_id = TAKING_OVER.get() or uuid.uuid4().hex
+        transport = PrimedTransport(
+            mcp_session_id=session_id,
+            is_json_response_enabled=self.json_response,
+            event_store=RedisEventStore(
+                self.registry.redis,
+                session_id=session_id,
+                keep=self._events,
+                ttl_s=self.registry.session_ttl_s,
+            ),
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
+        return transport
+
+    async def _serve_opening_request(
+        self,
+        http_transport: StreamableHTTPServerTransport,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        session_id = http_transport.mcp_session_id
+        assert session_id is not None
+        opening = bytearray()
+
+        async def reading() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                opening.extend(message.get("body", b""))
+            return message
+
+        async def answering(message: Message) -> None:
+            # Known to every replica before the client can send it anywhere.
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                await self.registry.register(
+                    session_id,
+                    path=scope["path"],
+                    init=bytes(opening),
+                    end=lambda: self._discard_session(session_id, http_transport),
+                )
+            await send(message)
+
+        await super()._serve_opening_request(http_transport, scope, reading, answering)
+
+    async def _discard_session(
+        self, session_id: str, transport: StreamableHTTPServerTransport
+    ) -> None:
+        known = session_id in self._server_instances
+        await super()._discard_session(session_id, transport)
+        if known:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.registry.forget(session_id)
+                except RedisError as exc:  # its key expires with its last heartbeat renewal
+                    log.warning("ended MCP session %s not forgotten: %s", session_id[:8], exc)
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._server_instances)
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """DNS-rebinding protection on a loopback bind (as the SDK's own apps do), off beyond it
+    (the gateway's own auth and CORS settings guard it there)."""
+    if host in {"127.0.0.1", "localhost", "::1"}:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def session_manager(
+    server: Server[Any], *, registry: Registry, settings: Settings
+) -> ReplicatedSessionManager:
+    """A streamable-HTTP session manager for ``server`` whose sessions every replica serves."""
+    return ReplicatedSessionManager(
+        server,
+        registry=registry,
+        events=settings.mcp_session_events,
+        retry_interval=settings.mcp_sse_retry_ms,
+        max_sessions=settings.mcp_max_sessions,
+        security_settings=transport_security(settings.gateway_host),
+    )

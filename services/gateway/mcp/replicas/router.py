@@ -1,0 +1,159 @@
+"""ASGI middleware: a request for an MCP session this replica does not run goes to the
+replica that does, or, when that one died, this replica takes the session over."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.buffered import buffered
+from services.gateway.mcp.replicas.calls import pending_calls
+from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
+from services.gateway.mcp.replicas.manager import TAKING_OVER
+from services.gateway.mcp.replicas.registry import Registry, SessionRecord
+
+log = logging.getLogger(__name__)
+
+_SESSION_HEADER = b"mcp-session-id"
+# Headers of the request that led to a take-over that the replayed opening must not carry.
+_OPENING_DROPS = {
+    _SESSION_HEADER,
+    b"last-event-id",
+    b"mcp-protocol-version",
+    b"content-type",
+    b"content-length",
+    b"accept",
+}
+
+
+def is_mcp_path(path: str) -> bool:
+    """The streamable-HTTP endpoints: ``/mcp``, ``/mcp/servers`` and ``/mcp/servers/<name>``."""
+    return path == "/mcp" or path == "/mcp/servers" or path.startswith("/mcp/servers/")
+
+
+class SessionRouter:
+    """Serves here a request without a session, or for a session this replica runs;
+    forwards one for a session another live replica runs; takes over the session of one
+    that died (re-opening it here under the same id), then serves the request here."""
+
+    def __init__(self, app: ASGIApp, *, registry: Registry) -> None:
+        self.app = app
+        self.registry = registry
+        self._taking_over: dict[str, anyio.Lock] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_mcp_path(scope["path"]) or scope.get(FORWARDED):
+            await self.app(scope, receive, send)
+            return
+        session_id = _header(scope, _SESSION_HEADER)
+        if session_id is None or session_id in self.registry.local:
+            await self.app(scope, receive, send)
+            return
+        body, replayed = await buffered(receive)
+        for _ in range(3):  # an owner that dies under us, then one that won a race, then here
+            if session_id in self.registry.local:
+                break
+            record = await self.registry.record(session_id)
+            if record is None or record.owner == self.registry.replica_id:
+                break  # ended (or ending here): the session manager answers 404
+            if await self.registry.alive(record.owner):
+                try:
+                    await forward(
+                        self.registry, owner=record.owner, scope=scope, body=body,
+                        receive=receive, send=send,
+                    )  # fmt: skip
+                    return
+                except OwnerLost:
+                    continue
+            if await self._take_over(session_id, record, scope):
+                break
+        await self.app(scope, replayed, send)
+
+    async def _take_over(self, session_id: str, record: SessionRecord, scope: Scope) -> bool:
+        """Re-open a dead replica's session here, under its id; False if another replica
+        claimed it first (or it could not be re-opened)."""
+        lock = self._taking_over.setdefault(session_id, anyio.Lock())
+        try:
+            async with lock:
+                if session_id in self.registry.local:
+                    return True
+                if not await self.registry.take_over(session_id, dead_owner=record.owner):
+                    return False
+                log.info("taking over MCP session %s of replica %s", session_id[:8], record.owner)
+                token = TAKING_OVER.set(session_id)
+                try:
+                    opened = await _call(self.app, _opening(scope, record), record.init)
+                finally:
+                    TAKING_OVER.reset(token)
+                if opened >= 400 or session_id not in self.registry.local:
+                    log.warning("MCP session %s not re-opened (%d)", session_id[:8], opened)
+                    return False
+                reopened = _opening(scope, record, session_id=session_id)
+                initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                await _call(self.app, reopened, initialized)
+                # The calls the dead owner was waiting on go on here; their client resumes
+                # their streams (Last-Event-ID) and hears the rest. Each is sent as its
+                # client sent it, the stream of the POST dropped at once (the client's
+                # own reconnect takes the events from the event store, then live).
+                for call in await pending_calls(self.registry.redis, session_id):
+                    await _call(self.app, reopened, json.dumps(call).encode(), hang_up=True)
+                return True
+        finally:
+            if not lock.locked():
+                self._taking_over.pop(session_id, None)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _opening(scope: Scope, record: SessionRecord, *, session_id: str | None = None) -> Scope:
+    """A POST to the session's endpoint as the caller: its opening request, or (with
+    ``session_id``) the notification that the client took the answer."""
+    headers = [(k, v) for k, v in scope["headers"] if k not in _OPENING_DROPS]
+    headers += [
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+    ]
+    if session_id is not None:
+        headers.append((_SESSION_HEADER, session_id.encode()))
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            version = json.loads(record.init)["params"]["protocolVersion"]
+            headers.append((b"mcp-protocol-version", str(version).encode()))
+    path = record.path or scope["path"]
+    return {**scope, "method": "POST", "path": path, "raw_path": path.encode(), "headers": headers}
+
+
+async def _call(app: ASGIApp, scope: Scope, body: bytes, *, hang_up: bool = False) -> int:
+    """Run one request through ``app``, its answer read and dropped (or, ``hang_up``, the
+    connection closed as soon as the request was read); its status."""
+    status = 500
+    done = anyio.Event()
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if not hang_up:
+            await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+
+    await app(scope, receive, send)
+    done.set()
+    return status

@@ -1,0 +1,361 @@
+"""Three gateway replicas (one toolhost, one Redis and Postgres) behind the tests' own
+round-robin balancer, per request and per connection, with no affinity: the official SDK
+client at 2025-11-25 (sessions) and 2026-07-28 (none) does all a session does, whichever
+replica each request reaches.
+
+A stack of its own: it starts two more gateways beside the stack's one (and kills them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import redis
+from mcp import Client, ClientSession, types
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from tests.integration.mcp_servers import elicit_test_server, everything_server
+from tests.integration.scale.round_robin import Mode, RoundRobin
+from tests.stack import E2EStack, running_stack, wait_until
+
+REPLICAS = 3
+PROGRESS = """
+import asyncio
+for step in range(3):
+    progress(f"step {step}", done=step, total=3)
+    await asyncio.sleep(0.2)
+return "walked"
+"""
+ASK = 'return await mcp.asker.ask_name(question=args["q"])'
+SLEEP = "import asyncio\nprogress('sleeping')\nawait asyncio.sleep(60)\nreturn 'never'"
+UPDATED_URI = "demo://resource/static/document/architecture.md"
+
+
+@pytest.fixture(scope="module")
+def replicas(
+    embedded_pg: EmbeddedPostgres,
+    redis_server: EmbeddedRedis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[E2EStack, list[str]]]:
+    """The stack (its gateway the first replica) and the ``host:port`` of every replica."""
+    tmp = tmp_path_factory.mktemp("replicas")
+    servers = {"asker": elicit_test_server(), "everything": everything_server()}
+    with running_stack(
+        embedded_pg, redis_server, tmp, servers, learning=False, redis_db=15,
+    ) as stack:  # fmt: skip
+        ports = [stack.settings.gateway_port]
+        for n in range(1, REPLICAS):
+            port = free_port()
+            gateway = stack.start(
+                f"gateway-{n}",
+                [sys.executable, "-m", "services.gateway"],
+                extra_env={"AGENTCARDS_GATEWAY_PORT": str(port)},
+            )
+            wait_until(lambda p=port: _healthy(p), what=f"replica {n} healthy", proc=gateway)
+            ports.append(port)
+        yield stack.as_new_tenant(), [f"127.0.0.1:{port}" for port in ports]
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def legacy_session(
+    url: str, headers: dict[str, str], **options: Any
+) -> AsyncIterator[ClientSession]:
+    """A 2025-11-25 SDK session (the initialize handshake) at ``url``."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, **options) as session,
+    ):
+        initialized = await session.initialize()
+        assert initialized.protocol_version == "2025-11-25"
+        yield session
+
+
+def answering(name: str, asked: list[str]) -> Any:
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": name})
+
+    return elicitation
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    if result.structured_content:
+        return dict(result.structured_content)
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return dict(json.loads(block.text))
+
+
+def executions(stack: E2EStack, url: str) -> list[dict[str, Any]]:
+    """The tenant's executions, over REST at ``url``."""
+    with httpx.Client(base_url=url, headers=stack.headers, timeout=30) as rest:
+        listed: list[dict[str, Any]] = rest.get("/v1/executions", params={"limit": 100}).json()[
+            "executions"
+        ]
+    return listed
+
+
+@pytest.mark.parametrize("mode", ["request", "connection"])
+async def test_a_session_is_served_by_every_replica(
+    replicas: tuple[E2EStack, list[str]], mode: Mode
+) -> None:
+    """At 2025-11-25: tools listed, a run's progress heard, a downstream elicitation
+    answered, a run cancelled, a resource subscription's updates heard, the session deleted;
+    at 2026-07-28 the same calls; the balancer spread the requests over every replica."""
+    stack, backends = replicas
+    asked: list[str] = []
+    updated = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.set()
+
+    with RoundRobin(backends, mode).running() as balancer:
+        url = f"{balancer.url}/mcp"
+        async with legacy_session(
+            url, stack.headers, elicitation_callback=answering("Ada", asked)
+        ) as session:
+            with anyio.fail_after(10):  # each replica counts its sessions with its heartbeat
+                while (
+                    sum(
+                        (
+                            owned := await anyio.to_thread.run_sync(sessions_owned, balancer.url)
+                        ).values()
+                    )
+                    < 1
+                ):
+                    await anyio.sleep(0.2)
+            assert len(owned) == REPLICAS, owned
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"execute_code", "search_tools"} <= names
+            heard: list[str | None] = []
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                heard.append(message)
+
+            walked = await session.call_tool(
+                "execute_code",
+                {"code": PROGRESS, "learn": False, "no_cache": True},
+                progress_callback=on_progress,
+            )
+            assert payload(walked)["result"] == "walked", walked
+            assert [m for m in heard if m and m.startswith("step")] == [
+                "step 0", "step 1", "step 2"
+            ]  # fmt: skip
+            answered = await session.call_tool(
+                "execute_code", {"code": ASK, "args": {"q": f"Who ({mode})?"}, "learn": False}
+            )
+            assert payload(answered)["result"] == {"action": "accept", "name": "Ada"}, answered
+            assert asked == [f"Who ({mode})?"]
+            # Cancelled by the client: notifications/cancelled ends the run itself.
+            started = anyio.Event()
+
+            async def on_sleep(progress: float, total: float | None, message: str | None) -> None:
+                started.set()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(
+                    lambda: session.call_tool(
+                        "execute_code",
+                        {"code": SLEEP, "intent": f"sleep {mode}", "learn": False},
+                        progress_callback=on_sleep,
+                    )
+                )
+                with anyio.fail_after(60):
+                    await started.wait()
+                group.cancel_scope.cancel()
+            with anyio.fail_after(60):  # (polling off the event loop: the client's runs on it)
+                while not any(
+                    e["intent"] == f"sleep {mode}" and e["status"] == "cancelled"
+                    for e in await anyio.to_thread.run_sync(executions, stack, balancer.url)
+                ):
+                    await anyio.sleep(0.2)
+        # The direct surface: a subscription's updates come over the GET stream.
+        direct = f"{balancer.url}/mcp/servers/everything"
+        async with legacy_session(direct, stack.headers, message_handler=on_message) as session:
+            await session.subscribe_resource(UPDATED_URI)
+            for _ in range(2):  # a toggle: the other balancer mode's test may have left them on
+                toggled = await session.call_tool("toggle-subscriber-updates", {})
+                assert not toggled.is_error, toggled
+                if "Started" in str(toggled.content):
+                    break
+            with anyio.fail_after(30):
+                await updated.wait()
+        # 2026-07-28: no session at all, the same calls.
+        async with (
+            create_mcp_http_client(headers=stack.headers) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                elicitation_callback=answering("Grace", asked),
+            ) as modern,
+        ):
+            assert modern.protocol_version == "2026-07-28"
+            answered = await modern.call_tool(
+                "execute_code", {"code": ASK, "args": {"q": "Who now?"}, "learn": False}
+            )
+            assert payload(answered)["result"] == {"action": "accept", "name": "Grace"}
+    assert set(balancer.chosen) == set(backends), balancer.chosen
+
+
+def sessions_owned(url: str) -> dict[str, float]:
+    """``agentcards_mcp_sessions`` from /metrics: sessions by replica."""
+    scraped = httpx.get(f"{url}/metrics", timeout=10).text
+    return {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith("agentcards_mcp_sessions{")
+    }
+
+
+def sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
+    """The first ``count`` SSE events of a streamed response, field by field."""
+    events: list[dict[str, str]] = []
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+            continue
+        events.append(fields)
+        fields = {}
+        if len(events) == count:
+            break
+    return events
+
+
+def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """Raw HTTP through the balancer: the answer to ``initialize``, a request's stream and
+    the GET stream each open with a priming event (an id, ``retry:``, no data); a stream
+    resumed with ``Last-Event-ID`` (on another replica) replays what came after that event,
+    then primes itself again; after ``DELETE`` the session is gone on every replica."""
+    stack, backends = replicas
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    accept = {"accept": "application/json, text/event-stream"}
+    with (
+        RoundRobin(backends, "request").running() as balancer,
+        httpx.Client(headers=stack.headers | accept, timeout=30) as http,
+    ):
+        url = f"{balancer.url}/mcp"
+        with http.stream("POST", url, json=init) as opened:
+            events = sse_events(opened, 1)
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=initialized, headers=session).status_code == 202
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        with http.stream("POST", url, json=listing, headers=session) as listed:
+            primed, answered = sse_events(listed, 2)
+            events.append(primed)
+            assert json.loads(answered["data"])["result"]["tools"]
+        with http.stream("GET", url, headers=session | {"accept": "text/event-stream"}) as get:
+            events += sse_events(get, 1)
+        resumed = session | {"accept": "text/event-stream", "last-event-id": events[1]["id"]}
+        with http.stream("GET", url, headers=resumed) as again:
+            replayed, reprimed = sse_events(again, 2)  # what came after it, then a new cursor
+        assert replayed["id"] and json.loads(replayed["data"]) == json.loads(answered["data"])
+        events.append(reprimed)
+        assert http.delete(url, headers=session).status_code == 200
+        gone = http.post(url, json=listing, headers=session)
+        assert gone.status_code == 404, gone.text
+    for event in events:
+        assert event["id"] and event["retry"] == "1000" and event["data"] == "", events
+    assert len({event["id"] for event in events}) == len(events)
+
+
+WALK = """
+import asyncio
+for step in range(12):
+    progress(f"walk {step}", done=step, total=12)
+    await asyncio.sleep(0.6)
+return "arrived"
+"""
+
+
+async def test_a_call_goes_on_when_its_replica_is_killed(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """Last in the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
+    the replica that owns its session is killed mid-run (SIGKILL); the SDK client resumes
+    the stream on its own (Last-Event-ID, through the balancer: another replica), that replica
+    takes the session over and goes on with the same run: every progress step once, in order,
+    the answer, and one execution."""
+    stack, backends = replicas
+    heard: list[str] = []
+    two_heard = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+        if len(heard) == 2:
+            two_heard.set()
+
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    answers: list[types.CallToolResult] = []
+
+    async def call(session: ClientSession) -> None:
+        arguments = {"code": WALK, "intent": "walk through a kill", "learn": False}
+        answer = await session.call_tool("execute_code", arguments, progress_callback=on_progress)
+        answers.append(answer)
+
+    with (
+        RoundRobin(backends, "request").running() as balancer,
+        anyio.fail_after(120),
+    ):
+        async with legacy_session(f"{balancer.url}/mcp", stack.headers) as session:
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, session)
+                await two_heard.wait()
+                (calls_key,) = store.keys("agentcards:mcp:calls:*")
+                session_id = calls_key.decode().rsplit(":", 1)[1]
+                owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
+                assert owner is not None
+                owner_pid = int(owner.decode().split(":")[1])
+                (killed,) = [p for p in stack.procs.values() if p.proc.pid == owner_pid]
+                os.killpg(killed.proc.pid, signal.SIGKILL)
+                killed.proc.wait()
+            # The session went on too: another replica owns it, and serves the next request.
+            new_owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
+            assert new_owner is not None and new_owner != owner
+            assert {tool.name for tool in (await session.list_tools()).tools} >= {"execute_code"}
+        listed = await anyio.to_thread.run_sync(executions, stack, balancer.url)
+    (answer,) = answers
+    assert payload(answer)["result"] == "arrived", answer
+    assert heard == [f"walk {step}" for step in range(12)], heard
+    runs = [e for e in listed if e["intent"] == "walk through a kill"]
+    assert [run["status"] for run in runs] == ["succeeded"]
