@@ -123,7 +123,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if out and _measured and not hasattr(session.config, "workerinput"):
         path = Path(out)
         costs = (json.loads(path.read_text()) if path.exists() else {}) | {
-            group: round(seconds, 1) for group, seconds in _measured.items()
+            group: round(seconds) for group, seconds in _measured.items()
         }
         path.write_text(json.dumps(dict(sorted(costs.items())), indent=1) + "\n")
 
