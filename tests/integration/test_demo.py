@@ -154,7 +154,9 @@ def test_demo_on_running_stacks_never_reports_a_failure_as_ok(tmp_path: Path) ->
             assert "needs an API key: set AGENTCARDS_API_KEY" in out, out[-4000:]
             assert "starting a temporary stack" not in out
             code, out = _demo(env | {"AGENTCARDS_API_KEY": key})
-            _keys(env, "revoke", re.findall(r"key id\s+(\S+)", created)[0])  # anonymous again
+            _keys(
+                env, "revoke", re.findall(r"key id\s+(\S+)", created)[0], "--yes"
+            )  # anonymous again
         assert code != 0 and "starting a temporary stack" not in out, out[-4000:]
         assert re.search(rf"step failed: {first}: execution \S+ failed: .*no such file", out), out
         assert " ok " in _summary_row(out, "a failing tool: run reported, not saved")

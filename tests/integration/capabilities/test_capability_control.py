@@ -181,6 +181,10 @@ def test_the_cli_disables_enables_and_deletes(stack: E2EStack, cli: CliRunner) -
 def test_a_near_identical_intent_with_the_same_tools_is_the_next_version_not_a_twin(
     stack: E2EStack,
 ) -> None:
+    # A tenant of its own: code making the same calls as another test's capability on this
+    # shared stack would be that capability's next version (twins are versions).
+    stack = stack.as_new_tenant()
+
     def learn(code: str, x: int, intent: str) -> dict[str, Any]:
         capability: dict[str, Any] = _run(
             stack, {"code": code, "args": {"x": x}, "intent": intent}

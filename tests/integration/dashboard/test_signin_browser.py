@@ -24,6 +24,7 @@ import httpx
 import pytest
 import redis
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -86,11 +87,14 @@ def sign_in(browser: webdriver.Chrome, user: str, *, page: str = "/dashboard") -
         if browser.current_url.startswith(PUBLIC_URL + page):
             break
         assert browser.current_url.startswith(ISSUER), browser.current_url
-        logins = browser.find_elements(By.NAME, "login")
-        if logins:
-            logins[0].send_keys(user)
-            browser.find_element(By.NAME, "password").send_keys("pw")
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        try:
+            logins = browser.find_elements(By.NAME, "login")
+            if logins:
+                logins[0].send_keys(user)
+                browser.find_element(By.NAME, "password").send_keys("pw")
+            browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        except WebDriverException:  # the provider's page moved on meanwhile: read it again
+            continue
     WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(PUBLIC_URL + page))
     if page == "/dashboard":
         _wait(

@@ -24,6 +24,7 @@ from deploy.cli.main import app
 from deploy.launcher.embedded import free_port
 from shared.config import get_settings
 from tests.conftest import server_dir
+from tests.harness import wait_until
 
 AGENTCARDS = [sys.executable, "-m", "deploy.cli.main"]
 
@@ -193,7 +194,12 @@ def _keys_close_and_reopen_the_gateway(
     assert json.loads(keys("list", "--json"))[0]["state"] == "active"
     revoked = keys("revoke", first[:6], "--yes")
     assert f"revoked {first}" in revoked and "the gateway is open" in revoked, revoked
-    assert httpx.get(f"{gateway}/v1/tools", timeout=30).status_code == 200  # open again
+    # Open again, once the gateway's "any key?" answer (kept 5 s, shared/auth/cache.py) expires.
+    wait_until(
+        lambda: httpx.get(f"{gateway}/v1/tools", timeout=30).status_code == 200,
+        what="the gateway open again",
+        timeout_s=15,
+    )
     get_settings.cache_clear()
 
 

@@ -281,7 +281,7 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
         big = await session.call_tool("pay", {"amount": 10_000, "to": "x"})
     assert not small.is_error, small
     assert big.is_error
-    answer = json.loads(big.content[0].text)  # type: ignore[union-attr]
+    answer = json.loads(big.content[0].text)["error"]  # type: ignore[union-attr]
     assert answer["type"] == "policy_denied" and "no-big-payments" in answer["message"]
     assert [c["args"]["amount"] for c in recorded()[before:]] == [10]
     # A capability run: decided by its name, and its calls see surface "capability".
