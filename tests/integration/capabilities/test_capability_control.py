@@ -97,15 +97,17 @@ def test_an_empty_result_creates_no_capability(stack: E2EStack, empty: str) -> N
 
 
 def test_empty_or_unwanted_re_runs_do_not_count_for_the_capability(stack: E2EStack) -> None:
-    code = "s = await mcp.example.add(a=args['a'], b=1)\nreturn {'s': s} if args['a'] else {}"
-    first = _run(stack, {"code": code, "args": {"a": 1}, "intent": "add one unless zero"})
+    # (b=10: code making the same calls as another test's capability on this shared stack,
+    # literals included, would be that capability's next version)
+    code = "s = await mcp.example.add(a=args['a'], b=10)\nreturn {'s': s} if args['a'] else {}"
+    first = _run(stack, {"code": code, "args": {"a": 1}, "intent": "add ten unless zero"})
     capability = first["capability"]["id"]
     assert _stats(stack, capability) == (1, 1)
     empty = _execute(stack, capability, args={"a": 0})
     assert empty["status"] == "succeeded" and empty["result"] == {}
     _wait_learned(stack, empty["id"])
     unwanted = _execute(stack, capability, args={"a": 5}, learn=False)
-    assert unwanted["status"] == "succeeded" and unwanted["result"] == {"s": 6}
+    assert unwanted["status"] == "succeeded" and unwanted["result"] == {"s": 15}
     _wait_learned(stack, unwanted["id"])
     assert _stats(stack, capability) == (1, 1)
     counted = _execute(stack, capability, args={"a": 7})
@@ -181,9 +183,6 @@ def test_the_cli_disables_enables_and_deletes(stack: E2EStack, cli: CliRunner) -
 def test_a_near_identical_intent_with_the_same_tools_is_the_next_version_not_a_twin(
     stack: E2EStack,
 ) -> None:
-    # A tenant of its own: code making the same calls as another test's capability on this
-    # shared stack would be that capability's next version (twins are versions).
-    stack = stack.as_new_tenant()
 
     def learn(code: str, x: int, intent: str) -> dict[str, Any]:
         capability: dict[str, Any] = _run(
