@@ -116,10 +116,12 @@ def test_a_real_execution_is_announced_finished_and_its_capability_learned(
             "mcp_task_id": None,  # REST, not an MCP task
         }
     ]
+    with stack.client() as client:  # (version 1, or the next of a capability making these calls)
+        version = client.get(f"/v1/capabilities/{done['capability']['id']}").json()["version"]
     assert frames[-1][1] == {
         "capability_id": done["capability"]["id"],
         "name": done["capability"]["name"],
-        "version": 1,
+        "version": version,
     }
     # The same code again updates the capability's stats; a rename is an update too.
     with stack.client() as client:
