@@ -141,7 +141,7 @@ def test_a_real_execution_is_announced_finished_and_its_capability_learned(
     assert _until(events, "capability.updated", name="add_pair")[-1][1] == {
         "capability_id": done["capability"]["id"],
         "name": "add_pair",
-        "version": 1,
+        "version": version,
     }
 
 
