@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from mcp.server.apps import Apps, ResourceCsp, client_supports_apps
+from mcp import types
+from mcp.server.apps import APP_MIME_TYPE, Apps, ResourceCsp, client_supports_apps
 from mcp.server.mcpserver import Context, MCPServer
 
 LABEL = os.environ.get("APPS_TEST_LABEL", "apps")
@@ -47,6 +48,18 @@ apps.add_html_resource(
 )
 
 server = MCPServer(f"apps-{LABEL}", extensions=[apps])
+
+
+@server.tool(structured_output=False)
+def embed_dashboard(clean: bool) -> list[types.ContentBlock]:
+    """The view embedded in the result (the way MCP-UI servers send it): the labelled page,
+    or with ``clean`` one holding no personal data."""
+    html = "<!DOCTYPE html><html><body><p>no data</p></body></html>" if clean else page(LABEL)
+    resource = types.TextResourceContents(uri=VIEW, mime_type=APP_MIME_TYPE, text=html)
+    return [
+        types.TextContent(type="text", text=f"{LABEL} dashboard"),
+        types.EmbeddedResource(type="resource", resource=resource),
+    ]
 
 
 if __name__ == "__main__":

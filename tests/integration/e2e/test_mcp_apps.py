@@ -106,6 +106,19 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
         text = called.content[0]
         # The toolhost declared Apps to the server (tool calls are made for any caller).
         assert isinstance(text, types.TextContent) and text.text.endswith("declared apps: yes")
+        # A page embedded in a result: one with nothing to tokenise arrives as the server
+        # sent it; one holding personal data is withheld, never tokenised into a broken page.
+        clean = (await opened.call_tool("embed_dashboard", {"clean": True})).content
+        assert isinstance(clean[1], types.EmbeddedResource), clean
+        assert (
+            clean[1]
+            .resource.model_dump(exclude_none=True)["text"]
+            .endswith("no data</p></body></html>")
+        )
+        withheld = (await opened.call_tool("embed_dashboard", {"clean": False})).content
+        assert [type(block) for block in withheld] == [types.TextContent, types.TextContent]
+        assert "withheld" in withheld[1].text and "EMAIL" in withheld[1].text, withheld
+        assert "4111" not in str(withheld) and "help@" not in str(withheld)
 
     # The aggregate: each server's view under ui://<server>/<path>, resourceUri to match,
     # and each read routed back to the server that has it.
@@ -165,7 +178,7 @@ async def test_a_key_reads_only_the_views_of_servers_it_may_use(stack: E2EStack)
         _, key = issue_key(conn, tenant_id=f"t-{uuid.uuid4().hex[:10]}", tool_patterns=["apps-a:*"])
     headers = {"Authorization": f"Bearer {key}"}
     async with session(stack, "/mcp/servers", apps=True, headers=headers) as opened:
-        assert set(_tools(await opened.list_tools())) == {"apps-a.show_dashboard"}
+        assert {name.split(".")[0] for name in _tools(await opened.list_tools())} == {"apps-a"}
         assert set(_views(await opened.list_resources())) == {"ui://apps-a/dashboard/app.html"}
         with pytest.raises(MCPError) as refused:
             await opened.read_resource("ui://apps-b/dashboard/app.html")
