@@ -26,6 +26,7 @@ __all__ = [
     "EXTENSION_ID",
     "LEGACY_URI_KEY",
     "UI_SCHEME",
+    "offers_apps",
     "tool_apps_meta",
 ]
 
@@ -41,3 +42,12 @@ def tool_apps_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(meta.get(LEGACY_URI_KEY), str):
         kept[LEGACY_URI_KEY] = meta[LEGACY_URI_KEY]
     return kept or None
+
+
+def offers_apps(server_info: dict[str, Any] | None) -> bool:
+    """Whether a server offers Apps, by what the toolhost keeps of it (``server_info``): it
+    declares the extension, or a tool of it has a UI (``toolsUi``; ``list_servers`` reads the
+    same in SQL)."""
+    info = server_info or {}
+    extensions = (info.get("capabilities") or {}).get("extensions") or {}
+    return EXTENSION_ID in extensions or bool(info.get("toolsUi"))

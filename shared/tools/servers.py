@@ -242,7 +242,7 @@ def list_servers(conn: Conn) -> list[dict[str, Any]]:
     the MCP protocol revision it negotiated with the toolhost (``protocol_version``) and, for
     a server that cannot hold that revision for everything, the one it is also spoken to at,
     for what and why (``protocol_fallback``, null otherwise); ``apps``: whether it offers MCP
-    Apps (it declares the extension, or a tool of it has a UI)."""
+    Apps (``apps.offers_apps``, in SQL)."""
     return conn.execute(
         """
         SELECT m.name, m.transport, m.state, m.last_error, m.tool_count, m.updated_at,

@@ -32,6 +32,7 @@ from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.server_states import ServerState
 from shared.tools import servers as servers_store
+from shared.tools.apps import offers_apps
 from shared.tools.servers import server_info
 from shared.tools.store import configured, run_tools_at, tools_version
 
@@ -126,6 +127,7 @@ class Identity:
     version: str
     title: str | None
     protocol_version: str | None
+    apps: bool = False  # it offers MCP Apps (the endpoint declares the extension too)
 
 
 async def identity(state: GatewayState, *, server: str) -> Identity:
@@ -137,6 +139,7 @@ async def identity(state: GatewayState, *, server: str) -> Identity:
         version=str(implementation.get("version") or ""),
         title=implementation.get("title") or implementation.get("name"),
         protocol_version=info.get("protocolVersion"),
+        apps=offers_apps(info),
     )
 
 

@@ -56,6 +56,22 @@ async def session(
         yield opened
 
 
+@contextlib.asynccontextmanager
+async def modern_client(
+    stack: E2EStack, path: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """A 2026-07-28 SDK client on ``path`` that declares MCP Apps (on every request)."""
+    async with (
+        create_mcp_http_client(headers={**stack.headers, **(headers or {})}) as http,
+        Client(
+            streamable_http_client(f"{stack.gateway_url}{path}", http_client=http),
+            extensions=[advertise(EXTENSION_ID, APPS[EXTENSION_ID])],
+        ) as opened,
+    ):
+        assert opened.protocol_version == "2026-07-28"
+        yield opened
+
+
 def _tools(listed: types.ListToolsResult) -> dict[str, types.Tool]:
     return {tool.name: tool for tool in listed.tools}
 
@@ -86,6 +102,18 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
         "apps-b": True,
         "time": False,
     }
+
+    # The endpoints that pass a server's Apps on declare the extension (at 2026-07-28: the
+    # 2025-11-25 answer to initialize has no place for extensions); time's does not.
+    for path, declares in (
+        ("/mcp/servers/apps-a", True),
+        ("/mcp/servers/time", False),
+        ("/mcp/servers", True),
+        ("/mcp", True),
+    ):
+        async with modern_client(tenant, path) as modern:
+            extensions = modern.server_capabilities.extensions or {}
+            assert (EXTENSION_ID in extensions) is declares, (path, extensions)
 
     # A server's own endpoint: its names, its view, its tool's _meta.ui as it gave them.
     async with session(tenant, "/mcp/servers/apps-a", apps=True) as opened:
@@ -138,17 +166,7 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
             assert (await _read_page(opened, uri)).text == page(label)
 
     # /mcp in direct mode, at 2026-07-28 (the extension declared on each request).
-    modern = Client(
-        streamable_http_client(
-            f"{stack.gateway_url}/mcp",
-            http_client=create_mcp_http_client(
-                headers={**tenant.headers, "X-AgentCards-Mode": "direct"}
-            ),
-        ),
-        extensions=[advertise(EXTENSION_ID, APPS[EXTENSION_ID])],
-    )
-    async with modern:
-        assert modern.protocol_version == "2026-07-28"
+    async with modern_client(tenant, "/mcp", {"X-AgentCards-Mode": "direct"}) as modern:
         tools = _tools(await modern.list_tools())
         uri = _ui(tools["apps-b.show_dashboard"])["resourceUri"]
         assert uri == "ui://apps-b/dashboard/app.html"
