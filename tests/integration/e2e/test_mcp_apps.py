@@ -26,17 +26,24 @@ from tests.integration.mcp_servers import time_server
 from tests.stack import REPO, E2EStack, stack_fixture
 
 
-def _apps_server(label: str) -> dict[str, Any]:
+def _apps_server(label: str, **entry: Any) -> dict[str, Any]:
     return {
         "command": sys.executable,
         "args": ["-m", "tests.integration.apps_server"],
         "env": {"APPS_TEST_LABEL": label},
         "cwd": str(REPO),
+        **entry,
     }
 
 
+# apps-b is spoken to at 2025-11-25 (the extension declared at initialize), apps-a at
+# 2026-07-28 (declared on each request).
 stack = stack_fixture(
-    lambda tmp: {"apps-a": _apps_server("A"), "apps-b": _apps_server("B"), "time": time_server()}
+    lambda tmp: {
+        "apps-a": _apps_server("A"),
+        "apps-b": _apps_server("B", protocol="2025-11-25"),
+        "time": time_server(),
+    }
 )
 
 APPS = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
@@ -164,6 +171,11 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
         for server, label in (("apps-a", "A"), ("apps-b", "B")):
             uri = _ui(tools[f"{server}.show_dashboard"])["resourceUri"]
             assert (await _read_page(opened, uri)).text == page(label)
+            # The toolhost declared Apps at either revision it speaks to its servers.
+            called = await opened.call_tool(f"{server}.show_dashboard", {"city": "Oslo"})
+            text = called.content[0]
+            assert isinstance(text, types.TextContent), called
+            assert text.text == f"{label} dashboard for Oslo; client declared apps: yes"
 
     # /mcp in direct mode, at 2026-07-28 (the extension declared on each request).
     async with modern_client(tenant, "/mcp", {"X-AgentCards-Mode": "direct"}) as modern:
