@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -47,6 +49,7 @@ stack = stack_fixture(
 )
 
 APPS = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
+OUT = Path(tempfile.gettempdir()) / "agentcards-apps"  # the round trip's transcript
 
 
 @contextlib.asynccontextmanager
@@ -79,6 +82,12 @@ async def modern_client(
         yield opened
 
 
+def _said(content: types.TextResourceContents) -> str:
+    """A read's contents in a transcript line: its type, size and whose page it is."""
+    who = (content.text or "").split("<h1 id='who'>")[-1].split("<")[0]
+    return f"{content.mime_type}, {len(content.text or '')} chars, the page of {who}"
+
+
 def _tools(listed: types.ListToolsResult) -> dict[str, types.Tool]:
     return {tool.name: tool for tool in listed.tools}
 
@@ -101,6 +110,7 @@ async def _read_page(opened: ClientSession | Client, uri: str) -> types.TextReso
 
 async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStack) -> None:
     tenant = stack.as_new_tenant()
+    trip: list[str] = []  # the round trip, written to OUT for the docs
     with httpx.Client(base_url=stack.gateway_url, headers=tenant.headers, timeout=30) as http:
         servers = {s["name"]: s for s in http.get("/v1/servers").json()["servers"]}
     # What the dashboard shows: which servers offer Apps.
@@ -109,6 +119,7 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
         "apps-b": True,
         "time": False,
     }
+    trip.append(f"GET /v1/servers -> apps {[n for n, s in servers.items() if s['apps']]}")
 
     # The endpoints that pass a server's Apps on declare the extension (at 2026-07-28: the
     # 2025-11-25 answer to initialize has no place for extensions); time's does not.
@@ -126,11 +137,13 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
     async with session(tenant, "/mcp/servers/apps-a", apps=True) as opened:
         tool = _tools(await opened.list_tools())["show_dashboard"]
         assert _ui(tool) == {"resourceUri": VIEW, "visibility": ["model", "app"]}
+        trip.append(f"/mcp/servers/apps-a tools/list: show_dashboard _meta.ui {_ui(tool)}")
         view = _views(await opened.list_resources())[VIEW]
         assert view.mime_type == APP_MIME_TYPE
         content = await _read_page(opened, VIEW)
         # The page as the server wrote it: the privacy layer rewrites no HTML or script.
         assert content.text == page("A")
+        trip.append(f"/mcp/servers/apps-a resources/read {VIEW} -> {_said(content)}")
         assert content.meta == {
             "ui": {
                 "csp": {"connectDomains": ["https://api.apps-test.example"]},
@@ -170,7 +183,10 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
         assert set(views) == {"ui://apps-a/dashboard/app.html", "ui://apps-b/dashboard/app.html"}
         for server, label in (("apps-a", "A"), ("apps-b", "B")):
             uri = _ui(tools[f"{server}.show_dashboard"])["resourceUri"]
-            assert (await _read_page(opened, uri)).text == page(label)
+            content = await _read_page(opened, uri)
+            assert content.text == page(label)
+            trip.append(f"/mcp/servers tools/list: {server}.show_dashboard resourceUri {uri}")
+            trip.append(f"/mcp/servers resources/read {uri} -> {_said(content)}")
             # The toolhost declared Apps at either revision it speaks to its servers.
             called = await opened.call_tool(f"{server}.show_dashboard", {"city": "Oslo"})
             text = called.content[0]
@@ -186,7 +202,11 @@ async def test_a_server_s_apps_reach_an_apps_client_on_every_view(stack: E2EStac
             "ui://apps-a/dashboard/app.html",
             "ui://apps-b/dashboard/app.html",
         }
-        assert (await _read_page(modern, uri)).text == page("B")
+        content = await _read_page(modern, uri)
+        assert content.text == page("B")
+        trip.append(f"/mcp (direct, 2026-07-28) resources/read {uri} -> {_said(content)}")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "round-trip.txt").write_text("\n".join(trip) + "\n")
 
 
 async def test_a_client_without_apps_sees_what_it_saw_before(stack: E2EStack) -> None:
