@@ -60,6 +60,7 @@ from shared.rpc.heartbeat import (
 )
 from shared.rpc.protocol import RpcRequest
 from shared.server_states import ServerState
+from shared.tools.apps import tool_apps_meta
 from shared.tools.servers import (
     forget_replica,
     forget_server,
@@ -67,6 +68,7 @@ from shared.tools.servers import (
     prune_dead_replicas,
     record_replica_state,
     record_server_info,
+    record_tools_ui,
 )
 
 log = logging.getLogger("agentcards.toolhost")
@@ -443,9 +445,17 @@ class Toolhost:
                 server, dropped, tool_ids.python_name(server), tool_ids.python_name(kept), kept,
             )  # fmt: skip
         hidden = {name for dropped in clashes.values() for name in dropped}
-        block = next((c.config.agentcards for c in self.connections if c.name == server), None)
-        if block is None:  # it left the config while its tools were being listed
+        connection = next((c for c in self.connections if c.name == server), None)
+        if connection is None:  # it left the config while its tools were being listed
             return
+        block = connection.config.agentcards
+        # MCP Apps: each tool's UI, kept beside the server's handshake answer (its READY
+        # report writes that whole; a later list change writes the UIs alone).
+        tools_ui = {
+            t.name: ui for t in valid if t.name not in hidden and (ui := tool_apps_meta(t.meta))
+        }
+        if connection.server_info is not None:
+            connection.server_info["toolsUi"] = tools_ui
         specs = [
             ToolSpec(
                 name=t.name,
@@ -471,12 +481,14 @@ class Toolhost:
 
         def write() -> SyncResult:
             with self._pool.connection() as conn:
-                return sync_server_tools(
+                synced = sync_server_tools(
                     conn=conn,
                     server=server,
                     tools=specs,
                     embed=lambda texts: self._embedder.embed(conn=conn, texts=texts),
                 )
+                record_tools_ui(conn, server=server, tools_ui=tools_ui)
+                return synced
 
         try:
             async with self._db_locks[server]:

@@ -39,6 +39,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from shared.tools import apps
+
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 10  # the SDK client's own cap on InputRequiredResult rounds per call
@@ -136,8 +138,11 @@ async def ping(session: ClientSession) -> None:
 @contextmanager
 def declaring(capabilities: list[str] | None) -> Iterator[None]:
     """Requests sent in the block declare these client capabilities (names such as
-    ``sampling``); None: none at all (nobody can answer)."""
-    token = _capabilities.set({name: {} for name in capabilities or []})
+    ``sampling``; None: none at all, nobody can answer) and, as every request of the
+    toolhost, the MCP Apps extension (what it declares is no question to a client)."""
+    declared: dict[str, Any] = {name: {} for name in capabilities or []}
+    declared["extensions"] = apps.CLIENT_EXTENSIONS
+    token = _capabilities.set(declared)
     try:
         yield
     finally:

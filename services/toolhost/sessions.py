@@ -42,6 +42,7 @@ from services.toolhost.upstream import (
 )
 from shared.rpc.upstream import RelayedMethod
 from shared.server_states import ServerState
+from shared.tools import apps
 
 log = logging.getLogger(__name__)
 
@@ -461,11 +462,14 @@ class ServerConnection:
         group.start_soon(self._relay, read, relay_send)
         # Roots are always declared (the configured list, empty by default); sampling
         # and elicitation are declared so servers offer the tools that use them, and
-        # are relayed to the execution's client or refused (upstream.py).
+        # are relayed to the execution's client or refused (upstream.py); MCP Apps, so
+        # servers that show their UIs only to Apps clients show them (the gateway passes
+        # them on to clients that declared Apps themselves: docs/mcp-apps.md).
         session = await stack.enter_async_context(
             ClientSession(
                 relay_read,
                 write,
+                extensions=apps.CLIENT_EXTENSIONS,
                 message_handler=self._on_message,
                 list_roots_callback=self._list_roots,
                 logging_callback=self._on_log,

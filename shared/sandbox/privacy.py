@@ -19,11 +19,12 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from shared.config import Settings
-from shared.privacy.detect import ALL_KINDS, Kind
+from shared.privacy.detect import ALL_KINDS, Kind, find
 from shared.privacy.keys import PiiKeys
 from shared.privacy.tokens import Tokenizer, kinds_of, replace_tokens, tokens_in
 from shared.privacy.vault import resolve_tokens, store_tokens
 from shared.sandbox.outcome import ExecutionOutcome
+from shared.tools.apps import APP_MIME_TYPE
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -88,6 +89,46 @@ def tokenized_outcome(
         error=tok.value(outcome.error, kinds=kinds),
         stdout=tok.text(outcome.stdout, kinds=kinds),
         trace=trace,
+    )
+
+
+def without_unsafe_app_pages(tok: Tokenizer, result: Any, kinds: frozenset[Kind]) -> Any:
+    """A tool's result (its content blocks) with each embedded MCP Apps page
+    (``text/html;profile=mcp-app``) that holds a value of ``kinds`` replaced by a text block
+    saying it was withheld: a token inside a script or an attribute would break the page
+    (``4111111111111111`` as a number literal, a ``mailto:``), and the value in clear would
+    leak. A page with nothing to tokenise passes unchanged (docs/mcp-apps.md)."""
+    if not isinstance(result, list) or not kinds:
+        return result
+    kept: list[Any] = []
+    for block in result:
+        resource = block.get("resource") if isinstance(block, dict) else None
+        if not isinstance(resource, dict) or not _app_page(block, resource):
+            kept.append(block)
+            continue
+        page = resource["text"]
+        found = sorted({span.kind.value for span in find(page, kinds, region=tok.region)})
+        if not found:
+            kept.append(block)
+            continue
+        kept.append(
+            {
+                "type": "text",
+                "text": f"the MCP Apps page {resource.get('uri')} was withheld: it holds "
+                f"personal data ({', '.join(found)}) that cannot be tokenised inside HTML "
+                "and script without breaking the page; hosts read the tool's view from its "
+                "_meta.ui.resourceUri",
+            }
+        )
+    return kept
+
+
+def _app_page(block: dict[str, Any], resource: dict[str, Any]) -> bool:
+    """Whether a content block embeds an MCP Apps page as text."""
+    return (
+        block.get("type") == "resource"
+        and resource.get("mimeType") == APP_MIME_TYPE
+        and isinstance(resource.get("text"), str)
     )
 
 

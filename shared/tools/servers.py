@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from shared.rpc.heartbeat import HEARTBEAT_TTL_S
 from shared.server_states import RANK, ServerState
+from shared.tools import apps
 from shared.tools import store as tools_store
 
 Conn = psycopg.Connection[Any]
@@ -205,8 +206,29 @@ def mark_removed_servers(
 
 def record_server_info(conn: Conn, *, server: str, info: dict[str, Any]) -> None:
     """Keep what ``server`` answered to ``initialize`` (``protocolVersion``, ``serverInfo``,
-    ``instructions``, ``capabilities``): the last replica to connect wins."""
+    ``instructions``, ``capabilities``) and its tools' Apps ``_meta`` (``toolsUi``, see
+    ``record_tools_ui``): the last replica to connect wins."""
     conn.execute("UPDATE mcp_servers SET server_info = %s WHERE name = %s", (Jsonb(info), server))
+
+
+def record_tools_ui(conn: Conn, *, server: str, tools_ui: dict[str, Any]) -> None:
+    """Keep the Apps part of each of ``server``'s tools' ``_meta`` (tool name -> its ``ui``)
+    beside its handshake answer: the tools table has no column for a tool's ``_meta``, and
+    only MCP Apps clients are shown it (``shared.tools.apps``)."""
+    conn.execute(
+        "UPDATE mcp_servers SET server_info = COALESCE(server_info, '{}'::jsonb) "
+        "|| jsonb_build_object('toolsUi', %s::jsonb) WHERE name = %s",
+        (Jsonb(tools_ui), server),
+    )
+
+
+def tools_ui(conn: Conn) -> dict[str, dict[str, Any]]:
+    """Per server, the Apps ``_meta`` of its tools that have a UI (servers without: absent)."""
+    rows = conn.execute(
+        "SELECT name, server_info -> 'toolsUi' AS ui FROM mcp_servers "
+        "WHERE server_info -> 'toolsUi' <> '{}'::jsonb"
+    ).fetchall()
+    return {row["name"]: row["ui"] for row in rows}
 
 
 def server_info(conn: Conn, *, server: str) -> dict[str, Any] | None:
@@ -219,12 +241,15 @@ def list_servers(conn: Conn) -> list[dict[str, Any]]:
     """Every known server with its aggregate state and each replica's own (``replicas``), and
     the MCP protocol revision it negotiated with the toolhost (``protocol_version``) and, for
     a server that cannot hold that revision for everything, the one it is also spoken to at,
-    for what and why (``protocol_fallback``, null otherwise)."""
+    for what and why (``protocol_fallback``, null otherwise); ``apps``: whether it offers MCP
+    Apps (``apps.offers_apps``, in SQL)."""
     return conn.execute(
         """
         SELECT m.name, m.transport, m.state, m.last_error, m.tool_count, m.updated_at,
                m.server_info ->> 'protocolVersion' AS protocol_version,
                m.server_info -> 'fallback' AS protocol_fallback,
+               COALESCE(m.server_info -> 'capabilities' -> 'extensions' ? %(apps)s
+                        OR m.server_info -> 'toolsUi' <> '{}'::jsonb, false) AS apps,
                COALESCE(
                    (SELECT jsonb_agg(jsonb_build_object(
                                'replica', r.replica, 'state', r.state,
@@ -233,5 +258,6 @@ def list_servers(conn: Conn) -> list[dict[str, Any]]:
                       FROM toolhost_servers r WHERE r.server = m.name),
                    '[]'::jsonb) AS replicas
           FROM mcp_servers m ORDER BY m.name
-        """
+        """,
+        {"apps": apps.EXTENSION_ID},
     ).fetchall()

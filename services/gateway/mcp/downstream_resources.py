@@ -1,4 +1,5 @@
-"""The gateway's MCP server lists and reads downstream resources, named ``agentcards://<server>/<uri>``."""
+"""The gateway's MCP server lists and reads downstream resources, named ``agentcards://<server>/<uri>``
+(an MCP Apps UI ``ui://<server>/<path>`` to a client that declared Apps)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any, Protocol
 from mcp import types
 from mcp.server.mcpserver import MCPServer
 
+from services.gateway.mcp import apps
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as resources
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
+from shared.tools.apps import UI_SCHEME
 
 
 class Fetch(Protocol):
@@ -41,8 +44,9 @@ def register(
             result = await resources.read_resource(
                 get_state(), server=name, uri=uri, patterns=patterns
             )
+        ui = str(params.uri).startswith(UI_SCHEME)  # named back as it was asked for
         for content in result.get("contents", []):
-            content["uri"] = resources.gateway_uri(name, content.get("uri") or uri)
+            content["uri"] = resources.gateway_uri(name, content.get("uri") or uri, apps=ui)
         return types.ReadResourceResult.model_validate(result)
 
     listings: dict[str, tuple[Fetch, str, str, type[types.Result]]] = {
@@ -80,14 +84,17 @@ def _lister(
         patterns = (await principal_for(ctx.request)).tool_patterns
         with protocol_errors():
             listed = await fetch(get_state(), patterns=patterns)
-        return result_type.model_validate({key: [_renamed(item, uri_key) for item in listed[key]]})
+        ui = apps.declared(ctx)
+        renamed = [_renamed(item, uri_key, apps=ui) for item in listed[key]]
+        return result_type.model_validate({key: renamed})
 
     return handler
 
 
-def _renamed(item: dict[str, Any], key: str) -> dict[str, Any]:
-    """A listed item under the gateway's names: URI (or template) and name prefixed by its server."""
+def _renamed(item: dict[str, Any], key: str, *, apps: bool) -> dict[str, Any]:
+    """A listed item under the gateway's names: URI (or template) and name prefixed by its
+    server (a UI named ``ui://<server>/<path>`` for a client that declared MCP Apps)."""
     server = item.pop("server")
-    item[key] = resources.gateway_uri(server, item[key])
+    item[key] = resources.gateway_uri(server, item[key], apps=apps)
     item["name"] = f"{server}:{item.get('name', '')}"
     return item

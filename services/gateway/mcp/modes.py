@@ -31,8 +31,8 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
+from services.gateway.mcp import apps, skill_changes
 from services.gateway.mcp import listen as listening_streams
-from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import (
     Listeners,
     aggregate_tools,
@@ -109,8 +109,9 @@ def register(
         listeners.listen(None, ctx)  # told when a server's tool list changes, as on /mcp/servers
         with protocol_errors():
             found = await direct.direct_tools(get_state(), patterns=principal.tool_patterns)
+            ui = await apps.tools_ui(get_state(), ctx)
         reserved = {tool.name for tool in tools}
-        tools += aggregate_tools(found, naming=naming, reserved=reserved)
+        tools += aggregate_tools(found, naming=naming, reserved=reserved, ui=ui)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:

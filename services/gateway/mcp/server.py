@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import anyio
 from anyio import to_thread
 from fastapi import FastAPI
+from mcp.server.apps import Apps
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -211,7 +212,9 @@ def build_mcp_server(
         instructions="Search tools with search_tools, then run Python that calls them with "
         "execute_code. Read execute_code's description for how to write the code.",
         request_state_security=input_required.state_security(get_state),
-        extensions=[tasks.TasksExtension(task_methods)],
+        # MCP Apps: declared, with no views of its own; the servers' views and tools'
+        # _meta.ui pass through to clients that declared it (docs/mcp-apps.md).
+        extensions=[tasks.TasksExtension(task_methods), Apps()],
     )
 
     @server.tool(

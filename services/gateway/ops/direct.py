@@ -31,6 +31,8 @@ from shared.db import DictConnection, autocommit
 from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.server_states import ServerState
+from shared.tools import servers as servers_store
+from shared.tools.apps import offers_apps
 from shared.tools.servers import server_info
 from shared.tools.store import configured, run_tools_at, tools_version
 
@@ -125,6 +127,7 @@ class Identity:
     version: str
     title: str | None
     protocol_version: str | None
+    apps: bool = False  # it offers MCP Apps (the endpoint declares the extension too)
 
 
 async def identity(state: GatewayState, *, server: str) -> Identity:
@@ -136,6 +139,7 @@ async def identity(state: GatewayState, *, server: str) -> Identity:
         version=str(implementation.get("version") or ""),
         title=implementation.get("title") or implementation.get("name"),
         protocol_version=info.get("protocolVersion"),
+        apps=offers_apps(info),
     )
 
 
@@ -160,6 +164,22 @@ async def direct_tools(
         for row in rows
         if row["available"] and (server is None or row["server"] == server) and allows(row["id"])
     ]
+
+
+async def tools_ui(state: GatewayState) -> dict[str, dict[str, Any]]:
+    """Per tool id, the MCP Apps part of the ``_meta`` of each tool that has a UI (listed
+    to clients that declared Apps: docs/mcp-apps.md)."""
+
+    def read(conn: DictConnection) -> dict[str, dict[str, Any]]:
+        with autocommit(conn):
+            return servers_store.tools_ui(conn)
+
+    by_server = await in_pool(state, read)
+    return {
+        tool_ids.make(server, name): meta
+        for server, tools in by_server.items()
+        for name, meta in tools.items()
+    }
 
 
 def _tool_rows(conn: DictConnection) -> list[dict[str, Any]]:

@@ -304,9 +304,13 @@ async def _finish(
 
         def tokenise() -> ExecutionOutcome:
             kinds = private.tool_kinds(kinds_by_tool, call.tool_id)
+            # The result is the tool's own to its client: an embedded Apps page a host would
+            # render is withheld rather than tokenised into a broken page.
+            shown = private.without_unsafe_app_pages(tok, outcome.result, kinds)
             if outcome.status == ExecutionStatus.SUCCEEDED and kinds:
-                tok.value(value, tool=call.tool_id, kinds=kinds)  # which tool the values came from
-            return private.tokenized_outcome(tok, outcome, kinds_by_tool)
+                tok.value(shown, tool=call.tool_id, kinds=kinds)  # which tool the values came from
+            shown_outcome = dataclasses.replace(outcome, result=shown)
+            return private.tokenized_outcome(tok, shown_outcome, kinds_by_tool)
 
         if private.small(value) and private.small(outcome.trace):
             outcome = tokenise()

@@ -4,8 +4,9 @@ and their prompts and completions (the direct MCP surface).
 The toolhost holds the sessions, so each operation is one RPC round trip. On the
 gateway's MCP server a resource is named ``agentcards://<server>/<its own URI>`` (and
 ``<server>:<its name>``): URIs of different servers may collide, and the prefix says
-which session reads it. REST and agent code name the server separately and use the
-server's own URI, as tool results (resource links) carry it.
+which session reads it; an MCP Apps UI (``ui://<path>``) is ``ui://<server>/<path>`` to a
+client that declared Apps (docs/mcp-apps.md). REST and agent code name the server
+separately and use the server's own URI, as tool results (resource links) carry it.
 """
 
 from __future__ import annotations
@@ -25,25 +26,33 @@ from shared.errors import (
     ValidationFailed,
 )
 from shared.rpc.protocol import GATEWAY_CALLER, ResourceOp, ResourceRequest
+from shared.tools.apps import UI_SCHEME
 
 GATEWAY_URI_PREFIX = "agentcards://"
 
 
-def gateway_uri(server: str, uri: str) -> str:
-    """The name the gateway's MCP server gives ``server``'s resource ``uri``."""
+def gateway_uri(server: str, uri: str, *, apps: bool = False) -> str:
+    """The name the gateway's MCP server gives ``server``'s resource ``uri``; with ``apps``
+    (the client declared MCP Apps, whose hosts take only ``ui://`` UIs), a ``ui://<path>``
+    resource is ``ui://<server>/<path>``."""
+    if apps and uri.startswith(UI_SCHEME):
+        return f"{UI_SCHEME}{server}/{uri.removeprefix(UI_SCHEME)}"
     return f"{GATEWAY_URI_PREFIX}{server}/{uri}"
 
 
 def split_gateway_uri(uri: str) -> tuple[str, str]:
-    """``agentcards://<server>/<uri>`` -> (server, uri); ValidationFailed naming the form otherwise."""
-    server, _, inner = uri.removeprefix(GATEWAY_URI_PREFIX).partition("/")
-    if not uri.startswith(GATEWAY_URI_PREFIX) or not tool_ids.is_server_name(server) or not inner:
+    """``agentcards://<server>/<uri>`` -> (server, uri), ``ui://<server>/<path>`` ->
+    (server, ``ui://<path>``); ValidationFailed naming the forms otherwise."""
+    prefix = UI_SCHEME if uri.startswith(UI_SCHEME) else GATEWAY_URI_PREFIX
+    server, _, inner = uri.removeprefix(prefix).partition("/")
+    if not uri.startswith(prefix) or not tool_ids.is_server_name(server) or not inner:
         raise ValidationFailed(
             f"resource URI {uri[:200]!r} is not one of this gateway's: they look like "
-            f"{GATEWAY_URI_PREFIX}<server>/<the server's own URI> (see resources/list)",
+            f"{GATEWAY_URI_PREFIX}<server>/<the server's own URI>, or {UI_SCHEME}<server>/<path> "
+            f"for a server's {UI_SCHEME}<path> UI (see resources/list)",
             field="uri",
         )
-    return server, inner
+    return server, (UI_SCHEME + inner if prefix == UI_SCHEME else inner)
 
 
 async def list_resources(

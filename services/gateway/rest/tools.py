@@ -67,7 +67,7 @@ def list_servers(state: State) -> dict[str, Any]:
     ``protocol_version`` the MCP revision it negotiated with the toolhost (null before it
     ever connected); ``protocol_fallback`` (null for most) says when the toolhost also speaks
     2025-11-25 to a server whose tools answer 2026-07-28 calls from an older engine (its
-    ``protocolVersion``, what goes there (``for``) and the ``reason``). The top-level ``direct`` serves every server's tools as ``<server>.<tool>``."""
+    ``protocolVersion``, what goes there (``for``) and the ``reason``); ``apps`` whether it offers MCP Apps (views passed on to clients that declared the extension). The top-level ``direct`` serves every server's tools as ``<server>.<tool>``."""
     with state.pool.connection() as conn:
         rows = servers_store.list_servers(conn)
     for row in rows:

@@ -38,13 +38,18 @@
       dot.style.background = AgentCardsGraph.serverColour(s.name);
       const replicasDown = (s.replicas || []).filter(r => r.state !== "ready").map(r => r.replica);
       chip.append(dot, `${s.name} ${s.degraded ? `⚠ degraded (${s.state})` : s.state}`);
-      // Served directly (its own tools at /mcp/servers/<name>), and the MCP revision it speaks.
+      // Served directly (its own tools at /mcp/servers/<name>), the MCP revision it speaks,
+      // and whether it offers MCP Apps (UIs passed on to clients that declared Apps).
       if (s.direct) chip.dataset.direct = s.direct;
       if (s.protocol_version) chip.dataset.protocol = s.protocol_version;
+      if (s.apps) chip.dataset.apps = "true";
       const served = document.createElement("small");
       served.className = "served";
-      served.textContent = [s.direct ? "direct" : "", s.protocol_version ? `MCP ${s.protocol_version}` : ""]
-        .filter(Boolean).join(" · ");
+      served.textContent = [
+        s.direct ? "direct" : "",
+        s.protocol_version ? `MCP ${s.protocol_version}` : "",
+        s.apps ? "Apps" : "",
+      ].filter(Boolean).join(" · ");
       if (served.textContent) chip.append(served);
       chip.title = [
         s.last_error,
@@ -52,6 +57,7 @@
         `${s.tool_count ?? 0} tools`,
         s.direct ? `served directly at ${s.direct}` : "",
         s.protocol_version ? `speaks MCP ${s.protocol_version}` : "",
+        s.apps ? "offers MCP Apps (UIs)" : "",
       ].filter(Boolean).join(" · ");
       return chip;
     });

@@ -27,9 +27,14 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from typer.testing import CliRunner
 
+from deploy.cli.main import app
+from deploy.connect.clients import CLIENTS, Platform
 from shared.auth.store import issue_key
+from shared.config import get_settings, settings_to_env
 from shared.db import connect
+from tests.client_files import parse_as_client
 from tests.integration.identity.provider import (
     IdentityProvider,
     dpop_proof,
@@ -119,14 +124,10 @@ class Memory:
         self.client = client_info
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_sdk_client_signs_in_and_runs_code(
-    stack: E2EStack, idp: IdentityProvider, mode: str
-) -> None:
-    """The whole MCP authorization flow: 401 → resource metadata → issuer metadata → dynamic
-    registration → authorization code + PKCE (the provider's login, scripted) → token → call."""
+def signing_in(idp: IdentityProvider, url: str, transcript: list[str]) -> OAuthClientProvider:
+    """The SDK's OAuth client for ``url``, signing in at the provider as alice (the browser's
+    steps noted in ``transcript``)."""
     landed: dict[str, str] = {}
-    transcript: list[str] = []
 
     async def redirect(url: str) -> None:
         back = await anyio.to_thread.run_sync(idp.sign_in, url, "alice")
@@ -140,8 +141,8 @@ async def test_the_sdk_client_signs_in_and_runs_code(
         return AuthorizationCodeResult(code=landed["code"], state=landed.get("state"),
                                        iss=landed.get("iss"))  # fmt: skip
 
-    auth = OAuthClientProvider(
-        server_url=RESOURCE,
+    return OAuthClientProvider(
+        server_url=url,
         client_metadata=OAuthClientMetadata(
             client_name="agentcards oauth test",
             redirect_uris=["http://127.0.0.1/callback"],
@@ -154,6 +155,16 @@ async def test_the_sdk_client_signs_in_and_runs_code(
         redirect_handler=redirect,
         callback_handler=callback,
     )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_sdk_client_signs_in_and_runs_code(
+    stack: E2EStack, idp: IdentityProvider, mode: str
+) -> None:
+    """The whole MCP authorization flow: 401 → resource metadata → issuer metadata → dynamic
+    registration → authorization code + PKCE (the provider's login, scripted) → token → call."""
+    transcript: list[str] = []
+    auth = signing_in(idp, RESOURCE, transcript)
 
     async def on_response(response: Any) -> None:
         request = response.request
@@ -409,3 +420,45 @@ async def test_a_direct_call_is_recorded_against_the_person(
             ).fetchone()
         time.sleep(0.2)
     assert row == {"user_id": "alice", "tenant_id": "acme", "audited": "alice"}
+
+
+def test_connect_writes_an_entry_that_signs_in_with_oauth(
+    stack: E2EStack, idp: IdentityProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentcards connect cursor` on a stack where people sign in: the entry is the URL alone
+    (no key made, nothing secret written), `--check` follows the discovery to this provider,
+    and the SDK's OAuth client signs in from that URL and lists the tools."""
+    for name, value in settings_to_env(stack.settings).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    get_settings.cache_clear()
+    cli = CliRunner()
+    path = CLIENTS["cursor"].path(Platform.current())
+    with connect(stack.settings.database_url or "") as conn:
+        keys_before = conn.execute("SELECT count(*) AS n FROM api_keys").fetchone()
+    try:
+        written = cli.invoke(app, ["connect", "cursor"])
+        assert written.exit_code == 0, written.output
+        assert f"signs in with OAuth at {ISSUER}" in written.output, written.output
+        entry = parse_as_client("cursor", path.read_text())["mcpServers"]["agentcards"]
+        assert entry == {"url": RESOURCE}  # nothing secret: the client discovers the rest
+        checked = cli.invoke(app, ["connect", "cursor", "--check"])
+        assert checked.exit_code == 0, checked.output
+        assert f"OAuth, the client signs in at {ISSUER}" in checked.output, checked.output
+        removed = cli.invoke(app, ["disconnect", "cursor"])
+        assert removed.exit_code == 0, removed.output
+        assert "agentcards" not in parse_as_client("cursor", path.read_text())["mcpServers"]
+    finally:
+        get_settings.cache_clear()
+    with connect(stack.settings.database_url or "") as conn:
+        assert conn.execute("SELECT count(*) AS n FROM api_keys").fetchone() == keys_before
+
+    async def sign_in_and_list() -> list[str]:
+        auth = signing_in(idp, entry["url"], [])
+        async with (
+            create_mcp_http_client(auth=auth) as http,
+            Client(streamable_http_client(entry["url"], http_client=http)) as client,
+        ):
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert "execute_code" in anyio.run(sign_in_and_list)

@@ -1,6 +1,6 @@
 """Resources on a direct endpoint: the server's own (its URIs unchanged on its endpoint;
-``agentcards://<server>/<uri>`` on the aggregate, as on ``/mcp``), listed, read and
-subscribed to."""
+``agentcards://<server>/<uri>`` on the aggregate, as on ``/mcp``, and a ``ui://<path>`` UI
+``ui://<server>/<path>`` to a client that declared MCP Apps), listed, read and subscribed to."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from mcp import types
 from mcp.server.context import ServerRequestContext
 
+from services.gateway.mcp import apps
 from services.gateway.mcp.direct.endpoint import Endpoint
 from services.gateway.mcp.direct.forwarding import forwarded_params, input_asked
 from services.gateway.mcp.direct.listeners import Listeners
@@ -16,6 +17,7 @@ from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as downstream
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
+from shared.tools.apps import UI_SCHEME
 
 
 async def list_resources(
@@ -44,10 +46,11 @@ async def _listing(
     with protocol_errors():
         listed = await fetch(endpoint.get_state(), patterns=patterns)
     items = []
+    ui = apps.declared(ctx)
     for item in listed[key]:
         server = item.pop("server")
         if endpoint.name is None:  # the aggregate names them as /mcp does
-            item[uri_key] = downstream.gateway_uri(server, item[uri_key])
+            item[uri_key] = downstream.gateway_uri(server, item[uri_key], apps=ui)
             item["name"] = f"{server}.{item.get('name', '')}"
             items.append(item)
         elif server == endpoint.name:
@@ -70,9 +73,10 @@ async def read_resource(
         )
     if (asked := input_asked(ctx, result, f"resources/read of {uri!r}")) is not None:
         return asked
-    if endpoint.name is None:
+    if endpoint.name is None:  # named back as it was asked for
+        ui = uri.startswith(UI_SCHEME)
         for content in result.get("contents", []):
-            content["uri"] = downstream.gateway_uri(server, content.get("uri") or inner)
+            content["uri"] = downstream.gateway_uri(server, content.get("uri") or inner, apps=ui)
     return types.ReadResourceResult.model_validate(result)
 
 

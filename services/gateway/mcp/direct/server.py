@@ -17,6 +17,7 @@ from services.gateway.mcp.direct import prompts, resources, tools
 from services.gateway.mcp.direct import tasks as direct_tasks
 from services.gateway.mcp.direct.endpoint import Endpoint
 from services.gateway.mcp.tasks import EXTENSION_ID
+from shared.tools import apps
 from shared.version import VERSION
 
 AGGREGATE = "agentcards-direct"  # serverInfo name of /mcp/servers
@@ -57,6 +58,8 @@ def endpoint_server(endpoint: Endpoint) -> Server[Any]:
     for method in direct_tasks.task_methods(endpoint).bindings():
         server.add_request_handler(method.method, method.params_type, method.handler)
     server.extensions[EXTENSION_ID] = {}
+    if name is None:  # every server's views pass through here; a server's endpoint says
+        server.extensions[apps.EXTENSION_ID] = {}  # so when its server offers Apps (surface.py)
     # requestState sealed and checked as on /mcp; the audience keeps it to this endpoint.
     security = input_required.state_security(endpoint.get_state)
     audience = f"agentcards-direct:{AGGREGATE if name is None else name}"

@@ -27,6 +27,7 @@ from services.gateway.ops import direct as ops
 from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.errors import AgentCardsError, NotFound, Unavailable
+from shared.tools import apps
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ class DirectSurface:
         await manager.handle_request(scope, receive, send)
 
     async def _refresh(self, name: str) -> None:
-        """Before a session opens, take the server's current instructions, version and title
-        (the SDK reads them from the ``Server`` when it answers ``initialize``)."""
+        """Before a session opens, take the server's current instructions, version, title and
+        whether it offers MCP Apps (the SDK reads them from the ``Server`` when it answers
+        ``initialize``)."""
         server = self._servers[name]
         try:
             found = await ops.identity(self._get_state(), server=name)
@@ -86,6 +88,10 @@ class DirectSurface:
         server.instructions = found.instructions
         server.version = found.version
         server.title = found.title
+        if found.apps:  # its views and tools' _meta.ui pass through (docs/mcp-apps.md)
+            server.extensions[apps.EXTENSION_ID] = {}
+        else:
+            server.extensions.pop(apps.EXTENSION_ID, None)
 
     async def _manager(self, name: str | None) -> ReplicatedSessionManager:
         if name in self._managers:

@@ -11,7 +11,7 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
-from services.gateway.mcp import tasks
+from services.gateway.mcp import apps, tasks
 from services.gateway.mcp.direct import tasks as direct_tasks
 from services.gateway.mcp.direct.calls import call_direct
 from services.gateway.mcp.direct.endpoint import Endpoint
@@ -35,11 +35,14 @@ async def list_tools(
         tools = await ops.direct_tools(
             endpoint.get_state(), patterns=patterns, server=endpoint.name
         )
+        ui = await apps.tools_ui(endpoint.get_state(), ctx)
         if endpoint.name is None:
             return types.ListToolsResult(
-                tools=aggregate_tools(tools, naming=naming_of(ctx.request))
+                tools=aggregate_tools(tools, naming=naming_of(ctx.request), ui=ui)
             )
-    return types.ListToolsResult(tools=[listed_tool(tool, tool.name) for tool in tools])
+    return types.ListToolsResult(
+        tools=[listed_tool(tool, tool.name, ui=(ui or {}).get(tool.id)) for tool in tools]
+    )
 
 
 async def call_tool(
@@ -86,15 +89,27 @@ def aggregate_tools(
     *,
     naming: ops.ToolNaming,
     reserved: Collection[str] = (),
+    ui: apps.ToolsUi | None = None,
 ) -> list[types.Tool]:
     """``tools`` as an aggregate view lists them (``/mcp/servers``, ``/mcp`` in direct or both
-    mode), named by ``direct.listed_names``, in the order given."""
+    mode), named by ``direct.listed_names``, in the order given; ``ui``: the tools' MCP Apps
+    UIs, for a client that declared Apps."""
     names = ops.listed_names(tools, naming=naming, reserved=reserved)
-    return [listed_tool(tool, names[tool.id], aggregate=True) for tool in tools]
+    return [
+        listed_tool(tool, names[tool.id], aggregate=True, ui=(ui or {}).get(tool.id))
+        for tool in tools
+    ]
 
 
-def listed_tool(tool: ops.DirectTool, name: str, *, aggregate: bool = False) -> types.Tool:
-    """A tool as its server lists it, under ``name`` (on an aggregate view, with its id)."""
+def listed_tool(
+    tool: ops.DirectTool,
+    name: str,
+    *,
+    aggregate: bool = False,
+    ui: dict[str, Any] | None = None,
+) -> types.Tool:
+    """A tool as its server lists it, under ``name`` (on an aggregate view, with its id), with
+    its MCP Apps ``ui`` when given (renamed as the aggregate names UIs)."""
     data: dict[str, Any] = {
         "name": name,
         "description": tool.description,
@@ -104,8 +119,11 @@ def listed_tool(tool: ops.DirectTool, name: str, *, aggregate: bool = False) -> 
         data["outputSchema"] = tool.output_schema
     if tool.annotations:
         data["annotations"] = tool.annotations
+    meta = apps.listed_meta(ui, tool.server, aggregate=aggregate) if ui else {}
     if aggregate:
-        data["_meta"] = {"agentcards/tool": tool.id}
+        meta["agentcards/tool"] = tool.id
+    if meta:
+        data["_meta"] = meta
     try:
         return types.Tool.model_validate(data)
     except ValidationError:  # a schema the SDK will not carry: list the tool without extras
