@@ -195,6 +195,20 @@ class Settings(BaseSettings):
         "file stops start-up), reloaded when it changes. Set: what no policy permits is denied, "
         "running code included. Unset: no policy decides.",
     )
+    approval_timeout_s: int = Field(
+        default=300,
+        ge=1,
+        le=86_400,
+        description="How long a tool call a policy sends for approval (docs/policy.md) waits "
+        "for a person's answer before it fails with approval_timeout.",
+    )
+    approval_wait_cap_s: int = Field(
+        default=3600,
+        ge=0,
+        le=86_400,
+        description="How much of one run's time waiting for approvals does not count against "
+        "its wall-clock limit (in all; waiting beyond it does count).",
+    )
     oauth_client_id: str | None = Field(
         default=None,
         description="The gateway's client id at the issuer, for token introspection (RFC 7662).",
