@@ -78,8 +78,7 @@ async def read_execution(
             row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
         row = reap_if_stale(state, conn, row)  # its own transaction, if it is not final
         if row["status"] == ExecutionStatus.RUNNING and state.policy.configured:
-            with autocommit(conn):  # its calls paused for a person's answer, if any
-                pending = pending_of_execution(conn, str(row["id"]))
+            pending = pending_of_execution(conn, str(row["id"]))  # calls paused for an answer
             row = {**row, "pending_approvals": [pending_view(p) for p in pending]}
         return row
 

@@ -38,6 +38,7 @@ from tests.integration.mcp_servers import filesystem_server, recording_server
 from tests.stack import E2EStack, settings_env, stack_fixture
 
 IDP_PORT, GATEWAY_PORT = free_port(), free_port()
+APPROVAL_TIMEOUT_S = 20
 RESOURCE = f"http://127.0.0.1:{GATEWAY_PORT}/mcp"
 IDENTITY = {
     "tenant_claim": "org",
@@ -87,6 +88,17 @@ forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCa
 @id("no-big-payments")
 forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
   when {{ context.args has amount && context.args.amount > 1000 }};
+
+@id("refunds-need-approval")
+@approval("required")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
+  when {{ context.args has to && context.args.to == "refund" }};
+
+@id("vendors-need-engineers")
+@approval("required")
+@approvers("engineers")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
+  when {{ context.args has to && context.args.to == "vendor" }};
 """
 
 
@@ -100,6 +112,7 @@ stack = stack_fixture(
     _servers,
     learning=False,
     policy_file=POLICY_FILE,
+    approval_timeout_s=APPROVAL_TIMEOUT_S,  # test_approvals.py waits one out
     **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
 )
 
@@ -138,9 +151,13 @@ return out;
 NO_POLICY: list[str] = []
 
 
-@pytest.fixture(scope="module")
-def idp(stack: E2EStack) -> Iterator[IdentityProvider]:
-    with running_provider(stack.tmp, port=IDP_PORT, resource=RESOURCE) as provider:
+@pytest.fixture(scope="session")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityProvider]:
+    """One provider (one signing key) for every module of the stack: the gateway keeps the
+    keys it fetched, so a second provider's tokens would not verify."""
+    with running_provider(
+        tmp_path_factory.mktemp("idp"), port=IDP_PORT, resource=RESOURCE
+    ) as provider:
         yield provider
 
 
@@ -356,7 +373,7 @@ except ToolCallError as e:
         reloaded = policy_cli(stack, "reload")
         assert reloaded.returncode == 0, reloaded
         told = json.loads(reloaded.stdout)
-        assert told["policies"] == 10 and told["processes_told"] >= 2  # gateway and toolhost
+        assert told["policies"] == 12 and told["processes_told"] >= 2  # gateway and toolhost
         assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)

@@ -1,0 +1,251 @@
+"""A permit annotated @approval("required") pauses the call on the real stack: the run shows
+``waiting_approval`` with the call, nothing reaches the server until a person answers over
+REST; approved it runs exactly once (two answers at once: one wins), denied it raises
+``approval_denied``, unanswered ``approval_timeout``; the wait does not spend the run's
+wall-clock limit; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
+tenant's admins other than the caller; answers are in the trace and the audit log.
+
+The policy stack of test_decisions.py (shared: the same servers and options).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from shared.auth.store import issue_key
+from tests.harness import wait_until
+from tests.integration.identity.provider import IdentityProvider
+from tests.integration.policy import test_decisions as decisions
+from tests.stack import E2EStack
+
+# The policy stack and its identity provider, shared with test_decisions.py.
+stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
+
+PYTHON = """
+try:
+    return await mcp.rec.pay(amount=args["amount"], to=args["to"])
+except ToolCallError as e:
+    return [e.type, e.policies, e.message]
+"""
+TYPESCRIPT = """
+try { return await mcp.rec.pay({ amount: args.amount, to: args.to }); }
+catch (e) { return [e.type, e.policies, e.message]; }
+"""
+
+
+def key(stack: E2EStack, name: str, *, admin: bool = False) -> dict[str, str]:
+    with stack.db() as conn:
+        _, secret = issue_key(conn, tenant_id="acme", name=name, admin=admin)
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def submit(stack: E2EStack, headers: dict[str, str], code: str, **body: Any) -> str:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        made = client.post("/v1/executions", json={"code": code, **body})
+    assert made.status_code in (200, 202), made.text
+    execution_id: str = made.json()["id"]
+    return execution_id
+
+
+def read(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        got = client.get(f"/v1/executions/{execution_id}")
+    assert got.status_code == 200, got.text
+    body: dict[str, Any] = got.json()
+    return body
+
+
+def paused(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    """The run once it shows its call waiting for approval."""
+    seen: dict[str, Any] = {}
+
+    def waiting() -> bool:
+        seen.update(read(stack, headers, execution_id))
+        return seen["status"] == "waiting_approval"
+
+    wait_until(waiting, what="the run waits for approval", timeout_s=60)
+    return seen
+
+
+def finished(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def done() -> bool:
+        seen.update(read(stack, headers, execution_id))
+        return seen["status"] in ("succeeded", "failed", "timeout", "worker_lost")
+
+    wait_until(done, what="the run ends", timeout_s=90)
+    return seen
+
+
+def answer(
+    stack: E2EStack, headers: dict[str, str], execution_id: str, call_id: str, body: Any
+) -> httpx.Response:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        return client.post(f"/v1/executions/{execution_id}/approvals/{call_id}", json=body)
+
+
+def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
+    answers.append(answer(*args))
+
+
+def refunds() -> list[dict[str, Any]]:
+    return [c for c in recorded() if c["tool"] == "pay" and c["args"]["to"] in ("refund", "vendor")]
+
+
+def amounts() -> list[float]:
+    """The amounts of the payments that needed approval and reached the server."""
+    return [c["args"]["amount"] for c in refunds()]
+
+
+def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
+    stack: E2EStack,
+) -> None:
+    payer, boss = key(stack, "payer", admin=True), key(stack, "boss", admin=True)
+    clerk = key(stack, "clerk")  # not an admin
+    # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
+    # wait does not spend it.
+    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
+    for language, code, amount, decision in (
+        ("python", PYTHON, 7, "approve"),
+        ("typescript", TYPESCRIPT, 8, "deny"),
+    ):
+        run_id = submit(
+            stack, payer, code, language=language, args={"amount": amount, "to": "refund"}
+        )
+        view = paused(stack, payer, run_id)
+        (pending,) = view["pending_approvals"]
+        assert (pending["server"], pending["tool"], pending["args"]) == (
+            "rec",
+            "pay",
+            {"amount": amount, "to": "refund"},
+        )
+        assert pending["policies"] == ["refunds-need-approval"]
+        call_id = pending["call_id"]
+        assert amount not in amounts()  # nothing reached the server while it waits
+        # Bad answers: a malformed body, an unknown call, the caller (an admin, but the
+        # caller), a key that is not an admin. Nothing is half-decided by them.
+        bad = answer(stack, boss, run_id, call_id, {"decision": "maybe"})
+        unknown = answer(stack, boss, run_id, "call-99", {"decision": "approve"})
+        own = answer(stack, payer, run_id, call_id, {"decision": "approve"})
+        stranger = answer(stack, clerk, run_id, call_id, {"decision": "approve"})
+        assert bad.status_code == 422, bad.text
+        assert unknown.status_code == 404, unknown.text
+        assert own.status_code == 403 and "caller" in own.json()["error"]["message"], own.text
+        assert stranger.status_code == 403 and "admin" in stranger.json()["error"]["message"]
+        assert read(stack, payer, run_id)["status"] == "waiting_approval"
+        # Two answers at once: exactly one is recorded, the other is told it closed.
+        body = {"decision": decision, "reason": f"{language} checked"}
+        answers: list[httpx.Response] = []
+        racers = [
+            threading.Thread(
+                target=_answer_into, args=(answers, stack, boss, run_id, call_id, body)
+            )
+            for _ in range(2)
+        ]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [200, 409], [a.text for a in answers]
+        closed = next(a for a in answers if a.status_code == 409).json()["error"]
+        assert closed["type"] == "approval_closed"
+        done = finished(stack, payer, run_id)
+        assert done["status"] == "succeeded", done
+        if decision == "approve":
+            assert done["result"] == f"paid {float(amount)} to refund"
+        else:
+            kind, policies, message = done["result"]
+            assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+            assert "key:boss" in message and "typescript checked" in message
+        # Once: the approved payment reached the server exactly once, the denied one never.
+        paid = amounts()
+        assert paid.count(amount) == (1 if decision == "approve" else 0), paid
+        again = answer(stack, boss, run_id, call_id, {"decision": "approve"})
+        assert again.status_code == 409, again.text
+        with stack.db() as conn:
+            row = conn.execute("SELECT trace FROM executions WHERE id = %s", (run_id,)).fetchone()
+            audit = conn.execute(
+                "SELECT action, details FROM audit_log WHERE execution_id = %s "
+                "AND action LIKE 'approval_%%' ORDER BY id",
+                (run_id,),
+            ).fetchall()
+        assert row is not None
+        approvals = [
+            (e["status"], e["by"], e["reason"]) for e in row["trace"] if e["type"] == "approval"
+        ]
+        status = "approved" if decision == "approve" else "denied"
+        assert approvals == [
+            ("pending", None, None),
+            (status, "key:boss", f"{language} checked"),
+        ], approvals
+        assert [a["action"] for a in audit] == ["approval_requested", "approval_decided"]
+        assert audit[1]["details"]["by"] == "key:boss"
+        assert audit[1]["details"]["decision"] == decision
+    timed_out = finished(stack, payer, slow)
+    assert timed_out["status"] == "succeeded", timed_out
+    assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
+    assert 3 not in amounts()
+
+
+async def test_approvers_by_group_the_inbox_and_a_direct_call(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    """``@approvers("engineers")``: alice (engineers) answers, carol (readers) may not; each
+    sees the inbox that is hers. A direct MCP call waits for its answer the same way."""
+    ci = key(stack, "ci")
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    carol = {"Authorization": f"Bearer {idp.token('carol')}"}
+    before = len(refunds())
+
+    async def direct_call() -> Any:
+        async with (
+            create_mcp_http_client(headers=ci) as http,
+            streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
+                read_stream,
+                write_stream,
+            ),
+            ClientSession(read_stream, write_stream) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool("pay", {"amount": 11, "to": "vendor"})
+
+    call = asyncio.create_task(direct_call())
+
+    def inbox(headers: dict[str, str]) -> list[dict[str, Any]]:
+        with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+            got = client.get("/v1/approvals")
+        assert got.status_code == 200, got.text
+        return [p for p in got.json()["pending"] if p["args"].get("to") == "vendor"]
+
+    seen: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        seen[:] = inbox(alice)
+        return bool(seen)
+
+    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows the call", timeout_s=60)
+    (pending,) = seen
+    assert pending["approvers"] == ["engineers"] and pending["args"]["amount"] == 11
+    assert await asyncio.to_thread(inbox, carol) == []
+    assert len(refunds()) == before
+    no = await asyncio.to_thread(
+        answer, stack, carol, pending["execution_id"], pending["call_id"], {"decision": "approve"}
+    )
+    assert no.status_code == 403 and "engineers" in no.json()["error"]["message"], no.text
+    yes = await asyncio.to_thread(
+        answer, stack, alice, pending["execution_id"], pending["call_id"],
+        {"decision": "approve", "reason": "vendor known"},
+    )  # fmt: skip
+    assert yes.status_code == 200 and yes.json()["decided_by"] == "user:alice", yes.text
+    result = await asyncio.wait_for(call, timeout=60)
+    assert not result.is_error, result
+    assert [c["args"]["amount"] for c in refunds()[before:]] == [11]
