@@ -284,6 +284,13 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
     assert refused.status_code == 403, refused.text
     error = refused.json()["error"]
     assert error["type"] == "policy_denied" and error["details"]["policies"] == []
+    with stack.db() as conn:  # a refused submission is audited (written before the answer)
+        audited = conn.execute(
+            "SELECT k.name, a.details FROM audit_log a JOIN api_keys k ON k.id = a.key_id "
+            "WHERE a.action = 'submission_refused' ORDER BY a.id DESC LIMIT 1"
+        ).fetchone()
+    assert audited is not None and audited["name"] == "direct-only"
+    assert audited["details"]["policies"] == [] and audited["details"]["language"] == "python"
     before = len(recorded())
     async with (
         create_mcp_http_client(headers=direct_only) as http,
