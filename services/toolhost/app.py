@@ -129,7 +129,9 @@ class Toolhost:
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
             policy=self._policy,
-            approvals=ApprovalDesk(self._pool, timeout_s=settings.approval_timeout_s),
+            approvals=ApprovalDesk(
+                self._pool, timeout_s=settings.approval_timeout_s, redis=self._redis
+            ),
         )
         self._ready = False
         self._started_at = time.time()

@@ -15,13 +15,20 @@ import asyncio
 import logging
 from typing import Any
 
+import orjson
+import redis.asyncio as aioredis
 from psycopg_pool import ConnectionPool
+from redis.exceptions import RedisError
 
-from shared.approvals.store import Redemption, open_approval, redeem
+from shared.approvals.rules import CALLERS_HUMAN
+from shared.approvals.store import Redemption, decide, open_approval, redeem
+from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
 from shared.auth.grants import Grant
 from shared.db import DictConnection
-from shared.errors import ErrorType
+from shared.errors import ApprovalClosed, ErrorType
 from shared.policy.engine import Decision
+from shared.queues import approval_answer_key
+from shared.rpc import upstream
 from shared.rpc.protocol import RpcRequest
 
 log = logging.getLogger(__name__)
@@ -34,9 +41,19 @@ class ApprovalDesk:
     """Opens and redeems approvals in Postgres (``None`` pool: approvals cannot be kept, and
     a call that needs one is refused rather than run unasked)."""
 
-    def __init__(self, pool: ConnectionPool[DictConnection] | None, *, timeout_s: int) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool[DictConnection] | None,
+        *,
+        timeout_s: int,
+        redis: aioredis.Redis | None = None,
+    ) -> None:
         self._pool = pool
         self.timeout_s = timeout_s
+        # Asks the caller's own person through their MCP client (elicitation) when it
+        # declared the capability; None: approvals are answered over REST only.
+        self._redis = redis
+        self._asking: set[asyncio.Task[None]] = set()
 
     async def hold(self, request: RpcRequest, grant: Grant, decision: Decision) -> Hold | None:
         """Why the call must not run now (None: it was approved and is redeemed: run it)."""
@@ -68,8 +85,85 @@ class ApprovalDesk:
 
         outcome = await asyncio.to_thread(work)
         if isinstance(outcome, dict):
+            if outcome.get("opened") and self._redis is not None:
+                task = asyncio.create_task(self._ask_caller(request, outcome))
+                self._asking.add(task)
+                task.add_done_callback(self._asking.discard)
             return _required(request.tool, outcome, policies)
         return _refusal(request.tool, outcome, policies)
+
+    async def _ask_caller(self, request: RpcRequest, row: dict[str, Any]) -> None:
+        """Ask the caller's person through their MCP client (a form elicitation: the server,
+        tool and arguments; approve or not, a reason), when the client declared elicitation;
+        their answer is recorded as any other (an approver's earlier answer stands)."""
+        assert self._redis is not None and self._pool is not None
+        redis, pool = self._redis, self._pool
+        try:
+            capabilities = await upstream.advertised(redis, execution_id=request.execution_id)
+        except RedisError:
+            return
+        if not capabilities or "elicitation" not in capabilities:
+            return
+        server, _, tool = request.tool.partition(":")
+        args = orjson.dumps(request.args).decode()[:2000]
+        question = upstream.ClientRequest(
+            id=upstream.new_request_id(),
+            execution_id=request.execution_id,
+            method="elicitation/create",
+            params={
+                "mode": "form",
+                "message": f"Approve {server}:{tool} with {args}? (policy "
+                f"{', '.join(row['policies'])} asks for approval)",
+                "requestedSchema": APPROVAL_FORM,
+            },
+            server=server,
+            tool=request.tool,
+            trace_call_id=request.trace_call_id,
+            deadline=row["expires_at"].timestamp(),
+        )
+        try:
+            reply = await upstream.ask(redis, question)
+        except RedisError as exc:
+            log.warning("could not ask the caller about %s: %s", request.tool, exc)
+            return
+        result = reply.result if reply is not None and reply.error is None else None
+        if not result or result.get("action") not in ("accept", "decline"):
+            return  # cancelled or unanswered: the approval stays open for REST
+        content = result.get("content") or {}
+        approve = result["action"] == "accept" and content.get("approve") is True
+        reason = content.get("reason") if isinstance(content.get("reason"), str) else None
+
+        def record() -> None:
+            with pool.connection() as conn:
+                decide(
+                    conn, tenant_id=row["tenant_id"], execution_id=request.execution_id,
+                    call_id=row["call_id"], approve=approve, reason=reason, by=CALLERS_HUMAN,
+                    refusal=lambda _: None,  # the caller's own person answers for them
+                    key_id=row["caller_key"], user_id=row["caller_user"],
+                )  # fmt: skip
+
+        try:
+            await asyncio.to_thread(record)
+            await redis.set(
+                approval_answer_key(request.execution_id, row["call_id"]),
+                answer_payload(approve=approve, by=CALLERS_HUMAN, reason=reason),
+                ex=self.timeout_s + ANSWER_TTL_SLACK_S,
+            )
+        except ApprovalClosed:
+            pass  # someone answered over REST first: that answer stands
+        except (RedisError, OSError) as exc:
+            log.warning("the caller's answer about %s not announced: %s", request.tool, exc)
+
+
+# The form an MCP client shows its person for a paused call.
+APPROVAL_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve this call"},
+        "reason": {"type": "string", "title": "Reason (optional)"},
+    },
+    "required": ["approve"],
+}
 
 
 def _required(tool: str, row: dict[str, Any], policies: list[str]) -> Hold:

@@ -14,6 +14,9 @@ from typing import Any
 from shared.auth.principal import SCOPE_ADMIN, Principal
 from shared.policy.source import CALLER_APPROVES
 
+# Who an answer given through the caller's own MCP client (an elicitation) is recorded as.
+CALLERS_HUMAN = "caller (elicitation)"
+
 
 def approver_name(principal: Principal) -> str:
     """How an answer names who gave it: ``user:<sub>``, ``key:<name or id>``, or ``anonymous``."""

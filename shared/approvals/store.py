@@ -50,7 +50,7 @@ def open_approval(
     timeout_s: int,
 ) -> Row:
     """The call's approval, opened ``pending`` (and audited) unless it exists: then as it is
-    (a retried request asks once)."""
+    (a retried request asks once). A new row has ``opened`` true."""
     row = conn.execute(
         "INSERT INTO approvals (execution_id, call_id, tenant_id, tool, args, args_hash, "
         "surface, policies, approvers, caller_key, caller_user, expires_at) "
@@ -66,7 +66,7 @@ def open_approval(
     if row is None:
         found = _locked(conn, execution_id, call_id)
         assert found is not None  # the conflict's row; approvals are never deleted
-        return found
+        return {**found, "opened": False}
     record_audit(
         conn,
         tenant_id=grant.tenant_id,
@@ -77,7 +77,7 @@ def open_approval(
         args=args,
         details={"tool": tool, "call_id": call_id, "policies": list(rule.policies)},
     )
-    return row
+    return {**row, "opened": True}
 
 
 @dataclass(frozen=True, slots=True)

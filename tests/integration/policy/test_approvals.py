@@ -11,19 +11,27 @@ The policy stack of test_decisions.py (shared: the same servers and options).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import json
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from mcp import ClientSession
+import pytest
+from mcp import ClientSession, types
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_REQUEST
 
 from shared.auth.store import issue_key
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider
 from tests.integration.policy import test_decisions as decisions
-from tests.stack import E2EStack
+from tests.stack import E2EStack, mcp_session
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
@@ -196,29 +204,32 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert 3 not in amounts()
 
 
-async def test_approvers_by_group_the_inbox_and_a_direct_call(
+async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
     stack: E2EStack, idp: IdentityProvider
 ) -> None:
     """``@approvers("engineers")``: alice (engineers) answers, carol (readers) may not; each
-    sees the inbox that is hers. A direct MCP call waits for its answer the same way."""
+    sees the inbox that is hers. A capability's run and a direct MCP call wait for their
+    answer as a script does. Prompts are decided too (``get_prompt``)."""
     ci = key(stack, "ci")
     alice = {"Authorization": f"Bearer {idp.token('alice')}"}
     carol = {"Authorization": f"Bearer {idp.token('carol')}"}
     before = len(refunds())
 
     async def direct_call() -> Any:
-        async with (
-            create_mcp_http_client(headers=ci) as http,
-            streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
-                read_stream,
-                write_stream,
-            ),
-            ClientSession(read_stream, write_stream) as session,
-        ):
-            await session.initialize()
+        async with _direct_session(stack, ci) as session:
             return await session.call_tool("pay", {"amount": 11, "to": "vendor"})
 
     call = asyncio.create_task(direct_call())
+    with httpx.Client(base_url=stack.gateway_url, headers=ci, timeout=60) as client:
+        code = "return await mcp.rec.pay(amount=args['amount'], to='vendor')"
+        body = {"code": code, "intent": "pay a vendor", "name": "vendor_cap"}
+        made = await asyncio.to_thread(client.post, "/v1/capabilities", json=body)
+        assert made.status_code == 201, made.text
+        started = await asyncio.to_thread(
+            client.post, "/v1/capabilities/vendor_cap/execute", json={"args": {"amount": 5}}
+        )
+    assert started.status_code in (200, 202), started.text
+    capability_run = started.json()["id"]
 
     def inbox(headers: dict[str, str]) -> list[dict[str, Any]]:
         with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
@@ -230,22 +241,83 @@ async def test_approvers_by_group_the_inbox_and_a_direct_call(
 
     def listed() -> bool:
         seen[:] = inbox(alice)
-        return bool(seen)
+        return len(seen) == 2
 
-    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows the call", timeout_s=60)
-    (pending,) = seen
-    assert pending["approvers"] == ["engineers"] and pending["args"]["amount"] == 11
+    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows both", timeout_s=60)
+    assert sorted(p["args"]["amount"] for p in seen) == [5, 11]
+    assert all(p["approvers"] == ["engineers"] for p in seen)
     assert await asyncio.to_thread(inbox, carol) == []
-    assert len(refunds()) == before
-    no = await asyncio.to_thread(
-        answer, stack, carol, pending["execution_id"], pending["call_id"], {"decision": "approve"}
-    )
-    assert no.status_code == 403 and "engineers" in no.json()["error"]["message"], no.text
-    yes = await asyncio.to_thread(
-        answer, stack, alice, pending["execution_id"], pending["call_id"],
-        {"decision": "approve", "reason": "vendor known"},
-    )  # fmt: skip
-    assert yes.status_code == 200 and yes.json()["decided_by"] == "user:alice", yes.text
+    assert len(refunds()) == before  # neither reached the server
+    for pending in seen:
+        where = (pending["execution_id"], pending["call_id"])
+        no = await asyncio.to_thread(answer, stack, carol, *where, {"decision": "approve"})
+        assert no.status_code == 403 and "engineers" in no.json()["error"]["message"], no.text
+        yes = await asyncio.to_thread(
+            answer, stack, alice, *where, {"decision": "approve", "reason": "vendor known"}
+        )
+        assert yes.status_code == 200 and yes.json()["decided_by"] == "user:alice", yes.text
     result = await asyncio.wait_for(call, timeout=60)
     assert not result.is_error, result
-    assert [c["args"]["amount"] for c in refunds()[before:]] == [11]
+    ran = await asyncio.to_thread(finished, stack, ci, capability_run)
+    assert ran["status"] == "succeeded" and ran["result"] == "paid 5.0 to vendor", ran
+    assert sorted(c["args"]["amount"] for c in refunds()[before:]) == [5, 11]
+    # Prompts: decided by the gateway with the prompt's arguments; a refused one never
+    # reaches its server.
+    async with _direct_session(stack, ci) as session:
+        hello = await session.get_prompt("greeting", {"name": "bob"})
+        with pytest.raises(MCPError) as refused:
+            await session.get_prompt("greeting", {"name": "mallory"})
+    assert "bob" in json.dumps(hello.model_dump())
+    assert refused.value.code == INVALID_REQUEST, refused.value
+    assert refused.value.data["type"] == "policy_denied", refused.value
+    assert refused.value.data["details"]["policies"] == []
+    prompts = [c["args"]["name"] for c in recorded() if c["tool"] == "prompt"]
+    assert prompts == ["bob"]
+
+
+@contextlib.asynccontextmanager
+async def _direct_session(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
+            read_stream,
+            write_stream,
+        ),
+        ClientSession(read_stream, write_stream) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -> None:
+    """An MCP client that declared elicitation is asked (a form: the server, tool and
+    arguments; approve or not, a reason); its person's yes runs the call once, a no raises
+    ``approval_denied`` with their reason."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        approve = '"amount":21' in params.message
+        return types.ElicitResult(
+            action="accept", content={"approve": approve, "reason": "asked at the agent"}
+        )
+
+    as_agent = dataclasses.replace(stack, headers=key(stack, "agent"))
+    outcomes = {}
+    async with mcp_session(as_agent, elicitation_callback=elicitation) as session:
+        for amount in (21, 22):
+            called = await session.call_tool(
+                "execute_code", {"code": PYTHON, "args": {"amount": amount, "to": "refund"}}
+            )
+            assert not called.is_error, called
+            data = called.structured_content or {}
+            outcomes[amount] = data["result"] if set(data) == {"result"} else data
+    assert outcomes[21]["status"] == "succeeded", outcomes[21]
+    assert outcomes[21]["result"] == "paid 21.0 to refund"
+    kind, policies, message = outcomes[22]["result"]
+    assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+    assert "asked at the agent" in message and "elicitation" in message
+    assert amounts().count(21) == 1 and 22 not in amounts()
+    assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]

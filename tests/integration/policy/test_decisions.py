@@ -89,6 +89,10 @@ forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCa
 forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
   when {{ context.args has amount && context.args.amount > 1000 }};
 
+@id("greetings-but-not-mallory")
+permit(principal, action == AgentCards::Action::"get_prompt", resource == AgentCards::Prompt::"rec:greeting")
+  when {{ context.args has name && context.args.name != "mallory" }};
+
 @id("refunds-need-approval")
 @approval("required")
 permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
@@ -380,7 +384,7 @@ except ToolCallError as e:
         reloaded = policy_cli(stack, "reload")
         assert reloaded.returncode == 0, reloaded
         told = json.loads(reloaded.stdout)
-        assert told["policies"] == 12 and told["processes_told"] >= 2  # gateway and toolhost
+        assert told["policies"] == 13 and told["processes_told"] >= 2  # gateway and toolhost
         assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)
