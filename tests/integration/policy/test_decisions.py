@@ -10,13 +10,14 @@ and the gateway's settings name the identity provider (a fixed port: tokens name
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -296,15 +297,7 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
     assert audited is not None and audited["name"] == "direct-only"
     assert audited["details"]["policies"] == [] and audited["details"]["language"] == "python"
     before = len(recorded())
-    async with (
-        create_mcp_http_client(headers=direct_only) as http,
-        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
-            read,
-            write,
-        ),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
+    async with direct_session(stack, direct_only) as session:
         small = await session.call_tool("pay", {"amount": 10, "to": "x"})
         big = await session.call_tool("pay", {"amount": 10_000, "to": "x"})
     assert not small.is_error, small
@@ -389,6 +382,21 @@ except ToolCallError as e:
     finally:
         POLICY_FILE.write_text(POLICIES)
         os.utime(POLICY_FILE)
+
+
+@contextlib.asynccontextmanager
+async def direct_session(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """An MCP SDK client session on the recording server's direct endpoint."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
+            read,
+            write,
+        ),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 def policy_cli(stack: E2EStack, *argv: str) -> subprocess.CompletedProcess[str]:
