@@ -11,23 +11,24 @@ The policy stack of test_decisions.py (shared: the same servers and options).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
+import os
+import signal
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import psutil
 import pytest
-from mcp import ClientSession, types
+import redis
+from mcp import types
 from mcp.client.session import ClientRequestContext
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
 
 from shared.auth.store import issue_key
+from shared.executions.liveness import read_sandbox_beats
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider
 from tests.integration.policy import test_decisions as decisions
@@ -35,6 +36,7 @@ from tests.stack import E2EStack, mcp_session
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
+direct_session = decisions.direct_session
 
 PYTHON = """
 try:
@@ -216,7 +218,7 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
     before = len(refunds())
 
     async def direct_call() -> Any:
-        async with _direct_session(stack, ci) as session:
+        async with direct_session(stack, ci) as session:
             return await session.call_tool("pay", {"amount": 11, "to": "vendor"})
 
     call = asyncio.create_task(direct_call())
@@ -263,7 +265,7 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
     assert sorted(c["args"]["amount"] for c in refunds()[before:]) == [5, 11]
     # Prompts: decided by the gateway with the prompt's arguments; a refused one never
     # reaches its server.
-    async with _direct_session(stack, ci) as session:
+    async with direct_session(stack, ci) as session:
         hello = await session.get_prompt("greeting", {"name": "bob"})
         with pytest.raises(MCPError) as refused:
             await session.get_prompt("greeting", {"name": "mallory"})
@@ -273,20 +275,6 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
     assert refused.value.data["details"]["policies"] == []
     prompts = [c["args"]["name"] for c in recorded() if c["tool"] == "prompt"]
     assert prompts == ["bob"]
-
-
-@contextlib.asynccontextmanager
-async def _direct_session(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
-            read_stream,
-            write_stream,
-        ),
-        ClientSession(read_stream, write_stream) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -> None:
@@ -321,3 +309,31 @@ async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -
     assert "asked at the agent" in message and "elicitation" in message
     assert amounts().count(21) == 1 and 22 not in amounts()
     assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]
+
+
+def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2EStack) -> None:
+    """``retry: safe``: the pool process running a paused run is killed; the approval given
+    while no worker runs it holds, and the re-run redeems it: the call reaches the server
+    once, and the person is asked once. (Only a pool process dies: its worker makes another,
+    so the shared stack goes on.)"""
+    payer, boss = key(stack, "payer2", admin=True), key(stack, "boss2", admin=True)
+    run_id = submit(stack, payer, PYTHON, args={"amount": 31, "to": "refund"}, retry="safe")
+    (pending,) = paused(stack, payer, run_id)["pending_approvals"]
+    client = redis.Redis.from_url(stack.settings.redis_url or "")
+    (worker,) = [b.worker for b in read_sandbox_beats(client) if b.busy == run_id]
+    pid = int(worker.rsplit(":", 1)[1])
+    assert pid in {c.pid for c in psutil.Process(stack.procs["sandbox"].proc.pid).children()}
+    os.kill(pid, signal.SIGKILL)
+    yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert yes.status_code == 200, yes.text
+    done = finished(stack, payer, run_id)
+    assert done["status"] == "succeeded" and done["attempts"] == 2, done
+    assert done["result"] == "paid 31.0 to refund"
+    assert amounts().count(31) == 1
+    with stack.db() as conn:
+        asked = conn.execute(
+            "SELECT count(*) AS n FROM audit_log WHERE execution_id = %s "
+            "AND action = 'approval_requested'",
+            (run_id,),
+        ).fetchone()
+    assert asked is not None and asked["n"] == 1
