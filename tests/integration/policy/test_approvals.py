@@ -29,6 +29,7 @@ from mcp.types import INVALID_REQUEST
 
 from shared.auth.store import issue_key
 from shared.executions.liveness import read_sandbox_beats
+from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider
 from tests.integration.policy import test_decisions as decisions
@@ -123,6 +124,18 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
     # wait does not spend it.
     slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
+    paused(stack, payer, slow)
+    with stack.db() as conn:  # as if it had waited 100 s: far past its limit and the grace
+        for table, column in (("executions", "started_at"), ("approvals", "created_at")):
+            conn.execute(
+                f"UPDATE {table} SET {column} = {column} - interval '100 seconds' "
+                f"WHERE {'id' if table == 'executions' else 'execution_id'} = %s",
+                (slow,),
+            )
+        conn.commit()
+        (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
+    assert row["overdue"] is False  # its waiting does not count: not taken for hung
+    assert read(stack, payer, slow)["status"] == "waiting_approval"  # a read reaps no run
     for language, code, amount, decision in (
         ("python", PYTHON, 7, "approve"),
         ("typescript", TYPESCRIPT, 8, "deny"),
