@@ -195,6 +195,22 @@ class Settings(BaseSettings):
         "file stops start-up), reloaded when it changes. Set: what no policy permits is denied, "
         "running code included. Unset: no policy decides.",
     )
+    approval_timeout_s: int = Field(
+        default=300,
+        ge=1,
+        le=86_400,
+        description="How long a tool call a policy sends for approval (docs/policy.md) waits "
+        "for a person's answer before it fails with approval_timeout.",
+    )
+    approval_wait_cap_s: int = Field(
+        default=480,
+        ge=0,
+        le=86_400,
+        description="How much of one run's time waiting for approvals does not count against "
+        "its wall-clock limit (in all; waiting beyond it does count). With a policy file it "
+        "lengthens the sandbox task's hard time limit by as much, which "
+        "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S must exceed.",
+    )
     oauth_client_id: str | None = Field(
         default=None,
         description="The gateway's client id at the issuer, for token introspection (RFC 7662).",
@@ -558,8 +574,10 @@ class Settings(BaseSettings):
 
     @property
     def task_hard_time_limit_s(self) -> int:
-        """Hard Celery limit for one execution: the longest wall time plus set-up slack."""
-        return int(self.sandbox_max_wall_time_s) + 60
+        """Hard Celery limit for one execution: the longest wall time plus set-up slack, plus
+        the waiting for approvals that does not count against it (a policy file configured)."""
+        waiting = self.approval_wait_cap_s if self.policy_file is not None else 0
+        return int(self.sandbox_max_wall_time_s) + waiting + 60
 
     @property
     def run_dir(self) -> Path:

@@ -34,6 +34,13 @@ class ErrorType(StrEnum):
     # The policy file (docs/policy.md) decided against the call; details: ``policies``, the
     # ids of the policies that decided (empty: no policy permits it).
     POLICY_DENIED = "policy_denied"
+    # A permit annotated @approval("required") decided the call and nobody approved it:
+    # an approver denied it (the message says who and why), or nobody answered in time.
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_TIMEOUT = "approval_timeout"
+    # Between the toolhost and the caller only (never in agent code): the call waits for a
+    # person; details: the approval's ``call_id`` and ``expires_at``.
+    APPROVAL_REQUIRED = "approval_required"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
     SYNTAX_ERROR = "syntax_error"  # agent code does not compile (details: line, column)
@@ -65,6 +72,8 @@ class ErrorType(StrEnum):
     FORBIDDEN = "forbidden"  # the key is valid but may not do this (admin-only routes)
     DEPENDENCY_ERROR = "dependency_error"
     CONFIG_ERROR = "config_error"
+    # An answer to an approval that is no longer open (answered already, expired, its run over).
+    APPROVAL_CLOSED = "approval_closed"
     POLICY_INVALID = "policy_invalid"  # a policy file that does not parse or validate (file, line)
     UNAVAILABLE = "unavailable"  # a dependency (Redis, Postgres) is down: retry after a pause
 
@@ -86,6 +95,8 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.INTERNAL_ERROR,
         ErrorType.TOOL_UNAVAILABLE,
         ErrorType.POLICY_DENIED,
+        ErrorType.APPROVAL_DENIED,
+        ErrorType.APPROVAL_TIMEOUT,
     }
 )
 
@@ -230,6 +241,13 @@ class PolicyDenied(AgentCardsError):
     """Raised when the policy file decides against a call or a submission (details: ``policies``)."""
 
     type = ErrorType.POLICY_DENIED
+
+
+class ApprovalClosed(Conflict):
+    """Raised when an approval is answered after it closed: answered already (the first
+    answer stands), expired, or its run is over (409)."""
+
+    type = ErrorType.APPROVAL_CLOSED
 
 
 class PolicyInvalid(ConfigError):

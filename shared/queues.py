@@ -81,6 +81,9 @@ CACHE_STATS_PREFIX = CACHE_PREFIX + "stats:"  # + tenant; hash of hits/misses pe
 CACHE_INVALIDATIONS_CHANNEL = CACHE_PREFIX + "invalidations"  # pub/sub, one event each
 RATE_PREFIX = KEY_PREFIX + "rate:"  # + kind + ":" + API key id; per-key limit windows (zsets)
 GRANT_PREFIX = KEY_PREFIX + "grant:"  # + execution_id; the tool scope the gateway granted
+# A person's answer to a paused call (``approval_answer_key``): the waiting caller's wake-up
+# call; the ``approvals`` row in Postgres is what decides.
+APPROVAL_ANSWER_PREFIX = KEY_PREFIX + "approval:answer:"
 TOOL_CALLS_PREFIX = KEY_PREFIX + "ratelimit:tool_calls:"  # + key + minute; per-key counters
 # Requests a downstream server sends its client (sampling, elicitation) during a tool call,
 # relayed toolhost -> the gateway process holding the MCP session that started the execution.
@@ -172,6 +175,11 @@ def running_executions_key(key_id: str) -> str:
 def grant_key(execution_id: str) -> str:
     """The grant record of one execution: its tool scope and rate limit, written at submission."""
     return f"{GRANT_PREFIX}{execution_id}"
+
+
+def approval_answer_key(execution_id: str, call_id: str) -> str:
+    """The answer to one paused call of one execution, for the caller waiting on it."""
+    return f"{APPROVAL_ANSWER_PREFIX}{execution_id}:{call_id}"
 
 
 def tool_calls_key(caller: str, minute: int) -> str:

@@ -29,6 +29,7 @@ from services.gateway.ops.direct_records import start_drainer
 from services.gateway.ops.tool_search import warm_up
 from services.gateway.outage import OutageGuard
 from services.gateway.rest import (
+    approvals,
     audit,
     capabilities,
     capability_admin,
@@ -169,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(docs)
     app.include_router(health.router)
     app.include_router(executions.router)
+    app.include_router(approvals.router)
     app.include_router(tools.router)
     app.include_router(downstream_resources.router)
     app.include_router(capabilities.router)

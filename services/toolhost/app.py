@@ -21,6 +21,7 @@ import redis
 import redis.asyncio as aioredis
 from mcp import types
 
+from services.toolhost.approvals import ApprovalDesk
 from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
@@ -130,6 +131,9 @@ class Toolhost:
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
             policy=self._policy,
+            approvals=ApprovalDesk(
+                self._pool, timeout_s=settings.approval_timeout_s, redis=self._redis
+            ),
         )
         self._ready = False
         self._started_at = time.time()

@@ -27,11 +27,13 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from services.toolhost.approvals import ApprovalDesk
 from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
 from services.toolhost.resources import serve_resource
@@ -85,8 +87,11 @@ class RpcServer:
         on_refusal: OnRefusal | None = None,
         serving_elsewhere: ServingElsewhere | None = None,
         policy: PolicyEngine | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         self._registry = registry
+        # Pauses the calls a permit sends for approval (None: such calls are refused).
+        self._approvals = approvals or ApprovalDesk(None, timeout_s=1)
         # Decides each call after the grant's checks (None: no policy file; nothing decided).
         self._policy = policy or PolicyEngine(None)
         # Whether another live replica has a server ready: then a call this replica
@@ -346,7 +351,12 @@ class RpcServer:
         """Check, decide and run one call; the policy decision, if any, is put in ``decided``."""
         call_id, tool = request.call_id, request.tool
 
-        def fail(kind: ErrorType, message: str, policies: list[str] | None = None) -> RpcReply:
+        def fail(
+            kind: ErrorType,
+            message: str,
+            policies: list[str] | None = None,
+            approval: dict[str, Any] | None = None,
+        ) -> RpcReply:
             elapsed = (time.monotonic() - started) * 1000
             return RpcReply.failure(
                 call_id=call_id,
@@ -354,6 +364,7 @@ class RpcServer:
                 message=message,
                 duration_ms=elapsed,
                 policies=policies,
+                approval=approval,
             )
 
         remaining = request.deadline - time.time()
@@ -374,6 +385,10 @@ class RpcServer:
                     self._scope.report_denied(request, decision, grant)
                     message = f"{tool}: denied by policy ({decision.reason}); it was not called"
                     return fail(ErrorType.POLICY_DENIED, message, list(decision.policies))
+                if decision.approval is not None:
+                    held = await self._approvals.hold(request, grant, decision)
+                    if held is not None:
+                        return fail(*held)
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):

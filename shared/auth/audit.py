@@ -37,6 +37,9 @@ class AuditAction(StrEnum):
     CACHE_CLEAR = "cache_clear"
     TOOL_CALL_REFUSED = "tool_call_refused"  # the toolhost refused a call outside the grant
     PII_RESOLVE = "pii_resolve"  # an admin key resolved tokens to their values
+    SUBMISSION_REFUSED = "submission_refused"  # a policy refused running code or a capability
+    APPROVAL_REQUESTED = "approval_requested"  # a call paused for a person's answer
+    APPROVAL_DECIDED = "approval_decided"  # who approved or denied it, when and why
 
 
 def args_hash(args: Any) -> str:

@@ -188,6 +188,12 @@ class ExecutionView(BaseModel):
         description="the person who submitted it (their subject at the identity provider); "
         "null when an API key did",
     )
+    pending_approvals: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="the calls waiting for a person's answer (status waiting_approval): "
+        "call_id, server, tool, args, expires_at; answered by POST "
+        "/v1/executions/{id}/approvals/{call_id}",
+    )
 
 
 def tool_call_views(summary: TraceSummary) -> list[ToolCallView]:
@@ -216,9 +222,11 @@ def view_from_row(row: dict[str, Any]) -> ExecutionView:
     failures = [ToolFailure(**f) for f in summary.failures]
     error = row.get("error")
     extras = row.get("extras") or {}
+    pending = row.get("pending_approvals") or None
     return ExecutionView(
         id=str(row["id"]),
-        status=row["status"],
+        status=ExecutionStatus.WAITING_APPROVAL if pending else row["status"],
+        pending_approvals=pending,
         language=row.get("language") or "python",
         intent=row.get("intent"),
         result=row.get("result"),

@@ -16,6 +16,9 @@ class ExecutionStatus(StrEnum):
     CANCELLED = "cancelled"  # on request, before or while it ran
     WORKER_LOST = "worker_lost"  # the worker died mid-run; a redelivery finds it running
     REJECTED = "rejected"  # never enqueued (the broker was down)
+    # Shown, never stored: a running execution with a call paused for a person's answer
+    # (``pending_approvals``; docs/policy.md).
+    WAITING_APPROVAL = "waiting_approval"
 
 
 TERMINAL = frozenset(

@@ -40,6 +40,7 @@ class EventType(StrEnum):
     CAPABILITY_END = "capability_end"
     TRACE_TRUNCATED = "trace_truncated"  # past a cap, calls stop being recorded
     PROGRESS = "progress"  # forwarded live, not stored
+    APPROVAL = "approval"  # a call paused for a person's answer, and the answer
 
 
 class _Event:
@@ -137,7 +138,21 @@ class Progress(_Event):
     ts: float
 
 
-Event = ToolStart | CapabilityStart | CallEnd | TraceTruncated | Progress
+@dataclass(slots=True)
+class Approval(_Event):
+    """A call waits for approval (``pending``), or its answer came (``approved``, ``denied``,
+    ``expired``): who answered and why when known (the audit log has it always)."""
+
+    kind: ClassVar[EventType] = EventType.APPROVAL
+    call_id: str
+    tool: str
+    status: str
+    by: str | None
+    reason: str | None
+    ts: float
+
+
+Event = ToolStart | CapabilityStart | CallEnd | TraceTruncated | Progress | Approval
 EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 

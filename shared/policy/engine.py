@@ -27,7 +27,7 @@ import cedarpy
 
 from shared.errors import PolicyInvalid
 from shared.policy.facts import Action, Caller, action_uid, cedar_record
-from shared.policy.source import PolicyFile, read_policy_file
+from shared.policy.source import ApprovalRule, PolicyFile, read_policy_file
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,13 @@ NO_POLICY_PERMITS = "no policy permits"
 @dataclass(frozen=True, slots=True)
 class Decision:
     """One decision: allowed or not, the ids of the policies that decided (a permit's when
-    allowed, the forbids' when denied; none when nothing permits), and why, in words."""
+    allowed, the forbids' when denied; none when nothing permits), and why, in words;
+    ``approval``: an allowed call waits for a person first (a deciding permit asks)."""
 
     allowed: bool
     policies: tuple[str, ...]
     reason: str
+    approval: ApprovalRule | None = None
 
     @property
     def label(self) -> str:
@@ -138,12 +140,14 @@ class PolicyEngine:
         # validated against the schema when loaded, and the entities are built by us.
         subset = policies.index.subset(str(action), resource["uid"])
         result = cedarpy.is_authorized(request, subset, [*caller.entities(), resource])
-        reasons = tuple(policies.name_of(r) for r in result.diagnostics.reasons)
+        engine_ids = tuple(result.diagnostics.reasons)
+        reasons = tuple(policies.name_of(r) for r in engine_ids)
         if result.diagnostics.errors:
             log.debug("policy evaluation errors (those policies did not apply): %s",
                       result.diagnostics.errors)  # fmt: skip
         if result.allowed:
-            return Decision(True, reasons, "permitted by " + ", ".join(reasons))
+            approval = policies.approval_of(engine_ids)
+            return Decision(True, reasons, "permitted by " + ", ".join(reasons), approval)
         if reasons:
             return Decision(False, reasons, "forbidden by " + ", ".join(reasons))
         return Decision(False, (), NO_POLICY_PERMITS)

@@ -98,6 +98,16 @@ def resource_entity(uri: str, server: str) -> dict[str, Any]:
     return {"uid": _uid("Resource", uri), "attrs": {"server": server}, "parents": []}
 
 
+def prompt_entity(prompt_id: str, server: str) -> dict[str, Any]:
+    """``AgentCards::Prompt::"<server>:<prompt>"``."""
+    _, _, name = prompt_id.partition(":")
+    return {
+        "uid": _uid("Prompt", prompt_id),
+        "attrs": {"server": server, "name": name},
+        "parents": [],
+    }
+
+
 def plain_entity(kind: str, name: str) -> dict[str, Any]:
     """An entity without attributes (``Capability``, ``Language``)."""
     return {"uid": _uid(kind, name), "attrs": {}, "parents": []}

@@ -24,13 +24,21 @@ from shared.errors import PolicyInvalid
 from shared.policy.index import PolicyIndex
 
 SCHEMA_FILE = "schema.cedarschema"
-# Annotations that would change what a decision means, refused until they do: a file that
-# asks for them must not load and silently decide without them.
-UNSUPPORTED_ANNOTATIONS = {
-    "approval": "approvals are not available in this version: a call it pauses would run "
-    "unasked; remove the annotation (docs/policy.md)",
-    "approvers": "approvals are not available in this version (docs/policy.md)",
-}
+# A permit annotated ``@approval("required")`` pauses the calls it decides until a person
+# answers; ``@approvers("<group or key name>, …")`` says who may answer over REST
+# (``caller``: the caller too). Any other use of the two is refused at load: a file that
+# means an approval must not load and decide without one.
+APPROVAL, APPROVERS, APPROVAL_REQUIRED = "approval", "approvers", "required"
+CALLER_APPROVES = "caller"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRule:
+    """What the permits that decided a call ask: a person's answer first, from these
+    approvers (empty: any admin of the tenant other than the caller)."""
+
+    policies: tuple[str, ...]
+    approvers: tuple[str, ...]
 
 
 @cache
@@ -59,6 +67,19 @@ class PolicyFile:
     def name_of(self, engine_id: str) -> str:
         """What a decision names a policy by: its ``@id`` annotation, else the engine's id."""
         return self.annotations.get(engine_id, {}).get("id", engine_id)
+
+    def approval_of(self, engine_ids: tuple[str, ...] | list[str]) -> ApprovalRule | None:
+        """What the deciding permits ``engine_ids`` ask before the call runs (None: nothing;
+        one of them asking is enough, and their approvers add up)."""
+        asking = [pid for pid in engine_ids if APPROVAL in self.annotations.get(pid, {})]
+        if not asking:
+            return None
+        approvers: list[str] = []
+        for pid in asking:
+            for name in _approvers(self.annotations[pid]):
+                if name not in approvers:
+                    approvers.append(name)
+        return ApprovalRule(tuple(self.name_of(p) for p in asking), tuple(approvers))
 
     @property
     def count(self) -> int:
@@ -96,17 +117,38 @@ def parse_policies(text: str, *, path: Path) -> PolicyFile:
         raise _invalid(path, line, str(error.error))
     annotations = {pid: dict(policy.get("annotations") or {}) for pid, policy in static.items()}
     for pid, notes in annotations.items():
-        refused = sorted(UNSUPPORTED_ANNOTATIONS.keys() & notes.keys())
-        if refused:
+        problem = _approval_problem(notes, static[pid].get("effect"))
+        if problem:
             index = _policy_index(pid)
             line = starts[index] if index is not None and index < len(starts) else 1
-            raise _invalid(path, line, f"@{refused[0]}: {UNSUPPORTED_ANNOTATIONS[refused[0]]}")
+            raise _invalid(path, line, problem)
     return PolicyFile(
         path=path,
         digest=hashlib.sha256(text.encode()).hexdigest(),
         index=PolicyIndex(static),
         annotations=annotations,
     )
+
+
+def _approval_problem(notes: dict[str, str], effect: str | None) -> str | None:
+    """Why a policy's approval annotations cannot be honoured (None: they can, or it has none)."""
+    if APPROVAL not in notes:
+        return (
+            f'@{APPROVERS} needs @{APPROVAL}("{APPROVAL_REQUIRED}") on the same policy'
+            if (APPROVERS in notes)
+            else None
+        )
+    if notes[APPROVAL] != APPROVAL_REQUIRED:
+        return f'@{APPROVAL}("{notes[APPROVAL]}"): the one value is "{APPROVAL_REQUIRED}"'
+    if effect != "permit":
+        return f"@{APPROVAL} belongs on a permit (a forbid has nothing to approve)"
+    if APPROVERS in notes and not _approvers(notes):
+        return f'@{APPROVERS}("…") names no one; list groups or key names, comma-separated'
+    return None
+
+
+def _approvers(notes: dict[str, str]) -> list[str]:
+    return [name.strip() for name in notes.get(APPROVERS, "").split(",") if name.strip()]
 
 
 def _invalid(path: Path, line: int, reason: str) -> PolicyInvalid:

@@ -112,12 +112,17 @@ def reap_stale(
 def _candidates(
     conn: psycopg.Connection[Row], *, queue_max_s: float, execution_id: str | None
 ) -> list[Row]:
-    """Running rows started over a beat ago (their worker must be beating by now) and expired queued rows."""
+    """Running rows started over a beat ago (their worker must be beating by now) and expired
+    queued rows. A running row is overdue past its limit plus the grace plus the time its
+    calls waited for approval (which the run's own clock does not count either)."""
     return conn.execute(
         """
         SELECT id, status, worker, timeout_s, tools, retry, attempts,
                status = 'running'
                  AND now() > started_at + make_interval(secs => timeout_s + %(grace)s)
+                     + (SELECT coalesce(sum(least(coalesce(a.decided_at, now()), a.expires_at)
+                                            - a.created_at), interval '0')
+                          FROM approvals a WHERE a.execution_id = executions.id::text)
                  AS overdue
           FROM executions
          WHERE (%(id)s::uuid IS NULL OR id = %(id)s::uuid)

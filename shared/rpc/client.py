@@ -68,6 +68,7 @@ class RpcClient:
         allowed: list[str] | None = None,
         call_id: str | None = None,
         trace_call_id: str | None = None,
+        approval: str | None = None,
     ) -> RpcReply:
         """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never raises."""
         call_id = call_id or uuid.uuid4().hex
@@ -90,6 +91,7 @@ class RpcClient:
                     allowed=allowed,
                     trace_call_id=trace_call_id,
                     otel=inject(),
+                    approval=approval,
                 )
             )
         except ValueError as exc:  # pydantic's ValidationError or an unserializable arg

@@ -27,8 +27,12 @@ class RpcError(BaseModel):
 
     type: ErrorType  # a tool call's failure: one of shared.errors.TOOL_CALL_ERRORS
     message: str
-    # ``policy_denied``: the ids of the policies that decided (empty: none permits it).
+    # ``policy_denied``: the ids of the policies that decided (empty: none permits it);
+    # the approval errors: those that asked for approval.
     policies: list[str] | None = None
+    # ``approval_required``: the paused call's approval (``call_id``, ``expires_at`` Unix
+    # time); the answer's ``by`` and ``reason`` on ``approval_denied``.
+    approval: dict[str, Any] | None = None
 
 
 class RpcRequest(BaseModel):
@@ -49,6 +53,9 @@ class RpcRequest(BaseModel):
     # The caller's W3C trace context (``traceparent``, ``tracestate``; shared.telemetry): the
     # toolhost's span of this call is its child. Absent when the caller does not trace.
     otel: dict[str, str] | None = Field(default=None, max_length=4)
+    # The approval this request redeems (its ``call_id``): sent again after a person answered
+    # the ``approval_required`` reply; the toolhost runs it only if approved, and only once.
+    approval: str | None = Field(default=None, pattern=CALL_ID_PATTERN)
 
     @field_validator("tool")
     @classmethod
@@ -152,12 +159,13 @@ class RpcReply(BaseModel):
         message: str,
         duration_ms: float = 0.0,
         policies: list[str] | None = None,
+        approval: dict[str, Any] | None = None,
     ) -> RpcReply:
         """A failed reply."""
         return cls(
             call_id=call_id,
             ok=False,
-            error=RpcError(type=type, message=message, policies=policies),
+            error=RpcError(type=type, message=message, policies=policies, approval=approval),
             duration_ms=duration_ms,
         )
 

@@ -19,6 +19,7 @@ from shared import tool_ids
 from shared.errors import TOOL_CALL_ERRORS, ErrorType, SandboxError, error_dict
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import (
+    Approval,
     CapabilityStart,
     EventCallback,
     Progress,
@@ -33,7 +34,9 @@ from shared.sandbox.messages import ProtocolViolation
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.spans import ended, tool_call_span
 from shared.sandbox.tools import (
+    CURRENT_APPROVAL,
     CURRENT_CALL_ID,
+    ApprovalBackend,
     ResourceBackend,
     ToolBackend,
     ToolResult,
@@ -261,6 +264,11 @@ class _Session:
         self.pending: dict[int, _PendingCall] = {}  # child's call id -> the call
         self.deadline_wall = 0.0
         self.started_wall = 0.0
+        # The run's wall-clock timer, moved on by the time calls waited for approval (up to
+        # ``limits.approval_wait_cap_s`` in all): a paused run does not spend its limit.
+        self._wall: asyncio.Timeout | None = None
+        self._wall_base = 0.0  # the timer's first deadline (loop time)
+        self.approval_waited = 0.0
         self.capability_calls = 0
         self.capability_seq = 0
         self.capabilities_open: dict[int, _OpenCapability] = {}  # child's seq -> the call
@@ -272,7 +280,8 @@ class _Session:
         self.deadline_wall = self.started_wall + self.limits.wall_time_s
         self.proc.writer.write(start_frame)
         try:
-            async with asyncio.timeout(self.limits.wall_time_s):
+            async with asyncio.timeout(self.limits.wall_time_s) as wall:
+                self._wall, self._wall_base = wall, wall.when() or 0.0
                 done = await self._loop()
             if done is None:
                 outcome.error = self._classify_death()
@@ -506,15 +515,9 @@ class _Session:
     ) -> dict[str, Any] | None:
         """Run one backend request under the call deadline and answer the child (and the trace
         when ``call_id``); returns its error (None: it succeeded)."""
-        deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
-                result = await request(deadline)
-        except TimeoutError:
-            result = ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
-        except Exception as exc:  # a broken backend must not take the bridge down
-            log.exception("tool backend failed for %s", label)
-            result = ToolResult.failure(f"backend failure: {type(exc).__name__}")
+        result = await self._timed(label, request)
+        while call_id is not None and _paused(result) and isinstance(self.backend, ApprovalBackend):
+            result = await self._after_approval(call_id, label, result, request)
         self.pending.pop(cid, None)
         if not isinstance(result, ToolResult):
             result = ToolResult.failure("backend returned an invalid result")
@@ -527,6 +530,76 @@ class _Session:
         head = {"op": "tool_result", "id": cid, "ok": True}
         self.proc.writer.write(wire.encode_with(head, {"value": value_json}))
         return None
+
+    async def _timed(
+        self, label: str, request: Callable[[float], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        """One backend request under the call deadline; a failure as a result, never raised."""
+        deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
+                return await request(deadline)
+        except TimeoutError:
+            return ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
+        except Exception as exc:  # a broken backend must not take the bridge down
+            log.exception("tool backend failed for %s", label)
+            return ToolResult.failure(f"backend failure: {type(exc).__name__}")
+
+    async def _after_approval(
+        self,
+        call_id: str,
+        label: str,
+        paused: ToolResult,
+        request: Callable[[float], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        """Wait (holding no CPU) for the answer to a paused call, then send it again naming
+        its approval: the toolhost runs it if approved (once) or says why not."""
+        backend = self.backend
+        assert isinstance(backend, ApprovalBackend) and paused.error is not None
+        approval = paused.error["approval"]
+        approval_id, until = str(approval["call_id"]), float(approval["expires_at"]) + 0.5
+        self.trace.record(Approval(call_id, label, "pending", None, None, time.time()))
+        began = time.time()
+        self._move_wall(until - began)
+        try:
+            answer = await backend.await_answer(approval_id, until)
+        finally:
+            self._settle_wall(time.time() - began)
+        CURRENT_APPROVAL.set(approval_id)
+        result = await self._timed(label, request)
+        kind = (result.error or {}).get("type")
+        status = {
+            None: "approved",
+            ErrorType.APPROVAL_DENIED: "denied",
+            ErrorType.APPROVAL_TIMEOUT: "expired",
+            ErrorType.APPROVAL_REQUIRED: "pending",
+        }.get(kind, "approved")
+        if status == "pending":  # answered on a clock ahead of the database's: look again soon
+            await asyncio.sleep(1.0)
+        else:
+            answer = answer or (result.error or {}).get("approval") or {}
+            by, reason = answer.get("by"), answer.get("reason")
+            self.trace.record(Approval(call_id, label, status, by, reason, time.time()))
+        return result
+
+    def _move_wall(self, span: float) -> None:
+        """Push the wall-clock timer past a wait of ``span`` seconds, within what is left of
+        the cap (beyond it, the wait counts)."""
+        extra = self.approval_waited + min(
+            span, max(0.0, self.limits.approval_wait_cap_s - self.approval_waited)
+        )
+        if self._wall is not None:
+            self._wall.reschedule(max(self._wall.when() or 0.0, self._wall_base + extra))
+        self.deadline_wall = max(
+            self.deadline_wall, self.started_wall + self.limits.wall_time_s + extra
+        )
+
+    def _settle_wall(self, waited: float) -> None:
+        """The wall-clock timer as far past its first deadline as the time actually waited."""
+        self.approval_waited = min(self.limits.approval_wait_cap_s, self.approval_waited + waited)
+        if self._wall is not None:
+            self._wall.reschedule(self._wall_base + self.approval_waited)
+        self.deadline_wall = self.started_wall + self.limits.wall_time_s + self.approval_waited
 
     def _reply_error(self, cid: int, tool: str, err: dict[str, Any]) -> None:
         self.proc.writer.write(
@@ -607,6 +680,16 @@ def tool_result_refusal(exc: wire.WireError) -> dict[str, Any]:
     return error_dict(ErrorType.TOOL_ERROR, f"its result is not JSON: {exc}")
 
 
+# The refusals that name the policies behind them (agent code's ``e.policies``).
+_WITH_POLICIES = {ErrorType.POLICY_DENIED, ErrorType.APPROVAL_DENIED, ErrorType.APPROVAL_TIMEOUT}
+
+
+def _paused(result: ToolResult) -> bool:
+    """Whether the call waits for approval (the toolhost sent the approval's id and expiry)."""
+    err = result.error or {}
+    return err.get("type") == ErrorType.APPROVAL_REQUIRED and isinstance(err.get("approval"), dict)
+
+
 def clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
     """The backend's error as the child and the trace get it: its type kept when it is a tool-call type."""
     if not isinstance(err, dict):
@@ -615,6 +698,6 @@ def clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
     kind = kind if isinstance(kind, str) and kind in TOOL_CALL_ERRORS else ErrorType.TOOL_ERROR
     cleaned = error_dict(kind, str(err.get("message", "tool call failed"))[:2000])
     policies = err.get("policies")
-    if kind == ErrorType.POLICY_DENIED and isinstance(policies, list):
+    if kind in _WITH_POLICIES and isinstance(policies, list):
         cleaned["policies"] = [str(p)[:200] for p in policies[:20]]
     return cleaned

@@ -41,6 +41,8 @@ class SandboxLimits:
     code_bytes: int = 256 << 10
     tool_call_timeout_s: float = 30.0
     degraded_ok: bool = False
+    # How much time waiting for approvals does not count against ``wall_time_s`` (in all).
+    approval_wait_cap_s: float = 3600.0
 
     @classmethod
     def from_settings(
@@ -64,6 +66,7 @@ class SandboxLimits:
             code_bytes=settings.sandbox_code_bytes,
             tool_call_timeout_s=settings.tool_call_timeout_s,
             degraded_ok=settings.sandbox_degraded_ok,
+            approval_wait_cap_s=settings.approval_wait_cap_s,
         )
 
     @property

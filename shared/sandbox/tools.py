@@ -58,6 +58,8 @@ class ToolResult:
         error = error_dict(str(reply.error.type), reply.error.message)
         if reply.error.policies is not None:
             error["policies"] = reply.error.policies
+        if reply.error.approval is not None:
+            error["approval"] = reply.error.approval
         return cls(False, None, error)
 
 
@@ -82,6 +84,19 @@ class ResourceBackend(Protocol):
 # The trace id (``call-3``) of the tool call a backend is serving, set by the bridge around
 # each call: a backend that relays progress or server requests names the call with it.
 CURRENT_CALL_ID: ContextVar[str | None] = ContextVar("agentcards_current_call_id", default=None)
+# The approval a backend call redeems (its id): set by the bridge when it sends a paused
+# call again after the answer.
+CURRENT_APPROVAL: ContextVar[str | None] = ContextVar("agentcards_current_approval", default=None)
+
+
+@runtime_checkable
+class ApprovalBackend(Protocol):
+    """A backend whose calls may pause for approval (``approval_required``): it waits for
+    the answer to the approval ``call_id`` until ``until`` (Unix time); the answer
+    (``decision``, ``by``, ``reason``) or None when none came."""
+
+    async def await_answer(self, call_id: str, until: float) -> dict[str, Any] | None: ...
+
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
 

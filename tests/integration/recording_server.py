@@ -4,7 +4,8 @@ exactly what reached a server and what never did.
 
 - ``lookup`` is annotated read-only and idempotent;
 - ``pay`` carries no annotations: MCP's defaults make it destructive and open-world;
-- ``rec://notes/{name}`` is a resource whose reads are recorded as ``read``.
+- ``rec://notes/{name}`` is a resource whose reads are recorded as ``read``;
+- the prompt ``greeting`` is recorded as ``prompt``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def note(name: str) -> str:
     """A note by name."""
     _record("read", {"name": name})
     return f"note {name}"
+
+
+@server.prompt()
+def greeting(name: str) -> str:
+    """A greeting for ``name``."""
+    _record("prompt", {"name": name})
+    return f"Say hello to {name}."
 
 
 if __name__ == "__main__":

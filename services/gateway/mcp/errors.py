@@ -37,6 +37,7 @@ from shared.errors import (
     ErrorType,
     Forbidden,
     NotFound,
+    PolicyDenied,
     ToolNotAllowed,
     Unauthorized,
     ValidationFailed,
@@ -155,10 +156,10 @@ def mcp_error(exc: Exception) -> StructuredToolError:
 def protocol_error(exc: AgentCardsError) -> MCPError:
     """A JSON-RPC error: invalid params for a bad or unknown name, invalid request for a
     caller refused (no key, an admin-only method, a tool or server outside its key's
-    allow-list), internal otherwise; ``data`` is our error body (its ``type`` says which)."""
+    allow-list, a policy's denial), internal otherwise; ``data`` is our error body (its ``type`` says which)."""
     if isinstance(exc, ValidationFailed | NotFound):
         code = types.INVALID_PARAMS
-    elif isinstance(exc, Unauthorized | Forbidden | ToolNotAllowed):
+    elif isinstance(exc, Unauthorized | Forbidden | ToolNotAllowed | PolicyDenied):
         code = types.INVALID_REQUEST
     else:
         code = types.INTERNAL_ERROR

@@ -151,6 +151,17 @@ def event_line(event: dict[str, Any]) -> LogLine | None:
                 "error": error,
             }
         return "debug", {"message": f"{what} returned", "duration_ms": event.get("duration_ms")}
+    if kind == EventType.APPROVAL:  # a call paused for a person's answer, and the answer
+        status = event.get("status")
+        said = "waits for approval" if status == "pending" else f"{status} (approval)"
+        return "info", _drop_none(
+            {
+                "message": f"{event.get('tool')} {said}",
+                "call_id": event.get("call_id"),
+                "by": event.get("by"),
+                "reason": event.get("reason"),
+            }
+        )
     if kind == EventType.TRACE_TRUNCATED:
         return "warning", {
             "message": f"more than {event.get('limit')} {event.get('what')} calls: "

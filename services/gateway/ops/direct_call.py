@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 from services.gateway.ops.admission import DirectAdmission, admit_direct
 from services.gateway.state import GatewayState
 from shared import metrics, telemetry
+from shared.approvals.wait import await_answer
 from shared.auth import limits
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant
 from shared.auth.principal import Principal
@@ -47,6 +48,7 @@ from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_session_key, grant_key
 from shared.rpc import upstream
+from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
 from shared.sandbox.bridge import argument_refusal, served
 from shared.sandbox.limits import SandboxLimits
@@ -255,9 +257,35 @@ async def _call_tool(
             allowed=[call.tool_id],
             trace_call_id=CALL_ID,
         )
+        while (paused := _approval_of(reply)) is not None:
+            # Paused for a person's answer (docs/policy.md): wait for it (no limit counts the
+            # wait), then send the call again naming its approval; the toolhost runs it once.
+            approval_id, until = str(paused["call_id"]), float(paused["expires_at"]) + 0.5
+            await await_answer(
+                state.aredis, execution_id=call.execution_id, call_id=approval_id, until=until
+            )
+            reply = await state.rpc.call(
+                execution_id=call.execution_id,
+                tool=call.tool_id,
+                args=args,
+                deadline=time.time() + limits_.tool_call_timeout_s,
+                allowed=[call.tool_id],
+                trace_call_id=CALL_ID,
+                approval=approval_id,
+            )
+            if _approval_of(reply) is not None:  # the database's clock is behind ours
+                await asyncio.sleep(1.0)
         err, _ = served(ToolResult.of_reply(reply), limits=limits_)
         ended(span, err)
     return err, reply.result if err is None else None
+
+
+def _approval_of(reply: RpcReply) -> dict[str, Any] | None:
+    """The approval a paused call waits for (None: the reply is the call's outcome)."""
+    error = reply.error
+    if error is None or error.type != ErrorType.APPROVAL_REQUIRED:
+        return None
+    return error.approval
 
 
 def _outcome(

@@ -8,13 +8,14 @@ from typing import Any
 
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
+from shared.approvals.store import pending_of_execution, pending_view
 from shared.db import DictConnection, autocommit
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
 from shared.executions.carried import carried_row
 from shared.executions.models import ExecutionView
 from shared.executions.pages import Part, page_of, part_text
-from shared.executions.status import TERMINAL
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.store import (
     count_executions,
     execution_breakdown,
@@ -75,7 +76,11 @@ async def read_execution(
     def read(conn: DictConnection) -> Row:  # one thread hop and one connection for both
         with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
             row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
-        return reap_if_stale(state, conn, row)  # its own transaction, if it is not final
+        row = reap_if_stale(state, conn, row)  # its own transaction, if it is not final
+        if row["status"] == ExecutionStatus.RUNNING and state.policy.configured:
+            pending = pending_of_execution(conn, str(row["id"]))  # calls paused for an answer
+            row = {**row, "pending_approvals": [pending_view(p) for p in pending]}
+        return row
 
     try:
         return await in_pool(state, read)

@@ -10,13 +10,14 @@ and the gateway's settings name the identity provider (a fixed port: tokens name
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from tests.integration.mcp_servers import filesystem_server, recording_server
 from tests.stack import E2EStack, settings_env, stack_fixture
 
 IDP_PORT, GATEWAY_PORT = free_port(), free_port()
+APPROVAL_TIMEOUT_S = 20
 RESOURCE = f"http://127.0.0.1:{GATEWAY_PORT}/mcp"
 IDENTITY = {
     "tenant_claim": "org",
@@ -87,6 +89,21 @@ forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCa
 @id("no-big-payments")
 forbid(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
   when {{ context.args has amount && context.args.amount > 1000 }};
+
+@id("greetings-but-not-mallory")
+permit(principal, action == AgentCards::Action::"get_prompt", resource == AgentCards::Prompt::"rec:greeting")
+  when {{ context.args has name && context.args.name != "mallory" }};
+
+@id("refunds-need-approval")
+@approval("required")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
+  when {{ context.args has to && context.args.to == "refund" }};
+
+@id("vendors-need-engineers")
+@approval("required")
+@approvers("engineers")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"rec:pay")
+  when {{ context.args has to && context.args.to == "vendor" }};
 """
 
 
@@ -100,6 +117,7 @@ stack = stack_fixture(
     _servers,
     learning=False,
     policy_file=POLICY_FILE,
+    approval_timeout_s=APPROVAL_TIMEOUT_S,  # test_approvals.py waits one out
     **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
 )
 
@@ -138,9 +156,13 @@ return out;
 NO_POLICY: list[str] = []
 
 
-@pytest.fixture(scope="module")
-def idp(stack: E2EStack) -> Iterator[IdentityProvider]:
-    with running_provider(stack.tmp, port=IDP_PORT, resource=RESOURCE) as provider:
+@pytest.fixture(scope="session")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityProvider]:
+    """One provider (one signing key) for every module of the stack: the gateway keeps the
+    keys it fetched, so a second provider's tokens would not verify."""
+    with running_provider(
+        tmp_path_factory.mktemp("idp"), port=IDP_PORT, resource=RESOURCE
+    ) as provider:
         yield provider
 
 
@@ -267,16 +289,15 @@ async def test_direct_calls_and_submissions_are_decided_too(stack: E2EStack) -> 
     assert refused.status_code == 403, refused.text
     error = refused.json()["error"]
     assert error["type"] == "policy_denied" and error["details"]["policies"] == []
+    with stack.db() as conn:  # a refused submission is audited (written before the answer)
+        audited = conn.execute(
+            "SELECT k.name, a.details FROM audit_log a JOIN api_keys k ON k.id = a.key_id "
+            "WHERE a.action = 'submission_refused' ORDER BY a.id DESC LIMIT 1"
+        ).fetchone()
+    assert audited is not None and audited["name"] == "direct-only"
+    assert audited["details"]["policies"] == [] and audited["details"]["language"] == "python"
     before = len(recorded())
-    async with (
-        create_mcp_http_client(headers=direct_only) as http,
-        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
-            read,
-            write,
-        ),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
+    async with direct_session(stack, direct_only) as session:
         small = await session.call_tool("pay", {"amount": 10, "to": "x"})
         big = await session.call_tool("pay", {"amount": 10_000, "to": "x"})
     assert not small.is_error, small
@@ -356,11 +377,26 @@ except ToolCallError as e:
         reloaded = policy_cli(stack, "reload")
         assert reloaded.returncode == 0, reloaded
         told = json.loads(reloaded.stdout)
-        assert told["policies"] == 10 and told["processes_told"] >= 2  # gateway and toolhost
+        assert told["policies"] == 13 and told["processes_told"] >= 2  # gateway and toolhost
         assert run(stack, ci, code)["result"] == "value of k"
     finally:
         POLICY_FILE.write_text(POLICIES)
         os.utime(POLICY_FILE)
+
+
+@contextlib.asynccontextmanager
+async def direct_session(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """An MCP SDK client session on the recording server's direct endpoint."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http) as (
+            read,
+            write,
+        ),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 def policy_cli(stack: E2EStack, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.approvals import rules
+from shared.auth.principal import Principal
 from shared.errors import PolicyInvalid
 from shared.policy import engine as engine_module
 from shared.policy.engine import NO_POLICY_PERMITS, PolicyEngine
@@ -75,7 +77,10 @@ def test_no_policy_file_decides_nothing() -> None:
         ('permit(principal, action, resource);\n\npermit(principal, action, resource)\n  when { true ;\n', 4, "unexpected token"),
         ('permit(principal, action, resource);\nforbid(principal, action == AgentCards::Action::"call_tool", resource)\n  when { resource.colour == "red" };\n', 2, "colour"),
         ('permit(principal, action == AgentCards::Action::"fly", resource);\n', 1, "fly"),
-        ('permit(principal, action, resource);\n@id("pay")\n@approval("required")\npermit(principal, action, resource);\n', 2, "@approval: approvals are not available"),
+        ('permit(principal, action, resource);\n@id("pay")\n@approval("yes")\npermit(principal, action, resource);\n', 2, 'the one value is "required"'),
+        ('permit(principal, action, resource);\n@approval("required")\nforbid(principal, action, resource);\n', 2, "belongs on a permit"),
+        ('@approvers("ops")\npermit(principal, action, resource);\n', 1, "needs @approval"),
+        ('@approval("required")\n@approvers(" , ")\npermit(principal, action, resource);\n', 1, "names no one"),
     ],
 )  # fmt: skip
 def test_a_bad_file_is_refused_with_its_line_and_the_engines_reason(
@@ -173,3 +178,43 @@ def test_the_subset_evaluated_decides_as_the_whole_file(tmp_path: Path) -> None:
             assert decision.policies == tuple(
                 loaded.name_of(r) for r in expected.diagnostics.reasons
             ), (caller, action, resource["uid"])
+
+
+APPROVALS = """
+@id("pay-small")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"pay:send");
+
+@id("pay-over-100-asks")
+@approval("required")
+@approvers("finance, ci")
+permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCards::Tool::"pay:send")
+  when { context.args has amount && context.args.amount > 100 };
+"""
+
+
+def test_a_permit_with_approval_pauses_the_calls_it_decides(tmp_path: Path) -> None:
+    engine = PolicyEngine(write(tmp_path, APPROVALS))
+    small = call(engine, KEY, "pay:send", {"amount": 50})
+    assert small is not None and small.allowed and small.approval is None
+    # Another permit deciding too does not lift the approval: one asking is enough.
+    big = call(engine, KEY, "pay:send", {"amount": 500})
+    assert big is not None and big.allowed and big.approval is not None
+    assert big.approval.policies == ("pay-over-100-asks",)
+    assert big.approval.approvers == ("finance", "ci")
+
+
+def test_who_may_answer_an_approval() -> None:
+    row = {"tenant_id": "t", "approvers": [], "caller_key": "k1", "caller_user": None}
+    admin = Principal(tenant_id="t", key_id="k2", key_name="boss", admin=True)
+    plain = Principal(tenant_id="t", key_id="k3", key_name="ci", admin=False)
+    caller = Principal(tenant_id="t", key_id="k1", key_name="me", admin=True)
+    assert rules.refusal(row, admin) is None
+    assert "admin" in (rules.refusal(row, plain) or "")
+    assert "caller" in (rules.refusal(row, caller) or "")  # an admin, but the caller
+    named = {**row, "approvers": ["finance", "ci"]}
+    finance = Principal(tenant_id="t", user="ann", groups=("finance",), admin=False)
+    reader = Principal(tenant_id="t", user="bob", groups=("readers",), admin=True)
+    assert rules.refusal(named, finance) is None and rules.refusal(named, plain) is None
+    assert "finance, ci" in (rules.refusal(named, reader) or "")
+    assert rules.refusal({**named, "approvers": ["caller"]}, caller) is None
+    assert rules.approver_name(finance) == "user:ann" and rules.approver_name(admin) == "key:boss"

@@ -120,6 +120,11 @@ class Detokenizing:
                 await asyncio.to_thread(tok.value, result.value, tool=tool_id, kinds=kinds)
         return result
 
+    async def await_answer(self, call_id: str, until: float) -> dict[str, Any] | None:
+        """The inner backend's wait for a person's answer to a paused call."""
+        answer: dict[str, Any] | None = await self.inner.await_answer(call_id, until)
+        return answer
+
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         real_uri = await self._real(uri)
         result: ToolResult = await self.inner.read_resource(server, real_uri, deadline)

@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from shared import tool_ids
+from shared.approvals.wait import await_answer
 from shared.config import Settings
 from shared.errors import ErrorType, error_dict
 from shared.executions.cancel import wait_for_cancel
@@ -28,7 +29,7 @@ from shared.rpc.protocol import ResourceRequest
 from shared.sandbox.bridge import run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
-from shared.sandbox.tools import CURRENT_CALL_ID, ToolResult
+from shared.sandbox.tools import CURRENT_APPROVAL, CURRENT_CALL_ID, ToolResult
 from workers.sandbox import clients
 from workers.sandbox.pipeline import privacy
 from workers.sandbox.pipeline.context import RunContext
@@ -53,8 +54,16 @@ class RpcToolBackend:
             deadline=deadline,
             allowed=self.allowed,
             trace_call_id=CURRENT_CALL_ID.get(),
+            approval=CURRENT_APPROVAL.get(),
         )
         return ToolResult.of_reply(reply)
+
+    async def await_answer(self, call_id: str, until: float) -> dict[str, Any] | None:
+        """A person's answer to this run's paused call ``call_id`` (None: none by ``until``)."""
+        return await await_answer(
+            clients.async_redis_client(), execution_id=self.execution_id, call_id=call_id,
+            until=until,
+        )  # fmt: skip
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""

@@ -14,6 +14,7 @@ from services.gateway.mcp.direct.naming import split_name
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct as ops
 from services.gateway.ops import downstream_resources as downstream
+from services.gateway.ops.policy import refuse_prompt
 
 
 async def list_prompts(
@@ -38,11 +39,16 @@ async def list_prompts(
 async def get_prompt(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
 ) -> types.GetPromptResult | types.InputRequiredResult:
-    """``prompts/get``, answered by the prompt's server."""
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    """``prompts/get``, answered by the prompt's server (decided by policy first)."""
+    principal = await endpoint.principal(ctx)
+    patterns = principal.tool_patterns
     body = forwarded_params(params)
     with protocol_errors():
         server, body["name"] = split_name(endpoint.name, params.name, what="prompt")
+        await refuse_prompt(
+            endpoint.get_state(), principal=principal, server=server, name=body["name"],
+            arguments=params.arguments,
+        )  # fmt: skip
         result = await downstream.server_request(
             endpoint.get_state(), op="get_prompt", server=server, params=body, patterns=patterns
         )

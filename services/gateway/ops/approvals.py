@@ -1,0 +1,81 @@
+"""Answering paused calls and listing them (REST; the approvals inbox of the dashboard).
+
+An answer is recorded in Postgres under the approval's row lock (one answer wins, whichever
+gateway takes it; a second is ``approval_closed``), audited with who, when and why, and
+then announced on a short-lived Redis key the waiting caller looks at. The call itself is
+run (once) by the toolhost when the caller sends it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+
+from services.gateway.ops.db import in_pool
+from services.gateway.ops.models.approvals import ApprovalAnswer
+from services.gateway.state import GatewayState
+from shared.approvals import rules
+from shared.approvals.store import decide, pending_of_tenant, pending_view
+from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
+from shared.auth.principal import Principal
+from shared.db import DictConnection
+from shared.queues import approval_answer_key
+
+log = logging.getLogger(__name__)
+
+
+async def answer_approval(
+    state: GatewayState,
+    *,
+    principal: Principal,
+    execution_id: str,
+    call_id: str,
+    answer: ApprovalAnswer,
+) -> dict[str, Any]:
+    """Record ``principal``'s answer to a paused call; NotFound, Forbidden (not an approver)
+    or ApprovalClosed (answered already, expired, run over) otherwise."""
+    approve = answer.decision == "approve"
+    by = rules.approver_name(principal)
+
+    def write(conn: DictConnection) -> dict[str, Any]:
+        return decide(
+            conn, tenant_id=principal.tenant_id, execution_id=execution_id, call_id=call_id,
+            approve=approve, reason=answer.reason, by=by,
+            refusal=lambda row: rules.refusal(row, principal),
+            key_id=principal.key_id, user_id=principal.user,
+        )  # fmt: skip
+
+    row = await in_pool(state, write)
+    ttl = max(1, int(row["expires_at"].timestamp() - row["decided_at"].timestamp()))
+    try:
+        await state.aredis.set(
+            approval_answer_key(execution_id, call_id),
+            answer_payload(approve=approve, by=by, reason=answer.reason),
+            ex=ttl + ANSWER_TTL_SLACK_S,
+        )
+    except redis.RedisError:  # the caller learns it when the approval's time is up
+        log.warning("answer to %s/%s not announced; the caller finds it at expiry",
+                    execution_id, call_id)  # fmt: skip
+    log.info(
+        "approval %s/%s: %s by %s", execution_id, call_id, answer.decision, by,
+        extra={"event": "approval_decided", "execution_id": execution_id},
+    )  # fmt: skip
+    return {
+        "execution_id": execution_id,
+        "call_id": call_id,
+        "status": row["status"],
+        "decided_by": by,
+        "reason": answer.reason,
+    }
+
+
+async def approvals_inbox(state: GatewayState, *, principal: Principal) -> list[dict[str, Any]]:
+    """The tenant's paused calls this principal may answer, oldest first."""
+
+    def read(conn: DictConnection) -> list[dict[str, Any]]:
+        return pending_of_tenant(conn, principal.tenant_id)
+
+    rows = await in_pool(state, read)
+    return [pending_view(r) for r in rows if rules.refusal(r, principal) is None]

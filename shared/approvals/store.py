@@ -1,0 +1,248 @@
+"""The ``approvals`` table: a paused call opened by the toolhost, answered by an approver,
+redeemed once by the toolhost that runs it.
+
+Every transition happens under the row's lock (``SELECT … FOR UPDATE``), so two answers at
+once (two gateways) leave exactly one in force, and an approved call is moved to
+``executed`` by exactly one redemption: the call runs once whoever retries.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shared.auth.audit import AuditAction, args_hash, record_audit
+from shared.auth.grants import Grant
+from shared.errors import ApprovalClosed, Forbidden, NotFound
+from shared.policy.source import ApprovalRule
+
+Conn = psycopg.Connection[Any]
+Row = dict[str, Any]
+
+COLUMNS = (
+    "execution_id, call_id, tenant_id, tool, args, args_hash, surface, policies, approvers, "
+    "caller_key, caller_user, status, decided_by, reason, created_at, expires_at, decided_at, "
+    "executed_at"
+)
+PENDING, APPROVED, DENIED, EXPIRED, EXECUTED = (
+    "pending",
+    "approved",
+    "denied",
+    "expired",
+    "executed",
+)
+
+
+def open_approval(
+    conn: Conn,
+    *,
+    execution_id: str,
+    call_id: str,
+    tool: str,
+    args: dict[str, Any],
+    grant: Grant,
+    rule: ApprovalRule,
+    timeout_s: int,
+) -> Row:
+    """The call's approval, opened ``pending`` (and audited) unless it exists: then as it is
+    (a retried request asks once). A new row has ``opened`` true."""
+    row = conn.execute(
+        "INSERT INTO approvals (execution_id, call_id, tenant_id, tool, args, args_hash, "
+        "surface, policies, approvers, caller_key, caller_user, expires_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now() + make_interval(secs => %s)) "
+        "ON CONFLICT (execution_id, call_id) DO NOTHING "
+        f"RETURNING {COLUMNS}",
+        (
+            execution_id, call_id, grant.tenant_id, tool, Jsonb(args), args_hash(args),
+            grant.surface, Jsonb(list(rule.policies)), Jsonb(list(rule.approvers)),
+            grant.key_id, grant.user, timeout_s,
+        ),
+    ).fetchone()  # fmt: skip
+    if row is None:
+        found = _locked(conn, execution_id, call_id)
+        assert found is not None  # the conflict's row; approvals are never deleted
+        return {**found, "opened": False}
+    record_audit(
+        conn,
+        tenant_id=grant.tenant_id,
+        key_id=grant.key_id,
+        user_id=grant.user,
+        action=AuditAction.APPROVAL_REQUESTED,
+        execution_id=_uuid_or_none(execution_id),
+        args=args,
+        details={"tool": tool, "call_id": call_id, "policies": list(rule.policies)},
+    )
+    return {**row, "opened": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Redemption:
+    """What the toolhost may do with a paused call now: ``run`` it (this redemption moved it
+    to executed), or not, with the row saying why (pending, denied, expired, executed)."""
+
+    run: bool
+    status: str
+    row: Row | None
+
+
+def redeem(conn: Conn, *, execution_id: str, call_id: str, args: dict[str, Any]) -> Redemption:
+    """Take an approved call for running (once: it becomes ``executed``); a pending one past
+    its time becomes ``expired``. The arguments must be the ones approved."""
+    row = _locked(conn, execution_id, call_id)
+    if row is None:
+        return Redemption(False, "unknown", None)
+    status = row["status"]
+    if status == APPROVED and row["args_hash"] == args_hash(args):
+        conn.execute(
+            "UPDATE approvals SET status = 'executed', executed_at = now() "
+            "WHERE execution_id = %s AND call_id = %s",
+            (execution_id, call_id),
+        )
+        return Redemption(True, EXECUTED, row)
+    if status == APPROVED:  # approved, but not for these arguments
+        return Redemption(False, "changed", row)
+    if status == PENDING and _expired(conn, row):
+        conn.execute(
+            "UPDATE approvals SET status = 'expired', decided_at = now() "
+            "WHERE execution_id = %s AND call_id = %s",
+            (execution_id, call_id),
+        )
+        return Redemption(False, EXPIRED, {**row, "status": EXPIRED})
+    return Redemption(False, status, row)
+
+
+def decide(
+    conn: Conn,
+    *,
+    tenant_id: str,
+    execution_id: str,
+    call_id: str,
+    approve: bool,
+    reason: str | None,
+    by: str,
+    refusal: Callable[[Row], str | None],
+    key_id: str | None = None,
+    user_id: str | None = None,
+) -> Row:
+    """Answer a pending approval (and audit who, when and why); NotFound for no such approval
+    in the tenant, ``refusal(row)`` raised as Forbidden by the caller's check, ApprovalClosed
+    when it was answered already, expired or its run ended."""
+    row = _locked(conn, execution_id, call_id)
+    if row is None or row["tenant_id"] != tenant_id:
+        raise NotFound(
+            f"execution {execution_id!r} has no approval for call {call_id!r}",
+            execution_id=execution_id,
+            call_id=call_id,
+        )
+    why = refusal(row)
+    if why is not None:
+        raise Forbidden(f"you may not answer this approval: {why}", call_id=call_id)
+    if row["status"] != PENDING:
+        raise ApprovalClosed(
+            f"approval {call_id!r} is {row['status']}"
+            + (f" (by {row['decided_by']})" if row["decided_by"] else "")
+            + "; the first answer stands",
+            status=row["status"],
+        )
+    if _expired(conn, row) or _run_over(conn, execution_id):
+        raise ApprovalClosed(
+            f"approval {call_id!r} is no longer open: "
+            + ("its time ran out" if _expired(conn, row) else "its run has ended"),
+            status=EXPIRED,
+        )
+    decided = conn.execute(
+        "UPDATE approvals SET status = %s, decided_by = %s, reason = %s, decided_at = now() "
+        f"WHERE execution_id = %s AND call_id = %s RETURNING {COLUMNS}",
+        (APPROVED if approve else DENIED, by, reason, execution_id, call_id),
+    ).fetchone()
+    assert decided is not None
+    record_audit(
+        conn,
+        tenant_id=tenant_id,
+        key_id=key_id,
+        user_id=user_id,
+        action=AuditAction.APPROVAL_DECIDED,
+        execution_id=_uuid_or_none(execution_id),
+        args=row["args"],
+        details={
+            "tool": row["tool"],
+            "call_id": call_id,
+            "decision": "approve" if approve else "deny",
+            "by": by,
+            "reason": reason,
+        },
+    )
+    return decided
+
+
+def pending_of_execution(conn: Conn, execution_id: str) -> list[Row]:
+    """The execution's calls waiting for an answer, oldest first."""
+    return list(
+        conn.execute(
+            f"SELECT {COLUMNS} FROM approvals WHERE execution_id = %s AND status = 'pending' "
+            "AND expires_at > now() ORDER BY created_at",
+            (execution_id,),
+        ).fetchall()
+    )
+
+
+def pending_of_tenant(conn: Conn, tenant_id: str, *, limit: int = 100) -> list[Row]:
+    """The tenant's calls waiting for an answer, oldest first (the approvals inbox)."""
+    return list(
+        conn.execute(
+            f"SELECT {COLUMNS} FROM approvals WHERE tenant_id = %s AND status = 'pending' "
+            "AND expires_at > now() ORDER BY created_at LIMIT %s",
+            (tenant_id, limit),
+        ).fetchall()
+    )
+
+
+def pending_view(row: Row) -> dict[str, Any]:
+    """A pending approval as readers see it (REST, MCP, SSE, the dashboard)."""
+    server, _, tool = str(row["tool"]).partition(":")
+    return {
+        "execution_id": str(row["execution_id"]),
+        "call_id": row["call_id"],
+        "server": server,
+        "tool": tool,
+        "args": row["args"],
+        "policies": row["policies"],
+        "approvers": row["approvers"],
+        "expires_at": row["expires_at"].isoformat(),
+    }
+
+
+def _locked(conn: Conn, execution_id: str, call_id: str) -> Row | None:
+    row: Row | None = conn.execute(
+        f"SELECT {COLUMNS} FROM approvals WHERE execution_id = %s AND call_id = %s FOR UPDATE",
+        (execution_id, call_id),
+    ).fetchone()
+    return row
+
+
+def _expired(conn: Conn, row: Row) -> bool:
+    found = conn.execute("SELECT %s <= now() AS over", (row["expires_at"],)).fetchone()
+    return bool(found and (found["over"] if isinstance(found, dict) else found[0]))
+
+
+def _run_over(conn: Conn, execution_id: str) -> bool:
+    """Whether the approval's run has ended (no run row yet: a direct call, still waiting)."""
+    if _uuid_or_none(execution_id) is None:
+        return False
+    found = conn.execute("SELECT status FROM executions WHERE id = %s", (execution_id,)).fetchone()
+    if found is None:
+        return False
+    status = found["status"] if isinstance(found, dict) else found[0]
+    return status not in ("queued", "running")
+
+
+def _uuid_or_none(value: str) -> str | None:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None

@@ -1,0 +1,352 @@
+"""A permit annotated @approval("required") pauses the call on the real stack: the run shows
+``waiting_approval`` with the call, nothing reaches the server until a person answers over
+REST; approved it runs exactly once (two answers at once: one wins), denied it raises
+``approval_denied``, unanswered ``approval_timeout``; the wait does not spend the run's
+wall-clock limit; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
+tenant's admins other than the caller; answers are in the trace and the audit log.
+
+The policy stack of test_decisions.py (shared: the same servers and options).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import threading
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import redis
+from mcp import types
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_REQUEST
+
+from shared.auth.store import issue_key
+from shared.executions.liveness import read_sandbox_beats
+from shared.recovery.reaper import _candidates
+from tests.harness import wait_until
+from tests.integration.identity.provider import IdentityProvider
+from tests.integration.policy import test_decisions as decisions
+from tests.stack import E2EStack, mcp_session
+
+# The policy stack and its identity provider, shared with test_decisions.py.
+stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
+direct_session = decisions.direct_session
+
+PYTHON = """
+try:
+    return await mcp.rec.pay(amount=args["amount"], to=args["to"])
+except ToolCallError as e:
+    return [e.type, e.policies, e.message]
+"""
+TYPESCRIPT = """
+try { return await mcp.rec.pay({ amount: args.amount, to: args.to }); }
+catch (e) { return [e.type, e.policies, e.message]; }
+"""
+
+
+def key(stack: E2EStack, name: str, *, admin: bool = False) -> dict[str, str]:
+    with stack.db() as conn:
+        _, secret = issue_key(conn, tenant_id="acme", name=name, admin=admin)
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def submit(stack: E2EStack, headers: dict[str, str], code: str, **body: Any) -> str:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        made = client.post("/v1/executions", json={"code": code, **body})
+    assert made.status_code in (200, 202), made.text
+    execution_id: str = made.json()["id"]
+    return execution_id
+
+
+def read(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        got = client.get(f"/v1/executions/{execution_id}")
+    assert got.status_code == 200, got.text
+    body: dict[str, Any] = got.json()
+    return body
+
+
+def paused(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    """The run once it shows its call waiting for approval."""
+    seen: dict[str, Any] = {}
+
+    def waiting() -> bool:
+        seen.update(read(stack, headers, execution_id))
+        return seen["status"] == "waiting_approval"
+
+    wait_until(waiting, what="the run waits for approval", timeout_s=60)
+    return seen
+
+
+def finished(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def done() -> bool:
+        seen.update(read(stack, headers, execution_id))
+        return seen["status"] in ("succeeded", "failed", "timeout", "worker_lost")
+
+    wait_until(done, what="the run ends", timeout_s=90)
+    return seen
+
+
+def answer(
+    stack: E2EStack, headers: dict[str, str], execution_id: str, call_id: str, body: Any
+) -> httpx.Response:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        return client.post(f"/v1/executions/{execution_id}/approvals/{call_id}", json=body)
+
+
+def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
+    answers.append(answer(*args))
+
+
+def refunds() -> list[dict[str, Any]]:
+    return [c for c in recorded() if c["tool"] == "pay" and c["args"]["to"] in ("refund", "vendor")]
+
+
+def amounts() -> list[float]:
+    """The amounts of the payments that needed approval and reached the server."""
+    return [c["args"]["amount"] for c in refunds()]
+
+
+def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
+    stack: E2EStack,
+) -> None:
+    payer, boss = key(stack, "payer", admin=True), key(stack, "boss", admin=True)
+    clerk = key(stack, "clerk")  # not an admin
+    # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
+    # wait does not spend it.
+    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
+    paused(stack, payer, slow)
+    with stack.db() as conn:  # as if it had waited 100 s: far past its limit and the grace
+        for table, column in (("executions", "started_at"), ("approvals", "created_at")):
+            conn.execute(
+                f"UPDATE {table} SET {column} = {column} - interval '100 seconds' "
+                f"WHERE {'id' if table == 'executions' else 'execution_id'} = %s",
+                (slow,),
+            )
+        conn.commit()
+        (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
+    assert row["overdue"] is False  # its waiting does not count: not taken for hung
+    assert read(stack, payer, slow)["status"] == "waiting_approval"  # a read reaps no run
+    for language, code, amount, decision in (
+        ("python", PYTHON, 7, "approve"),
+        ("typescript", TYPESCRIPT, 8, "deny"),
+    ):
+        run_id = submit(
+            stack, payer, code, language=language, args={"amount": amount, "to": "refund"}
+        )
+        view = paused(stack, payer, run_id)
+        (pending,) = view["pending_approvals"]
+        assert (pending["server"], pending["tool"], pending["args"]) == (
+            "rec",
+            "pay",
+            {"amount": amount, "to": "refund"},
+        )
+        assert pending["policies"] == ["refunds-need-approval"]
+        call_id = pending["call_id"]
+        assert amount not in amounts()  # nothing reached the server while it waits
+        # Bad answers: a malformed body, an unknown call, the caller (an admin, but the
+        # caller), a key that is not an admin. Nothing is half-decided by them.
+        bad = answer(stack, boss, run_id, call_id, {"decision": "maybe"})
+        unknown = answer(stack, boss, run_id, "call-99", {"decision": "approve"})
+        own = answer(stack, payer, run_id, call_id, {"decision": "approve"})
+        stranger = answer(stack, clerk, run_id, call_id, {"decision": "approve"})
+        assert bad.status_code == 422, bad.text
+        assert unknown.status_code == 404, unknown.text
+        assert own.status_code == 403 and "caller" in own.json()["error"]["message"], own.text
+        assert stranger.status_code == 403 and "admin" in stranger.json()["error"]["message"]
+        assert read(stack, payer, run_id)["status"] == "waiting_approval"
+        # Two answers at once: exactly one is recorded, the other is told it closed.
+        body = {"decision": decision, "reason": f"{language} checked"}
+        answers: list[httpx.Response] = []
+        racers = [
+            threading.Thread(
+                target=_answer_into, args=(answers, stack, boss, run_id, call_id, body)
+            )
+            for _ in range(2)
+        ]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [200, 409], [a.text for a in answers]
+        closed = next(a for a in answers if a.status_code == 409).json()["error"]
+        assert closed["type"] == "approval_closed"
+        done = finished(stack, payer, run_id)
+        assert done["status"] == "succeeded", done
+        if decision == "approve":
+            assert done["result"] == f"paid {float(amount)} to refund"
+        else:
+            kind, policies, message = done["result"]
+            assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+            assert "key:boss" in message and "typescript checked" in message
+        # Once: the approved payment reached the server exactly once, the denied one never.
+        paid = amounts()
+        assert paid.count(amount) == (1 if decision == "approve" else 0), paid
+        again = answer(stack, boss, run_id, call_id, {"decision": "approve"})
+        assert again.status_code == 409, again.text
+        with stack.db() as conn:
+            row = conn.execute("SELECT trace FROM executions WHERE id = %s", (run_id,)).fetchone()
+            audit = conn.execute(
+                "SELECT action, details FROM audit_log WHERE execution_id = %s "
+                "AND action LIKE 'approval_%%' ORDER BY id",
+                (run_id,),
+            ).fetchall()
+        assert row is not None
+        approvals = [
+            (e["status"], e["by"], e["reason"]) for e in row["trace"] if e["type"] == "approval"
+        ]
+        status = "approved" if decision == "approve" else "denied"
+        assert approvals == [
+            ("pending", None, None),
+            (status, "key:boss", f"{language} checked"),
+        ], approvals
+        assert [a["action"] for a in audit] == ["approval_requested", "approval_decided"]
+        assert audit[1]["details"]["by"] == "key:boss"
+        assert audit[1]["details"]["decision"] == decision
+    timed_out = finished(stack, payer, slow)
+    assert timed_out["status"] == "succeeded", timed_out
+    assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
+    assert 3 not in amounts()
+
+
+async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    """``@approvers("engineers")``: alice (engineers) answers, carol (readers) may not; each
+    sees the inbox that is hers. A capability's run and a direct MCP call wait for their
+    answer as a script does. Prompts are decided too (``get_prompt``)."""
+    ci = key(stack, "ci")
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    carol = {"Authorization": f"Bearer {idp.token('carol')}"}
+    before = len(refunds())
+
+    async def direct_call() -> Any:
+        async with direct_session(stack, ci) as session:
+            return await session.call_tool("pay", {"amount": 11, "to": "vendor"})
+
+    call = asyncio.create_task(direct_call())
+    with httpx.Client(base_url=stack.gateway_url, headers=ci, timeout=60) as client:
+        code = "return await mcp.rec.pay(amount=args['amount'], to='vendor')"
+        body = {"code": code, "intent": "pay a vendor", "name": "vendor_cap"}
+        made = await asyncio.to_thread(client.post, "/v1/capabilities", json=body)
+        assert made.status_code == 201, made.text
+        started = await asyncio.to_thread(
+            client.post, "/v1/capabilities/vendor_cap/execute", json={"args": {"amount": 5}}
+        )
+    assert started.status_code in (200, 202), started.text
+    capability_run = started.json()["id"]
+
+    def inbox(headers: dict[str, str]) -> list[dict[str, Any]]:
+        with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+            got = client.get("/v1/approvals")
+        assert got.status_code == 200, got.text
+        return [p for p in got.json()["pending"] if p["args"].get("to") == "vendor"]
+
+    seen: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        seen[:] = inbox(alice)
+        return len(seen) == 2
+
+    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows both", timeout_s=60)
+    assert sorted(p["args"]["amount"] for p in seen) == [5, 11]
+    assert all(p["approvers"] == ["engineers"] for p in seen)
+    assert await asyncio.to_thread(inbox, carol) == []
+    assert len(refunds()) == before  # neither reached the server
+    for pending in seen:
+        where = (pending["execution_id"], pending["call_id"])
+        no = await asyncio.to_thread(answer, stack, carol, *where, {"decision": "approve"})
+        assert no.status_code == 403 and "engineers" in no.json()["error"]["message"], no.text
+        yes = await asyncio.to_thread(
+            answer, stack, alice, *where, {"decision": "approve", "reason": "vendor known"}
+        )
+        assert yes.status_code == 200 and yes.json()["decided_by"] == "user:alice", yes.text
+    result = await asyncio.wait_for(call, timeout=60)
+    assert not result.is_error, result
+    ran = await asyncio.to_thread(finished, stack, ci, capability_run)
+    assert ran["status"] == "succeeded" and ran["result"] == "paid 5.0 to vendor", ran
+    assert sorted(c["args"]["amount"] for c in refunds()[before:]) == [5, 11]
+    # Prompts: decided by the gateway with the prompt's arguments; a refused one never
+    # reaches its server.
+    async with direct_session(stack, ci) as session:
+        hello = await session.get_prompt("greeting", {"name": "bob"})
+        with pytest.raises(MCPError) as refused:
+            await session.get_prompt("greeting", {"name": "mallory"})
+    assert "bob" in json.dumps(hello.model_dump())
+    assert refused.value.code == INVALID_REQUEST, refused.value
+    assert refused.value.data["type"] == "policy_denied", refused.value
+    assert refused.value.data["details"]["policies"] == []
+    prompts = [c["args"]["name"] for c in recorded() if c["tool"] == "prompt"]
+    assert prompts == ["bob"]
+
+
+async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -> None:
+    """An MCP client that declared elicitation is asked (a form: the server, tool and
+    arguments; approve or not, a reason); its person's yes runs the call once, a no raises
+    ``approval_denied`` with their reason."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        approve = '"amount":21' in params.message
+        return types.ElicitResult(
+            action="accept", content={"approve": approve, "reason": "asked at the agent"}
+        )
+
+    as_agent = dataclasses.replace(stack, headers=key(stack, "agent"))
+    outcomes = {}
+    async with mcp_session(as_agent, elicitation_callback=elicitation) as session:
+        for amount in (21, 22):
+            called = await session.call_tool(
+                "execute_code", {"code": PYTHON, "args": {"amount": amount, "to": "refund"}}
+            )
+            assert not called.is_error, called
+            data = called.structured_content or {}
+            outcomes[amount] = data["result"] if set(data) == {"result"} else data
+    assert outcomes[21]["status"] == "succeeded", outcomes[21]
+    assert outcomes[21]["result"] == "paid 21.0 to refund"
+    kind, policies, message = outcomes[22]["result"]
+    assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+    assert "asked at the agent" in message and "elicitation" in message
+    assert amounts().count(21) == 1 and 22 not in amounts()
+    assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]
+
+
+def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2EStack) -> None:
+    """``retry: safe``: the pool process running a paused run is killed; the approval given
+    while no worker runs it holds, and the re-run redeems it: the call reaches the server
+    once, and the person is asked once. (Only a pool process dies: its worker makes another,
+    so the shared stack goes on.)"""
+    payer, boss = key(stack, "payer2", admin=True), key(stack, "boss2", admin=True)
+    run_id = submit(stack, payer, PYTHON, args={"amount": 31, "to": "refund"}, retry="safe")
+    (pending,) = paused(stack, payer, run_id)["pending_approvals"]
+    client = redis.Redis.from_url(stack.settings.redis_url or "")
+    (worker,) = [b.worker for b in read_sandbox_beats(client) if b.busy == run_id]
+    pid = int(worker.rsplit(":", 1)[1])
+    assert pid in {c.pid for c in psutil.Process(stack.procs["sandbox"].proc.pid).children()}
+    os.kill(pid, signal.SIGKILL)
+    yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert yes.status_code == 200, yes.text
+    done = finished(stack, payer, run_id)
+    assert done["status"] == "succeeded" and done["attempts"] == 2, done
+    assert done["result"] == "paid 31.0 to refund"
+    assert amounts().count(31) == 1
+    with stack.db() as conn:
+        asked = conn.execute(
+            "SELECT count(*) AS n FROM audit_log WHERE execution_id = %s "
+            "AND action = 'approval_requested'",
+            (run_id,),
+        ).fetchone()
+    assert asked is not None and asked["n"] == 1
