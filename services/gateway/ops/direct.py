@@ -30,6 +30,7 @@ from shared.auth.principal import Principal
 from shared.db import DictConnection, autocommit
 from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
+from shared.rpc.upstream import TASKS_EXTENSION
 from shared.server_states import ServerState
 from shared.tools.servers import server_info
 from shared.tools.store import configured, run_tools_at, tools_version
@@ -137,6 +138,14 @@ async def identity(state: GatewayState, *, server: str) -> Identity:
         title=implementation.get("title") or implementation.get("name"),
         protocol_version=info.get("protocolVersion"),
     )
+
+
+async def speaks_tasks(state: GatewayState, *, server: str) -> bool:
+    """Whether ``server`` advertised MCP Tasks when the toolhost last connected: it then
+    decides which of its calls are tasks (``capabilities.extensions``)."""
+    info = await in_pool(state, lambda conn: server_info(conn, server=server)) or {}
+    extensions = (info.get("capabilities") or {}).get("extensions") or {}
+    return TASKS_EXTENSION in extensions
 
 
 async def direct_tools(
