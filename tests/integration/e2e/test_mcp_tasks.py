@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp import types
 
-from tests.integration.mcp_servers import conformance_server, run_conformance
+from tests.integration.mcp_servers import conformance_server
 from tests.integration.mcp_tasks_client import (
     EXTENSION,
     CancelTask,
@@ -32,45 +32,16 @@ from tests.integration.mcp_tasks_client import (
 )
 from tests.stack import E2EStack, stack_fixture
 
-# A stack of its own: the suite's CLI sends no API key, so its scenarios run first, before
-# the other tests give their tenants keys (a stack with keys requires one). The tasks
-# fixtures (greet, slow_compute, ...) are tools of the reference conformance server.
+# A stack of its own: its task settings (a short poll interval hint). The tasks fixtures
+# (greet, slow_compute, confirm_delete, ...) are tools of the reference conformance server,
+# which implements the Tasks extension for them; the suite's tasks scenarios run through
+# /mcp/servers/conformance in test_reference_conformance.py (all ten pass there).
 reference = stack_fixture(
     lambda tmp: {"conformance": conformance_server()},
     learning=False,
     sandbox_slots=4,
     mcp_task_poll_interval_ms=500,
 )
-
-
-TASK_SCENARIOS = [
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-dispatch-and-envelope",
-    "tasks-status-notifications",
-    "tasks-required-task-error",
-    "tasks-mrtr-composition",
-]
-
-
-def test_the_suites_tasks_scenarios_through_a_direct_endpoint(
-    reference: E2EStack, tmp_path: Path
-) -> None:
-    url = f"{reference.gateway_url}/mcp/servers/conformance"
-    table: dict[str, list[str]] = {}
-    for scenario in TASK_SCENARIOS:
-        out = tmp_path / scenario
-        table |= run_conformance(url, "2026-07-28", out, scenario=scenario, force=True)
-    (Path(os.environ.get("TASKS_TABLE", str(tmp_path / "table.json")))).write_text(
-        json.dumps(table, indent=1)
-    )
-    # Every one passes through /mcp/servers/conformance (docs/mcp.md, "Long runs as tasks");
-    # tasks-status-notifications only because the suite skips it (a harness rewrite pending).
-    assert table == {name: [] for name in TASK_SCENARIOS}, table
 
 
 async def test_a_run_waiting_on_a_downstream_task_asks_through_its_own_task(
