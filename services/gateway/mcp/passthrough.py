@@ -87,6 +87,9 @@ LEASE_S = 5.0
 # MCP clients' message limit like any reply; see fit.py).
 PROGRESS_TEXT_BYTES = 4096
 RENEW_EVERY_S = 1.5
+# The question loop's poll while its wait may be told to end (a call that may become a task):
+# how late, at most, the client hears its task after the grace or the downstream task.
+_TOLD_POLL_S = 0.2
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
@@ -148,19 +151,29 @@ async def _bounded(
 ) -> Outcome:
     """``waiting``'s outcome, or ``StillRunning`` once ``grace_s`` passed (None: no limit) or
     a downstream server made a task (``tasked``): only the wait ends, the run goes on, its
-    client's capabilities advertised for as long as it may run (its task's questions)."""
+    client's capabilities advertised for as long as it may run (its task's questions).
+
+    The wait is told to end (``tasked`` set) rather than cancelled: a cancelled BLPOP of the
+    run's questions could take a question off the relay's queue for nobody, and its tool
+    would wait for an answer until its deadline. The 2026-07-28 question loop polls in
+    short steps while it may be told to end (``_TOLD_POLL_S``) and returns at the next one."""
     ended = asyncio.ensure_future(waiting)
     flagged = asyncio.ensure_future(tasked.wait())
     try:
         await asyncio.wait({ended, flagged}, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        tasked.set()
+        if not relay.stateless:  # no question loop: nothing popped, nothing to lose
+            ended.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ended
     finally:
         for future in (ended, flagged):
             if not future.done():
                 future.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await future
-    if ended.done() and not ended.cancelled() and not isinstance(ended.result(), StillRunning):
-        return ended.result()
+    if not ended.cancelled() and not isinstance(ended.result(), StillRunning):
+        return ended.result()  # it ended, or asked its client, just then
     relay.hold_until = time.time() + float(row["timeout_s"])
     return StillRunning(execution_id=str(row["id"]))
 
@@ -334,7 +347,7 @@ async def _until_asked(
     if not relay.stateless:
         return await finishing
     finished = asyncio.create_task(finishing)
-    asked = asyncio.create_task(_questions(state, execution_id))
+    asked = asyncio.create_task(_questions(state, execution_id, told=forward.tasked))
     try:
         await asyncio.wait({finished, asked}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -345,7 +358,9 @@ async def _until_asked(
                     await task
     if finished.done() and not finished.cancelled():
         return finished.result()  # (a question popped just as the run ended waits for no one)
-    questions, requests = asked.result()
+    if (popped := asked.result()) is None:  # told to end: the run goes on as a task
+        return StillRunning(execution_id=execution_id)
+    questions, requests = popped
     if any(r.task for r in requests) and forward.tasked is not None:
         await task_input.park(state, requests)
         return StillRunning(execution_id=execution_id)
@@ -464,12 +479,15 @@ async def _ended_direct(
 
 
 async def _questions(
-    state: GatewayState, execution_id: str
-) -> tuple[dict[str, types.InputRequest], list[ClientRequest]]:
+    state: GatewayState, execution_id: str, *, told: asyncio.Event | None = None
+) -> tuple[dict[str, types.InputRequest], list[ClientRequest]] | None:
     """The next request(s) of the execution's tools to its client, as embedded input requests
-    (one that is not a valid MCP request is refused to its server at once)."""
+    (one that is not a valid MCP request is refused to its server at once); None once
+    ``told`` is set (checked between short polls, never by cancelling one)."""
     while True:
-        first = await _next(state, execution_id)
+        if told is not None and told.is_set():
+            return None
+        first = await _next(state, execution_id, poll_s=_POLL_S if told is None else _TOLD_POLL_S)
         if first is None:
             continue
         requests = await _with_batches(state, execution_id, first)
@@ -517,11 +535,13 @@ def _incomplete(requests: list[ClientRequest]) -> bool:
     return any(counted[batch] < size for batch, size in sizes.items())
 
 
-async def _next(state: GatewayState, execution_id: str) -> ClientRequest | None:
+async def _next(
+    state: GatewayState, execution_id: str, *, poll_s: float = _POLL_S
+) -> ClientRequest | None:
     """One request of the execution's tools for its client, or None after a poll."""
     try:
         return await upstream.next_request(
-            state.aredis, execution_id=execution_id, timeout_s=_POLL_S
+            state.aredis, execution_id=execution_id, timeout_s=poll_s
         )
     except (RedisError, ValidationError) as exc:
         log.warning("relay for execution %s: %s", execution_id, exc)

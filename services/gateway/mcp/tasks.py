@@ -29,6 +29,7 @@ from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.jsonrpc import HEADER_MISMATCH
+from mcp_types.version import is_version_at_least
 from pydantic import Field
 from starlette.requests import Request
 
@@ -47,6 +48,7 @@ from shared.executions.status import ExecutionStatus
 from shared.rpc.upstream import TASKS_EXTENSION
 
 EXTENSION_ID = TASKS_EXTENSION
+TASKS_SINCE = "2026-07-28"  # the first revision whose wire carries a task result
 _DECLARED = types.ClientCapabilities(extensions={EXTENSION_ID: {}})
 
 # How a run that did not succeed reads as a task: a failure of the run's own code or of a
@@ -84,9 +86,14 @@ class TaskUpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict)
 
 
-def negotiated(session: Any) -> bool:
-    """Whether the client of ``session`` declared the extension (this request or its session)."""
-    return bool(session.check_client_capability(_DECLARED))
+def negotiated(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the request's client declared the extension (this request or its session) at
+    2026-07-28. A 2025-11-25 client that declares it in ``initialize`` is not offered tasks:
+    the SDK's 2025-11-25 wire has no task result (it refuses one as an invalid result)."""
+    version = ctx.protocol_version
+    if version is None or not is_version_at_least(version, TASKS_SINCE):
+        return False
+    return bool(ctx.session.check_client_capability(_DECLARED))
 
 
 def principal_key(principal: Principal) -> str:
@@ -116,7 +123,7 @@ async def offer(
     waited on for the configured grace when the client declared the extension, in full
     otherwise. A run still going then becomes a task, recorded before its id is answered;
     the tool answers with a placeholder the interceptor replaces by the task."""
-    if not negotiated(ctx.session):
+    if not negotiated(ctx):
         return await running(None)
     outcome = await running(state.settings.mcp_task_grace_s)
     if not isinstance(outcome, StillRunning):

@@ -219,3 +219,39 @@ def test_the_wire_task_methods_check_mcp_name_and_the_removed_ones_are_unknown(
     assert read["result"]["result"]["structuredContent"]["result"] == {"answer": 42}
     if os.environ.get("TASKS_TRANSCRIPT"):
         Path(os.environ["TASKS_TRANSCRIPT"]).write_text(json.dumps(transcript, indent=1))
+
+
+def test_a_2025_11_25_client_that_declares_the_extension_gets_its_result(
+    reference: E2EStack,
+) -> None:
+    """Tasks are offered at 2026-07-28 only: a 2025-11-25 client that declares the extension
+    in ``initialize`` is not told of it and gets a long run's result, not a task (the SDK's
+    2025-11-25 wire refused one as an invalid result, -32603)."""
+    stack = reference.as_new_tenant()
+
+    def post(body: dict[str, Any], headers: dict[str, str]) -> Any:
+        with stack.client() as client:
+            response = client.post(
+                "/mcp",
+                json=body,
+                headers={"Accept": "application/json, text/event-stream", **headers},
+            )
+        lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return response, json.loads(lines[-1]) if lines and lines[-1].strip() else None
+
+    capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+    params = {"protocolVersion": "2025-11-25", "capabilities": capabilities,
+              "clientInfo": {"name": "tasks-test", "version": "1"}}  # fmt: skip
+    response, init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, {})
+    assert init["result"]["protocolVersion"] == "2025-11-25"
+    assert EXTENSION not in (init["result"]["capabilities"].get("extensions") or {})
+    session = {"Mcp-Session-Id": response.headers["mcp-session-id"],
+               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    arguments = {"code": "await asyncio.sleep(2)\nreturn 'waited'", "no_cache": True}
+    call = {"name": "execute_code", "arguments": arguments}
+    _, ran = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, session)
+    assert "error" not in ran, ran
+    assert (
+        ran["result"]["structuredContent"]["result"] == "waited" and "taskId" not in ran["result"]
+    )
