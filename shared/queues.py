@@ -187,11 +187,14 @@ def tool_calls_key(caller: str, minute: int) -> str:
     return f"{TOOL_CALLS_PREFIX}{caller}:{minute}"
 
 
-def client_key(kind: Literal["requests", "reply", "capabilities", "answered"], ident: str) -> str:
+def client_key(
+    kind: Literal["requests", "reply", "capabilities", "answered", "task-asks"], ident: str
+) -> str:
     """Relay keys: ``requests`` (list, per execution) of server-to-client requests waiting for
     its MCP client, ``reply`` (list, per request) for one answer, ``capabilities`` (per
     execution) saying what its client can answer (absent: nobody listens), ``answered`` (per
-    request) once a 2026-07-28 client's retry delivered its answer."""
+    request) once a 2026-07-28 client's retry delivered its answer, ``task-asks`` (hash, per
+    execution) the open questions of a run that is an MCP task, by their key."""
     return f"{CLIENT_REQUESTS_PREFIX}{kind}:{ident}"
 
 

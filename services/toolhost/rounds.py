@@ -22,23 +22,27 @@ its client mid-call at 2026-07-28, so ``sessions.py`` calls those tools at 2025-
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 from mcp import ClientSession, types
 from mcp.client import subscriptions
 from mcp.client._probe import negotiate_auto
+from mcp.client.extension import ResultClaim
 from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
+from shared.rpc.upstream import TASKS, TASKS_EXTENSION
 from shared.tools import apps
 
 log = logging.getLogger(__name__)
@@ -51,11 +55,22 @@ _STATE_ONLY_BACKOFF_CAP_S = 0.25
 # The client capabilities to declare on this task's requests (None: the toolhost's own).
 _capabilities: ContextVar[dict[str, Any] | None] = ContextVar("capabilities", default=None)
 
+# MCP Tasks (SEP-2663): the capability name the gateway advertises for a run that can wait on
+# a downstream server's task, and the extension it stands for.
+# How often a downstream task is polled: the server's pollIntervalMs, within these bounds.
+_POLL_MIN_S = 0.1
+_POLL_MAX_S = 2.0
+TERMINAL_TASK = frozenset({"completed", "failed", "cancelled"})
+# Set while a call follows its server's task: the questions asked then are the task's.
+in_task: ContextVar[bool] = ContextVar("in_task", default=False)
+
 # A tool name no server has: ``holds_tool_calls`` calls it to see how the server answers.
 PROBE_TOOL = "agentcards.revision-probe"
 
 # Per 2026-07-28 session, the methods it answered without ``resultType``.
 _untagged: weakref.WeakKeyDictionary[ClientSession, set[str]] = weakref.WeakKeyDictionary()
+
+_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
 # (key, question, (batch id, questions in the batch)) -> the client's answer or a refusal.
 Answer = Callable[
@@ -139,9 +154,13 @@ async def ping(session: ClientSession) -> None:
 def declaring(capabilities: list[str] | None) -> Iterator[None]:
     """Requests sent in the block declare these client capabilities (names such as
     ``sampling``; None: none at all, nobody can answer) and, as every request of the
-    toolhost, the MCP Apps extension (what it declares is no question to a client)."""
-    declared: dict[str, Any] = {name: {} for name in capabilities or []}
-    declared["extensions"] = apps.CLIENT_EXTENSIONS
+    toolhost, the MCP Apps extension (what it declares is no question to a client). The
+    name ``tasks`` declares the Tasks extension."""
+    names = set(capabilities or [])
+    declared: dict[str, Any] = {name: {} for name in names - {TASKS}}
+    declared["extensions"] = dict(apps.CLIENT_EXTENSIONS)
+    if TASKS in names:
+        declared["extensions"][TASKS_EXTENSION] = {}
     token = _capabilities.set(declared)
     try:
         yield
@@ -161,6 +180,123 @@ def server_info(session: ClientSession) -> dict[str, Any]:
     return info
 
 
+class DownstreamTask(types.Result):
+    """A server's ``CreateTaskResult`` or ``tasks/get`` answer (the SDK has no model for them)."""
+
+    model_config = types.Result.model_config | {"extra": "allow"}
+    task_id: str
+    status: str
+    poll_interval_ms: int | None = None
+
+    def field(self, name: str) -> Any:
+        """A status's own field (``inputRequests``, ``result``, ``error``), kept as sent:
+        typed, these would collide with the core results' fields in the SDK's claim check."""
+        return (self.model_extra or {}).get(name)
+
+
+class CreatedTask(DownstreamTask):
+    """A server's ``CreateTaskResult`` (a ``tools/call`` answered with a task)."""
+
+    result_type: Literal["task"] = "task"  # type: ignore[assignment]  # narrows ResultType
+
+
+class _TaskParams(types.RequestParams):
+    task_id: str
+
+
+class _UpdateParams(_TaskParams):
+    input_responses: dict[str, Any]
+
+
+class _GetTask(types.Request[_TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"  # the SDK mirrors it into Mcp-Name over HTTP
+
+
+class _UpdateTask(types.Request[_UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class _CancelTask(types.Request[_TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param = "taskId"
+
+
+def task_claims() -> dict[str, list[ResultClaim[Any]]]:
+    """The ``resultType: "task"`` answer, read as a ``DownstreamTask`` (ClientSession's
+    ``result_claims``; the extension is declared per call, inside ``declaring``)."""
+
+    async def unresolved(result: CreatedTask, ctx: Any) -> types.CallToolResult:
+        raise TypeError("a downstream task is followed by rounds.follow_task")
+
+    return {
+        TASKS_EXTENSION: [ResultClaim(result_type="task", model=CreatedTask, resolve=unresolved)]
+    }
+
+
+async def follow_task(
+    session: ClientSession,
+    created: DownstreamTask,
+    *,
+    answer: Answer,
+    on_created: Callable[[], Awaitable[None]] | None = None,
+) -> types.CallToolResult:
+    """Wait on a server's task (``tasks/get`` at its poll interval) until it ends: its
+    questions (``input_required``) answered through ``answer`` and sent back with
+    ``tasks/update``; ``completed`` is its result, ``failed`` its JSON-RPC error (MCPError),
+    ``cancelled`` an error too. A call cancelled meanwhile cancels the task."""
+    if on_created is not None:
+        await on_created()
+    task_id = created.task_id
+    read = created
+    answered: set[str] = set()
+    token = in_task.set(True)
+    try:
+        while read.status not in TERMINAL_TASK:
+            asked = {
+                k: v for k, v in (read.field("inputRequests") or {}).items() if k not in answered
+            }
+            if read.status == "input_required" and asked:
+                questions = {
+                    key: _INPUT_REQUEST.validate_python(value) for key, value in asked.items()
+                }
+                responses = await _answer_all(questions, answer)
+                answered |= set(responses)
+                params = _UpdateParams(
+                    task_id=task_id,
+                    input_responses={
+                        key: value.model_dump(by_alias=True, mode="json", exclude_none=True)
+                        for key, value in responses.items()
+                    },
+                )
+                await session.send_request(_UpdateTask(params=params), types.Result)
+            else:
+                interval = (read.poll_interval_ms or 500) / 1000
+                await anyio.sleep(min(max(interval, _POLL_MIN_S), _POLL_MAX_S))
+            read = await session.send_request(
+                _GetTask(params=_TaskParams(task_id=task_id)), DownstreamTask
+            )
+    except BaseException:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
+            await session.send_request(
+                _CancelTask(params=_TaskParams(task_id=task_id)), types.Result
+            )
+        raise
+    finally:
+        in_task.reset(token)
+    if read.status == "completed":
+        return types.CallToolResult.model_validate(read.field("result") or {"content": []})
+    if read.status == "failed":
+        error = read.field("error") or {}
+        raise MCPError(
+            code=int(error.get("code") or types.INTERNAL_ERROR),
+            message=str(error.get("message") or "the server's task failed"),
+            data=error.get("data"),
+        )
+    raise MCPError(code=types.INTERNAL_ERROR, message="the server cancelled its task")
+
+
 async def call_tool(
     session: ClientSession,
     tool: str,
@@ -168,11 +304,14 @@ async def call_tool(
     *,
     answer: Answer,
     progress: Any = None,
+    on_task: Callable[[], Awaitable[None]] | None = None,
 ) -> types.CallToolResult:
     """``tools/call`` at 2026-07-28: the questions of every ``InputRequiredResult`` answered
     together (``answer``, per key, told the result's batch) and the call retried with the
     answers and the server's ``requestState``, until the server's own result. An
-    ``ErrorData`` from ``answer`` ends the call with it (``MCPError``)."""
+    ``ErrorData`` from ``answer`` ends the call with it (``MCPError``). A server's task (when
+    the call declared MCP Tasks) is waited on to its end (``follow_task``; ``on_task`` told
+    when it is made)."""
     responses: types.InputResponses | None = None
     state: str | None = None
     backoff = _STATE_ONLY_BACKOFF_S
@@ -184,9 +323,12 @@ async def call_tool(
             input_responses=responses,
             request_state=state,
             allow_input_required=True,
+            allow_claimed=True,
         )
         if isinstance(result, types.CallToolResult):
             return result
+        if isinstance(result, DownstreamTask):
+            return await follow_task(session, result, answer=answer, on_created=on_task)
         if not isinstance(result, types.InputRequiredResult):
             raise TypeError(f"unsupported result type {type(result).__name__}")
         state = result.request_state

@@ -40,6 +40,7 @@ from services.toolhost.upstream import (
     Upstream,
     roots_result,
 )
+from shared.executions.events import EXTENSION_PREFIX
 from shared.rpc.upstream import RelayedMethod
 from shared.server_states import ServerState
 from shared.tools import apps
@@ -209,7 +210,12 @@ class ServerConnection:
         if context is None or self._upstream is None or not isinstance(data, dict):
             return
         required = data.get("requiredCapabilities")
-        for capability in required if isinstance(required, dict) else {}:
+        for capability, value in (required if isinstance(required, dict) else {}).items():
+            if capability == "extensions" and isinstance(value, dict):  # each by its id
+                for extension in value:
+                    name = f"{EXTENSION_PREFIX}{extension}"
+                    await self._upstream.capability_missing(context.execution_id, name, self.name)
+                continue
             await self._upstream.capability_missing(context.execution_id, capability, self.name)
 
     async def _call_modern(
@@ -253,11 +259,18 @@ class ServerConnection:
                 call=context,
                 key=key,
                 batch=batch,
+                task=rounds.in_task.get(),
             )
             return answered
 
+        async def on_task() -> None:
+            if upstream is not None and context is not None:
+                await upstream.downstream_task(context, self.name)
+
         with rounds.declaring(declared):
-            return await rounds.call_tool(session, tool, args, answer=answer, progress=on_progress)
+            return await rounds.call_tool(
+                session, tool, args, answer=answer, progress=on_progress, on_task=on_task
+            )
 
     async def read_resource(
         self, params: types.ReadResourceRequestParams | str
@@ -469,13 +482,16 @@ class ServerConnection:
             ClientSession(
                 relay_read,
                 write,
-                extensions=apps.CLIENT_EXTENSIONS,
+                # MCP Tasks: a server's task is read, and declared only by a call whose
+                # execution can wait on it (rounds.declaring, rounds.follow_task).
+                extensions={**apps.CLIENT_EXTENSIONS, rounds.TASKS_EXTENSION: {}},
                 message_handler=self._on_message,
                 list_roots_callback=self._list_roots,
                 logging_callback=self._on_log,
                 sampling_callback=self._sampling,
                 elicitation_callback=self._elicitation,
                 log_level="debug",  # 2026-07-28: logs are sent only to requests asking
+                result_claims=rounds.task_claims(),
             )
         )
         return session, group

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from shared.executions.events import (
     CLIENT_CAPABILITY_MISSING,
+    DOWNSTREAM_TASK,
     TOOL_LOG,
     TOOL_PROGRESS,
     publish_event,
@@ -248,6 +249,17 @@ class Upstream:
         except RedisError as exc:  # the refusal stands; the caller sees the tool's failure
             log.warning("could not publish %s: %s", CLIENT_CAPABILITY_MISSING, exc)
 
+    async def downstream_task(self, context: CallContext, server: str) -> None:
+        """Record that ``server`` answered the call with a task of its own (a
+        ``downstream_task`` event: the gateway answers its client with a task too)."""
+        event = {"type": DOWNSTREAM_TASK, "call_id": context.trace_call_id, "server": server}
+        try:
+            await asyncio.to_thread(
+                publish_event, self._sync, execution_id=context.execution_id, event=event
+            )
+        except RedisError as exc:  # the gateway's grace then decides, as for any server
+            log.warning("could not publish %s: %s", DOWNSTREAM_TASK, exc)
+
     async def relay(
         self,
         *,
@@ -259,6 +271,7 @@ class Upstream:
         call: CallContext | None = None,
         key: str | None = None,
         batch: tuple[str, int] | None = None,
+        task: bool = False,
     ) -> ResultT | types.ErrorData:
         """Ask the client of the execution that owns this request; a clear refusal when nobody
         can answer. ``call``: the call that asked, when known (an ``InputRequiredResult`` of a
@@ -297,6 +310,7 @@ class Upstream:
             key=key,
             batch=batch[0] if batch else None,
             batch_size=batch[1] if batch else 1,
+            task=task,
             tool=owner.tool or None,
             trace_call_id=owner.trace_call_id,
             deadline=min(time.time() + self._request_timeout_s, owner.deadline or float("inf")),

@@ -36,6 +36,11 @@ TOOL_LOG = "tool_log"
 # (-32021) because the execution's MCP client did not declare ``capability`` (`sampling`,
 # `elicitation`); a 2026-07-28 direct call answers with that error (services/gateway/mcp).
 CLIENT_CAPABILITY_MISSING = "client_capability_missing"
+# A downstream server answered a tool call with a task of its own (MCP Tasks): the run goes on
+# while the toolhost waits on it, and the gateway answers its waiting client with a task.
+DOWNSTREAM_TASK = "downstream_task"
+# A capability named ``extension:<id>`` in a client_capability_missing event is an extension.
+EXTENSION_PREFIX = "extension:"
 # An execution makes at most ~1,000 tool calls (2 events each) plus progress reports.
 LOG_MAX_EVENTS = 10_000
 # Late subscribers may replay for this long after the last event.

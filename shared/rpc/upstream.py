@@ -21,6 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.queues import client_key
 from shared.rpc.protocol import CALL_ID_PATTERN
 
+# MCP Tasks (SEP-2663): advertised among a client's capabilities, ``tasks`` says its run may
+# wait on a downstream server's task (the toolhost then declares the extension downstream).
+TASKS = "tasks"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
 RelayedMethod = Literal["sampling/createMessage", "elicitation/create", "roots/list"]
 # The client capability each relayed method needs (MCP's ClientCapabilities field). roots/list
 # is relayed only from a 2026-07-28 server's InputRequiredResult (a 2025-11-25 server's bare
@@ -54,6 +59,9 @@ class ClientRequest(BaseModel):
     # how many there are, so the gateway hands them to its client in one round.
     batch: str | None = Field(default=None, max_length=64)
     batch_size: int = Field(default=1, ge=1, le=64)
+    # Asked by the server's own task (MCP Tasks), which the gateway's task then shows as
+    # ``input_required`` instead of ending the client's call with the question.
+    task: bool = False
     deadline: float = Field(gt=0, description="absolute Unix time after which nobody waits")
 
 

@@ -36,6 +36,8 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
 
+from tests.integration import conformance_tasks
+
 Context = ServerRequestContext[Any, Any]
 
 # A 1x1 red PNG and a 1-sample silent 8 kHz WAV: the smallest valid payloads of each kind.
@@ -526,8 +528,26 @@ async def _protocol_error_job(ctx: Context, args: dict[str, Any]) -> types.CallT
     raise MCPError(code=types.INTERNAL_ERROR, message="the job crashed")
 
 
-# The tasks extension's fixtures (its scenarios call them by these names): plain tools here,
-# a task is the gateway's doing.
+async def _confirm_delete(ctx: Context, params: types.CallToolRequestParams) -> Asked:
+    filename = (params.arguments or {}).get("filename", "file")
+    answers = await _ask(ctx, params, {"confirm": conformance_tasks.confirm(f"Delete {filename}?")})
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    accepted = answers["confirm"].get("action") == "accept"
+    return _result(_text(f"deleted {filename}" if accepted else f"kept {filename}"))
+
+
+async def _multi_input(ctx: Context, params: types.CallToolRequestParams) -> Asked:
+    asks = {key: conformance_tasks.confirm(f"Confirm {key}?") for key in ("first", "second")}
+    answers = await _ask(ctx, params, asks)
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    return _result(_text(f"answered {answers['first'].get('action')} and "
+                         f"{answers['second'].get('action')}"))  # fmt: skip
+
+
+# The tasks extension's fixtures (its scenarios call them by these names): a task for a
+# request that declared the extension (conformance_tasks.py), the plain tool otherwise.
 SLOW_ARGS: dict[str, Any] = {
     "type": "object",
     "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
@@ -603,7 +623,12 @@ ROUND_TOOLS: dict[str, tuple[str, RoundBody]] = {
         "Asks the user's name (as an InputRequiredResult)",
         _mrtr_elicitation,
     ),
+    "confirm_delete": ("Asks before it deletes `filename` (a task)", _confirm_delete),
+    "multi_input": ("Asks two things at once (a task)", _multi_input),
+    "test_tool_with_task": ("Asks a name, then runs as a task (tasks only)", _mrtr_elicitation),
 }
+
+ROUND_ARGS: dict[str, dict[str, Any]] = {"confirm_delete": _string_args("filename")}
 
 
 async def list_tools(
@@ -611,7 +636,8 @@ async def list_tools(
 ) -> types.ListToolsResult:
     tools = [types.Tool(name=n, description=d, input_schema=s) for n, (d, s, _) in TOOLS.items()]
     tools += [
-        types.Tool(name=n, description=d, input_schema=NO_ARGS) for n, (d, _) in ROUND_TOOLS.items()
+        types.Tool(name=n, description=d, input_schema=ROUND_ARGS.get(n, NO_ARGS))
+        for n, (d, _) in ROUND_TOOLS.items()
     ]
     return types.ListToolsResult(tools=tools)
 
@@ -619,6 +645,9 @@ async def list_tools(
 async def call_tool(
     ctx: Context, params: types.CallToolRequestParams
 ) -> types.CallToolResult | types.InputRequiredResult:
+    tasked = conformance_tasks.task_call(ctx, params)
+    if tasked is not None:
+        return tasked  # type: ignore[return-value]  # a CreateTaskResult, as a mapping
     if params.name in ROUND_TOOLS:
         return await ROUND_TOOLS[params.name][1](ctx, params)
     if params.name not in TOOLS:
@@ -792,7 +821,7 @@ BUS = InMemorySubscriptionBus()
 
 
 def build() -> Server[Any]:
-    return Server(
+    server = Server(
         "agentcards-conformance",
         version="1.0.0",
         instructions="AgentCards' reference server for the MCP conformance suite (test fixture).",
@@ -809,6 +838,8 @@ def build() -> Server[Any]:
         on_subscriptions_listen=ListenHandler(BUS),
         on_set_logging_level=set_level,
     )
+    conformance_tasks.install(server)
+    return server
 
 
 async def _serve_stdio(server: Server[Any]) -> None:

@@ -43,6 +43,15 @@ class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
     name_param = "taskId"  # the SDK mirrors it into Mcp-Name
 
 
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
 class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     name_param = "taskId"
@@ -66,13 +75,24 @@ class Tasks(ClientExtension):
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=unresolved)]
 
 
-def task_client(stack: E2EStack, *, tasks: bool = True, url: str | None = None) -> Any:
+def task_client(
+    stack: E2EStack, *, tasks: bool = True, url: str | None = None, elicitation: bool = False
+) -> Any:
     """An httpx client and an SDK client on /mcp (or ``url``), declaring the extension unless
-    not ``tasks``: enter both."""
+    not ``tasks`` (and elicitation with ``elicitation``, its questions never asked mid-call
+    at 2026-07-28): enter both."""
     http = create_mcp_http_client(headers=stack.headers)
     where = url or f"{stack.gateway_url}/mcp"
     transport = streamable_http_client(where, http_client=http)
-    return http, Client(transport, extensions=[Tasks()] if tasks else None)
+
+    async def never(context: Any, params: Any) -> Any:
+        raise AssertionError("a 2026-07-28 server asks in results, not mid-call")
+
+    return http, Client(
+        transport,
+        extensions=[Tasks()] if tasks else None,
+        elicitation_callback=never if elicitation else None,
+    )
 
 
 async def call_code(client: Client, code: str, **arguments: Any) -> Any:
@@ -84,6 +104,19 @@ async def call_code(client: Client, code: str, **arguments: Any) -> Any:
 async def get_task(client: Client, task_id: str) -> dict[str, Any]:
     read = await client.session.send_request(GetTask(params=TaskParams(task_id=task_id)), TaskRead)
     return read.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def until_status(
+    client: Client, task_id: str, status: str, *, timeout_s: float = 60
+) -> dict[str, Any]:
+    """The task once it shows ``status`` (or ends)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        read = await get_task(client, task_id)
+        if read["status"] == status or read["status"] in TERMINAL:
+            return read
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"task {task_id} still {read['status']} after {timeout_s}s")
 
 
 async def until_done(client: Client, task_id: str, *, timeout_s: float = 60) -> dict[str, Any]:

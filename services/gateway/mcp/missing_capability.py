@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from services.gateway.mcp import input_required
 from services.gateway.state import GatewayState
-from shared.executions.events import CLIENT_CAPABILITY_MISSING, decode_event
+from shared.executions.events import CLIENT_CAPABILITY_MISSING, EXTENSION_PREFIX, decode_event
 from shared.executions.status import ExecutionStatus
 from shared.queues import events_log_key
 
@@ -46,10 +46,14 @@ async def refuse_missing_capabilities(
     )
     if not missing:
         return
+    required: dict[str, Any] = {}
+    for name in missing:  # an extension (MCP Tasks) goes under ``extensions`` by its id
+        if name.startswith(EXTENSION_PREFIX):
+            required.setdefault("extensions", {})[name.removeprefix(EXTENSION_PREFIX)] = {}
+        else:
+            required[name] = {}
     data = types.MissingRequiredClientCapabilityErrorData(
-        required_capabilities=types.ClientCapabilities.model_validate(
-            {name: {} for name in missing}
-        )
+        required_capabilities=types.ClientCapabilities.model_validate(required)
     )
     raise MCPError(
         code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,

@@ -30,7 +30,7 @@ from mcp.types import CallToolResult
 from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
-from services.gateway.mcp import input_required, log_messages
+from services.gateway.mcp import input_required, log_messages, task_input
 from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.replicas import calls
 from services.gateway.mcp.replicas.registry import session_ttl_s
@@ -46,11 +46,11 @@ from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError
-from shared.executions.events import TOOL_PROGRESS
+from shared.executions.events import DOWNSTREAM_TASK, TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 from shared.rpc import upstream
-from shared.rpc.upstream import ClientReply, ClientRequest
+from shared.rpc.upstream import TASKS, TASKS_EXTENSION, ClientReply, ClientRequest
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ Outcome = Ended | StillRunning
 
 # The client capability each relayed capability name needs.
 _NEEDS = {
+    TASKS: types.ClientCapabilities(extensions={TASKS_EXTENSION: {}}),
     "sampling": types.ClientCapabilities(sampling=types.SamplingCapability()),
     "elicitation": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
     "roots": types.ClientCapabilities(roots=types.RootsCapability()),
@@ -86,6 +87,9 @@ LEASE_S = 5.0
 # MCP clients' message limit like any reply; see fit.py).
 PROGRESS_TEXT_BYTES = 4096
 RENEW_EVERY_S = 1.5
+# The question loop's poll while its wait may be told to end (a call that may become a task):
+# how late, at most, the client hears its task after the grace or the downstream task.
+_TOLD_POLL_S = 0.2
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
@@ -104,15 +108,17 @@ async def run_passing_through(
     principal: Principal,
     log_events: bool = True,
     grace_s: float | None = None,
+    defer: bool = False,
 ) -> Outcome:
     """Enqueue an admitted execution and return it once finished (with ``grace_s``: or
-    ``StillRunning`` once that long passed after it was enqueued); meanwhile its events reach
-    ``ctx``'s client as log lines (unless not ``log_events``: a direct call's client sees its
-    tool, not a run) and tool progress, and its tools' sampling/elicitation requests as
-    requests (2025-11-25) or as an ``InputRequiredResult`` returned instead of the row
-    (2026-07-28: the run keeps waiting; see input_required.py). The relay is advertised
-    before the task is sent, so a tool that asks at once is never refused as if a REST
-    caller had started it."""
+    ``StillRunning`` once that long passed after it was enqueued, or at once when a
+    downstream server answered with a task of its own; ``defer``: a server that speaks MCP
+    Tasks decides alone, no grace); meanwhile its events reach ``ctx``'s client as log
+    lines (unless not ``log_events``: a direct call's client sees its tool, not a run) and
+    tool progress, and its tools' sampling/elicitation requests as requests (2025-11-25) or
+    as an ``InputRequiredResult`` returned instead of the row (2026-07-28: the run keeps
+    waiting; see input_required.py). The relay is advertised before the task is sent, so a
+    tool that asks at once is never refused as if a REST caller had started it."""
     row = admission.row
     if row["status"] in TERMINAL:  # a cache hit, a repeat of a finished one
         return row
@@ -124,13 +130,52 @@ async def run_passing_through(
         row = await enqueue_admitted(state, admission=admission, principal=principal)
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
-        waiting = _wait(state, ctx, relay, row=row, principal=principal, log_events=log_events)
-        if grace_s is None:
+        tasked = asyncio.Event() if grace_s is not None else None
+        waiting = _wait(
+            state, ctx, relay, row=row, principal=principal, log_events=log_events, tasked=tasked
+        )
+        if tasked is None:
             return await waiting
-        try:  # only the wait is bounded: the run was enqueued whole
-            return await asyncio.wait_for(waiting, timeout=grace_s)
-        except TimeoutError:
-            return StillRunning(execution_id=execution_id)
+        return await _bounded(
+            waiting, relay, row=row, tasked=tasked, grace_s=None if defer else grace_s
+        )
+
+
+async def _bounded(
+    waiting: Coroutine[Any, Any, Ended | StillRunning],
+    relay: Relay,
+    *,
+    row: dict[str, Any],
+    tasked: asyncio.Event,
+    grace_s: float | None,
+) -> Outcome:
+    """``waiting``'s outcome, or ``StillRunning`` once ``grace_s`` passed (None: no limit) or
+    a downstream server made a task (``tasked``): only the wait ends, the run goes on, its
+    client's capabilities advertised for as long as it may run (its task's questions).
+
+    The wait is told to end (``tasked`` set) rather than cancelled: a cancelled BLPOP of the
+    run's questions could take a question off the relay's queue for nobody, and its tool
+    would wait for an answer until its deadline. The 2026-07-28 question loop polls in
+    short steps while it may be told to end (``_TOLD_POLL_S``) and returns at the next one."""
+    ended = asyncio.ensure_future(waiting)
+    flagged = asyncio.ensure_future(tasked.wait())
+    try:
+        await asyncio.wait({ended, flagged}, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        tasked.set()
+        if not relay.stateless:  # no question loop: nothing popped, nothing to lose
+            ended.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ended
+    finally:
+        for future in (ended, flagged):
+            if not future.done():
+                future.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await future
+    if not ended.cancelled() and not isinstance(ended.result(), StillRunning):
+        return ended.result()  # it ended, or asked its client, just then
+    relay.hold_until = time.time() + float(row["timeout_s"])
+    return StillRunning(execution_id=str(row["id"]))
 
 
 async def resume_passing_through(
@@ -140,9 +185,12 @@ async def resume_passing_through(
     pending: input_required.Pending,
     principal: Principal,
     log_events: bool = True,
-) -> Ended:
+    grace_s: float | None = None,
+    defer: bool = False,
+) -> Outcome:
     """A 2026-07-28 client's retry after an ``InputRequiredResult``: its answers go to the
-    waiting tools, then the same execution is waited on again."""
+    waiting tools, then the same execution is waited on again (``grace_s`` and ``defer`` as
+    for ``run_passing_through``)."""
     await input_required.deliver(state, pending, ctx.input_responses)
     row = await read_execution(
         state, execution_id=pending.execution_id, tenant_id=principal.tenant_id
@@ -155,10 +203,22 @@ async def resume_passing_through(
             state, ctx, execution_id=pending.execution_id, principal=principal
         ),
     ):
-        return await _wait(
+        tasked = asyncio.Event() if grace_s is not None else None
+        waiting = _wait(
             state, ctx, relay, row=row, principal=principal, log_events=log_events,
-            heard=pending.heard,
+            heard=pending.heard, tasked=tasked,
         )  # fmt: skip
+        if tasked is None:
+            return _ended(await waiting)
+        return await _bounded(
+            waiting, relay, row=row, tasked=tasked, grace_s=None if defer else grace_s
+        )
+
+
+def _ended(outcome: Ended | StillRunning) -> Ended:
+    """A wait's outcome where no task can have been made (it was not given ``tasked``)."""
+    assert not isinstance(outcome, StillRunning)  # only a wait told of a task returns it
+    return outcome
 
 
 async def resume_interrupted(
@@ -181,8 +241,10 @@ async def resume_interrupted(
         relay_client_requests(state, ctx, execution_id=execution_id) as relay,
         _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
     ):
-        return await _wait(
-            state, ctx, relay, row=row, principal=principal, log_events=True, heard=after_seq
+        return _ended(
+            await _wait(
+                state, ctx, relay, row=row, principal=principal, log_events=True, heard=after_seq
+            )
         )
 
 
@@ -219,12 +281,14 @@ async def _wait(
     principal: Principal,
     log_events: bool,
     heard: int = 0,
-) -> Ended:
+    tasked: asyncio.Event | None = None,
+) -> Ended | StillRunning:
     """The run's end; for a 2026-07-28 client, whichever comes first of its end and a question
-    from one of its tools (then returned as an ``InputRequiredResult``). Events up to
-    ``heard`` reached the client in an earlier round."""
+    from one of its tools (then returned as an ``InputRequiredResult``; ``StillRunning``
+    when a downstream server's task asked it). Events up to ``heard`` reached the client in
+    an earlier round; ``tasked`` is set when a downstream server answers with a task."""
     execution_id = str(row["id"])
-    forward = _Forwarder(ctx, log_events=log_events, heard=heard)
+    forward = _Forwarder(ctx, log_events=log_events, heard=heard, tasked=tasked)
     finishing = wait_for_finish(
         state,
         execution_id=execution_id,
@@ -247,11 +311,14 @@ class _Forwarder:
     ctx: Context
     log_events: bool
     heard: int = 0
+    tasked: asyncio.Event | None = None
 
     async def __call__(self, event: dict[str, Any]) -> None:
         seq = int(event.get("seq") or 0)
         if seq and seq <= self.heard:
             return
+        if event.get("type") == DOWNSTREAM_TASK and self.tasked is not None:
+            self.tasked.set()
         # Each notification names its event: a replica taking the session over goes on after it.
         token = calls.RUN_EVENT.set(seq or None)
         try:
@@ -273,13 +340,14 @@ async def _until_asked(
     execution_id: str,
     principal: Principal,
     forward: _Forwarder,
-) -> Ended:
+) -> Ended | StillRunning:
     """``finishing``'s row; for a 2026-07-28 client, whichever comes first of it and a
-    question from one of the run's tools (then returned as an ``InputRequiredResult``)."""
+    question from one of the run's tools (then returned as an ``InputRequiredResult``; a
+    question of a downstream server's task is its task's, so ``StillRunning``)."""
     if not relay.stateless:
         return await finishing
     finished = asyncio.create_task(finishing)
-    asked = asyncio.create_task(_questions(state, execution_id))
+    asked = asyncio.create_task(_questions(state, execution_id, told=forward.tasked))
     try:
         await asyncio.wait({finished, asked}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -290,7 +358,12 @@ async def _until_asked(
                     await task
     if finished.done() and not finished.cancelled():
         return finished.result()  # (a question popped just as the run ended waits for no one)
-    questions, requests = asked.result()
+    if (popped := asked.result()) is None:  # told to end: the run goes on as a task
+        return StillRunning(execution_id=execution_id)
+    questions, requests = popped
+    if any(r.task for r in requests) and forward.tasked is not None:
+        await task_input.park(state, requests)
+        return StillRunning(execution_id=execution_id)
     # The client is still there, between two rounds: keep its lease until the tools stop waiting.
     relay.hold_until = min(r.deadline for r in requests)
     origins = {r.key or r.id: origin(r) for r in requests}
@@ -337,15 +410,22 @@ async def call_direct_passing_through(
         start = lambda: direct_call.start(state, call)  # noqa: E731
         heard = 0
     async with relay_client_requests(
-        state, ctx, execution_id=execution_id, advertised=pending is None, withdraw=False
+        state,
+        ctx,
+        execution_id=execution_id,
+        advertised=pending is None,
+        withdraw=False,
+        sandbox=False,
     ) as relay:
         flight = start()  # the relay is advertised before the tool can ask
         forward = _Forwarder(ctx, log_events=False, heard=heard)
         following = _follow_flight(state, flight, execution_id=execution_id, forward=forward)
         try:
-            return await _until_asked(
-                state, relay, following, execution_id=execution_id, principal=principal,
-                forward=forward,
+            return _ended(
+                await _until_asked(
+                    state, relay, following, execution_id=execution_id, principal=principal,
+                    forward=forward,
+                )
             )  # fmt: skip
         except asyncio.CancelledError:  # the client cancelled the call: so is the tool call
             flight.cancel()
@@ -399,12 +479,15 @@ async def _ended_direct(
 
 
 async def _questions(
-    state: GatewayState, execution_id: str
-) -> tuple[dict[str, types.InputRequest], list[ClientRequest]]:
+    state: GatewayState, execution_id: str, *, told: asyncio.Event | None = None
+) -> tuple[dict[str, types.InputRequest], list[ClientRequest]] | None:
     """The next request(s) of the execution's tools to its client, as embedded input requests
-    (one that is not a valid MCP request is refused to its server at once)."""
+    (one that is not a valid MCP request is refused to its server at once); None once
+    ``told`` is set (checked between short polls, never by cancelling one)."""
     while True:
-        first = await _next(state, execution_id)
+        if told is not None and told.is_set():
+            return None
+        first = await _next(state, execution_id, poll_s=_POLL_S if told is None else _TOLD_POLL_S)
         if first is None:
             continue
         requests = await _with_batches(state, execution_id, first)
@@ -452,11 +535,13 @@ def _incomplete(requests: list[ClientRequest]) -> bool:
     return any(counted[batch] < size for batch, size in sizes.items())
 
 
-async def _next(state: GatewayState, execution_id: str) -> ClientRequest | None:
+async def _next(
+    state: GatewayState, execution_id: str, *, poll_s: float = _POLL_S
+) -> ClientRequest | None:
     """One request of the execution's tools for its client, or None after a poll."""
     try:
         return await upstream.next_request(
-            state.aredis, execution_id=execution_id, timeout_s=_POLL_S
+            state.aredis, execution_id=execution_id, timeout_s=poll_s
         )
     except (RedisError, ValidationError) as exc:
         log.warning("relay for execution %s: %s", execution_id, exc)
@@ -490,7 +575,9 @@ async def resume_as_tool(
     waiting on (None: the call is neither)."""
     pending = input_required.pending_of(ctx.request_state, principal=principal)
     if pending is not None:
-        outcome = await resume_passing_through(state, ctx, pending=pending, principal=principal)
+        outcome = _ended(
+            await resume_passing_through(state, ctx, pending=pending, principal=principal)
+        )
     elif (interrupted := await resume_interrupted(state, ctx, principal=principal)) is not None:
         outcome = interrupted
     else:
@@ -522,7 +609,8 @@ async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
 
 
 def client_capabilities(ctx: Context) -> list[str]:
-    """Which relayed capabilities (sampling, elicitation) the calling client declared."""
+    """Which relayed capabilities (sampling, elicitation) the calling client declared, and
+    ``tasks`` when it declared MCP Tasks (its call may wait on a downstream server's task)."""
     session = ctx.session
     return [name for name, needed in _NEEDS.items() if session.check_client_capability(needed)]
 
@@ -544,12 +632,15 @@ async def relay_client_requests(
     execution_id: str,
     advertised: bool = False,
     withdraw: bool = True,
+    sandbox: bool = True,
 ) -> AsyncIterator[Relay]:
     """While the block runs, answer the execution's sampling/elicitation requests through
     ``ctx``'s client (at 2026-07-28 the block returns them; see ``_wait``). A direct call
     advertises the relay with its admission (``advertised``) and withdraws it when it ends
-    (not ``withdraw``): ``ops/direct_call.py``."""
-    capabilities = client_capabilities(ctx)
+    (not ``withdraw``): ``ops/direct_call.py``. A sandbox run waits on a downstream server's
+    task itself, so its tools' servers may answer with one whoever its client is (``tasks``
+    advertised); a direct call only when its client declared MCP Tasks."""
+    capabilities = sorted({*client_capabilities(ctx), *([TASKS] if sandbox else [])})
     relay = Relay(stateless=input_required.applies(ctx.protocol_version))
     # Advertised even when empty: the toolhost's refusal then names the missing capability.
     try:

@@ -29,10 +29,11 @@ from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.jsonrpc import HEADER_MISMATCH
+from mcp_types.version import is_version_at_least
 from pydantic import Field
 from starlette.requests import Request
 
-from services.gateway.mcp import passthrough
+from services.gateway.mcp import passthrough, task_input
 from services.gateway.mcp.passthrough import StillRunning
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.cancel import cancel_execution
@@ -44,8 +45,10 @@ from shared.errors import Conflict, ErrorType
 from shared.executions import tasks as store
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
+from shared.rpc.upstream import TASKS_EXTENSION
 
-EXTENSION_ID = "io.modelcontextprotocol/tasks"
+EXTENSION_ID = TASKS_EXTENSION
+TASKS_SINCE = "2026-07-28"  # the first revision whose wire carries a task result
 _DECLARED = types.ClientCapabilities(extensions={EXTENSION_ID: {}})
 
 # How a run that did not succeed reads as a task: a failure of the run's own code or of a
@@ -66,6 +69,8 @@ _WORKING = {ExecutionStatus.QUEUED, ExecutionStatus.RUNNING}
 
 # A run's finished execution as the tool's result, for the endpoint the task was made on.
 Shape = Callable[[ExecutionView, dict[str, Any]], Awaitable[types.CallToolResult]]
+# The JSON-RPC error a finished run stands for on the endpoint (None: the run's result).
+Failure = Callable[[ExecutionView], dict[str, Any] | None]
 Principals = Callable[[ServerRequestContext[Any]], Awaitable[Principal]]
 
 
@@ -81,9 +86,14 @@ class TaskUpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict)
 
 
-def negotiated(session: Any) -> bool:
-    """Whether the client of ``session`` declared the extension (this request or its session)."""
-    return bool(session.check_client_capability(_DECLARED))
+def negotiated(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the request's client declared the extension (this request or its session) at
+    2026-07-28. A 2025-11-25 client that declares it in ``initialize`` is not offered tasks:
+    the SDK's 2025-11-25 wire has no task result (it refuses one as an invalid result)."""
+    version = ctx.protocol_version
+    if version is None or not is_version_at_least(version, TASKS_SINCE):
+        return False
+    return bool(ctx.session.check_client_capability(_DECLARED))
 
 
 def principal_key(principal: Principal) -> str:
@@ -113,7 +123,7 @@ async def offer(
     waited on for the configured grace when the client declared the extension, in full
     otherwise. A run still going then becomes a task, recorded before its id is answered;
     the tool answers with a placeholder the interceptor replaces by the task."""
-    if not negotiated(ctx.session):
+    if not negotiated(ctx):
         return await running(None)
     outcome = await running(state.settings.mcp_task_grace_s)
     if not isinstance(outcome, StillRunning):
@@ -193,18 +203,28 @@ def _envelope(task: dict[str, Any], *, status: str, updated: str) -> dict[str, A
 
 
 def detailed(
-    task: dict[str, Any], row: dict[str, Any], result: types.CallToolResult | None
+    task: dict[str, Any],
+    row: dict[str, Any],
+    result: types.CallToolResult | dict[str, Any] | None,
+    asked: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``tasks/get`` answer (DetailedTask) for the task and its execution's row;
-    ``result``: the finished run as the tool's result (unused while it runs or when it
-    failed at the protocol level or was cancelled)."""
+    ``result``: the finished run as the tool's result (unused while it runs or when it was
+    cancelled), or the JSON-RPC error it ended in (then ``failed``); ``asked``: the run's
+    open questions (``input_required`` while it runs)."""
     status, error = task_status(row)
+    if status == "completed" and isinstance(result, dict):
+        status, error = "failed", result
+    if status == "working" and asked:
+        status = "input_required"
     stamp = row.get("finished_at") or row.get("started_at") or task["created_at"]
     body = _envelope(task, status=status, updated=max(stamp, task["created_at"]).isoformat())
-    if status == "completed" and result is not None:
+    if status == "completed" and isinstance(result, types.CallToolResult):
         body["result"] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     elif status == "failed":
         body["error"] = error
+    elif status == "input_required":
+        body["inputRequests"] = asked
     elif status == "working":
         body["statusMessage"] = f"execution {row['id']} is {row['status']}"
     return body
@@ -240,19 +260,37 @@ class TaskMethods:
         *,
         endpoint: str,
         shape: Shape,
+        failure: Failure | None = None,
     ) -> None:
         self._get_state = get_state
         self._principal_of = principal_of
         self._endpoint = endpoint
         self._shape = shape
+        self._failure = failure
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         task, row = await self._find(ctx, params.task_id)
         status, _ = task_status(row)
-        result = None
+        result: types.CallToolResult | dict[str, Any] | None = None
+        asked: dict[str, Any] = {}
         if status == "completed":
-            result = await self._shape(view_from_row(row), task)
-        return detailed(task, row, result)
+            view = view_from_row(row)
+            error = self._failure(view) if self._failure is not None else None
+            result = error if error is not None else await self._shape(view, task)
+        elif status == "working":
+            asked = await self._asked(str(row["id"]))
+        return detailed(task, row, result, asked)
+
+    async def _asked(self, execution_id: str) -> dict[str, Any]:
+        """The run's open questions as ``inputRequests`` (a question that is not a valid
+        MCP request was refused to its server when it came)."""
+        state = self._get_state()
+        asked = {}
+        for key, request in (await task_input.open_questions(state, execution_id)).items():
+            outgoing = passthrough.client_request(request)
+            if isinstance(outgoing, tuple):
+                asked[key] = outgoing[0].model_dump(by_alias=True, mode="json", exclude_none=True)
+        return asked
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         task, row = await self._find(ctx, params.task_id)
@@ -266,8 +304,15 @@ class TaskMethods:
     async def update(
         self, ctx: ServerRequestContext[Any], params: TaskUpdateParams
     ) -> dict[str, Any]:
-        await self._find(ctx, params.task_id)
-        return {}  # nothing of a task waits on input here yet: answers have no one to go to
+        try:
+            _, row = await self._find(ctx, params.task_id)
+        except MCPError as exc:  # an unknown task is acknowledged too (SEP-2663)
+            if exc.error.code != types.INVALID_PARAMS:
+                raise
+            return {}
+        if row["status"] in _WORKING:  # each answer to its waiting tool; others ignored
+            await task_input.answer(self._get_state(), str(row["id"]), params.input_responses)
+        return {}
 
     async def _find(
         self, ctx: ServerRequestContext[Any], task_id: str

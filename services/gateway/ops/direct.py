@@ -30,6 +30,7 @@ from shared.auth.principal import Principal
 from shared.db import DictConnection, autocommit
 from shared.errors import NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
+from shared.rpc.upstream import TASKS_EXTENSION
 from shared.server_states import ServerState
 from shared.tools import servers as servers_store
 from shared.tools.apps import offers_apps
@@ -141,6 +142,14 @@ async def identity(state: GatewayState, *, server: str) -> Identity:
         protocol_version=info.get("protocolVersion"),
         apps=offers_apps(info),
     )
+
+
+async def speaks_tasks(state: GatewayState, *, server: str) -> bool:
+    """Whether ``server`` advertised MCP Tasks when the toolhost last connected: it then
+    decides which of its calls are tasks (``capabilities.extensions``)."""
+    info = await in_pool(state, lambda conn: server_info(conn, server=server)) or {}
+    extensions = (info.get("capabilities") or {}).get("extensions") or {}
+    return TASKS_EXTENSION in extensions
 
 
 async def direct_tools(

@@ -119,6 +119,7 @@
       ["tenant", submitted ? submitted.tenant_id : "–"], ["worker", (submitted && submitted.worker) || "–"],
       ["capability", (submitted && submitted.capability_id) || (view.capability && view.capability.id) || "–"],
       ["cache hit", view.cache_hit || "no"], ["attempts", view.attempts], ["id", view.id],
+      ["MCP task", view.mcp_task_id || "–"],
     ];
     $("#ex-stats").replaceChildren(...facts.flatMap(([k, v]) => {
       const dt = document.createElement("dt"), dd = document.createElement("dd");

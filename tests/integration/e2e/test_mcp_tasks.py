@@ -13,25 +13,29 @@ from typing import Any
 
 from mcp import types
 
-from tests.integration.mcp_servers import conformance_server, run_conformance
+from tests.integration.mcp_servers import conformance_server
 from tests.integration.mcp_tasks_client import (
     EXTENSION,
     CancelTask,
     CreateTaskResult,
     TaskParams,
     TaskRead,
+    UpdateParams,
+    UpdateTask,
     bare,
     call_code,
     get_task,
     refused,
     task_client,
     until_done,
+    until_status,
 )
 from tests.stack import E2EStack, stack_fixture
 
-# A stack of its own: the suite's CLI sends no API key, so its scenarios run first, before
-# the other tests give their tenants keys (a stack with keys requires one). The tasks
-# fixtures (greet, slow_compute, ...) are tools of the reference conformance server.
+# A stack of its own: its task settings (a short poll interval hint). The tasks fixtures
+# (greet, slow_compute, confirm_delete, ...) are tools of the reference conformance server,
+# which implements the Tasks extension for them; the suite's tasks scenarios run through
+# /mcp/servers/conformance in test_reference_conformance.py (all ten pass there).
 reference = stack_fixture(
     lambda tmp: {"conformance": conformance_server()},
     learning=False,
@@ -40,41 +44,37 @@ reference = stack_fixture(
 )
 
 
-# What passes through /mcp/servers/conformance (docs/mcp.md, "Long runs as tasks", has the
-# table). tasks-request-headers passes too, unless the loaded machine makes `greet`'s sandbox
-# run outlast the grace (then it is a task, and the scenario wants a plain result).
-PASSING = {
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-status-notifications",  # the suite only skips it (a harness rewrite pending)
-}
-TASK_SCENARIOS = [
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-dispatch-and-envelope",
-    "tasks-status-notifications",
-    "tasks-required-task-error",
-    "tasks-mrtr-composition",
-]
-
-
-def test_the_suites_tasks_scenarios_through_a_direct_endpoint(
-    reference: E2EStack, tmp_path: Path
+async def test_a_run_waiting_on_a_downstream_task_asks_through_its_own_task(
+    reference: E2EStack,
 ) -> None:
-    url = f"{reference.gateway_url}/mcp/servers/conformance"
-    table: dict[str, list[str]] = {}
-    for scenario in TASK_SCENARIOS:
-        out = tmp_path / scenario
-        table |= run_conformance(url, "2026-07-28", out, scenario=scenario, force=True)
-    (Path(os.environ.get("TASKS_TABLE", str(tmp_path / "table.json")))).write_text(
-        json.dumps(table, indent=1)
-    )
-    assert {name for name, failed in table.items() if not failed} >= PASSING, table
+    """Code mode waits on a downstream server's task inside the run: the run is a task at
+    once (the server made one), shows the server's question as ``input_required``, and
+    ``tasks/update`` resumes it to the server's answer; the question's key is the server's."""
+    stack = reference.as_new_tenant()
+    http, client = task_client(stack, elicitation=True)
+    async with http, client:
+        code = "return await mcp.conformance.confirm_delete(filename='notes.txt')"
+        created = await call_code(client, code)
+        assert isinstance(created, CreateTaskResult), created
+        asked = await until_status(client, created.task_id, "input_required")
+        assert asked["status"] == "input_required", asked
+        [(key, question)] = asked["inputRequests"].items()
+        assert key.startswith("confirm-") and question["method"] == "elicitation/create"
+        assert question["params"]["message"] == "Delete notes.txt?"
+        update = UpdateTask(
+            params=UpdateParams(
+                task_id=created.task_id,
+                input_responses={
+                    "not-asked": {"action": "decline"},  # ignored: no such open question
+                    key: {"action": "accept", "content": {"confirm": True}},
+                },
+            )
+        )
+        ack = await client.session.send_request(update, TaskRead)
+        assert bare(ack) == {"resultType": "complete"}
+        done = await until_done(client, created.task_id)
+        assert done["status"] == "completed", done
+        assert done["result"]["structuredContent"]["result"] == "deleted notes.txt"
 
 
 async def test_a_long_run_is_a_task_polled_to_its_end_and_only_its_creator_sees_it(
@@ -219,3 +219,39 @@ def test_the_wire_task_methods_check_mcp_name_and_the_removed_ones_are_unknown(
     assert read["result"]["result"]["structuredContent"]["result"] == {"answer": 42}
     if os.environ.get("TASKS_TRANSCRIPT"):
         Path(os.environ["TASKS_TRANSCRIPT"]).write_text(json.dumps(transcript, indent=1))
+
+
+def test_a_2025_11_25_client_that_declares_the_extension_gets_its_result(
+    reference: E2EStack,
+) -> None:
+    """Tasks are offered at 2026-07-28 only: a 2025-11-25 client that declares the extension
+    in ``initialize`` is not told of it and gets a long run's result, not a task (the SDK's
+    2025-11-25 wire refused one as an invalid result, -32603)."""
+    stack = reference.as_new_tenant()
+
+    def post(body: dict[str, Any], headers: dict[str, str]) -> Any:
+        with stack.client() as client:
+            response = client.post(
+                "/mcp",
+                json=body,
+                headers={"Accept": "application/json, text/event-stream", **headers},
+            )
+        lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return response, json.loads(lines[-1]) if lines and lines[-1].strip() else None
+
+    capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+    params = {"protocolVersion": "2025-11-25", "capabilities": capabilities,
+              "clientInfo": {"name": "tasks-test", "version": "1"}}  # fmt: skip
+    response, init = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, {})
+    assert init["result"]["protocolVersion"] == "2025-11-25"
+    assert EXTENSION not in (init["result"]["capabilities"].get("extensions") or {})
+    session = {"Mcp-Session-Id": response.headers["mcp-session-id"],
+               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    arguments = {"code": "await asyncio.sleep(2)\nreturn 'waited'", "no_cache": True}
+    call = {"name": "execute_code", "arguments": arguments}
+    _, ran = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, session)
+    assert "error" not in ran, ran
+    assert (
+        ran["result"]["structuredContent"]["result"] == "waited" and "taskId" not in ran["result"]
+    )

@@ -34,8 +34,9 @@ reference = stack_fixture(
 )
 
 # What --requirements runs at each revision and our server passes directly (no FAILURE check).
-# At 2026-07-28 the suite also runs the tasks extension's ten scenarios, unscored; the server
-# does not implement tasks: nine fail, tasks-status-notifications only skips (so it passes).
+# At 2026-07-28 the suite also runs the tasks extension's ten scenarios, unscored: the server
+# implements the extension for their fixtures (conformance_tasks.py), and
+# tasks-status-notifications passes because the suite only skips it.
 PASS_2025_11_25 = {
     "completion-complete", "dns-rebinding-protection", "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums", "json-schema-2020-12", "logging-set-level", "ping",
@@ -64,7 +65,10 @@ PASS_2026_07_28 = {
     "sep-2164-resource-not-found", "server-sse-multiple-streams", "server-stateless",
     "tools-call-audio", "tools-call-embedded-resource", "tools-call-error", "tools-call-image",
     "tools-call-mixed-content", "tools-call-simple-text", "tools-call-with-progress", "tools-list",
-    "tasks-status-notifications",
+    "tasks-capability-negotiation", "tasks-dispatch-and-envelope", "tasks-lifecycle",
+    "tasks-mrtr-composition", "tasks-mrtr-input", "tasks-request-headers",
+    "tasks-request-state-removal", "tasks-required-task-error", "tasks-status-notifications",
+    "tasks-wire-fields",
 }  # fmt: skip
 EXPECTED = {"2025-11-25": PASS_2025_11_25, "2026-07-28": PASS_2026_07_28}
 # Pass directly, not through the gateway, and why: none. The toolhost speaks 2026-07-28 to the
@@ -100,9 +104,6 @@ def test_every_scenario_that_passes_directly_passes_through_the_gateway(
     url = f"{reference.gateway_url}/mcp/servers/conformance"
     gaps = frozenset(GATEWAY_GAPS[revision])
     passed, through, report = compare_with_direct(direct_url, url, revision, tmp_path, gaps=gaps)
-    # The tasks extension's scenarios pass through the gateway because the gateway makes
-    # tasks (the server has none): test_mcp_tasks.py judges those.
-    through = {name for name in through if name in passed or not name.startswith("tasks-")}
     assert passed == EXPECTED[revision], report
     assert through == passed - gaps, report
 

@@ -33,6 +33,7 @@ from tests.integration.faults.accounting import (
     usage,
 )
 from tests.integration.faults.probe import Prober
+from tests.integration.mcp_tasks_client import CreateTaskResult, call_code, task_client, until_done
 from tests.stack import E2EStack, Proc, wait_until
 
 BURST = 20
@@ -154,3 +155,43 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(stack: E2EStack
             outage=False)  # fmt: skip
     after = run_waiting(stack, "return await mcp.example.add(a=1, b=2)")
     assert after["status"] == "succeeded" and after["result"] == 3
+
+
+async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
+    stack: E2EStack,
+) -> None:
+    """SIGKILL the gateway while a task's run is running and start it again: a new session
+    reads the same task on to its answer. SIGKILL the sandbox pool's children while another
+    task's run is running: the task reads ``failed`` with ``worker_lost``, never ``working``."""
+    http, client = task_client(stack)
+    async with http, client:
+        created = await call_code(client, "await asyncio.sleep(8)\nreturn 'survived'")
+    assert isinstance(created, CreateTaskResult), created
+    wait_until(lambda: _run_status(stack, created.task_id) == "running", what="the task's run")
+    gateway = stack.procs["gateway"]
+    os.killpg(gateway.proc.pid, signal.SIGKILL)
+    gateway.proc.wait()
+    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
+    wait_until(lambda: healthy(stack), what="the gateway back", timeout_s=120, proc=restarted)
+    http, client = task_client(stack)
+    async with http, client:
+        done = await until_done(client, created.task_id, timeout_s=90)
+        assert done["status"] == "completed", done
+        assert done["result"]["structuredContent"]["result"] == "survived"
+        lost = await call_code(client, "await asyncio.sleep(25)\nreturn 'never'")
+        assert isinstance(lost, CreateTaskResult), lost
+        wait_until(lambda: _run_status(stack, lost.task_id) == "running", what="the second run")
+        for child in _pool_children(stack.procs["sandbox"]):
+            child.send_signal(signal.SIGKILL)
+        failed = await until_done(client, lost.task_id, timeout_s=120)
+    assert failed["status"] == "failed" and "result" not in failed, failed
+    assert failed["error"]["data"]["type"] == "worker_lost", failed
+
+
+def _run_status(stack: E2EStack, task_id: str) -> str | None:
+    """The status of the execution behind an MCP task (None before its row names the task)."""
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT status FROM executions WHERE mcp_task_id = %s", (task_id,)
+        ).fetchone()
+    return str(row["status"]) if row else None

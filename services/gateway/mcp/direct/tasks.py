@@ -6,20 +6,23 @@ dies. Within the grace it answers as the tool; after it, with a task (mcp/tasks.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 
-from services.gateway.mcp import passthrough, tasks
+from services.gateway.mcp import input_required, passthrough, tasks
 from services.gateway.mcp.direct.endpoint import Endpoint
 from services.gateway.mcp.direct.results import direct_result
 from services.gateway.ops import direct as ops
 from services.gateway.ops.admission import admit_submission
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
+from shared.errors import ErrorType
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.status import ExecutionStatus
 
 
 def path_of(endpoint: Endpoint) -> str:
@@ -48,7 +51,44 @@ async def call_as_task(
         principal=principal,
         log_events=False,
         grace_s=state.settings.mcp_task_grace_s,
+        defer=await ops.speaks_tasks(state, server=tool.server),
     )
+    return await _answer(state, outcome, endpoint=endpoint, tool=tool, principal=principal)
+
+
+async def resume_as_task(
+    state: GatewayState,
+    ctx: ServerRequestContext[Any],
+    *,
+    endpoint: Endpoint,
+    tool: ops.DirectTool,
+    pending: input_required.Pending,
+    params: types.CallToolRequestParams,
+    principal: Principal,
+) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+    """A declaring client's retry of a call that ran as a task-capable sandbox run (its
+    answers delivered, the same run waited on again): its result, its next questions, or
+    its task (when its server made one of the call after the answers, say)."""
+    outcome = await passthrough.resume_passing_through(
+        state,
+        Context(request_context=ctx, input_params=params),
+        pending=pending,
+        principal=principal,
+        log_events=False,
+        grace_s=state.settings.mcp_task_grace_s,
+        defer=await ops.speaks_tasks(state, server=tool.server),
+    )
+    return await _answer(state, outcome, endpoint=endpoint, tool=tool, principal=principal)
+
+
+async def _answer(
+    state: GatewayState,
+    outcome: passthrough.Outcome,
+    *,
+    endpoint: Endpoint,
+    tool: ops.DirectTool,
+    principal: Principal,
+) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
     if isinstance(outcome, passthrough.StillRunning):
         return await tasks.create(
             state,
@@ -60,6 +100,23 @@ async def call_as_task(
     if isinstance(outcome, types.InputRequiredResult):
         return outcome
     return direct_result(view_from_row(outcome), tool)
+
+
+# How the toolhost words a tool call a server answered with a JSON-RPC error (not isError):
+# "<message> (code <code>)" (services/toolhost/sessions.py).
+_SERVER_ERROR = re.compile(r"^(?P<message>.*) \(code (?P<code>-?\d+)\)", re.DOTALL)
+
+
+def server_error(view: ExecutionView) -> dict[str, Any] | None:
+    """The JSON-RPC error the tool's server answered the call with (a direct call's task is
+    then ``failed`` with it, as the server's own task would be); None for any other end."""
+    if view.status == ExecutionStatus.SUCCEEDED or not view.tool_failures:
+        return None
+    failure = view.tool_failures[0]
+    matched = _SERVER_ERROR.match(failure.error)
+    if failure.type != ErrorType.TOOL_ERROR or matched is None:
+        return None
+    return {"code": int(matched["code"]), "message": matched["message"]}
 
 
 def task_methods(endpoint: Endpoint) -> tasks.TaskMethods:
@@ -75,5 +132,9 @@ def task_methods(endpoint: Endpoint) -> tasks.TaskMethods:
         return direct_result(view, tool)
 
     return tasks.TaskMethods(
-        endpoint.get_state, endpoint.principal, endpoint=path_of(endpoint), shape=shape
+        endpoint.get_state,
+        endpoint.principal,
+        endpoint=path_of(endpoint),
+        shape=shape,
+        failure=server_error,
     )

@@ -11,7 +11,7 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
-from services.gateway.mcp import apps, tasks
+from services.gateway.mcp import apps, input_required, tasks
 from services.gateway.mcp.direct import tasks as direct_tasks
 from services.gateway.mcp.direct.calls import call_direct
 from services.gateway.mcp.direct.endpoint import Endpoint
@@ -54,16 +54,30 @@ async def call_tool(
     endpoint.listen(ctx)
     with protocol_errors():
         naming = naming_of(ctx.request) if endpoint.name is None else "prefixed"
-    if tasks.negotiated(ctx.session) and params.request_state is None:
+    state = endpoint.get_state()
+    negotiated = tasks.negotiated(ctx)
+    pending = input_required.pending_of(params.request_state, principal=principal)
+    # A declaring client's call runs in the sandbox, and so does its retry after a question.
+    if negotiated and (pending is None or pending.execution_id not in state.direct_flights):
         with protocol_errors():
             tool = await ops.find_tool(
-                endpoint.get_state(),
+                state,
                 principal=principal,
                 server=endpoint.name,
                 name=params.name,
                 naming=naming,
             )
         try:
+            if pending is not None:  # a retry of a task-capable run that asked
+                return await direct_tasks.resume_as_task(
+                    state,
+                    ctx,
+                    endpoint=endpoint,
+                    tool=tool,
+                    pending=pending,
+                    params=params,
+                    principal=principal,
+                )
             return await direct_tasks.call_as_task(
                 endpoint.get_state(),
                 ctx,
