@@ -34,6 +34,9 @@ class ErrorType(StrEnum):
     # The policy file (docs/policy.md) decided against the call; details: ``policies``, the
     # ids of the policies that decided (empty: no policy permits it).
     POLICY_DENIED = "policy_denied"
+    # The server acts for the person calling and has no credential of theirs: a call with an
+    # API key (no person), or the person's credential was refused (docs/upstream-identity.md).
+    AUTHORIZATION_REQUIRED = "authorization_required"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
     SYNTAX_ERROR = "syntax_error"  # agent code does not compile (details: line, column)
@@ -86,6 +89,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.INTERNAL_ERROR,
         ErrorType.TOOL_UNAVAILABLE,
         ErrorType.POLICY_DENIED,
+        ErrorType.AUTHORIZATION_REQUIRED,
     }
 )
 

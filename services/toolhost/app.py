@@ -21,10 +21,18 @@ import redis
 import redis.asyncio as aioredis
 from mcp import types
 
+from services.toolhost.exchange import TokenExchange
+from services.toolhost.peruser import PerUserServer
 from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
-from services.toolhost.servers import ServerConfig, StdioServer, load_servers
+from services.toolhost.servers import (
+    HttpServer,
+    ServerConfig,
+    StdioServer,
+    TokenExchangeAuth,
+    load_servers,
+)
 from services.toolhost.sessions import ServerConnection
 from services.toolhost.sync import (
     LazyEmbedder,
@@ -114,6 +122,7 @@ class Toolhost:
             else ProgressPrivacy(settings, self._pool, self._sync_redis),
         )
         self.registry = ToolRegistry()
+        self._exchange: TokenExchange | None = None  # made with the first per-person server
         self._configured = dict(servers)  # as the file says (sealed values sealed)
         self.connections = [self._connection(name, config) for name, config in servers.items()]
         for connection in self.connections:
@@ -133,6 +142,8 @@ class Toolhost:
         self._started_at = time.time()
 
     def _connection(self, name: str, config: ServerConfig) -> ServerConnection:
+        if isinstance(config, HttpServer) and config.auth is not None:
+            return self._per_user(name, config, config.auth)
         return ServerConnection(
             name=name,
             config=self._opened(name, config),
@@ -141,6 +152,31 @@ class Toolhost:
             connect_timeout_s=self._settings.mcp_connect_timeout_s,
             upstream=self.upstream,
             on_notice=self._on_notice,
+        )
+
+    def _per_user(self, name: str, config: HttpServer, auth: TokenExchangeAuth) -> PerUserServer:
+        """A server that acts for the person calling: a session per person (peruser.py)."""
+        if self._exchange is None:
+            secret = self._settings.oauth_client_secret
+            self._exchange = TokenExchange(
+                issuer=self._settings.oauth_issuer,
+                client_id=self._settings.oauth_client_id,
+                client_secret=secret.get_secret_value() if secret else None,
+            )
+        opened = self._opened(name, config)
+        assert isinstance(opened, HttpServer)
+        return PerUserServer(
+            name=name,
+            config=opened,
+            auth=auth,
+            exchange=self._exchange,
+            keys=PiiKeys.from_settings(self._settings),
+            on_tools=self._on_tools,
+            on_state=self._on_state,
+            upstream=self.upstream,
+            connect_timeout_s=self._settings.mcp_connect_timeout_s,
+            max_sessions=self._settings.upstream_sessions_per_server,
+            idle_s=self._settings.upstream_session_idle_s,
         )
 
     def _opened(self, name: str, config: ServerConfig) -> ServerConfig:

@@ -24,6 +24,10 @@ class ServerUnavailable(Exception):
     """Raised when the tool's server is down, still connecting, or died mid-call."""
 
 
+class AuthorizationRequired(Exception):
+    """Raised when the server acts for the person calling and has no credential of theirs."""
+
+
 class UnknownTool(Exception):
     """Raised when no configured server offers the tool."""
 

@@ -24,6 +24,7 @@ def test_wire_names_are_stable() -> None:
         "tool_unavailable", "queue_timeout", "store_failed", "unavailable",
         "unauthorized", "forbidden", "syntax_error", "result_not_json",
         "invalid_arguments", "capability_disabled", "policy_denied", "policy_invalid",
+        "authorization_required",
     }  # fmt: skip
 
 
