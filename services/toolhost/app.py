@@ -21,16 +21,18 @@ import redis
 import redis.asyncio as aioredis
 from mcp import types
 
-from services.toolhost.exchange import TokenExchange
-from services.toolhost.peruser import PerUserServer
+from services.toolhost.exchange import ExchangeCredential, TokenExchange
+from services.toolhost.oauth_connections import OAuthCredential
+from services.toolhost.peruser import Credential, PerUserServer
 from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
 from services.toolhost.servers import (
     HttpServer,
+    OAuthAuth,
     ServerConfig,
     StdioServer,
-    TokenExchangeAuth,
+    UpstreamAuth,
     load_servers,
 )
 from services.toolhost.sessions import ServerConnection
@@ -154,23 +156,32 @@ class Toolhost:
             on_notice=self._on_notice,
         )
 
-    def _per_user(self, name: str, config: HttpServer, auth: TokenExchangeAuth) -> PerUserServer:
+    def _per_user(self, name: str, config: HttpServer, auth: UpstreamAuth) -> PerUserServer:
         """A server that acts for the person calling: a session per person (peruser.py)."""
-        if self._exchange is None:
-            secret = self._settings.oauth_client_secret
-            self._exchange = TokenExchange(
-                issuer=self._settings.oauth_issuer,
-                client_id=self._settings.oauth_client_id,
-                client_secret=secret.get_secret_value() if secret else None,
+        keys = PiiKeys.from_settings(self._settings)
+        credential: Credential
+        if isinstance(auth, OAuthAuth):
+            credential = OAuthCredential(
+                server=name, config=config, auth=auth, keys=keys, pool=self._pool,
+                redis=self._redis, public_url=self._settings.public_url,
+            )  # fmt: skip
+        else:
+            if self._exchange is None:
+                secret = self._settings.oauth_client_secret
+                self._exchange = TokenExchange(
+                    issuer=self._settings.oauth_issuer,
+                    client_id=self._settings.oauth_client_id,
+                    client_secret=secret.get_secret_value() if secret else None,
+                )
+            credential = ExchangeCredential(
+                server=name, auth=auth, exchange=self._exchange, keys=keys
             )
         opened = self._opened(name, config)
         assert isinstance(opened, HttpServer)
         return PerUserServer(
             name=name,
             config=opened,
-            auth=auth,
-            exchange=self._exchange,
-            keys=PiiKeys.from_settings(self._settings),
+            credential=credential,
             on_tools=self._on_tools,
             on_state=self._on_state,
             upstream=self.upstream,

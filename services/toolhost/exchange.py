@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import httpx
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
 
+from services.toolhost.peruser import person_of
+from services.toolhost.registry import AuthorizationRequired, ServerUnavailable
+from services.toolhost.servers import TokenExchangeAuth
+from services.toolhost.upstream import Caller
+from shared.auth.subject import open_subject
 from shared.auth.tokens import IssuerMetadata, discover
+from shared.privacy.keys import PiiKeys
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +159,57 @@ class TokenExchange:
             raise IssuerUnreachable("the issuer answered without an access_token")
         expires_in = answer.get("expires_in")
         return token, float(expires_in) if isinstance(expires_in, int | float) else DEFAULT_TTL_S
+
+
+class ExchangeCredential:
+    """A token-exchange server's credential (peruser.Credential): the person's token, exchanged
+    from the one sealed in the call's grant."""
+
+    def __init__(
+        self, *, server: str, auth: TokenExchangeAuth, exchange: TokenExchange, keys: PiiKeys
+    ) -> None:
+        self._server, self._auth, self._exchange, self._keys = server, auth, exchange, keys
+
+        async def listing() -> str:
+            return await exchange.for_listing(audience=auth.audience, scopes=auth.scopes)
+
+        self.listing: Callable[[], Awaitable[str]] | None = listing
+
+    async def someone(self) -> Caller | None:
+        """Nobody: the tool list is read with the client's own token."""
+        return None
+
+    async def token(self, caller: Caller, *, fresh: bool) -> str:
+        tenant_id, user = person_of(self._server, caller)
+        name = self._server
+        if caller.subject_token is None:
+            raise AuthorizationRequired(
+                f"MCP server {name!r} acts for the person calling and this call carries no "
+                "access token of theirs (a dashboard session holds none): call it with your "
+                "access token"
+            )
+        subject = open_subject(
+            self._keys, tenant_id=tenant_id, user=user, sealed=caller.subject_token
+        )
+        if subject is None:
+            raise AuthorizationRequired(
+                f"MCP server {name!r}: the call's access token does not open for its person "
+                "(sealed under another PII key, or for someone else): sign in again"
+            )
+        try:
+            return await self._exchange.for_person(
+                tenant_id=tenant_id,
+                user=user,
+                subject=subject,
+                audience=self._auth.audience,
+                scopes=self._auth.scopes,
+            )
+        except ExchangeRefused as exc:
+            raise AuthorizationRequired(
+                f"MCP server {name!r}: the identity provider refused to exchange your access "
+                f"token for this server's ({exc}): sign in again"
+            ) from exc
+        except IssuerUnreachable as exc:
+            raise ServerUnavailable(
+                f"MCP server {name!r}: cannot get a token for it from the identity provider ({exc})"
+            ) from exc

@@ -1,14 +1,17 @@
 """A server that acts for the person calling: a session per person, each with their own token.
 
-For an HTTP server configured with ``"auth": {"type": "token-exchange", ...}`` every call of
-a person goes over a session of theirs whose requests carry a token exchanged for theirs
-(exchange.py), never anyone else's and never the person's own. The server's own connection
-(the inherited ``ServerConnection``) only reads its tool list, with the gateway client's own
-token, so the tools are known before anyone calls; no call goes over it.
+For an HTTP server configured with ``"auth"`` every call of a person goes over a session of
+theirs whose requests carry a token of theirs for that server (a ``Credential``: exchanged
+for theirs at the gateway's issuer, exchange.py; or from their own OAuth connection,
+oauth_connections.py), never anyone else's and never the person's own token for the gateway.
+With token exchange the server's own connection (the inherited ``ServerConnection``) reads
+its tool list with the gateway client's own token, so the tools are known before anyone
+calls; no call goes over it. With OAuth nobody but a connected person can list them: the
+server is ``needs_user_authorization`` and its tools are those a person's session lists.
 
 The people's sessions are a pool: at most ``max_sessions`` (the least recently used idle one
 is closed to make room), and a session idle for ``idle_s`` is closed. A call made with an API
-key, or from a dashboard session (which holds no token), is refused ``authorization_required``.
+key is refused ``authorization_required``.
 """
 
 from __future__ import annotations
@@ -20,23 +23,21 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx2
 from mcp import types
 
-from services.toolhost.exchange import ExchangeRefused, IssuerUnreachable, TokenExchange
 from services.toolhost.registry import AuthorizationRequired, ServerUnavailable, ToolResult
-from services.toolhost.servers import HttpServer, TokenExchangeAuth
+from services.toolhost.servers import HttpServer
 from services.toolhost.sessions import ServerConnection, StateCallback, ToolsCallback
 from services.toolhost.upstream import CallContext, Caller, Upstream
-from shared.auth.subject import open_subject
-from shared.privacy.keys import PiiKeys
 from shared.server_states import ServerState
 
 log = logging.getLogger(__name__)
 
 REAP_EVERY_S = 15.0
+LIST_EVERY_S = 5.0  # how often an OAuth server nobody listed yet looks for a connected person
 
 
 class BearerFrom(httpx2.Auth):
@@ -53,6 +54,33 @@ class BearerFrom(httpx2.Auth):
 
     def sync_auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, Any, None]:
         raise RuntimeError("the toolhost's MCP sessions are asynchronous")
+
+
+class Credential(Protocol):
+    """Where a person's token for one server comes from."""
+
+    # The client's own token for reading the tool list; None: only people may list them.
+    listing: Callable[[], Awaitable[str]] | None
+
+    async def token(self, caller: Caller, *, fresh: bool) -> str:
+        """The person's token (``fresh``: checked at its source now, as each call does;
+        otherwise what is held may do, as for a session's pings). AuthorizationRequired when
+        the person must sign in or connect; ServerUnavailable when the source is down."""
+        ...
+
+    async def someone(self) -> Caller | None:
+        """A person whose session may list the tools, when people alone can (else None)."""
+        ...
+
+
+def person_of(server: str, caller: Caller | None) -> tuple[str, str]:
+    """The tenant and user a call runs for; AuthorizationRequired for a key's call."""
+    if caller is None or caller.user is None:
+        raise AuthorizationRequired(
+            f"MCP server {server!r} acts for the person calling: call it with a person's "
+            "access token from the gateway's identity provider (an API key names no person)"
+        )
+    return caller.tenant_id, caller.user
 
 
 @dataclass
@@ -74,9 +102,7 @@ class PerUserServer(ServerConnection):
         *,
         name: str,
         config: HttpServer,
-        auth: TokenExchangeAuth,
-        exchange: TokenExchange,
-        keys: PiiKeys,
+        credential: Credential,
         on_tools: ToolsCallback,
         on_state: StateCallback,
         upstream: Upstream | None,
@@ -84,9 +110,7 @@ class PerUserServer(ServerConnection):
         max_sessions: int,
         idle_s: float,
     ) -> None:
-        async def listing_token() -> str:
-            return await exchange.for_listing(audience=auth.audience, scopes=auth.scopes)
-
+        listing = credential.listing
         super().__init__(
             name=name,
             config=config,
@@ -94,11 +118,11 @@ class PerUserServer(ServerConnection):
             on_state=on_state,
             connect_timeout_s=connect_timeout_s,
             upstream=upstream,
-            http_auth=BearerFrom(listing_token),
+            http_auth=None if listing is None else BearerFrom(listing),
         )
-        self._auth = auth
-        self._exchange = exchange
-        self._keys = keys
+        self._credential = credential
+        self._people_list_tools = listing is None
+        self._listed = False  # a person's session listed the tools (people_list_tools)
         self._max_sessions = max_sessions
         self._idle_s = idle_s
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
@@ -114,7 +138,13 @@ class PerUserServer(ServerConnection):
         person's session is closed)."""
         reaper = asyncio.create_task(self._reap_loop(), name=f"mcp:{self.name}:reaper")
         try:
-            await super().run()
+            if not self._people_list_tools:
+                await super().run()
+                return
+            await self._set_state(ServerState.NEEDS_USER_AUTHORIZATION, None)
+            self.first_attempt_done.set()
+            await self._list_as_someone()
+            await asyncio.Event().wait()  # people's sessions only, until cancelled
         finally:
             reaper.cancel()
             for key in list(self._sessions):
@@ -124,19 +154,13 @@ class PerUserServer(ServerConnection):
         self, tool: str, args: dict[str, Any], *, context: CallContext | None = None
     ) -> ToolResult:
         caller = context.caller if context is not None else None
-        if caller is None or caller.user is None:
-            raise AuthorizationRequired(
-                f"MCP server {self.name!r} acts for the person calling: call it with a "
-                "person's access token from the gateway's identity provider (an API key "
-                "names no person)"
-            )
-        if caller.subject_token is None:
-            raise AuthorizationRequired(
-                f"MCP server {self.name!r} acts for the person calling and this call carries "
-                "no access token of theirs (a dashboard session holds none): call it with "
-                "your access token"
-            )
-        await self._token_for(caller)  # refused or unreachable: said before any connection
+        key = person_of(self.name, caller)
+        assert caller is not None
+        try:  # refused or unreachable: said before any connection
+            await self._credential.token(caller, fresh=True)
+        except AuthorizationRequired:
+            await self._close_session(key)  # revoked or expired: their session goes too
+            raise
         session = await self._session_for(caller, context)
         session.calls += 1
         try:
@@ -166,36 +190,25 @@ class PerUserServer(ServerConnection):
             "served to the gateway's own session"
         )
 
-    async def _token_for(self, caller: Caller) -> str:
-        """The person's token for this server (held, or exchanged now for the one sealed in
-        the call's grant); AuthorizationRequired when the issuer refuses."""
-        assert caller.user is not None and caller.subject_token is not None
-        subject = open_subject(
-            self._keys, tenant_id=caller.tenant_id, user=caller.user, sealed=caller.subject_token
-        )
-        if subject is None:
-            raise AuthorizationRequired(
-                f"MCP server {self.name!r}: the call's access token does not open for its "
-                "person (sealed under another PII key, or for someone else): sign in again"
-            )
-        try:
-            return await self._exchange.for_person(
-                tenant_id=caller.tenant_id,
-                user=caller.user,
-                subject=subject,
-                audience=self._auth.audience,
-                scopes=self._auth.scopes,
-            )
-        except ExchangeRefused as exc:
-            raise AuthorizationRequired(
-                f"MCP server {self.name!r}: the identity provider refused to exchange your "
-                f"access token for this server's ({exc}): sign in again"
-            ) from exc
-        except IssuerUnreachable as exc:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r}: cannot get a token for it from the identity "
-                f"provider ({exc})"
-            ) from exc
+    async def _list_as_someone(self) -> None:
+        """Until a person's session has listed the tools: every ``LIST_EVERY_S``, open the
+        session of a person who connected the server (its tools go to the catalog)."""
+        while not self._listed:
+            try:
+                caller = await self._credential.someone()
+                if caller is not None:
+                    await self._credential.token(caller, fresh=True)
+                    await self._session_for(caller, None)
+            except (AuthorizationRequired, ServerUnavailable) as exc:
+                log.info("server %s: tools not listed yet: %s", self.name, exc)
+            except Exception:
+                log.exception("server %s: listing its tools as a person failed", self.name)
+            if not self._listed:
+                await asyncio.sleep(LIST_EVERY_S)
+
+    async def _listed_tools(self, server: str, tools: list[types.Tool]) -> None:
+        self._listed = True
+        await self._on_tools(server, tools)
 
     async def _session_for(self, caller: Caller, context: CallContext | None) -> _Session:
         assert caller.user is not None
@@ -218,7 +231,7 @@ class PerUserServer(ServerConnection):
         holder: dict[str, _Session] = {}
 
         async def token() -> str:
-            return await self._token_for(holder["session"].caller)
+            return await self._credential.token(holder["session"].caller, fresh=False)
 
         async def quiet_tools(server: str, tools: list[types.Tool]) -> None:
             pass  # the tools known are the listing connection's
@@ -229,7 +242,7 @@ class PerUserServer(ServerConnection):
         connection = ServerConnection(
             name=self.name,
             config=self.config,
-            on_tools=quiet_tools,
+            on_tools=self._listed_tools if self._people_list_tools else quiet_tools,
             on_state=quiet_state,
             connect_timeout_s=self._connect_timeout_s,
             upstream=self._upstream,

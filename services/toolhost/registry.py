@@ -25,7 +25,12 @@ class ServerUnavailable(Exception):
 
 
 class AuthorizationRequired(Exception):
-    """Raised when the server acts for the person calling and has no credential of theirs."""
+    """Raised when the server acts for the person calling and has no credential of theirs;
+    ``url``: where they connect it (a connect link), when connecting is what it takes."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class UnknownTool(Exception):

@@ -351,7 +351,12 @@ class RpcServer:
         """Check, decide and run one call; the policy decision, if any, is put in ``decided``."""
         call_id, tool = request.call_id, request.tool
 
-        def fail(kind: ErrorType, message: str, policies: list[str] | None = None) -> RpcReply:
+        def fail(
+            kind: ErrorType,
+            message: str,
+            policies: list[str] | None = None,
+            url: str | None = None,
+        ) -> RpcReply:
             elapsed = (time.monotonic() - started) * 1000
             return RpcReply.failure(
                 call_id=call_id,
@@ -359,6 +364,7 @@ class RpcServer:
                 message=message,
                 duration_ms=elapsed,
                 policies=policies,
+                url=url,
             )
 
         remaining = request.deadline - time.time()
@@ -396,7 +402,7 @@ class RpcServer:
         except ServerUnavailable as exc:
             return fail(ErrorType.SERVER_UNAVAILABLE, str(exc))
         except AuthorizationRequired as exc:
-            return fail(ErrorType.AUTHORIZATION_REQUIRED, str(exc))
+            return fail(ErrorType.AUTHORIZATION_REQUIRED, str(exc), url=exc.url)
         except TimeoutError:
             return fail(ErrorType.TIMEOUT, f"{tool} did not answer within {remaining:.3g}s")
         except Exception as exc:

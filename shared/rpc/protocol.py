@@ -29,6 +29,8 @@ class RpcError(BaseModel):
     message: str
     # ``policy_denied``: the ids of the policies that decided (empty: none permits it).
     policies: list[str] | None = None
+    # ``authorization_required``: where the person connects the server (a connect link).
+    url: str | None = None
 
 
 class RpcRequest(BaseModel):
@@ -152,12 +154,13 @@ class RpcReply(BaseModel):
         message: str,
         duration_ms: float = 0.0,
         policies: list[str] | None = None,
+        url: str | None = None,
     ) -> RpcReply:
         """A failed reply."""
         return cls(
             call_id=call_id,
             ok=False,
-            error=RpcError(type=type, message=message, policies=policies),
+            error=RpcError(type=type, message=message, policies=policies, url=url),
             duration_ms=duration_ms,
         )
 

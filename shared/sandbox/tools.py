@@ -58,6 +58,8 @@ class ToolResult:
         error = error_dict(str(reply.error.type), reply.error.message)
         if reply.error.policies is not None:
             error["policies"] = reply.error.policies
+        if reply.error.url is not None:
+            error["url"] = reply.error.url
         return cls(False, None, error)
 
 

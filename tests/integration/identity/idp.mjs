@@ -9,6 +9,7 @@
 //                 (client id = user, secret = `<user>-secret`) whose tokens carry the user's
 //                 claims; `<user>-opaque` gets opaque tokens for the same user
 // OIDC_PROVIDER   the package's entry file (the test npm prefix)
+// IDP_ACCESS_TTL  seconds an access token for a resource lasts (600 unless given)
 //
 // Also: the gateway's client (`gateway` / `gateway-secret`): introspection, token exchange
 // (RFC 8693, a grant registered below: a person's token for the gateway becomes one for another
@@ -36,6 +37,7 @@ const UPSTREAM_SCOPES = 'upstream:read'; // what servers behind the gateway ask 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 const EXCHANGED_TTL = Number(process.env.IDP_EXCHANGED_TTL || 600);
+const ACCESS_TTL = Number(process.env.IDP_ACCESS_TTL || 600); // short: refresh is tested
 
 // Whose claims a token carries: its signed-in account, or the user a client stands for.
 const userOf = (token) => token.accountId || String(token.clientId).replace(/-opaque$/, '');
@@ -76,7 +78,7 @@ const provider = new Provider(issuer, {
     return user ? { org: user.org, groups: user.groups } : undefined;
   },
   pkce: { required: () => true },
-  ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, Session: 600, Interaction: 600 },
+  ttl: { AccessToken: ACCESS_TTL, ClientCredentials: ACCESS_TTL, Grant: 600, Session: 600, Interaction: 600 },
   clientBasedCORS: () => true,
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
   conformIdTokenClaims: false, // the ID token names the person (`name`), as most IdPs do
@@ -97,7 +99,7 @@ const provider = new Provider(issuer, {
         return {
           scope: indicator === resource ? SCOPES : UPSTREAM_SCOPES,
           audience: indicator,
-          accessTokenTTL: 600,
+          accessTokenTTL: ACCESS_TTL,
           accessTokenFormat: client.clientId.endsWith('-opaque') ? 'opaque' : 'jwt',
           jwt: { sign: { alg: 'ES256' } },
         };

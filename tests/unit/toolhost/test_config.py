@@ -68,6 +68,8 @@ def test_a_server_acting_for_the_person_calling_says_for_which_audience() -> Non
     assert isinstance(server, HttpServer) and server.auth is not None
     assert server.auth.audience == "https://api.example.com" and server.auth.scopes == ["read"]
     assert server.public_config()["auth"] == auth
+    own = parse_servers({"mcpServers": {"s": {"url": "https://h/mcp", "auth": {"type": "oauth"}}}})
+    assert own["s"].public_config()["auth"] == {"type": "oauth", "scopes": []}
 
 
 @pytest.mark.parametrize(
@@ -88,9 +90,12 @@ def test_a_server_acting_for_the_person_calling_says_for_which_audience() -> Non
         ({"mcpServers": {"s": {"command": "x", "protocol": "2026-07-28"}}}, "'protocol'"),
         (
             {"mcpServers": {"s": {"url": "http://h", "auth": {"type": "token-exchange"}}}},
-            "missing 'auth.audience'",
+            "missing 'auth.token-exchange.audience'",
         ),
-        ({"mcpServers": {"s": {"url": "http://h", "auth": {"type": "basic"}}}}, "'auth.type'"),
+        (
+            {"mcpServers": {"s": {"url": "http://h", "auth": {"type": "basic"}}}},
+            "expected tags: 'token-exchange', 'oauth'",
+        ),
         (
             {
                 "mcpServers": {
