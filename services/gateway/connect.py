@@ -24,11 +24,9 @@ from shared.connections.oauth import (
     Client,
     ConnectFailed,
     TokenRefused,
-    authorization_url,
-    client_at,
-    discover,
+    begin,
+    issuer_refusal,
     redeem,
-    requested_scope,
 )
 from shared.connections.store import Connection, save
 from shared.errors import AgentCardsError
@@ -74,15 +72,13 @@ class Connector:
             return page(410, "This link cannot be used", f"It was used just now: {NEW_LINK}.")
         server = record["server"]
         try:
-            found = await discover(record["url"])
-            scope = requested_scope(found, record.get("scopes") or [])
-            client = await client_at(found, redirect_uri=self.redirect_uri, scope=scope)
-            state, verifier = links.new_secret(), links.new_secret() + links.new_secret()
-            url = await authorization_url(found, client, redirect_uri=self.redirect_uri,
-                                          scope=scope, state=state, verifier=verifier)  # fmt: skip
+            started = await begin(
+                record["url"], scopes=record.get("scopes") or [], redirect_uri=self.redirect_uri
+            )
         except ConnectFailed as exc:
             return page(502, f"Cannot connect {server} now", f"{exc}. Nothing was stored; "
                         f"try again later ({NEW_LINK}).")  # fmt: skip
+        found, client = started.found, started.client
         flow = {
             "tenant_id": record["tenant_id"],
             "user_id": record["user_id"],
@@ -93,11 +89,12 @@ class Connector:
             "token_endpoint": str(found.metadata.token_endpoint),
             "client_id": client.client_id,
             "client_secret": client.client_secret,
-            "verifier": verifier,
-            "scope": scope,
+            "auth_method": client.auth_method,
+            "verifier": started.verifier,
+            "scope": started.scope,
         }
-        await links.start_flow(aredis, self.keys, state=state, flow=flow)
-        return RedirectResponse(url, status_code=303)
+        await links.start_flow(aredis, self.keys, state=started.state, flow=flow)
+        return RedirectResponse(started.url, status_code=303)
 
     async def callback(self, request: Request) -> Response:
         """The authorization server's answer: exchange the code, store the tokens sealed."""
@@ -112,13 +109,14 @@ class Connector:
         if "error" in params:
             return _refused(f"the authorization server answered {params['error']}: "
                             f"{params.get('error_description') or 'no description'}")  # fmt: skip
-        if (flow["iss_required"] or "iss" in params) and params.get("iss") != flow["issuer"]:
-            return _refused(f"the answer names issuer {params.get('iss')!r}, not "
-                            f"{flow['issuer']!r} (RFC 9207)")  # fmt: skip
+        wrong = issuer_refusal(params.get("iss"), issuer=flow["issuer"],
+                               required=flow["iss_required"])  # fmt: skip
+        if wrong is not None:
+            return _refused(wrong)
         code = params.get("code")
         if not code:
             return _refused("the answer carries no code")
-        client = Client(flow["client_id"], flow["client_secret"])
+        client = Client(flow["client_id"], flow["client_secret"], flow["auth_method"])
         try:
             tokens = await redeem(token_endpoint=flow["token_endpoint"], client=client,
                                   redirect_uri=self.redirect_uri, code=code,

@@ -11,6 +11,7 @@ refreshes the access token with the refresh token when it expires.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,18 +19,21 @@ from typing import Any
 import httpx
 import httpx2
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
-from mcp.client.auth.exceptions import OAuthRegistrationError
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError
 from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
     build_protected_resource_metadata_discovery_urls,
     create_client_registration_request,
     create_oauth_metadata_request,
     extract_resource_metadata_from_www_auth,
+    extract_scope_from_www_auth,
     handle_auth_metadata_response,
     handle_protected_resource_response,
     handle_registration_response,
+    validate_metadata_issuer,
 )
 from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
 FETCH_TIMEOUT_S = 10.0
 CLIENT_NAME = "AgentCards gateway"
@@ -48,7 +52,7 @@ class TokenRefused(ConnectFailed):
 @dataclass(frozen=True, slots=True)
 class Discovered:
     """What a server's 401 led to: its resource id, its authorization server's metadata, and
-    the scopes it asks for."""
+    the scopes it asks for (its 401's ``scope``, else its metadata's ``scopes_supported``)."""
 
     resource: str
     metadata: OAuthMetadata
@@ -59,6 +63,19 @@ class Discovered:
 class Client:
     client_id: str
     client_secret: str | None
+    # How the client authenticates at the token endpoint (RFC 7591 names).
+    auth_method: str = "client_secret_basic"
+
+    @classmethod
+    def at(cls, metadata: OAuthMetadata, client_id: str, secret: str | None) -> Client:
+        """A client of ``metadata``'s server: a secret goes the way the server takes (basic
+        unless it takes only ``client_secret_post``); without one, none."""
+        supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+        post_only = "client_secret_basic" not in supported and "client_secret_post" in supported
+        method = (
+            "none" if not secret else "client_secret_post" if post_only else "client_secret_basic"
+        )
+        return cls(client_id, secret, method)
 
 
 _registered: dict[tuple[str, str], Client] = {}  # (issuer, redirect URI) -> the client there
@@ -81,6 +98,7 @@ async def discover(server_url: str) -> Discovered:
                 "401: it does not ask for OAuth"
             )
         hint = extract_resource_metadata_from_www_auth(answer)
+        challenged = extract_scope_from_www_auth(answer)
         resource = None
         for url in build_protected_resource_metadata_discovery_urls(hint, server_url):
             resource = await handle_protected_resource_response(
@@ -90,6 +108,13 @@ async def discover(server_url: str) -> Discovered:
                 break
         if resource is None:
             raise ConnectFailed(f"the server {server_url} publishes no protected resource metadata")
+        if not check_resource_allowed(
+            resource_url_from_server_url(server_url), str(resource.resource)
+        ):  # a server must not send its clients' tokens to another resource's issuer
+            raise ConnectFailed(
+                f"the server {server_url} names another resource ({resource.resource}) in "
+                "its protected resource metadata"
+            )
         issuer = str(resource.authorization_servers[0])
         metadata = None
         for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
@@ -100,7 +125,12 @@ async def discover(server_url: str) -> Discovered:
                 break
         if metadata is None:
             raise ConnectFailed(f"the authorization server {issuer} publishes no metadata")
-    return Discovered(str(resource.resource), metadata, list(resource.scopes_supported or []))
+        try:  # RFC 8414 3.3: metadata naming another issuer is not that server's
+            validate_metadata_issuer(metadata, issuer)
+        except OAuthFlowError as exc:
+            raise ConnectFailed(str(exc)) from exc
+    scopes = challenged.split() if challenged else list(resource.scopes_supported or [])
+    return Discovered(str(resource.resource), metadata, scopes)
 
 
 async def _get(http: httpx2.AsyncClient, url: str, what: str) -> httpx2.Response:
@@ -135,7 +165,7 @@ async def client_at(found: Discovered, *, redirect_uri: str, scope: str) -> Clie
             info = await handle_registration_response(await http.send(request))
         except (httpx2.HTTPError, OAuthRegistrationError) as exc:
             raise ConnectFailed(f"registering at {issuer} failed: {exc}") from exc
-    client = Client(info.client_id or "", info.client_secret)
+    client = Client.at(found.metadata, info.client_id or "", info.client_secret)
     _registered[(issuer, redirect_uri)] = client
     return client
 
@@ -149,11 +179,46 @@ def requested_scope(found: Discovered, configured: list[str]) -> str:
     return " ".join(dict.fromkeys(scopes))
 
 
+@dataclass(frozen=True, slots=True)
+class Started:
+    """An authorization request made: where to send the person, and what its answer needs."""
+
+    found: Discovered
+    client: Client
+    scope: str
+    url: str
+    state: str
+    verifier: str
+
+
+async def begin(
+    server_url: str, *, scopes: list[str], redirect_uri: str, client: Client | None = None
+) -> Started:
+    """Discover the server's authorization server, register there (unless ``client`` is
+    given: pre-registered) and make an authorization request with a fresh state and PKCE."""
+    found = await discover(server_url)
+    scope = requested_scope(found, scopes)
+    if client is None:
+        client = await client_at(found, redirect_uri=redirect_uri, scope=scope)
+    state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
+    url = await authorization_url(found, client, redirect_uri=redirect_uri, scope=scope,
+                                  state=state, verifier=verifier)  # fmt: skip
+    return Started(found, client, scope, url, state, verifier)
+
+
+def issuer_refusal(iss: str | None, *, issuer: str, required: bool) -> str | None:
+    """Why an authorization answer's ``iss`` (RFC 9207) is refused, or None: it must be the
+    issuer when the authorization server says it sends one, and whenever it is sent."""
+    if (required or iss is not None) and iss != issuer:
+        return f"the answer names issuer {iss!r}, not {issuer!r} (RFC 9207)"
+    return None
+
+
 def _oauth(client: Client, redirect_uri: str | None = None) -> AsyncOAuth2Client:
     return AsyncOAuth2Client(
         client_id=client.client_id,
         client_secret=client.client_secret,
-        token_endpoint_auth_method="client_secret_basic" if client.client_secret else "none",
+        token_endpoint_auth_method=client.auth_method if client.client_secret else "none",
         redirect_uri=redirect_uri,
         code_challenge_method="S256",
         timeout=FETCH_TIMEOUT_S,
