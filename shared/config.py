@@ -218,6 +218,21 @@ class Settings(BaseSettings):
     oauth_client_secret: SecretStr | None = Field(
         default=None, description="The secret of AGENTCARDS_OAUTH_CLIENT_ID."
     )
+    upstream_sessions_per_server: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description="People's sessions a toolhost holds open to one server that acts for the "
+        "person calling (`auth` in the MCP config); when full, the least recently used idle "
+        "one is closed.",
+    )
+    upstream_session_idle_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="A person's session to a server that acts for them is closed after this "
+        "long without a call.",
+    )
     oauth_leeway_s: int = Field(
         default=30, ge=0, le=300, description="Clock skew allowed on exp, nbf and iat."
     )

@@ -41,6 +41,9 @@ class ErrorType(StrEnum):
     # Between the toolhost and the caller only (never in agent code): the call waits for a
     # person; details: the approval's ``call_id`` and ``expires_at``.
     APPROVAL_REQUIRED = "approval_required"
+    # The server acts for the person calling and has no credential of theirs: a call with an
+    # API key (no person), or the person's credential was refused (docs/upstream-identity.md).
+    AUTHORIZATION_REQUIRED = "authorization_required"
     # An execution (the sandbox outcome; the child may claim only CHILD_ERRORS).
     RUNTIME_ERROR = "runtime_error"  # agent code raised
     SYNTAX_ERROR = "syntax_error"  # agent code does not compile (details: line, column)
@@ -97,6 +100,7 @@ TOOL_CALL_ERRORS = frozenset(
         ErrorType.POLICY_DENIED,
         ErrorType.APPROVAL_DENIED,
         ErrorType.APPROVAL_TIMEOUT,
+        ErrorType.AUTHORIZATION_REQUIRED,
     }
 )
 

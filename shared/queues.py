@@ -95,6 +95,10 @@ DPOP_JTI_PREFIX = KEY_PREFIX + "dpop:jti:"  # + sha256(jkt:jti); a DPoP proof se
 # each keyed by the sha256 of its random cookie value (the cookie alone can find it).
 SESSION_PREFIX = KEY_PREFIX + "session:"  # + sha256(cookie); JSON of the user's claims
 SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier, nonce
+# People's OAuth connections to servers behind the gateway (shared/connections/links.py):
+# a connect link, and a connection under way, each keyed by the sha256 of its random value.
+CONNECT_LINK_PREFIX = KEY_PREFIX + "connect:link:"  # + sha256(link id); tenant, user, server
+CONNECT_FLOW_PREFIX = KEY_PREFIX + "connect:flow:"  # + sha256(state); sealed PKCE verifier...
 # Stream of answered direct calls' records (executions row, audit row, learning), appended
 # before each answer goes out and written to Postgres by the gateways' drainers
 # (shared/direct/drain.py), which read it as one consumer group.

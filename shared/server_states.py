@@ -9,6 +9,9 @@ The toolhost writes them (per replica, in ``toolhost_servers`` and its heartbeat
 - ``retrying``: an attempt failed (it timed out, crashed, or the connection died);
   ``last_error`` says why, and the toolhost reconnects with backoff, so the state stays
   ``retrying`` through the wait and the next attempts until one succeeds;
+- ``needs_user_authorization``: the server acts for each person with their own OAuth
+  connection (docs/upstream-identity.md): nothing is wrong, calls are served for the people
+  who connected it, and the others are asked to;
 - ``down``: no live toolhost replica serves it (an aggregate only);
 - ``removed``: it left the configuration (an aggregate only; the row is kept).
 """
@@ -22,6 +25,7 @@ class ServerState(StrEnum):
     CONNECTING = "connecting"
     READY = "ready"
     RETRYING = "retrying"
+    NEEDS_USER_AUTHORIZATION = "needs_user_authorization"
     DOWN = "down"
     REMOVED = "removed"
 
@@ -32,6 +36,12 @@ class ServerState(StrEnum):
 RANK: dict[str, int] = {
     state.value: rank
     for rank, state in enumerate(
-        (ServerState.READY, ServerState.CONNECTING, ServerState.RETRYING, ServerState.DOWN)
+        (
+            ServerState.READY,
+            ServerState.NEEDS_USER_AUTHORIZATION,
+            ServerState.CONNECTING,
+            ServerState.RETRYING,
+            ServerState.DOWN,
+        )
     )
 }

@@ -15,6 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from services.gateway import errors
 from services.gateway.auth import AuthGate, auth_off_warning, bind_refusal, keys_exist_now
 from services.gateway.body_guard import BodyGuard
+from services.gateway.connect import Connector
 from services.gateway.flower import FLOWER_CSP, FlowerProxy
 from services.gateway.mcp import skill_changes
 from services.gateway.mcp.direct import DirectSurface, Listeners
@@ -33,6 +34,7 @@ from services.gateway.rest import (
     audit,
     capabilities,
     capability_admin,
+    connections,
     dashboard,
     downstream_resources,
     executions,
@@ -183,12 +185,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard.mount_static(app)
     app.include_router(audit.router)
     app.include_router(pii.router)
+    app.include_router(connections.router)
     sessions = mount_mcp(app, mcp, registry=registry, settings=settings)
     app.router.routes.extend(direct.routes())
     if resource is not None:
         app.router.routes.extend(resource.routes())
     if sign_in is not None:
         app.router.routes.extend(sign_in.routes())
+    if settings.public_url:  # people connect servers that act for them (connect.py)
+        app.router.routes.extend(Connector(settings).routes())
     if flower is not None:
         app.router.routes.extend(flower.routes())
     if tracing_enabled():  # server spans; a caller's `traceparent` header is their parent

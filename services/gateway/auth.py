@@ -21,6 +21,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.gateway.connect import CALLBACK as CONNECT_CALLBACK
+from services.gateway.connect import CONNECT_PREFIX
 from services.gateway.errors import error_response
 from services.gateway.oauth import ResourceServer, credential, is_key
 from services.gateway.signin import FLOWER, LOGIN, SignIn, under
@@ -44,11 +46,13 @@ OPEN_PATHS = frozenset(
         "/openapi.json",
         "/dashboard",
         *SIGNIN_PATHS,  # the dashboard's sign-in: they check the session cookie themselves
+        CONNECT_CALLBACK,  # a person's connection to a server: its state is the credential
     }
 )
 # The page's own and vendored scripts and styles (the static mount serves nothing else).
 # ... and the OAuth protected resource metadata (services.gateway.oauth), read before sign-in.
-OPEN_PREFIXES = ("/static/", "/.well-known/")
+# ... and a connect link (services.gateway.connect): the link is the credential, once.
+OPEN_PREFIXES = ("/static/", "/.well-known/", CONNECT_PREFIX)
 HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 

@@ -11,6 +11,7 @@ module's metadata document and from there to the issuer.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -23,9 +24,11 @@ from shared.auth.dpop import check_proof
 from shared.auth.identity import IdentityConfig, load_identity, principal_for
 from shared.auth.keys import looks_like_key
 from shared.auth.principal import SCOPES, Principal
+from shared.auth.subject import seal_subject
 from shared.auth.tokens import ASYMMETRIC_ALGS, CheckedToken, TokenVerifier
 from shared.config import Settings
 from shared.errors import DependencyError, Unauthorized
+from shared.privacy.keys import PiiKeys
 from shared.queues import DPOP_JTI_PREFIX
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -39,6 +42,7 @@ class ResourceServer:
         self.settings = settings
         self.public_url = settings.public_url.rstrip("/")
         self.identity: IdentityConfig = load_identity(settings.identity_config)
+        self.keys = PiiKeys.from_settings(settings)  # seals the token for the toolhost
         secret = settings.oauth_client_secret
         self.verifier = verifier or TokenVerifier(
             issuer=settings.oauth_issuer,
@@ -76,7 +80,13 @@ class ResourceServer:
             await self._check_binding(
                 checked, token=token, proof=proof, method=method, path=path, client=redis_client
             )
-        return principal_for(self.identity, checked.claims)
+        principal = principal_for(self.identity, checked.claims)
+        if principal.user is None:
+            return principal
+        sealed = seal_subject(
+            self.keys, tenant_id=principal.tenant_id, user=principal.user, token=token
+        )
+        return replace(principal, subject_token=sealed)
 
     async def _check_binding(
         self,

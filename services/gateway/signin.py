@@ -149,7 +149,7 @@ class SignIn:
         try:
             meta = await self._metadata()
         except AgentCardsError as exc:
-            return _page(503, "Cannot sign in now", exc.message)
+            return page(503, "Cannot sign in now", exc.message)
         pending = {"state": new_secret(), "verifier": new_secret() + new_secret(),
                    "nonce": new_secret(), "next": _local(request.query_params.get("next"))}  # fmt: skip
         async with self._client() as client:
@@ -175,18 +175,18 @@ class SignIn:
         if pending is None or not secrets.compare_digest(
             (params.get("state") or "").encode(), pending["state"].encode()
         ):
-            return _page(400, "Sign-in not recognised",
+            return page(400, "Sign-in not recognised",
                          "This sign-in was not started in this browser, was already used or "
                          "took too long. Start again.", retry=True)  # fmt: skip
         if params.get("error"):
             reason = params.get("error_description") or params["error"]
-            return _page(403, "The identity provider did not sign you in", reason, retry=True)
+            return page(403, "The identity provider did not sign you in", reason, retry=True)
         if params.get("iss") not in {None, self.settings.oauth_issuer}:  # RFC 9207 mix-up
-            return _page(400, "Sign-in not recognised", "The answer came from another issuer.")
+            return page(400, "Sign-in not recognised", "The answer came from another issuer.")
         try:
             session = await self._open(params.get("code") or "", pending)
         except AgentCardsError as exc:
-            return _page(error_status(exc)[0], "Cannot sign you in", exc.message, retry=True)
+            return page(error_status(exc)[0], "Cannot sign you in", exc.message, retry=True)
         ttl = min(SESSION_MAX_S, int(session.expires_at - time.time()))
         value = await self._store(aredis, lambda s: s.create(session, ttl_s=ttl))
         response = RedirectResponse(pending["next"], status_code=303)
@@ -235,7 +235,7 @@ class SignIn:
         return response
 
     async def signed_out(self, request: Request) -> Response:
-        return _page(200, "Signed out", "You are signed out of the AgentCards dashboard.",
+        return page(200, "Signed out", "You are signed out of the AgentCards dashboard.",
                      retry=True)  # fmt: skip
 
     # --- helpers
@@ -325,7 +325,7 @@ def _local(target: str | None) -> str:
     return DASHBOARD
 
 
-def _page(status: int, title: str, text: str, *, retry: bool = False) -> HTMLResponse:
+def page(status: int, title: str, text: str, *, retry: bool = False) -> HTMLResponse:
     """A small page for the browser (the strict CSP allows it: no script, our stylesheet)."""
     again = f'<p><a href="{DASHBOARD}">Sign in</a></p>' if retry else ""
     return HTMLResponse(

@@ -22,10 +22,20 @@ import redis.asyncio as aioredis
 from mcp import types
 
 from services.toolhost.approvals import ApprovalDesk
+from services.toolhost.exchange import ExchangeCredential, TokenExchange
+from services.toolhost.oauth_connections import OAuthCredential
+from services.toolhost.peruser import Credential, PerUserServer
 from services.toolhost.privacy import ProgressPrivacy
 from services.toolhost.registry import ToolRegistry
 from services.toolhost.rpc_server import RpcServer
-from services.toolhost.servers import ServerConfig, StdioServer, load_servers
+from services.toolhost.servers import (
+    HttpServer,
+    OAuthAuth,
+    ServerConfig,
+    StdioServer,
+    UpstreamAuth,
+    load_servers,
+)
 from services.toolhost.sessions import ServerConnection
 from services.toolhost.sync import (
     LazyEmbedder,
@@ -117,6 +127,7 @@ class Toolhost:
             else ProgressPrivacy(settings, self._pool, self._sync_redis),
         )
         self.registry = ToolRegistry()
+        self._exchange: TokenExchange | None = None  # made with the first per-person server
         self._configured = dict(servers)  # as the file says (sealed values sealed)
         self.connections = [self._connection(name, config) for name, config in servers.items()]
         for connection in self.connections:
@@ -139,6 +150,8 @@ class Toolhost:
         self._started_at = time.time()
 
     def _connection(self, name: str, config: ServerConfig) -> ServerConnection:
+        if isinstance(config, HttpServer) and config.auth is not None:
+            return self._per_user(name, config, config.auth)
         return ServerConnection(
             name=name,
             config=self._opened(name, config),
@@ -147,6 +160,40 @@ class Toolhost:
             connect_timeout_s=self._settings.mcp_connect_timeout_s,
             upstream=self.upstream,
             on_notice=self._on_notice,
+        )
+
+    def _per_user(self, name: str, config: HttpServer, auth: UpstreamAuth) -> PerUserServer:
+        """A server that acts for the person calling: a session per person (peruser.py)."""
+        keys = PiiKeys.from_settings(self._settings)
+        credential: Credential
+        if isinstance(auth, OAuthAuth):
+            credential = OAuthCredential(
+                server=name, config=config, auth=auth, keys=keys, pool=self._pool,
+                redis=self._redis, public_url=self._settings.public_url,
+            )  # fmt: skip
+        else:
+            if self._exchange is None:
+                secret = self._settings.oauth_client_secret
+                self._exchange = TokenExchange(
+                    issuer=self._settings.oauth_issuer,
+                    client_id=self._settings.oauth_client_id,
+                    client_secret=secret.get_secret_value() if secret else None,
+                )
+            credential = ExchangeCredential(
+                server=name, auth=auth, exchange=self._exchange, keys=keys
+            )
+        opened = self._opened(name, config)
+        assert isinstance(opened, HttpServer)
+        return PerUserServer(
+            name=name,
+            config=opened,
+            credential=credential,
+            on_tools=self._on_tools,
+            on_state=self._on_state,
+            upstream=self.upstream,
+            connect_timeout_s=self._settings.mcp_connect_timeout_s,
+            max_sessions=self._settings.upstream_sessions_per_server,
+            idle_s=self._settings.upstream_session_idle_s,
         )
 
     def _opened(self, name: str, config: ServerConfig) -> ServerConfig:

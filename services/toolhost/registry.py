@@ -24,6 +24,15 @@ class ServerUnavailable(Exception):
     """Raised when the tool's server is down, still connecting, or died mid-call."""
 
 
+class AuthorizationRequired(Exception):
+    """Raised when the server acts for the person calling and has no credential of theirs;
+    ``url``: where they connect it (a connect link), when connecting is what it takes."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
 class UnknownTool(Exception):
     """Raised when no configured server offers the tool."""
 

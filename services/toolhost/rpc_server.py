@@ -35,11 +35,16 @@ from redis.exceptions import RedisError, ResponseError
 
 from services.toolhost.approvals import ApprovalDesk
 from services.toolhost.policy import decide_call, decide_read, decision_commands
-from services.toolhost.registry import ServerUnavailable, ToolRegistry, UnknownTool
+from services.toolhost.registry import (
+    AuthorizationRequired,
+    ServerUnavailable,
+    ToolRegistry,
+    UnknownTool,
+)
 from services.toolhost.resources import serve_resource
 from services.toolhost.scope import GrantRead, OnRefusal, ScopeGuard
 from services.toolhost.tracing import call_span
-from services.toolhost.upstream import CallContext
+from services.toolhost.upstream import CallContext, Caller
 from shared import metrics
 from shared.auth.grants import Grant
 from shared.errors import ErrorType
@@ -356,6 +361,7 @@ class RpcServer:
             message: str,
             policies: list[str] | None = None,
             approval: dict[str, Any] | None = None,
+            url: str | None = None,
         ) -> RpcReply:
             elapsed = (time.monotonic() - started) * 1000
             return RpcReply.failure(
@@ -365,6 +371,7 @@ class RpcServer:
                 duration_ms=elapsed,
                 policies=policies,
                 approval=approval,
+                url=url,
             )
 
         remaining = request.deadline - time.time()
@@ -392,14 +399,21 @@ class RpcServer:
         try:
             backend, name = self._registry.resolve(tool)
             async with asyncio.timeout(remaining):
+                caller = (
+                    Caller(grant.tenant_id, grant.user, grant.subject_token)
+                    if isinstance(grant, Grant)
+                    else None
+                )
                 context = CallContext(
-                    request.execution_id, tool, request.trace_call_id, request.deadline
+                    request.execution_id, tool, request.trace_call_id, request.deadline, caller
                 )
                 outcome = await backend.call_tool(name, request.args, context=context)
         except UnknownTool as exc:
             return fail(ErrorType.UNKNOWN_TOOL, str(exc))
         except ServerUnavailable as exc:
             return fail(ErrorType.SERVER_UNAVAILABLE, str(exc))
+        except AuthorizationRequired as exc:
+            return fail(ErrorType.AUTHORIZATION_REQUIRED, str(exc), url=exc.url)
         except TimeoutError:
             return fail(ErrorType.TIMEOUT, f"{tool} did not answer within {remaining:.3g}s")
         except Exception as exc:

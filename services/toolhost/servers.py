@@ -7,7 +7,8 @@ accepted because desktop clients write them; ``"agentcards"`` holds our own sett
 ``"roots"`` (absolute paths or ``file://`` URIs) is what the toolhost answers the server's
 ``roots/list`` with; it defaults to no roots, so a server keeps the directories it was
 started with (the filesystem server's arguments) and the gateway never widens them.
-``"protocol"``: ``"auto"`` (the default: 2026-07-28 when the server answers
+``"auth"``: ``{"type": "token-exchange", "audience", "scopes"}`` or ``{"type": "oauth"}`` on
+an HTTP server makes it act for the person calling (services/toolhost/peruser.py). ``"protocol"``: ``"auto"`` (the default: 2026-07-28 when the server answers
 ``server/discover`` with it, else 2025-11-25) or ``"2025-11-25"`` (always the handshake: for
 a server that supports 2026-07-28 yet asks its client mid-call the old way, e.g. an SDK
 ``MCPServer`` tool calling ``ctx.elicit``; see docs/mcp-input-required.md).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -72,6 +73,32 @@ class StdioServer(BaseModel):
         return {"command": self.command, "args": self.args, "env": dict.fromkeys(self.env, "***")}
 
 
+class TokenExchangeAuth(BaseModel):
+    """The server acts for the person calling: the toolhost exchanges their access token at the
+    gateway's issuer (RFC 8693) for one naming ``audience`` and ``scopes``, and sends that on
+    their calls only (docs/upstream-identity.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["token-exchange"]
+    audience: str = Field(min_length=1)
+    scopes: list[str] = Field(default_factory=list)
+
+
+class OAuthAuth(BaseModel):
+    """The server has an authorization server of its own: each person connects it once
+    (OAuth, discovered from the server's 401), and their calls carry their own token
+    (docs/upstream-identity.md). ``scopes``: what to ask for (default: what the server names)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["oauth"]
+    scopes: list[str] = Field(default_factory=list)
+
+
+UpstreamAuth = Annotated[TokenExchangeAuth | OAuthAuth, Field(discriminator="type")]
+
+
 class HttpServer(BaseModel):
     """A server reached over streamable HTTP at ``url``."""
 
@@ -84,6 +111,7 @@ class HttpServer(BaseModel):
     protocol: Protocol = "auto"
     disabled: bool = False
     agentcards: AgentcardsBlock = Field(default_factory=AgentcardsBlock)
+    auth: UpstreamAuth | None = None
 
     _roots = field_validator("roots")(_file_uris)
 
@@ -100,7 +128,10 @@ class HttpServer(BaseModel):
 
     def public_config(self) -> dict[str, Any]:
         """What may be stored and shown: header values (tokens) are redacted."""
-        return {"url": self.url, "headers": dict.fromkeys(self.headers, "***")}
+        shown: dict[str, Any] = {"url": self.url, "headers": dict.fromkeys(self.headers, "***")}
+        if self.auth is not None:
+            shown["auth"] = self.auth.model_dump()
+        return shown
 
 
 ServerConfig = StdioServer | HttpServer

@@ -82,8 +82,11 @@ class ServerConnection:
         backoff_max_s: float = 30.0,
         upstream: Upstream | None = None,
         on_notice: NoticeCallback | None = None,
+        http_auth: Any = None,
     ) -> None:
         self.name = name
+        # An HTTP server's credential per request (an ``httpx2.Auth``): peruser.py's tokens.
+        self._http_auth = http_auth
         self._on_notice = on_notice
         self.config = config
         self._on_tools = on_tools
@@ -467,7 +470,9 @@ class ServerConnection:
     ) -> tuple[ClientSession, anyio.abc.TaskGroup]:
         """A client session on a new connection to the server and the connection's task
         group, both closed with ``stack``."""
-        read, write = await stack.enter_async_context(_transport(self.config, stderr))
+        read, write = await stack.enter_async_context(
+            _transport(self.config, stderr, self._http_auth)
+        )
         group = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(group.cancel_scope.cancel)  # runs first on exit: stop relay + pinger
         # Relay the server's messages so that end-of-stream (the server exited) is seen.
@@ -590,14 +595,14 @@ class ConnectTimeout(Exception):
 
 @asynccontextmanager
 async def _transport(
-    config: ServerConfig, stderr: StderrTail | None
+    config: ServerConfig, stderr: StderrTail | None, auth: Any = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     if isinstance(config, HttpServer):
         import httpx2
 
         timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams idle long
         async with (
-            httpx2.AsyncClient(headers=config.headers, timeout=timeout) as http,
+            httpx2.AsyncClient(headers=config.headers, timeout=timeout, auth=auth) as http,
             streamable_http_client(config.url, http_client=http) as streams,
         ):
             yield streams[0], streams[1]

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
@@ -52,6 +52,16 @@ class CallContext:
     tool: str  # server:tool
     trace_call_id: str | None = None
     deadline: float | None = None  # the call's absolute deadline: nobody waits past it
+    caller: Caller | None = None  # who called, for a server that acts for them (peruser.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The person (or key) a call runs for, from its grant; ``subject_token`` sealed."""
+
+    tenant_id: str
+    user: str | None
+    subject_token: str | None = field(default=None, repr=False)
 
 
 class InflightCalls:

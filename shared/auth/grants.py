@@ -8,7 +8,7 @@ execution nobody granted, is refused (fail closed: no record, no tool calls).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import redis
@@ -44,6 +44,9 @@ class Grant:
     email: str | None = None
     surface: str = "code"
     language: str | None = None
+    # The person's access token, sealed for them (shared/auth/subject.py), for the servers
+    # that act for the person calling (docs/upstream-identity.md); never in plaintext here.
+    subject_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def for_principal(
@@ -68,6 +71,7 @@ class Grant:
             email=principal.email,
             surface=surface,
             language=language,
+            subject_token=principal.subject_token,
         )
 
     @property
@@ -105,6 +109,7 @@ class Grant:
                 "email": self.email,
                 "surface": self.surface,
                 "language": self.language,
+                "subject_token": self.subject_token,
             }
         )
 
@@ -134,6 +139,7 @@ class Grant:
             email=data.get("email"),
             surface=str(data.get("surface") or "code"),
             language=data.get("language"),
+            subject_token=data.get("subject_token"),
         )
 
 

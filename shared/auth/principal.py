@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.config import DEFAULT_TENANT
@@ -50,6 +50,9 @@ class Principal:
     key_name: str | None = None
     groups: tuple[str, ...] = ()
     email: str | None = None
+    # The person's access token, sealed for them (shared/auth/subject.py): what the toolhost
+    # exchanges for a token-exchange server's own token. None for keys and dashboard sessions.
+    subject_token: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def limit_id(self) -> str | None:

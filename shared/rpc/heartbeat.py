@@ -177,7 +177,8 @@ def toolhost_health(client: redis.Redis) -> ToolhostHealth:
         waiting = [s.name for s in servers.values() if s.state == ServerState.CONNECTING]
         detail = "connecting to " + ", ".join(waiting) if waiting else "starting"
         return ToolhostHealth(False, detail, servers)
-    failed = [s.name for s in servers.values() if s.state != ServerState.READY]
+    serving = (ServerState.READY, ServerState.NEEDS_USER_AUTHORIZATION)  # the latter: per person
+    failed = [s.name for s in servers.values() if s.state not in serving]
     detail = (
         f"{len(ready)} replica(s) ready; {len(servers) - len(failed)}/{len(servers)} servers ready"
     )

@@ -33,6 +33,8 @@ class RpcError(BaseModel):
     # ``approval_required``: the paused call's approval (``call_id``, ``expires_at`` Unix
     # time); the answer's ``by`` and ``reason`` on ``approval_denied``.
     approval: dict[str, Any] | None = None
+    # ``authorization_required``: where the person connects the server (a connect link).
+    url: str | None = None
 
 
 class RpcRequest(BaseModel):
@@ -160,12 +162,15 @@ class RpcReply(BaseModel):
         duration_ms: float = 0.0,
         policies: list[str] | None = None,
         approval: dict[str, Any] | None = None,
+        url: str | None = None,
     ) -> RpcReply:
         """A failed reply."""
         return cls(
             call_id=call_id,
             ok=False,
-            error=RpcError(type=type, message=message, policies=policies, approval=approval),
+            error=RpcError(
+                type=type, message=message, policies=policies, approval=approval, url=url
+            ),
             duration_ms=duration_ms,
         )
 

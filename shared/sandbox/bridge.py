@@ -700,4 +700,7 @@ def clean_error(err: dict[str, Any] | None) -> dict[str, Any]:
     policies = err.get("policies")
     if kind in _WITH_POLICIES and isinstance(policies, list):
         cleaned["policies"] = [str(p)[:200] for p in policies[:20]]
+    url = err.get("url")
+    if kind == ErrorType.AUTHORIZATION_REQUIRED and isinstance(url, str):
+        cleaned["url"] = url[:2000]
     return cleaned

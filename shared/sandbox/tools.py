@@ -60,6 +60,8 @@ class ToolResult:
             error["policies"] = reply.error.policies
         if reply.error.approval is not None:
             error["approval"] = reply.error.approval
+        if reply.error.url is not None:
+            error["url"] = reply.error.url
         return cls(False, None, error)
 
 

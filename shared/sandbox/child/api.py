@@ -17,7 +17,12 @@ class ToolCallError(Exception):
     __module__ = "builtins"  # tracebacks show "ToolCallError", not our package path
 
     def __init__(
-        self, type_: str, message: str, tool: str, policies: list[str] | None = None
+        self,
+        type_: str,
+        message: str,
+        tool: str,
+        policies: list[str] | None = None,
+        url: str | None = None,
     ) -> None:
         super().__init__(f"{tool}: {message}")
         self.type = type_
@@ -25,6 +30,8 @@ class ToolCallError(Exception):
         self.message = message
         # ``policy_denied``: the ids of the policies that decided (empty: none permits it).
         self.policies = policies
+        # ``authorization_required``: the link where the person connects the server.
+        self.url = url
 
 
 class CapabilityError(Exception):

@@ -178,13 +178,14 @@ class Session(api.Caller):
                     future.set_result(frame.get("value"))
                 else:
                     err = frame.get("error") or {}
-                    policies = err.get("policies")
+                    policies, url = err.get("policies"), err.get("url")
                     future.set_exception(
                         api.ToolCallError(
                             str(err.get("type", ErrorType.TOOL_ERROR)),
                             str(err.get("message", "tool call failed")),
                             str(frame.get("tool", "?")),
                             policies if isinstance(policies, list) else None,
+                            url if isinstance(url, str) else None,
                         )
                     )
         except wire.WireError:

@@ -41,6 +41,7 @@ from tests.integration.identity.provider import (
     free_port,
     gateway_options,
     redirect_params,
+    redis_value,
     running_provider,
     signing_keys,
 )
@@ -371,7 +372,7 @@ async def test_no_token_is_kept_in_plain_text(stack: E2EStack, idp: IdentityProv
     client_redis = redis.Redis.from_url(stack.settings.redis_url or "")
     for name in client_redis.scan_iter(count=1000):
         assert needle not in name
-        assert needle not in _redis_value(client_redis, name), name
+        assert needle not in redis_value(client_redis, name), name
     dump = subprocess.run(
         [str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump"),
          "--data-only", stack.settings.database_url or ""],
@@ -380,20 +381,6 @@ async def test_no_token_is_kept_in_plain_text(stack: E2EStack, idp: IdentityProv
     assert b"COPY public.executions" in dump and needle not in dump
     for proc in stack.procs.values():
         assert token[-40:] not in proc.log_path.read_text(errors="replace")
-
-
-def _redis_value(client: redis.Redis, name: bytes) -> bytes:
-    """Everything a Redis key holds, as bytes, whatever its type."""
-    kind = client.type(name)
-    parts: Any = {
-        b"string": lambda: [client.get(name)],
-        b"hash": lambda: [*client.hgetall(name).items()],
-        b"list": lambda: client.lrange(name, 0, -1),
-        b"set": lambda: client.smembers(name),
-        b"zset": lambda: client.zrange(name, 0, -1),
-        b"stream": lambda: [fields for _, fields in client.xrange(name)],
-    }.get(kind, lambda: [])()
-    return repr(parts).encode()
 
 
 async def test_a_direct_call_is_recorded_against_the_person(

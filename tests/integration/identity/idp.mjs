@@ -9,15 +9,23 @@
 //                 (client id = user, secret = `<user>-secret`) whose tokens carry the user's
 //                 claims; `<user>-opaque` gets opaque tokens for the same user
 // OIDC_PROVIDER   the package's entry file (the test npm prefix)
+// IDP_ACCESS_TTL  seconds an access token for a resource lasts (600 unless given)
 //
-// Also: the gateway's client (`gateway` / `gateway-secret`): introspection, and the dashboard's
+// Also: the gateway's client (`gateway` / `gateway-secret`): introspection, token exchange
+// (RFC 8693, a grant registered below: a person's token for the gateway becomes one for another
+// audience, naming the same person and the gateway as actor; each logged as `exchanged ...`),
+// client credentials for another audience (the toolhost reads a server's tools with it), and the dashboard's
 // sign-in (authorization code + PKCE back to <public_url>/dashboard/callback, RP-initiated
 // logout back to /dashboard/signed-out); dynamic client
 // registration (the MCP SDK registers itself), devInteractions (the login and consent forms,
 // which the tests post to over HTTP), DPoP and revocation.
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 const { default: Provider, errors } = await import(process.env.OIDC_PROVIDER);
+// jose, which oidc-provider depends on, in the same node_modules: the exchanged tokens' JOSE.
+const jose = await import(join(dirname(process.env.OIDC_PROVIDER), '..', '..', 'jose', 'dist', 'webapi', 'index.js'));
 
 const port = Number(process.env.IDP_PORT);
 const issuer = `http://127.0.0.1:${port}`;
@@ -25,6 +33,11 @@ const resource = process.env.IDP_RESOURCE;
 const users = JSON.parse(process.env.IDP_USERS);
 const jwks = JSON.parse(readFileSync(process.env.IDP_JWKS, 'utf8'));
 const SCOPES = 'agentcards:read agentcards:execute agentcards:admin';
+const UPSTREAM_SCOPES = 'upstream:read'; // what servers behind the gateway ask of people's tokens
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+const EXCHANGED_TTL = Number(process.env.IDP_EXCHANGED_TTL || 600);
+const ACCESS_TTL = Number(process.env.IDP_ACCESS_TTL || 600); // short: refresh is tested
 
 // Whose claims a token carries: its signed-in account, or the user a client stands for.
 const userOf = (token) => token.accountId || String(token.clientId).replace(/-opaque$/, '');
@@ -34,11 +47,11 @@ const clients = [
   {
     client_id: 'gateway',
     client_secret: 'gateway-secret',
-    grant_types: ['authorization_code'],
+    grant_types: ['authorization_code', 'client_credentials', TOKEN_EXCHANGE],
     response_types: ['code'],
     redirect_uris: [`${publicUrl}/dashboard/callback`],
     post_logout_redirect_uris: [`${publicUrl}/dashboard/signed-out`],
-    scope: `openid profile ${SCOPES}`,
+    scope: `openid profile ${SCOPES} ${UPSTREAM_SCOPES}`,
   },
 ];
 for (const user of Object.keys(users)) {
@@ -57,7 +70,7 @@ for (const user of Object.keys(users)) {
 const provider = new Provider(issuer, {
   clients,
   jwks,
-  scopes: ['openid', 'offline_access', ...SCOPES.split(' ')],
+  scopes: ['openid', 'offline_access', ...SCOPES.split(' '), ...UPSTREAM_SCOPES.split(' ')],
   claims: { openid: ['sub'], profile: ['name'] },
   findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id, name: id }) }),
   extraTokenClaims: (ctx, token) => {
@@ -65,7 +78,7 @@ const provider = new Provider(issuer, {
     return user ? { org: user.org, groups: user.groups } : undefined;
   },
   pkce: { required: () => true },
-  ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, Session: 600, Interaction: 600 },
+  ttl: { AccessToken: ACCESS_TTL, ClientCredentials: ACCESS_TTL, Grant: 600, Session: 600, Interaction: 600 },
   clientBasedCORS: () => true,
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
   conformIdTokenClaims: false, // the ID token names the person (`name`), as most IdPs do
@@ -84,9 +97,9 @@ const provider = new Provider(issuer, {
       getResourceServerInfo: (ctx, indicator, client) => {
         if (!indicator.startsWith('http')) throw new errors.InvalidTarget();
         return {
-          scope: SCOPES,
+          scope: indicator === resource ? SCOPES : UPSTREAM_SCOPES,
           audience: indicator,
-          accessTokenTTL: 600,
+          accessTokenTTL: ACCESS_TTL,
           accessTokenFormat: client.clientId.endsWith('-opaque') ? 'opaque' : 'jwt',
           jwt: { sign: { alg: 'ES256' } },
         };
@@ -94,6 +107,57 @@ const provider = new Provider(issuer, {
     },
   },
 });
+// RFC 8693 token exchange, for the gateway's client only: the subject token must be a JWT
+// access token this provider issued for the gateway's resource; the answer is a JWT for the
+// requested `audience` (never the gateway's own) naming the same person, with the client as
+// actor (`act`), and only the upstream scopes asked for.
+const publicKeys = jose.createLocalJWKSet({
+  keys: jwks.keys.map(({ d, ...rest }) => rest),
+});
+const signing = jwks.keys[0];
+const signingKey = await jose.importJWK(signing, 'ES256');
+async function tokenExchange(ctx) {
+  const { client, params } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN) {
+    throw new errors.InvalidRequest(`subject_token_type must be ${ACCESS_TOKEN}`);
+  }
+  let claims;
+  try {
+    ({ payload: claims } = await jose.jwtVerify(params.subject_token, publicKeys, {
+      issuer,
+      audience: resource,
+    }));
+  } catch (err) {
+    throw new errors.InvalidGrant(`subject_token refused: ${err.message}`);
+  }
+  const audience = params.audience || params.resource;
+  if (!audience || !audience.startsWith('http') || audience === resource) {
+    throw new errors.InvalidTarget('audience must name the server the token is for');
+  }
+  const allowed = new Set(UPSTREAM_SCOPES.split(' '));
+  const scope = (params.scope || '').split(' ').filter((s) => allowed.has(s)).join(' ');
+  const now = Math.floor(Date.now() / 1000);
+  const token = await new jose.SignJWT({
+    scope, client_id: client.clientId, act: { sub: client.clientId }, org: claims.org,
+  })
+    .setProtectedHeader({ alg: 'ES256', kid: signing.kid, typ: 'at+jwt' })
+    .setIssuer(issuer).setSubject(claims.sub).setAudience(audience)
+    .setIssuedAt(now).setExpirationTime(now + EXCHANGED_TTL).setJti(randomUUID())
+    .sign(signingKey);
+  process.stdout.write(`exchanged ${claims.sub} for ${audience}\n`);
+  ctx.body = {
+    access_token: token,
+    issued_token_type: ACCESS_TOKEN,
+    token_type: 'Bearer',
+    expires_in: EXCHANGED_TTL,
+    scope,
+  };
+}
+provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange, [
+  'subject_token', 'subject_token_type', 'audience', 'scope', 'requested_token_type',
+  'actor_token', 'actor_token_type', 'resource',
+], ['resource']);
+
 provider.proxy = false;
 provider.listen(port, '127.0.0.1', () => {
   process.stdout.write(`ready ${issuer}\n`);

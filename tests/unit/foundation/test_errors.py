@@ -25,6 +25,7 @@ def test_wire_names_are_stable() -> None:
         "unauthorized", "forbidden", "syntax_error", "result_not_json",
         "invalid_arguments", "capability_disabled", "policy_denied", "policy_invalid",
         "approval_denied", "approval_timeout", "approval_required", "approval_closed",
+        "authorization_required",
     }  # fmt: skip
 
 

@@ -62,6 +62,16 @@ def test_the_revision_is_negotiated_unless_the_handshake_is_asked_for() -> None:
     assert servers["new"].protocol == "auto" and servers["old"].protocol == "2025-11-25"
 
 
+def test_a_server_acting_for_the_person_calling_says_for_which_audience() -> None:
+    auth = {"type": "token-exchange", "audience": "https://api.example.com", "scopes": ["read"]}
+    server = parse_servers({"mcpServers": {"s": {"url": "https://h/mcp", "auth": auth}}})["s"]
+    assert isinstance(server, HttpServer) and server.auth is not None
+    assert server.auth.audience == "https://api.example.com" and server.auth.scopes == ["read"]
+    assert server.public_config()["auth"] == auth
+    own = parse_servers({"mcpServers": {"s": {"url": "https://h/mcp", "auth": {"type": "oauth"}}}})
+    assert own["s"].public_config()["auth"] == {"type": "oauth", "scopes": []}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -78,6 +88,22 @@ def test_the_revision_is_negotiated_unless_the_handshake_is_asked_for() -> None:
         ({"mcpServers": {"s": "python"}}, "expected an object"),
         ({"mcpServers": {"s": {"command": "x", "roots": ["data"]}}}, "absolute path or a file://"),
         ({"mcpServers": {"s": {"command": "x", "protocol": "2026-07-28"}}}, "'protocol'"),
+        (
+            {"mcpServers": {"s": {"url": "http://h", "auth": {"type": "token-exchange"}}}},
+            "missing 'auth.token-exchange.audience'",
+        ),
+        (
+            {"mcpServers": {"s": {"url": "http://h", "auth": {"type": "basic"}}}},
+            "expected tags: 'token-exchange', 'oauth'",
+        ),
+        (
+            {
+                "mcpServers": {
+                    "s": {"command": "x", "auth": {"type": "token-exchange", "audience": "a"}}
+                }
+            },
+            "unknown key 'auth'",
+        ),
     ],
 )
 def test_bad_configs_say_what_to_fix(data: Any, message: str) -> None:

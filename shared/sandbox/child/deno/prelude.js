@@ -125,6 +125,7 @@ async function readReplies() {
           String(err.message ?? "tool call failed"),
           String(frame.tool ?? "?"),
           err.policies ?? null,
+          err.url ?? null,
         ),
       );
     }
@@ -231,7 +232,7 @@ Object.defineProperty(globalThis, "console", { value: console, writable: true, c
 
 // ---- errors ---------------------------------------------------------------------------
 class ToolCallError extends Error {
-  constructor(type, message, tool, policies = null) {
+  constructor(type, message, tool, policies = null, url = null) {
     super(`${tool}: ${message}`);
     this.name = "ToolCallError";
     this.type = type;
@@ -239,6 +240,8 @@ class ToolCallError extends Error {
     this.toolMessage = message;
     // policy_denied: the ids of the policies that decided (empty: none permits it).
     this.policies = policies;
+    // authorization_required: the link where the person connects the server.
+    this.url = url;
   }
 }
 

@@ -1,0 +1,167 @@
+"""People connect servers that act for them: the connect link and the OAuth callback.
+
+``GET /oauth/connect/<link>`` (the link in an ``authorization_required`` error; it works in a
+browser without the agent's token, once, for ten minutes) discovers the server's
+authorization server, registers the gateway there, and sends the browser to authorize with
+PKCE. ``GET /oauth/callback`` takes the answer: the ``state`` names the connection under
+way (once), the code is exchanged with its PKCE verifier, and the tokens are stored sealed
+for that person and server (shared/connections/). Anything wrong stores nothing and says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from services.gateway.signin import page
+from shared.config import Settings
+from shared.connections import links
+from shared.connections.oauth import (
+    Client,
+    ConnectFailed,
+    TokenRefused,
+    begin,
+    issuer_refusal,
+    redeem,
+)
+from shared.connections.store import Connection, save
+from shared.errors import AgentCardsError
+from shared.privacy.keys import PiiKeys
+
+CONNECT_PREFIX, CALLBACK = links.CONNECT_PATH, "/oauth/callback"
+NEW_LINK = "call the tool again for a new link"
+
+
+class Connector:
+    """The two pages of a person's connection to a server."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.public_url
+        self.settings = settings
+        self.redirect_uri = settings.public_url.rstrip("/") + CALLBACK
+        self.keys = PiiKeys.from_settings(settings)
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(
+                CONNECT_PREFIX + "{link}", self.connect, methods=["GET"], include_in_schema=False
+            ),
+            Route(CALLBACK, self.callback, methods=["GET"], include_in_schema=False),
+        ]
+
+    async def connect(self, request: Request) -> Response:
+        """Use a connect link: send the browser to the server's authorization server."""
+        aredis = request.app.state.gateway.aredis
+        link = request.path_params["link"]
+        record = await links.peek_link(aredis, link)
+        if record is None:
+            return page(410, "This link cannot be used",
+                        f"It was used already or has expired (a link works once, for ten "
+                        f"minutes): {NEW_LINK}.")  # fmt: skip
+        person = await self._signed_in(request)
+        if person is not None and person != (record["tenant_id"], record["user_id"]):
+            return page(403, "This link is someone else's",
+                        f"It connects {record['server']} for another person; you are signed "
+                        f"in as {person[1]}. Nothing was changed.")  # fmt: skip
+        record = await links.take_link(aredis, link)
+        if record is None:
+            return page(410, "This link cannot be used", f"It was used just now: {NEW_LINK}.")
+        server = record["server"]
+        try:
+            started = await begin(
+                record["url"], scopes=record.get("scopes") or [], redirect_uri=self.redirect_uri
+            )
+        except ConnectFailed as exc:
+            return page(502, f"Cannot connect {server} now", f"{exc}. Nothing was stored; "
+                        f"try again later ({NEW_LINK}).")  # fmt: skip
+        found, client = started.found, started.client
+        flow = {
+            "tenant_id": record["tenant_id"],
+            "user_id": record["user_id"],
+            "server": server,
+            "resource": found.resource,
+            "issuer": str(found.metadata.issuer),
+            "iss_required": bool(found.metadata.authorization_response_iss_parameter_supported),
+            "token_endpoint": str(found.metadata.token_endpoint),
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+            "auth_method": client.auth_method,
+            "verifier": started.verifier,
+            "scope": started.scope,
+        }
+        await links.start_flow(aredis, self.keys, state=started.state, flow=flow)
+        return RedirectResponse(started.url, status_code=303)
+
+    async def callback(self, request: Request) -> Response:
+        """The authorization server's answer: exchange the code, store the tokens sealed."""
+        params = request.query_params
+        state = params.get("state")
+        if not state:
+            return _refused("the answer carries no state")
+        flow = await links.take_flow(request.app.state.gateway.aredis, self.keys, state=state)
+        if flow is None:
+            return _refused("its state names no connection under way (unknown, used already, "
+                            "or older than ten minutes)")  # fmt: skip
+        if "error" in params:
+            return _refused(f"the authorization server answered {params['error']}: "
+                            f"{params.get('error_description') or 'no description'}")  # fmt: skip
+        wrong = issuer_refusal(params.get("iss"), issuer=flow["issuer"],
+                               required=flow["iss_required"])  # fmt: skip
+        if wrong is not None:
+            return _refused(wrong)
+        code = params.get("code")
+        if not code:
+            return _refused("the answer carries no code")
+        client = Client(flow["client_id"], flow["client_secret"], flow["auth_method"])
+        try:
+            tokens = await redeem(token_endpoint=flow["token_endpoint"], client=client,
+                                  redirect_uri=self.redirect_uri, code=code,
+                                  verifier=flow["verifier"], resource=flow["resource"])  # fmt: skip
+        except TokenRefused as exc:
+            return _refused(f"the authorization server refused the code ({exc})")
+        except ConnectFailed as exc:
+            return page(502, "Cannot connect now", f"{exc}. Nothing was stored; {NEW_LINK}.")
+        connection = Connection(
+            tenant_id=flow["tenant_id"],
+            user_id=flow["user_id"],
+            server=flow["server"],
+            access_token=tokens["access_token"],
+            refresh_token=tokens.get("refresh_token"),
+            expires_at=tokens["expires_at"],
+            scope=tokens.get("scope") or flow["scope"],
+            token_endpoint=flow["token_endpoint"],
+            client_id=client.client_id,
+            client_secret=client.client_secret,
+            resource=flow["resource"],
+        )
+        pool = request.app.state.gateway.pool
+
+        def store() -> None:
+            with pool.connection() as conn:
+                save(conn, self.keys, connection)
+
+        await to_thread.run_sync(store)
+        return page(200, f"Connected to {flow['server']}",
+                    f"{flow['server']} now acts for you ({flow['user_id']}). You can close this "
+                    "page and run your call again.")  # fmt: skip
+
+    async def _signed_in(self, request: Request) -> tuple[str, str] | None:
+        """The tenant and user of the browser's dashboard session, if it has one."""
+        sign_in: Any = getattr(request.app.state, "signin", None)
+        if sign_in is None:
+            return None
+        try:
+            person = await sign_in.principal(request.scope, request.app.state.gateway.aredis)
+        except AgentCardsError:
+            return None
+        if person is None or person.user is None:
+            return None
+        return person.tenant_id, person.user
+
+
+def _refused(why: str) -> Response:
+    return page(400, "Not connected", f"Refused: {why}. Nothing was stored; {NEW_LINK}.")

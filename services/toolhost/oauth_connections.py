@@ -1,0 +1,148 @@
+"""An OAuth server's credential: each person's own connection, stored sealed in Postgres.
+
+``"auth": {"type": "oauth"}``: the person connected the server once through a connect link
+(services/gateway/connect.py); their tokens are in ``upstream_connections``
+(shared/connections/store.py). Each call reads the row (a revocation counts at once), the
+access token is refreshed with the refresh token when it is about to expire, and a person
+without a connection, or whose refresh is refused (expired, revoked), gets
+``authorization_required`` with a new connect link in ``url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from psycopg_pool import ConnectionPool
+
+from services.toolhost.peruser import person_of
+from services.toolhost.registry import AuthorizationRequired, ServerUnavailable
+from services.toolhost.servers import HttpServer, OAuthAuth
+from services.toolhost.upstream import Caller
+from shared.connections import links, store
+from shared.connections.oauth import Client, ConnectFailed, TokenRefused, refresh
+from shared.connections.store import Connection
+from shared.privacy.keys import PiiKeys
+
+log = logging.getLogger(__name__)
+
+REFRESH_MARGIN_S = 30  # an access token this close to its expiry is refreshed before use
+
+
+class OAuthCredential:
+    """People's own OAuth connections to one server (peruser.Credential)."""
+
+    listing: Callable[[], Awaitable[str]] | None = None  # only people may list its tools
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        config: HttpServer,
+        auth: OAuthAuth,
+        keys: PiiKeys,
+        pool: ConnectionPool[Any],
+        redis: aioredis.Redis,
+        public_url: str | None,
+    ) -> None:
+        self._server, self._url, self._scopes = server, config.url, list(auth.scopes)
+        self._keys, self._pool, self._redis = keys, pool, redis
+        self._public_url = public_url
+        self._held: dict[tuple[str, str], Connection] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def token(self, caller: Caller, *, fresh: bool) -> str:
+        tenant_id, user = person_of(self._server, caller)
+        key = (tenant_id, user)
+        async with self._locks.setdefault(key, asyncio.Lock()):  # one refresh at a time
+            connection = None if fresh else self._held.get(key)
+            if connection is None:
+                connection = await asyncio.to_thread(self._load, tenant_id, user)
+            if connection is None:
+                self._held.pop(key, None)
+                url = await self._link(tenant_id, user)
+                raise AuthorizationRequired(
+                    f"MCP server {self._server!r} acts for you with your own account there, "
+                    f"which you have not connected: open {url} to connect it (the link works "
+                    "once, for ten minutes), then call again",
+                    url=url,
+                )
+            expires = connection.expires_at
+            if expires is not None and expires - REFRESH_MARGIN_S <= time.time():
+                connection = await self._refreshed(connection)
+            self._held[key] = connection
+            return connection.access_token
+
+    async def _refreshed(self, connection: Connection) -> Connection:
+        c = connection
+        try:
+            if c.refresh_token is None:
+                raise TokenRefused("the access token expired and there is no refresh token")
+            tokens = await refresh(
+                token_endpoint=c.token_endpoint,
+                client=Client(c.client_id, c.client_secret),
+                refresh_token=c.refresh_token,
+                resource=c.resource,
+            )
+        except TokenRefused as exc:
+            await asyncio.to_thread(self._delete, c.tenant_id, c.user_id)
+            url = await self._link(c.tenant_id, c.user_id)
+            raise AuthorizationRequired(
+                f"your connection to MCP server {self._server!r} has expired or was revoked "
+                f"({exc}): open {url} to connect it again, then call again",
+                url=url,
+            ) from exc
+        except ConnectFailed as exc:
+            raise ServerUnavailable(
+                f"MCP server {self._server!r}: cannot renew your connection now ({exc})"
+            ) from exc
+        renewed = dataclasses.replace(
+            c,
+            access_token=tokens["access_token"],
+            refresh_token=tokens.get("refresh_token") or c.refresh_token,
+            expires_at=tokens["expires_at"],
+            scope=tokens.get("scope") or c.scope,
+        )
+        await asyncio.to_thread(self._save, renewed)
+        log.info("server %s: the connection of %s of %s renewed", self._server, c.user_id,
+                 c.tenant_id)  # fmt: skip
+        return renewed
+
+    async def _link(self, tenant_id: str, user: str) -> str:
+        if not self._public_url:
+            raise ServerUnavailable(
+                f"MCP server {self._server!r} needs each person to connect it, and the gateway "
+                "has no public URL to send them to (AGENTCARDS_PUBLIC_URL)"
+            )
+        return await links.connect_url(
+            self._redis, public_url=self._public_url, tenant_id=tenant_id, user_id=user,
+            server=self._server, url=self._url, scopes=self._scopes,
+        )  # fmt: skip
+
+    async def someone(self) -> Caller | None:
+        """A person connected to the server (to list its tools with), if anyone is."""
+
+        def read() -> tuple[str, str] | None:
+            with self._pool.connection() as conn:
+                return store.someone(conn, server=self._server)
+
+        found = await asyncio.to_thread(read)
+        return None if found is None else Caller(found[0], found[1])
+
+    def _load(self, tenant_id: str, user: str) -> Connection | None:
+        with self._pool.connection() as conn:
+            return store.load(conn, self._keys, tenant_id=tenant_id, user_id=user,
+                              server=self._server)  # fmt: skip
+
+    def _save(self, connection: Connection) -> None:
+        with self._pool.connection() as conn:
+            store.save(conn, self._keys, connection)
+
+    def _delete(self, tenant_id: str, user: str) -> None:
+        with self._pool.connection() as conn:
+            store.delete(conn, tenant_id=tenant_id, user_id=user, server=self._server)

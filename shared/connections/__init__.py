@@ -1,0 +1,1 @@
+"""People's OAuth connections to servers behind the gateway (docs/upstream-identity.md)."""

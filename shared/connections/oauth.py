@@ -1,0 +1,293 @@
+"""The gateway as an OAuth client of a server's own authorization server, for one person.
+
+As any MCP client does (MCP authorization; the SDK's discovery helpers, authlib for the
+OAuth requests): the server's 401 names its protected resource metadata (RFC 9728), which
+names its authorization server, whose metadata (RFC 8414 / OpenID discovery) names the
+endpoints; the gateway registers a client there (RFC 7591 dynamic registration, once per
+authorization server and process), sends the person to authorize with PKCE (S256) and the
+server as ``resource`` (RFC 8707), exchanges the code at ``<public_url>/oauth/callback`` and
+refreshes the access token with the refresh token when it expires.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    create_client_registration_request,
+    create_oauth_metadata_request,
+    extract_resource_metadata_from_www_auth,
+    extract_scope_from_www_auth,
+    handle_auth_metadata_response,
+    handle_protected_resource_response,
+    handle_registration_response,
+    validate_metadata_issuer,
+)
+from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
+
+FETCH_TIMEOUT_S = 10.0
+CLIENT_NAME = "AgentCards gateway"
+
+
+class ConnectFailed(Exception):
+    """Raised when a connection cannot be made or renewed: the server, its authorization
+    server or the answer is wrong or unreachable (the message says which)."""
+
+
+class TokenRefused(ConnectFailed):
+    """Raised when the authorization server refuses a code or a refresh token (invalid_grant,
+    a PKCE mismatch, a revoked grant): the person must connect again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """What a server's 401 led to: its resource id, its authorization server's metadata, and
+    the scopes it asks for (its 401's ``scope``, else its metadata's ``scopes_supported``)."""
+
+    resource: str
+    metadata: OAuthMetadata
+    scopes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    client_id: str
+    client_secret: str | None
+    # How the client authenticates at the token endpoint (RFC 7591 names).
+    auth_method: str = "client_secret_basic"
+
+    @classmethod
+    def at(cls, metadata: OAuthMetadata, client_id: str, secret: str | None) -> Client:
+        """A client of ``metadata``'s server: a secret goes the way the server takes (basic
+        unless it takes only ``client_secret_post``); without one, none."""
+        supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
+        post_only = "client_secret_basic" not in supported and "client_secret_post" in supported
+        method = (
+            "none" if not secret else "client_secret_post" if post_only else "client_secret_basic"
+        )
+        return cls(client_id, secret, method)
+
+
+_registered: dict[tuple[str, str], Client] = {}  # (issuer, redirect URI) -> the client there
+
+
+async def discover(server_url: str) -> Discovered:
+    """Follow the server's 401 to its authorization server's metadata."""
+    async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S, follow_redirects=False) as http:
+        try:
+            answer = await http.post(
+                server_url,
+                json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+        except httpx2.HTTPError as exc:
+            raise ConnectFailed(f"cannot reach the server {server_url}: {exc}") from exc
+        if answer.status_code != 401:
+            raise ConnectFailed(
+                f"the server {server_url} answered {answer.status_code} without a token, not "
+                "401: it does not ask for OAuth"
+            )
+        hint = extract_resource_metadata_from_www_auth(answer)
+        challenged = extract_scope_from_www_auth(answer)
+        resource = None
+        for url in build_protected_resource_metadata_discovery_urls(hint, server_url):
+            resource = await handle_protected_resource_response(
+                await _get(http, url, "the server's protected resource metadata")
+            )
+            if resource is not None:
+                break
+        if resource is None:
+            raise ConnectFailed(f"the server {server_url} publishes no protected resource metadata")
+        if not check_resource_allowed(
+            resource_url_from_server_url(server_url), str(resource.resource)
+        ):  # a server must not send its clients' tokens to another resource's issuer
+            raise ConnectFailed(
+                f"the server {server_url} names another resource ({resource.resource}) in "
+                "its protected resource metadata"
+            )
+        issuer = str(resource.authorization_servers[0])
+        metadata = None
+        for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
+            found, metadata = await handle_auth_metadata_response(
+                await _get(http, url, f"the authorization server {issuer}")
+            )
+            if metadata is not None or not found:
+                break
+        if metadata is None:
+            raise ConnectFailed(f"the authorization server {issuer} publishes no metadata")
+        try:  # RFC 8414 3.3: metadata naming another issuer is not that server's
+            validate_metadata_issuer(metadata, issuer)
+        except OAuthFlowError as exc:
+            raise ConnectFailed(str(exc)) from exc
+    scopes = challenged.split() if challenged else list(resource.scopes_supported or [])
+    return Discovered(str(resource.resource), metadata, scopes)
+
+
+async def _get(http: httpx2.AsyncClient, url: str, what: str) -> httpx2.Response:
+    try:
+        return await http.send(create_oauth_metadata_request(url))
+    except httpx2.HTTPError as exc:
+        raise ConnectFailed(f"cannot reach {what} ({url}): {exc}") from exc
+
+
+async def client_at(found: Discovered, *, redirect_uri: str, scope: str) -> Client:
+    """The gateway's client at the server's authorization server: registered (RFC 7591) on
+    first use, then reused by this process."""
+    issuer = str(found.metadata.issuer)
+    known = _registered.get((issuer, redirect_uri))
+    if known is not None:
+        return known
+    if found.metadata.registration_endpoint is None:
+        raise ConnectFailed(
+            f"the authorization server {issuer} takes no dynamic client registration"
+        )
+    wanted = OAuthClientMetadata(
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses the URL
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        client_name=CLIENT_NAME,
+        scope=scope or None,
+    )
+    request = create_client_registration_request(found.metadata, wanted, issuer)
+    async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S) as http:
+        try:
+            info = await handle_registration_response(await http.send(request))
+        except (httpx2.HTTPError, OAuthRegistrationError) as exc:
+            raise ConnectFailed(f"registering at {issuer} failed: {exc}") from exc
+    client = Client.at(found.metadata, info.client_id or "", info.client_secret)
+    _registered[(issuer, redirect_uri)] = client
+    return client
+
+
+def requested_scope(found: Discovered, configured: list[str]) -> str:
+    """The scopes asked for: the configured ones, else the server's; with ``offline_access``
+    when the authorization server offers it (a refresh token)."""
+    scopes = list(configured or found.scopes)
+    if "offline_access" in (found.metadata.scopes_supported or []):
+        scopes.append("offline_access")
+    return " ".join(dict.fromkeys(scopes))
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """An authorization request made: where to send the person, and what its answer needs."""
+
+    found: Discovered
+    client: Client
+    scope: str
+    url: str
+    state: str
+    verifier: str
+
+
+async def begin(
+    server_url: str, *, scopes: list[str], redirect_uri: str, client: Client | None = None
+) -> Started:
+    """Discover the server's authorization server, register there (unless ``client`` is
+    given: pre-registered) and make an authorization request with a fresh state and PKCE."""
+    found = await discover(server_url)
+    scope = requested_scope(found, scopes)
+    if client is None:
+        client = await client_at(found, redirect_uri=redirect_uri, scope=scope)
+    state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
+    url = await authorization_url(found, client, redirect_uri=redirect_uri, scope=scope,
+                                  state=state, verifier=verifier)  # fmt: skip
+    return Started(found, client, scope, url, state, verifier)
+
+
+def issuer_refusal(iss: str | None, *, issuer: str, required: bool) -> str | None:
+    """Why an authorization answer's ``iss`` (RFC 9207) is refused, or None: it must be the
+    issuer when the authorization server says it sends one, and whenever it is sent."""
+    if (required or iss is not None) and iss != issuer:
+        return f"the answer names issuer {iss!r}, not {issuer!r} (RFC 9207)"
+    return None
+
+
+def _oauth(client: Client, redirect_uri: str | None = None) -> AsyncOAuth2Client:
+    return AsyncOAuth2Client(
+        client_id=client.client_id,
+        client_secret=client.client_secret,
+        token_endpoint_auth_method=client.auth_method if client.client_secret else "none",
+        redirect_uri=redirect_uri,
+        code_challenge_method="S256",
+        timeout=FETCH_TIMEOUT_S,
+        follow_redirects=False,
+    )
+
+
+async def authorization_url(
+    found: Discovered, client: Client, *, redirect_uri: str, scope: str, state: str, verifier: str
+) -> str:
+    """Where to send the person: an authorization request with PKCE and the resource."""
+    extra: dict[str, Any] = {"prompt": "consent"} if "offline_access" in scope.split() else {}
+    async with _oauth(client, redirect_uri) as oauth:
+        url, _ = oauth.create_authorization_url(
+            str(found.metadata.authorization_endpoint),
+            state=state,
+            code_verifier=verifier,
+            scope=scope,
+            resource=found.resource,
+            **extra,
+        )
+    return str(url)
+
+
+async def redeem(
+    *, token_endpoint: str, client: Client, redirect_uri: str, code: str, verifier: str,
+    resource: str,
+) -> dict[str, Any]:  # fmt: skip
+    """The tokens for an authorization code (TokenRefused: a wrong verifier, a used code)."""
+    return await _token(
+        client,
+        token_endpoint,
+        redirect_uri,
+        grant_type="authorization_code",
+        code=code,
+        code_verifier=verifier,
+        resource=resource,
+    )
+
+
+async def refresh(
+    *, token_endpoint: str, client: Client, refresh_token: str, resource: str
+) -> dict[str, Any]:
+    """New tokens for a refresh token (TokenRefused: expired or revoked)."""
+    return await _token(
+        client,
+        token_endpoint,
+        None,
+        grant_type="refresh_token",
+        refresh_token=refresh_token,
+        resource=resource,
+    )
+
+
+async def _token(
+    client: Client, token_endpoint: str, redirect_uri: str | None, **params: str
+) -> dict[str, Any]:
+    try:
+        async with _oauth(client, redirect_uri) as oauth:
+            answer = await oauth.fetch_token(token_endpoint, **params)
+    except OAuthError as exc:
+        raise TokenRefused(f"{exc.error}: {exc.description or 'refused'}") from exc
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ConnectFailed(f"the authorization server's token endpoint: {exc}") from exc
+    if not isinstance(answer.get("access_token"), str):
+        raise ConnectFailed("the authorization server answered without an access_token")
+    tokens = dict(answer)
+    expires_in = tokens.get("expires_in")
+    tokens["expires_at"] = (
+        time.time() + float(expires_in) if isinstance(expires_in, int | float) else None
+    )
+    return tokens

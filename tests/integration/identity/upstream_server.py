@@ -1,0 +1,99 @@
+"""A real MCP server behind the gateway that acts for people (streamable HTTP, the mcp SDK):
+it takes only access tokens from the identity provider for its own audience, and its tool
+``whoami`` says whose token it saw.
+
+Every token presented is appended to ``LOG`` (one JSON line: its subject, audience, client,
+whether it was taken, and the token itself, so a test can look for it where it must not be):
+a test reads exactly what reached the server, refused tokens included (the gateway's own
+token passed through would show up as refused, audience the gateway's).
+
+``python -m tests.integration.identity.upstream_server PORT ISSUER AUDIENCE LOG``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+
+SCOPE = "upstream:read"
+
+
+class IssuerTokens:
+    """Checks a JWT access token of the issuer for ``audience`` (joserfc), logging each one."""
+
+    def __init__(self, issuer: str, audience: str, log: Path) -> None:
+        self.issuer, self.audience, self.log = issuer, audience, log
+        self._keys: KeySet | None = None
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        claims: dict[str, Any] = {}
+        taken = False
+        try:
+            if self._keys is None:
+                async with httpx.AsyncClient(timeout=10) as client:
+                    found = await client.get(f"{self.issuer}/jwks")
+                self._keys = KeySet.import_key_set(found.json())
+            claims = dict(jwt.decode(token, self._keys).claims)
+            jwt.JWTClaimsRegistry(
+                iss={"essential": True, "value": self.issuer},
+                aud={"essential": True, "value": self.audience},
+                exp={"essential": True},
+                sub={"essential": True},
+            ).validate(claims)
+            taken = True
+        except (JoseError, ValueError):
+            pass
+        with self.log.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"sub": claims.get("sub"), "aud": claims.get("aud"),
+                                  "client_id": claims.get("client_id"), "taken": taken,
+                                  "token": token}) + "\n")  # fmt: skip
+        if not taken:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id") or ""),
+            scopes=str(claims.get("scope") or "").split(),
+            expires_at=int(claims["exp"]),
+            resource=self.audience,
+            subject=str(claims["sub"]),
+            claims=claims,
+        )
+
+
+def build(port: int, issuer: str, audience: str, log: Path) -> MCPServer:
+    server = MCPServer(
+        "upstream",
+        token_verifier=IssuerTokens(issuer, audience, log),
+        auth=AuthSettings(
+            issuer_url=issuer,  # type: ignore[arg-type]  # pydantic parses the URL
+            resource_server_url=audience,  # type: ignore[arg-type]
+            validate_token_resource=True,
+            required_scopes=[SCOPE],
+        ),
+    )
+
+    @server.tool()
+    def whoami() -> dict[str, Any]:
+        """Whose token this call came with: its subject, audience and the client that got it."""
+        seen = get_access_token()
+        claims = (seen.claims or {}) if seen is not None else {}
+        return {"sub": claims.get("sub"), "aud": claims.get("aud"),
+                "client_id": claims.get("client_id"), "act": claims.get("act")}  # fmt: skip
+
+    return server
+
+
+if __name__ == "__main__":
+    port, issuer, audience, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
+    build(port, issuer, audience, log).run("streamable-http", host="127.0.0.1", port=port)
