@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -41,6 +42,16 @@ return "walked"
 ASK = 'return await mcp.asker.ask_name(question=args["q"])'
 SLEEP = "import asyncio\nprogress('sleeping')\nawait asyncio.sleep(60)\nreturn 'never'"
 UPDATED_URI = "demo://resource/static/document/architecture.md"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -255,23 +266,13 @@ def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
     resumed with ``Last-Event-ID`` (on another replica) replays what came after that event,
     then primes itself again; after ``DELETE`` the session is gone on every replica."""
     stack, backends = replicas
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     accept = {"accept": "application/json, text/event-stream"}
     with (
         RoundRobin(backends, "request").running() as balancer,
         httpx.Client(headers=stack.headers | accept, timeout=30) as http,
     ):
         url = f"{balancer.url}/mcp"
-        with http.stream("POST", url, json=init) as opened:
+        with http.stream("POST", url, json=INIT) as opened:
             events = sse_events(opened, 1)
             session = {
                 "mcp-session-id": opened.headers["mcp-session-id"],
@@ -297,6 +298,79 @@ def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
     for event in events:
         assert event["id"] and event["retry"] == "1000" and event["data"] == "", events
     assert len({event["id"] for event in events}) == len(events)
+
+
+def test_a_session_is_only_its_holders_on_every_replica(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """A session id is no credential. Another key of the same tenant, and a key of another
+    tenant, are answered 404 on every replica (the owner and the ones that would forward) for
+    a request, a Last-Event-ID resume and DELETE, as if the session did not exist; the holder
+    goes on. With the owner taken for dead, such a caller does not take the session over:
+    the holder's next request does."""
+    stack, backends = replicas
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    holder, peer, stranger = (
+        stack.as_new_tenant(tenant), stack.as_new_tenant(tenant), stack.as_new_tenant()
+    )  # fmt: skip
+    accept = {"accept": "application/json, text/event-stream"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    with httpx.Client(headers=accept, timeout=30) as http:
+        with http.stream(
+            "POST", f"http://{backends[0]}/mcp", json=INIT, headers=holder.headers
+        ) as opened:
+            (primed,) = sse_events(opened, 1)
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+        key = f"agentcards:mcp:session:{session['mcp-session-id']}"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (
+            http.post(
+                f"http://{backends[0]}/mcp", json=initialized, headers=holder.headers | session
+            ).status_code
+            == 202
+        )
+        resume = session | {"accept": "text/event-stream", "last-event-id": primed["id"]}
+        for backend in backends:
+            url = f"http://{backend}/mcp"
+            for intruder in (peer, stranger):
+                refused = [
+                    head(http, "POST", url, json=listing, headers=intruder.headers | session),
+                    head(http, "GET", url, headers=intruder.headers | resume),
+                    head(http, "DELETE", url, headers=intruder.headers | session),
+                ]
+                assert refused == [(404, "Session not found")] * 3, (backend, refused)
+            served = http.post(url, json=listing, headers=holder.headers | session)
+            assert served.status_code == 200 and "execute_code" in served.text, served.text
+        # Its owner taken for dead (no heartbeat under this name): intruders take nothing.
+        store.hset(key, "owner", "ghost:0:dead00")
+        for backend in backends:
+            url = f"http://{backend}/mcp"
+            answer = head(http, "POST", url, json=listing, headers=peer.headers | session)
+            assert answer == (404, "Session not found"), answer
+        assert store.hget(key, "owner") == b"ghost:0:dead00"
+        served = http.post(
+            f"http://{backends[1]}/mcp", json=listing, headers=holder.headers | session
+        )
+        assert served.status_code == 200 and "execute_code" in served.text, served.text
+        assert store.hget(key, "owner") not in {None, b"ghost:0:dead00"}
+        assert (
+            http.delete(f"http://{backends[2]}/mcp", headers=holder.headers | session).status_code
+            == 200
+        )
+
+
+def head(http: httpx.Client, method: str, url: str, **options: Any) -> tuple[int, str]:
+    """A request's status and, for a JSON-RPC error, its message (the body of another answer,
+    an SSE stream say, is not waited for)."""
+    with http.stream(method, url, **options) as answer:
+        if not answer.headers.get("content-type", "").startswith("application/json"):
+            return answer.status_code, answer.headers.get("content-type", "")
+        body = json.loads(answer.read())
+    return answer.status_code, str((body.get("error") or {}).get("message"))
 
 
 WALK = """

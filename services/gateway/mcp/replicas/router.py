@@ -8,13 +8,15 @@ import json
 import logging
 
 import anyio
+from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.buffered import buffered
 from services.gateway.mcp.replicas.calls import pending_calls
 from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
-from services.gateway.mcp.replicas.manager import TAKING_OVER
-from services.gateway.mcp.replicas.registry import Registry, SessionRecord
+from services.gateway.mcp.replicas.manager import TAKING_OVER, caller
+from services.gateway.mcp.replicas.registry import Registry, SessionRecord, holder_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,9 @@ def is_mcp_path(path: str) -> bool:
 class SessionRouter:
     """Serves here a request without a session, or for a session this replica runs;
     forwards one for a session another live replica runs; takes over the session of one
-    that died (re-opening it here under the same id), then serves the request here."""
+    that died (re-opening it here under the same id), then serves the request here. A
+    request whose caller is not the session's holder (``holder_of``) is answered 404 on
+    every replica, before anything is forwarded or taken over."""
 
     def __init__(self, app: ASGIApp, *, registry: Registry) -> None:
         self.app = app
@@ -46,11 +50,21 @@ class SessionRouter:
         self._taking_over: dict[str, anyio.Lock] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_mcp_path(scope["path"]) or scope.get(FORWARDED):
+        if scope["type"] != "http" or not is_mcp_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         session_id = _header(scope, _SESSION_HEADER)
-        if session_id is None or session_id in self.registry.local:
+        if session_id is None:
+            await self.app(scope, receive, send)
+            return
+        holder = holder_of(caller(scope))
+        if session_id in self.registry.local:
+            if self.registry.holders.get(session_id) != holder:
+                await _not_found(session_id, scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        if scope.get(FORWARDED):  # served here or not at all: the session manager answers
             await self.app(scope, receive, send)
             return
         body, replayed = await buffered(receive)
@@ -58,6 +72,9 @@ class SessionRouter:
             if session_id in self.registry.local:
                 break
             record = await self.registry.record(session_id)
+            if record is not None and record.holder != holder:
+                await _not_found(session_id, scope, replayed, send)
+                return
             if record is None or record.owner == self.registry.replica_id:
                 break  # ended (or ending here): the session manager answers 404
             if await self.registry.alive(record.owner):
@@ -71,6 +88,9 @@ class SessionRouter:
                     continue
             if await self._take_over(session_id, record, scope):
                 break
+        if session_id in self.registry.local and self.registry.holders.get(session_id) != holder:
+            await _not_found(session_id, scope, replayed, send)
+            return
         await self.app(scope, replayed, send)
 
     async def _take_over(self, session_id: str, record: SessionRecord, scope: Scope) -> bool:
@@ -105,6 +125,21 @@ class SessionRouter:
         finally:
             if not lock.locked():
                 self._taking_over.pop(session_id, None)
+
+
+async def _not_found(session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer to a caller other than the session's holder: exactly the answer to an
+    unknown session (404, as the SDK gives it), so a guessed or leaked id tells nothing."""
+    log.warning("refused MCP session %s to a caller that does not hold it", session_id[:8])
+    body = JSONRPCError(
+        jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message="Session not found")
+    )
+    response = Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=404,
+        media_type="application/json",
+    )
+    await response(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
