@@ -346,21 +346,82 @@ def test_a_session_is_only_its_holders_on_every_replica(
             served = http.post(url, json=listing, headers=holder.headers | session)
             assert served.status_code == 200 and "execute_code" in served.text, served.text
         # Its owner taken for dead (no heartbeat under this name): intruders take nothing.
-        store.hset(key, "owner", "ghost:0:dead00")
+        store.hset(key, "owner", GHOST)
         for backend in backends:
             url = f"http://{backend}/mcp"
             answer = head(http, "POST", url, json=listing, headers=peer.headers | session)
             assert answer == (404, "Session not found"), answer
-        assert store.hget(key, "owner") == b"ghost:0:dead00"
+        assert store.hget(key, "owner") == GHOST.encode()
         served = http.post(
             f"http://{backends[1]}/mcp", json=listing, headers=holder.headers | session
         )
         assert served.status_code == 200 and "execute_code" in served.text, served.text
-        assert store.hget(key, "owner") not in {None, b"ghost:0:dead00"}
+        assert store.hget(key, "owner") not in {None, GHOST.encode()}
         assert (
             http.delete(f"http://{backends[2]}/mcp", headers=holder.headers | session).status_code
             == 200
         )
+
+
+async def test_what_a_client_set_outlives_its_replica(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """The log level a client set and its resource subscription go on after a take-over:
+    with both sessions' owner taken for dead (its name replaced by one nobody heartbeats, as
+    when a replica stalls past its TTL), the next requests re-open them elsewhere, and the
+    client still hears a run's info-level log lines and the subscribed resource's updates."""
+    stack, backends = replicas
+    mine = stack.as_new_tenant()
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    levels: list[str] = []
+    updates: list[anyio.Event] = [anyio.Event()]
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        levels.append(params.level)
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates[-1].set()
+
+    before = set(store.keys("agentcards:mcp:session:*"))
+    with RoundRobin(backends, "request").running() as balancer:
+        async with (
+            legacy_session(f"{balancer.url}/mcp", mine.headers, logging_callback=on_log) as code,
+            legacy_session(
+                f"{balancer.url}/mcp/servers/everything", mine.headers, message_handler=on_message
+            ) as direct,
+        ):
+            await code.set_logging_level("info")
+            await direct.subscribe_resource(UPDATED_URI)
+            for _ in range(2):  # a toggle: another test may have left them on
+                toggled = await direct.call_tool("toggle-subscriber-updates", {})
+                if "Started" in str(toggled.content):
+                    break
+            with anyio.fail_after(30):
+                await updates[-1].wait()
+            sessions = set(store.keys("agentcards:mcp:session:*")) - before
+            assert len(sessions) == 2, sessions
+            for key in sessions:
+                store.hset(key, "owner", GHOST)
+            with anyio.fail_after(30):
+                while any(store.hget(key, "owner") == GHOST.encode() for key in sessions):
+                    await code.list_tools()
+                    await direct.list_tools()
+            # The copies left behind end at their replicas' next heartbeat; the client's GET
+            # stream then resumes on the session's new owner.
+            await anyio.sleep(stack.settings.mcp_replica_ttl_s / 3 + 2)
+            levels.clear()
+            updates.append(anyio.Event())
+            walked = await code.call_tool(
+                "execute_code", {"code": PROGRESS, "learn": False, "no_cache": True}
+            )
+            assert payload(walked)["result"] == "walked", walked
+            assert "info" in levels, levels
+            with anyio.fail_after(60):
+                await updates[-1].wait()
+
+
+GHOST = "ghost:0:dead00"  # a replica name no heartbeat is written under
 
 
 def head(http: httpx.Client, method: str, url: str, **options: Any) -> tuple[int, str]:
@@ -369,8 +430,9 @@ def head(http: httpx.Client, method: str, url: str, **options: Any) -> tuple[int
     with http.stream(method, url, **options) as answer:
         if not answer.headers.get("content-type", "").startswith("application/json"):
             return answer.status_code, answer.headers.get("content-type", "")
-        body = json.loads(answer.read())
-    return answer.status_code, str((body.get("error") or {}).get("message"))
+        raw = answer.read()
+    error = (json.loads(raw) if raw else {}).get("error") or {}
+    return answer.status_code, str(error.get("message"))
 
 
 WALK = """

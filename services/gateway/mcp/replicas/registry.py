@@ -15,7 +15,13 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from shared.auth.principal import Principal
-from shared.queues import MCP_SESSIONS_GAUGE, mcp_events_key, mcp_replica_key, mcp_session_key
+from shared.queues import (
+    MCP_SESSIONS_GAUGE,
+    mcp_events_key,
+    mcp_replica_key,
+    mcp_session_key,
+    mcp_set_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +115,7 @@ class Registry:
                     for session_id in list(self.local):
                         pipe.expire(mcp_session_key(session_id), self.session_ttl_s)
                         pipe.expire(mcp_events_key(session_id), self.session_ttl_s)
+                        pipe.expire(mcp_set_key(session_id), self.session_ttl_s)
                     await pipe.execute()
                 await self._prune_gauge()
                 await self._drop_lost()

@@ -17,6 +17,7 @@ from services.gateway.mcp.replicas.calls import pending_calls
 from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
 from services.gateway.mcp.replicas.manager import TAKING_OVER, caller
 from services.gateway.mcp.replicas.registry import Registry, SessionRecord, holder_of
+from services.gateway.mcp.replicas.settings_kept import keeping, kept
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,7 @@ class SessionRouter:
             return
         holder = holder_of(caller(scope))
         if session_id in self.registry.local:
-            if self.registry.holders.get(session_id) != holder:
-                await _not_found(session_id, scope, receive, send)
-                return
-            await self.app(scope, receive, send)
+            await self._serve_local(session_id, holder, scope, receive, send)
             return
         if scope.get(FORWARDED):  # served here or not at all: the session manager answers
             await self.app(scope, receive, send)
@@ -88,10 +86,22 @@ class SessionRouter:
                     continue
             if await self._take_over(session_id, record, scope):
                 break
-        if session_id in self.registry.local and self.registry.holders.get(session_id) != holder:
-            await _not_found(session_id, scope, replayed, send)
+        if session_id not in self.registry.local:
+            await self.app(scope, replayed, send)  # the session manager answers 404
             return
-        await self.app(scope, replayed, send)
+        await self._serve_local(session_id, holder, scope, replayed, send)
+
+    async def _serve_local(
+        self, session_id: str, holder: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request for a session this replica runs: its holder's, served here."""
+        if self.registry.holders.get(session_id) != holder:
+            await _not_found(session_id, scope, receive, send)
+            return
+        if scope["method"] == "POST":  # what it sets on the session, kept for a take-over
+            ttl_s = self.registry.session_ttl_s
+            receive = keeping(self.registry.redis, session_id, receive, ttl_s=ttl_s)
+        await self.app(scope, receive, send)
 
     async def _take_over(self, session_id: str, record: SessionRecord, scope: Scope) -> bool:
         """Re-open a dead replica's session here, under its id; False if another replica
@@ -115,6 +125,9 @@ class SessionRouter:
                 reopened = _opening(scope, record, session_id=session_id)
                 initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
                 await _call(self.app, reopened, initialized)
+                # What the client set on the session (log level, subscriptions), set again.
+                for request in await kept(self.registry.redis, session_id):
+                    await _call(self.app, reopened, request)
                 # The calls the dead owner was waiting on go on here; their client resumes
                 # their streams (Last-Event-ID) and hears the rest. Each is sent as its
                 # client sent it, the stream of the POST dropped at once (the client's
