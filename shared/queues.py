@@ -106,6 +106,8 @@ MCP_INBOX_PREFIX = MCP_PREFIX + "inbox:"  # + replica id; list of requests forwa
 MCP_FORWARD_PREFIX = MCP_PREFIX + "fwd:"  # + forward id + ":out"/":in"; one forwarded exchange
 MCP_EVENTS_PREFIX = MCP_PREFIX + "events:"  # + session id; stream of its SSE events (bounded)
 MCP_SESSIONS_GAUGE = METRICS_PREFIX + "mcp_sessions"  # hash: replica id -> sessions it owns
+# hash: replica id -> bytes Redis holds for the sessions it owns (record, events, settings)
+MCP_SESSION_BYTES_GAUGE = METRICS_PREFIX + "mcp_session_bytes"
 MCP_CALLS_PREFIX = MCP_PREFIX + "calls:"  # + session id; hash: request id -> the run it waits on
 # + session id; hash: what the client set (its log level, each subscription) -> that request
 MCP_SET_PREFIX = MCP_PREFIX + "set:"

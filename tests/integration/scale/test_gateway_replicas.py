@@ -148,17 +148,15 @@ async def test_a_session_is_served_by_every_replica(
         async with legacy_session(
             url, stack.headers, elicitation_callback=answering("Ada", asked)
         ) as session:
-            with anyio.fail_after(10):  # each replica counts its sessions with its heartbeat
-                while (
-                    sum(
-                        (
-                            owned := await anyio.to_thread.run_sync(sessions_owned, balancer.url)
-                        ).values()
-                    )
-                    < 1
-                ):
+            # Each replica counts its sessions, and the bytes Redis holds for them (the
+            # record and the primed events), with its heartbeat.
+            with anyio.fail_after(10):
+                while True:
+                    owned, held = await anyio.to_thread.run_sync(session_metrics, balancer.url)
+                    if sum(owned.values()) >= 1 and all(held.get(r) for r in owned if owned[r]):
+                        break
                     await anyio.sleep(0.2)
-            assert len(owned) == REPLICAS, owned
+            assert len(owned) == REPLICAS and held.keys() == owned.keys(), (owned, held)
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert {"execute_code", "search_tools"} <= names
             heard: list[str | None] = []
@@ -232,14 +230,18 @@ async def test_a_session_is_served_by_every_replica(
     assert set(balancer.chosen) == set(backends), balancer.chosen
 
 
-def sessions_owned(url: str) -> dict[str, float]:
-    """``agentcards_mcp_sessions`` from /metrics: sessions by replica."""
+def session_metrics(url: str) -> tuple[dict[str, float], dict[str, float]]:
+    """From /metrics, by replica: the sessions it owns, the bytes Redis holds for them."""
     scraped = httpx.get(f"{url}/metrics", timeout=10).text
-    return {
-        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
-        for line in scraped.splitlines()
-        if line.startswith("agentcards_mcp_sessions{")
-    }
+
+    def by_replica(metric: str) -> dict[str, float]:
+        return {
+            line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+            for line in scraped.splitlines()
+            if line.startswith(metric + "{")
+        }
+
+    return by_replica("agentcards_mcp_sessions"), by_replica("agentcards_mcp_session_redis_bytes")
 
 
 def sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
@@ -447,7 +449,7 @@ return "arrived"
 async def test_a_call_goes_on_when_its_replica_is_killed(
     replicas: tuple[E2EStack, list[str]],
 ) -> None:
-    """Last in the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
+    """Near the end of the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
     the replica that owns its session is killed mid-run (SIGKILL); the SDK client resumes
     the stream on its own (Last-Event-ID, through the balancer: another replica), that replica
     takes the session over and goes on with the same run: every progress step once, in order,
@@ -495,3 +497,62 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
     assert heard == [f"walk {step}" for step in range(12)], heard
     runs = [e for e in listed if e["intent"] == "walk through a kill"]
     assert [run["status"] for run in runs] == ["succeeded"]
+
+
+async def test_a_stateless_call_whose_replica_is_killed(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """After the test above (it kills a second replica). At 2026-07-28 there is no session
+    to go on elsewhere: a call is one POST whose response carries the run's progress and
+    answer, while the run itself belongs to a sandbox worker. The replica serving that POST
+    killed mid-run (SIGKILL) takes the response with it: the client's call ends in an error
+    (it neither hangs nor gets an answer made up), the run goes on to its end once (one
+    execution, succeeded, read from a live replica), and the next call is served."""
+    stack, backends = replicas
+    heard: list[str] = []
+    two_heard = anyio.Event()
+    outcome: list[object] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+        if len(heard) == 2:
+            two_heard.set()
+
+    async def call(client: Client) -> None:
+        arguments = {"code": WALK, "intent": "a stateless walk through a kill", "learn": False}
+        try:
+            outcome.append(
+                await client.call_tool("execute_code", arguments, progress_callback=on_progress)
+            )
+        except Exception as exc:  # what the client sees of its replica's death
+            outcome.append(exc)
+
+    with RoundRobin(backends, "request").running() as balancer:
+        async with (
+            create_mcp_http_client(headers=stack.headers) as http,
+            Client(streamable_http_client(f"{balancer.url}/mcp", http_client=http)) as modern,
+        ):
+            assert modern.protocol_version == "2026-07-28"
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, modern)
+                with anyio.fail_after(60):
+                    await two_heard.wait()
+                serving = balancer.chosen[-1]  # the call's POST: nothing else is in flight
+                index = backends.index(serving)
+                killed = stack.procs["gateway" if index == 0 else f"gateway-{index}"]
+                os.killpg(killed.proc.pid, signal.SIGKILL)
+                killed.proc.wait()
+                with anyio.move_on_after(30):
+                    while not outcome:
+                        await anyio.sleep(0.2)
+                group.cancel_scope.cancel()
+            assert outcome and isinstance(outcome[0], Exception), outcome  # [] : it hung
+            answered = await modern.call_tool("execute_code", {"code": "return 2", "learn": False})
+            assert payload(answered)["result"] == 2, answered
+        with anyio.fail_after(60):
+            while True:
+                listed = await anyio.to_thread.run_sync(executions, stack, balancer.url)
+                runs = [e for e in listed if e["intent"] == "a stateless walk through a kill"]
+                if [run["status"] for run in runs] == ["succeeded"]:
+                    break
+                await anyio.sleep(0.5)

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from shared.auth.principal import Principal
 from shared.queues import (
+    MCP_SESSION_BYTES_GAUGE,
     MCP_SESSIONS_GAUGE,
     mcp_events_key,
     mcp_replica_key,
@@ -117,31 +118,34 @@ class Registry:
                         pipe.expire(mcp_events_key(session_id), self.session_ttl_s)
                         pipe.expire(mcp_set_key(session_id), self.session_ttl_s)
                     await pipe.execute()
-                await self._prune_gauge()
-                await self._drop_lost()
+                await self._prune_gauges()
+                await self._survey()
             except RedisError as exc:  # the outage guard answers requests meanwhile
                 log.warning("replica heartbeat not written: %s", exc)
             await anyio.sleep(self.replica_ttl_s / 3)
 
-    async def _drop_lost(self) -> None:
-        """End here the sessions another replica took over (this one stalled past its TTL and
-        was taken for dead): one session, one owner."""
+    async def _survey(self) -> None:
+        """Report the bytes Redis holds for this replica's sessions, and end here the sessions
+        another replica took over (this one stalled past its TTL and was taken for dead): one
+        session, one owner."""
         sessions = list(self.local)
-        if not sessions:
-            return
         async with self.redis.pipeline(transaction=False) as pipe:
             for session_id in sessions:
                 pipe.hget(mcp_session_key(session_id), "owner")
-            owners = await pipe.execute()
-        for session_id, owner in zip(sessions, owners, strict=True):
+                for key in (mcp_session_key, mcp_events_key, mcp_set_key):
+                    pipe.memory_usage(key(session_id))
+            found = await pipe.execute()
+        held = sum(size for size in found if isinstance(size, int))
+        await self.redis.hset(MCP_SESSION_BYTES_GAUGE, self.replica_id, held)
+        for session_id, owner in zip(sessions, found[::4], strict=True):
             if owner is not None and owner.decode() != self.replica_id:
                 log.warning("MCP session %s was taken over by %s", session_id[:8], owner.decode())
                 self.holders.pop(session_id, None)
                 if (end := self.local.pop(session_id, None)) is not None:
                     await end()
 
-    async def _prune_gauge(self) -> None:
-        """Drop the session counts of replicas that died without a word."""
+    async def _prune_gauges(self) -> None:
+        """Drop the session counts and bytes of replicas that died without a word."""
         keys: list[bytes] = await self.redis.hkeys(MCP_SESSIONS_GAUGE)  # type: ignore[assignment]
         counted = [r.decode() for r in keys]
         if not counted:
@@ -152,6 +156,7 @@ class Registry:
             alive = await pipe.execute()
         if dead := [r for r, live in zip(counted, alive, strict=True) if not live]:
             await self.redis.hdel(MCP_SESSIONS_GAUGE, *dead)
+            await self.redis.hdel(MCP_SESSION_BYTES_GAUGE, *dead)
 
     async def stop(self) -> None:
         """A replica that stops says so: its sessions are taken over at once."""
@@ -161,6 +166,7 @@ class Registry:
                 with contextlib.suppress(RedisError):
                     await self._redis.delete(mcp_replica_key(self.replica_id))
                     await self._redis.hdel(MCP_SESSIONS_GAUGE, self.replica_id)
+                    await self._redis.hdel(MCP_SESSION_BYTES_GAUGE, self.replica_id)
 
     @property
     def session_ttl_s(self) -> int:
