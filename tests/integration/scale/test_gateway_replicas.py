@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.integration.mcp_servers import elicit_test_server, everything_server
 from tests.integration.scale.round_robin import Mode, RoundRobin
-from tests.stack import E2EStack, running_stack, wait_until
+from tests.stack import E2EStack, running_stack, tool_error, wait_until
 
 REPLICAS = 3
 PROGRESS = """
@@ -449,40 +449,76 @@ return "arrived"
 async def test_a_call_goes_on_when_its_replica_is_killed(
     replicas: tuple[E2EStack, list[str]],
 ) -> None:
-    """Near the end of the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
-    the replica that owns its session is killed mid-run (SIGKILL); the SDK client resumes
-    the stream on its own (Last-Event-ID, through the balancer: another replica), that replica
-    takes the session over and goes on with the same run: every progress step once, in order,
-    the answer, and one execution."""
+    """Near the end of the module: it kills a replica. A 2025-11-25 call's stream carries
+    event ids; the replica that owns its session is killed mid-run (SIGKILL); the SDK client
+    resumes the stream on its own (Last-Event-ID, through the balancer: another replica), that
+    replica takes the session over and goes on with the same run: every progress step once,
+    in order, the answer, and one execution. A direct call (``/mcp/servers/everything``) the
+    same replica was running in a session of its own is answered too, once: not called
+    again (a tool may have effects), a ``worker_lost`` error naming its execution."""
     stack, backends = replicas
     heard: list[str] = []
-    two_heard = anyio.Event()
+    two_heard, direct_heard = anyio.Event(), anyio.Event()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         heard.append(message or "")
         if len(heard) == 2:
             two_heard.set()
 
+    async def on_direct_progress(progress: float, total: float | None, message: str | None) -> None:
+        direct_heard.set()
+
     store = redis.Redis.from_url(stack.settings.redis_url or "")
     answers: list[types.CallToolResult] = []
+    direct_answers: list[types.CallToolResult] = []
 
     async def call(session: ClientSession) -> None:
         arguments = {"code": WALK, "intent": "walk through a kill", "learn": False}
         answer = await session.call_tool("execute_code", arguments, progress_callback=on_progress)
         answers.append(answer)
 
+    async def call_direct(session: ClientSession) -> None:
+        arguments = {"duration": 8, "steps": 8}
+        direct_answers.append(
+            await session.call_tool(
+                "trigger-long-running-operation", arguments, progress_callback=on_direct_progress
+            )
+        )
+
+    def new_session(known: set[bytes]) -> tuple[str, bytes]:
+        (key,) = set(store.keys("agentcards:mcp:session:*")) - known
+        owner = store.hget(key, "owner")
+        assert owner is not None
+        return key.decode().rsplit(":", 1)[1], owner
+
     with (
         RoundRobin(backends, "request").running() as balancer,
         anyio.fail_after(120),
     ):
-        async with legacy_session(f"{balancer.url}/mcp", stack.headers) as session:
+        known = set(store.keys("agentcards:mcp:session:*"))
+        async with contextlib.AsyncExitStack() as sessions:
+            session = await sessions.enter_async_context(
+                legacy_session(f"{balancer.url}/mcp", stack.headers)
+            )
+            session_id, owner = new_session(known)
+            known.add(f"agentcards:mcp:session:{session_id}".encode())
+            for _ in range(REPLICAS):  # round-robin: one of the next opens lands on that owner
+                attempt = contextlib.AsyncExitStack()
+                direct = await attempt.enter_async_context(
+                    legacy_session(f"{balancer.url}/mcp/servers/everything", stack.headers)
+                )
+                direct_id, direct_owner = new_session(known)
+                known.add(f"agentcards:mcp:session:{direct_id}".encode())
+                if direct_owner == owner:
+                    sessions.push_async_callback(attempt.aclose)
+                    break
+                await attempt.aclose()
+            assert direct_owner == owner
             async with anyio.create_task_group() as group:
                 group.start_soon(call, session)
+                group.start_soon(call_direct, direct)
                 await two_heard.wait()
-                (calls_key,) = store.keys("agentcards:mcp:calls:*")
-                session_id = calls_key.decode().rsplit(":", 1)[1]
-                owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
-                assert owner is not None
+                await direct_heard.wait()
                 owner_pid = int(owner.decode().split(":")[1])
                 (killed,) = [p for p in stack.procs.values() if p.proc.pid == owner_pid]
                 os.killpg(killed.proc.pid, signal.SIGKILL)
@@ -497,6 +533,9 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
     assert heard == [f"walk {step}" for step in range(12)], heard
     runs = [e for e in listed if e["intent"] == "walk through a kill"]
     assert [run["status"] for run in runs] == ["succeeded"]
+    (lost,) = direct_answers
+    body = tool_error(lost)
+    assert body["type"] == "worker_lost" and body["details"]["execution_id"], lost
 
 
 async def test_a_stateless_call_whose_replica_is_killed(
