@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.buffered import buffered
-from services.gateway.mcp.replicas.calls import pending_calls
+from services.gateway.mcp.replicas.calls import RESENT, pending_calls
 from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
 from services.gateway.mcp.replicas.manager import TAKING_OVER, caller
 from services.gateway.mcp.replicas.registry import Registry, SessionRecord, holder_of
@@ -132,8 +132,9 @@ class SessionRouter:
                 # their streams (Last-Event-ID) and hears the rest. Each is sent as its
                 # client sent it, the stream of the POST dropped at once (the client's
                 # own reconnect takes the events from the event store, then live).
+                resent = {**reopened, RESENT: True}
                 for call in await pending_calls(self.registry.redis, session_id):
-                    await _call(self.app, reopened, json.dumps(call).encode(), hang_up=True)
+                    await _call(self.app, resent, json.dumps(call).encode(), hang_up=True)
                 return True
         finally:
             if not lock.locked():
