@@ -18,7 +18,7 @@ SET_LEVEL = "logging/setLevel"
 SUBSCRIBE, UNSUBSCRIBE = "resources/subscribe", "resources/unsubscribe"
 
 
-def _setting(message: Any) -> tuple[str, bool] | None:
+def setting_of(message: Any) -> tuple[str, bool] | None:
     """The field a request sets (or, False, clears), None for a request that sets nothing."""
     if not isinstance(message, dict) or "id" not in message:
         return None
@@ -39,7 +39,7 @@ async def keep(redis: aioredis.Redis, session_id: str, body: bytes, *, ttl_s: in
         message = json.loads(body)
     except ValueError:
         return  # the transport answers it
-    if (found := _setting(message)) is None:
+    if (found := setting_of(message)) is None:
         return
     field, kept = found
     key = mcp_set_key(session_id)
