@@ -16,7 +16,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from shared.errors import ErrorType
-from shared.queues import MCP_SESSIONS_GAUGE, METRICS_PREFIX, Queue, mcp_replica_key
+from shared.queues import (
+    MCP_SESSION_BYTES_GAUGE,
+    MCP_SESSIONS_GAUGE,
+    METRICS_PREFIX,
+    Queue,
+    mcp_replica_key,
+)
 
 COUNTERS = {
     "capabilities_learned_total": "Capabilities created from successful executions",
@@ -242,7 +248,7 @@ class RedisMetricsCollector(Collector):
         yield rate
         yield from _rates(counts, labelled)
         yield self._queue_depths()
-        yield self._mcp_sessions()
+        yield from self._mcp_sessions()
         for name, (doc, buckets) in HISTOGRAMS.items():
             data = _decoded(self.client.hgetall(METRICS_PREFIX + name))
             yield _histogram(f"agentcards_{name}", doc, buckets, [((), data)])
@@ -255,23 +261,32 @@ class RedisMetricsCollector(Collector):
             ]
             yield _histogram(f"agentcards_{name}", doc, buckets, series, label=label)
 
-    def _mcp_sessions(self) -> GaugeMetricFamily:
-        """MCP sessions (2025-11-25) each live gateway replica owns: each holds its transport
-        in that replica's memory (at most AGENTCARDS_MCP_MAX_SESSIONS per endpoint) and its
-        last AGENTCARDS_MCP_SESSION_EVENTS events in Redis."""
-        family = GaugeMetricFamily(
+    def _mcp_sessions(self) -> Iterator[GaugeMetricFamily]:
+        """MCP sessions (2025-11-25) each live gateway replica owns, and the bytes Redis holds
+        for them: each holds its transport in that replica's memory (at most
+        AGENTCARDS_MCP_MAX_SESSIONS per endpoint) and its record, its last
+        AGENTCARDS_MCP_SESSION_EVENTS events and what its client set in Redis."""
+        sessions = GaugeMetricFamily(
             "agentcards_mcp_sessions",
             "MCP sessions each live gateway replica owns",
             labels=["replica"],
         )
+        held = GaugeMetricFamily(
+            "agentcards_mcp_session_redis_bytes",
+            "Bytes Redis holds for the MCP sessions each live gateway replica owns",
+            labels=["replica"],
+        )
         owned = _decoded(self.client.hgetall(MCP_SESSIONS_GAUGE))
+        sizes = _decoded(self.client.hgetall(MCP_SESSION_BYTES_GAUGE))
         pipe = self.client.pipeline(transaction=False)
         for replica in sorted(owned):
             pipe.exists(mcp_replica_key(replica))
         for replica, live in zip(sorted(owned), pipe.execute(), strict=True):
             if live:  # a replica that died says nothing more: its count goes with it
-                family.add_metric([replica], owned[replica])
-        return family
+                sessions.add_metric([replica], owned[replica])
+                held.add_metric([replica], sizes.get(replica, 0))
+        yield sessions
+        yield held
 
     def _queue_depths(self) -> GaugeMetricFamily:
         """Messages waiting in each Celery queue (a Redis list named after the queue)."""

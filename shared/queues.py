@@ -113,7 +113,11 @@ MCP_INBOX_PREFIX = MCP_PREFIX + "inbox:"  # + replica id; list of requests forwa
 MCP_FORWARD_PREFIX = MCP_PREFIX + "fwd:"  # + forward id + ":out"/":in"; one forwarded exchange
 MCP_EVENTS_PREFIX = MCP_PREFIX + "events:"  # + session id; stream of its SSE events (bounded)
 MCP_SESSIONS_GAUGE = METRICS_PREFIX + "mcp_sessions"  # hash: replica id -> sessions it owns
+# hash: replica id -> bytes Redis holds for the sessions it owns (record, events, settings)
+MCP_SESSION_BYTES_GAUGE = METRICS_PREFIX + "mcp_session_bytes"
 MCP_CALLS_PREFIX = MCP_PREFIX + "calls:"  # + session id; hash: request id -> the run it waits on
+# + session id; hash: what the client set (its log level, each subscription) -> that request
+MCP_SET_PREFIX = MCP_PREFIX + "set:"
 
 
 def events_channel(execution_id: str) -> str:
@@ -238,6 +242,11 @@ def mcp_forward_key(forward_id: str, direction: Literal["out", "in"]) -> str:
 def mcp_events_key(session_id: str) -> str:
     """An MCP session's SSE events, for a client resuming with ``Last-Event-ID``."""
     return f"{MCP_EVENTS_PREFIX}{session_id}"
+
+
+def mcp_set_key(session_id: str) -> str:
+    """What an MCP session's client set (log level, subscriptions), set again on take-over."""
+    return f"{MCP_SET_PREFIX}{session_id}"
 
 
 def mcp_calls_key(session_id: str) -> str:

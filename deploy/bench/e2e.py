@@ -22,11 +22,8 @@ ratio, each side beside its own Celery floor.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -42,6 +39,7 @@ from celery import Celery
 
 from deploy.bench.echo_server import write_config
 from deploy.bench.floor import parts as floor_parts
+from deploy.bench.held import checkout, held_stack
 from deploy.bench.load_phases import phase_breakdown
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
@@ -342,29 +340,15 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 # --- --compare REF -------------------------------------------------------------------
 
+
 # Run in the other checkout's interpreter path: starts its stack, prints its URLs, holds
 # it until stdin closes. Only names every checkout with `bench e2e` has.
-_HOLD_STACK = """
-import json, sys, tempfile
-from pathlib import Path
-from deploy.bench.echo_server import write_config
-from deploy.launcher.harness import temporary_stack
-with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
-    config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
-    with temporary_stack(mcp_config=config, sandbox_workers=1) as h:
-        s = h.settings
-        print(json.dumps({"gateway_url": h.gateway_url, "database_url": s.database_url,
-                          "redis_url": s.redis_url}), flush=True)
-        sys.stdin.read()
-"""
-
-
 def run_compare(ref: str, *, n: int) -> dict[str, Any]:
     """This checkout ("new") and ``ref`` ("old": a git ref, or a checkout's directory), one
     sandbox worker each, both stacks up at once and every request alternating between them."""
     load_start = os.getloadavg()
     with (
-        _checkout(ref) as old_root,
+        checkout(ref) as old_root,
         _held_stack(old_root, "old") as old,
         _held_stack(ROOT, "new") as new,
     ):
@@ -401,46 +385,9 @@ def run_compare(ref: str, *, n: int) -> dict[str, Any]:
 
 
 @contextmanager
-def _checkout(ref: str) -> Iterator[Path]:
-    """A directory holding ``ref``'s tree: the directory itself, or a `git archive` of it."""
-    if Path(ref).is_dir():
-        yield Path(ref).resolve()
-        return
-    with tempfile.TemporaryDirectory(prefix="agentcards-ref-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", ref],
-            capture_output=True,
-            check=False,
-        )
-        if archive.returncode != 0:
-            raise RuntimeError(f"--compare {ref}: {archive.stderr.decode(errors='replace')}")
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        yield Path(tmp)
-
-
-@contextmanager
 def _held_stack(root: Path, name: str) -> Iterator[Side]:
     """A stack of the checkout at ``root``, in a process of its own (that checkout's code)."""
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _HOLD_STACK],
-            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-        )  # fmt: skip
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            line = proc.stdout.readline()
-            if not line:
-                proc.wait(30)
-                log.seek(0)
-                tail = log.read().decode(errors="replace")[-3000:]
-                raise RuntimeError(f"the {name} stack ({root}) did not start:\n{tail}")
-            urls = json.loads(line)
-            yield Side(urls["gateway_url"], urls["database_url"], urls["redis_url"], name)
-        finally:
-            proc.stdin.close()  # the holder stops its stack
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with tempfile.TemporaryDirectory(prefix="agentcards-bench-") as tmp:
+        config = write_config(Path(tmp) / "mcp.json", agentcards={"cache": {"ttl_s": 0}})
+        with held_stack(root, config, name=name) as held:
+            yield Side(held.gateway_url, held.database_url, held.redis_url, name)

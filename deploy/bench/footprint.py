@@ -27,11 +27,8 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +37,7 @@ import httpx
 import psutil
 
 from deploy.bench.datasets import DATA
-from deploy.bench.e2e import _checkout as checkout
+from deploy.bench.held import checkout, held_stack
 from deploy.launcher.state import StackState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -296,53 +293,6 @@ def warm(gateway_url: str, texts: list[str]) -> None:
 
 # --- stacks -------------------------------------------------------------------------------------
 
-# Run in a checkout's own interpreter path: starts its stack with the given servers, prints
-# its gateway URL and run directory, holds it until stdin closes.
-_HOLD_STACK = """
-import json, sys
-from pathlib import Path
-from deploy.launcher.harness import temporary_stack
-config = Path(sys.argv[1])
-with temporary_stack(mcp_config=config, sandbox_workers=1, timeout_s=240) as h:
-    print(json.dumps({"gateway_url": h.gateway_url, "run_dir": str(h.settings.run_dir)}),
-          flush=True)
-    sys.stdin.read()
-"""
-
-
-@dataclass
-class Held:
-    gateway_url: str
-    run_dir: Path
-    proc: subprocess.Popen[bytes]
-
-
-@contextmanager
-def held_stack(root: Path, config: Path) -> Iterator[Held]:
-    """A stack of the checkout at ``root`` in a process of its own (the stack's supervisor)."""
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _HOLD_STACK, str(config)],
-            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-        )  # fmt: skip
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            line = proc.stdout.readline()
-            if not line:
-                proc.wait(timeout=30)
-                log.seek(0)
-                raise RuntimeError(f"the stack of {root} did not start:\n{log.read()[-3000:]!r}")
-            info = json.loads(line)
-            yield Held(info["gateway_url"], Path(info["run_dir"]), proc)
-        finally:
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
 
 def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:
     """The idle stack's memory per process and in total, and search latency; with
@@ -356,21 +306,20 @@ def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:
         config.write_text(json.dumps({"mcpServers": servers}))
         out["servers"], out["missing_servers"] = sorted(servers), missing
         if compare is None:
-            with held_stack(ROOT, config) as new:
+            with held_stack(ROOT, config, name="new", timeout_s=240) as new:
                 warm(new.gateway_url, warm_texts)
                 out["memory"] = measure(new.run_dir)
                 (out["search_ms"],) = latency([new.gateway_url], timed)
         else:
             with checkout(compare) as old_root:
                 out["compare"] = {"old": compare, "new": str(ROOT)}
-                with held_stack(old_root, config) as old:
+                with held_stack(old_root, config, name="old", timeout_s=240) as old:
                     warm(old.gateway_url, warm_texts)
                     old_memory = measure(old.run_dir)
-                    with held_stack(ROOT, config) as new:
+                    with held_stack(ROOT, config, name="new", timeout_s=240) as new:
                         warm(new.gateway_url, warm_texts)
                         old_ms, new_ms = latency([old.gateway_url, new.gateway_url], timed)
-                        old.proc.stdin.close()  # type: ignore[union-attr]
-                        old.proc.wait(timeout=90)
+                        old.stop()
                         time.sleep(SETTLE_S)
                         new_memory = measure(new.run_dir)
                 out["old"] = {"memory": old_memory, "search_ms": old_ms}

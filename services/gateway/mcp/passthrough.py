@@ -31,6 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import input_required, log_messages, task_input
+from services.gateway.mcp.errors import error_result
 from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.replicas import calls
 from services.gateway.mcp.replicas.registry import session_ttl_s
@@ -45,7 +46,7 @@ from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
 from shared.auth.principal import Principal
-from shared.errors import AgentCardsError
+from shared.errors import AgentCardsError, ErrorType, NotFound, error_dict
 from shared.executions.events import DOWNSTREAM_TASK, TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
@@ -256,9 +257,7 @@ async def _cancelled_with_the_call(
     ``POST /v1/executions/{id}/cancel`` does); any other end of the wait (the gateway
     stopping, the session ending) leaves the run going, for whoever reads it next, and the
     call on record (calls.py) for a replica that takes the session over."""
-    ttl_s = session_ttl_s(
-        idle_s=state.settings.mcp_session_idle_s, replica_ttl_s=state.settings.mcp_replica_ttl_s
-    )
+    ttl_s = _calls_ttl_s(state)
     try:
         async with calls.remembered(state.aredis, ctx, execution_id=execution_id, ttl_s=ttl_s):
             yield
@@ -270,6 +269,42 @@ async def _cancelled_with_the_call(
                     state, execution_id=execution_id, tenant_id=principal.tenant_id
                 )
         raise
+
+
+def _calls_ttl_s(state: GatewayState) -> int:
+    """How long a session's calls stay on record: as long as the session."""
+    settings = state.settings
+    return session_ttl_s(
+        idle_s=settings.mcp_session_idle_s, replica_ttl_s=settings.mcp_replica_ttl_s
+    )
+
+
+async def resume_interrupted_direct(
+    state: GatewayState, ctx: Context, *, principal: Principal
+) -> dict[str, Any] | CallToolResult | None:
+    """A direct call this session's previous owner was running when it died (re-sent by the
+    replica that took the session over): its row when it was recorded (its events passed on
+    from the first one the client was not sent), else the tool error that says its outcome
+    is unknown; None for any other call. Never called again: a tool call may have effects."""
+    found = await calls.interrupted(state.aredis, ctx)
+    if found is None:
+        return None
+    execution_id, after_seq = found
+    try:
+        row = await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
+    except NotFound:
+        return error_result(
+            error_dict(
+                ErrorType.WORKER_LOST,
+                "the gateway replica running this direct call stopped before it ended; the "
+                "tool may have run on its server and is not called again",
+                details={"execution_id": execution_id},
+            )
+        )
+    forward = _Forwarder(ctx, log_events=False, heard=after_seq)
+    for event in await read_events(state, execution_id=execution_id):
+        await forward(event)
+    return row
 
 
 async def _wait(
@@ -409,14 +444,18 @@ async def call_direct_passing_through(
         execution_id = call.execution_id
         start = lambda: direct_call.start(state, call)  # noqa: E731
         heard = 0
-    async with relay_client_requests(
-        state,
-        ctx,
-        execution_id=execution_id,
-        advertised=pending is None,
-        withdraw=False,
-        sandbox=False,
-    ) as relay:
+    async with (
+        relay_client_requests(
+            state,
+            ctx,
+            execution_id=execution_id,
+            advertised=pending is None,
+            withdraw=False,
+            sandbox=False,
+        ) as relay,
+        # On record while it runs, for the replica that takes a session over if this one dies.
+        calls.remembered(state.aredis, ctx, execution_id=execution_id, ttl_s=_calls_ttl_s(state)),
+    ):
         flight = start()  # the relay is advertised before the tool can ask
         forward = _Forwarder(ctx, log_events=False, heard=heard)
         following = _follow_flight(state, flight, execution_id=execution_id, forward=forward)

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -28,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.integration.mcp_servers import elicit_test_server, everything_server
 from tests.integration.scale.round_robin import Mode, RoundRobin
-from tests.stack import E2EStack, running_stack, wait_until
+from tests.stack import E2EStack, running_stack, tool_error, wait_until
 
 REPLICAS = 3
 PROGRESS = """
@@ -41,6 +42,16 @@ return "walked"
 ASK = 'return await mcp.asker.ask_name(question=args["q"])'
 SLEEP = "import asyncio\nprogress('sleeping')\nawait asyncio.sleep(60)\nreturn 'never'"
 UPDATED_URI = "demo://resource/static/document/architecture.md"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -137,17 +148,15 @@ async def test_a_session_is_served_by_every_replica(
         async with legacy_session(
             url, stack.headers, elicitation_callback=answering("Ada", asked)
         ) as session:
-            with anyio.fail_after(10):  # each replica counts its sessions with its heartbeat
-                while (
-                    sum(
-                        (
-                            owned := await anyio.to_thread.run_sync(sessions_owned, balancer.url)
-                        ).values()
-                    )
-                    < 1
-                ):
+            # Each replica counts its sessions, and the bytes Redis holds for them (the
+            # record and the primed events), with its heartbeat.
+            with anyio.fail_after(10):
+                while True:
+                    owned, held = await anyio.to_thread.run_sync(session_metrics, balancer.url)
+                    if sum(owned.values()) >= 1 and all(held.get(r) for r in owned if owned[r]):
+                        break
                     await anyio.sleep(0.2)
-            assert len(owned) == REPLICAS, owned
+            assert len(owned) == REPLICAS and held.keys() == owned.keys(), (owned, held)
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert {"execute_code", "search_tools"} <= names
             heard: list[str | None] = []
@@ -221,14 +230,18 @@ async def test_a_session_is_served_by_every_replica(
     assert set(balancer.chosen) == set(backends), balancer.chosen
 
 
-def sessions_owned(url: str) -> dict[str, float]:
-    """``agentcards_mcp_sessions`` from /metrics: sessions by replica."""
+def session_metrics(url: str) -> tuple[dict[str, float], dict[str, float]]:
+    """From /metrics, by replica: the sessions it owns, the bytes Redis holds for them."""
     scraped = httpx.get(f"{url}/metrics", timeout=10).text
-    return {
-        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
-        for line in scraped.splitlines()
-        if line.startswith("agentcards_mcp_sessions{")
-    }
+
+    def by_replica(metric: str) -> dict[str, float]:
+        return {
+            line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+            for line in scraped.splitlines()
+            if line.startswith(metric + "{")
+        }
+
+    return by_replica("agentcards_mcp_sessions"), by_replica("agentcards_mcp_session_redis_bytes")
 
 
 def sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
@@ -255,23 +268,13 @@ def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
     resumed with ``Last-Event-ID`` (on another replica) replays what came after that event,
     then primes itself again; after ``DELETE`` the session is gone on every replica."""
     stack, backends = replicas
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     accept = {"accept": "application/json, text/event-stream"}
     with (
         RoundRobin(backends, "request").running() as balancer,
         httpx.Client(headers=stack.headers | accept, timeout=30) as http,
     ):
         url = f"{balancer.url}/mcp"
-        with http.stream("POST", url, json=init) as opened:
+        with http.stream("POST", url, json=INIT) as opened:
             events = sse_events(opened, 1)
             session = {
                 "mcp-session-id": opened.headers["mcp-session-id"],
@@ -299,6 +302,141 @@ def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
     assert len({event["id"] for event in events}) == len(events)
 
 
+def test_a_session_is_only_its_holders_on_every_replica(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """A session id is no credential. Another key of the same tenant, and a key of another
+    tenant, are answered 404 on every replica (the owner and the ones that would forward) for
+    a request, a Last-Event-ID resume and DELETE, as if the session did not exist; the holder
+    goes on. With the owner taken for dead, such a caller does not take the session over:
+    the holder's next request does."""
+    stack, backends = replicas
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    holder, peer, stranger = (
+        stack.as_new_tenant(tenant), stack.as_new_tenant(tenant), stack.as_new_tenant()
+    )  # fmt: skip
+    accept = {"accept": "application/json, text/event-stream"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    with httpx.Client(headers=accept, timeout=30) as http:
+        with http.stream(
+            "POST", f"http://{backends[0]}/mcp", json=INIT, headers=holder.headers
+        ) as opened:
+            (primed,) = sse_events(opened, 1)
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+        key = f"agentcards:mcp:session:{session['mcp-session-id']}"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (
+            http.post(
+                f"http://{backends[0]}/mcp", json=initialized, headers=holder.headers | session
+            ).status_code
+            == 202
+        )
+        resume = session | {"accept": "text/event-stream", "last-event-id": primed["id"]}
+        for backend in backends:
+            url = f"http://{backend}/mcp"
+            for intruder in (peer, stranger):
+                refused = [
+                    head(http, "POST", url, json=listing, headers=intruder.headers | session),
+                    head(http, "GET", url, headers=intruder.headers | resume),
+                    head(http, "DELETE", url, headers=intruder.headers | session),
+                ]
+                assert refused == [(404, "Session not found")] * 3, (backend, refused)
+            served = http.post(url, json=listing, headers=holder.headers | session)
+            assert served.status_code == 200 and "execute_code" in served.text, served.text
+        # Its owner taken for dead (no heartbeat under this name): intruders take nothing.
+        store.hset(key, "owner", GHOST)
+        for backend in backends:
+            url = f"http://{backend}/mcp"
+            answer = head(http, "POST", url, json=listing, headers=peer.headers | session)
+            assert answer == (404, "Session not found"), answer
+        assert store.hget(key, "owner") == GHOST.encode()
+        served = http.post(
+            f"http://{backends[1]}/mcp", json=listing, headers=holder.headers | session
+        )
+        assert served.status_code == 200 and "execute_code" in served.text, served.text
+        assert store.hget(key, "owner") not in {None, GHOST.encode()}
+        assert (
+            http.delete(f"http://{backends[2]}/mcp", headers=holder.headers | session).status_code
+            == 200
+        )
+
+
+async def test_what_a_client_set_outlives_its_replica(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """The log level a client set and its resource subscription go on after a take-over:
+    with both sessions' owner taken for dead (its name replaced by one nobody heartbeats, as
+    when a replica stalls past its TTL), the next requests re-open them elsewhere, and the
+    client still hears a run's info-level log lines and the subscribed resource's updates."""
+    stack, backends = replicas
+    mine = stack.as_new_tenant()
+    store = redis.Redis.from_url(stack.settings.redis_url or "")
+    levels: list[str] = []
+    updates: list[anyio.Event] = [anyio.Event()]
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        levels.append(params.level)
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates[-1].set()
+
+    before = set(store.keys("agentcards:mcp:session:*"))
+    with RoundRobin(backends, "request").running() as balancer:
+        async with (
+            legacy_session(f"{balancer.url}/mcp", mine.headers, logging_callback=on_log) as code,
+            legacy_session(
+                f"{balancer.url}/mcp/servers/everything", mine.headers, message_handler=on_message
+            ) as direct,
+        ):
+            await code.set_logging_level("info")
+            await direct.subscribe_resource(UPDATED_URI)
+            for _ in range(2):  # a toggle: another test may have left them on
+                toggled = await direct.call_tool("toggle-subscriber-updates", {})
+                if "Started" in str(toggled.content):
+                    break
+            with anyio.fail_after(30):
+                await updates[-1].wait()
+            sessions = set(store.keys("agentcards:mcp:session:*")) - before
+            assert len(sessions) == 2, sessions
+            for key in sessions:
+                store.hset(key, "owner", GHOST)
+            with anyio.fail_after(30):
+                while any(store.hget(key, "owner") == GHOST.encode() for key in sessions):
+                    await code.list_tools()
+                    await direct.list_tools()
+            # The copies left behind end at their replicas' next heartbeat; the client's GET
+            # stream then resumes on the session's new owner.
+            await anyio.sleep(stack.settings.mcp_replica_ttl_s / 3 + 2)
+            levels.clear()
+            updates.append(anyio.Event())
+            walked = await code.call_tool(
+                "execute_code", {"code": PROGRESS, "learn": False, "no_cache": True}
+            )
+            assert payload(walked)["result"] == "walked", walked
+            assert "info" in levels, levels
+            with anyio.fail_after(60):
+                await updates[-1].wait()
+
+
+GHOST = "ghost:0:dead00"  # a replica name no heartbeat is written under
+
+
+def head(http: httpx.Client, method: str, url: str, **options: Any) -> tuple[int, str]:
+    """A request's status and, for a JSON-RPC error, its message (the body of another answer,
+    an SSE stream say, is not waited for)."""
+    with http.stream(method, url, **options) as answer:
+        if not answer.headers.get("content-type", "").startswith("application/json"):
+            return answer.status_code, answer.headers.get("content-type", "")
+        raw = answer.read()
+    error = (json.loads(raw) if raw else {}).get("error") or {}
+    return answer.status_code, str(error.get("message"))
+
+
 WALK = """
 import asyncio
 for step in range(12):
@@ -311,40 +449,76 @@ return "arrived"
 async def test_a_call_goes_on_when_its_replica_is_killed(
     replicas: tuple[E2EStack, list[str]],
 ) -> None:
-    """Last in the module: it kills a replica. A 2025-11-25 call's stream carries event ids;
-    the replica that owns its session is killed mid-run (SIGKILL); the SDK client resumes
-    the stream on its own (Last-Event-ID, through the balancer: another replica), that replica
-    takes the session over and goes on with the same run: every progress step once, in order,
-    the answer, and one execution."""
+    """Near the end of the module: it kills a replica. A 2025-11-25 call's stream carries
+    event ids; the replica that owns its session is killed mid-run (SIGKILL); the SDK client
+    resumes the stream on its own (Last-Event-ID, through the balancer: another replica), that
+    replica takes the session over and goes on with the same run: every progress step once,
+    in order, the answer, and one execution. A direct call (``/mcp/servers/everything``) the
+    same replica was running in a session of its own is answered too, once: not called
+    again (a tool may have effects), a ``worker_lost`` error naming its execution."""
     stack, backends = replicas
     heard: list[str] = []
-    two_heard = anyio.Event()
+    two_heard, direct_heard = anyio.Event(), anyio.Event()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         heard.append(message or "")
         if len(heard) == 2:
             two_heard.set()
 
+    async def on_direct_progress(progress: float, total: float | None, message: str | None) -> None:
+        direct_heard.set()
+
     store = redis.Redis.from_url(stack.settings.redis_url or "")
     answers: list[types.CallToolResult] = []
+    direct_answers: list[types.CallToolResult] = []
 
     async def call(session: ClientSession) -> None:
         arguments = {"code": WALK, "intent": "walk through a kill", "learn": False}
         answer = await session.call_tool("execute_code", arguments, progress_callback=on_progress)
         answers.append(answer)
 
+    async def call_direct(session: ClientSession) -> None:
+        arguments = {"duration": 8, "steps": 8}
+        direct_answers.append(
+            await session.call_tool(
+                "trigger-long-running-operation", arguments, progress_callback=on_direct_progress
+            )
+        )
+
+    def new_session(known: set[bytes]) -> tuple[str, bytes]:
+        (key,) = set(store.keys("agentcards:mcp:session:*")) - known
+        owner = store.hget(key, "owner")
+        assert owner is not None
+        return key.decode().rsplit(":", 1)[1], owner
+
     with (
         RoundRobin(backends, "request").running() as balancer,
         anyio.fail_after(120),
     ):
-        async with legacy_session(f"{balancer.url}/mcp", stack.headers) as session:
+        known = set(store.keys("agentcards:mcp:session:*"))
+        async with contextlib.AsyncExitStack() as sessions:
+            session = await sessions.enter_async_context(
+                legacy_session(f"{balancer.url}/mcp", stack.headers)
+            )
+            session_id, owner = new_session(known)
+            known.add(f"agentcards:mcp:session:{session_id}".encode())
+            for _ in range(REPLICAS):  # round-robin: one of the next opens lands on that owner
+                attempt = contextlib.AsyncExitStack()
+                direct = await attempt.enter_async_context(
+                    legacy_session(f"{balancer.url}/mcp/servers/everything", stack.headers)
+                )
+                direct_id, direct_owner = new_session(known)
+                known.add(f"agentcards:mcp:session:{direct_id}".encode())
+                if direct_owner == owner:
+                    sessions.push_async_callback(attempt.aclose)
+                    break
+                await attempt.aclose()
+            assert direct_owner == owner
             async with anyio.create_task_group() as group:
                 group.start_soon(call, session)
+                group.start_soon(call_direct, direct)
                 await two_heard.wait()
-                (calls_key,) = store.keys("agentcards:mcp:calls:*")
-                session_id = calls_key.decode().rsplit(":", 1)[1]
-                owner = store.hget(f"agentcards:mcp:session:{session_id}", "owner")
-                assert owner is not None
+                await direct_heard.wait()
                 owner_pid = int(owner.decode().split(":")[1])
                 (killed,) = [p for p in stack.procs.values() if p.proc.pid == owner_pid]
                 os.killpg(killed.proc.pid, signal.SIGKILL)
@@ -359,3 +533,65 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
     assert heard == [f"walk {step}" for step in range(12)], heard
     runs = [e for e in listed if e["intent"] == "walk through a kill"]
     assert [run["status"] for run in runs] == ["succeeded"]
+    (lost,) = direct_answers
+    body = tool_error(lost)
+    assert body["type"] == "worker_lost" and body["details"]["execution_id"], lost
+
+
+async def test_a_stateless_call_whose_replica_is_killed(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """After the test above (it kills a second replica). At 2026-07-28 there is no session
+    to go on elsewhere: a call is one POST whose response carries the run's progress and
+    answer, while the run itself belongs to a sandbox worker. The replica serving that POST
+    killed mid-run (SIGKILL) takes the response with it: the client's call ends in an error
+    (it neither hangs nor gets an answer made up), the run goes on to its end once (one
+    execution, succeeded, read from a live replica), and the next call is served."""
+    stack, backends = replicas
+    heard: list[str] = []
+    two_heard = anyio.Event()
+    outcome: list[object] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+        if len(heard) == 2:
+            two_heard.set()
+
+    async def call(client: Client) -> None:
+        arguments = {"code": WALK, "intent": "a stateless walk through a kill", "learn": False}
+        try:
+            outcome.append(
+                await client.call_tool("execute_code", arguments, progress_callback=on_progress)
+            )
+        except Exception as exc:  # what the client sees of its replica's death
+            outcome.append(exc)
+
+    with RoundRobin(backends, "request").running() as balancer:
+        async with (
+            create_mcp_http_client(headers=stack.headers) as http,
+            Client(streamable_http_client(f"{balancer.url}/mcp", http_client=http)) as modern,
+        ):
+            assert modern.protocol_version == "2026-07-28"
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, modern)
+                with anyio.fail_after(60):
+                    await two_heard.wait()
+                serving = balancer.chosen[-1]  # the call's POST: nothing else is in flight
+                index = backends.index(serving)
+                killed = stack.procs["gateway" if index == 0 else f"gateway-{index}"]
+                os.killpg(killed.proc.pid, signal.SIGKILL)
+                killed.proc.wait()
+                with anyio.move_on_after(30):
+                    while not outcome:
+                        await anyio.sleep(0.2)
+                group.cancel_scope.cancel()
+            assert outcome and isinstance(outcome[0], Exception), outcome  # [] : it hung
+            answered = await modern.call_tool("execute_code", {"code": "return 2", "learn": False})
+            assert payload(answered)["result"] == 2, answered
+        with anyio.fail_after(60):
+            while True:
+                listed = await anyio.to_thread.run_sync(executions, stack, balancer.url)
+                runs = [e for e in listed if e["intent"] == "a stateless walk through a kill"]
+                if [run["status"] for run in runs] == ["succeeded"]:
+                    break
+                await anyio.sleep(0.5)

@@ -52,8 +52,11 @@ async def call_direct(
             reserved=reserved,
         )
     mcp_ctx = Context(request_context=ctx, input_params=params)
+    resumed = await passthrough.resume_interrupted_direct(state, mcp_ctx, principal=principal)
+    if isinstance(resumed, types.CallToolResult):
+        return resumed
     try:  # cancelled by the client: the call ends, recorded `cancelled`
-        outcome = await passthrough.call_direct_passing_through(
+        outcome = resumed or await passthrough.call_direct_passing_through(
             state,
             mcp_ctx,
             tool=tool,

@@ -27,6 +27,9 @@ RUN_EVENT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 )
 # A call record outlives its session's key by nothing: both go with the session.
 CALL_TTL_S = 7 * 86400
+# Marks (in the ASGI scope) a call the replica taking a session over re-sends: only such a
+# call looks for its record, so no other call pays the lookup.
+RESENT = "agentcards.resent"
 
 
 def session_of(ctx: Context) -> str | None:
@@ -85,7 +88,8 @@ async def interrupted(redis: aioredis.Redis, ctx: Context) -> tuple[str, int] | 
     """The execution this request already waited on before its replica died, and the last
     of its events the client was sent (None: a new call)."""
     session_id = session_of(ctx)
-    if session_id is None:
+    scope = getattr(ctx.request_context.request, "scope", None) or {}
+    if session_id is None or not scope.get(RESENT):
         return None
     request_id = ctx.request_context.request_id
     found = await redis.hget(mcp_calls_key(session_id), json.dumps(request_id))

@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.mcp.replicas.events import RedisEventStore
-from services.gateway.mcp.replicas.registry import Registry
+from services.gateway.mcp.replicas.registry import Registry, holder_of
+from shared.auth.principal import ANONYMOUS, Principal
 from shared.config import Settings
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
                     session_id,
                     path=scope["path"],
                     init=bytes(opening),
+                    holder=holder_of(caller(scope)),
                     end=lambda: self._discard_session(session_id, http_transport),
                 )
             await send(message)
@@ -138,6 +140,12 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
     @property
     def open_sessions(self) -> int:
         return len(self._server_instances)
+
+
+def caller(scope: Scope) -> Principal:
+    """Who sent this request (the auth gate's principal; anonymous with auth off)."""
+    principal: Principal = (scope.get("state") or {}).get("principal", ANONYMOUS)
+    return principal
 
 
 def transport_security(host: str) -> TransportSecuritySettings:

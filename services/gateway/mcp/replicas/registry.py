@@ -14,7 +14,15 @@ import anyio
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from shared.queues import MCP_SESSIONS_GAUGE, mcp_events_key, mcp_replica_key, mcp_session_key
+from shared.auth.principal import Principal
+from shared.queues import (
+    MCP_SESSION_BYTES_GAUGE,
+    MCP_SESSIONS_GAUGE,
+    mcp_events_key,
+    mcp_replica_key,
+    mcp_session_key,
+    mcp_set_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +50,26 @@ def session_ttl_s(*, idle_s: float, replica_ttl_s: float) -> int:
     return int(idle_s + 2 * replica_ttl_s) + 1
 
 
+def holder_of(principal: Principal) -> str:
+    """Whose a session is: the key that opened it, else the person (tenant and subject), else
+    the tenant (no key in use: the anonymous caller). Only that holder may use the session,
+    on any replica: a session id is no credential (the MCP spec's session-hijacking advice)."""
+    if principal.key_id is not None:
+        return f"key:{principal.key_id}"
+    if principal.user is not None:
+        return f"user:{principal.tenant_id}:{principal.user}"
+    return f"tenant:{principal.tenant_id}"
+
+
 @dataclass(frozen=True)
 class SessionRecord:
-    """What Redis knows of a session: its owner, its endpoint, and its opening request."""
+    """What Redis knows of a session: its owner, its endpoint, its opening request, and its
+    holder (``holder_of``; empty for a record that names none: nobody may use it)."""
 
     owner: str
     path: str
     init: bytes
+    holder: str
 
 
 @dataclass
@@ -68,6 +89,8 @@ class Registry:
     )
     # The sessions this replica runs, each with what ends it here.
     local: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+    # ... and each one's holder (``holder_of``).
+    holders: dict[str, str] = field(default_factory=dict)
     # Set when this replica shuts down: its sessions stay registered, for another to take over.
     stopping: bool = False
     _redis: aioredis.Redis | None = None
@@ -93,31 +116,36 @@ class Registry:
                     for session_id in list(self.local):
                         pipe.expire(mcp_session_key(session_id), self.session_ttl_s)
                         pipe.expire(mcp_events_key(session_id), self.session_ttl_s)
+                        pipe.expire(mcp_set_key(session_id), self.session_ttl_s)
                     await pipe.execute()
-                await self._prune_gauge()
-                await self._drop_lost()
+                await self._prune_gauges()
+                await self._survey()
             except RedisError as exc:  # the outage guard answers requests meanwhile
                 log.warning("replica heartbeat not written: %s", exc)
             await anyio.sleep(self.replica_ttl_s / 3)
 
-    async def _drop_lost(self) -> None:
-        """End here the sessions another replica took over (this one stalled past its TTL and
-        was taken for dead): one session, one owner."""
+    async def _survey(self) -> None:
+        """Report the bytes Redis holds for this replica's sessions, and end here the sessions
+        another replica took over (this one stalled past its TTL and was taken for dead): one
+        session, one owner."""
         sessions = list(self.local)
-        if not sessions:
-            return
         async with self.redis.pipeline(transaction=False) as pipe:
             for session_id in sessions:
                 pipe.hget(mcp_session_key(session_id), "owner")
-            owners = await pipe.execute()
-        for session_id, owner in zip(sessions, owners, strict=True):
+                for key in (mcp_session_key, mcp_events_key, mcp_set_key):
+                    pipe.memory_usage(key(session_id))
+            found = await pipe.execute()
+        held = sum(size for size in found if isinstance(size, int))
+        await self.redis.hset(MCP_SESSION_BYTES_GAUGE, self.replica_id, held)
+        for session_id, owner in zip(sessions, found[::4], strict=True):
             if owner is not None and owner.decode() != self.replica_id:
                 log.warning("MCP session %s was taken over by %s", session_id[:8], owner.decode())
+                self.holders.pop(session_id, None)
                 if (end := self.local.pop(session_id, None)) is not None:
                     await end()
 
-    async def _prune_gauge(self) -> None:
-        """Drop the session counts of replicas that died without a word."""
+    async def _prune_gauges(self) -> None:
+        """Drop the session counts and bytes of replicas that died without a word."""
         keys: list[bytes] = await self.redis.hkeys(MCP_SESSIONS_GAUGE)  # type: ignore[assignment]
         counted = [r.decode() for r in keys]
         if not counted:
@@ -128,6 +156,7 @@ class Registry:
             alive = await pipe.execute()
         if dead := [r for r, live in zip(counted, alive, strict=True) if not live]:
             await self.redis.hdel(MCP_SESSIONS_GAUGE, *dead)
+            await self.redis.hdel(MCP_SESSION_BYTES_GAUGE, *dead)
 
     async def stop(self) -> None:
         """A replica that stops says so: its sessions are taken over at once."""
@@ -137,20 +166,31 @@ class Registry:
                 with contextlib.suppress(RedisError):
                     await self._redis.delete(mcp_replica_key(self.replica_id))
                     await self._redis.hdel(MCP_SESSIONS_GAUGE, self.replica_id)
+                    await self._redis.hdel(MCP_SESSION_BYTES_GAUGE, self.replica_id)
 
     @property
     def session_ttl_s(self) -> int:
         return session_ttl_s(idle_s=self.idle_s, replica_ttl_s=self.replica_ttl_s)
 
     async def register(
-        self, session_id: str, *, path: str, init: bytes, end: Callable[[], Awaitable[None]]
+        self,
+        session_id: str,
+        *,
+        path: str,
+        init: bytes,
+        holder: str,
+        end: Callable[[], Awaitable[None]],
     ) -> None:
-        """This replica opened ``session_id`` (at ``path``) with the request ``init``;
-        ``end`` ends it here."""
+        """This replica opened ``session_id`` (at ``path``) for ``holder`` with the request
+        ``init``; ``end`` ends it here."""
         self.local[session_id] = end
+        self.holders[session_id] = holder
         key = mcp_session_key(session_id)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"owner": self.replica_id, "path": path, "init": init})
+            pipe.hset(
+                key,
+                mapping={"owner": self.replica_id, "path": path, "init": init, "holder": holder},
+            )
             pipe.expire(key, self.session_ttl_s)
             await pipe.execute()
 
@@ -158,6 +198,7 @@ class Registry:
         """The session ended here: it ends everywhere (unless another replica took it over,
         or this one is shutting down: then another takes it over)."""
         self.local.pop(session_id, None)
+        self.holders.pop(session_id, None)
         if self.stopping:
             return
         await self.redis.eval(_FORGET, 1, mcp_session_key(session_id), self.replica_id)  # type: ignore[misc]
@@ -170,6 +211,7 @@ class Registry:
             owner=found[b"owner"].decode(),
             path=found.get(b"path", b"").decode(),
             init=found.get(b"init", b""),
+            holder=found.get(b"holder", b"").decode(),
         )
 
     async def alive(self, replica_id: str) -> bool:
