@@ -32,6 +32,8 @@ def test_bench_search_shape() -> None:
         "more_servers",
         "bfcl_single",
         "bfcl_multi",
+        "nestful",
+        "bfcl_ast",
     }
     assert out["sets"]["livemcpbench"]["tools"] == 527
     assert set(out["weights_in_use"]) == set(FEATURES)
@@ -84,7 +86,24 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
         "more_servers",
         "bfcl_single",
         "bfcl_multi",
+        "nestful",
+        "bfcl_ast",
     ]
+
+
+def test_look_only_after_sets_are_public_and_whole() -> None:
+    sets = {s.name: s for s in datasets.all_sets()}
+    assert set(datasets.LOOK_ONLY_AFTER) == {"nestful", "bfcl_ast"}
+    for name in datasets.LOOK_ONLY_AFTER:
+        data = sets[name]
+        ids = {t.id for t in data.tools}
+        assert len(ids) == len(data.tools) and not data.tuned and data.scoring == "recall"
+        assert all(q.gold and q.gold <= ids for q in data.queries)
+        assert len({q.text for q in data.queries}) == len(data.queries)
+        assert all(q.split == datasets.hash_split(q.text) for q in data.queries)
+        assert "Apache License" in (datasets.DATA / name / "NOTICE").read_text()
+    assert (len(sets["nestful"].tools), len(sets["nestful"].queries)) == (133, 300)
+    assert (len(sets["bfcl_ast"].tools), len(sets["bfcl_ast"].queries)) == (769, 900)
 
 
 def test_bfcl_sets_are_public_and_learnable() -> None:
