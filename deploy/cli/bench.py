@@ -93,9 +93,26 @@ def learning() -> None:
 
 
 @bench_app.command("search")
-def search() -> None:
-    """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k tools."""
-    _run("search")
+def search(
+    gate: str | None = typer.Option(
+        None,
+        help="a git ref (or a checkout's directory): compare this checkout's search with it "
+        "on every set, request by request; exit 1 when any set drops by more than its noise",
+    ),
+    sets: str | None = typer.Option(None, help="with --gate: only these sets (comma-separated)"),
+) -> None:
+    """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k
+    tools. With --gate REF, the gate instead (deploy/bench/search_gate.py)."""
+    if gate is None:
+        _run("search")
+        return
+    logging.basicConfig(level=logging.WARNING)
+    from deploy.bench import search_gate
+
+    result = search_gate.run(gate, names=sets.split(",") if sets else None)
+    _emit(result)
+    if not result["passed"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("match")
