@@ -39,7 +39,15 @@ import numpy as np
 
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import DATA, SearchSet, Tool, all_sets, server_requests
-from deploy.bench.search_recall import KS, TENANT, judge, learn_from, learning_split, metrics
+from deploy.bench.search_recall import (
+    KS,
+    TENANT,
+    indexed_texts,
+    judge,
+    learn_from,
+    learning_split,
+    metrics,
+)
 from shared.config import Settings
 from shared.db import connect
 from shared.embeddings import Embedder, get_embedder
@@ -76,7 +84,8 @@ class _CachedEmbedder:
     def encode_reference(self, texts: Sequence[str]) -> list[list[float]]:
         missing = [t for t in texts if t not in self._reference]
         if missing:
-            self._reference.update(zip(missing, self.embedder.encode_reference(missing)))
+            vectors = self.embedder.encode_reference(missing)
+            self._reference.update(zip(missing, vectors, strict=True))
         return [self._reference[t] for t in texts]
 
 
@@ -90,7 +99,9 @@ def with_distractors(dataset: SearchSet) -> SearchSet | None:
     """``dataset`` with the distractor server's tools added, or None when it has them."""
     if any(t.server == DISTRACTOR_SERVER for t in dataset.tools):
         return None
-    return replace(dataset, name=f"{dataset.name}+everything", tools=[*dataset.tools, *distractors()])
+    return replace(
+        dataset, name=f"{dataset.name}+everything", tools=[*dataset.tools, *distractors()]
+    )
 
 
 def _rows(ranked: Sequence[str], gold: frozenset[str], scoring: str) -> list[float]:
@@ -103,9 +114,7 @@ def _ranked(evidence: Any, key: dict[str, str]) -> list[str]:
     return [key.get(t, t) for t in sorted(fused, key=lambda t: (-fused[t], t))[: max(KS)]]
 
 
-def measure_set(
-    *, embedder: Any, dataset: SearchSet, learned: bool = True
-) -> dict[str, Any]:
+def measure_set(*, embedder: Any, dataset: SearchSet, learned: bool = True) -> dict[str, Any]:
     """Per-request [top1, @5, @10] of the product and of dense, zero-shot and learned."""
     key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}
     docs = [f"{t.name}: {t.description}" for t in dataset.tools]
@@ -129,7 +138,8 @@ def measure_set(
         }
 
     with bench_database() as (url, _settings), connect(url) as conn:
-        index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs)))
+        vectors = np.asarray(embedder.embed(indexed_texts(dataset.tools)))
+        index_tools(conn, tools=dataset.tools, vectors=vectors)
         conn.autocommit = True
         out["zero_shot"] = search(conn, dataset.queries, TENANT, False)
         if not learned:
@@ -140,7 +150,9 @@ def measure_set(
             tenant = f"{TENANT}-{int(fraction * 100)}"
             upto = min(len(learn), round(fraction * len(dataset.queries)))
             conn.autocommit = False
-            learn_from(conn, embedder=embedder, dataset=dataset, queries=learn[:upto], tenant=tenant)
+            learn_from(
+                conn, embedder=embedder, dataset=dataset, queries=learn[:upto], tenant=tenant
+            )
             point: dict[str, Any] = {"learned_executions": upto}
             for stage, passes in STAGES:
                 conn.autocommit = False
