@@ -114,7 +114,13 @@ def _ranked(evidence: Any, key: dict[str, str]) -> list[str]:
     return [key.get(t, t) for t in sorted(fused, key=lambda t: (-fused[t], t))[: max(KS)]]
 
 
-def measure_set(*, embedder: Any, dataset: SearchSet, learned: bool = True) -> dict[str, Any]:
+def measure_set(
+    *,
+    embedder: Any,
+    dataset: SearchSet,
+    learned: bool = True,
+    fractions: Sequence[float] = FRACTIONS,
+) -> dict[str, Any]:
     """Per-request [top1, @5, @10] of the product and of dense, zero-shot and learned."""
     key = {t.id: (t.name if dataset.by == "name" else t.id) for t in dataset.tools}
     docs = [f"{t.name}: {t.description}" for t in dataset.tools]
@@ -146,7 +152,7 @@ def measure_set(*, embedder: Any, dataset: SearchSet, learned: bool = True) -> d
             return out
         learn, test = learning_split(dataset.queries)
         out["learned"] = {"test_queries": len(test)}
-        for fraction in FRACTIONS:
+        for fraction in fractions:
             tenant = f"{TENANT}-{int(fraction * 100)}"
             upto = min(len(learn), round(fraction * len(dataset.queries)))
             conn.autocommit = False
@@ -167,15 +173,28 @@ def measure_set(*, embedder: Any, dataset: SearchSet, learned: bool = True) -> d
     return out
 
 
-def measure(names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Per-request figures of this checkout's product on every set (or those named)."""
+def measure(
+    names: Sequence[str] | None = None,
+    *,
+    learned: Sequence[str] | None = None,
+    distracted: Sequence[str] | None = None,
+    fractions: Sequence[float] = FRACTIONS,
+) -> dict[str, Any]:
+    """Per-request figures of this checkout's product on every set (or those ``names``);
+    the learned protocol on every set (or those ``learned``), the distractors on every set
+    (or those ``distracted``)."""
     embedder = _CachedEmbedder(get_embedder(Settings()))
     sets = [s for s in all_sets() if names is None or s.name in names]
     out: dict[str, Any] = {"model": embedder.model_name, "sets": {}}
     for dataset in sets:
-        out["sets"][dataset.name] = measure_set(embedder=embedder, dataset=dataset)
+        out["sets"][dataset.name] = measure_set(
+            embedder=embedder,
+            dataset=dataset,
+            learned=learned is None or dataset.name in learned,
+            fractions=fractions,
+        )
         extra = with_distractors(dataset)
-        if extra is not None:
+        if extra is not None and (distracted is None or dataset.name in distracted):
             out["sets"][extra.name] = measure_set(embedder=embedder, dataset=extra, learned=False)
     return out
 
@@ -306,22 +325,48 @@ def _tree(ref: str) -> Iterator[Path]:
         yield root
 
 
-def _side(root: Path, names: Sequence[str] | None, env: dict[str, str]) -> dict[str, Any]:
-    """``measure`` run by the checkout at ``root`` in a process of its own."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [sys.executable, "-m", "deploy.bench.search_gate", out.name, *(names or ())]
-        done = subprocess.run(
-            argv, cwd=root, env={**env, "PYTHONPATH": str(root)}, capture_output=True, check=False
+@contextmanager
+def _side(root: Path, options: dict[str, Any], env: dict[str, str]) -> Iterator[Any]:
+    """``measure(**options)`` started by the checkout at ``root`` in a process of its own;
+    yields a function that waits for its result (both sides run at once)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out, tempfile.TemporaryFile() as log:
+        argv = [sys.executable, "-m", "deploy.bench.search_gate", out.name, json.dumps(options)]
+        proc = subprocess.Popen(
+            argv, cwd=root, env={**env, "PYTHONPATH": str(root)}, stdout=log, stderr=log
         )
-        if done.returncode != 0:
-            tail = done.stderr.decode(errors="replace")[-3000:]
-            raise RuntimeError(f"measuring {root} failed:\n{tail}")
-        result: dict[str, Any] = json.loads(Path(out.name).read_text())
-        return result
+
+        def result() -> dict[str, Any]:
+            if proc.wait() != 0:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-3000:]
+                raise RuntimeError(f"measuring {root} failed:\n{tail}")
+            measured: dict[str, Any] = json.loads(Path(out.name).read_text())
+            return measured
+
+        try:
+            yield result
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
-def run(ref: str, names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Both sides on the same sets and one database server, compared (``compare``)."""
+def run(
+    ref: str,
+    names: Sequence[str] | None = None,
+    *,
+    learned: Sequence[str] | None = None,
+    distracted: Sequence[str] | None = None,
+    fractions: Sequence[float] = FRACTIONS,
+) -> dict[str, Any]:
+    """Both sides on the same sets and one database server, compared (``compare``);
+    ``names``, ``learned``, ``distracted`` and ``fractions`` narrow ``measure``."""
+    options = {
+        "names": names,
+        "learned": learned,
+        "distracted": distracted,
+        "fractions": list(fractions),
+    }
     env = dict(os.environ)
     with ExitStack() as stack:
         if not Settings().database_url:
@@ -332,8 +377,9 @@ def run(ref: str, names: Sequence[str] | None = None) -> dict[str, Any]:
             stack.callback(embedded.stop)
             env["AGENTCARDS_DATABASE_URL"] = embedded.url
         load_start = os.getloadavg()[0]
-        old = _side(stack.enter_context(_tree(ref)), names, env)
-        new = _side(ROOT, names, env)
+        old_result = stack.enter_context(_side(stack.enter_context(_tree(ref)), options, env))
+        new_result = stack.enter_context(_side(ROOT, options, env))
+        old, new = old_result(), new_result()
     verdict = compare(old, new)
     return {
         "benchmark": "search-gate",
@@ -341,6 +387,7 @@ def run(ref: str, names: Sequence[str] | None = None) -> dict[str, Any]:
         "new": str(ROOT),
         "model": new["model"],
         "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "measured": options,
         "passed": verdict["passed"],
         "failed": verdict["failed"],
         "ref_summary": summary(old),
@@ -353,4 +400,4 @@ if __name__ == "__main__":
     from shared.offline import go_offline
 
     go_offline()
-    Path(sys.argv[1]).write_text(json.dumps(measure(sys.argv[2:] or None)))
+    Path(sys.argv[1]).write_text(json.dumps(measure(**json.loads(sys.argv[2]))))
