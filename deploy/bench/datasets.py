@@ -4,7 +4,9 @@
   dev-set questions with the tools their solutions used.
 - The tool-search sets `bench search` reports: LiveMCPBench, two snapshots of published MCP
   servers with short requests, and two sets built from the Berkeley Function Calling
-  Leaderboard (``research/search/build_bfcl.py``). Each is a catalogue, its queries with gold
+  Leaderboard (``research/search/build_bfcl.py``), and two look-only-after sets
+  (``research/search/build_heldout.py``: NESTFUL and BFCL's non-live half), built and
+  committed before any result on them was seen. Each is a catalogue, its queries with gold
   tools, and a hash-seeded split into a tuning part (the fusion weights were fitted on it)
   and a held-out part. A set with ``tuned=False`` was never fitted on: its splits are both
   held out.
@@ -198,6 +200,24 @@ def bfcl_multi() -> SearchSet:
     return replace(server_requests(DATA / "bfcl_multi", tuned=False), scoring="recall")
 
 
+def nestful() -> SearchSet:
+    """NESTFUL (IBM, PyPI ``nestful-wrapper``): 133 APIs (RapidAPI, SGD, Glaive specs) and
+    300 requests, each needing every API of its call sequence. Look-only-after."""
+    return replace(server_requests(DATA / "nestful", tuned=False), scoring="recall")
+
+
+def bfcl_ast() -> SearchSet:
+    """BFCL's non-live half (simple_python, multiple, parallel, parallel_multiple): 769
+    functions offered in its candidate lists, 900 requests, each needing every function its
+    ground truth calls. Look-only-after."""
+    return replace(server_requests(DATA / "bfcl_ast", tuned=False), scoring="recall")
+
+
+# Built and committed before any search result on them was seen: no ranking or learning
+# setting is chosen on them; `bench search --gate` only checks that a change keeps them.
+LOOK_ONLY_AFTER = ("nestful", "bfcl_ast")
+
+
 def all_sets() -> list[SearchSet]:
     """The tool-search sets `bench search` reports, in report order."""
     return [
@@ -206,4 +226,6 @@ def all_sets() -> list[SearchSet]:
         more_servers(),
         bfcl_single(),
         bfcl_multi(),
+        nestful(),
+        bfcl_ast(),
     ]

@@ -296,8 +296,10 @@ def run(
     latency_edges: int = LATENCY_EDGES,
     latency_intents: int = LATENCY_INTENTS,
     latency_queries: int = LATENCY_QUERIES,
+    sets: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The whole benchmark as a JSON-ready dict (smaller sizes for smoke tests)."""
+    """The whole benchmark as a JSON-ready dict (smaller sizes and fewer ``sets`` for smoke
+    tests)."""
     embedder = get_embedder(Settings())
     out: dict[str, Any] = {
         "benchmark": "search",
@@ -306,6 +308,8 @@ def run(
         "sets": {},
     }
     for dataset in all_sets():
+        if sets is not None and dataset.name not in sets:
+            continue
         if max_tasks is not None:
             dataset = replace(dataset, queries=dataset.queries[:max_tasks])
         out["sets"][dataset.name] = run_set(embedder=embedder, dataset=dataset)

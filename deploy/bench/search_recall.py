@@ -2,8 +2,8 @@
 before any learning and as the tenant learns.
 
 Zero-shot: each query is searched as the gateway searches (``gather_evidence``, then the
-shipped fusion weights); the dense baseline is MiniLM cosine over "name: description",
-exact. Learned: a set's requests are split by gold tool into a learning half and a test
+shipped fusion weights) over the tools indexed as the toolhost indexes them
+(``indexed_texts``); the dense baseline is MiniLM cosine over "name: description", exact. Learned: a set's requests are split by gold tool into a learning half and a test
 half (seeded); learning requests are stored as finished executions (intent = request, a
 trace calling the gold tools), ingested by ``ingest_executions`` as the learning worker
 does and consolidated as the beat task does; the test half is searched after 0, 10, 25 and
@@ -22,7 +22,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from deploy.bench.database import bench_database, index_tools
-from deploy.bench.datasets import Query, SearchSet
+from deploy.bench.datasets import Query, SearchSet, Tool
 from shared.db import connect
 from shared.embeddings import Embedder
 from shared.learning.consolidate import Consolidation, consolidate_tenant
@@ -45,6 +45,17 @@ class Judged:
     gold: frozenset[str]
     dense: list[str]
     vector: np.ndarray | None = None
+
+
+def indexed_texts(tools: Sequence[Tool]) -> list[str]:
+    """What the product embeds for each tool, as the toolhost's sync does
+    (``shared.tools.store.search_text``; a checkout from before it embedded
+    "name: description", and ``bench search --gate`` measures such checkouts too)."""
+    try:
+        from shared.tools.store import search_text
+    except ImportError:
+        return [f"{t.name}: {t.description}" for t in tools]
+    return [search_text(server=t.server, name=t.name, description=t.description) for t in tools]
 
 
 def metrics(ranked: Sequence[str], gold: frozenset[str], *, scoring: str) -> dict[str, float]:
@@ -217,7 +228,8 @@ def run_set(*, embedder: Embedder, dataset: SearchSet) -> dict[str, Any]:
     scoring = dataset.scoring
     out: dict[str, Any] = {"tools": len(dataset.tools), "queries": len(dataset.queries)}
     with bench_database() as (url, _settings), connect(url) as conn:
-        index_tools(conn, tools=dataset.tools, vectors=np.asarray(embedder.embed(docs)))
+        vectors = np.asarray(embedder.embed(indexed_texts(dataset.tools)))
+        index_tools(conn, tools=dataset.tools, vectors=vectors)
         conn.autocommit = True
         out["zero_shot"] = {}
         for split in ("tune", "holdout"):

@@ -93,9 +93,44 @@ def learning() -> None:
 
 
 @bench_app.command("search")
-def search() -> None:
-    """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k tools."""
-    _run("search")
+def search(
+    gate: str | None = typer.Option(
+        None,
+        help="a git ref (or a checkout's directory): compare this checkout's search with it "
+        "on every set, request by request; exit 1 when any set drops by more than its noise",
+    ),
+    sets: str | None = typer.Option(None, help="with --gate: only these sets (comma-separated)"),
+    learned_sets: str | None = typer.Option(
+        None, help="with --gate: the learned protocol on these sets only (default: all)"
+    ),
+    distractor_sets: str | None = typer.Option(
+        None, help="with --gate: the distractors on these sets only (default: all)"
+    ),
+    fractions: str = typer.Option(
+        "0.1,0.25,0.5", help="with --gate: the learned protocol's points (shares of a set)"
+    ),
+) -> None:
+    """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k
+    tools. With --gate REF, the gate instead (deploy/bench/search_gate.py)."""
+    if gate is None:
+        _run("search")
+        return
+    logging.basicConfig(level=logging.WARNING)
+    from deploy.bench import search_gate
+
+    def names(value: str | None) -> list[str] | None:
+        return value.split(",") if value else None
+
+    result = search_gate.run(
+        gate,
+        names=names(sets),
+        learned=names(learned_sets),
+        distracted=names(distractor_sets),
+        fractions=[float(f) for f in fractions.split(",")],
+    )
+    _emit(result)
+    if not result["passed"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("match")

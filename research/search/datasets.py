@@ -8,10 +8,12 @@ from pathlib import Path
 from deploy.bench.datasets import (
     DATA,
     SearchSet,
+    bfcl_ast,
     bfcl_multi,
     bfcl_single,
     livemcpbench,
     more_servers,
+    nestful,
     real_servers,
     server_requests,
 )
@@ -60,4 +62,6 @@ def all_sets() -> list[SearchSet]:
         real_servers_issue31(),
         bfcl_single(),
         bfcl_multi(),
+        nestful(),
+        bfcl_ast(),
     ]

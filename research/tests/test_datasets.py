@@ -19,6 +19,8 @@ def test_research_sets_are_the_shipped_ones_and_two_request_sets() -> None:
         "real_servers_issue31",
         "bfcl_single",
         "bfcl_multi",
+        "nestful",
+        "bfcl_ast",
     ]
     issue31 = datasets.real_servers_issue31()
     ids = {t.id for t in issue31.tools}

@@ -73,9 +73,9 @@ def schema_hash(schema: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def embedding_text(spec: ToolSpec) -> str:
-    """The text a tool is searched by: ``name: description``."""
-    return f"{spec.name}: {spec.description}"
+def embedding_text(server: str, spec: ToolSpec) -> str:
+    """The text a tool is searched by (``tools_store.search_text``)."""
+    return tools_store.search_text(server=server, name=spec.name, description=spec.description)
 
 
 def sync_server_tools(
@@ -91,10 +91,10 @@ def sync_server_tools(
         (tool_id, spec)
         for tool_id, spec in ids.items()
         if tool_id not in existing
-        or existing[tool_id]["text"] != embedding_text(spec)
+        or existing[tool_id]["text"] != embedding_text(server, spec)
         or existing[tool_id]["missing_embedding"]
     ]
-    vectors = embed([embedding_text(s) for _, s in stale]) if stale else []
+    vectors = embed([embedding_text(server, s) for _, s in stale]) if stale else []
     new_vectors = {tool_id: v for (tool_id, _), v in zip(stale, vectors or [], strict=False)}
     result.embedded = len(new_vectors)
     with conn.transaction():

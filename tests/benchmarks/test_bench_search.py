@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
-from deploy.bench import datasets, match, search
+from deploy.bench import datasets, match, search, search_gate
 from deploy.launcher.embedded import EmbeddedPostgres
 from shared.search.fusion import FEATURES
 
@@ -25,6 +26,8 @@ def test_bench_search_shape() -> None:
         latency_edges=2000,
         latency_intents=200,
         latency_queries=3,
+        # The look-only-after sets take the same path; left out to keep the smoke short.
+        sets=[s.name for s in datasets.all_sets() if s.name not in datasets.LOOK_ONLY_AFTER],
     )
     assert set(out["sets"]) == {
         "livemcpbench",
@@ -84,7 +87,24 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
         "more_servers",
         "bfcl_single",
         "bfcl_multi",
+        "nestful",
+        "bfcl_ast",
     ]
+
+
+def test_look_only_after_sets_are_public_and_whole() -> None:
+    sets = {s.name: s for s in datasets.all_sets()}
+    assert set(datasets.LOOK_ONLY_AFTER) == {"nestful", "bfcl_ast"}
+    for name in datasets.LOOK_ONLY_AFTER:
+        data = sets[name]
+        ids = {t.id for t in data.tools}
+        assert len(ids) == len(data.tools) and not data.tuned and data.scoring == "recall"
+        assert all(q.gold and q.gold <= ids for q in data.queries)
+        assert len({q.text for q in data.queries}) == len(data.queries)
+        assert all(q.split == datasets.hash_split(q.text) for q in data.queries)
+        assert "Apache License" in (datasets.DATA / name / "NOTICE").read_text()
+    assert (len(sets["nestful"].tools), len(sets["nestful"].queries)) == (133, 300)
+    assert (len(sets["bfcl_ast"].tools), len(sets["bfcl_ast"].queries)) == (769, 900)
 
 
 def test_bfcl_sets_are_public_and_learnable() -> None:
@@ -138,3 +158,25 @@ def test_bench_match_shape() -> None:
     assert after["unseen_paraphrases"] == result["paraphrases"] - result["capabilities"]
     for key in ("zero_shot_unseen", "after_runs_unseen", "dense_unseen"):
         assert set(after[key]) == {"top1", "false_match_rate"}
+
+
+def test_the_gate_fails_a_drop_beyond_the_paired_noise_only() -> None:
+    def side(product: list[list[float]]) -> dict[str, Any]:
+        dense = [[0.0, 1.0, 1.0]] * len(product)
+        return {"sets": {"s": {"zero_shot": {"product": product, "dense": dense}}}}
+
+    hits = [[1.0, 1.0, 1.0]] * 100
+    same = search_gate.compare(side(hits), side(hits))
+    assert same["passed"] and all(r["diff"] == 0 for r in same["rows"])
+    # One request lost of 100 is within the noise (at least one request's worth) ...
+    one = search_gate.compare(side(hits), side([[0.0, 1.0, 1.0], *hits[1:]]))
+    assert one["passed"], one["failed"]
+    # ... ten are not: the gate names the set, arm and metric that dropped.
+    ten = search_gate.compare(side(hits), side([[0.0, 1.0, 1.0]] * 10 + hits[10:]))
+    assert not ten["passed"]
+    assert [(r["set"], r["arm"], r["metric"]) for r in ten["failed"]] == [
+        ("s", "zero_shot", "top1")
+    ]
+    assert search_gate.with_distractors(datasets.real_servers()) is None  # it has them
+    distracted = search_gate.with_distractors(datasets.more_servers())
+    assert distracted is not None and len(distracted.tools) == 66 + 13
