@@ -20,7 +20,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from anyio import to_thread
+from pydantic import ValidationError
+
 from services.gateway.ops import direct_call
+from services.gateway.ops.admission import admit_direct
 from services.gateway.ops.db import in_pool
 from services.gateway.ops.direct_call import DirectCall
 from services.gateway.state import GatewayState
@@ -28,7 +32,7 @@ from shared import tool_ids
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.db import DictConnection, autocommit
-from shared.errors import NotFound, ToolNotAllowed
+from shared.errors import AgentCardsError, NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.server_states import ServerState
 from shared.tools.servers import server_info
@@ -144,7 +148,13 @@ async def direct_tools(
 ) -> list[DirectTool]:
     """The tools a caller may call directly: available, of ``server`` (None: every server),
     allowed by ``patterns``, its key's allow-list (a tool it may not call is not listed)."""
-    rows = await in_pool(state, _tool_rows)
+    return _listed(await in_pool(state, _tool_rows), patterns=patterns, server=server)
+
+
+def _listed(
+    rows: list[dict[str, Any]], *, patterns: tuple[str, ...] | None, server: str | None = None
+) -> list[DirectTool]:
+    """``direct_tools`` of the tools' rows ``rows``."""
     allows = (lambda _id: True) if patterns is None else cached_patterns(patterns).allows
     return [
         DirectTool(
@@ -183,8 +193,23 @@ async def find_tool(
     with bare names, the tool listed under ``name``, else a ``<server>.<tool>`` name still
     reaches its tool). NotFound when it does not exist, is unavailable or is a bare name of
     several tools, ToolNotAllowed when the caller's key may not call it."""
+    rows = await in_pool(state, _tool_rows)
+    return _found(rows, principal=principal, server=server, name=name, naming=naming,
+                  reserved=reserved)  # fmt: skip
+
+
+def _found(
+    rows: list[dict[str, Any]],
+    *,
+    principal: Principal,
+    server: str | None,
+    name: str,
+    naming: ToolNaming,
+    reserved: Collection[str],
+) -> DirectTool:
+    """``find_tool`` among the tools' rows ``rows``."""
     if server is None and naming == "bare":
-        visible = await direct_tools(state, patterns=principal.tool_patterns)
+        visible = _listed(rows, patterns=principal.tool_patterns)
         names = listed_names(visible, naming=naming, reserved=reserved)
         for tool in visible:
             if names[tool.id] == name:
@@ -196,7 +221,7 @@ async def find_tool(
                 f"{', '.join(several)} (see tools/list)",
                 tool=name[:200],
             )
-    for tool in await direct_tools(state, patterns=None, server=server):
+    for tool in _listed(rows, patterns=None, server=server):
         listed = tool.name if server is not None else aggregate_name(tool.server, tool.name)
         if listed != name:
             continue
@@ -208,30 +233,68 @@ async def find_tool(
     raise NotFound(f"no tool {name[:200]!r} on {where} (see tools/list)", tool=name[:200])
 
 
-async def admit_call(
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A direct call's tool and its admission: ``call`` to run, or the ``refusal`` that
+    answers it before it ran (rate limit, sizes, bad arguments, an outage)."""
+
+    tool: DirectTool
+    call: DirectCall | None
+    refusal: AgentCardsError | ValidationError | None = None
+
+
+async def find_and_admit(
     state: GatewayState,
     *,
-    tool: DirectTool,
-    arguments: dict[str, Any],
     principal: Principal,
+    server: str | None,
+    name: str,
+    arguments: dict[str, Any],
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
-) -> DirectCall:
-    """Admit one direct call as an execution of ``tool`` alone (checked, perhaps a cache hit);
-    ``direct_call.run`` then runs it without a sandbox and records it. ``session_id`` (the
-    MCP session) ties consecutive calls into a sequence for the tool graph; ``relay``: the
-    capabilities its client relays and their lease, advertised with the admission."""
-    request = ExecutionRequest(
-        code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
-    )
-    return await direct_call.admit(
-        state,
-        request=request,
-        tool_id=tool.id,
-        server=tool.server,
-        pii_kinds=tool.pii_kinds,
-        input_schema=tool.input_schema,
-        principal=principal,
-        session_id=session_id,
-        relay=relay,
-    )
+    naming: ToolNaming = "prefixed",
+    reserved: Collection[str] = (),
+) -> Admitted:
+    """``find_tool``, then the call admitted as an execution of that tool alone (checked,
+    perhaps a cache hit; ``direct_call.run`` then runs it without a sandbox and records it),
+    the tools read and the admission in one thread hop. ``session_id`` (the MCP session) ties
+    consecutive calls into a sequence for the tool graph; ``relay``: the capabilities its
+    client relays and their lease, advertised with the admission. The tool not found or not
+    allowed raises (NotFound, ToolNotAllowed) as ``find_tool`` does."""
+
+    def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
+        with state.pool.connection() as conn:
+            rows = _tool_rows(conn)
+        tool = _found(rows, principal=principal, server=server, name=name, naming=naming,
+                      reserved=reserved)  # fmt: skip
+        try:
+            request = direct_request(tool, arguments)
+            return tool, request, admit_direct(state, request=request, principal=principal)
+        except (AgentCardsError, ValidationError) as exc:
+            return tool, None, exc
+
+    tool, request, admission = await to_thread.run_sync(find_then_admit)
+    if request is None:
+        return Admitted(tool, None, admission)
+    try:
+        call = await direct_call.admit(
+            state,
+            request=request,
+            admission=admission,
+            tool_id=tool.id,
+            server=tool.server,
+            pii_kinds=tool.pii_kinds,
+            input_schema=tool.input_schema,
+            principal=principal,
+            session_id=session_id,
+            relay=relay,
+        )
+    except AgentCardsError as exc:
+        return Admitted(tool, None, exc)
+    return Admitted(tool, call)
+
+
+def direct_request(tool: DirectTool, arguments: dict[str, Any]) -> ExecutionRequest:
+    """The execution a direct call of ``tool`` is: its one line of code, on the call's
+    arguments, scoped to that tool."""
+    return ExecutionRequest(code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False)
