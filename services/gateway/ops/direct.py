@@ -264,14 +264,18 @@ async def find_and_admit(
 
     def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
         with state.pool.connection() as conn:
-            rows = _tool_rows(conn)
-        tool = _found(rows, principal=principal, server=server, name=name, naming=naming,
-                      reserved=reserved)  # fmt: skip
-        try:
-            request = direct_request(tool, arguments)
-            return tool, request, admit_direct(state, request=request, principal=principal)
-        except (AgentCardsError, ValidationError) as exc:
-            return tool, None, exc
+            with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+                known = run_tools_at(conn, version=tools_version(conn))
+            tool = _found(configured(known), principal=principal, server=server, name=name,
+                          naming=naming, reserved=reserved)  # fmt: skip
+            try:
+                request = direct_request(tool, arguments)
+                admission = admit_direct(
+                    state, request=request, principal=principal, conn=conn, known=known
+                )
+            except (AgentCardsError, ValidationError) as exc:
+                return tool, None, exc
+            return tool, request, admission
 
     tool, request, admission = await to_thread.run_sync(find_then_admit)
     if request is None:
