@@ -50,7 +50,7 @@ def main(n: int = 100) -> dict[str, Any]:
                                 client_ms.append((time.perf_counter() - started) * 1000)
 
                 asyncio.run(calls())
-                time.sleep(3)  # the last batches leave the exporters
+                time.sleep(6)  # the last batches leave the exporters (every 5 s)
         spans = receiver.all_spans()
     finally:
         receiver.stop()
@@ -108,8 +108,12 @@ def _hops(spans: list[ReceivedSpan]) -> dict[str, Any]:
         return max(s.duration_ms for s in trace if s.kind == "server")
 
     example = min(calls, key=lambda t: abs(http_ms(t) - middle))  # the median call
+    counts: dict[str, int] = defaultdict(int)
+    for span in spans:
+        counts[f"{span.service}:{span.name}"] += 1
     return {
         "traces": len(parts["gateway_http"]),
+        "spans": dict(sorted(counts.items())),
         "median_ms": medians,
         "example": timeline(example),
     }
