@@ -187,7 +187,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pii.router)
     app.include_router(connections.router)
     sessions = mount_mcp(app, mcp, registry=registry, settings=settings)
-    app.router.routes.extend(direct.routes())
+    # First, as /mcp (mount_mcp): matching every REST route before costs about 0.5 ms of the
+    # event loop per request, more than a direct call's own work here; no REST path is theirs.
+    app.router.routes[0:0] = direct.routes()
     if resource is not None:
         app.router.routes.extend(resource.routes())
     if sign_in is not None:

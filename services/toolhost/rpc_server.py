@@ -57,6 +57,7 @@ from shared.queues import (
     rpc_reply_key,
     rpc_server_requests_key,
 )
+from shared.rpc import upstream
 from shared.rpc.protocol import (
     CALL_ID_PATTERN,
     GATEWAY_CALLER,
@@ -69,6 +70,10 @@ from shared.rpc.protocol import (
 from shared.rpc.wire import Command, Lines, raise_refused
 
 log = logging.getLogger(__name__)
+
+# The capabilities a call's execution's client relays, read with its grant: a 1-tuple (its
+# value None: nobody listens), or None when not read (read then if a server needs them).
+Declared = tuple[list[str] | None] | None
 
 # BLPOP wakes at least this often so a stop request is noticed without cancelling a pop
 # (cancelling one after Redis removed the item would lose the call).
@@ -229,10 +234,10 @@ class RpcServer:
                 reply = await self._decided_read(request, started, decided)
             await self._send(reply, then=decision_commands(next(iter(decided), None)))
             return
-        read = await self._claim_and_read_grant(request)
+        read, declared = await self._claim_and_read_grant(request)
         decided = []
         async with call_span(request) as record:
-            reply = await self._execute(request, started, read, decided)
+            reply = await self._execute(request, started, read, declared, decided)
             record(reply)
         # The latency sample and the decision's count ride on the reply's round trip.
         then = [
@@ -325,20 +330,23 @@ class RpcServer:
         """A claim expires with the call's reply."""
         return max(1, int(request.deadline - time.time()) + self._reply_ttl_s)
 
-    async def _claim_and_read_grant(self, request: RpcRequest) -> GrantRead:
-        """``_claim`` and the read of the call's grant, in one round trip (the claim is
-        written before the tool runs, as before).
+    async def _claim_and_read_grant(self, request: RpcRequest) -> tuple[GrantRead, Declared]:
+        """``_claim`` and the reads of the call's grant and of the capabilities its client
+        relays (None: not read), in one round trip (the claim
+        is written before the tool runs, as before).
 
         The client does not retry (``from_url``: no retries), so the first command on a
         pooled connection that died with Redis fails. Then both are done again as two
         commands, as before the pipeline: a failed claim is tolerated (``_claim``), a
         grant that cannot be read refuses the call. Both commands are idempotent."""
         if self._claim_as is None:
-            return await self._scope.read_grant(request.execution_id)
+            return await self._scope.read_grant(request.execution_id), None
         claim = ("SET", rpc_claim_key(request.call_id), self._claim_as)
         try:
-            _, raw = await self._lines.send(
-                (*claim, "EX", self._claim_ttl(request)), ("GET", grant_key(request.execution_id))
+            _, raw, advertised = await self._lines.send(
+                (*claim, "EX", self._claim_ttl(request)),
+                ("GET", grant_key(request.execution_id)),
+                ("GET", upstream.advertised_key(request.execution_id)),
             )
         except RedisError as exc:
             log.info(
@@ -347,11 +355,22 @@ class RpcServer:
                 exc,
             )
             await self._claim(request)
-            return await self._scope.read_grant(request.execution_id)
-        return GrantRead.failed(raw) if isinstance(raw, ResponseError) else GrantRead.of(raw)
+            return await self._scope.read_grant(request.execution_id), None
+        read = GrantRead.failed(raw) if isinstance(raw, ResponseError) else GrantRead.of(raw)
+        if isinstance(advertised, ResponseError):
+            return read, None
+        try:
+            return read, (upstream.advertised_of(advertised),)
+        except ValueError:  # not JSON: read again when needed, as before
+            return read, None
 
     async def _execute(
-        self, request: RpcRequest, started: float, read: GrantRead, decided: list[Decision]
+        self,
+        request: RpcRequest,
+        started: float,
+        read: GrantRead,
+        declared: Declared,
+        decided: list[Decision],
     ) -> RpcReply:
         """Check, decide and run one call; the policy decision, if any, is put in ``decided``."""
         call_id, tool = request.call_id, request.tool
@@ -405,7 +424,13 @@ class RpcServer:
                     else None
                 )
                 context = CallContext(
-                    request.execution_id, tool, request.trace_call_id, request.deadline, caller
+                    request.execution_id,
+                    tool,
+                    request.trace_call_id,
+                    request.deadline,
+                    caller,
+                    declared=declared[0] if declared is not None else None,
+                    declared_read=declared is not None,
                 )
                 outcome = await backend.call_tool(name, request.args, context=context)
         except UnknownTool as exc:

@@ -234,7 +234,7 @@ class ServerConnection:
         upstream = self._upstream
         declared = None
         if context is not None and upstream is not None:
-            declared = await upstream.declared(context.execution_id)
+            declared = await upstream.declared(context)
 
         async def answer(
             key: str, request: types.InputRequest, batch: tuple[str, int]

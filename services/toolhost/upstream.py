@@ -53,6 +53,10 @@ class CallContext:
     trace_call_id: str | None = None
     deadline: float | None = None  # the call's absolute deadline: nobody waits past it
     caller: Caller | None = None  # who called, for a server that acts for them (peruser.py)
+    # The capabilities its execution's client relays, when read with the call's grant (one
+    # round trip: ``declared`` then needs none); None there: nobody listens.
+    declared: list[str] | None = None
+    declared_read: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +243,13 @@ class Upstream:
         except RedisError as exc:  # best effort, as progress
             log.warning("could not publish a log message of %s: %s", context.tool, exc)
 
-    async def declared(self, execution_id: str) -> list[str] | None:
-        """The relayed capabilities the client of ``execution_id`` declared; None when no MCP
-        client waits on it (or Redis cannot say)."""
+    async def declared(self, context: CallContext) -> list[str] | None:
+        """The relayed capabilities the client of ``context``'s execution declared (as read
+        with its grant, else read now); None when no MCP client waits on it (or Redis cannot
+        say)."""
+        if context.declared_read:
+            return context.declared
+        execution_id = context.execution_id
         try:
             return await upstream.advertised(self._redis, execution_id=execution_id)
         except RedisError as exc:

@@ -104,7 +104,7 @@ async def advertise(
 def queue_advertise(redis: Any, *, execution_id: str, capabilities: list[str], ttl_s: float) -> Any:
     """``advertise``'s command, on a client (awaitable) or queued on a pipeline."""
     return redis.set(
-        client_key("capabilities", execution_id),
+        advertised_key(execution_id),
         orjson.dumps(sorted(capabilities)),
         ex=int(ttl_s) + 1,
     )
@@ -117,12 +117,21 @@ async def withdraw(redis: aioredis.Redis, *, execution_id: str) -> None:
 
 def queue_withdraw(redis: Any, *, execution_id: str) -> Any:
     """``withdraw``'s command, on a client (awaitable) or queued on a pipeline."""
-    return redis.delete(client_key("capabilities", execution_id))
+    return redis.delete(advertised_key(execution_id))
 
 
 async def advertised(redis: aioredis.Redis, *, execution_id: str) -> list[str] | None:
     """The capabilities advertised for ``execution_id``; None when nobody listens."""
-    raw = await redis.get(client_key("capabilities", execution_id))
+    return advertised_of(await redis.get(advertised_key(execution_id)))
+
+
+def advertised_key(execution_id: str) -> str:
+    """Where the capabilities advertised for ``execution_id`` are (``advertise``)."""
+    return client_key("capabilities", execution_id)
+
+
+def advertised_of(raw: bytes | str | None) -> list[str] | None:
+    """``advertised`` of the value read at ``advertised_key`` (None: nobody listens)."""
     if raw is None:
         return None
     value = orjson.loads(raw)

@@ -36,10 +36,10 @@ from services.gateway.mcp.fit import clip_text
 from services.gateway.mcp.replicas import calls
 from services.gateway.mcp.replicas.registry import session_ttl_s
 from services.gateway.mcp.tooling import execution_result
-from services.gateway.ops import direct, direct_call
+from services.gateway.ops import direct_call
 from services.gateway.ops.admission import Admission
 from services.gateway.ops.cancel import cancel_execution
-from services.gateway.ops.direct import DirectTool
+from services.gateway.ops.direct_call import DirectCall
 from services.gateway.ops.enqueue import enqueue_admitted
 from services.gateway.ops.execution_events import EventFollower, read_events
 from services.gateway.ops.execution_reads import read_execution
@@ -413,19 +413,17 @@ async def call_direct_passing_through(
     state: GatewayState,
     ctx: Context,
     *,
-    tool: DirectTool,
-    arguments: dict[str, Any],
+    call: DirectCall | None,
     principal: Principal,
-    session_id: str | None,
     pending: input_required.Pending | None,
 ) -> Ended:
-    """One direct call (``ops/direct_call.py``: no sandbox, no queue) to its end, or a
-    2026-07-28 client's retry of one (``pending``); meanwhile its server's log lines and
-    progress reach ``ctx``'s client, and its sampling/elicitation requests as for a sandbox
-    run (``run_passing_through``). Refused before it ran: AgentCardsError. The client
-    cancelling it ends the call, recorded `cancelled`."""
+    """One admitted direct call (``call``: ``direct.find_and_admit``, its relay advertised as
+    ``relay_of(ctx)``; ``ops/direct_call.py``: no sandbox, no queue) to its end, or a
+    2026-07-28 client's retry of one (``pending``, no ``call``); meanwhile its server's log
+    lines and progress reach ``ctx``'s client, and its sampling/elicitation requests as for a
+    sandbox run (``run_passing_through``). The client cancelling it ends the call, recorded
+    `cancelled`."""
     start: Callable[[], asyncio.Task[dict[str, Any]]]
-    relayed = client_capabilities(ctx)
     if pending is not None:
         await input_required.deliver(state, pending, ctx.input_responses)
         execution_id = pending.execution_id
@@ -435,14 +433,13 @@ async def call_direct_passing_through(
         start = lambda: running  # noqa: E731
         heard = pending.heard
     else:
-        call = await direct.admit_call(
-            state, tool=tool, arguments=arguments, principal=principal, session_id=session_id,
-            relay=(relayed, LEASE_S),
-        )  # fmt: skip
+        if call is None:
+            raise ValueError("a direct call that is not a retry needs its admitted call")
         if call.hit is not None:
             return call.hit
+        admitted = call
         execution_id = call.execution_id
-        start = lambda: direct_call.start(state, call)  # noqa: E731
+        start = lambda: direct_call.start(state, admitted)  # noqa: E731
         heard = 0
     async with (
         relay_client_requests(
@@ -645,6 +642,12 @@ async def forward_progress(ctx: Context, event: dict[str, Any]) -> None:
     await log_messages.report_progress(
         ctx, progress, total, f"{event.get('tool')} {event.get('call_id')}: {message}"
     )
+
+
+def relay_of(ctx: Context) -> tuple[list[str], float]:
+    """What a direct call's admission advertises for its relay: the capabilities ``ctx``'s
+    client relays, and their lease."""
+    return client_capabilities(ctx), LEASE_S
 
 
 def client_capabilities(ctx: Context) -> list[str]:

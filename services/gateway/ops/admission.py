@@ -4,7 +4,7 @@ then answer it from the result cache or record it queued."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +21,8 @@ from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.cache import runs as cache_runs
-from shared.cache.runs import RunCache, Scope, load_scope
-from shared.db import autocommit
+from shared.cache.runs import RunCache, Scope
+from shared.db import DictConnection
 from shared.errors import (
     DependencyError,
     ToolNotAllowed,
@@ -228,23 +228,27 @@ class DirectAdmission:
 
 @traced("admission")
 def admit_direct(
-    state: GatewayState, *, request: ExecutionRequest, principal: Principal
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    conn: DictConnection,
+    known: Sequence[Mapping[str, Any]],
 ) -> DirectAdmission:
-    """``admit`` for a direct call (its one tool known and allowed: ``direct.find_tool``):
-    checked, a rate-limit slot taken, then answered from the result cache (a recorded,
-    audited, succeeded row, as ``admit`` records it) or not; a call that runs writes nothing
-    here: it records itself when it ends (``ops/direct_call.py``), and sends the lookup's
-    counters then. Blocking."""
+    """``admit`` for a direct call (its one tool known and allowed: ``direct.find_and_admit``,
+    on ``conn`` with the tools' rows ``known`` it read): checked, a rate-limit slot taken,
+    then answered from the result cache (a recorded, audited, succeeded row, as ``admit``
+    records it) or not; a call that runs writes nothing here: it records itself when it ends
+    (``ops/direct_call.py``), and sends the lookup's counters then. Blocking."""
     timeout_s = validate_request(state, request)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     counters = state.redis.pipeline(transaction=False)
     try:
-        with state.pool.connection() as conn:
-            with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-                scope = load_scope(conn, tools=request.tools)
-            hit = _from_cache(state, conn, request=request, principal=principal,
-                              timeout_s=timeout_s, capability_id=None, counters=counters,
-                              scope=scope)  # fmt: skip
+        scope = cache_runs.scope_among(known, tools=request.tools)
+        hit = _from_cache(state, conn, request=request, principal=principal,
+                          timeout_s=timeout_s, capability_id=None, counters=counters,
+                          scope=scope)  # fmt: skip
+        conn.commit()  # a hit's rows, before anyone hears of it
         cache = None if hit else cache_runs.prepare(state.redis, scope=scope, config=None)
     except BaseException:
         if slot is not None:

@@ -20,7 +20,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from anyio import to_thread
+from pydantic import ValidationError
+
 from services.gateway.ops import direct_call
+from services.gateway.ops.admission import admit_direct
 from services.gateway.ops.db import in_pool
 from services.gateway.ops.direct_call import DirectCall
 from services.gateway.state import GatewayState
@@ -28,7 +32,7 @@ from shared import tool_ids
 from shared.auth.patterns import cached_patterns
 from shared.auth.principal import Principal
 from shared.db import DictConnection, autocommit
-from shared.errors import NotFound, ToolNotAllowed
+from shared.errors import AgentCardsError, NotFound, ToolNotAllowed
 from shared.executions.models import ExecutionRequest
 from shared.rpc.upstream import TASKS_EXTENSION
 from shared.server_states import ServerState
@@ -157,7 +161,13 @@ async def direct_tools(
 ) -> list[DirectTool]:
     """The tools a caller may call directly: available, of ``server`` (None: every server),
     allowed by ``patterns``, its key's allow-list (a tool it may not call is not listed)."""
-    rows = await in_pool(state, _tool_rows)
+    return _listed(await in_pool(state, _tool_rows), patterns=patterns, server=server)
+
+
+def _listed(
+    rows: list[dict[str, Any]], *, patterns: tuple[str, ...] | None, server: str | None = None
+) -> list[DirectTool]:
+    """``direct_tools`` of the tools' rows ``rows``."""
     allows = (lambda _id: True) if patterns is None else cached_patterns(patterns).allows
     return [
         DirectTool(
@@ -212,8 +222,23 @@ async def find_tool(
     with bare names, the tool listed under ``name``, else a ``<server>.<tool>`` name still
     reaches its tool). NotFound when it does not exist, is unavailable or is a bare name of
     several tools, ToolNotAllowed when the caller's key may not call it."""
+    rows = await in_pool(state, _tool_rows)
+    return _found(rows, principal=principal, server=server, name=name, naming=naming,
+                  reserved=reserved)  # fmt: skip
+
+
+def _found(
+    rows: list[dict[str, Any]],
+    *,
+    principal: Principal,
+    server: str | None,
+    name: str,
+    naming: ToolNaming,
+    reserved: Collection[str],
+) -> DirectTool:
+    """``find_tool`` among the tools' rows ``rows``."""
     if server is None and naming == "bare":
-        visible = await direct_tools(state, patterns=principal.tool_patterns)
+        visible = _listed(rows, patterns=principal.tool_patterns)
         names = listed_names(visible, naming=naming, reserved=reserved)
         for tool in visible:
             if names[tool.id] == name:
@@ -225,7 +250,7 @@ async def find_tool(
                 f"{', '.join(several)} (see tools/list)",
                 tool=name[:200],
             )
-    for tool in await direct_tools(state, patterns=None, server=server):
+    for tool in _listed(rows, patterns=None, server=server):
         listed = tool.name if server is not None else aggregate_name(tool.server, tool.name)
         if listed != name:
             continue
@@ -237,30 +262,72 @@ async def find_tool(
     raise NotFound(f"no tool {name[:200]!r} on {where} (see tools/list)", tool=name[:200])
 
 
-async def admit_call(
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A direct call's tool and its admission: ``call`` to run, or the ``refusal`` that
+    answers it before it ran (rate limit, sizes, bad arguments, an outage)."""
+
+    tool: DirectTool
+    call: DirectCall | None
+    refusal: AgentCardsError | ValidationError | None = None
+
+
+async def find_and_admit(
     state: GatewayState,
     *,
-    tool: DirectTool,
-    arguments: dict[str, Any],
     principal: Principal,
+    server: str | None,
+    name: str,
+    arguments: dict[str, Any],
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
-) -> DirectCall:
-    """Admit one direct call as an execution of ``tool`` alone (checked, perhaps a cache hit);
-    ``direct_call.run`` then runs it without a sandbox and records it. ``session_id`` (the
-    MCP session) ties consecutive calls into a sequence for the tool graph; ``relay``: the
-    capabilities its client relays and their lease, advertised with the admission."""
-    request = ExecutionRequest(
-        code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
-    )
-    return await direct_call.admit(
-        state,
-        request=request,
-        tool_id=tool.id,
-        server=tool.server,
-        pii_kinds=tool.pii_kinds,
-        input_schema=tool.input_schema,
-        principal=principal,
-        session_id=session_id,
-        relay=relay,
-    )
+    naming: ToolNaming = "prefixed",
+    reserved: Collection[str] = (),
+) -> Admitted:
+    """``find_tool``, then the call admitted as an execution of that tool alone (checked,
+    perhaps a cache hit; ``direct_call.run`` then runs it without a sandbox and records it),
+    the tools read and the admission in one thread hop. ``session_id`` (the MCP session) ties
+    consecutive calls into a sequence for the tool graph; ``relay``: the capabilities its
+    client relays and their lease, advertised with the admission. The tool not found or not
+    allowed raises (NotFound, ToolNotAllowed) as ``find_tool`` does."""
+
+    def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
+        with state.pool.connection() as conn:
+            with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
+                known = run_tools_at(conn, version=tools_version(conn))
+            tool = _found(configured(known), principal=principal, server=server, name=name,
+                          naming=naming, reserved=reserved)  # fmt: skip
+            try:
+                request = direct_request(tool, arguments)
+                admission = admit_direct(
+                    state, request=request, principal=principal, conn=conn, known=known
+                )
+            except (AgentCardsError, ValidationError) as exc:
+                return tool, None, exc
+            return tool, request, admission
+
+    tool, request, admission = await to_thread.run_sync(find_then_admit)
+    if request is None:
+        return Admitted(tool, None, admission)
+    try:
+        call = await direct_call.admit(
+            state,
+            request=request,
+            admission=admission,
+            tool_id=tool.id,
+            server=tool.server,
+            pii_kinds=tool.pii_kinds,
+            input_schema=tool.input_schema,
+            principal=principal,
+            session_id=session_id,
+            relay=relay,
+        )
+    except AgentCardsError as exc:
+        return Admitted(tool, None, exc)
+    return Admitted(tool, call)
+
+
+def direct_request(tool: DirectTool, arguments: dict[str, Any]) -> ExecutionRequest:
+    """The execution a direct call of ``tool`` is: its one line of code, on the call's
+    arguments, scoped to that tool."""
+    return ExecutionRequest(code=direct_code(tool.id), args=arguments, tools=[tool.id], learn=False)

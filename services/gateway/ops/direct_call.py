@@ -12,8 +12,9 @@ announced (``shared.executions.announce``). Its record (executions row, audit ro
 appended to a Redis stream on that same round trip, before the answer goes out, and
 written to Postgres by a drainer (``shared.direct``), which then tells learning.
 
-Two thread hops in all (admission, end), and Redis round trips: the slot and cache lookup,
-one for the grant and the session's last tool, the RPC, one for the record and announce.
+Two thread hops in all (the tool found and the call admitted: ``direct.find_and_admit``;
+its end), and Redis round trips: the slot and cache lookup, one for the grant and the
+session's last tool, the RPC, one for the record and announce.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import redis
 from anyio import to_thread
 from redis.exceptions import RedisError
 
-from services.gateway.ops.admission import DirectAdmission, admit_direct
+from services.gateway.ops.admission import DirectAdmission
 from services.gateway.state import GatewayState
 from shared import metrics, telemetry
 from shared.approvals.wait import await_answer
@@ -93,6 +94,7 @@ async def admit(
     state: GatewayState,
     *,
     request: ExecutionRequest,
+    admission: DirectAdmission,
     tool_id: str,
     server: str,
     pii_kinds: frozenset[str] | None,
@@ -101,13 +103,10 @@ async def admit(
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
 ) -> DirectCall:
-    """Admit a direct call of ``tool_id`` (checked, perhaps a cache hit), then in one round
-    trip: its grant, its MCP session's last tool (``extras.direct.after``), its count, and
-    (``relay``: capabilities, lease) the relay of its server's requests to its client,
-    withdrawn when the call ends."""
-    admission = await to_thread.run_sync(
-        lambda: admit_direct(state, request=request, principal=principal)
-    )
+    """A direct call of ``tool_id`` admitted (``admission``: ``admission.admit_direct``,
+    perhaps a cache hit), then in one round trip: its grant, its MCP session's last tool
+    (``extras.direct.after``), its count, and (``relay``: capabilities, lease) the relay of
+    its server's requests to its client, withdrawn when the call ends."""
     hit = admission.hit
     execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)

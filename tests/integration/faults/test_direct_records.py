@@ -14,9 +14,8 @@ import asyncio
 import contextlib
 import json
 import signal
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +35,10 @@ from tests.harness import wait_until
 from tests.integration.mcp_servers import example_server
 
 SESSIONS = 6
-BURST_S = 4.0
-KILL_AFTER_S = 1.5
+# The kill comes once this many calls were answered (whatever the machine's load, the
+# sessions are up and calling when the process dies); the burst goes on for AFTER_KILL_S.
+KILL_AFTER_ANSWERS = SESSIONS * 2
+AFTER_KILL_S = 2.5
 CALL_TIMEOUT_S = 20.0
 
 
@@ -72,13 +73,18 @@ async def _session(url: str) -> AsyncIterator[ClientSession]:
         yield session
 
 
-async def _burst(url: str, *, seconds: float, first: int) -> list[Answer]:
+async def _burst(
+    url: str, *, seconds: float, first: int, kill: Callable[[], None] | None = None
+) -> list[Answer]:
     """``SESSIONS`` sessions calling ``add(a, 1)`` back to back (every ``a`` distinct) for
-    ``seconds``; a session whose connection breaks stops. The answers received."""
+    ``seconds``; a session whose connection breaks stops. The answers received. With
+    ``kill``: called once ``KILL_AFTER_ANSWERS`` calls were answered, while the others are
+    in flight, the burst then going on for ``seconds`` (a minute at most in all)."""
     answers: list[Answer] = []
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + (60 if kill is not None else seconds)
 
     async def calls(index: int) -> None:
+        nonlocal deadline, kill
         a = first + index * 10_000  # a burst's sessions make far fewer calls each
         with contextlib.suppress(Exception):  # the gateway went away mid-call: unanswered
             async with _session(url) as session:
@@ -87,6 +93,10 @@ async def _burst(url: str, *, seconds: float, first: int) -> list[Answer]:
                     async with asyncio.timeout(CALL_TIMEOUT_S):
                         result = await session.call_tool("add", {"a": a, "b": 1})
                     answers.append(Answer(a, result))
+                    if kill is not None and len(answers) >= KILL_AFTER_ANSWERS:
+                        kill, killing = None, kill
+                        deadline = min(deadline, time.monotonic() + seconds)
+                        killing()
 
     await asyncio.gather(*(calls(i) for i in range(SESSIONS)))
     return answers
@@ -112,13 +122,12 @@ async def _calls(url: str, *, n: int, first: int) -> list[Answer]:
     return answers
 
 
-def _kill_later(stack: StackHandle, name: str) -> threading.Timer:
+def _killer(stack: StackHandle, name: str) -> Callable[[], None]:
+    """SIGKILL to the stack's process ``name`` (as it runs now)."""
     child = next(c for c in stack.stack.children if c.spec.name == name)
     assert child.proc is not None
     pid = child.proc.pid
-    timer = threading.Timer(KILL_AFTER_S, lambda: psutil.Process(pid).send_signal(signal.SIGKILL))
-    timer.start()
-    return timer
+    return lambda: psutil.Process(pid).send_signal(signal.SIGKILL)
 
 
 def _healthy(stack: StackHandle) -> bool:
@@ -178,11 +187,8 @@ def test_a_process_killed_during_a_burst_of_direct_calls_loses_no_record_of_an_a
     url = f"{stack.gateway_url}/mcp/servers/example"
     first = 1_000_000 if killed == "gateway" else 2_000_000
     with stack.supervised():
-        timer = _kill_later(stack, killed)
-        try:
-            answers = asyncio.run(_burst(url, seconds=BURST_S, first=first))
-        finally:
-            timer.cancel()
+        kill = _killer(stack, killed)
+        answers = asyncio.run(_burst(url, seconds=AFTER_KILL_S, first=first, kill=kill))
         wait_until(lambda: _healthy(stack), what=f"the {killed} restarted")
         # After the restart, direct calls are answered (and recorded) again.
         after = asyncio.run(_calls(url, n=5, first=first + 500_000))
@@ -256,7 +262,7 @@ def test_direct_calls_are_answered_while_every_sandbox_worker_runs_a_long_execut
         try:
             wait_until(lambda: {"running", "queued"} <= set(statuses()), what="busy workers")
             answers = asyncio.run(
-                _burst(f"{stack.gateway_url}/mcp/servers/example", seconds=1.0, first=3_000_000)
+                _burst(f"{stack.gateway_url}/mcp/servers/example", seconds=3.0, first=3_000_000)
             )
             still = statuses()
         finally:

@@ -42,28 +42,35 @@ async def call_direct(
     aggregate view lists it by, ``naming`` and ``reserved`` as in ``direct.listed_names``). An
     unknown or forbidden tool is a JSON-RPC error; a refusal before the run (rate limit,
     sizes) and a failed run are tool errors."""
-    with protocol_errors():
-        tool = await ops.find_tool(
-            state,
-            principal=principal,
-            server=server,
-            name=params.name,
-            naming=naming,
-            reserved=reserved,
-        )
     mcp_ctx = Context(request_context=ctx, input_params=params)
     resumed = await passthrough.resume_interrupted_direct(state, mcp_ctx, principal=principal)
     if isinstance(resumed, types.CallToolResult):
         return resumed
+    pending = input_required.pending_of(params.request_state, principal=principal)
+    with protocol_errors():
+        if pending is not None or resumed is not None:  # a retry, or a call re-sent on a
+            # session's takeover: its call runs (or ran) already, admitted once
+            tool = await ops.find_tool(state, principal=principal, server=server,
+                                       name=params.name, naming=naming, reserved=reserved)  # fmt: skip
+            call = None
+        else:
+            admitted = await ops.find_and_admit(
+                state,
+                principal=principal,
+                server=server,
+                name=params.name,
+                naming=naming,
+                reserved=reserved,
+                arguments=dict(params.arguments or {}),
+                session_id=_session_id(ctx),
+                relay=passthrough.relay_of(mcp_ctx),
+            )
+            if admitted.refusal is not None:
+                return refused(admitted.refusal)
+            tool, call = admitted.tool, admitted.call
     try:  # cancelled by the client: the call ends, recorded `cancelled`
         outcome = resumed or await passthrough.call_direct_passing_through(
-            state,
-            mcp_ctx,
-            tool=tool,
-            arguments=dict(params.arguments or {}),
-            principal=principal,
-            session_id=_session_id(ctx),
-            pending=input_required.pending_of(params.request_state, principal=principal),
+            state, mcp_ctx, call=call, principal=principal, pending=pending
         )
     except (AgentCardsError, ValidationError) as exc:
         return refused(exc)

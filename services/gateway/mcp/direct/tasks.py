@@ -21,7 +21,7 @@ from services.gateway.ops.admission import admit_submission
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.errors import ErrorType
-from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
+from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
 
 
@@ -40,9 +40,7 @@ async def call_as_task(
     principal: Principal,
 ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
     """The call as a sandbox run of the tool: its result within the grace, else its task."""
-    request = ExecutionRequest(
-        code=ops.direct_code(tool.id), args=arguments, tools=[tool.id], learn=False
-    )
+    request = ops.direct_request(tool, arguments)
     admission = await admit_submission(state, request=request, principal=principal)
     outcome = await passthrough.run_passing_through(
         state,

@@ -1,0 +1,90 @@
+"""CPU profile of the gateway and the toolhost under direct calls:
+``python -m research.direct.profile SECONDS OUT_DIR``.
+
+A temporary stack with the time server (as ``bench direct`` runs it); 8 SDK sessions call
+``/mcp/servers/time`` back to back while ``py-spy record`` (installed apart: a tool, not a
+dependency) samples the gateway and the toolhost; flame graphs and raw collapsed stacks go to
+OUT_DIR. Prints each process's name and pid, and the calls per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from deploy.bench.direct import ARGS, TOOL, _http_session, _key, _write_config, venv_python
+from deploy.bench.e2e import wait_synced
+from deploy.launcher.harness import temporary_stack
+
+
+def main(seconds: float, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    python = venv_python()
+    with tempfile.TemporaryDirectory(prefix="agentcards-profile-") as tmp:
+        config = _write_config(Path(tmp) / "m.json", python, agentcards=True, only_time=True)
+        with temporary_stack(mcp_config=config) as handle:
+            database_url = handle.settings.database_url or ""
+            wait_synced(database_url, f"time:{TOOL}")
+            headers = {"Authorization": f"Bearer {_key(database_url)}"}
+            url = f"{handle.gateway_url}/mcp/servers/time"
+            pids = {
+                child.spec.name: child.proc.pid
+                for child in handle.stack.children
+                if child.proc is not None and child.spec.name in {"gateway", "toolhost"}
+            }
+            print(pids, flush=True)
+
+            async def load() -> float:
+                async with contextlib.AsyncExitStack() as stack:
+                    sessions = [
+                        await stack.enter_async_context(_http_session(url, headers))
+                        for _ in range(8)
+                    ]
+                    for s in sessions:
+                        await s.call_tool(TOOL, ARGS)
+                    spies = [
+                        subprocess.Popen(
+                            [
+                                "py-spy",
+                                "record",
+                                "-p",
+                                str(pid),
+                                "-d",
+                                str(int(seconds)),
+                                "-r",
+                                "200",
+                                "-f",
+                                fmt,
+                                "-o",
+                                str(out / f"{name}.{ext}"),
+                            ],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                        for name, pid in pids.items()
+                        for fmt, ext in (("raw", "txt"),)
+                    ]
+                    done = 0
+                    deadline = time.monotonic() + seconds
+
+                    async def loop(s) -> None:  # type: ignore[no-untyped-def]
+                        nonlocal done
+                        while time.monotonic() < deadline:
+                            await s.call_tool(TOOL, ARGS)
+                            done += 1
+
+                    await asyncio.gather(*(loop(s) for s in sessions))
+                    for spy in spies:
+                        spy.wait()
+                    return done / seconds
+
+            print({"calls_per_s": round(asyncio.run(load()), 1)}, flush=True)
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]), Path(sys.argv[2]))
