@@ -226,7 +226,8 @@ async def test_a_session_is_served_by_every_replica(
             answered = await modern.call_tool(
                 "execute_code", {"code": ASK, "args": {"q": "Who now?"}, "learn": False}
             )
-            assert payload(answered)["result"] == {"action": "accept", "name": "Grace"}
+            ran = payload(answered)
+            assert ran["result"] == {"action": "accept", "name": "Grace"}, ran
     assert set(balancer.chosen) == set(backends), balancer.chosen
 
 
