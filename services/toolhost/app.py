@@ -142,8 +142,12 @@ class Toolhost:
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
             policy=self._policy,
+            # Only a policy file asks for approvals; they keep the call's arguments sealed.
             approvals=ApprovalDesk(
-                self._pool, timeout_s=settings.approval_timeout_s, redis=self._redis
+                self._pool,
+                timeout_s=settings.approval_timeout_s,
+                keys=PiiKeys.from_settings(settings) if self._policy.configured else None,
+                redis=self._redis,
             ),
         )
         self._ready = False

@@ -27,6 +27,7 @@ from shared.auth.grants import Grant
 from shared.db import DictConnection
 from shared.errors import ApprovalClosed, ErrorType
 from shared.policy.engine import Decision
+from shared.privacy.keys import PiiKeys
 from shared.queues import approval_answer_key
 from shared.rpc import upstream
 from shared.rpc.protocol import RpcRequest
@@ -38,17 +39,20 @@ Hold = tuple[ErrorType, str, list[str], dict[str, Any] | None]
 
 
 class ApprovalDesk:
-    """Opens and redeems approvals in Postgres (``None`` pool: approvals cannot be kept, and
-    a call that needs one is refused rather than run unasked)."""
+    """Opens and redeems approvals in Postgres, the call's arguments sealed with ``keys``
+    (``None`` pool or keys: approvals cannot be kept, and a call that needs one is refused
+    rather than run unasked)."""
 
     def __init__(
         self,
         pool: ConnectionPool[DictConnection] | None,
         *,
         timeout_s: int,
+        keys: PiiKeys | None = None,
         redis: aioredis.Redis | None = None,
     ) -> None:
         self._pool = pool
+        self._keys = keys
         self.timeout_s = timeout_s
         # Asks the caller's own person through their MCP client (elicitation) when it
         # declared the capability; None: approvals are answered over REST only.
@@ -60,14 +64,14 @@ class ApprovalDesk:
         rule = decision.approval
         assert rule is not None
         policies = list(rule.policies)
-        if self._pool is None:
+        if self._pool is None or self._keys is None:
             return (
                 ErrorType.APPROVAL_DENIED,
                 f"{request.tool}: needs approval, and this toolhost keeps no approvals; not called",
                 policies,
                 None,
             )
-        pool = self._pool
+        pool, keys = self._pool, self._keys
         call_id = request.approval or request.trace_call_id or request.call_id
         args = request.args
 
@@ -75,7 +79,7 @@ class ApprovalDesk:
             with pool.connection() as conn:
                 if request.approval is None:
                     row = open_approval(
-                        conn, execution_id=request.execution_id, call_id=call_id,
+                        conn, keys, execution_id=request.execution_id, call_id=call_id,
                         tool=request.tool, args=args, grant=grant, rule=rule,
                         timeout_s=self.timeout_s,
                     )  # fmt: skip

@@ -4,10 +4,16 @@ redeemed once by the toolhost that runs it.
 Every transition happens under the row's lock (``SELECT … FOR UPDATE``), so two answers at
 once (two gateways) leave exactly one in force, and an approved call is moved to
 ``executed`` by exactly one redemption: the call runs once whoever retries.
+
+The call's arguments are the real values (the privacy layer put them back in place of its
+tokens), so the row keeps them sealed (``shared/privacy/sealed.py``: AES-GCM under the PII
+key, bound to the tenant and the approval) and only ``pending_view`` opens them, for the
+people who are shown the question. Comparing a call sent again needs only ``args_hash``.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +26,8 @@ from shared.auth.audit import AuditAction, args_hash, record_audit
 from shared.auth.grants import Grant
 from shared.errors import ApprovalClosed, Forbidden, NotFound
 from shared.policy.source import ApprovalRule
+from shared.privacy.keys import PiiKeys
+from shared.privacy.sealed import open_bound, seal_bound
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -36,10 +44,12 @@ PENDING, APPROVED, DENIED, EXPIRED, EXECUTED = (
     "expired",
     "executed",
 )
+ARGS_LABEL = b"approval-args"
 
 
 def open_approval(
     conn: Conn,
+    keys: PiiKeys,
     *,
     execution_id: str,
     call_id: str,
@@ -51,6 +61,9 @@ def open_approval(
 ) -> Row:
     """The call's approval, opened ``pending`` (and audited) unless it exists: then as it is
     (a retried request asks once). A new row has ``opened`` true."""
+    sealed = seal_args(
+        keys, tenant_id=grant.tenant_id, execution_id=execution_id, call_id=call_id, args=args
+    )
     row = conn.execute(
         "INSERT INTO approvals (execution_id, call_id, tenant_id, tool, args, args_hash, "
         "surface, policies, approvers, caller_key, caller_user, expires_at) "
@@ -58,7 +71,7 @@ def open_approval(
         "ON CONFLICT (execution_id, call_id) DO NOTHING "
         f"RETURNING {COLUMNS}",
         (
-            execution_id, call_id, grant.tenant_id, tool, Jsonb(args), args_hash(args),
+            execution_id, call_id, grant.tenant_id, tool, Jsonb(sealed), args_hash(args),
             grant.surface, Jsonb(list(rule.policies)), Jsonb(list(rule.approvers)),
             grant.key_id, grant.user, timeout_s,
         ),
@@ -168,7 +181,7 @@ def decide(
         user_id=user_id,
         action=AuditAction.APPROVAL_DECIDED,
         execution_id=_uuid_or_none(execution_id),
-        args=row["args"],
+        hashed_args=row["args_hash"],  # the arguments stay sealed
         details={
             "tool": row["tool"],
             "call_id": call_id,
@@ -202,19 +215,41 @@ def pending_of_tenant(conn: Conn, tenant_id: str, *, limit: int = 100) -> list[R
     )
 
 
-def pending_view(row: Row) -> dict[str, Any]:
-    """A pending approval as readers see it (REST, MCP, SSE, the dashboard)."""
+def pending_view(row: Row, keys: PiiKeys) -> dict[str, Any]:
+    """A pending approval as readers see it (REST, MCP, SSE, the dashboard), its arguments
+    opened (None when they were sealed with a key this stack no longer has)."""
     server, _, tool = str(row["tool"]).partition(":")
     return {
         "execution_id": str(row["execution_id"]),
         "call_id": row["call_id"],
         "server": server,
         "tool": tool,
-        "args": row["args"],
+        "args": _opened_args(row, keys),
         "policies": row["policies"],
         "approvers": row["approvers"],
         "expires_at": row["expires_at"].isoformat(),
     }
+
+
+def seal_args(
+    keys: PiiKeys, *, tenant_id: str, execution_id: str, call_id: str, args: dict[str, Any]
+) -> str:
+    """The call's arguments as the row keeps them: sealed, opening only for this approval."""
+    aad = _args_aad(tenant_id, execution_id, call_id)
+    return seal_bound(keys, label=ARGS_LABEL, aad=aad, value=json.dumps(args))
+
+
+def _args_aad(tenant_id: str, execution_id: str, call_id: str) -> bytes:
+    return f"{tenant_id}\x00{execution_id}\x00{call_id}".encode()
+
+
+def _opened_args(row: Row, keys: PiiKeys) -> dict[str, Any] | None:
+    aad = _args_aad(row["tenant_id"], str(row["execution_id"]), row["call_id"])
+    plain = open_bound(keys, label=ARGS_LABEL, aad=aad, value=str(row["args"]))
+    if plain is None:
+        return None
+    opened: dict[str, Any] = json.loads(plain)
+    return opened
 
 
 def _locked(conn: Conn, execution_id: str, call_id: str) -> Row | None:

@@ -58,8 +58,10 @@ def record_audit(
     args: Any = None,
     details: dict[str, Any] | None = None,
     user_id: str | None = None,
+    hashed_args: str | None = None,
 ) -> int:
-    """Append one row on the caller's connection (and so in its transaction); its id."""
+    """Append one row on the caller's connection (and so in its transaction); its id.
+    ``hashed_args``: the arguments' ``args_hash`` when only it is at hand (sealed arguments)."""
     row = conn.execute(
         "INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, "
         "details) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -69,7 +71,7 @@ def record_audit(
             user_id,
             str(AuditAction(action)),
             execution_id,
-            args_hash(args) if args is not None else None,
+            args_hash(args) if args is not None else hashed_args,
             Jsonb(details or {}),
         ),
     ).fetchone()

@@ -21,6 +21,7 @@ from shared.approvals.store import decide, pending_of_tenant, pending_view
 from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
 from shared.auth.principal import Principal
 from shared.db import DictConnection
+from shared.privacy.keys import PiiKeys
 from shared.queues import approval_answer_key
 
 log = logging.getLogger(__name__)
@@ -77,5 +78,8 @@ async def approvals_inbox(state: GatewayState, *, principal: Principal) -> list[
     def read(conn: DictConnection) -> list[dict[str, Any]]:
         return pending_of_tenant(conn, principal.tenant_id)
 
-    rows = await in_pool(state, read)
-    return [pending_view(r) for r in rows if rules.refusal(r, principal) is None]
+    rows = [r for r in await in_pool(state, read) if rules.refusal(r, principal) is None]
+    if not rows:
+        return []
+    keys = PiiKeys.from_settings(state.settings)  # opens the arguments sealed in the rows
+    return [pending_view(r, keys) for r in rows]

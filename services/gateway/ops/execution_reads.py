@@ -22,6 +22,7 @@ from shared.executions.store import (
     get_execution,
     list_executions,
 )
+from shared.privacy.keys import PiiKeys
 from shared.recovery.reaper import reap_stale
 
 Row = dict[str, Any]
@@ -79,7 +80,8 @@ async def read_execution(
         row = reap_if_stale(state, conn, row)  # its own transaction, if it is not final
         if row["status"] == ExecutionStatus.RUNNING and state.policy.configured:
             pending = pending_of_execution(conn, str(row["id"]))  # calls paused for an answer
-            row = {**row, "pending_approvals": [pending_view(p) for p in pending]}
+            keys = PiiKeys.from_settings(state.settings) if pending else None  # they are sealed
+            row = {**row, "pending_approvals": [pending_view(p, keys) for p in pending if keys]}
         return row
 
     try:

@@ -151,6 +151,12 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
             {"amount": amount, "to": "refund"},
         )
         assert pending["policies"] == ["refunds-need-approval"]
+        with stack.db() as conn:  # the row keeps the real arguments sealed, never in clear
+            (stored,) = conn.execute(
+                "SELECT args::text AS args FROM approvals WHERE execution_id = %s", (run_id,)
+            ).fetchall()
+        assert stored["args"].startswith('"sealed:v1:'), stored
+        assert "refund" not in stored["args"], stored
         call_id = pending["call_id"]
         assert amount not in amounts()  # nothing reached the server while it waits
         # Bad answers: a malformed body, an unknown call, the caller (an admin, but the
