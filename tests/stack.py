@@ -297,11 +297,15 @@ def stack_fixture(
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(stack: E2EStack, **options: Any) -> AsyncIterator[ClientSession]:
-    """An initialized MCP SDK client session on the stack's `/mcp` (``options``: callbacks)."""
+async def mcp_session(
+    stack: E2EStack, *, path: str = "/mcp", headers: dict[str, str] | None = None, **options: Any
+) -> AsyncIterator[ClientSession]:
+    """An initialized MCP SDK client session on the stack's ``path`` (`/mcp`; a server's
+    direct endpoint `/mcp/servers/<name>`), as ``headers`` (the stack's key's by default);
+    ``options``: callbacks."""
     async with (
-        create_mcp_http_client(headers=stack.headers) as http,
-        streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http) as (read, write),
+        create_mcp_http_client(headers=headers or stack.headers) as http,
+        streamable_http_client(f"{stack.gateway_url}{path}", http_client=http) as (read, write),
         ClientSession(read, write, **options) as session,
     ):
         await session.initialize()

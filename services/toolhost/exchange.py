@@ -179,6 +179,16 @@ class ExchangeCredential:
         """Nobody: the tool list is read with the client's own token."""
         return None
 
+    async def refused(self, caller: Caller) -> AuthorizationRequired:
+        """The server answered 401 to the token exchanged for the person: forgotten, so the
+        next call exchanges again."""
+        tenant_id, user = person_of(self._server, caller)
+        self._exchange.forget(tenant_id=tenant_id, user=user)
+        return AuthorizationRequired(
+            f"MCP server {self._server!r} refused the token exchanged for you: call again, "
+            "or sign in again if it keeps refusing"
+        )
+
     async def token(self, caller: Caller, *, fresh: bool) -> str:
         tenant_id, user = person_of(self._server, caller)
         name = self._server

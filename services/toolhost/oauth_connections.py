@@ -78,6 +78,21 @@ class OAuthCredential:
             self._held[key] = connection
             return connection.access_token
 
+    async def refused(self, caller: Caller) -> AuthorizationRequired:
+        """The server answered 401 to the person's access token (the grant was revoked at
+        its authorization server): their connection is deleted, a new link made."""
+        tenant_id, user = person_of(self._server, caller)
+        self._held.pop((tenant_id, user), None)
+        await asyncio.to_thread(self._delete, tenant_id, user)
+        url = await self._link(tenant_id, user)
+        log.info("server %s: it refused the connection of %s of %s: deleted", self._server,
+                 user, tenant_id)  # fmt: skip
+        return AuthorizationRequired(
+            f"MCP server {self._server!r} refused your connection's access token (revoked or "
+            f"expired at its end): open {url} to connect it again, then call again",
+            url=url,
+        )
+
     async def _refreshed(self, connection: Connection) -> Connection:
         c = connection
         try:

@@ -28,7 +28,12 @@ from typing import Any, Protocol
 import httpx2
 from mcp import types
 
-from services.toolhost.registry import AuthorizationRequired, ServerUnavailable, ToolResult
+from services.toolhost.registry import (
+    AuthorizationRequired,
+    ServerUnavailable,
+    ToolResult,
+    UnknownTool,
+)
 from services.toolhost.servers import HttpServer
 from services.toolhost.sessions import ServerConnection, StateCallback, ToolsCallback
 from services.toolhost.upstream import CallContext, Caller, Upstream
@@ -41,16 +46,19 @@ LIST_EVERY_S = 5.0  # how often an OAuth server nobody listed yet looks for a co
 
 
 class BearerFrom(httpx2.Auth):
-    """Sets ``Authorization: Bearer`` on each request from ``token()`` (a person's held token)."""
+    """Sets ``Authorization: Bearer`` on each request from ``token()`` (a person's held token);
+    ``refused``: the server's latest answer was 401 (the token revoked or expired there)."""
 
     def __init__(self, token: Callable[[], Awaitable[str]]) -> None:
         self._token = token
+        self.refused = False
 
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         request.headers["Authorization"] = f"Bearer {await self._token()}"
-        yield request
+        response = yield request
+        self.refused = response.status_code == 401
 
     def sync_auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, Any, None]:
         raise RuntimeError("the toolhost's MCP sessions are asynchronous")
@@ -72,6 +80,11 @@ class Credential(Protocol):
         """A person whose session may list the tools, when people alone can (else None)."""
         ...
 
+    async def refused(self, caller: Caller) -> AuthorizationRequired:
+        """What to raise when the server answered 401 to the person's token: the token is
+        forgotten (and a connection deleted), and they are asked to sign in or connect again."""
+        ...
+
 
 def person_of(server: str, caller: Caller | None) -> tuple[str, str]:
     """The tenant and user a call runs for; AuthorizationRequired for a key's call."""
@@ -90,6 +103,7 @@ class _Session:
     connection: ServerConnection
     task: asyncio.Task[None]
     caller: Caller
+    auth: BearerFrom
     used_at: float = field(default_factory=time.monotonic)
     calls: int = 0  # in flight: a busy session is never closed
 
@@ -129,6 +143,23 @@ class PerUserServer(ServerConnection):
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
 
     @property
+    def awaiting(self) -> bool:
+        """Whether its tools are unknown until a connected person's session lists them."""
+        return self._people_list_tools and not self._listed
+
+    async def _before_listing(self, caller: Caller) -> None:
+        """Answer a call to a tool of this server while its tools are unknown: always raises.
+        AuthorizationRequired (with a connect link) for a person who has not connected it;
+        for one who has, UnknownTool: their session is opened now, listing the tools for the
+        next run (nothing is called: the name was not checked against any tool)."""
+        await self._credential.token(caller, fresh=True)
+        await self._session_for(caller, None)
+        raise UnknownTool(
+            f"MCP server {self.name!r}: its tools were not known when this run started; "
+            "your connection lists them now: call again"
+        )
+
+    @property
     def sessions(self) -> int:
         """People's sessions open now."""
         return len(self._sessions)
@@ -156,6 +187,8 @@ class PerUserServer(ServerConnection):
         caller = context.caller if context is not None else None
         key = person_of(self.name, caller)
         assert caller is not None
+        if self.awaiting:
+            await self._before_listing(caller)
         try:  # refused or unreachable: said before any connection
             await self._credential.token(caller, fresh=True)
         except AuthorizationRequired:
@@ -164,10 +197,17 @@ class PerUserServer(ServerConnection):
         session = await self._session_for(caller, context)
         session.calls += 1
         try:
-            return await session.connection.call_tool(tool, args, context=context)
+            result = await session.connection.call_tool(tool, args, context=context)
+        except ServerUnavailable:
+            if not session.auth.refused:
+                raise
         finally:
             session.calls -= 1
             session.used_at = time.monotonic()
+        if session.auth.refused:  # 401 mid-session: revoked at the server's end
+            await self._close_session(key)
+            raise await self._credential.refused(caller)
+        return result
 
     async def read_resource(self, params: Any) -> Any:
         raise ServerUnavailable(self._not_shared("resources"))
@@ -239,6 +279,7 @@ class PerUserServer(ServerConnection):
         async def quiet_state(server: str, state: str, error: str | None) -> None:
             pass  # the server's state is the listing connection's
 
+        auth = BearerFrom(token)
         connection = ServerConnection(
             name=self.name,
             config=self.config,
@@ -246,10 +287,10 @@ class PerUserServer(ServerConnection):
             on_state=quiet_state,
             connect_timeout_s=self._connect_timeout_s,
             upstream=self._upstream,
-            http_auth=BearerFrom(token),
+            http_auth=auth,
         )
         task = asyncio.create_task(connection.run(), name=f"mcp:{self.name}:{key[1]}")
-        session = holder["session"] = _Session(connection, task, caller)
+        session = holder["session"] = _Session(connection, task, caller, auth)
         self._sessions[key] = session
         deadline = context.deadline if context is not None and context.deadline else None
         wait_s = self._connect_timeout_s if deadline is None else deadline - time.time()
@@ -258,6 +299,8 @@ class PerUserServer(ServerConnection):
         if connection.state != ServerState.READY:
             error = connection.last_error or "no answer yet"
             await self._close_session(key)
+            if auth.refused:
+                raise await self._credential.refused(caller)
             raise ServerUnavailable(
                 f"MCP server {self.name!r}: could not open a session as {key[1]}: {error}"
             )

@@ -91,6 +91,7 @@ async def run_in_sandbox(
     args: Mapping[str, Any] | None = None,
     tools: Mapping[str, ToolSpec] | None = None,
     known_tools: Collection[str] | None = None,
+    awaiting_servers: Collection[str] = (),
     backend: ToolBackend | None = None,
     limits: SandboxLimits,
     on_event: EventCallback | None = None,
@@ -104,7 +105,9 @@ async def run_in_sandbox(
     ``tools`` are the only tool ids (``server:tool``) the code may call; ``backend``
     serves them. ``known_tools`` are every id that exists: a call outside ``tools`` is
     ``tool_not_allowed`` for one of them and ``unknown_tool`` (with the nearest names) for any
-    other; without it every call outside ``tools`` is ``tool_not_allowed``. Python-name
+    other; without it every call outside ``tools`` is ``tool_not_allowed``. A call to a tool of
+    one of ``awaiting_servers`` (whose tools nobody connected yet has listed) goes to
+    ``backend``, which answers ``authorization_required`` with a connect link. Python-name
     spellings (``mcp.my_server.get_sum`` for ``my-server:get-sum``) resolve to the real id. ``capability_sources`` (name -> id + code) run inline in the child as
     ``capabilities.<name>(**kwargs)``. ``on_event`` receives tool_start/tool_end,
     capability_start/capability_end and progress events as they are recorded (sync or
@@ -173,7 +176,7 @@ async def run_in_sandbox(
                 detail,
             )
         cap_ids = {name: src["id"] for name, src in caps.items()}
-        catalog = ToolCatalog.build(tools or {}, known_tools)
+        catalog = ToolCatalog.build(tools or {}, known_tools, awaiting_servers)
         schemas = {tid: spec.input_schema for tid, spec in (tools or {}).items()}
         trace = TraceRecorder(on_event)
         session = _Session(

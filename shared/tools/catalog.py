@@ -28,21 +28,34 @@ class ToolCatalog:
 
     ``known`` None means nothing is known beyond the granted ids: any other name is
     refused as ``tool_not_allowed`` (the bridge's behaviour without a tool registry).
+    ``awaiting``: servers whose tools are not known until a person connects them; a call to
+    one of theirs goes ahead (the toolhost answers ``authorization_required`` with a link).
     """
 
     granted: frozenset[str]
     known: frozenset[str] | None = None
     _aliases: dict[str, str] = field(default_factory=dict, repr=False)
+    # the awaiting servers by their name and their Python name -> the real name
+    _awaiting: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, granted: Iterable[str], known: Iterable[str] | None = None) -> ToolCatalog:
+    def build(
+        cls,
+        granted: Iterable[str],
+        known: Iterable[str] | None = None,
+        awaiting: Iterable[str] = (),
+    ) -> ToolCatalog:
         """A catalog with its Python-name aliases; granted ids win an alias over other known ones."""
         granted_set = frozenset(granted)
         known_set = None if known is None else frozenset(known) | granted_set
         aliases: dict[str, str] = {}
         for tool_id in [*sorted(granted_set), *sorted((known_set or set()) - granted_set)]:
             aliases.setdefault(tool_ids.python_id(tool_id), tool_id)
-        return cls(granted_set, known_set, aliases)
+        waiting: dict[str, str] = {}
+        for server in sorted(awaiting):
+            waiting.setdefault(server, server)
+            waiting.setdefault(tool_ids.python_name(server), server)
+        return cls(granted_set, known_set, aliases, waiting)
 
     def resolve(self, requested: str) -> tuple[str, dict[str, Any] | None]:
         """(real id, None) when the call may go ahead, else (the id as resolved, a structured refusal)."""
@@ -56,6 +69,10 @@ class ToolCatalog:
             tool = self._aliases.get(tool_ids.python_id(requested), requested)
         if tool in self.granted:
             return tool, None
+        if self.known is not None and tool not in self.known:
+            server, name = tool_ids.parse(tool)
+            if server in self._awaiting:  # its tools are not known yet: the toolhost answers
+                return tool_ids.make(self._awaiting[server], name), None
         if self.known is None:
             return tool, error_dict(
                 ErrorType.TOOL_NOT_ALLOWED, f"tool {tool!r} is not granted to this execution"

@@ -74,6 +74,29 @@ def run_tools_at(conn: Conn, *, version: Any) -> list[Row]:
     return _RUN_TOOLS.get(conn, version=version)
 
 
+def awaiting_servers(conn: Conn) -> frozenset[str]:
+    """Servers waiting for a person to connect them (``needs_user_authorization``) whose tools
+    nobody has listed yet: a call to one of them goes to the toolhost, which answers with a
+    connect link, instead of being refused as an unknown tool."""
+    rows = conn.execute(
+        "SELECT m.name FROM mcp_servers m WHERE m.state = %s "
+        "AND NOT EXISTS (SELECT 1 FROM tools t WHERE t.server = m.name)",
+        (ServerState.NEEDS_USER_AUTHORIZATION.value,),
+    ).fetchall()
+    return frozenset(_first(r) for r in rows)
+
+
+# Its inputs (``mcp_servers.state``, the tools' rows) move ``tools_state.version`` too.
+_AWAITING = VersionedCache(awaiting_servers)
+
+
+def awaiting_servers_at(conn: Conn, *, version: Any) -> frozenset[str]:
+    """``awaiting_servers`` as of ``version``, as ``run_tools_at``."""
+    if version is None:
+        return awaiting_servers(conn)
+    return _AWAITING.get(conn, version=version)
+
+
 def tools_version(conn: Conn) -> Any:
     """The tools' version now (None if unknown: ``run_tools_at`` then reads)."""
     found = conn.execute(TOOLS_VERSION_SQL).fetchone()

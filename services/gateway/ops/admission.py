@@ -15,7 +15,7 @@ from anyio import to_thread
 from services.gateway.ops.policy import refuse_by_policy
 from services.gateway.ops.result_cache import answer_from_cache
 from services.gateway.state import GatewayState
-from shared import metrics
+from shared import metrics, tool_ids
 from shared.auth import limits
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
@@ -38,7 +38,7 @@ from shared.inputs import check_value
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.sandbox.typescript_syntax import find_typescript_syntax_error
 from shared.telemetry import traced
-from shared.tools.store import get_tools
+from shared.tools.store import awaiting_servers_at, get_tools, tools_version
 
 Row = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -71,12 +71,21 @@ def validate_request(state: GatewayState, request: ExecutionRequest) -> float:
 
 
 def unknown_tools(state: GatewayState, tools: list[str]) -> list[str]:
-    """Tool ids in the requested scope that the toolhost has never seen."""
+    """Tool ids in the requested scope that the toolhost has never seen (those of a server
+    whose tools are unknown until a person connects it excepted: the call will say how)."""
     if not tools:
         return []
     with state.pool.connection() as conn:
         known = get_tools(conn, ids=tools)
-    return [t for t in tools if t not in known]
+        missing = [t for t in tools if t not in known]
+        if missing:
+            awaiting = awaiting_servers_at(conn, version=tools_version(conn))
+            missing = [t for t in missing if not _on_server(t, awaiting)]
+    return missing
+
+
+def _on_server(tool: str, servers: frozenset[str]) -> bool:
+    return tool_ids.is_tool_id(tool) and tool_ids.parse(tool).server in servers
 
 
 def reserve_slot(

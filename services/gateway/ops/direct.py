@@ -39,7 +39,7 @@ from shared.server_states import ServerState
 from shared.tools import servers as servers_store
 from shared.tools.apps import offers_apps
 from shared.tools.servers import server_info
-from shared.tools.store import configured, run_tools_at, tools_version
+from shared.tools.store import awaiting_servers_at, configured, run_tools_at, tools_version
 
 # MCP's tool-name rule (2025-11-25): 1-128 of [A-Za-z0-9_.-]. Server names never hold a dot
 # (shared/tool_ids.py), so ``<server>.<tool>`` splits at its first dot, whatever the tool is.
@@ -204,8 +204,15 @@ async def tools_ui(state: GatewayState) -> dict[str, dict[str, Any]]:
 def _tool_rows(conn: DictConnection) -> list[dict[str, Any]]:
     """``list_tools``' rows, read once per version of the tools (``run_tools_at``: a call
     reads the version, not every tool's schema)."""
+    return _callable(conn)[0]
+
+
+def _callable(conn: DictConnection) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """``_tool_rows`` and the servers awaiting a person's connection (``_found``'s inputs)."""
     with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-        return configured(run_tools_at(conn, version=tools_version(conn)))
+        version = tools_version(conn)
+        rows = configured(run_tools_at(conn, version=version))
+        return rows, awaiting_servers_at(conn, version=version)
 
 
 async def find_tool(
@@ -222,9 +229,9 @@ async def find_tool(
     with bare names, the tool listed under ``name``, else a ``<server>.<tool>`` name still
     reaches its tool). NotFound when it does not exist, is unavailable or is a bare name of
     several tools, ToolNotAllowed when the caller's key may not call it."""
-    rows = await in_pool(state, _tool_rows)
+    rows, awaiting = await in_pool(state, _callable)
     return _found(rows, principal=principal, server=server, name=name, naming=naming,
-                  reserved=reserved)  # fmt: skip
+                  reserved=reserved, awaiting=awaiting)  # fmt: skip
 
 
 def _found(
@@ -235,8 +242,10 @@ def _found(
     name: str,
     naming: ToolNaming,
     reserved: Collection[str],
+    awaiting: Collection[str] = (),
 ) -> DirectTool:
-    """``find_tool`` among the tools' rows ``rows``."""
+    """``find_tool`` among the tools' rows ``rows``; a name on one of the ``awaiting`` servers
+    (tools unknown until a person connects it) is taken as its tool: the toolhost answers."""
     if server is None and naming == "bare":
         visible = _listed(rows, patterns=principal.tool_patterns)
         names = listed_names(visible, naming=naming, reserved=reserved)
@@ -258,8 +267,25 @@ def _found(
         if patterns is not None and not cached_patterns(patterns).allows(tool.id):
             raise ToolNotAllowed(f"this API key may not call {tool.id}", tool=tool.id)
         return tool
+    unlisted = _on_awaiting(server, name, awaiting)
+    if unlisted is not None:
+        patterns = principal.tool_patterns
+        if patterns is not None and not cached_patterns(patterns).allows(unlisted.id):
+            raise ToolNotAllowed(f"this API key may not call {unlisted.id}", tool=unlisted.id)
+        return unlisted
     where = f"server {server!r}" if server is not None else "any server"
     raise NotFound(f"no tool {name[:200]!r} on {where} (see tools/list)", tool=name[:200])
+
+
+def _on_awaiting(server: str | None, name: str, awaiting: Collection[str]) -> DirectTool | None:
+    """The tool ``name`` (on ``server``, else an aggregate ``<server>.<tool>`` name) of a server
+    whose tools are not known until a person connects it; None for any other."""
+    if server is None:
+        server, _, name = name.partition(AGGREGATE_SEPARATOR)
+    if server not in awaiting or not tool_ids.is_tool_id(tool_ids.make(server, name)):
+        return None
+    return DirectTool(id=tool_ids.make(server, name), server=server, name=name, description="",
+                      input_schema={"type": "object"}, output_schema=None, annotations={})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,9 +320,11 @@ async def find_and_admit(
     def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
         with state.pool.connection() as conn:
             with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-                known = run_tools_at(conn, version=tools_version(conn))
+                version = tools_version(conn)
+                known = run_tools_at(conn, version=version)
+                awaiting = awaiting_servers_at(conn, version=version)
             tool = _found(configured(known), principal=principal, server=server, name=name,
-                          naming=naming, reserved=reserved)  # fmt: skip
+                          naming=naming, reserved=reserved, awaiting=awaiting)  # fmt: skip
             try:
                 request = direct_request(tool, arguments)
                 admission = admit_direct(

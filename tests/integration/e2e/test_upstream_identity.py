@@ -11,6 +11,7 @@ ports), and the upstream servers' URLs are fixed before the stack starts.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -25,6 +26,7 @@ import httpx
 import pgserver  # type: ignore[import-untyped]
 import pytest
 import redis
+from mcp import types
 
 from tests.harness import spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
@@ -35,7 +37,7 @@ from tests.integration.identity.provider import (
     redis_value,
     running_provider,
 )
-from tests.stack import REPO, E2EStack, stack_fixture
+from tests.stack import REPO, E2EStack, mcp_session, stack_fixture, tool_error
 
 IDP_PORT, GATEWAY_PORT, UPSTREAM_PORT = free_port(), free_port(), free_port()
 OWN_IDP_PORT, TICKETS_PORT = free_port(), free_port()  # the OAuth server and its own issuer
@@ -223,6 +225,17 @@ def test_people_connect_a_server_of_its_own_once(
     with httpx.Client(base_url=stack.gateway_url, timeout=120) as client:
         servers = {s["name"]: s for s in client.get("/v1/servers", headers=alice).json()["servers"]}
         assert servers["tickets"]["state"] == "needs_user_authorization", servers["tickets"]
+        # Nobody connected yet, its tools unknown: a call is asked to connect, from code and
+        # directly; a server that does not exist stays unknown.
+        early = run(client, erin, WHOAMI_TICKETS)
+        assert early["error"] == "authorization_required", early
+        assert early["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), early
+        direct = tool_error(asyncio.run(_direct_whoami(stack, erin)))
+        assert direct["type"] == "authorization_required", direct
+        assert f"{PUBLIC_URL}/oauth/connect/" in json.dumps(direct), direct
+        assert run(client, erin, WHOAMI.replace("mcp.upstream", "mcp.nosuch"))["error"] == (
+            "unknown_tool"
+        )
         assert client.get("/v1/connections", headers=alice).json() == {"connections": []}
         link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
         assert link.startswith(f"{PUBLIC_URL}/oauth/connect/")
@@ -266,8 +279,15 @@ def test_people_connect_a_server_of_its_own_once(
         assert again["error"] == "authorization_required" and again["url"], again
         keyed = stack.as_new_tenant("acme")
         assert run(client, keyed.headers, WHOAMI_TICKETS)["error"] == "authorization_required"
+        # Erin's grant revoked at the provider: the server refuses her token mid-session (401).
+        tickets.with_name(tickets.name + ".revoked").write_text("erin\n")
+        revoked = run(client, erin, WHOAMI_TICKETS)
+        assert revoked["error"] == "authorization_required", revoked
+        assert revoked["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), revoked
+        assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
     shown = [json.loads(line) for line in tickets.read_text().splitlines()]
-    assert all(s["taken"] and s["aud"] == TICKETS for s in shown), shown
+    assert all(s["taken"] != s["revoked"] and s["aud"] == TICKETS for s in shown), shown
+    assert {s["sub"] for s in shown if s["revoked"]} == {"erin"}
     alices = {s["token"] for s in shown if s["sub"] == "alice"}
     toolhost = stack.procs["toolhost"].log_path.read_text(errors="replace")
     assert len(alices) == 2, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
@@ -276,6 +296,12 @@ def test_people_connect_a_server_of_its_own_once(
     (OUT / "connect-transcript.txt").write_text("\n".join(transcript) + "\n")
     (OUT / "expired.txt").write_text(json.dumps(again, indent=2) + "\n")
     _no_plaintext(stack, {s["token"] for s in shown})
+
+
+async def _direct_whoami(stack: E2EStack, headers: dict[str, str]) -> types.CallToolResult:
+    """``whoami`` called directly on ``tickets``' own endpoint with the MCP SDK's client."""
+    async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers) as session:
+        return await session.call_tool("whoami", {})
 
 
 def _authorize(

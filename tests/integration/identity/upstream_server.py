@@ -4,6 +4,8 @@ it takes only access tokens from the identity provider for its own audience, and
 
 Every token presented is appended to ``LOG`` (one JSON line: its subject, audience, client,
 whether it was taken, and the token itself, so a test can look for it where it must not be):
+tokens of a subject listed in ``LOG.revoked`` (one a line) are refused, as a grant revoked at
+the provider makes its server refuse them;
 a test reads exactly what reached the server, refused tokens included (the gateway's own
 token passed through would show up as refused, audience the gateway's).
 
@@ -54,10 +56,13 @@ class IssuerTokens:
             taken = True
         except (JoseError, ValueError):
             pass
+        listed = self.log.with_name(self.log.name + ".revoked")
+        revoked = taken and listed.exists() and claims["sub"] in listed.read_text().split()
+        taken = taken and not revoked
         with self.log.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"sub": claims.get("sub"), "aud": claims.get("aud"),
                                   "client_id": claims.get("client_id"), "taken": taken,
-                                  "token": token}) + "\n")  # fmt: skip
+                                  "revoked": revoked, "token": token}) + "\n")  # fmt: skip
         if not taken:
             return None
         return AccessToken(

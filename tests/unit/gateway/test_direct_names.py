@@ -13,6 +13,7 @@ from services.gateway.mcp.direct import naming_of
 from services.gateway.ops.direct import (
     MAX_TOOL_NAME,
     DirectTool,
+    _on_awaiting,
     aggregate_name,
     direct_code,
     listed_names,
@@ -107,3 +108,13 @@ def test_the_request_chooses_the_naming_and_a_bad_value_is_a_clear_error() -> No
         "x-agentcards-tool-names (or ?names=) must be one of prefixed, bare, not 'short'"
     )
     assert refused.value.to_dict()["type"] == "validation_error"
+
+
+def test_a_name_on_a_server_awaiting_a_connection_is_its_tool_others_are_not() -> None:
+    awaiting = {"tickets"}
+    own = _on_awaiting("tickets", "whoami", awaiting)
+    assert own is not None and own.id == "tickets:whoami" and own.server == "tickets"
+    aggregate = _on_awaiting(None, "tickets.whoami", awaiting)
+    assert aggregate is not None and aggregate.id == "tickets:whoami"
+    assert _on_awaiting("time", "whoami", awaiting) is None
+    assert _on_awaiting(None, "whoami", awaiting) is None

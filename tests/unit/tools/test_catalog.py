@@ -59,3 +59,13 @@ def test_without_a_registry_everything_outside_the_scope_is_not_allowed() -> Non
     _, malformed = catalog.resolve("a.b:x")
     assert malformed is not None and malformed["type"] == "tool_not_allowed"
     assert "tool ids look like 'server:tool'" in malformed["message"]
+
+
+def test_a_server_awaiting_a_connection_lets_its_calls_through_others_stay_unknown() -> None:
+    catalog = ToolCatalog.build(KNOWN, KNOWN, awaiting=["my-tickets"])
+    assert catalog.resolve("my-tickets:whoami") == ("my-tickets:whoami", None)
+    assert catalog.resolve("my_tickets:whoami") == ("my-tickets:whoami", None)  # Python name
+    _, other = catalog.resolve("tickets2:whoami")
+    assert other is not None and other["type"] == "unknown_tool"
+    _, typo = catalog.resolve("time:get_curent_time")  # a server whose tools are known
+    assert typo is not None and typo["type"] == "unknown_tool"

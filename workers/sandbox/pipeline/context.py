@@ -29,6 +29,8 @@ class RunContext:
     grant: Grant | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     known_tools: list[str] = field(default_factory=list)
+    # servers whose tools are not known until a person connects them (their calls go ahead)
+    awaiting_servers: frozenset[str] = frozenset()
     # every known tool's row, removed servers' too (``run_tools``): cache.prepare's settings
     known_tool_rows: list[dict[str, Any]] = field(default_factory=list)
     capabilities: dict[str, CapabilitySource] = field(default_factory=dict)

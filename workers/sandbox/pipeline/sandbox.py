@@ -39,20 +39,35 @@ _rpc: RpcClient | None = None
 
 
 class RpcToolBackend:
-    """Tool calls of one execution over the Redis RPC channel (toolhost re-checks the scope)."""
+    """Tool calls of one execution over the Redis RPC channel (toolhost re-checks the scope).
 
-    def __init__(self, *, client: RpcClient, execution_id: str, allowed: list[str]) -> None:
+    ``awaiting``: servers whose tools are not known until a person connects them; a call to
+    one of theirs is in the scope (the grant still decides), and the toolhost answers it.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: RpcClient,
+        execution_id: str,
+        allowed: list[str],
+        awaiting: frozenset[str] = frozenset(),
+    ) -> None:
         self.client = client
         self.execution_id = execution_id
         self.allowed = allowed
+        self.awaiting = awaiting
 
     async def call(self, tool_id: str, args: dict[str, Any], deadline: float) -> ToolResult:
+        allowed = self.allowed
+        if self.awaiting and tool_ids.parse(tool_id).server in self.awaiting:
+            allowed = [*allowed, tool_id]
         reply = await self.client.call(
             execution_id=self.execution_id,
             tool=tool_id,
             args=args,
             deadline=deadline,
-            allowed=self.allowed,
+            allowed=allowed,
             trace_call_id=CURRENT_CALL_ID.get(),
             approval=CURRENT_APPROVAL.get(),
         )
@@ -127,11 +142,13 @@ async def _run_or_cancel(ctx: RunContext, teardown: list[Callable[[], None]]) ->
         args=ctx.row["args"],
         tools=ctx.tools,
         known_tools=ctx.known_tools,
+        awaiting_servers=ctx.awaiting_servers,
         backend=privacy.Detokenizing(
             RpcToolBackend(
                 client=rpc_client(ctx.settings),
                 execution_id=execution_id,
                 allowed=sorted(ctx.tools),
+                awaiting=ctx.awaiting_servers,
             ),
             ctx,
         ),

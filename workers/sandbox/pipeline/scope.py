@@ -14,7 +14,7 @@ from shared.db import autocommit
 from shared.queues import grant_key
 from shared.sandbox.bridge import CapabilitySource
 from shared.sandbox.tools import ToolSpec
-from shared.tools.store import configured, run_tools_at
+from shared.tools.store import awaiting_servers_at, configured, run_tools_at
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.retry import with_db_retry
 
@@ -39,7 +39,7 @@ def resolve_scope(ctx: RunContext) -> None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
     # One read of `tools` for the scope and the cache settings (cache.prepare), kept in this
     # process while the version the claim read stays: no round trip unless tools changed.
-    ctx.known_tool_rows = with_db_retry(
+    ctx.known_tool_rows, ctx.awaiting_servers = with_db_retry(
         lambda conn: _run_tools(conn, version=ctx.tools_version), what="load tools"
     )
     ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant, configured(ctx.known_tool_rows))
@@ -69,9 +69,13 @@ def tool_scope(
     return granted, [r["id"] for r in rows]
 
 
-def _run_tools(conn: psycopg.Connection[dict[str, Any]], *, version: Any) -> list[dict[str, Any]]:
+def _run_tools(
+    conn: psycopg.Connection[dict[str, Any]], *, version: Any
+) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """The known tools' rows and the servers awaiting a person's connection, as of ``version``
+    (no statement at all while it stays)."""
     with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
-        return run_tools_at(conn, version=version)
+        return run_tools_at(conn, version=version), awaiting_servers_at(conn, version=version)
 
 
 def capability_sources(row: dict[str, Any]) -> dict[str, CapabilitySource]:
