@@ -51,7 +51,7 @@ from shared.queues import direct_session_key, grant_key
 from shared.rpc import upstream
 from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
-from shared.sandbox.bridge import argument_refusal, clean_error, served
+from shared.sandbox.bridge import argument_refusal, served
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.spans import ended, tool_call_span
@@ -308,10 +308,7 @@ def _outcome(
     message = f"{call.tool_id}: {err.get('message', 'tool call failed')}"[:4000]
     return ExecutionOutcome(
         status=ExecutionStatus.FAILED,
-        # a connect link (authorization_required) kept, as the sandbox's bridge keeps it
-        error=error_dict(
-            str(err.get("type") or ErrorType.TOOL_ERROR), message, url=clean_error(err).get("url")
-        ),
+        error=error_dict(str(err.get("type") or ErrorType.TOOL_ERROR), message),
         trace=recorder.events,
         tool_calls=1,
         duration_ms=duration_ms,
