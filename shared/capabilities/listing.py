@@ -17,7 +17,7 @@ Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
 
 ITEM_FIELDS = (
-    "id", "name", "description", "code", "intent", "aliases", "tools_used",
+    "id", "name", "description", "code", "intent", "aliases", "tools_used", "approval_tools",
     "parameters_schema", "success_rate", "usage_count", "last_used", "created_at",
     "community_id", "version", "source", "disabled", "language",
 )  # fmt: skip
@@ -27,7 +27,7 @@ ITEM_SELECT = """
 SELECT c.id::text AS id, c.name, c.description, c.code, c.intent,
        coalesce((SELECT array_agg(a.intent ORDER BY a.id) FROM capability_aliases AS a
                   WHERE a.capability_id = c.id), '{}') AS aliases,
-       c.tools_used, c.parameters_schema, c.success_rate, c.usage_count, c.last_used,
+       c.tools_used, c.approval_tools, c.parameters_schema, c.success_rate, c.usage_count, c.last_used,
        c.created_at, c.community AS community_id, c.version, c.source,
        c.disabled_at IS NOT NULL AS disabled, c.language
   FROM capabilities AS c

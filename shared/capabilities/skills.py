@@ -164,12 +164,14 @@ def render(item: Mapping[str, Any], *, name: str) -> Skill:
     schema = item.get("parameters_schema") or {"type": "object", "properties": {}}
     description = _description(item)
     tools = list(dict.fromkeys(item.get("tools_used") or []))
+    approvals = list(dict.fromkeys(item.get("approval_tools") or []))
     metadata = {
         "agentcards-capability": str(item["name"]),
         "agentcards-capability-id": str(item["id"]),
         "agentcards-version": str(item.get("version", 1)),
         "agentcards-language": language,
         "agentcards-tools": " ".join(tools),
+        "agentcards-approval-tools": " ".join(approvals),
         "agentcards-success-rate": f"{float(item.get('success_rate') or 0.0):.4g}",
         "agentcards-usage-count": str(int(item.get("usage_count") or 0)),
     }
@@ -179,7 +181,9 @@ def render(item: Mapping[str, Any], *, name: str) -> Skill:
         "compatibility": COMPATIBILITY,
         "metadata": metadata,
     }
-    skill_md = _frontmatter_text(frontmatter) + _body(item, schema, tools, code_path, language)
+    skill_md = _frontmatter_text(frontmatter) + _body(
+        item, schema, tools, approvals, code_path, language
+    )
     files = (
         SkillFile(SKILL_FILE, _MIME[SKILL_FILE], skill_md.encode()),
         SkillFile(PARAMETERS_FILE, _MIME[PARAMETERS_FILE], _json(schema).encode()),
@@ -222,7 +226,12 @@ def _scalar(value: Any) -> str:
 
 
 def _body(
-    item: Mapping[str, Any], schema: Mapping[str, Any], tools: list[str], code: str, language: str
+    item: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    tools: list[str],
+    approvals: list[str],
+    code: str,
+    language: str,
 ) -> str:
     properties: Mapping[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or [])
@@ -265,6 +274,7 @@ def _body(
             "",
             *([f"- `{t}`" for t in tools] or ["- none"]),
             "",
+            *_approval_section(approvals),
             "## Code",
             "",
             f"[{code}]({code}) ({language}) is the code the gateway runs in its sandbox, "
@@ -276,6 +286,22 @@ def _body(
             "",
         ]
     )
+
+
+def _approval_section(approvals: list[str]) -> list[str]:
+    """The body's approval section: empty unless a run of it waited for someone's approval."""
+    if not approvals:
+        return []
+    return [
+        "## Needs approval",
+        "",
+        "A policy asks a person to approve its calls of these tools, so a run waits for an "
+        "answer (`waiting_approval`) and fails with `approval_denied` or `approval_timeout` "
+        "without one:",
+        "",
+        *[f"- `{t}`" for t in approvals],
+        "",
+    ]
 
 
 def _example(spec: Mapping[str, Any]) -> Any:

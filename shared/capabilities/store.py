@@ -134,7 +134,8 @@ def nearest(conn: Conn, *, intent_embedding: Sequence[float], tenant_id: str, n:
               FROM hits ORDER BY capability_id, semantic DESC
         )
         SELECT c.id, c.name, c.description, c.intent, c.code, c.parameters_schema,
-               c.success_rate, c.usage_count, c.tools_used, c.language, b.semantic, b.phrasing
+               c.success_rate, c.usage_count, c.tools_used, c.approval_tools, c.language,
+               b.semantic, b.phrasing
           FROM best AS b JOIN capabilities AS c ON c.id = b.capability_id
          WHERE c.disabled_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM capabilities AS n  -- superseded by a live version
@@ -277,6 +278,30 @@ def update_capabilities(
             returning=True,
         )
         return {str(row["id"]): row for row in _all_results(cur)}
+
+
+def add_approval_tools(conn: Conn, *, tools_by_id: Mapping[str, Sequence[str]]) -> None:
+    """Add tools whose calls needed approval to each capability's ``approval_tools`` (sorted,
+    each once); in id order, so concurrent batches lock alike. A known tool writes nothing."""
+    params = [
+        {"id": capability_id, "tools": Jsonb(sorted(set(tools)))}
+        for capability_id, tools in sorted(tools_by_id.items())
+        if tools
+    ]
+    if not params:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            """
+            UPDATE capabilities AS c
+               SET approval_tools = (
+                       SELECT jsonb_agg(t ORDER BY t)
+                         FROM (SELECT jsonb_array_elements_text(c.approval_tools)
+                               UNION SELECT jsonb_array_elements_text(%(tools)s)) AS x(t))
+             WHERE c.id = %(id)s AND NOT c.approval_tools @> %(tools)s
+            """,
+            params,
+        )
 
 
 def insert_capabilities(conn: Conn, *, rows: Sequence[Mapping[str, Any]]) -> list[Row]:

@@ -370,6 +370,8 @@ class TraceSummary:
     tool_calls: tuple[ToolCall, ...] = ()  # in start order, lost calls (ok None) included
     capability_calls: tuple[CapabilityCall, ...] = ()  # in start order
     truncated: bool = False  # past a cap calls went unrecorded: the list is not every call
+    # Tools whose calls waited for a person's approval (``approval`` events), first seen first.
+    approval_tools: tuple[str, ...] = ()
 
     @property
     def failures(self) -> list[dict[str, Any]]:
@@ -397,6 +399,7 @@ class TraceSummary:
             "truncated": self.truncated,
             "tool_calls": [_fields(call) for call in self.tool_calls],
             "capability_calls": [_fields(call) for call in self.capability_calls],
+            "approval_tools": list(self.approval_tools),
         }
 
     @classmethod
@@ -408,6 +411,7 @@ class TraceSummary:
                 CapabilityCall(**call) for call in data.get("capability_calls") or ()
             ),
             truncated=bool(data.get("truncated")),
+            approval_tools=tuple(str(tool) for tool in data.get("approval_tools") or ()),
         )
 
 
@@ -417,6 +421,13 @@ def summarize(trace: Sequence[TraceEvent]) -> TraceSummary:
         tool_calls=tuple(_tool_calls(trace)),
         capability_calls=tuple(_capability_calls(trace)),
         truncated=any(event_type(e) == EventType.TRACE_TRUNCATED for e in trace),
+        approval_tools=tuple(
+            dict.fromkeys(
+                str(e["tool"])
+                for e in trace
+                if event_type(e) == EventType.APPROVAL and isinstance(e.get("tool"), str)
+            )
+        ),
     )
 
 

@@ -18,10 +18,11 @@ from psycopg.types.json import Jsonb
 
 from shared.capabilities.learners import record_learners
 from shared.capabilities.outcome import LearningDecision, Verdict, decide_learning
+from shared.capabilities.store import add_approval_tools
 from shared.embeddings import Embeds
 from shared.errors import ErrorType
 from shared.executions.status import TERMINAL, ExecutionStatus
-from shared.executions.trace import SUMMARY_VERSION, summary_of
+from shared.executions.trace import SUMMARY_VERSION, TraceSummary, summary_of
 from shared.graph.edges import Edge, derive_edges, session_edges
 from shared.graph.store import upsert_edges
 from shared.learning.capability_runs import (
@@ -163,6 +164,7 @@ def _apply(
             )
     capabilities = apply_capability_runs(conn, learned=learned, reruns=reruns, embedder=embedder)
     record_learners(conn, taught=_taught(rows, capabilities))
+    add_approval_tools(conn, tools_by_id=_approval_tools(rows, summaries, capabilities))
     moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
     learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
@@ -306,6 +308,23 @@ def _taught(
         if done is not None and done.outcome != "rerun" and row.get("user_id"):
             taught.append((str(done.capability["id"]), str(row["user_id"])))
     return taught
+
+
+def _approval_tools(
+    rows: Sequence[dict[str, Any]],
+    summaries: dict[str, TraceSummary],
+    capabilities: dict[str, CapabilityOutcome],
+) -> dict[str, list[str]]:
+    """Tools whose calls waited for approval, by the capability the run learned or re-ran
+    (a re-run its stats leave out, say a cancelled one, still shows that its code needs it)."""
+    out: dict[str, list[str]] = {}
+    for row in rows:
+        done = capabilities.get(str(row["id"]))
+        capability_id = done.capability["id"] if done else row["capability_id"]
+        tools = summaries[str(row["id"])].approval_tools
+        if capability_id is not None and tools:
+            out.setdefault(str(capability_id), []).extend(tools)
+    return out
 
 
 def _outcome(row: dict[str, Any], done: CapabilityOutcome | None) -> str:

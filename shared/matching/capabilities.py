@@ -116,6 +116,7 @@ def match_capabilities(
             "language": row.get("language") or "python",
             "parameters_schema": row["parameters_schema"],
             "tools_used": row["tools_used"],
+            "approval_tools": list(row.get("approval_tools") or []),
             "success_rate": float(row["success_rate"]),
             "usage_count": int(row["usage_count"]),
             "score": round(score, 4),

@@ -24,7 +24,9 @@
     const stats = [
       ["success rate", pct(cap.success_rate)], ["usage", cap.usage_count ?? 0],
       ["last used", cap.last_used ? new Date(cap.last_used).toLocaleString() : "never"],
-      ["tools", (cap.tools_used || []).join(", ") || "none"], ["version", cap.version ?? 1],
+      ["tools", (cap.tools_used || []).join(", ") || "none"],
+      ["needs approval for", (cap.approval_tools || []).join(", ") || "none"],
+      ["version", cap.version ?? 1],
       ["source", cap.source || "learned"], ["state", cap.disabled ? "disabled" : "enabled"],
       ["id", cap.id],
     ];

@@ -13,9 +13,9 @@ from shared.learning.maintenance import prune_idle_capabilities
 from tests.integration.capabilities.conftest import Headers, sql
 
 ITEM_KEYS = {
-    "id", "name", "description", "code", "intent", "aliases", "tools_used", "parameters_schema",
-    "success_rate", "usage_count", "last_used", "created_at", "community_id", "version", "source",
-    "disabled", "language",
+    "id", "name", "description", "code", "intent", "aliases", "tools_used", "approval_tools",
+    "parameters_schema", "success_rate", "usage_count", "last_used", "created_at",
+    "community_id", "version", "source", "disabled", "language",
 }  # fmt: skip
 GREET_V1 = 'return "hello " + args["who"]'
 GREET_V2 = 'who = args["who"]\nreturn f"hello, {who}!" * args.get("times", 1)'

@@ -3,7 +3,8 @@
 REST; approved it runs exactly once (two answers at once: one wins), denied it raises
 ``approval_denied``, unanswered ``approval_timeout``; the wait does not spend the run's
 wall-clock limit; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
-tenant's admins other than the caller; answers are in the trace and the audit log.
+tenant's admins other than the caller; answers are in the trace and the audit log; a
+capability learned from a run whose call was approved says so in search and its skill.
 
 The policy stack of test_decisions.py (shared: the same servers and options).
 """
@@ -28,7 +29,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
 
 from shared.auth.store import issue_key
+from shared.embeddings import get_embedder
 from shared.executions.liveness import read_sandbox_beats
+from shared.learning.ingest import ingest_executions
 from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider
@@ -45,6 +48,7 @@ try:
 except ToolCallError as e:
     return [e.type, e.policies, e.message]
 """
+REFUND_INTENT = "refund a customer's payment"
 TYPESCRIPT = """
 try { return await mcp.rec.pay({ amount: args.amount, to: args.to }); }
 catch (e) { return [e.type, e.policies, e.message]; }
@@ -103,6 +107,30 @@ def answer(
         return client.post(f"/v1/executions/{execution_id}/approvals/{call_id}", json=body)
 
 
+def learn(stack: E2EStack, execution_id: str) -> dict[str, Any]:
+    """The capability the run taught, ingested as the learning worker ingests it (the policy
+    stack runs no learning worker)."""
+    with stack.db() as conn, conn.transaction():
+        done = ingest_executions(
+            conn, execution_ids=[execution_id], embedder=get_embedder(stack.settings)
+        )[execution_id]
+    assert done.outcome == "learned" and done.capability is not None, done
+    return done.capability
+
+
+async def skill_text(stack: E2EStack, capability: str) -> str:
+    """The ``SKILL.md`` the caller's MCP session is served for the capability."""
+    async with mcp_session(stack) as session:
+        listed = await session.list_resources()
+        for resource in listed.resources:
+            if str(resource.uri).startswith("skill://"):
+                read = await session.read_resource(resource.uri)
+                text = "\n".join(getattr(c, "text", "") for c in read.contents)
+                if f'agentcards-capability: "{capability}"' in text:
+                    return text
+    raise AssertionError(f"no skill of {capability} is listed")
+
+
 def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
     answers.append(answer(*args))
 
@@ -136,13 +164,20 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
         (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
     assert row["overdue"] is False  # its waiting does not count: not taken for hung
     assert read(stack, payer, slow)["status"] == "waiting_approval"  # a read reaps no run
+    approved = ""
     for language, code, amount, decision in (
         ("python", PYTHON, 7, "approve"),
         ("typescript", TYPESCRIPT, 8, "deny"),
     ):
         run_id = submit(
-            stack, payer, code, language=language, args={"amount": amount, "to": "refund"}
+            stack,
+            payer,
+            code,
+            language=language,
+            args={"amount": amount, "to": "refund"},
+            **({"intent": REFUND_INTENT} if decision == "approve" else {}),
         )
+        approved = run_id if decision == "approve" else approved
         view = paused(stack, payer, run_id)
         (pending,) = view["pending_approvals"]
         assert (pending["server"], pending["tool"], pending["args"]) == (
@@ -223,6 +258,16 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    # The approved run taught a capability: search and its skill say who must be asked.
+    capability = learn(stack, approved)
+    with httpx.Client(base_url=stack.gateway_url, headers=payer, timeout=60) as client:
+        found = client.post("/v1/capabilities/search", json={"intent": REFUND_INTENT})
+    assert found.status_code == 200, found.text
+    (hit,) = [c for c in found.json()["capabilities"] if c["id"] == str(capability["id"])]
+    assert hit["approval_tools"] == ["rec:pay"], hit
+    skill = asyncio.run(skill_text(dataclasses.replace(stack, headers=payer), hit["name"]))
+    assert 'agentcards-approval-tools: "rec:pay"' in skill, skill
+    assert "## Needs approval" in skill and "- `rec:pay`" in skill, skill
 
 
 async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(

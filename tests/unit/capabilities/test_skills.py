@@ -97,6 +97,16 @@ def test_a_skill_has_its_instructions_code_and_parameters_with_digests() -> None
     assert meta["agentcards-tools"] == "fs:read" and meta["agentcards-success-rate"] == "0.75"
 
 
+def test_a_skill_says_which_tools_need_approval_only_when_some_do() -> None:
+    needs = render(item(approval_tools=["fs:write", "pay:send"]), name="read-file")
+    text = needs.files[0].content.decode()
+    assert frontmatter_of(text)["metadata"]["agentcards-approval-tools"] == "fs:write pay:send"
+    assert "## Needs approval" in text and "- `pay:send`" in text
+    plain = render(item(), name="read-file").files[0].content.decode()
+    assert frontmatter_of(plain)["metadata"]["agentcards-approval-tools"] == ""
+    assert "Needs approval" not in plain
+
+
 def test_typescript_code_is_a_ts_file() -> None:
     skill = render(item(language="typescript", code="return 1"), name="read-file")
     assert [f.path for f in skill.files][2] == "scripts/capability.ts"

@@ -49,11 +49,33 @@ def test_a_truncation_marker_marks_the_summary_truncated() -> None:
     assert summarize(trace).truncated
 
 
+def _approval(tool: str, status: str) -> dict[str, Any]:
+    return {"type": "approval", "call_id": f"t-{tool}", "tool": tool, "status": status,
+            "by": None, "reason": None, "ts": 1_700_000_002.0}  # fmt: skip
+
+
+def test_calls_that_waited_for_approval_name_their_tools_once_in_order() -> None:
+    trace = [
+        *_trace(),
+        _approval("fs:write", "pending"),
+        _approval("fs:write", "approved"),
+        _approval("pay:send", "pending"),
+    ]
+    summary = summarize(trace)
+    assert summary.approval_tools == ("fs:write", "pay:send")
+    assert summarize(_trace()).approval_tools == ()
+    stored = json.loads(json.dumps(summary.as_dict()))
+    assert TraceSummary.from_dict(stored) == summary
+    # A summary stored before approvals were summarised reads back as none seen.
+    del stored["approval_tools"]
+    assert TraceSummary.from_dict(stored).approval_tools == ()
+
+
 def test_the_stored_json_reads_back_as_the_same_summary() -> None:
     summary = summarize(_trace())
     stored = json.loads(json.dumps(summary.as_dict()))  # what executions.trace_summary holds
     assert stored["v"] == SUMMARY_VERSION
-    assert set(stored) == {"v", "truncated", "tool_calls", "capability_calls"}
+    assert set(stored) == {"v", "truncated", "tool_calls", "capability_calls", "approval_tools"}
     assert TraceSummary.from_dict(stored) == summary
 
 

@@ -10,6 +10,11 @@ from pydantic import BaseModel, Field
 from shared.executions.models import RETRY_DESCRIPTION, RetryPolicy
 from shared.inputs import RequestModel
 
+APPROVAL_TOOLS = (
+    "tools whose calls waited for a person's approval when its code ran (learned from its "
+    "runs, server:tool, sorted): running it asks someone; empty when no run has"
+)
+
 
 class CapabilitySearchRequest(RequestModel):
     """`POST /v1/capabilities/search` and the MCP `search_capabilities` tool (no threshold: adaptive)."""
@@ -69,6 +74,7 @@ class CapabilityMatch(BaseModel):
     )
     parameters_schema: dict[str, Any] = Field(description="JSON Schema of its `args`")
     tools_used: list[str] | None
+    approval_tools: list[str] = Field(default_factory=list, description=APPROVAL_TOOLS)
     success_rate: float
     usage_count: int
     score: float = Field(description="semantic similarity * reliability")
@@ -113,6 +119,7 @@ class CapabilityItem(BaseModel):
     intent: str
     aliases: list[str] = Field(description="other phrasings it is matched by")
     tools_used: list[str]
+    approval_tools: list[str] = Field(description=APPROVAL_TOOLS)
     parameters_schema: dict[str, Any] = Field(description="JSON Schema of its `args`")
     success_rate: float
     usage_count: int
