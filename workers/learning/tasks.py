@@ -22,18 +22,10 @@ from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
-from shared.learning.consolidate import (
-    Consolidation,
-    Fit,
-    consolidate,
-    consolidate_tenant,
-    last_pass_seconds,
-    soon_delay,
-    tenants_to_consolidate,
-)
+from shared.learning.consolidate import Fit, consolidate
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
-from shared.queues import CONSOLIDATION_QUEUED_PREFIX, GRAPH_FINGERPRINT_KEY, TaskName
+from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
 from workers.learning import clients
 from workers.learning.batching import REQUEUE, ReliableBatches
@@ -112,7 +104,6 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
             except Exception:
                 log.exception("ingestion of execution %s failed", execution_id)
     _report(results, seconds=time.perf_counter() - started)
-    _consolidate_soon(results)
     log.info("ingested a batch of %d in %.1f ms", len(ids), (time.perf_counter() - started) * 1000)
     return None
 
@@ -163,28 +154,6 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
         events.append((execution_id, event))
     publish_events(client, events=events)
     bus.publish_many(client, events=_tenant_events(done))
-
-
-def _consolidate_soon(results: dict[str, IngestResult]) -> None:
-    """Queue a consolidation pass of each tenant the batch taught, unless one is queued
-    (``consolidate.soon_delay`` after now); the beat's pass stays the backstop."""
-    tenants = sorted(
-        {r.tenant_id for r in results.values() if r.tenant_id and r.outcome not in NOTHING_DONE}
-    )
-    if not tenants:
-        return
-    try:
-        with clients.db_pool().connection() as conn:
-            delays = {t: soon_delay(last_pass_seconds(conn, tenant_id=t)) for t in tenants}
-        client = clients.redis_client()
-        for tenant, delay in delays.items():
-            # Expires a minute after the pass is due: a pass lost with its worker does not
-            # keep the tenant's next runs from queueing another.
-            if client.set(CONSOLIDATION_QUEUED_PREFIX + tenant, "1", nx=True, ex=int(delay) + 60):
-                consolidate_tenant_soon.apply_async(args=[tenant], countdown=delay)
-    except (psycopg.Error, redis.RedisError):
-        # The runs are ingested; the beat's pass consolidates them.
-        log.warning("could not queue a consolidation of %s", tenants, exc_info=True)
 
 
 def _tenant_events(
@@ -254,29 +223,10 @@ def consolidate_tool_vectors() -> list[dict[str, Any]]:
         done = consolidate(conn)
     client = clients.redis_client()
     for result in done:
-        _report_consolidation(client, result)
+        report_fit(client, "tool_vector", fit=result)
+        if result.adapter is not None:
+            report_fit(client, "query_adapter", fit=result.adapter)
     return [asdict(r) for r in done]
-
-
-@app.task(name=TaskName.CONSOLIDATE_TENANT, acks_late=True, reject_on_worker_lost=True)
-def consolidate_tenant_soon(tenant_id: str) -> dict[str, Any] | None:
-    """One tenant's consolidation pass, queued soon after its new runs (``_consolidate_soon``).
-    Idempotent: a tenant with nothing new since its last pass is left alone."""
-    client = clients.redis_client()
-    client.delete(CONSOLIDATION_QUEUED_PREFIX + tenant_id)  # runs from now queue the next
-    with clients.db_pool().connection() as conn:
-        if not tenants_to_consolidate(conn, tenant_id=tenant_id):
-            return None
-        done = consolidate_tenant(conn, tenant_id=tenant_id)
-        conn.commit()
-    _report_consolidation(client, done)
-    return asdict(done)
-
-
-def _report_consolidation(client: redis.Redis, result: Consolidation) -> None:
-    report_fit(client, "tool_vector", fit=result)
-    if result.adapter is not None:
-        report_fit(client, "query_adapter", fit=result.adapter)
 
 
 def report_fit(client: redis.Redis, kind: str, *, fit: Fit) -> None:
