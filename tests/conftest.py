@@ -31,6 +31,7 @@ from tests.harness import (
     install_signal_handlers,
     remove_at_exit,
     start_logged,
+    stop_all,
     track,
     wait_until,
 )
@@ -270,5 +271,4 @@ def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., 
         return worker
 
     yield start
-    for worker in started:
-        worker.stop()
+    stop_all(started)
