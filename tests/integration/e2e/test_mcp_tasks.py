@@ -32,8 +32,7 @@ from tests.integration.mcp_tasks_client import (
 )
 from tests.stack import E2EStack, stack_fixture
 
-# Its task settings (a short poll interval hint), shared with test_reference_questions.py
-# (declared the same way there). The tasks fixtures
+# A stack of its own: its task settings (a short poll interval hint). The tasks fixtures
 # (greet, slow_compute, confirm_delete, ...) are tools of the reference conformance server,
 # which implements the Tasks extension for them; the suite's tasks scenarios run through
 # /mcp/servers/conformance in test_reference_conformance.py (all ten pass there).

@@ -1,8 +1,8 @@
 """Our reference server's questions through ``/mcp/servers/conformance`` with SDK clients at
 2026-07-28: the toolhost speaks 2026-07-28 to it, so each question is the server's own
-``InputRequiredResult`` entry (its keys), answered through the gateway. Not the stack of
-test_reference_conformance.py (its conformance runs leave the server's tools waiting on
-answers the suite never sends): test_mcp_tasks.py's, declared the same way, so shared."""
+``InputRequiredResult`` entry (its keys), answered through the gateway. A stack of its own:
+the conformance runs of test_reference_conformance.py leave the server's tools waiting on
+answers the suite never sends."""
 
 from __future__ import annotations
 
@@ -16,12 +16,7 @@ from pydantic import FileUrl
 from tests.integration.mcp_servers import conformance_server
 from tests.stack import E2EStack, stack_fixture
 
-reference = stack_fixture(
-    lambda tmp: {"conformance": conformance_server()},
-    learning=False,
-    sandbox_slots=4,
-    mcp_task_poll_interval_ms=500,
-)
+reference = stack_fixture(lambda tmp: {"conformance": conformance_server()}, learning=False)
 ELICIT = "test_input_required_result_elicitation"
 
 
