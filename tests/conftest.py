@@ -64,6 +64,20 @@ def pytest_configure(config: pytest.Config) -> None:
 LANES = ("unit", "integration", "benchmarks")  # tests/<lane>/…: the marker an item gets
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n logical``: one per core for the unit tests (pure computation), one
+    more than the cores for the rest (capped by pyproject's --maxprocesses), whose tests spend
+    much of their time waiting on the processes they started (a stack's start and stop, a
+    timeout to pass, a browser), time another worker's computing fills."""
+    cores = os.cpu_count() or 1
+    paths = [str(arg).split("::", 1)[0] for arg in config.args]
+    unit = config.getoption("markexpr") == "unit" or (
+        paths
+        and all(Path(p).resolve().is_relative_to(Path(__file__).parent / "unit") for p in paths)
+    )
+    return cores if unit else cores + 1
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the folder it lives in (`-m unit` is the fast lane), so nobody has to;
