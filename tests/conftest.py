@@ -31,6 +31,7 @@ from tests.harness import (
     install_signal_handlers,
     remove_at_exit,
     start_logged,
+    stop_all,
     track,
     wait_until,
 )
@@ -61,6 +62,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 LANES = ("unit", "integration", "benchmarks")  # tests/<lane>/…: the marker an item gets
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n logical``: one per core for the unit tests (pure computation), one
+    more than the cores for the rest (capped by pyproject's --maxprocesses), whose tests spend
+    much of their time waiting on the processes they started (a stack's start and stop, a
+    timeout to pass, a browser), time another worker's computing fills."""
+    cores = os.cpu_count() or 1
+    paths = [str(arg).split("::", 1)[0] for arg in config.args]
+    unit = config.getoption("markexpr") == "unit" or (
+        paths
+        and all(Path(p).resolve().is_relative_to(Path(__file__).parent / "unit") for p in paths)
+    )
+    return cores if unit else cores + 1
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds
@@ -270,5 +285,4 @@ def celery_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., 
         return worker
 
     yield start
-    for worker in started:
-        worker.stop()
+    stop_all(started)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -101,16 +101,24 @@ def remove_at_exit(folder: Path) -> Path:
 
 def stop_group(proc: subprocess.Popen[bytes], *, timeout_s: float = 20) -> None:
     """SIGTERM the group ``proc`` leads, SIGKILL it after ``timeout_s``; ``proc`` is reaped."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
+    stop_groups([proc], timeout_s=timeout_s)
+
+
+def stop_groups(procs: Iterable[subprocess.Popen[bytes]], *, timeout_s: float = 20) -> None:
+    """``stop_group`` for several at once: every group gets SIGTERM first, then each is waited
+    for until one shared deadline (a stack's processes shut down side by side, not in turn)."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for proc in running:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @dataclass
@@ -128,6 +136,11 @@ class Proc:
         """Stop its group (SIGTERM, SIGKILL after 20 s); its exit code."""
         stop_group(self.proc)
         return self.proc.returncode
+
+
+def stop_all(procs: Iterable[Proc]) -> None:
+    """Stop each one's group, side by side (``stop_groups``)."""
+    stop_groups(p.proc for p in procs)
 
 
 def start_logged(

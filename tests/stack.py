@@ -32,7 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from shared.config import Settings, settings_to_env
-from tests.harness import Proc, celery_worker_argv, start_logged, wait_until
+from tests.harness import Proc, celery_worker_argv, start_logged, stop_all, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE_DB = "agentcards_template"
@@ -197,8 +197,7 @@ def running_stack(
         wait_until(gateway_healthy, what="gateway healthy", proc=gateway)
         yield stack
     finally:
-        for proc in reversed(list(stack.procs.values())):
-            proc.stop()
+        stop_all(stack.procs.values())
         with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
 

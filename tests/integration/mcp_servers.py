@@ -20,7 +20,7 @@ import redis
 from shared.auth.grants import Grant, write_grant
 from shared.config import DEFAULT_TENANT, Settings
 from shared.queues import HEARTBEAT_PREFIX
-from tests.harness import Proc, start_logged, wait_until
+from tests.harness import Proc, start_logged, stop_all, wait_until
 from tests.stack import settings_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -320,8 +320,7 @@ def toolhost_factory(
         return host
 
     yield start
-    for host in started:
-        host.stop()
+    stop_all(started)
 
 
 def grant(redis_url: str, execution_id: str, **scope: Any) -> Grant:

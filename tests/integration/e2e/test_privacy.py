@@ -22,6 +22,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from shared.auth.store import issue_key
 from shared.privacy.detect import TOKEN_PATTERN
 from shared.queues import events_log_key
+from tests.harness import stop_all
 from tests.integration.pii_server import CUSTOMERS, PLANTED
 from tests.stack import REPO, E2EStack, stack_fixture
 
@@ -216,8 +217,7 @@ async def test_what_leaves_a_run_holds_tokens_and_tokens_come_back_as_values(
     assert partial["phone"] == CUSTOMERS[0]["phone"] and partial["card"] == CUSTOMERS[0]["card"]
 
     # Every log of the stack (the recorder's own file holds what the tool received: real values).
-    for proc in pii_stack.procs.values():
-        proc.stop()  # flush and close every log first
+    stop_all(pii_stack.procs.values())  # flush and close every log first
     logs = [p for p in pii_stack.tmp.rglob("*.log") if p.is_file()]
     assert len(logs) >= 3  # the scan reads what it should: gateway, toolhost, worker
     assert {str(p): leaks(p.read_bytes().decode("utf-8", "replace")) for p in logs} == {

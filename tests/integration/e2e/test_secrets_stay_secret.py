@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.harness import stop_all
 from tests.integration.mcp_servers import crashing_server, example_server
 from tests.stack import E2EStack, stack_fixture
 
@@ -41,8 +42,7 @@ def test_the_canary_never_leaves(secret_stack: E2EStack) -> None:
         bodies.append(client.post("/v1/tools/search", json={"query": "add"}).text)
     assert any("boom" in b for b in bodies) and any("crashy" in b for b in bodies)
     assert not [b[:300] for b in bodies if CANARY in b]
-    for proc in secret_stack.procs.values():
-        proc.stop()  # flush and close every log first
+    stop_all(secret_stack.procs.values())  # flush and close every log first
     leaked = [
         str(path)
         for path in secret_stack.tmp.rglob("*")
