@@ -8,7 +8,9 @@ const [sdk, url, headersJson, stepsJson] = process.argv.slice(2);
 const load = (path) => import(pathToFileURL(`${sdk}/${path}`).href);
 const { Client } = await load("client/index.js");
 const { StreamableHTTPClientTransport } = await load("client/streamableHttp.js");
-const { ElicitRequestSchema, CallToolResultSchema } = await load("types.js");
+const { ElicitRequestSchema, CallToolResultSchema, TaskStatusNotificationSchema } = await load(
+  "types.js",
+);
 
 function connect() {
   const client = new Client(
@@ -16,6 +18,10 @@ function connect() {
     { capabilities: { elicitation: { form: {} } } },
   );
   const asked = [];
+  const notified = [];
+  client.setNotificationHandler(TaskStatusNotificationSchema, (notification) => {
+    notified.push([notification.params.taskId, notification.params.status]);
+  });
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
     asked.push({
       message: request.params.message,
@@ -26,7 +32,7 @@ function connect() {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: JSON.parse(headersJson) },
   });
-  return { client, transport, asked };
+  return { client, transport, asked, notified };
 }
 
 const code = (error) => (error && typeof error.code === "number" ? error.code : String(error));
@@ -86,6 +92,7 @@ for (const step of JSON.parse(stepsJson)) {
   }
 }
 out.asked = first.asked;
+out.notified = first.notified;
 out.listed = (await tasks.listTasks()).tasks.map((task) => [task.taskId, task.status]);
 try {
   await tasks.getTask("no-such-task");

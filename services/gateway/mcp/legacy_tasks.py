@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -34,9 +35,12 @@ from pydantic import Field, ValidationError
 from services.gateway.mcp import passthrough, task_input, tasks
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.db import in_pool
+from services.gateway.ops.wait import wait_for_finish
 from shared.errors import Conflict
 from shared.executions import tasks as store
 from shared.executions.status import ExecutionStatus
+
+log = logging.getLogger(__name__)
 
 VERSION = "2025-11-25"  # the revision whose wire has these tasks
 RELATED = "io.modelcontextprotocol/related-task"
@@ -51,6 +55,16 @@ class TaskId(types.RequestParams):
     """``tasks/get``, ``tasks/result`` and ``tasks/cancel``: the task's id."""
 
     task_id: str = Field(alias="taskId", max_length=200)
+
+
+class TaskStatus(types.Notification[dict[str, Any], Literal["notifications/tasks/status"]]):
+    """``notifications/tasks/status``: the task, whole."""
+
+    method: Literal["notifications/tasks/status"] = "notifications/tasks/status"
+
+
+# The status watchers running (held so that none is collected before it ends).
+_watchers: set[asyncio.Task[None]] = set()
 
 
 class Page(types.RequestParams):
@@ -115,8 +129,29 @@ class LegacyTasks:
             tasks.requested.reset(token)
         if requested.task is None:  # refused before any run: the refusal itself
             return result
+        watcher = asyncio.create_task(self._notify_end(ctx, requested.task))
+        _watchers.add(watcher)
+        watcher.add_done_callback(_watchers.discard)
         stamp = requested.task["created_at"].isoformat()
         return {"task": _wire(requested.task, status="working", updated=stamp)}
+
+    async def _notify_end(self, ctx: ServerRequestContext[Any, Any], task: dict[str, Any]) -> None:
+        """``notifications/tasks/status`` on the session's stream (its GET stream, where the
+        client keeps one open) once the task's run ended. Best effort, as the spec makes it:
+        the replica that holds the session watches, and a client polls all the same."""
+        state = self._methods.state()
+        try:
+            await wait_for_finish(
+                state,
+                execution_id=str(task["execution_id"]),
+                timeout_s=state.settings.mcp_task_ttl_s,
+            )
+            task, row = await self._methods.find(ctx, str(task["id"]), extension=False)
+            status = _from_detailed(task, await self._methods.read(task, row))
+            # 2025-11-25 tasks are outside the SDK's notification union
+            await ctx.session.send_notification(TaskStatus(params=status))  # type: ignore[arg-type]
+        except Exception as exc:  # the session or the task gone: nobody to tell
+            log.info("task %s: no status notification: %r", task["id"], exc)
 
     async def _find(
         self, ctx: ServerRequestContext[Any, Any]

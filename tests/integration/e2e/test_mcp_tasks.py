@@ -288,7 +288,8 @@ def test_a_2025_11_25_client_runs_code_as_tasks_with_the_sdk_s_tasks_client(
     answers a task at once, polled to its end with ``tasks/get`` and read with
     ``tasks/result``; a failing run is ``failed`` and its result the tool's error; a run
     whose tool elicits is ``input_required`` and asks on ``tasks/result``; cancel, list, an
-    unknown id, and another session of the same key reading the same tasks."""
+    unknown id, another session of the same key reading the same tasks, and
+    ``notifications/tasks/status`` on the client's open stream when a run ends."""
     stack = reference.as_new_tenant()
     code = "return await mcp.conformance.test_elicitation(message='Who are you?')"
     steps = [
@@ -336,6 +337,10 @@ def test_a_2025_11_25_client_runs_code_as_tasks_with_the_sdk_s_tasks_client(
     assert out["steps"]["not_a_task_tool"]["error"] == types.METHOD_NOT_FOUND
 
     assert out["unknown"] == types.INVALID_PARAMS
+    # The client keeps its GET stream open: each run's end came as notifications/tasks/status.
+    notified = dict(out["notified"])
+    assert notified[long["taskId"]] == "completed", out["notified"]
+    assert notified[failing["taskId"]] == "failed", out["notified"]
     listed = dict(out["listed"])
     for name in ("long", "quick", "failing", "asks", "cancelled"):
         assert name in out["fromAnotherSession"]
