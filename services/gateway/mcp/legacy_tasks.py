@@ -147,7 +147,7 @@ class LegacyTasks:
                 timeout_s=state.settings.mcp_task_ttl_s,
             )
             task, row = await self._methods.find(ctx, str(task["id"]), extension=False)
-            status = _from_detailed(task, await self._methods.read(task, row))
+            status = legacy_task(task, await self._methods.read(task, row))
             # 2025-11-25 tasks are outside the SDK's notification union
             await ctx.session.send_notification(TaskStatus(params=status))  # type: ignore[arg-type]
         except Exception as exc:  # the session or the task gone: nobody to tell
@@ -161,7 +161,7 @@ class LegacyTasks:
 
     async def _get(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         task, row = await self._find(ctx)
-        return _from_detailed(task, await self._methods.read(task, row))
+        return legacy_task(task, await self._methods.read(task, row))
 
     async def _result(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         """The run's result once it ended (its JSON-RPC error for a protocol failure),
@@ -264,7 +264,7 @@ class LegacyTasks:
             )
         except Conflict:  # it ended just then
             _, row = await self._methods.find(ctx, str(task["id"]), extension=False)
-        return _from_detailed(task, await self._methods.read(task, row))
+        return legacy_task(task, await self._methods.read(task, row))
 
 
 _P = TypeVar("_P", bound=types.RequestParams)
@@ -289,7 +289,7 @@ def _wire(task: dict[str, Any], *, status: str, updated: str) -> dict[str, Any]:
     }
 
 
-def _from_detailed(task: dict[str, Any], detailed: dict[str, Any]) -> dict[str, Any]:
+def legacy_task(task: dict[str, Any], detailed: dict[str, Any]) -> dict[str, Any]:
     """The 2025-11-25 ``Task`` of a DetailedTask (a tool result with ``isError``: failed)."""
     status = detailed["status"]
     message = detailed.get("statusMessage")
