@@ -11,7 +11,8 @@ any other gets the run's result as before, and the task methods answer it ``-320
 The task methods take the id in ``Mcp-Name`` too (``-32020`` otherwise; the SDK checks that
 header only for tools, prompts and resources). A task is found only by the tenant and the
 caller (key or person) that created it, on the endpoint it was created on: any other
-lookup reads exactly like an unknown id (``-32602``).
+lookup reads exactly like an unknown id (``-32602``). The same tasks on 2025-11-25's wire
+(the spec's experimental utility, ``params.task``): legacy_tasks.py.
 """
 
 from __future__ import annotations
