@@ -76,3 +76,48 @@ def find_task(
         """,
         (task_id, tenant_id, principal, endpoint),
     ).fetchone()
+
+
+def list_tasks(
+    conn: DictConnection,
+    *,
+    tenant_id: str,
+    principal: str,
+    endpoint: str,
+    after: str | None,
+    limit: int,
+) -> list[Row] | None:
+    """This caller's live tasks on this endpoint, oldest first, each with what its execution's
+    row says of its end (``e_status``, ``e_error``, ``e_started_at``, ``e_finished_at``); ``after``: the last task of the previous page (None when that
+    task is not one of the caller's live ones: the cursor is invalid)."""
+    if after is not None:
+        mark = find_task(
+            conn, task_id=after, tenant_id=tenant_id, principal=principal, endpoint=endpoint
+        )
+        if mark is None:
+            return None
+        since, since_id = mark["created_at"], mark["id"]
+    else:
+        since, since_id = None, ""
+    tasks = conn.execute(
+        """
+        SELECT t.*, e.status AS e_status, e.error AS e_error, e.started_at AS e_started_at,
+               e.finished_at AS e_finished_at
+          FROM mcp_tasks t
+          JOIN executions e ON e.id = t.execution_id
+         WHERE t.tenant_id = %(tenant)s AND t.principal = %(principal)s
+           AND t.endpoint = %(endpoint)s AND t.expires_at > now()
+           AND (%(since)s::timestamptz IS NULL OR (t.created_at, t.id) > (%(since)s, %(since_id)s))
+         ORDER BY t.created_at, t.id
+         LIMIT %(limit)s
+        """,
+        {
+            "tenant": tenant_id,
+            "principal": principal,
+            "endpoint": endpoint,
+            "since": since,
+            "since_id": since_id,
+            "limit": limit,
+        },
+    ).fetchall()
+    return list(tasks)

@@ -5,6 +5,7 @@ and polling."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any, Literal
 
@@ -138,3 +139,40 @@ async def refused(call: Any) -> int:
     with pytest.raises(MCPError) as caught:
         await call
     return caught.value.error.code
+
+
+class LegacySession:
+    """A 2025-11-25 session on ``path`` over plain HTTP, for the spec's experimental tasks
+    (``params.task``, ``tasks/get`` ...): the steps a test needs around a process it kills,
+    where the TypeScript SDK's client (legacy_tasks_client.mjs) cannot pause."""
+
+    def __init__(self, stack: E2EStack, path: str = "/mcp") -> None:
+        self._stack, self._path, self._headers = stack, path, {}
+        params = {"protocolVersion": "2025-11-25", "capabilities": {},
+                  "clientInfo": {"name": "legacy-tasks-test", "version": "1"}}  # fmt: skip
+        response, init = self._post({"id": 1, "method": "initialize", "params": params})
+        assert init["result"]["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
+        self._headers = {"Mcp-Session-Id": response.headers["mcp-session-id"],
+                         "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+        self._post({"method": "notifications/initialized"})
+
+    def _post(self, body: dict[str, Any]) -> tuple[Any, Any]:
+        headers = {"Accept": "application/json, text/event-stream", **self._headers}
+        with self._stack.client() as client:
+            response = client.post(self._path, json={"jsonrpc": "2.0", **body}, headers=headers)
+        lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return response, json.loads(lines[-1]) if lines and lines[-1].strip() else None
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The JSON-RPC reply (``result`` or ``error``) to one request."""
+        _, reply = self._post({"id": 2, "method": method, "params": params})
+        return dict(reply)
+
+    def until_done(self, task_id: str, *, timeout_s: float = 60) -> dict[str, Any]:
+        """``tasks/get`` until the task ended: its last ``Task``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            task = self.request("tasks/get", {"taskId": task_id})["result"]
+            if task["status"] in TERMINAL or time.monotonic() > deadline:
+                return task
+            time.sleep(0.5)

@@ -131,6 +131,9 @@ async def run_passing_through(
         row = await enqueue_admitted(state, admission=admission, principal=principal)
         if row["status"] in TERMINAL:  # code that does not parse fails without a sandbox
             return row
+        if task_input.requested.get() is not None:  # 2025-11-25: a task at once, not waited on
+            relay.hold_until = time.time() + float(row["timeout_s"])
+            return StillRunning(execution_id=str(row["id"]))
         tasked = asyncio.Event() if grace_s is not None else None
         waiting = _wait(
             state, ctx, relay, row=row, principal=principal, log_events=log_events, tasked=tasked
@@ -694,7 +697,8 @@ async def relay_client_requests(
         # row) if Redis is down, and the renewal below retries if it was a blip
         log.warning("relay for execution %s: not advertised: %s", execution_id, exc)
     tasks = [asyncio.create_task(_renew(state, execution_id, capabilities))]
-    if capabilities and not relay.stateless:
+    # A 2025-11-25 call made a task at once: its questions wait for the task's tasks/result.
+    if capabilities and not relay.stateless and task_input.requested.get() is None:
         tasks.append(asyncio.create_task(_listen(state, ctx, execution_id)))
     try:
         yield relay
@@ -785,17 +789,34 @@ def client_request(
 
 async def _ask_client(ctx: Context, request: ClientRequest) -> ClientReply:
     """Send the request to the MCP client on the ``execute_code`` call's stream; its answer or error."""
+    return await ask_client(ctx.session, request, request_id=ctx.request_context.request_id)
+
+
+async def ask_client(
+    session: Any,
+    request: ClientRequest,
+    *,
+    request_id: Any,
+    meta: dict[str, Any] | None = None,
+) -> ClientReply:
+    """Send the request to the MCP client on the stream of its request ``request_id`` (with
+    ``meta`` added to its ``_meta``); its answer or error."""
     remaining = request.deadline - time.time()
-    outgoing = client_request(request)
+    if meta:
+        params = request.params
+        params = {**params, "_meta": {**params.get("_meta", {}), **meta}}
+        outgoing = client_request(request.model_copy(update={"params": params}))
+    else:
+        outgoing = client_request(request)
     if isinstance(outgoing, ClientReply):
         return outgoing
     message, result_type = outgoing
     try:
-        result = await ctx.session.send_request(
+        result = await session.send_request(
             message,
             result_type,
             request_read_timeout_seconds=max(0.1, remaining),
-            metadata=ServerMessageMetadata(related_request_id=ctx.request_context.request_id),
+            metadata=ServerMessageMetadata(related_request_id=request_id),
         )
     except MCPError as exc:
         return ClientReply.refusal(request.id, exc.error.code, exc.error.message)

@@ -20,6 +20,7 @@ from services.gateway.mcp import (
     capabilities,
     downstream_resources,
     input_required,
+    legacy_tasks,
     log_messages,
     modes,
     passthrough,
@@ -166,6 +167,8 @@ MCP reply cap (256 KiB by default) leaves the large parts out (stdout: cut) and 
 
 # The path /mcp is served at (the endpoint its tasks belong to).
 ENDPOINT = "/mcp"
+# The tools of /mcp that run as tasks.
+RUNS = frozenset({"execute_code", "execute_capability"})
 
 GET_EXECUTION_DESCRIPTION = """\
 Fetch an execution by id (status, result, error, stdout, tool calls). A reply never exceeds
@@ -217,6 +220,9 @@ def build_mcp_server(
         # _meta.ui pass through to clients that declared it (docs/mcp-apps.md).
         extensions=[tasks.TasksExtension(task_methods), Apps()],
     )
+
+    # 2025-11-25's tasks (legacy_tasks.py): the two tools that run code take them.
+    server.middleware.append(legacy_tasks.LegacyTasks(task_methods, RUNS.__contains__))
 
     @server.tool(
         name="execute_code",

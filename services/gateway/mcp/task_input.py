@@ -12,6 +12,8 @@ question; answers to keys that are not open are ignored, as SEP-2663 asks.
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -25,6 +27,23 @@ from shared.rpc import upstream
 from shared.rpc.upstream import ClientReply, ClientRequest
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Requested:
+    """A 2025-11-25 task-augmented ``tools/call`` (``params.task``, legacy_tasks.py): the
+    lifetime asked for, and the task the call made (answered as ``CreateTaskResult``). While
+    it is set, the run's questions are not put to the call's stream: they wait for the task
+    (its ``tasks/result``), as the spec's ``input_required`` has it."""
+
+    ttl_ms: int | None
+    task: dict[str, Any] | None = None
+
+
+# Set around a 2025-11-25 task-augmented tools/call by legacy_tasks.py's middleware.
+requested: contextvars.ContextVar[Requested | None] = contextvars.ContextVar(
+    "agentcards_mcp_task_requested", default=None
+)
 
 
 def key_of(request: ClientRequest) -> str:
@@ -71,5 +90,10 @@ async def answer(state: GatewayState, execution_id: str, responses: dict[str, An
         request = questions.get(key)
         if request is None or not isinstance(response, dict):
             continue
-        await upstream.answer_once(state.aredis, ClientReply(id=request.id, result=response))
-        await state.aredis.hdel(client_key("task-asks", execution_id), key)
+        await deliver(state, execution_id, key, ClientReply(id=request.id, result=response))
+
+
+async def deliver(state: GatewayState, execution_id: str, key: str, reply: ClientReply) -> None:
+    """The client's reply to the open question ``key`` to its waiting tool (once)."""
+    await upstream.answer_once(state.aredis, reply)
+    await state.aredis.hdel(client_key("task-asks", execution_id), key)

@@ -11,7 +11,8 @@ any other gets the run's result as before, and the task methods answer it ``-320
 The task methods take the id in ``Mcp-Name`` too (``-32020`` otherwise; the SDK checks that
 header only for tools, prompts and resources). A task is found only by the tenant and the
 caller (key or person) that created it, on the endpoint it was created on: any other
-lookup reads exactly like an unknown id (``-32602``).
+lookup reads exactly like an unknown id (``-32602``). The same tasks on 2025-11-25's wire
+(the spec's experimental utility, ``params.task``): legacy_tasks.py.
 """
 
 from __future__ import annotations
@@ -103,6 +104,34 @@ def principal_key(principal: Principal) -> str:
     return f"user:{principal.user}" if principal.user is not None else "anonymous"
 
 
+# A 2025-11-25 task-augmented call (legacy_tasks.py), kept with the task's questions.
+Requested = task_input.Requested
+requested = task_input.requested
+
+
+async def made(
+    state: GatewayState,
+    asked: Requested,
+    *,
+    execution_id: str,
+    principal: Principal,
+    endpoint: str,
+    tool: str,
+) -> types.CallToolResult:
+    """A 2025-11-25 task for the execution (running or, for a run that ended at once,
+    finished: the client asked for a task and gets one); the tool answers with a
+    placeholder the middleware replaces by the task."""
+    asked.task = await create_row(
+        state,
+        execution_id=execution_id,
+        principal=principal,
+        endpoint=endpoint,
+        tool=tool,
+        ttl_ms=asked.ttl_ms,
+    )
+    return types.CallToolResult(content=[])
+
+
 # The task a tool call created, handed from the tool's body to the interceptor that answers
 # with it (the SDK's tool layer turns anything else a tool returns into a CallToolResult).
 _created: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
@@ -122,7 +151,26 @@ async def offer(
     """A task-supporting call: ``running(grace_s)`` (the run's result, or ``StillRunning``)
     waited on for the configured grace when the client declared the extension, in full
     otherwise. A run still going then becomes a task, recorded before its id is answered;
-    the tool answers with a placeholder the interceptor replaces by the task."""
+    the tool answers with a placeholder the interceptor replaces by the task. A 2025-11-25
+    call that asked for a task (``requested``) gets one at once, whatever the run does."""
+    asked = requested.get()
+    if asked is not None:
+        outcome = await running(0.0)
+        if isinstance(outcome, StillRunning):
+            execution_id: str | None = outcome.execution_id
+        else:  # ended at once (a cache hit, code that does not parse): its task is done
+            view = getattr(outcome, "structured_content", None) or {}
+            execution_id = view.get("id")
+        if execution_id is None:  # refused before it ran: the refusal itself
+            return outcome
+        return await made(
+            state,
+            asked,
+            execution_id=str(execution_id),
+            principal=principal,
+            endpoint=endpoint,
+            tool=tool,
+        )
     if not negotiated(ctx):
         return await running(None)
     outcome = await running(state.settings.mcp_task_grace_s)
@@ -169,8 +217,31 @@ async def create(
     state: GatewayState, *, execution_id: str, principal: Principal, endpoint: str, tool: str
 ) -> dict[str, Any]:
     """Record a task for the running execution; its ``CreateTaskResult``."""
+    row = await create_row(
+        state, execution_id=execution_id, principal=principal, endpoint=endpoint, tool=tool
+    )
+    stamp = row["created_at"].isoformat()
+    return {
+        "resultType": "task",
+        **_envelope(row, status="working", updated=stamp),
+    }
+
+
+async def create_row(
+    state: GatewayState,
+    *,
+    execution_id: str,
+    principal: Principal,
+    endpoint: str,
+    tool: str,
+    ttl_ms: int | None = None,
+) -> dict[str, Any]:
+    """Record a task for the execution (``ttl_ms``: the client's wish, at most the
+    configured lifetime); its row."""
     settings = state.settings
-    row = await in_pool(
+    longest = settings.mcp_task_ttl_s * 1000
+    ttl = longest if ttl_ms is None else max(1000, min(int(ttl_ms), longest))
+    return await in_pool(
         state,
         lambda conn: store.create_task(
             conn,
@@ -180,15 +251,10 @@ async def create(
             principal=principal_key(principal),
             endpoint=endpoint,
             tool=tool,
-            ttl_ms=settings.mcp_task_ttl_s * 1000,
+            ttl_ms=ttl,
             poll_interval_ms=settings.mcp_task_poll_interval_ms,
         ),
     )
-    stamp = row["created_at"].isoformat()
-    return {
-        "resultType": "task",
-        **_envelope(row, status="working", updated=stamp),
-    }
 
 
 def _envelope(task: dict[str, Any], *, status: str, updated: str) -> dict[str, Any]:
@@ -269,7 +335,11 @@ class TaskMethods:
         self._failure = failure
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
-        task, row = await self._find(ctx, params.task_id)
+        task, row = await self.find(ctx, params.task_id)
+        return await self.read(task, row)
+
+    async def read(self, task: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+        """The DetailedTask of the task and its execution's row."""
         status, _ = task_status(row)
         result: types.CallToolResult | dict[str, Any] | None = None
         asked: dict[str, Any] = {}
@@ -280,6 +350,23 @@ class TaskMethods:
         elif status == "working":
             asked = await self._asked(str(row["id"]))
         return detailed(task, row, result, asked)
+
+    async def result_of(self, task: dict[str, Any], row: dict[str, Any]) -> types.CallToolResult:
+        """The finished run as the tool's result (a cancelled run's too)."""
+        return await self._shape(view_from_row(row), task)
+
+    @property
+    def endpoint(self) -> str:
+        """The path the methods' tasks belong to."""
+        return self._endpoint
+
+    async def principal(self, ctx: ServerRequestContext[Any]) -> Principal:
+        """The request's caller."""
+        return await self._principal_of(ctx)
+
+    def state(self) -> GatewayState:
+        """The gateway's state."""
+        return self._get_state()
 
     async def _asked(self, execution_id: str) -> dict[str, Any]:
         """The run's open questions as ``inputRequests`` (a question that is not a valid
@@ -293,7 +380,7 @@ class TaskMethods:
         return asked
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
-        task, row = await self._find(ctx, params.task_id)
+        task, row = await self.find(ctx, params.task_id)
         state = self._get_state()
         with contextlib.suppress(Conflict):  # a run that ended: the same acknowledgement
             await cancel_execution(
@@ -305,7 +392,7 @@ class TaskMethods:
         self, ctx: ServerRequestContext[Any], params: TaskUpdateParams
     ) -> dict[str, Any]:
         try:
-            _, row = await self._find(ctx, params.task_id)
+            _, row = await self.find(ctx, params.task_id)
         except MCPError as exc:  # an unknown task is acknowledged too (SEP-2663)
             if exc.error.code != types.INVALID_PARAMS:
                 raise
@@ -314,11 +401,14 @@ class TaskMethods:
             await task_input.answer(self._get_state(), str(row["id"]), params.input_responses)
         return {}
 
-    async def _find(
-        self, ctx: ServerRequestContext[Any], task_id: str
+    async def find(
+        self, ctx: ServerRequestContext[Any], task_id: str, *, extension: bool = True
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        require_client_extension(ctx, EXTENSION_ID)
-        _check_name(ctx, task_id)
+        """The caller's live task and its execution's row (``-32602`` for any other id);
+        ``extension``: the SEP-2663 methods' checks (not 2025-11-25's)."""
+        if extension:
+            require_client_extension(ctx, EXTENSION_ID)
+            _check_name(ctx, task_id)
         principal = await self._principal_of(ctx)
         state = self._get_state()
         task = await in_pool(

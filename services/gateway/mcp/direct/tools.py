@@ -55,7 +55,8 @@ async def call_tool(
     with protocol_errors():
         naming = naming_of(ctx.request) if endpoint.name is None else "prefixed"
     state = endpoint.get_state()
-    negotiated = tasks.negotiated(ctx)
+    # A 2025-11-25 call that asked for a task (legacy_tasks.py) runs as one like a declaring one.
+    negotiated = tasks.negotiated(ctx) or tasks.requested.get() is not None
     pending = input_required.pending_of(params.request_state, principal=principal)
     # A declaring client's call runs in the sandbox, and so does its retry after a question.
     if negotiated and (pending is None or pending.execution_id not in state.direct_flights):
