@@ -319,6 +319,27 @@ async def refresh(
     )
 
 
+async def revoke(*, server_url: str, client: Client, token: str, hint: str) -> str | None:
+    """Revoke ``token`` (``hint``: ``refresh_token`` or ``access_token``) at the server's
+    authorization server (RFC 7009; a refresh token's revocation ends its grant); None when
+    done, else why not (no revocation endpoint, unreachable, refused)."""
+    try:
+        found = await discover(server_url)
+    except ConnectFailed as exc:
+        return str(exc)
+    endpoint = found.metadata.revocation_endpoint
+    if endpoint is None:
+        return f"the authorization server {found.metadata.issuer} offers no token revocation"
+    try:
+        async with _oauth(client) as oauth:
+            answer = await oauth.revoke_token(str(endpoint), token=token, token_type_hint=hint)
+    except (httpx2.HTTPError, OAuthError) as exc:
+        return f"revoking at {endpoint} failed: {exc}"
+    if answer.status_code != 200:
+        return f"revoking at {endpoint} was answered HTTP {answer.status_code}"
+    return None
+
+
 async def _token(
     client: Client, token_endpoint: str, redirect_uri: str | None, **params: str
 ) -> dict[str, Any]:
@@ -333,9 +354,13 @@ async def _token(
             ) from exc
         raise TokenRefused(why) from exc
     except (httpx2.HTTPError, ValueError) as exc:  # authlib's client is httpx2's
+        cause = (
+            f"HTTP {exc.response.status_code}"
+            if isinstance(exc, httpx2.HTTPStatusError)
+            else str(exc) or type(exc).__name__
+        )
         raise ConnectFailed(
-            f"the authorization server's token endpoint {token_endpoint} did not answer: "
-            f"{exc or type(exc).__name__}"
+            f"the authorization server's token endpoint {token_endpoint} did not answer: {cause}"
         ) from exc
     if not isinstance(answer.get("access_token"), str):
         raise ConnectFailed(

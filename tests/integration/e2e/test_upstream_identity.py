@@ -320,6 +320,7 @@ def test_people_connect_a_server_of_its_own_once(
             CONNECT_FLOW_PREFIX + "*"))  # fmt: skip
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"  # renewed, now it is up
         assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
+        assert "a client revoked a grant of alice" in _idp_log(own_idp)  # at its provider too
         again = run(client, alice, WHOAMI_TICKETS)
         assert again["error"] == "authorization_required" and again["url"], again
         keyed = stack.as_new_tenant("acme")

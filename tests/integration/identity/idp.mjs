@@ -168,6 +168,11 @@ provider.on('grant.saved', (grant) => {
   if (!grantsOf.has(grant.accountId)) grantsOf.set(grant.accountId, new Set());
   grantsOf.get(grant.accountId).add(grant.jti);
 });
+provider.on('grant.revoked', (ctx, grantId) => { // a client revoked a token (RFC 7009)
+  for (const [account, ids] of grantsOf) {
+    if (ids.has(grantId)) process.stdout.write(`a client revoked a grant of ${account}\n`);
+  }
+});
 let down = false;
 provider.use(async (ctx, next) => {
   if (ctx.method === 'POST' && ctx.path === '/admin/revoke') {
