@@ -189,7 +189,11 @@ def run_client_conformance(
     cli = npm_binary("conformance-2026/dist/index.js")
     which = ["--scenario", suite] if "/" in suite else ["--suite", suite]
     version = ["--spec-version", spec_version] if spec_version else []
-    return _scenarios([str(node), str(cli), "client", *which, *version, "--command", command], out)
+    # Each scenario's client is a Python process, all started at once: on a loaded machine
+    # one may need more than the CLI's default 30 s to finish a flow with two authorizations.
+    wait = ["--timeout", "90000"]
+    argv = [str(node), str(cli), "client", *which, *version, *wait, "--command", command]
+    return _scenarios(argv, out)
 
 
 def _scenarios(argv: list[str], out: Path) -> dict[str, list[str]]:
