@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
+import httpx2
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
 
 from services.toolhost.peruser import person_of
@@ -152,7 +152,7 @@ class TokenExchange:
                 answer = await client.fetch_token(self._meta.token_endpoint, **params)
             except OAuthError as exc:
                 raise ExchangeRefused(f"{exc.error}: {exc.description or 'refused'}") from exc
-            except httpx.HTTPError as exc:
+            except (httpx2.HTTPError, ValueError) as exc:  # authlib's client is httpx2's
                 raise IssuerUnreachable(f"the issuer's token endpoint: {exc}") from exc
         token = answer.get("access_token")
         if not isinstance(token, str) or not token:
@@ -188,6 +188,11 @@ class ExchangeCredential:
             f"MCP server {self._server!r} refused the token exchanged for you: call again, "
             "or sign in again if it keeps refusing"
         )
+
+    async def step_up(self, caller: Caller, challenged: str) -> AuthorizationRequired | None:
+        """None: the scopes exchanged for are the server entry's ``auth.scopes``; asking the
+        person cannot widen them (the call fails naming the scope)."""
+        return None
 
     async def token(self, caller: Caller, *, fresh: bool) -> str:
         tenant_id, user = person_of(self._server, caller)

@@ -25,7 +25,7 @@ from services.toolhost.registry import AuthorizationRequired, ServerUnavailable
 from services.toolhost.servers import HttpServer, OAuthAuth
 from services.toolhost.upstream import Caller
 from shared.connections import links, store
-from shared.connections.oauth import Client, ConnectFailed, TokenRefused, refresh
+from shared.connections.oauth import Client, ConnectFailed, TokenRefused, refresh, wider_scope
 from shared.connections.store import Connection
 from shared.privacy.keys import PiiKeys
 
@@ -93,6 +93,26 @@ class OAuthCredential:
             url=url,
         )
 
+    async def step_up(self, caller: Caller, challenged: str) -> AuthorizationRequired | None:
+        """The server asks for more scope than the person's connection grants: a new link
+        asking for the union of both (their connection keeps working meanwhile); None when
+        it names nothing they have not granted."""
+        tenant_id, user = person_of(self._server, caller)
+        connection = await asyncio.to_thread(self._load, tenant_id, user)
+        granted = connection.scope if connection is not None else " ".join(self._scopes)
+        wider = wider_scope(granted, challenged)
+        if wider is None:
+            return None
+        url = await self._link(tenant_id, user, scopes=wider.split())
+        log.info("server %s: asks %s of %s for more scope (%s)", self._server, user,
+                 tenant_id, challenged)  # fmt: skip
+        return AuthorizationRequired(
+            f"MCP server {self._server!r} needs more of your permission for this call (scope "
+            f"{challenged}) than your connection grants ({granted or 'no scope'}): open {url} "
+            "to grant it (the link works once, for ten minutes), then call again",
+            url=url,
+        )
+
     async def _refreshed(self, connection: Connection) -> Connection:
         c = connection
         try:
@@ -113,8 +133,16 @@ class OAuthCredential:
                 url=url,
             ) from exc
         except ConnectFailed as exc:
+            # Its authorization server is down or failing: nothing is stored or deleted. An
+            # access token not yet expired (refreshed early, REFRESH_MARGIN_S) still serves.
+            if c.expires_at is not None and c.expires_at > time.time():
+                log.warning("server %s: the connection of %s of %s not renewed yet: %s",
+                            self._server, c.user_id, c.tenant_id, exc)  # fmt: skip
+                return c
             raise ServerUnavailable(
-                f"MCP server {self._server!r}: cannot renew your connection now ({exc})"
+                f"MCP server {self._server!r}: your connection's access token has expired and "
+                f"cannot be renewed now: {exc}. Your connection is kept: call again once the "
+                "authorization server answers"
             ) from exc
         renewed = dataclasses.replace(
             c,
@@ -128,7 +156,7 @@ class OAuthCredential:
                  c.tenant_id)  # fmt: skip
         return renewed
 
-    async def _link(self, tenant_id: str, user: str) -> str:
+    async def _link(self, tenant_id: str, user: str, *, scopes: list[str] | None = None) -> str:
         if not self._public_url:
             raise ServerUnavailable(
                 f"MCP server {self._server!r} needs each person to connect it, and the gateway "
@@ -136,7 +164,8 @@ class OAuthCredential:
             )
         return await links.connect_url(
             self._redis, public_url=self._public_url, tenant_id=tenant_id, user_id=user,
-            server=self._server, url=self._url, scopes=self._scopes,
+            server=self._server, url=self._url,
+            scopes=self._scopes if scopes is None else scopes,
         )  # fmt: skip
 
     async def someone(self) -> Caller | None:

@@ -37,6 +37,7 @@ from services.toolhost.registry import (
 from services.toolhost.servers import HttpServer
 from services.toolhost.sessions import ServerConnection, StateCallback, ToolsCallback
 from services.toolhost.upstream import CallContext, Caller, Upstream
+from shared.connections.oauth import insufficient_scope
 from shared.server_states import ServerState
 
 log = logging.getLogger(__name__)
@@ -47,11 +48,13 @@ LIST_EVERY_S = 5.0  # how often an OAuth server nobody listed yet looks for a co
 
 class BearerFrom(httpx2.Auth):
     """Sets ``Authorization: Bearer`` on each request from ``token()`` (a person's held token);
-    ``refused``: the server's latest answer was 401 (the token revoked or expired there)."""
+    ``refused``: the server's latest answer was 401 (the token revoked or expired there);
+    ``challenged``: the scope a 403 ``insufficient_scope`` named (until taken: a step up)."""
 
     def __init__(self, token: Callable[[], Awaitable[str]]) -> None:
         self._token = token
         self.refused = False
+        self.challenged: str | None = None
 
     async def async_auth_flow(
         self, request: httpx2.Request
@@ -59,6 +62,9 @@ class BearerFrom(httpx2.Auth):
         request.headers["Authorization"] = f"Bearer {await self._token()}"
         response = yield request
         self.refused = response.status_code == 401
+        challenged = insufficient_scope(response)
+        if challenged is not None:
+            self.challenged = challenged
 
     def sync_auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, Any, None]:
         raise RuntimeError("the toolhost's MCP sessions are asynchronous")
@@ -83,6 +89,12 @@ class Credential(Protocol):
     async def refused(self, caller: Caller) -> AuthorizationRequired:
         """What to raise when the server answered 401 to the person's token: the token is
         forgotten (and a connection deleted), and they are asked to sign in or connect again."""
+        ...
+
+    async def step_up(self, caller: Caller, challenged: str) -> AuthorizationRequired | None:
+        """What to raise when the server answered 403 ``insufficient_scope`` naming
+        ``challenged``: the person asked to grant more (their credential kept meanwhile);
+        None when asking them cannot help."""
         ...
 
 
@@ -196,6 +208,7 @@ class PerUserServer(ServerConnection):
             raise
         session = await self._session_for(caller, context)
         session.calls += 1
+        session.auth.challenged = None
         try:
             result = await session.connection.call_tool(tool, args, context=context)
         except ServerUnavailable:
@@ -207,6 +220,14 @@ class PerUserServer(ServerConnection):
         if session.auth.refused:  # 401 mid-session: revoked at the server's end
             await self._close_session(key)
             raise await self._credential.refused(caller)
+        challenged, session.auth.challenged = session.auth.challenged, None
+        if challenged is not None and not result.ok:  # 403 insufficient_scope: a step up
+            asked = await self._credential.step_up(caller, challenged)
+            if asked is not None:
+                raise asked
+            return ToolResult(ok=False, error=(
+                f"MCP server {self.name!r} refused the call for lack of scope "
+                f"{challenged or '(unnamed)'}, which asking you again cannot grant"))  # fmt: skip
         return result
 
     async def read_resource(self, params: Any) -> Any:

@@ -7,6 +7,12 @@ endpoints; the gateway registers a client there (RFC 7591 dynamic registration, 
 authorization server and process), sends the person to authorize with PKCE (S256) and the
 server as ``resource`` (RFC 8707), exchanges the code at ``<public_url>/oauth/callback`` and
 refreshes the access token with the refresh token when it expires.
+
+A server that answers 403 ``insufficient_scope`` naming a scope the token lacks asks for a
+step up: authorizing again for the union of the scopes held and those it names (SEP-2350;
+``step_up_scope``). A server whose protected resource metadata names another authorization
+server is discovered again: the gateway registers there, never presenting the first one's
+client (SEP-2352; clients are kept per issuer).
 """
 
 from __future__ import annotations
@@ -16,7 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import httpx2
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
 from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError
@@ -25,11 +30,13 @@ from mcp.client.auth.utils import (
     build_protected_resource_metadata_discovery_urls,
     create_client_registration_request,
     create_oauth_metadata_request,
+    extract_field_from_www_auth,
     extract_resource_metadata_from_www_auth,
     extract_scope_from_www_auth,
     handle_auth_metadata_response,
     handle_protected_resource_response,
     handle_registration_response,
+    union_scopes,
     validate_metadata_issuer,
 )
 from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
@@ -37,6 +44,8 @@ from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_serv
 
 FETCH_TIMEOUT_S = 10.0
 CLIENT_NAME = "AgentCards gateway"
+# OAuth errors of a token endpoint that say "try later", not "this grant is refused".
+UNAVAILABLE_ERRORS = frozenset({"temporarily_unavailable", "server_error"})
 
 
 class ConnectFailed(Exception):
@@ -118,10 +127,14 @@ async def discover(server_url: str) -> Discovered:
         issuer = str(resource.authorization_servers[0])
         metadata = None
         for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
-            found, metadata = await handle_auth_metadata_response(
-                await _get(http, url, f"the authorization server {issuer}")
-            )
-            if metadata is not None or not found:
+            got = await _get(http, url, f"the authorization server {issuer}")
+            found, metadata = await handle_auth_metadata_response(got)
+            if not found:  # a server error: it is down, not without metadata
+                raise ConnectFailed(
+                    f"the authorization server {issuer} is not answering: {url} answered "
+                    f"HTTP {got.status_code}"
+                )
+            if metadata is not None:
                 break
         if metadata is None:
             raise ConnectFailed(f"the authorization server {issuer} publishes no metadata")
@@ -140,9 +153,11 @@ async def _get(http: httpx2.AsyncClient, url: str, what: str) -> httpx2.Response
         raise ConnectFailed(f"cannot reach {what} ({url}): {exc}") from exc
 
 
-async def client_at(found: Discovered, *, redirect_uri: str, scope: str) -> Client:
+async def client_at(found: Discovered, *, redirect_uri: str) -> Client:
     """The gateway's client at the server's authorization server: registered (RFC 7591) on
-    first use, then reused by this process."""
+    first use, then reused by this process. Registered without a ``scope``: one client serves
+    every server and person of that authorization server, and a client limited to the scopes
+    first asked for could never step up; each authorization request names its scopes."""
     issuer = str(found.metadata.issuer)
     known = _registered.get((issuer, redirect_uri))
     if known is not None:
@@ -157,7 +172,6 @@ async def client_at(found: Discovered, *, redirect_uri: str, scope: str) -> Clie
         response_types=["code"],
         token_endpoint_auth_method="none",
         client_name=CLIENT_NAME,
-        scope=scope or None,
     )
     request = create_client_registration_request(found.metadata, wanted, issuer)
     async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S) as http:
@@ -168,6 +182,31 @@ async def client_at(found: Discovered, *, redirect_uri: str, scope: str) -> Clie
     client = Client.at(found.metadata, info.client_id or "", info.client_secret)
     _registered[(issuer, redirect_uri)] = client
     return client
+
+
+def insufficient_scope(response: httpx2.Response) -> str | None:
+    """The scope a 403 ``insufficient_scope`` answer names ("" when it names none); None
+    for any other answer."""
+    if response.status_code != 403:
+        return None
+    if extract_field_from_www_auth(response, "error") != "insufficient_scope":
+        return None
+    return extract_scope_from_www_auth(response) or ""
+
+
+def wider_scope(granted: str | None, challenged: str | None) -> str | None:
+    """The scope to authorize again with for ``challenged``: the union with what is
+    ``granted`` (SEP-2350, the SDK's ``union_scopes``); None when it adds nothing
+    (authorizing again could not help: the server refuses whatever the person grants)."""
+    if not challenged or set(challenged.split()) <= set((granted or "").split()):
+        return None
+    return union_scopes(granted, challenged)
+
+
+def step_up_scope(response: httpx2.Response, *, granted: str | None) -> str | None:
+    """The scope to authorize again with when ``response`` is a 403 ``insufficient_scope``
+    naming scopes that ``granted`` lacks (``wider_scope``); None for any other answer."""
+    return wider_scope(granted, insufficient_scope(response))
 
 
 def requested_scope(found: Discovered, configured: list[str]) -> str:
@@ -197,9 +236,16 @@ async def begin(
     """Discover the server's authorization server, register there (unless ``client`` is
     given: pre-registered) and make an authorization request with a fresh state and PKCE."""
     found = await discover(server_url)
+    return await begin_at(found, scopes=scopes, redirect_uri=redirect_uri, client=client)
+
+
+async def begin_at(
+    found: Discovered, *, scopes: list[str], redirect_uri: str, client: Client | None = None
+) -> Started:
+    """``begin`` at an authorization server already discovered."""
     scope = requested_scope(found, scopes)
     if client is None:
-        client = await client_at(found, redirect_uri=redirect_uri, scope=scope)
+        client = await client_at(found, redirect_uri=redirect_uri)
     state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
     url = await authorization_url(found, client, redirect_uri=redirect_uri, scope=scope,
                                   state=state, verifier=verifier)  # fmt: skip
@@ -273,6 +319,27 @@ async def refresh(
     )
 
 
+async def revoke(*, server_url: str, client: Client, token: str, hint: str) -> str | None:
+    """Revoke ``token`` (``hint``: ``refresh_token`` or ``access_token``) at the server's
+    authorization server (RFC 7009; a refresh token's revocation ends its grant); None when
+    done, else why not (no revocation endpoint, unreachable, refused)."""
+    try:
+        found = await discover(server_url)
+    except ConnectFailed as exc:
+        return str(exc)
+    endpoint = found.metadata.revocation_endpoint
+    if endpoint is None:
+        return f"the authorization server {found.metadata.issuer} offers no token revocation"
+    try:
+        async with _oauth(client) as oauth:
+            answer = await oauth.revoke_token(str(endpoint), token=token, token_type_hint=hint)
+    except (httpx2.HTTPError, OAuthError) as exc:
+        return f"revoking at {endpoint} failed: {exc}"
+    if answer.status_code != 200:
+        return f"revoking at {endpoint} was answered HTTP {answer.status_code}"
+    return None
+
+
 async def _token(
     client: Client, token_endpoint: str, redirect_uri: str | None, **params: str
 ) -> dict[str, Any]:
@@ -280,11 +347,26 @@ async def _token(
         async with _oauth(client, redirect_uri) as oauth:
             answer = await oauth.fetch_token(token_endpoint, **params)
     except OAuthError as exc:
-        raise TokenRefused(f"{exc.error}: {exc.description or 'refused'}") from exc
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ConnectFailed(f"the authorization server's token endpoint: {exc}") from exc
+        why = f"{exc.error}: {exc.description or 'refused'}"
+        if exc.error in UNAVAILABLE_ERRORS:
+            raise ConnectFailed(
+                f"the authorization server's token endpoint {token_endpoint} answered {why}"
+            ) from exc
+        raise TokenRefused(why) from exc
+    except (httpx2.HTTPError, ValueError) as exc:  # authlib's client is httpx2's
+        cause = (
+            f"HTTP {exc.response.status_code}"
+            if isinstance(exc, httpx2.HTTPStatusError)
+            else str(exc) or type(exc).__name__
+        )
+        raise ConnectFailed(
+            f"the authorization server's token endpoint {token_endpoint} did not answer: {cause}"
+        ) from exc
     if not isinstance(answer.get("access_token"), str):
-        raise ConnectFailed("the authorization server answered without an access_token")
+        raise ConnectFailed(
+            f"the authorization server's token endpoint {token_endpoint} answered without "
+            "an access_token"
+        )
     tokens = dict(answer)
     expires_in = tokens.get("expires_in")
     tokens["expires_at"] = (

@@ -3,13 +3,18 @@ without their tokens, and revoked."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
-from shared.connections import links, store
+from shared.connections import links, oauth, store
+from shared.connections.oauth import Client
 from shared.errors import Forbidden, NotFound, ValidationFailed
+from shared.privacy.keys import PiiKeys
+
+log = logging.getLogger(__name__)
 
 
 def _person(principal: Principal) -> str:
@@ -31,14 +36,39 @@ async def list_connections(state: GatewayState, *, principal: Principal) -> dict
 
 
 async def revoke_connection(state: GatewayState, *, principal: Principal, server: str) -> None:
-    """Forget the person's tokens for ``server``: their next call asks them to connect again."""
+    """Forget the person's tokens for ``server`` (their next call asks them to connect
+    again) and revoke them at its authorization server (RFC 7009), best effort: a failure to
+    revoke there is logged, the connection is deleted all the same."""
     user = _person(principal)
-    gone = await in_pool(
-        state,
-        lambda conn: store.delete(conn, tenant_id=principal.tenant_id, user_id=user, server=server),
-    )
+    keys = PiiKeys.from_settings(state.settings)
+
+    def take(conn: Any) -> tuple[bool, store.Connection | None, str | None]:
+        found = store.load(conn, keys, tenant_id=principal.tenant_id, user_id=user,
+                           server=server)  # fmt: skip
+        gone = store.delete(conn, tenant_id=principal.tenant_id, user_id=user, server=server)
+        return gone, found, _configured_url(conn, server)
+
+    gone, connection, url = await in_pool(state, take)
     if not gone:
         raise NotFound(f"you have no connection to {server!r} (GET /v1/connections lists them)")
+    if connection is None or url is None:  # its tokens do not open, or the server is gone
+        return
+    token, hint = connection.refresh_token, "refresh_token"
+    if token is None:
+        token, hint = connection.access_token, "access_token"
+    client = Client(connection.client_id, connection.client_secret)
+    why = await oauth.revoke(server_url=url, client=client, token=token, hint=hint)
+    if why is not None:
+        log.warning("the connection of %s of %s to %s deleted, not revoked at its "
+                    "authorization server: %s", user, principal.tenant_id, server, why)  # fmt: skip
+
+
+def _configured_url(conn: Any, server: str) -> str | None:
+    row = conn.execute(
+        "SELECT config FROM mcp_servers WHERE name = %s AND state <> 'removed'", (server,)
+    ).fetchone()
+    url = dict(row["config"] or {}).get("url") if row is not None else None
+    return str(url) if url else None
 
 
 async def new_connect_link(

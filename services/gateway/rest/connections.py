@@ -24,7 +24,8 @@ async def connections(state: State, principal: CurrentPrincipal) -> dict[str, An
 
 @router.delete("/{server}", status_code=204, summary="Revoke your connection to a server")
 async def revoke(state: State, principal: CurrentPrincipal, server: str) -> Response:
-    """Its tokens are deleted; your next call to it answers `authorization_required` again."""
+    """Its tokens are deleted and revoked at the server's authorization server (best
+    effort); your next call to it answers `authorization_required` again."""
     await revoke_connection(state, principal=principal, server=server)
     return Response(status_code=204)
 

@@ -24,10 +24,12 @@ from typing import Any
 
 import httpx
 import pgserver  # type: ignore[import-untyped]
+import psycopg
 import pytest
 import redis
 from mcp import types
 
+from shared.queues import CONNECT_FLOW_PREFIX
 from tests.harness import spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
     IdentityProvider,
@@ -58,7 +60,6 @@ IDENTITY = {
 }
 OWN_ISSUER = f"http://127.0.0.1:{OWN_IDP_PORT}"
 TICKETS = f"http://127.0.0.1:{TICKETS_PORT}/mcp"
-OWN_TTL_S = 40  # its access tokens: refreshed 30 s before they expire (oauth_connections.py)
 OUT = Path(tempfile.gettempdir()) / "agentcards-upstream-identity"  # the two-people table
 WHOAMI = """
 try:
@@ -121,8 +122,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory, idp: IdentityProvider) -> Ite
 def own_idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityProvider]:
     """The OAuth server's own authorization server (its resource: nobody's gateway)."""
     tmp = tmp_path_factory.mktemp("own-idp")
-    with running_provider(tmp, port=OWN_IDP_PORT, resource="http://127.0.0.1:9/none",
-                          access_ttl_s=OWN_TTL_S) as provider:  # fmt: skip
+    with running_provider(tmp, port=OWN_IDP_PORT, resource="http://127.0.0.1:9/none") as provider:
         yield provider
 
 
@@ -210,6 +210,7 @@ def _idp_log(idp: IdentityProvider) -> str:
 
 
 WHOAMI_TICKETS = WHOAMI.replace("mcp.upstream", "mcp.tickets")
+WRITE_TICKET = WHOAMI.replace("mcp.upstream.whoami()", "mcp.tickets.write_ticket(title='printer')")
 
 
 def test_people_connect_a_server_of_its_own_once(
@@ -218,7 +219,10 @@ def test_people_connect_a_server_of_its_own_once(
     """Alice connects `tickets` through a link (its own authorization server: discovery from
     the 401, dynamic registration, PKCE); Erin, not connected, gets `authorization_required`
     with a link of her own, connects, and each is seen as themselves; bad callbacks store
-    nothing; the access token is refreshed; a revoked connection asks again."""
+    nothing; the access token is refreshed; a tool needing more scope asks for it (step up);
+    a refused refresh, a deleted connection and a token refused mid-session ask again; with
+    the authorization server down a renewal fails clearly, storing nothing, while a
+    connection still valid keeps working."""
     alice = {"Authorization": f"Bearer {idp.token('alice')}"}
     erin = {"Authorization": f"Bearer {idp.token('erin')}"}
     transcript: list[str] = []
@@ -272,9 +276,51 @@ def test_people_connect_a_server_of_its_own_once(
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
         assert client.get("/oauth/callback", params=first).status_code == 200
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
-        time.sleep(OWN_TTL_S - 30 + 2)  # alice's access token is now due for refresh
+        _expire(stack, "alice")  # as if her access token had run out: her call renews it
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
+        # Step up: write_ticket needs upstream:write, which her connection does not grant.
+        stepped = run(client, alice, WRITE_TICKET)
+        assert stepped["error"] == "authorization_required", stepped
+        assert "scope upstream:write" in stepped["message"], stepped
+        assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"  # kept meanwhile
+        wider = _authorize(client, stepped["url"], own_idp, "alice", transcript, "step up")
+        assert client.get("/oauth/callback", params=wider).status_code == 200
+        filed = run(client, alice, WRITE_TICKET)
+        assert filed["by"] == "alice" and "upstream:write" in filed["scope"].split(), filed
+        assert "upstream:read" in filed["scope"].split(), filed  # the union, not the new one
+        # A refused refresh (her grants revoked at the provider): asked to connect again.
+        own_idp.admin("revoke", account="erin")
+        _expire(stack, "erin")
+        expired = run(client, erin, WHOAMI_TICKETS)
+        assert expired["error"] == "authorization_required", expired
+        assert "has expired or was revoked" in expired["message"], expired
+        assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
+        back = _authorize(client, expired["url"], own_idp, "erin", [])
+        assert client.get("/oauth/callback", params=back).status_code == 200
+        assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
+        # Its authorization server down: a renewal fails naming it, nothing stored or
+        # deleted; a connection still valid keeps working; connecting fails clearly.
+        _expire(stack, "erin")
+        kept = client.get("/v1/connections", headers=erin).json()
+        own_idp.admin("down")
+        try:
+            down = run(client, erin, WHOAMI_TICKETS)
+            assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
+            link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
+            page = client.get(link.removeprefix(PUBLIC_URL))
+        finally:
+            own_idp.admin("up")
+        assert down["error"] == "server_unavailable", down
+        assert "'tickets'" in down["message"] and OWN_ISSUER in down["message"], down
+        assert "503" in down["message"] and "is kept" in down["message"], down
+        assert client.get("/v1/connections", headers=erin).json() == kept
+        assert page.status_code == 502 and OWN_ISSUER in page.text, page.text
+        assert "503" in page.text and "Nothing was stored" in page.text, page.text
+        assert not list(redis.Redis.from_url(stack.settings.redis_url or "").scan_iter(
+            CONNECT_FLOW_PREFIX + "*"))  # fmt: skip
+        assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"  # renewed, now it is up
         assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
+        assert "a client revoked a grant of alice" in _idp_log(own_idp)  # at its provider too
         again = run(client, alice, WHOAMI_TICKETS)
         assert again["error"] == "authorization_required" and again["url"], again
         keyed = stack.as_new_tenant("acme")
@@ -290,11 +336,16 @@ def test_people_connect_a_server_of_its_own_once(
     assert {s["sub"] for s in shown if s["revoked"]} == {"erin"}
     alices = {s["token"] for s in shown if s["sub"] == "alice"}
     toolhost = stack.procs["toolhost"].log_path.read_text(errors="replace")
-    assert len(alices) == 2, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
+    # Connected, renewed, stepped up: three tokens.
+    assert len(alices) == 3, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
     assert {s["sub"] for s in shown} == {"alice", "erin"}
     OUT.mkdir(exist_ok=True)
     (OUT / "connect-transcript.txt").write_text("\n".join(transcript) + "\n")
-    (OUT / "expired.txt").write_text(json.dumps(again, indent=2) + "\n")
+    (OUT / "expired.txt").write_text(json.dumps(expired, indent=2) + "\n")
+    (OUT / "step-up.txt").write_text(json.dumps(stepped, indent=2) + "\n")
+    (OUT / "authorization-server-down.txt").write_text(
+        json.dumps(down, indent=2) + f"\nconnect page: {page.status_code} {page.text}\n"
+    )
     _no_plaintext(stack, {s["token"] for s in shown})
 
 
@@ -304,9 +355,18 @@ async def _direct_whoami(stack: E2EStack, headers: dict[str, str]) -> types.Call
         return await session.call_tool("whoami", {})
 
 
+def _expire(stack: E2EStack, user: str) -> None:
+    """As if the person's stored access token for ``tickets`` had run out (the provider's
+    tokens last ten minutes): their next call renews it first."""
+    with psycopg.connect(stack.settings.database_url or "", autocommit=True) as conn:
+        conn.execute("UPDATE upstream_connections SET expires_at = now() - interval '1 second' "
+                     "WHERE user_id = %s AND server = 'tickets'", (user,))  # fmt: skip
+
+
 def _authorize(
-    client: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str]
-) -> dict[str, str]:
+    client: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str],
+    what: str = "connect",
+) -> dict[str, str]:  # fmt: skip
     """Open a connect link as a browser would and sign in at the server's own authorization
     server as ``user``: the query the callback gets (code, state, iss)."""
     opened = client.get(link.removeprefix(PUBLIC_URL))
@@ -315,7 +375,7 @@ def _authorize(
     asked = redirect_params(authorize)
     assert authorize.startswith(OWN_ISSUER) and asked["code_challenge_method"] == "S256"
     assert asked["resource"] == TICKETS and asked["redirect_uri"] == f"{PUBLIC_URL}/oauth/callback"
-    transcript.append(f"GET {link.split('/oauth')[0]}/oauth/connect/… -> 303 {authorize.split('?')[0]}"
+    transcript.append(f"{what}: GET {link.split('/oauth')[0]}/oauth/connect/… -> 303 {authorize.split('?')[0]}"
                       f" (client {asked['client_id']}, registered; scope={asked['scope']}, "
                       f"resource={asked['resource']}, PKCE S256)")  # fmt: skip
     back = own.sign_in(authorize, user)

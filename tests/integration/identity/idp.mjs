@@ -19,6 +19,11 @@
 // logout back to /dashboard/signed-out); dynamic client
 // registration (the MCP SDK registers itself), devInteractions (the login and consent forms,
 // which the tests post to over HTTP), DPoP and revocation.
+//
+// And two doors for the tests, as an administrator has them at a real provider:
+// `POST /admin/revoke?account=<user>` revokes every grant of that person (their refresh
+// tokens are then refused, `invalid_grant`), and `POST /admin/down` / `POST /admin/up` take
+// the whole provider down (every other request answered 503) and back.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -33,7 +38,7 @@ const resource = process.env.IDP_RESOURCE;
 const users = JSON.parse(process.env.IDP_USERS);
 const jwks = JSON.parse(readFileSync(process.env.IDP_JWKS, 'utf8'));
 const SCOPES = 'agentcards:read agentcards:execute agentcards:admin';
-const UPSTREAM_SCOPES = 'upstream:read'; // what servers behind the gateway ask of people's tokens
+const UPSTREAM_SCOPES = 'upstream:read upstream:write'; // what servers behind the gateway ask of people's tokens
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 const EXCHANGED_TTL = Number(process.env.IDP_EXCHANGED_TTL || 600);
@@ -157,6 +162,42 @@ provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange, [
   'subject_token', 'subject_token_type', 'audience', 'scope', 'requested_token_type',
   'actor_token', 'actor_token_type', 'resource',
 ], ['resource']);
+
+const grantsOf = new Map(); // account -> the ids of its grants (for /admin/revoke)
+provider.on('grant.saved', (grant) => {
+  if (!grantsOf.has(grant.accountId)) grantsOf.set(grant.accountId, new Set());
+  grantsOf.get(grant.accountId).add(grant.jti);
+});
+provider.on('grant.revoked', (ctx, grantId) => { // a client revoked a token (RFC 7009)
+  for (const [account, ids] of grantsOf) {
+    if (ids.has(grantId)) process.stdout.write(`a client revoked a grant of ${account}\n`);
+  }
+});
+let down = false;
+provider.use(async (ctx, next) => {
+  if (ctx.method === 'POST' && ctx.path === '/admin/revoke') {
+    const account = ctx.query.account;
+    for (const id of grantsOf.get(account) || []) {
+      const grant = await provider.Grant.find(id);
+      if (grant) await grant.destroy();
+    }
+    grantsOf.delete(account);
+    process.stdout.write(`revoked the grants of ${account}\n`);
+    ctx.status = 204;
+    return;
+  }
+  if (ctx.method === 'POST' && (ctx.path === '/admin/down' || ctx.path === '/admin/up')) {
+    down = ctx.path === '/admin/down';
+    ctx.status = 204;
+    return;
+  }
+  if (down) {
+    ctx.status = 503;
+    ctx.body = 'down for maintenance';
+    return;
+  }
+  await next();
+});
 
 provider.proxy = false;
 provider.listen(port, '127.0.0.1', () => {

@@ -102,6 +102,11 @@ class IdentityProvider:
             timeout=10,
         ).raise_for_status()
 
+    def admin(self, action: str, **params: str) -> None:
+        """An administrator's act at the provider (idp.mjs): ``revoke`` (``account=``: every
+        grant of that person), ``down`` (every other request answered 503), ``up``."""
+        httpx.post(f"{self.issuer}/admin/{action}", params=params, timeout=10).raise_for_status()
+
     def forge(self, *, keys: KeySet | None = None, alg: str = "ES256",
               kid: str = SIGNING_KID, **claims: Any) -> str:  # fmt: skip
         """A JWT the provider did not issue: its claims, signed with ``keys`` (its own by default)."""

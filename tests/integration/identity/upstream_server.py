@@ -9,6 +9,10 @@ the provider makes its server refuse them;
 a test reads exactly what reached the server, refused tokens included (the gateway's own
 token passed through would show up as refused, audience the gateway's).
 
+Its tool ``write_ticket`` needs the scope ``upstream:write`` besides ``upstream:read``: a call
+of it with a token without that scope is answered 403 ``insufficient_scope`` naming it (as the
+MCP authorization spec has a server ask for a step up), before the MCP server sees it.
+
 ``python -m tests.integration.identity.upstream_server PORT ISSUER AUDIENCE LOG``
 """
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -29,6 +34,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
 SCOPE = "upstream:read"
+WRITE_SCOPE = "upstream:write"  # write_ticket's, asked for by a step up
 
 
 class IssuerTokens:
@@ -76,6 +82,52 @@ class IssuerTokens:
         )
 
 
+class NeedsWriteScope:
+    """ASGI middleware: a ``tools/call`` of ``write_ticket`` whose token lacks
+    ``upstream:write`` is answered 403 ``insufficient_scope`` (the body is read, then replayed)."""
+
+    def __init__(self, app: Any, tokens: IssuerTokens, metadata_url: str) -> None:
+        self.app, self.tokens, self.metadata_url = app, tokens, metadata_url
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            rpc = json.loads(body)
+        except ValueError:
+            rpc = None
+        params = rpc.get("params") if isinstance(rpc, dict) else None
+        if isinstance(params, dict) and params.get("name") == "write_ticket":
+            headers = dict(scope["headers"])
+            bearer = headers.get(b"authorization", b"").decode().removeprefix("Bearer ")
+            seen = await self.tokens.verify_token(bearer) if bearer else None
+            if seen is not None and WRITE_SCOPE not in seen.scopes:
+                challenge = (f'Bearer error="insufficient_scope", scope="{WRITE_SCOPE}", '
+                             f'resource_metadata="{self.metadata_url}"')  # fmt: skip
+                await send({"type": "http.response.start", "status": 403,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", challenge.encode())]})  # fmt: skip
+                await send({"type": "http.response.body",
+                            "body": b'{"error": "insufficient_scope"}'})  # fmt: skip
+                return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return dict(await receive())
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 def build(port: int, issuer: str, audience: str, log: Path) -> MCPServer:
     server = MCPServer(
         "upstream",
@@ -96,9 +148,22 @@ def build(port: int, issuer: str, audience: str, log: Path) -> MCPServer:
         return {"sub": claims.get("sub"), "aud": claims.get("aud"),
                 "client_id": claims.get("client_id"), "act": claims.get("act")}  # fmt: skip
 
+    @server.tool()
+    def write_ticket(title: str) -> dict[str, Any]:
+        """Files a ticket as the person whose token came with the call (scope upstream:write)."""
+        seen = get_access_token()
+        claims = (seen.claims or {}) if seen is not None else {}
+        return {"filed": title, "by": claims.get("sub"), "scope": claims.get("scope")}
+
     return server
 
 
 if __name__ == "__main__":
     port, issuer, audience, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
-    build(port, issuer, audience, log).run("streamable-http", host="127.0.0.1", port=port)
+    mcp_server = build(port, issuer, audience, log)
+    app = NeedsWriteScope(
+        mcp_server.streamable_http_app(host="127.0.0.1"),
+        IssuerTokens(issuer, audience, log),
+        audience.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"),
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
