@@ -117,8 +117,8 @@ class _Adam:
 
     def __init__(self, shape: tuple[int, ...], *, lr: float = LEARNING_RATE) -> None:
         self.lr, self.t = lr, 0
-        self.m = np.zeros(shape, np.float32)
-        self.v = np.zeros(shape, np.float32)
+        self.m: np.ndarray = np.zeros(shape, np.float32)
+        self.v: np.ndarray = np.zeros(shape, np.float32)
 
     def step(self, w: np.ndarray, grad: np.ndarray) -> None:
         beta1, beta2, eps = 0.9, 0.999, 1e-8

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 
 import redis
@@ -60,6 +61,8 @@ def start(tenant_ids: Sequence[str] | None = None) -> int | None:
         env={**os.environ, **ONE_THREAD},
         preexec_fn=_die_with_parent,
     )
+    # Reaped as soon as it exits (no zombie between passes); the pool process goes on.
+    threading.Thread(target=_running.wait, name="consolidator-reaper", daemon=True).start()
     return _running.pid
 
 
