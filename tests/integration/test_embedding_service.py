@@ -75,7 +75,7 @@ def test_only_the_gateway_holds_the_model(stack: E2EStack) -> None:
             ).fetchall()
 
         wait_until(passes, what="the tenant's consolidation pass soon after its run")
-    assert passes()[0]["runs_seen"] == 1
+        assert passes()[0]["runs_seen"] == 1
     # The pass's child process is gone once its rows are committed and reported.
     learning = stack.procs["learning"].proc.pid
     wait_until(
