@@ -10,15 +10,14 @@ at a time per pool process: a caller that finds one running comes back later
 
 Run as ``python -m workers.learning.consolidator [TENANT ...]`` (no tenant: every tenant
 with new runs). It imports neither Celery nor the embedding model: numpy, psycopg, redis.
+It shares the worker's process group, so stopping the stack stops a pass too; a pool
+process killed alone leaves its pass to finish (it commits per tenant, and is idempotent).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -39,15 +38,8 @@ NICENESS = 10
 # One BLAS thread, as the torch training it replaced used one core: a pass never takes
 # more than a core from the sandbox and the gateway.
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-_PR_SET_PDEATHSIG = 1
 
 _running: subprocess.Popen[bytes] | None = None
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the pool process that started it dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def start(tenant_ids: Sequence[str] | None = None) -> int | None:
@@ -59,7 +51,6 @@ def start(tenant_ids: Sequence[str] | None = None) -> int | None:
     _running = subprocess.Popen(
         [sys.executable, "-m", __name__, *(tenant_ids or [])],
         env={**os.environ, **ONE_THREAD},
-        preexec_fn=_die_with_parent,
     )
     # Reaped as soon as it exits (no zombie between passes); the pool process goes on.
     threading.Thread(target=_running.wait, name="consolidator-reaper", daemon=True).start()
