@@ -1,8 +1,9 @@
 """`bench footprint`'s second look: the learning worker after a consolidation pass.
 
 On the held stack (``deploy.bench.held``), ``RUNS`` learned runs of the time server (each
-its own phrasing, so each is an intent), then the beat's consolidation task sent as the
-beat sends it. ``task_s`` is how long the task took in the learning worker's one pool
+its own phrasing, so each is an intent); ``pass_after_runs_s``: how soon after them a pass
+had read them all, if one did within ``SOON_WAIT_S`` without the beat; then the beat's
+consolidation task sent as the beat sends it. ``task_s`` is how long the task took in the learning worker's one pool
 process: the time it learns no runs. Once a pass has read every run (and any process it
 started has exited), the learning worker's processes are measured again: PSS/RSS and
 whether they map torch, beside the figures the stack had idle.
@@ -26,6 +27,7 @@ RUNS = 12
 ZONES = ("Asia/Tokyo", "Europe/Berlin", "America/Lima", "Africa/Cairo")
 CODE = 'return await mcp.time.get_current_time(timezone=args["zone"])'
 PASS_TIMEOUT_S = 300.0
+SOON_WAIT_S = 60.0  # the beat's period is 600 s: a pass before this was queued by ingestion
 CHILD = "workers.learning.consolidator"
 
 
@@ -64,6 +66,15 @@ def _pass_running(learning_pid: int) -> bool:
 def after_a_pass(stack: HeldStack, learning_pid: int) -> dict[str, Any]:
     """Runs, the beat's task, and the wait for its pass; what the task cost the worker."""
     learned = _runs(stack.gateway_url)
+    # A pass queued by ingestion itself (a checkout that consolidates soon after runs):
+    # seconds from the last run's answer until a pass had read every run, else None.
+    ran = time.perf_counter()
+    soon_s = None
+    while time.perf_counter() - ran < SOON_WAIT_S:
+        if _read_every_run(stack.database_url):
+            soon_s = round(time.perf_counter() - ran, 1)
+            break
+        time.sleep(0.5)
     celery = make_celery(
         "bench-footprint",
         settings=Settings(redis_url=stack.redis_url, database_url=stack.database_url),
@@ -79,4 +90,4 @@ def after_a_pass(stack: HeldStack, learning_pid: int) -> dict[str, Any]:
         if time.monotonic() > deadline:
             raise RuntimeError("no consolidation pass read every run")
         time.sleep(0.5)
-    return {"learned_runs": learned, "task_s": round(task_s, 3)}
+    return {"learned_runs": learned, "pass_after_runs_s": soon_s, "task_s": round(task_s, 3)}
