@@ -215,9 +215,7 @@ def consolidate_tenant(
     """One tenant's pass (in the caller's transaction; commit to keep it). Passes of one
     tenant run one at a time (the beat's and one queued soon after new runs may meet, on
     one learning worker or several): each numbers its versions after the last."""
-    conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('agentcards:consolidate:' || %s))", (tenant_id,)
-    )
+    _lock(conn, tenant_id=tenant_id)
     started = time.perf_counter()
     descriptions, md5s = _descriptions(conn)
     runs: list[Run] = []
@@ -318,6 +316,17 @@ def consolidate(
     on its own."""
     done = []
     for tenant in tenants_to_consolidate(conn, tenant_ids=tenant_ids):
-        done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
+        # A pass of the tenant that held the lock meanwhile (another learning worker's)
+        # may have read every run: then there is nothing left to do.
+        _lock(conn, tenant_id=tenant)
+        if tenants_to_consolidate(conn, tenant_ids=[tenant]):
+            done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
         conn.commit()
     return done
+
+
+def _lock(conn: psycopg.Connection[Any], *, tenant_id: str) -> None:
+    """The tenant's consolidation lock, held to the end of the transaction (re-entrant)."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('agentcards:consolidate:' || %s))", (tenant_id,)
+    )
