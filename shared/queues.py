@@ -26,6 +26,7 @@ class TaskName(StrEnum):
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
     CONSOLIDATE_TOOL_VECTORS = "agentcards.consolidate_tool_vectors"
+    CONSOLIDATE_TENANT = "agentcards.consolidate_tenant"
     REAP_EXECUTIONS = "agentcards.reap_executions"
     EXPIRE_CACHE = "agentcards.expire_cache"
     RESEND_UNLEARNED = "agentcards.resend_unlearned"
@@ -40,6 +41,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},
     TaskName.CONSOLIDATE_TOOL_VECTORS: {"queue": Queue.MAINTENANCE},
+    TaskName.CONSOLIDATE_TENANT: {"queue": Queue.MAINTENANCE},
     TaskName.REAP_EXECUTIONS: {"queue": Queue.MAINTENANCE},
     TaskName.RESEND_UNLEARNED: {"queue": Queue.MAINTENANCE},
     TaskName.EXPIRE_CACHE: {"queue": Queue.MAINTENANCE},
@@ -58,6 +60,9 @@ EVENTS_CHANNEL_PREFIX = KEY_PREFIX + "events:"  # + execution_id; pub/sub
 EVENTS_ALL_CHANNEL = KEY_PREFIX + "events:all"  # every execution's finish event
 TOOLS_CHANGED_CHANNEL = KEY_PREFIX + "tools:changed"  # tool schema change events
 TOOLS_LISTED_CHANNEL = KEY_PREFIX + "tools:listed"  # a server name: its tool list changed
+# + tenant id; set (NX, with expiry) while a pass of that tenant's consolidation is queued
+# soon after its new runs, so a burst of runs queues one pass
+CONSOLIDATION_QUEUED_PREFIX = KEY_PREFIX + "consolidation:queued:"
 # A server's notifications for the direct surface: {server, uri} (a subscribed resource
 # changed) or {server, list: "resources" | "prompts"} (that list changed).
 SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"

@@ -37,7 +37,8 @@ import httpx
 import psutil
 
 from deploy.bench.datasets import DATA
-from deploy.bench.held import checkout, held_stack
+from deploy.bench.footprint_pass import after_a_pass
+from deploy.bench.held import HeldStack, checkout, held_stack
 from deploy.launcher.state import StackState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,9 +295,13 @@ def warm(gateway_url: str, texts: list[str]) -> None:
 # --- stacks -------------------------------------------------------------------------------------
 
 
-def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:
+def run(
+    compare: str | None = None, warm_queries: int = 10, after_pass: bool = False
+) -> dict[str, Any]:
     """The idle stack's memory per process and in total, and search latency; with
-    ``compare``, the same for that ref first, the latency of both alternating."""
+    ``compare``, the same for that ref first, the latency of both alternating; with
+    ``after_pass``, each stack's learning worker measured again after learned runs and a
+    consolidation pass (``deploy.bench.footprint_pass``)."""
     texts = queries()
     warm_texts, timed = texts[:warm_queries], texts[warm_queries:]
     out: dict[str, Any] = {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}
@@ -310,18 +315,23 @@ def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:
                 warm(new.gateway_url, warm_texts)
                 out["memory"] = measure(new.run_dir)
                 (out["search_ms"],) = latency([new.gateway_url], timed)
+                if after_pass:
+                    out["after_pass"] = measure_after_pass(new, idle=out["memory"])
         else:
             with checkout(compare) as old_root:
                 out["compare"] = {"old": compare, "new": str(ROOT)}
                 with held_stack(old_root, config, name="old", timeout_s=240) as old:
                     warm(old.gateway_url, warm_texts)
                     old_memory = measure(old.run_dir)
+                    old_pass = measure_after_pass(old, idle=old_memory) if after_pass else None
                     with held_stack(ROOT, config, name="new", timeout_s=240) as new:
                         warm(new.gateway_url, warm_texts)
                         old_ms, new_ms = latency([old.gateway_url, new.gateway_url], timed)
                         old.stop()
                         time.sleep(SETTLE_S)
                         new_memory = measure(new.run_dir)
+                        if after_pass:
+                            new_pass = measure_after_pass(new, idle=new_memory)
                 out["old"] = {"memory": old_memory, "search_ms": old_ms}
                 out["new"] = {"memory": new_memory, "search_ms": new_ms}
                 out["new_vs_old"] = {
@@ -329,5 +339,30 @@ def run(compare: str | None = None, warm_queries: int = 10) -> dict[str, Any]:
                     "search_p50_ms": [old_ms["p50"], new_ms["p50"]],
                     "search_p90_ms": [old_ms["p90"], new_ms["p90"]],
                 }
+                if after_pass:
+                    out["old"]["after_pass"], out["new"]["after_pass"] = old_pass, new_pass
     out["load_avg_end"] = os.getloadavg()
     return out
+
+
+def measure_after_pass(stack: HeldStack, *, idle: dict[str, Any]) -> dict[str, Any]:
+    """The learning worker's memory after a consolidation pass, beside its idle figures."""
+    state = StackState.load(stack.run_dir)
+    if state is None or "learning-worker" not in state.processes:
+        raise RuntimeError(f"no learning worker in {stack.run_dir}")
+    done = after_a_pass(stack, state.processes["learning-worker"])
+    time.sleep(SETTLE_S)
+    after = measure(stack.run_dir)
+    learning = [p for p in after["processes"] if p["role"] == "learning-worker"]
+    return {
+        **done,
+        "learning_worker": {
+            "idle": idle["by_role"].get("learning-worker"),
+            "after_pass": after["by_role"].get("learning-worker"),
+            "maps_torch_idle": any(
+                p["maps_torch"] for p in idle["processes"] if p["role"] == "learning-worker"
+            ),
+            "maps_torch_after_pass": any(p["maps_torch"] for p in learning),
+        },
+        "total_pss_mib": [idle["total_pss_mib"], after["total_pss_mib"]],
+    }

@@ -188,10 +188,15 @@ def footprint(
         None,
         help="a git ref (or a checkout's directory) measured first, its search beside this one's",
     ),
+    after_pass: bool = typer.Option(
+        False,
+        "--after-pass",
+        help="then learned runs and a consolidation pass: the learning worker measured again",
+    ),
 ) -> None:
     """PSS per process of an idle stack with five published MCP servers (servers apart),
     and tool-search latency over REST; with --compare REF, REF's figures beside these."""
-    _run("footprint", compare=compare)
+    _run("footprint", compare=compare, after_pass=after_pass)
 
 
 @bench_app.command("install")

@@ -1,4 +1,4 @@
-"""Consolidated learning: a tenant's tool vectors, refitted on the beat schedule.
+"""Consolidated learning: a tenant's tool vectors and query adapter, refitted after new runs.
 
 One pass per tenant with intents newer than its last consolidation: read its learned runs
 (``intent_tools`` rows with succeeded tools) and the catalogue's description embeddings,
@@ -26,6 +26,7 @@ them costs ~4 ms of p95: docs/search.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -46,6 +47,16 @@ MIN_HELD_BACK = 5
 # from its adapter as it fades from the vote. A run ageing out changes the tenant's run
 # count, so the next pass refits without it.
 FORGET_AFTER_DAYS = 6 * HALF_LIFE_DAYS
+
+
+# A tenant with new runs is consolidated soon after them, not only at the next beat pass
+# (every 10 minutes), so what its runs teach reaches the adapter within seconds: the vote
+# alone carries only part of the consolidated lift. The pass waits SOON_FACTOR times the
+# tenant's last pass (its passes then take at most a tenth of a core), at least SOON_MIN_S
+# (the runs of a burst share one pass) and at most SOON_MAX_S (the beat's period).
+SOON_MIN_S = 5.0
+SOON_FACTOR = 10.0
+SOON_MAX_S = 600.0
 
 
 # The tables a pass records itself in: one row per pass, shipped or not.
@@ -117,16 +128,20 @@ def _array(value: Any) -> np.ndarray:
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
 
 
-def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Tenants with a learned run newer than their last consolidation, or another number of
-    runs than it read (a run taken back by its agent, ``shared.learning.unteach``; a tool
-    changed or removed, migration 0026; a run older than ``FORGET_AFTER_DAYS``)."""
+def tenants_to_consolidate(
+    conn: psycopg.Connection[Any], *, tenant_ids: Sequence[str] | None = None
+) -> list[str]:
+    """Tenants (all, or those of ``tenant_ids``) with a learned run newer than their last
+    consolidation, or another number of runs than it read (a run taken back by its agent,
+    ``shared.learning.unteach``; a tool changed or removed, migration 0026; a run older
+    than ``FORGET_AFTER_DAYS``)."""
     rows = conn.execute(
         """
         SELECT i.tenant_id
           FROM (SELECT tenant_id, max(id) AS newest, count(*) AS runs FROM intent_tools
                  WHERE cardinality(tools_ok) > 0
                    AND created_at > now() - %(days)s * interval '1 day'
+                   AND (%(tenants)s::text[] IS NULL OR tenant_id = ANY(%(tenants)s::text[]))
                  GROUP BY tenant_id) i
           LEFT JOIN (SELECT DISTINCT ON (tenant_id) tenant_id, last_intent_id AS seen,
                             runs_seen
@@ -135,9 +150,31 @@ def tenants_to_consolidate(conn: psycopg.Connection[Any]) -> list[str]:
          WHERE v.seen IS NULL OR i.newest > v.seen OR i.runs <> v.runs_seen
          ORDER BY i.tenant_id
         """,
-        {"days": FORGET_AFTER_DAYS},
+        {
+            "days": FORGET_AFTER_DAYS,
+            "tenants": list(tenant_ids) if tenant_ids is not None else None,
+        },
     ).fetchall()
     return [r["tenant_id"] for r in rows]
+
+
+def soon_delay(last_pass_seconds: float | None) -> float:
+    """Seconds to wait before a tenant's pass after new runs (``SOON_FACTOR``)."""
+    return min(SOON_MAX_S, max(SOON_MIN_S, SOON_FACTOR * (last_pass_seconds or 0.0)))
+
+
+def last_pass_seconds(conn: psycopg.Connection[Any], *, tenant_id: str) -> float | None:
+    """How long the tenant's last pass took (tool vectors and adapter), None before its first."""
+    row = conn.execute(
+        """
+        SELECT (SELECT seconds FROM tool_vector_versions WHERE tenant_id = %(t)s
+                 ORDER BY version DESC LIMIT 1)
+             + coalesce((SELECT seconds FROM query_adapters WHERE tenant_id = %(t)s
+                          ORDER BY version DESC LIMIT 1), 0) AS seconds
+        """,
+        {"t": tenant_id},
+    ).fetchone()
+    return None if row is None or row["seconds"] is None else float(row["seconds"])
 
 
 def _descriptions(conn: psycopg.Connection[Any]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -175,7 +212,10 @@ def current_vectors(
 def consolidate_tenant(
     conn: psycopg.Connection[Any], *, tenant_id: str, mix: Mix = FITTED_MIX
 ) -> Consolidation:
-    """One tenant's pass (in the caller's transaction; commit to keep it)."""
+    """One tenant's pass (in the caller's transaction; commit to keep it). Passes of one
+    tenant run one at a time (the beat's and one queued soon after new runs may meet, on
+    one learning worker or several): each numbers its versions after the last."""
+    _lock(conn, tenant_id=tenant_id)
     started = time.perf_counter()
     descriptions, md5s = _descriptions(conn)
     runs: list[Run] = []
@@ -266,10 +306,27 @@ def consolidate_adapter(
     return fit.rounded()
 
 
-def consolidate(conn: psycopg.Connection[Any], *, mix: Mix = FITTED_MIX) -> list[Consolidation]:
-    """Every tenant with new learned runs, each committed on its own."""
+def consolidate(
+    conn: psycopg.Connection[Any],
+    *,
+    tenant_ids: Sequence[str] | None = None,
+    mix: Mix = FITTED_MIX,
+) -> list[Consolidation]:
+    """Every tenant (or every one of ``tenant_ids``) with new learned runs, each committed
+    on its own."""
     done = []
-    for tenant in tenants_to_consolidate(conn):
-        done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
+    for tenant in tenants_to_consolidate(conn, tenant_ids=tenant_ids):
+        # A pass of the tenant that held the lock meanwhile (another learning worker's)
+        # may have read every run: then there is nothing left to do.
+        _lock(conn, tenant_id=tenant)
+        if tenants_to_consolidate(conn, tenant_ids=[tenant]):
+            done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
         conn.commit()
     return done
+
+
+def _lock(conn: psycopg.Connection[Any], *, tenant_id: str) -> None:
+    """The tenant's consolidation lock, held to the end of the transaction (re-entrant)."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('agentcards:consolidate:' || %s))", (tenant_id,)
+    )

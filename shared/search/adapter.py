@@ -3,7 +3,7 @@
 W (d x d) starts at the identity and is trained contrastively on the tenant's learned
 (intent, tool) pairs: the intent mapped by W should be closer to its tool's description
 than to any other tool's (softmax over the catalogue, temperature TAU), with weight decay
-toward the identity (``DECAY`` x ||W - I||^2), Adam, EPOCHS steps on one core. A search
+toward the identity (``DECAY`` x ||W - I||^2), Adam, EPOCHS steps. A search
 embeds the request as always, maps it by W and normalises it (one d x d product, ~0.1 ms),
 then runs the same pgvector search with it: the tenant's past requests move the query
 toward the tools that served them, and every other tool still competes (they are the
@@ -14,21 +14,18 @@ Why an adapter rather than per-tool vectors or a bigger vote: on the validation 
 it is the arm with the best objective, and on the test halves it is the only one that
 gains on the set that can measure learning without regressing the others (research/notes/search-history.md).
 
-Everything here is pure arithmetic on arrays (torch for the gradient, imported only when
-training); the database side is in ``shared.learning.consolidate``.
+Everything here is pure arithmetic on numpy arrays, the gradient written out: the learning
+worker that trains never loads torch (issue 49's footprint); the database side is in
+``shared.learning.consolidate``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared.search.tool_vectors import HOLD_OUT_BLOCK, Run
-
-if TYPE_CHECKING:  # torch is imported when training only (the gateway never trains)
-    import torch
 
 # Softmax temperature. The validation slices' grid (`python -m research.search.recall
 # --adapter-grid`, 2026-11-27) preferred 0.1 (objective 2.161 against 2.149), but on the
@@ -75,47 +72,79 @@ def train_adapter(
     index = {t: i for i, t in enumerate(names)}
     pairs = [(r.vector, index[t]) for r in runs for t in r.tools if t in index]
     dim = len(next(iter(descriptions.values()))) if descriptions else 0
+    identity = np.eye(dim, dtype=np.float32)
     if not pairs:
-        return np.eye(dim, dtype=np.float32)
-    import torch
-
-    torch.set_num_threads(1)
-    generator = torch.Generator().manual_seed(SEED)
-    x_all = torch.tensor(np.stack([np.asarray(v, np.float32) for v, _ in pairs]))
-    y_all = torch.tensor([i for _, i in pairs])
-    d_all = torch.tensor(np.stack([np.asarray(descriptions[t], np.float32) for t in names]))
-    identity = torch.eye(dim)
-    w = identity.clone().requires_grad_(True)
-    optimiser = torch.optim.Adam([w], lr=LEARNING_RATE)
+        return identity
+    rng = np.random.default_rng(SEED)
+    x_all = np.stack([np.asarray(v, np.float32) for v, _ in pairs])
+    y_all = np.array([i for _, i in pairs], np.int64)
+    d_all = np.stack([np.asarray(descriptions[t], np.float32) for t in names])
+    w = identity.copy()
+    adam = _Adam(w.shape)
     for _ in range(epochs):
-        x, y, d = _batch(x_all, y_all, d_all, generator=generator)
-        q = torch.nn.functional.normalize(x @ w.T, dim=1)
-        loss = torch.nn.functional.cross_entropy(q @ d.T / tau, y)
-        loss = loss + decay * ((w - identity) ** 2).sum()
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    return np.asarray(w.detach().numpy(), np.float32)
+        x, y, d = _batch(x_all, y_all, d_all, rng=rng)
+        adam.step(w, _gradient(w, x, y, d, tau=tau, decay=decay, identity=identity))
+    return w
+
+
+def _gradient(
+    w: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    *,
+    tau: float,
+    decay: float,
+    identity: np.ndarray,
+) -> np.ndarray:
+    """d/dW of mean cross-entropy(normalise(x W^T) d^T / tau, y) + decay ||W - I||^2,
+    written out (the loss is three steps deep; autograd's result, ``tests/unit/search``)."""
+    z = x @ w.T
+    norms = np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
+    q = z / norms
+    logits = (q @ d.T) / tau
+    logits -= logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(logits)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    probabilities[np.arange(len(y)), y] -= 1.0
+    dq = (probabilities / (len(y) * tau)) @ d
+    dz = (dq - q * (dq * q).sum(axis=1, keepdims=True)) / norms
+    return (dz.T @ x + 2.0 * decay * (w - identity)).astype(np.float32)
+
+
+class _Adam:
+    """Adam (Kingma & Ba; torch's defaults: betas 0.9/0.999, eps 1e-8) updating W in place."""
+
+    def __init__(self, shape: tuple[int, ...], *, lr: float = LEARNING_RATE) -> None:
+        self.lr, self.t = lr, 0
+        self.m: np.ndarray = np.zeros(shape, np.float32)
+        self.v: np.ndarray = np.zeros(shape, np.float32)
+
+    def step(self, w: np.ndarray, grad: np.ndarray) -> None:
+        beta1, beta2, eps = 0.9, 0.999, 1e-8
+        self.t += 1
+        self.m = beta1 * self.m + (1 - beta1) * grad
+        self.v = beta2 * self.v + (1 - beta2) * grad * grad
+        denominator = np.sqrt(self.v) / np.sqrt(1 - beta2**self.t) + eps
+        w -= (self.lr / (1 - beta1**self.t)) * self.m / denominator
 
 
 def _batch(
-    x: torch.Tensor, y: torch.Tensor, d: torch.Tensor, *, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x: np.ndarray, y: np.ndarray, d: np.ndarray, *, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step's pairs and catalogue: everything when small, else a bounded sample (the
     labels renumbered into the sampled catalogue)."""
-    import torch
-
     if len(x) > MAX_PAIRS:
-        chosen = torch.randperm(len(x), generator=generator)[:MAX_PAIRS]
+        chosen = rng.permutation(len(x))[:MAX_PAIRS]
         x, y = x[chosen], y[chosen]
     if len(d) <= MAX_NEGATIVES:
         return x, y, d
-    named = torch.unique(y)
-    others = torch.randperm(len(d), generator=generator)
-    others = others[~torch.isin(others, named)][: max(0, MAX_NEGATIVES - len(named))]
-    keep = torch.cat([named, others])
-    position = torch.full((len(d),), -1, dtype=torch.long)
-    position[keep] = torch.arange(len(keep))
+    named = np.unique(y)
+    others = rng.permutation(len(d))
+    others = others[~np.isin(others, named)][: max(0, MAX_NEGATIVES - len(named))]
+    keep = np.concatenate([named, others])
+    position = np.full(len(d), -1, dtype=np.int64)
+    position[keep] = np.arange(len(keep))
     return x, position[y], d[keep]
 
 

@@ -4,7 +4,9 @@ each loading torch and the model, and fall back to a model of their own when no 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -13,10 +15,11 @@ from shared.config import Settings
 from shared.embeddings import EmbeddingServer, get_embedder
 from shared.embeddings.service import GatewayEmbedder
 from tests.integration.mcp_servers import example_server
-from tests.stack import E2EStack, stack_fixture
+from tests.stack import E2EStack, stack_fixture, wait_until
 
 stack = stack_fixture(lambda tmp: {"example": example_server(tmp)})
 
+CHILD = "workers.learning.consolidator"  # the pass's process, a child of the pool process
 TEXTS = ["add two numbers", "remember that Alice works at Acme"]
 
 
@@ -30,10 +33,20 @@ def process_tree(pid: int) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone (or a zombie) meanwhile
+        return []
+
+
 def test_only_the_gateway_holds_the_model(stack: E2EStack) -> None:
-    """Tools are searchable and runs are learned while the toolhost and the learning worker
-    (its pool process too) never load torch: the gateway embedded for them."""
-    tenant = stack.as_new_tenant()
+    """Tools are searchable, runs are learned and consolidated soon after (the stack runs no
+    beat: the pass was queued by ingestion), while the toolhost and the learning worker
+    (its pool process too) never load torch: the gateway embedded for them, and the pass
+    trained without it, in a child process that then exited."""
+    tenant_id = f"t-footprint-{uuid.uuid4().hex[:8]}"
+    tenant = stack.as_new_tenant(tenant_id)
     with tenant.client() as client:
         hits = client.post("/v1/tools/search", json={"query": "add two numbers"}).json()["hits"]
         assert hits[0]["id"] == "example:add"
@@ -52,7 +65,23 @@ def test_only_the_gateway_holds_the_model(stack: E2EStack) -> None:
             "SELECT intent_embedding IS NOT NULL AS embedded FROM capabilities WHERE id = %s",
             (run["capability"]["id"],),
         ).fetchone()
-    assert row is not None and row["embedded"]
+        assert row is not None and row["embedded"]
+
+        def passes() -> list[dict[str, Any]]:
+            return conn.execute(
+                "SELECT t.runs_seen, a.trained_on FROM tool_vector_versions t "
+                "JOIN query_adapters a USING (tenant_id, version) WHERE t.tenant_id = %s",
+                (tenant_id,),
+            ).fetchall()
+
+        wait_until(passes, what="the tenant's consolidation pass soon after its run")
+        assert passes()[0]["runs_seen"] == 1
+    # The pass's child process is gone once its rows are committed and reported.
+    learning = stack.procs["learning"].proc.pid
+    wait_until(
+        lambda: not [p for p in process_tree(learning) if CHILD in _cmdline(p)],
+        what="the pass's process to exit",
+    )
 
     assert maps_torch(stack.procs["gateway"].proc.pid)
     for name in ("toolhost", "learning"):

@@ -36,8 +36,9 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     # Consolidated learning: each tenant with new learned runs gets its tool
     # vectors refitted, shipped only if they score at least as well on its held-back runs.
-    # Every 10 minutes: the vote already counts a run at once, this only sharpens it; a
-    # pass is one indexed query when nothing is new and <= 60 s at 100k intents.
+    # Every 10 minutes, the backstop: ingestion queues a tenant's pass soon after its new
+    # runs (``consolidate_tenant_soon``); a pass is one indexed query when nothing is new
+    # and <= 60 s at 100k intents, in a child process of the worker.
     "consolidate-tool-vectors": {
         "task": TaskName.CONSOLIDATE_TOOL_VECTORS,
         "schedule": 600.0,

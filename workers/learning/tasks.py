@@ -7,7 +7,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import psycopg
@@ -22,12 +21,12 @@ from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
-from shared.learning.consolidate import Fit, consolidate
+from shared.learning.consolidate import SOON_MIN_S, last_pass_seconds, soon_delay
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
-from shared.queues import GRAPH_FINGERPRINT_KEY, TaskName
+from shared.queues import CONSOLIDATION_QUEUED_PREFIX, GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
-from workers.learning import clients
+from workers.learning import clients, consolidator
 from workers.learning.batching import REQUEUE, ReliableBatches
 from workers.learning.celery_app import app
 
@@ -104,6 +103,7 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
             except Exception:
                 log.exception("ingestion of execution %s failed", execution_id)
     _report(results, seconds=time.perf_counter() - started)
+    _consolidate_soon(results)
     log.info("ingested a batch of %d in %.1f ms", len(ids), (time.perf_counter() - started) * 1000)
     return None
 
@@ -154,6 +154,28 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
         events.append((execution_id, event))
     publish_events(client, events=events)
     bus.publish_many(client, events=_tenant_events(done))
+
+
+def _consolidate_soon(results: dict[str, IngestResult]) -> None:
+    """Queue a consolidation pass of each tenant the batch taught, unless one is queued
+    (``consolidate.soon_delay`` after now); the beat's pass stays the backstop."""
+    tenants = sorted(
+        {r.tenant_id for r in results.values() if r.tenant_id and r.outcome not in NOTHING_DONE}
+    )
+    if not tenants:
+        return
+    try:
+        with clients.db_pool().connection() as conn:
+            delays = {t: soon_delay(last_pass_seconds(conn, tenant_id=t)) for t in tenants}
+        client = clients.redis_client()
+        for tenant, delay in delays.items():
+            # Expires a minute after the pass is due: a pass lost with its worker does not
+            # keep the tenant's next runs from queueing another.
+            if client.set(CONSOLIDATION_QUEUED_PREFIX + tenant, "1", nx=True, ex=int(delay) + 60):
+                consolidate_tenant_soon.apply_async(args=[tenant], countdown=delay)
+    except (psycopg.Error, redis.RedisError):
+        # The runs are ingested; the beat's pass consolidates them.
+        log.warning("could not queue a consolidation of %s", tenants, exc_info=True)
 
 
 def _tenant_events(
@@ -215,34 +237,29 @@ def refresh_graph_metrics(force: bool = False) -> dict[str, Any]:
 
 
 @app.task(name=TaskName.CONSOLIDATE_TOOL_VECTORS, acks_late=True, reject_on_worker_lost=True)
-def consolidate_tool_vectors() -> list[dict[str, Any]]:
-    """Refit the tool vectors and the query adapter of every tenant with new learned runs;
-    each new version is shipped only if it scores at least as well on the tenant's
-    held-back runs."""
-    with clients.db_pool().connection() as conn:
-        done = consolidate(conn)
-    client = clients.redis_client()
-    for result in done:
-        report_fit(client, "tool_vector", fit=result)
-        if result.adapter is not None:
-            report_fit(client, "query_adapter", fit=result.adapter)
-    return [asdict(r) for r in done]
+def consolidate_tool_vectors() -> dict[str, Any]:
+    """Start a pass over every tenant with new learned runs (tool vectors and query adapter,
+    each version shipped only if it scores at least as well on the tenant's held-back runs)
+    in a child process (``workers.learning.consolidator``), and return at once. Idempotent:
+    a tenant with nothing new is left alone; with a pass still running, the next beat's
+    pass takes what it left."""
+    pid = consolidator.start()
+    return {"started": pid is not None, "pid": pid or consolidator.running()}
 
 
-def report_fit(client: redis.Redis, kind: str, *, fit: Fit) -> None:
-    """One fit's metric (``agentcards_<kind>_fits_total{result}``) and log line."""
-    result = "shipped" if fit.shipped else "kept"
-    metrics.incr_labelled(client, f"{kind}_fits_total", result)
-    log.info(
-        "%s of %s: version %d %s (held-back top-1 %.3f -> %.3f, %.1f s)",
-        kind.replace("_", " "),
-        fit.tenant_id,
-        fit.version,
-        "shipped" if fit.shipped else "kept the current one",
-        fit.score_before,
-        fit.score_after,
-        fit.seconds,
-    )
+@app.task(name=TaskName.CONSOLIDATE_TENANT, acks_late=True, reject_on_worker_lost=True)
+def consolidate_tenant_soon(tenant_id: str) -> dict[str, Any]:
+    """One tenant's pass, queued soon after its new runs (``_consolidate_soon``), started in
+    a child process as the beat's is. While this worker's previous pass runs, it is queued
+    again ``SOON_MIN_S`` later. Idempotent: a tenant with nothing new is left alone."""
+    pid = consolidator.start([tenant_id])
+    if pid is None:
+        consolidate_tenant_soon.apply_async(args=[tenant_id], countdown=SOON_MIN_S)
+        return {"started": False}
+    # Runs ingested from now on queue the next pass: the child reads the tenant's runs
+    # after this (it has yet to import and connect).
+    clients.redis_client().delete(CONSOLIDATION_QUEUED_PREFIX + tenant_id)
+    return {"started": True, "pid": pid}
 
 
 @app.task(name=TaskName.PROMOTE_PATTERNS, acks_late=True, reject_on_worker_lost=True)

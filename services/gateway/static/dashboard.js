@@ -186,8 +186,8 @@
     if (last && (!use || last.version !== use.version)) {
       text += ` (v${last.version} kept: ${pass(last)}, ${last.held_back} held back)`;
     }
-    // Before the first pass (a tenant's runs are consolidated every 10 minutes) search uses
-    // the plain embedding: say so instead of a bare dash.
+    // Before the first pass (a tenant's runs are consolidated soon after they are learned)
+    // search uses the plain embedding: say so instead of a bare dash.
     $("#m-adapter").textContent = last ? text : "none yet";
   }
 

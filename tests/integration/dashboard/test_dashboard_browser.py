@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from shared.learning.consolidate import consolidate
+from shared.auth.store import issue_key
 from tests.integration.dashboard.conftest import LEARNED, capability_code, run
 from tests.stack import E2EStack, wait_until
 
@@ -348,24 +349,50 @@ def test_the_metrics_strip_shows_the_tenants_numbers_and_links_flower(
 def test_the_metrics_strip_shows_the_search_adapters_passes(
     dashboard: webdriver.Chrome, stack: Stack
 ) -> None:
-    # The beat task's consolidation over the tenant's learned runs (its real runs and their
-    # capabilities' phrasings): the strip names the pass, as the summary reports it.
+    # The tenant's runs were consolidated soon after they were learned (the stack runs no
+    # beat: ingestion queued the passes); the strip names the newest pass as the summary
+    # reports it, once a pass has read every run.
     dash, auth = stack
-    # No pass yet: the strip says so in words, not with a bare dash.
-    _wait(dashboard, "document.querySelector('#m-adapter').textContent === 'none yet'")
-    with dash.db() as conn:
-        done = {c.tenant_id: c for c in consolidate(conn)}
-    fit = done["acme"].adapter
+
+    def newest_pass_read_every_run() -> dict[str, Any] | None:
+        with dash.db() as conn:
+            return conn.execute(  # type: ignore[no-any-return]
+                "SELECT t.version, a.trained_on FROM tool_vector_versions t "
+                "JOIN query_adapters a USING (tenant_id, version) WHERE t.tenant_id = 'acme' "
+                "AND t.runs_seen = (SELECT count(*) FROM intent_tools WHERE tenant_id = 'acme' "
+                "AND cardinality(tools_ok) > 0) ORDER BY t.version DESC LIMIT 1"
+            ).fetchone()
+
+    wait_until(newest_pass_read_every_run, what="a pass over every run of the tenant")
+    fit = newest_pass_read_every_run()
     assert fit is not None
     with httpx.Client(base_url=dash.gateway_url, headers=auth) as client:
         learning = client.get("/api/metrics/summary").json()["search_learning"]
-    assert learning["last"]["version"] == fit.version
-    assert learning["last"]["trained_on"] == fit.trained_on > 0
-    if fit.shipped:
-        shown = f"v{fit.version} · {fit.trained_on} runs · "
+    last, use = learning["last"], learning["in_use"]
+    assert (last["version"], last["trained_on"]) == (fit["version"], fit["trained_on"])
+    assert last["trained_on"] > 0
+    if use is None:
+        shown = f"none (v{last['version']} kept: "
     else:
-        shown = f"none (v{fit.version} kept: "
+        shown = f"v{use['version']} · {use['trained_on']} runs · "
     _wait(dashboard, f"document.querySelector('#m-adapter').textContent.startsWith({shown!r})")
+    if use is not None and use["version"] != last["version"]:
+        kept = f"(v{last['version']} kept: "
+        _wait(dashboard, f"document.querySelector('#m-adapter').textContent.includes({kept!r})")
+
+    # A tenant with no pass yet: the strip says so in words, not with a bare dash.
+    with dash.db() as conn:
+        _, fresh = issue_key(conn, tenant_id=f"t-nopass-{uuid.uuid4().hex[:8]}")
+        conn.commit()
+    mine = auth["Authorization"].removeprefix("Bearer ")
+    try:
+        dashboard.execute_script(f"localStorage.setItem('agentcards_key', {fresh!r})")
+        dashboard.refresh()
+        _wait(dashboard, "document.querySelector('#m-adapter').textContent === 'none yet'")
+    finally:
+        dashboard.execute_script(f"localStorage.setItem('agentcards_key', {mine!r})")
+        dashboard.refresh()
+        _wait(dashboard, "document.body.dataset.rendered")
 
 
 def test_a_new_capability_appears_live_without_a_reload(

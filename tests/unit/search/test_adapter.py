@@ -56,11 +56,39 @@ def test_the_adapter_learns_how_the_tenant_asks_and_scores_better_held_back() ->
 
 def test_large_catalogues_are_sampled_to_the_bounds() -> None:
     # Above MAX_NEGATIVES tools a step sees a sample that keeps every tool its pairs name.
-    import torch
-
-    y = torch.tensor([3, 2500, 7])
-    d = torch.arange(3000, dtype=torch.float32).unsqueeze(1)
-    x = torch.zeros((3, 1))
-    _, labels, sampled = adapter._batch(x, y, d, generator=torch.Generator().manual_seed(0))
+    y = np.array([3, 2500, 7])
+    d = np.arange(3000, dtype=np.float32)[:, None]
+    x = np.zeros((3, 1), np.float32)
+    _, labels, sampled = adapter._batch(x, y, d, rng=np.random.default_rng(0))
     assert len(sampled) == adapter.MAX_NEGATIVES
     assert [int(sampled[i, 0]) for i in labels] == [3, 2500, 7]
+
+
+def test_the_written_out_gradient_and_adam_step_are_torchs() -> None:
+    # The adapter trains in numpy so the learning worker never loads torch; its gradient
+    # and update are the ones torch's autograd and Adam give for the same loss.
+    import torch
+
+    rng = np.random.default_rng(2)
+    x = _unit(rng.normal(size=(9, DIM)))
+    d = _unit(rng.normal(size=(6, DIM)))
+    y = np.array([0, 1, 2, 3, 4, 5, 0, 1, 2])
+    identity = np.eye(DIM, dtype=np.float32)
+    w = (identity + 0.1 * rng.normal(size=(DIM, DIM))).astype(np.float32)
+    tau, decay = adapter.TAU, 0.5
+
+    tw = torch.tensor(w, requires_grad=True)
+    q = torch.nn.functional.normalize(torch.tensor(x) @ tw.T, dim=1)
+    loss = torch.nn.functional.cross_entropy(q @ torch.tensor(d).T / tau, torch.tensor(y))
+    loss = loss + decay * ((tw - torch.eye(DIM)) ** 2).sum()
+    optimiser = torch.optim.Adam([tw], lr=adapter.LEARNING_RATE)
+    loss.backward()
+    assert tw.grad is not None
+
+    grad = adapter._gradient(w, x, y, d, tau=tau, decay=decay, identity=identity)
+    assert np.allclose(grad, tw.grad.numpy(), atol=1e-5)
+    adam = adapter._Adam(w.shape)
+    for _ in range(2):  # the second step uses the moments of the first
+        optimiser.step()
+        adam.step(w, grad)
+        assert np.allclose(w, tw.detach().numpy(), atol=1e-6)
