@@ -122,8 +122,9 @@ class Settings(BaseSettings):
     )
     secret_key: SecretStr = Field(
         default=SecretStr("changeme"),
-        description="seals the `requestState` of MCP input-required replies; required (not a "
-        "placeholder) in production",
+        description="seals the `requestState` of MCP input-required replies and signs the "
+        "requests gateway replicas forward to each other (the same on every replica); required "
+        "(not a placeholder) in production",
     )
     registry_url: str = Field(
         default="https://registry.modelcontextprotocol.io",

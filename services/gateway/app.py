@@ -24,6 +24,7 @@ from services.gateway.mcp.headers import TrimmedHeaderValues
 from services.gateway.mcp.replicas.forwarding import serve_inbox
 from services.gateway.mcp.replicas.registry import Registry
 from services.gateway.mcp.replicas.router import SessionRouter
+from services.gateway.mcp.replicas.vouched import forward_key
 from services.gateway.mcp.server import build_mcp_server, mount_mcp
 from services.gateway.oauth import ResourceServer
 from services.gateway.ops.direct_records import start_drainer
@@ -72,7 +73,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     listeners = Listeners()  # the clients of /mcp/servers and /mcp told of server changes
     # This replica in the MCP session table every gateway replica shares (mcp/replicas/).
     registry = Registry(
-        idle_s=settings.mcp_session_idle_s, replica_ttl_s=settings.mcp_replica_ttl_s
+        idle_s=settings.mcp_session_idle_s,
+        replica_ttl_s=settings.mcp_replica_ttl_s,
+        forward_key=forward_key(settings.secret_key.get_secret_value()),
     )
     mcp = build_mcp_server(lambda: holder["state"], listeners=listeners)
     direct = DirectSurface(lambda: holder["state"], listeners=listeners, registry=registry)

@@ -54,6 +54,10 @@ OPEN_PATHS = frozenset(
 # ... and a connect link (services.gateway.connect): the link is the credential, once.
 OPEN_PREFIXES = ("/static/", "/.well-known/", CONNECT_PREFIX)
 HEALTH_PATHS = frozenset({"/healthz", "/metrics"})
+# A request another replica received, authenticated and forwarded here over the signed
+# internal hop (mcp/replicas/vouched.py): its caller as that replica found it. Only the inbox
+# sets this scope key; nothing a client sends can.
+VOUCHED = "agentcards.vouched_principal"
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 
 
@@ -168,7 +172,10 @@ class AuthGate:
             return
         try:
             state: GatewayState = scope["app"].state.gateway
-            if self.resource is not None:
+            vouched: Principal | None = scope.get(VOUCHED)
+            if vouched is not None:  # checked once, where it arrived (a DPoP proof: once)
+                principal = vouched
+            elif self.resource is not None:
                 principal = await self._with_issuer(state, scope)
             else:
                 principal = await resolve(state, token=bearer_token(scope.get("headers") or []))

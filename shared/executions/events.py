@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio as aioredis
-from redis.commands.core import Script
 
 from shared.metrics import count_finished
 from shared.queues import EVENTS_ALL_CHANNEL, events_channel, events_log_key, events_seq_key
@@ -57,7 +56,10 @@ redis.call('PUBLISH', KEYS[3], payload)
 if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[4], payload) end
 return seq
 """
-_script: Script | None = None
+# Sent as EVAL with its text on every pipeline (Redis keeps it compiled, keyed by its SHA1),
+# not as a registered ``Script``: redis-py checks a pipeline's scripts with SCRIPT EXISTS
+# before every execute, a round trip more on the way to announcing a run's end, and an
+# EVALSHA alone would fail (NOSCRIPT) after a Redis restart emptied its script cache.
 
 
 def publish_event(client: redis.Redis, *, execution_id: str, event: dict[str, Any]) -> int:
@@ -83,12 +85,9 @@ def queue_events(
 ) -> None:
     """``publish_events`` on the caller's pipeline, first on it (the results of its first
     ``len(events)`` commands are the sequence numbers), sent with its other commands."""
-    global _script
-    if _script is None:
-        _script = client.register_script(_PUBLISH)  # EVALSHA after the first call
     for execution_id, event in events:
         keys, args = _script_call(execution_id, event)
-        _script(keys=keys, args=args, client=pipe)
+        pipe.eval(_PUBLISH, len(keys), *keys, *args)
     finished = [e for _, e in events if e.get("type") == FINISHED]
     for event in finished:  # every path that ends an execution announces it, once
         count_finished(pipe, status=str(event.get("status")))
@@ -120,7 +119,6 @@ class OrderedPublisher:
     def __init__(self, client: aioredis.Redis, execution_id: str) -> None:
         self._client = client
         self._execution_id = execution_id
-        self._script = client.register_script(_PUBLISH)
         self._queued: list[tuple[tuple[list[str], list[Any]], asyncio.Future[None]]] = []
         self._sending = False
         self._sender: asyncio.Future[None] | None = None  # held: the loop keeps weak refs
@@ -145,7 +143,7 @@ class OrderedPublisher:
                 try:
                     pipe = self._client.pipeline(transaction=False)
                     for (keys, args), _ in batch:
-                        await self._script(keys=keys, args=args, client=pipe)
+                        pipe.eval(_PUBLISH, len(keys), *keys, *args)
                     await pipe.execute()
                 except Exception as exc:  # each waiting future reports it
                     for _, done in batch:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pgserver  # type: ignore[import-untyped]
 import pytest
 import redis
 from joserfc.jwk import ECKey
-from mcp import Client
+from mcp import Client, ClientSession
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -46,7 +48,8 @@ from tests.integration.identity.provider import (
     signing_keys,
 )
 from tests.integration.mcp_servers import time_server
-from tests.stack import E2EStack, stack_fixture
+from tests.integration.scale.round_robin import RoundRobin
+from tests.stack import E2EStack, stack_fixture, wait_until
 
 IDP_PORT, GATEWAY_PORT = free_port(), free_port()
 ISSUER = f"http://127.0.0.1:{IDP_PORT}"
@@ -292,6 +295,98 @@ def test_a_dpop_bound_token_needs_its_proof(stack: E2EStack, idp: IdentityProvid
             "/v1/executions", headers={"Authorization": f"DPoP {token}", "DPoP": other}
         )
         assert stolen.status_code == 401 and "another key" in stolen.json()["error"]["message"]
+
+
+class DPoPAuth(httpx2.Auth):
+    """A DPoP-bound token sent with a fresh proof on every request (RFC 9449), its ``htu`` the
+    gateway's public URL whichever replica the request reaches."""
+
+    def __init__(self, key: ECKey, token: str) -> None:
+        self.key, self.token = key, token
+
+    def auth_flow(
+        self, request: httpx2.Request
+    ) -> Generator[httpx2.Request, httpx2.Response, None]:
+        proof = dpop_proof(
+            self.key, request.method, PUBLIC_URL + request.url.path, token=self.token
+        )
+        request.headers["Authorization"] = f"DPoP {self.token}"
+        request.headers["DPoP"] = proof
+        yield request
+
+
+async def test_a_dpop_bound_session_is_served_by_another_replica(
+    stack: E2EStack, idp: IdentityProvider
+) -> None:
+    """Two replicas behind a round-robin balancer: a 2025-11-25 session opened with a
+    DPoP-bound token on one is served on the other (forwarded to its holder); each proof is
+    checked once, where it arrived, and a replayed one is refused on both replicas."""
+    port = free_port()
+    second = stack.start("gateway-2", [sys.executable, "-m", "services.gateway"],
+                         extra_env={"AGENTCARDS_GATEWAY_PORT": str(port)})  # fmt: skip
+    try:
+        wait_until(lambda: _healthy(port), what="the second replica healthy", proc=second)
+        answers = await _dpop_through_two_replicas(
+            idp, [f"127.0.0.1:{GATEWAY_PORT}", f"127.0.0.1:{port}"]
+        )
+    finally:
+        second.stop()
+    assert answers == [[200, 401, 401], [200, 401, 401]]
+    with connect(stack.settings.database_url or "") as conn:
+        row = conn.execute(
+            "SELECT user_id, tenant_id, status FROM executions ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+    assert row == {"user_id": "alice", "tenant_id": "acme", "status": "succeeded"}
+
+
+async def _dpop_through_two_replicas(idp: IdentityProvider, replicas: list[str]) -> list[list[int]]:
+    """The session's steps through the balancer, then one proof sent three times in each
+    order of the replicas: the statuses of each order."""
+    key = ECKey.generate_key("P-256")
+    token = idp.token("alice", dpop=key)
+    sessions: set[str] = set()
+
+    async def note_session(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            sessions.add(response.headers["mcp-session-id"])
+
+    with RoundRobin(replicas, "request").running() as balancer:
+        async with (
+            create_mcp_http_client(auth=DPoPAuth(key, token)) as http,
+            streamable_http_client(f"{balancer.url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            http.event_hooks["response"].append(note_session)
+            assert (await session.initialize()).protocol_version == "2025-11-25"
+            listed = await session.list_tools()
+            result = await session.call_tool("execute_code", {"code": "return 6 * 7"})
+            (session_id,) = sessions
+            assert "execute_code" in {tool.name for tool in listed.tools}
+            assert not result.is_error and "42" in str(result.content), result.content
+            assert set(balancer.chosen) == set(replicas)  # both replicas served the session
+            # A proof sent to one replica, then again to the other and to the first: accepted
+            # once, a replay everywhere after. One of the two orders starts at the replica that
+            # does not hold the session (its request is forwarded).
+            ping = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
+            answers: list[list[int]] = []
+            async with httpx.AsyncClient(timeout=30) as raw:
+                for first, other in (replicas, replicas[::-1]):
+                    headers = {"Authorization": f"DPoP {token}",
+                               "DPoP": dpop_proof(key, "POST", RESOURCE, token=token),
+                               "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-11-25",
+                               "Accept": "application/json, text/event-stream"}  # fmt: skip
+                    sent = [await raw.post(f"http://{to}/mcp", json=ping, headers=headers)
+                            for to in (first, other, first)]  # fmt: skip
+                    answers.append([answer.status_code for answer in sent])
+                    assert all("used before" in answer.text for answer in sent[1:])
+    return answers
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_scopes_and_groups_limit_people_on_both_surfaces(

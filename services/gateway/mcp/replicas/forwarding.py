@@ -5,7 +5,9 @@ inbox list; the owner runs it through its own app as if it had arrived there, an
 each ASGI message of the response onto the exchange's ``out`` list, which the receiving
 replica writes to its client as it comes: an SSE stream flows through part by part. When the
 client hangs up, the receiving replica says so on the exchange's ``in`` list; when either
-replica dies, the other notices its missing heartbeat and ends the exchange.
+replica dies, the other notices its missing heartbeat and ends the exchange. The request
+carries its caller as the receiving replica authenticated it, signed (``vouched.py``): the
+owner checks no credential a second time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from anyio.abc import TaskGroup
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.gateway.auth import VOUCHED
+from services.gateway.mcp.replicas.manager import caller
 from services.gateway.mcp.replicas.registry import Registry
+from services.gateway.mcp.replicas.vouched import opened, seal
+from shared.auth.principal import Principal
 from shared.queues import mcp_forward_key, mcp_inbox_key
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,8 @@ EXCHANGE_TTL_S = 120
 # Response parts on the ``out`` list: start (status, headers), body (more to come), end.
 _START, _BODY, _END = b"S", b"B", b"E"
 _HANG_UP = b"D"
+# Checked here, never again on the owner (it takes the signed caller): they stay out of Redis.
+_CREDENTIALS = {b"authorization", b"dpop", b"cookie"}
 
 
 class OwnerLost(Exception):
@@ -62,7 +70,11 @@ async def forward(
         "path": scope["path"],
         "raw_path": (scope.get("raw_path") or scope["path"].encode()).decode("latin-1"),
         "query_string": scope.get("query_string", b"").decode("latin-1"),
-        "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],
+        "headers": [
+            [k.decode("latin-1"), v.decode("latin-1")]
+            for k, v in scope["headers"]
+            if k not in _CREDENTIALS
+        ],
         "client": list(scope["client"]) if scope.get("client") else None,
         "scheme": scope.get("scheme", "http"),
         "http_version": scope.get("http_version", "1.1"),
@@ -70,7 +82,7 @@ async def forward(
     }
     inbox = mcp_inbox_key(owner)
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.rpush(inbox, json.dumps(message))
+        pipe.rpush(inbox, seal(registry.forward_key, message, principal=caller(scope)))
         pipe.expire(inbox, EXCHANGE_TTL_S)
         await pipe.execute()
     out, hang_up = mcp_forward_key(exchange, "out"), mcp_forward_key(exchange, "in")
@@ -130,11 +142,22 @@ async def serve_inbox(registry: Registry, app: ASGIApp, group: TaskGroup) -> Non
             log.warning("forwarded requests not read: %s", exc)
             await anyio.sleep(POLL_S)
             continue
-        if popped is not None:
-            group.start_soon(_serve_one, registry, app, json.loads(popped[1]))
+        if popped is None:
+            continue
+        raw = popped[1]
+        sealed = raw.encode() if isinstance(raw, str) else raw
+        try:
+            message, principal = opened(registry.forward_key, sealed, max_age_s=EXCHANGE_TTL_S)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("forwarded request refused: %s", exc)
+            await _refuse(redis, sealed)
+            continue
+        group.start_soon(_serve_one, registry, app, message, principal)
 
 
-async def _serve_one(registry: Registry, app: ASGIApp, message: dict[str, Any]) -> None:
+async def _serve_one(
+    registry: Registry, app: ASGIApp, message: dict[str, Any], principal: Principal
+) -> None:
     redis = registry.redis
     exchange, sender = message["id"], message["from"]
     out, hang_up = mcp_forward_key(exchange, "out"), mcp_forward_key(exchange, "in")
@@ -153,6 +176,7 @@ async def _serve_one(registry: Registry, app: ASGIApp, message: dict[str, Any]) 
         "server": None,
         "state": {},
         FORWARDED: True,
+        VOUCHED: principal,  # the auth gate takes it: the credential was checked on arrival
     }
     body: bytes | None = message["body"].encode("latin-1")
 
@@ -190,6 +214,17 @@ async def _serve_one(registry: Registry, app: ASGIApp, message: dict[str, Any]) 
                 if not started:
                     await _push(redis, out, _START + json.dumps([500, []]).encode())
                 await _push(redis, out, _END)
+
+
+async def _refuse(redis: aioredis.Redis, sealed: bytes) -> None:
+    """Answer 503 to a forwarded request that is not served (its sender, say a replica of an
+    older version during an upgrade, would otherwise wait for its client to hang up)."""
+    for raw in (sealed[64:], sealed):  # signed, or as an older replica sends it
+        with contextlib.suppress(ValueError, TypeError, KeyError, UnicodeDecodeError):
+            out = mcp_forward_key(str(json.loads(raw)["id"]), "out")
+            await _push(redis, out, _START + json.dumps([503, []]).encode())
+            await _push(redis, out, _END)
+            return
 
 
 async def _push(redis: aioredis.Redis, key: str, value: bytes) -> None:

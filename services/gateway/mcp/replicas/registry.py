@@ -82,6 +82,8 @@ class Registry:
 
     idle_s: float
     replica_ttl_s: float
+    # Signs the requests forwarded between replicas (``vouched.forward_key``).
+    forward_key: bytes = field(default=b"", repr=False)
     # Host and pid first, as the toolhost's heartbeat names a replica: an operator (or a
     # test) can tell which process owns a session.
     replica_id: str = field(
