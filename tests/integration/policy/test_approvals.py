@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -401,3 +402,41 @@ def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2ESta
             (run_id,),
         ).fetchone()
     assert asked is not None and asked["n"] == 1
+
+
+def test_a_run_waiting_through_a_gateway_restart_loses_nothing(stack: E2EStack) -> None:
+    """The gateway is killed (SIGKILL) while a run waits for approval and started again: the
+    run still shows its paused call (the wait is in the sandbox worker, the approval in
+    Postgres), the answer given to the new gateway resumes it, and the call runs once."""
+    payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
+    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
+    (pending,) = paused(stack, payer, run_id)["pending_approvals"]
+    gateway = stack.procs["gateway"]
+    os.killpg(gateway.proc.pid, signal.SIGKILL)
+    gateway.proc.wait()
+    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
+    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=60, proc=restarted)
+    (after,) = paused(stack, payer, run_id)["pending_approvals"]
+    assert after == pending  # the same call, its arguments opened by the new gateway
+    yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert yes.status_code == 200, yes.text
+    done = finished(stack, payer, run_id)
+    assert done["status"] == "succeeded" and done["result"] == "paid 41.0 to refund", done
+    assert done["attempts"] == 1  # the run went on; nothing was run again
+    assert amounts().count(41) == 1
+    again = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert again.status_code == 409, again.text
+    with stack.db() as conn:
+        audit = conn.execute(
+            "SELECT action FROM audit_log WHERE execution_id = %s "
+            "AND action LIKE 'approval_%%' ORDER BY id",
+            (run_id,),
+        ).fetchall()
+    assert [a["action"] for a in audit] == ["approval_requested", "approval_decided"]
+
+
+def _healthy(stack: E2EStack) -> bool:
+    try:
+        return httpx.get(f"{stack.gateway_url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
