@@ -407,15 +407,26 @@ def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2ESta
 def test_a_run_waiting_through_a_gateway_restart_loses_nothing(stack: E2EStack) -> None:
     """The gateway is killed (SIGKILL) while a run waits for approval and started again: the
     run still shows its paused call (the wait is in the sandbox worker, the approval in
-    Postgres), the answer given to the new gateway resumes it, and the call runs once."""
+    Postgres), the answer given to the new gateway resumes it, and the call runs once.
+
+    The approval is given three minutes, as a longer ``AGENTCARDS_APPROVAL_TIMEOUT_S`` would:
+    a gateway's start can take longer than this stack's 20 s on a loaded machine (the
+    waiting run asks again when its first 20 s are over and waits on)."""
     payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
     run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
+    paused(stack, payer, run_id)
+    with stack.db() as conn:
+        conn.execute(
+            "UPDATE approvals SET expires_at = now() + interval '3 minutes' "
+            "WHERE execution_id = %s",
+            (run_id,),
+        )
     (pending,) = paused(stack, payer, run_id)["pending_approvals"]
     gateway = stack.procs["gateway"]
     os.killpg(gateway.proc.pid, signal.SIGKILL)
     gateway.proc.wait()
     restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
-    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=60, proc=restarted)
+    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=120, proc=restarted)
     (after,) = paused(stack, payer, run_id)["pending_approvals"]
     assert after == pending  # the same call, its arguments opened by the new gateway
     yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
