@@ -113,6 +113,7 @@
   }
 
   $("#ap-refresh").addEventListener("click", load);
+  $("#ex-approvals .to-approvals").addEventListener("click", () => AC.show("approvals"));
   AC.showApprovals = load;
   AC.onStarted = (previous => () => {
     if (previous) previous();

@@ -466,6 +466,18 @@ def test_an_approver_answers_paused_calls_from_the_dashboards_inbox(
     browser.find_element(By.CSS_SELECTOR, 'button[data-view="approvals"]').click()
     _wait(browser, "document.body.dataset.rendered === 'approvals'")
     _wait(browser, f"document.querySelector('#ap-count').textContent === ' ({waiting})'")
+    # The run's panel says what it waits for and leads back to the inbox.
+    first = runs[12]
+    browser.find_element(
+        By.CSS_SELECTOR, f'li.approval[data-execution-id="{first}"] a.run-link'
+    ).click()
+    _wait(browser, f"document.querySelector('#execution-panel').dataset.executionId === '{first}'"
+                   " && !document.querySelector('#ex-approvals').hidden")  # fmt: skip
+    waits = browser.find_element(By.ID, "ex-approvals").text
+    assert "rec:pay" in waits and "vendors-need-engineers" in waits, waits
+    assert "waiting_approval" in browser.find_element(By.ID, "ex-stats").text
+    browser.find_element(By.CSS_SELECTOR, "#ex-approvals .to-approvals").click()
+    _wait(browser, "document.body.dataset.rendered === 'approvals'")
     cards = {
         run_id: browser.find_element(
             By.CSS_SELECTOR, f'#ap-list li.approval[data-execution-id="{run_id}"]'
