@@ -78,7 +78,7 @@ async def approvals_inbox(
 ) -> list[dict[str, Any]]:
     """The tenant's paused calls this principal may answer, oldest first, each naming its
     caller; ``tokenized`` (the dashboard's inbox): the arguments with the tenant's tokens in
-    place of the personal data they hold, as everywhere else on the dashboard (the tokens go
+    place of the personal data they hold, as the dashboard shows runs' output (the tokens go
     to the vault, so an admin can resolve them)."""
 
     def read(conn: DictConnection) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 // The approvals inbox: the tool calls paused for a person's answer that the signed-in person
-// (or key) may give (GET /api/approvals: the arguments' personal data tokenised, as everywhere
-// on this page), oldest first, each answered here with an optional reason
+// (or key) may give (GET /api/approvals: the arguments' personal data tokenised, as runs'
+// results and traces are on this page), oldest first, each answered here with an optional reason
 // (POST /v1/executions/{id}/approvals/{call_id}; a session's write carries its CSRF token).
 // The first answer stands: a call someone else answered first says so. The count in the
 // view's button is kept fresh every 10 s. Uses window.agentcards (dashboard.js).
