@@ -259,6 +259,17 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    # The metrics name each outcome (counted cluster-wide: other tests' calls add to them).
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        text = client.get("/metrics").text
+    outcomes = {
+        line.split('"')[1]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("agentcards_approvals_total{")
+    }
+    for outcome in ("executed", "approval_denied", "approval_timeout"):
+        assert outcomes.get(outcome, 0) >= 1, outcomes
+    assert outcomes.get("requested", 0) >= 3, outcomes
     # The approved run taught a capability: search and its skill say who must be asked.
     capability = learn(stack, approved)
     with httpx.Client(base_url=stack.gateway_url, headers=payer, timeout=60) as client:
