@@ -64,6 +64,11 @@ LABELLED_COUNTERS = {
         "decision",
         "Policy decisions (docs/policy.md) on tool calls and submissions, by allow or deny",
     ),
+    "approvals_total": (
+        "outcome",
+        "Tool calls paused for approval, by outcome: requested, executed (approved and run "
+        "once), approval_denied, approval_timeout",
+    ),
 }
 # Seconds; ingestion is milliseconds when the capability is known, ~10 ms with an embedding.
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {

@@ -12,6 +12,7 @@ request afresh, so a reload that now forbids the call wins over an earlier appro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -20,6 +21,7 @@ import redis.asyncio as aioredis
 from psycopg_pool import ConnectionPool
 from redis.exceptions import RedisError
 
+from shared import metrics
 from shared.approvals.rules import CALLERS_HUMAN
 from shared.approvals.store import Redemption, decide, open_approval, redeem
 from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
@@ -90,11 +92,26 @@ class ApprovalDesk:
         outcome = await asyncio.to_thread(work)
         if isinstance(outcome, dict):
             if outcome.get("opened") and self._redis is not None:
+                await self._count("requested")
                 task = asyncio.create_task(self._ask_caller(request, outcome))
                 self._asking.add(task)
                 task.add_done_callback(self._asking.discard)
             return _required(request.tool, outcome, policies)
-        return _refusal(request.tool, outcome, policies)
+        held = _refusal(request.tool, outcome, policies)
+        if held is None:
+            await self._count("executed")
+        elif held[0] in (ErrorType.APPROVAL_DENIED, ErrorType.APPROVAL_TIMEOUT):
+            await self._count(str(held[0]))
+        return held
+
+    async def _count(self, outcome: str) -> None:
+        """``agentcards_approvals_total{outcome}``; a metric is not worth failing the call."""
+        if self._redis is None:
+            return
+        with contextlib.suppress(RedisError):
+            await self._redis.execute_command(
+                *metrics.labelled_incr_command("approvals_total", outcome)
+            )
 
     async def _ask_caller(self, request: RpcRequest, row: dict[str, Any]) -> None:
         """Ask the caller's person through their MCP client (a form elicitation: the server,

@@ -27,6 +27,14 @@ def approver_name(principal: Principal) -> str:
     return "anonymous"
 
 
+def caller_name(row: Mapping[str, Any]) -> str:
+    """Who made the paused call, named as answers name people: ``user:<sub>`` or
+    ``key:<name or id>`` (the name when the row was read with it: ``caller_key_name``)."""
+    if row["caller_user"] is not None:
+        return f"user:{row['caller_user']}"
+    return f"key:{row.get('caller_key_name') or row['caller_key']}"
+
+
 def is_caller(row: Mapping[str, Any], principal: Principal) -> bool:
     """Whether ``principal`` made the call the approval is about."""
     if row["caller_user"] is not None:

@@ -205,10 +205,13 @@ def pending_of_execution(conn: Conn, execution_id: str) -> list[Row]:
 
 
 def pending_of_tenant(conn: Conn, tenant_id: str, *, limit: int = 100) -> list[Row]:
-    """The tenant's calls waiting for an answer, oldest first (the approvals inbox)."""
+    """The tenant's calls waiting for an answer, oldest first (the approvals inbox), each
+    with the name of the key that made it (``caller_key_name``; None for a person's call)."""
     return list(
         conn.execute(
-            f"SELECT {COLUMNS} FROM approvals WHERE tenant_id = %s AND status = 'pending' "
+            f"SELECT {COLUMNS}, (SELECT k.name FROM api_keys k "
+            "WHERE k.id::text = approvals.caller_key) AS caller_key_name "
+            "FROM approvals WHERE tenant_id = %s AND status = 'pending' "
             "AND expires_at > now() ORDER BY created_at LIMIT %s",
             (tenant_id, limit),
         ).fetchall()

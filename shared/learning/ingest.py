@@ -255,17 +255,26 @@ def _threshold_feedback(
     return {t: (before[t], after[t]) for t in tenants if before[t] != after[t]}
 
 
-# Outcomes that say something about the caller (its allow-list, its rate limits, its cancel),
-# nothing about the capability's code: a re-run ending so is left out of the capability's stats.
+# Outcomes that say something about the caller (its allow-list, its rate limits, its cancel,
+# the operator's policies and the people who answer approvals), nothing about the
+# capability's code: a re-run ending so is left out of the capability's stats.
 CALLER_OUTCOMES = frozenset(
-    {ErrorType.TOOL_NOT_ALLOWED, ErrorType.RATE_LIMITED, ErrorType.CANCELLED}
+    {
+        ErrorType.TOOL_NOT_ALLOWED,
+        ErrorType.RATE_LIMITED,
+        ErrorType.CANCELLED,
+        ErrorType.POLICY_DENIED,
+        ErrorType.APPROVAL_DENIED,
+        ErrorType.APPROVAL_TIMEOUT,
+    }
 )
 
 
 def _counts_against_capability(row: dict[str, Any], decision: LearningDecision) -> bool:
-    """False for a re-run cancelled, or failed by a caller's refusal or rate limit (the run
-    itself or any of its tool calls): those are not the capability's failures; nor is a run
-    its caller said not to learn from, nor an empty result (no evidence of success)."""
+    """False for a re-run cancelled, or failed by a caller's refusal, rate limit, policy or
+    approval (the run itself or any of its tool calls): those are not the capability's
+    failures; nor is a run its caller said not to learn from, nor an empty result (no
+    evidence of success)."""
     if row["status"] == ExecutionStatus.CANCELLED or not row["learn"]:
         return False
     if row["status"] == ExecutionStatus.SUCCEEDED and row["result_empty"]:

@@ -35,9 +35,9 @@ def lookup(key: str) -> str:
 
 
 @server.tool()
-def pay(amount: float, to: str) -> str:
-    """Pay ``amount`` to ``to``."""
-    _record("pay", {"amount": amount, "to": to})
+def pay(amount: float, to: str, memo: str | None = None) -> str:
+    """Pay ``amount`` to ``to`` (with a ``memo``: recorded too)."""
+    _record("pay", {"amount": amount, "to": to, **({"memo": memo} if memo is not None else {})})
     return f"paid {amount} to {to}"
 
 

@@ -23,6 +23,7 @@ from shared.auth.principal import Principal
 from shared.db import DictConnection
 from shared.privacy.keys import PiiKeys
 from shared.queues import approval_answer_key
+from shared.sandbox import privacy
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,13 @@ async def answer_approval(
     }
 
 
-async def approvals_inbox(state: GatewayState, *, principal: Principal) -> list[dict[str, Any]]:
-    """The tenant's paused calls this principal may answer, oldest first."""
+async def approvals_inbox(
+    state: GatewayState, *, principal: Principal, tokenized: bool = False
+) -> list[dict[str, Any]]:
+    """The tenant's paused calls this principal may answer, oldest first, each naming its
+    caller; ``tokenized`` (the dashboard's inbox): the arguments with the tenant's tokens in
+    place of the personal data they hold, as the dashboard shows runs' output (the tokens go
+    to the vault, so an admin can resolve them)."""
 
     def read(conn: DictConnection) -> list[dict[str, Any]]:
         return pending_of_tenant(conn, principal.tenant_id)
@@ -82,4 +88,16 @@ async def approvals_inbox(state: GatewayState, *, principal: Principal) -> list[
     if not rows:
         return []
     keys = PiiKeys.from_settings(state.settings)  # opens the arguments sealed in the rows
-    return [pending_view(r, keys) for r in rows]
+    views = [{**pending_view(r, keys), "caller": rules.caller_name(r)} for r in rows]
+    if not tokenized or state.settings.pii == "off":
+        return views
+    tok = privacy.run_tokenizer(state.settings, principal.tenant_id)
+    shown = [{**v, "args": tok.value(v["args"])} for v in views]
+    if tok.produced:
+        await in_pool(
+            state,
+            lambda conn: privacy.store_token_record(
+                conn, settings=state.settings, tenant_id=principal.tenant_id, tok=tok
+            ),
+        )
+    return shown

@@ -1,4 +1,5 @@
-"""REST for approvals: answer a paused call, and the inbox of calls waiting for the caller."""
+"""REST for approvals: answer a paused call, and the inbox of calls waiting for the caller
+(as it is, and as the dashboard shows it: personal data tokenised)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from services.gateway.ops.approvals import answer_approval, approvals_inbox
 from services.gateway.ops.models.approvals import ApprovalAnswer
 from services.gateway.rest.deps import CurrentPrincipal, State
 
-router = APIRouter(prefix="/v1", tags=["approvals"])
+router = APIRouter(tags=["approvals"])
 
 
 @router.post(
-    "/executions/{execution_id}/approvals/{call_id}",
+    "/v1/executions/{execution_id}/approvals/{call_id}",
     summary="Approve or deny a tool call paused for approval (docs/policy.md)",
 )
 async def answer(
@@ -28,7 +29,18 @@ async def answer(
     )
 
 
-@router.get("/approvals", summary="The calls waiting for an answer that the caller may give")
+@router.get("/v1/approvals", summary="The calls waiting for an answer that the caller may give")
 async def inbox(state: State, principal: CurrentPrincipal) -> dict[str, Any]:
-    """Oldest first: execution_id, call_id, server, tool, args, policies, approvers, expires_at."""
+    """Oldest first: execution_id, call_id, server, tool, args, policies, approvers,
+    expires_at, caller."""
     return {"pending": await approvals_inbox(state, principal=principal)}
+
+
+@router.get(
+    "/api/approvals",
+    summary="The dashboard's approvals inbox: as /v1/approvals, personal data tokenised",
+)
+async def dashboard_inbox(state: State, principal: CurrentPrincipal) -> dict[str, Any]:
+    """As ``GET /v1/approvals``, the arguments' personal data replaced by the tenant's tokens
+    (docs/privacy.md), as the dashboard shows every run's data."""
+    return {"pending": await approvals_inbox(state, principal=principal, tokenized=True)}

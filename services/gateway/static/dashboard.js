@@ -1,9 +1,9 @@
-// The dashboard: API access (with a key when keys are on), the three graph views and the
-// executions view (executions.js), metrics and live updates. Served as files: the page's CSP allows no inline script and no other origin.
+// The dashboard: API access (with a key when keys are on), the three graph views, the
+// executions view (executions.js) and the approvals inbox (approvals.js), metrics and live updates. Served as files: the page's CSP allows no inline script and no other origin.
 (function () {
   "use strict";
   const $ = sel => document.querySelector(sel);
-  const VIEWS = ["tools", "capabilities", "hypergraph", "executions"];
+  const VIEWS = ["tools", "capabilities", "hypergraph", "executions", "approvals"];
   const state = {view: null, data: {}, caps: new Map(), missing: new Set()};
   const AC = window.agentcards = {state};
 
@@ -102,8 +102,8 @@
     localStorage.setItem("agentcards_view", view);
     for (const b of document.querySelectorAll("#views button")) b.classList.toggle("active", b.dataset.view === view);
     document.body.dataset.view = view;  // the stylesheet shows the graph or the executions list
-    if (view === "executions") {
-      await AC.showExecutions();
+    if (view === "executions" || view === "approvals") {  // lists, not graphs
+      await (view === "executions" ? AC.showExecutions() : AC.showApprovals());
       document.body.dataset.rendered = view;
       return;
     }

@@ -142,6 +142,13 @@
       }
       error.replaceChildren(...parts);
     }
+    // A run paused for a person's answer: which calls, and where to answer them (the
+    // arguments are shown, tokenised, in the Approvals view only).
+    const waiting = view.pending_approvals || [];
+    $("#ex-approvals").hidden = !waiting.length;
+    $("#ex-approvals-list").replaceChildren(...waiting.map(p => Object.assign(document.createElement("li"), {
+      textContent: `${p.server}:${p.tool} · policy ${p.policies.join(", ")} · answered by ${p.approvers.length ? p.approvers.join(", ") : "an admin"}`,
+    })));
     const code = $("#ex-code");
     AC.showCode(code, submitted ? submitted.code : "(not available)", view.language);
     $("#ex-args").textContent = submitted ? json(submitted.args) : "–";

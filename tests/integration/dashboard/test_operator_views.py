@@ -1,7 +1,10 @@
 """The operator's views on a real stack: executions (list, filters, detail), the graph's legend,
 degraded servers, a capability's schema, run form and cache facts; and the REST filters behind
 them. Real servers: the example server (divide is cached by the operator's override), the time
-server, and `flaky`, an example server that cannot start again once its `crash` tool killed it."""
+server, and `flaky`, an example server that cannot start again once its `crash` tool killed it.
+
+The approvals inbox runs on the policy stack of tests/integration/policy (shared: its policy
+file asks for approvals, and its people sign in at its identity provider)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,11 @@ from selenium.webdriver.support.ui import Select
 from shared.auth.store import issue_key
 from shared.db import connect
 from tests.integration.dashboard.test_dashboard_browser import _page_errors, _wait
+from tests.integration.dashboard.test_signin_browser import sign_in
+from tests.integration.identity.provider import IdentityProvider
 from tests.integration.mcp_servers import example_server, time_server
+from tests.integration.policy import test_approvals as approvals
+from tests.integration.policy import test_decisions as policy
 from tests.stack import REPO, E2EStack, stack_fixture, wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -50,6 +57,7 @@ def servers(tmp: Path) -> dict[str, Any]:
 
 
 ops_stack = stack_fixture(servers)
+policy_stack, policy_idp = policy.stack, policy.idp  # the approvals inbox's (see above)
 
 
 def submit(client: httpx.Client, code: str, intent: str, **body: Any) -> dict[str, Any]:
@@ -419,3 +427,93 @@ def _python_capability(api: httpx.Client) -> str:
     python = [c for c in found["capabilities"] if c["language"] == "python"]
     assert python, found
     return str(python[0]["id"])
+
+
+VENDOR = """
+try:
+    return await mcp.rec.pay(amount=args["amount"], to="vendor", memo=args["memo"])
+except ToolCallError as e:
+    return [e.type, e.policies, e.message]
+"""
+
+
+def test_an_approver_answers_paused_calls_from_the_dashboards_inbox(
+    policy_stack: E2EStack, policy_idp: IdentityProvider, browser: webdriver.Chrome,
+    artifacts: Path,
+) -> None:  # fmt: skip
+    """Two runs of the key `ci` wait for the engineers (`@approvers("engineers")`); alice
+    signs in, her Approvals view lists both (the arguments' e-mail address as a token, as
+    in the runs' output on the dashboard), and she approves one and denies the other with reasons,
+    through the page's session and CSRF token. The approved payment reaches the server once
+    with its real memo; the denied run's code sees her reason."""
+    # Signed in first: the stack's approvals stay open 20 s (test_approvals.py waits one out).
+    public_url = f"http://127.0.0.1:{policy.GATEWAY_PORT}"
+    sign_in(browser, "alice", public_url=public_url, issuer=policy_idp.issuer)
+    ci = approvals.key(policy_stack, "ci")
+    email = "jane.doe@example.com"
+    runs = {
+        amount: approvals.submit(
+            policy_stack, ci, VENDOR, args={"amount": amount, "memo": f"invoice {amount} {email}"}
+        )
+        for amount in (12, 13)
+    }
+    for run_id in runs.values():
+        approvals.paused(policy_stack, ci, run_id)
+    alice = {"Authorization": f"Bearer {policy_idp.token('alice')}"}
+    with httpx.Client(base_url=policy_stack.gateway_url, headers=alice, timeout=60) as client:
+        waiting = len(client.get("/v1/approvals").json()["pending"])  # ours, and any left open
+    assert waiting >= 2
+    browser.find_element(By.CSS_SELECTOR, 'button[data-view="approvals"]').click()
+    _wait(browser, "document.body.dataset.rendered === 'approvals'")
+    _wait(browser, f"document.querySelector('#ap-count').textContent === ' ({waiting})'")
+    # The run's panel says what it waits for and leads back to the inbox.
+    first = runs[12]
+    browser.find_element(
+        By.CSS_SELECTOR, f'li.approval[data-execution-id="{first}"] a.run-link'
+    ).click()
+    _wait(browser, f"document.querySelector('#execution-panel').dataset.executionId === '{first}'"
+                   " && !document.querySelector('#ex-approvals').hidden")  # fmt: skip
+    waits = browser.find_element(By.ID, "ex-approvals").text
+    assert "rec:pay" in waits and "vendors-need-engineers" in waits, waits
+    assert "waiting_approval" in browser.find_element(By.ID, "ex-stats").text
+    browser.find_element(By.CSS_SELECTOR, "#ex-approvals .to-approvals").click()
+    _wait(browser, "document.body.dataset.rendered === 'approvals'")
+    cards = {
+        run_id: browser.find_element(
+            By.CSS_SELECTOR, f'#ap-list li.approval[data-execution-id="{run_id}"]'
+        )
+        for run_id in runs.values()
+    }
+    for amount, run_id in runs.items():
+        text = cards[run_id].text
+        assert "rec:pay" in text and "asked by key:ci" in text, text
+        assert "vendors-need-engineers" in text and "engineers" in text, text
+        args = cards[run_id].find_element(By.CSS_SELECTOR, "pre.args").text
+        assert f'"amount": {amount}' in args and "\u27e8EMAIL_" in args, args
+    inbox = browser.find_element(By.ID, "approvals-view").get_attribute("innerHTML") or ""
+    assert email not in inbox  # tokenised, as the runs' output is on the dashboard
+    browser.save_screenshot(str(artifacts / "approvals-inbox.png"))
+
+    for amount, decision, reason in ((12, "approve", "known vendor"), (13, "deny", "not ours")):
+        card = cards[runs[amount]]
+        card.find_element(By.CSS_SELECTOR, "input.reason").send_keys(reason)
+        card.find_element(By.CSS_SELECTOR, f"button.{decision}").click()
+        state = "approved" if decision == "approve" else "denied"
+        _wait(browser, f"document.querySelector('li.approval[data-execution-id=\"{runs[amount]}\"]')"
+                       f".dataset.state === '{state}'")  # fmt: skip
+        outcome = card.find_element(By.CSS_SELECTOR, ".outcome").text
+        assert f"by user:alice: {reason}" in outcome, outcome
+        assert all(not b.is_enabled() for b in card.find_elements(By.TAG_NAME, "button"))
+    browser.save_screenshot(str(artifacts / "approvals-answered.png"))
+    left = f" ({waiting - 2})" if waiting > 2 else ""
+    _wait(browser, f"document.querySelector('#ap-count').textContent === '{left}'")
+
+    paid = approvals.finished(policy_stack, ci, runs[12])
+    assert paid["status"] == "succeeded" and paid["result"] == "paid 12.0 to vendor", paid
+    denied = approvals.finished(policy_stack, ci, runs[13])["result"]
+    assert denied[:2] == ["approval_denied", ["vendors-need-engineers"]], denied
+    assert "user:alice" in denied[2] and "not ours" in denied[2], denied
+    # Once, with the real memo; the denied one never.
+    vendor = [c["args"] for c in policy.recorded() if c["args"].get("memo", "").endswith(email)]
+    assert vendor == [{"amount": 12, "to": "vendor", "memo": f"invoice 12 {email}"}], vendor
+    assert _page_errors(browser) == []

@@ -76,21 +76,28 @@ def _wait(browser: webdriver.Chrome, script: str, *, timeout: float = 60) -> Any
     return WebDriverWait(browser, timeout).until(lambda d: d.execute_script(f"return !!({script})"))
 
 
-def sign_in(browser: webdriver.Chrome, user: str, *, page: str = "/dashboard") -> None:
-    """Open ``page`` as a stranger and sign in at the provider's own pages as ``user``: the
-    browser comes back to ``page``."""
+def sign_in(
+    browser: webdriver.Chrome,
+    user: str,
+    *,
+    page: str = "/dashboard",
+    public_url: str = PUBLIC_URL,
+    issuer: str = ISSUER,
+) -> None:
+    """Open ``page`` of the gateway at ``public_url`` as a stranger and sign in at the
+    provider's own pages (``issuer``) as ``user``: the browser comes back to ``page``."""
     browser.delete_all_cookies()  # the gateway's and the provider's (one host, two ports)
-    browser.get(PUBLIC_URL + page)
+    browser.get(public_url + page)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         WebDriverWait(browser, 30).until(
             lambda d: d.execute_script("return document.readyState") == "complete"
         )
         url = browser.current_url  # read once: the browser may move on between two reads
-        if url.startswith(PUBLIC_URL + page):
+        if url.startswith(public_url + page):
             break
-        if not url.startswith(ISSUER):  # between the provider and the page: a redirect runs
-            assert url.startswith(PUBLIC_URL), url
+        if not url.startswith(issuer):  # between the provider and the page: a redirect runs
+            assert url.startswith(public_url), url
             time.sleep(0.2)
             continue
         try:
@@ -101,7 +108,7 @@ def sign_in(browser: webdriver.Chrome, user: str, *, page: str = "/dashboard") -
             browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         except WebDriverException:  # the provider's page moved on meanwhile: read it again
             continue
-    WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(PUBLIC_URL + page))
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(public_url + page))
     if page == "/dashboard":
         _wait(
             browser,

@@ -284,9 +284,13 @@ def test_learning_reads_the_stored_summary_and_decodes_rows_stored_before_it(
     }
 
 
-def test_a_callers_refusal_rate_limit_or_cancel_never_counts_against_the_capability(
+def test_a_callers_refusal_rate_limit_policy_approval_or_cancel_never_counts_against_it(
     conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
 ) -> None:
+    """A re-run whose call the caller's allow-list, rate limit or policy refused, or whose
+    approval a person denied or left unanswered, leaves the capability's stats (and the
+    ``capability_runs_total`` metric, fed by ``rerun_ok``) as they were: it says nothing of
+    the capability's code. The code caught the policy's refusal and succeeded: no more."""
     first = add_execution(conn, code=CODE_A, intent="fetch a record and store it", events=BOTH_OK)
     ingest(conn, [first], embedder)
     before = capability(conn, CODE_A)
@@ -304,6 +308,12 @@ def test_a_callers_refusal_rate_limit_or_cancel_never_counts_against_the_capabil
                                 events=refused_call("tool_not_allowed"), status="failed")  # fmt: skip
     call_limited = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
                                  events=refused_call("rate_limited"), status="failed")  # fmt: skip
+    policy_denied = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
+                                  events=refused_call("policy_denied"), status="succeeded")  # fmt: skip
+    approval_denied = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
+                                    events=refused_call("approval_denied"), status="failed")  # fmt: skip
+    approval_timeout = add_execution(conn, code=CODE_A, intent=None, capability_id=cap_id,
+                                     events=refused_call("approval_timeout"), status="failed")  # fmt: skip
     cancelled = add_execution(
         conn, code=CODE_A, intent=None, events=[], capability_id=cap_id, status="cancelled"
     )
@@ -315,7 +325,12 @@ def test_a_callers_refusal_rate_limit_or_cancel_never_counts_against_the_capabil
         (Jsonb({"type": "rate_limited", "message": "too many"}), run_limited),
     )
     conn.commit()
-    results = ingest(conn, [not_allowed, call_limited, cancelled, run_limited], embedder)
+    results = ingest(
+        conn,
+        [not_allowed, call_limited, policy_denied, approval_denied, approval_timeout, cancelled,
+         run_limited],
+        embedder,
+    )  # fmt: skip
 
     assert all(r.rerun_ok is None and r.capability is None for r in results.values()), results
     after = capability(conn, CODE_A)

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -258,6 +259,17 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    # The metrics name each outcome (counted cluster-wide: other tests' calls add to them).
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        text = client.get("/metrics").text
+    outcomes = {
+        line.split('"')[1]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("agentcards_approvals_total{")
+    }
+    for outcome in ("executed", "approval_denied", "approval_timeout"):
+        assert outcomes.get(outcome, 0) >= 1, outcomes
+    assert outcomes.get("requested", 0) >= 3, outcomes
     # The approved run taught a capability: search and its skill say who must be asked.
     capability = learn(stack, approved)
     with httpx.Client(base_url=stack.gateway_url, headers=payer, timeout=60) as client:
@@ -401,3 +413,52 @@ def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2ESta
             (run_id,),
         ).fetchone()
     assert asked is not None and asked["n"] == 1
+
+
+def test_a_run_waiting_through_a_gateway_restart_loses_nothing(stack: E2EStack) -> None:
+    """The gateway is killed (SIGKILL) while a run waits for approval and started again: the
+    run still shows its paused call (the wait is in the sandbox worker, the approval in
+    Postgres), the answer given to the new gateway resumes it, and the call runs once.
+
+    The approval is given three minutes, as a longer ``AGENTCARDS_APPROVAL_TIMEOUT_S`` would:
+    a gateway's start can take longer than this stack's 20 s on a loaded machine (the
+    waiting run asks again when its first 20 s are over and waits on)."""
+    payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
+    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
+    paused(stack, payer, run_id)
+    with stack.db() as conn:
+        conn.execute(
+            "UPDATE approvals SET expires_at = now() + interval '3 minutes' "
+            "WHERE execution_id = %s",
+            (run_id,),
+        )
+    (pending,) = paused(stack, payer, run_id)["pending_approvals"]
+    gateway = stack.procs["gateway"]
+    os.killpg(gateway.proc.pid, signal.SIGKILL)
+    gateway.proc.wait()
+    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
+    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=120, proc=restarted)
+    (after,) = paused(stack, payer, run_id)["pending_approvals"]
+    assert after == pending  # the same call, its arguments opened by the new gateway
+    yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert yes.status_code == 200, yes.text
+    done = finished(stack, payer, run_id)
+    assert done["status"] == "succeeded" and done["result"] == "paid 41.0 to refund", done
+    assert done["attempts"] == 1  # the run went on; nothing was run again
+    assert amounts().count(41) == 1
+    again = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert again.status_code == 409, again.text
+    with stack.db() as conn:
+        audit = conn.execute(
+            "SELECT action FROM audit_log WHERE execution_id = %s "
+            "AND action LIKE 'approval_%%' ORDER BY id",
+            (run_id,),
+        ).fetchall()
+    assert [a["action"] for a in audit] == ["approval_requested", "approval_decided"]
+
+
+def _healthy(stack: E2EStack) -> bool:
+    try:
+        return httpx.get(f"{stack.gateway_url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -384,6 +384,105 @@ except ToolCallError as e:
         os.utime(POLICY_FILE)
 
 
+# A burst: each turn a marker call both sets permit (it reaches the server: none may be lost
+# or sent twice), then a call only a generation's forbid refuses, named in the refusal. It
+# stops three turns after the new set first decided (or at 450 turns: 900 calls, under the
+# run's limit of 1,000).
+BURST = """
+seen = []
+for turn in range(450):
+    await mcp.rec.lookup(key=args["run"] + "-" + str(turn))
+    try:
+        await mcp.rec.lookup(key="burst")
+        seen.append("allowed")
+    except ToolCallError as e:
+        seen.append(" ".join([e.type, *e.policies]))
+    if seen.count("policy_denied gen-b") == 3:
+        break
+return seen
+"""
+
+
+def _generation(name: str) -> str:
+    return POLICIES + (
+        f'\n@id("{name}")\nforbid(principal, action == AgentCards::Action::"call_tool", '
+        'resource == AgentCards::Tool::"rec:lookup")\n'
+        '  when { context.args has key && context.args.key == "burst" };\n'
+    )
+
+
+def _write(text: str) -> None:
+    """Replace the policy file as a deploy does: a whole new file renamed over the old one."""
+    fresh = POLICY_FILE.with_suffix(".new")
+    fresh.write_text(text)
+    os.replace(fresh, POLICY_FILE)
+
+
+def test_a_reload_during_a_burst_decides_each_call_by_one_whole_set(stack: E2EStack) -> None:
+    """Two runs call without pause while the file changes from generation A to B (each
+    process sees a change within a second; the command's reload is the test above): every
+    call is refused by exactly A's forbid or B's,
+    never by neither, both, or an error; each run sees A, then only B (one toolhost decides
+    its calls in order); every marker call reached the server once; no run was lost or run
+    twice."""
+    ci = key_named(stack, "ci")
+    try:
+        _write(_generation("gen-a"))  # each process sees the change within a second
+        probe = 'try:\n    await mcp.rec.lookup(key="burst")\nexcept ToolCallError as e:\n    return e.policies'
+        wait_until(
+            lambda: run(stack, ci, probe)["result"] == ["gen-a"],
+            what="generation A in force",
+            timeout_s=15,
+        )
+        with httpx.Client(base_url=stack.gateway_url, headers=ci, timeout=60) as client:
+            runs = {}
+            for name in ("burst-1", "burst-2"):
+                made = client.post("/v1/executions", json={"code": BURST, "args": {"run": name}})
+                assert made.status_code == 202, made.text
+                runs[name] = made.json()["id"]
+
+        def markers(name: str) -> list[str]:
+            return [
+                c["args"]["key"]
+                for c in recorded()
+                if c["args"].get("key", "").startswith(name + "-")
+            ]
+
+        # Both runs are calling, decided by A, when the file changes.
+        wait_until(
+            lambda: all(f"{name}-3" in markers(name) for name in runs),
+            what="both bursts under way",
+            timeout_s=60,
+        )
+        _write(_generation("gen-b"))
+        for name, execution_id in runs.items():
+            wait_until(
+                lambda execution_id=execution_id: (
+                    _view(stack, ci, execution_id)["status"] not in ("queued", "running")
+                ),
+                what=f"{name} ends",
+                timeout_s=90,
+            )
+            done = _view(stack, ci, execution_id)
+            assert done["status"] == "succeeded" and done["attempts"] == 1, done
+            seen = done["result"]
+            olds = seen.count("policy_denied gen-a")
+            assert (
+                olds >= 3 and seen == ["policy_denied gen-a"] * olds + ["policy_denied gen-b"] * 3
+            ), seen
+            assert markers(name) == [f"{name}-{turn}" for turn in range(len(seen))]
+    finally:
+        _write(POLICIES)  # generation A or B forbids only these calls: no later test waits
+
+
+def _view(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+        got = client.get(f"/v1/executions/{execution_id}")
+    assert got.status_code == 200, got.text
+    body: dict[str, Any] = got.json()
+    return body
+
+
 @contextlib.asynccontextmanager
 async def direct_session(stack: E2EStack, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
     """An MCP SDK client session on the recording server's direct endpoint."""

@@ -218,3 +218,7 @@ def test_who_may_answer_an_approval() -> None:
     assert "finance, ci" in (rules.refusal(named, reader) or "")
     assert rules.refusal({**named, "approvers": ["caller"]}, caller) is None
     assert rules.approver_name(finance) == "user:ann" and rules.approver_name(admin) == "key:boss"
+    # The inbox names who asked as answers name who answered (a key by name when known).
+    assert rules.caller_name({**row, "caller_key_name": "payer"}) == "key:payer"
+    assert rules.caller_name(row) == "key:k1"
+    assert rules.caller_name({**row, "caller_user": "ann"}) == "user:ann"
