@@ -39,17 +39,21 @@ print(json.dumps({
     "cpu_s": usage.ru_utime + usage.ru_stime,
     "rss_mib": int(status["VmRSS"].split()[0]) / 1024,
     "peak_rss_mib": usage.ru_maxrss / 1024,
-    "imported": [m for m in %r if m in sys.modules],
+    "imported": [m for m in HEAVY if m in sys.modules],
     "vector_head": vector[:4],
 }))
-""" % (HEAVY,)
+"""
 
 
 def _run(mode: str) -> dict[str, Any]:
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, mode], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{_CHILD}", mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["wall_s"] = time.perf_counter() - started
