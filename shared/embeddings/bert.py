@@ -12,6 +12,7 @@ tests compare both with the model's float32 ``encode``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,30 +49,57 @@ class _Layer:
 
 
 class BertEncoder:
-    """Mean-pooled, unit-length sentence vectors from a ``BertModel``'s weights, in ``dtype``."""
+    """Mean-pooled, unit-length sentence vectors from a ``BertModel``'s weights, in ``dtype``.
 
-    def __init__(self, model: Any, dtype: torch.dtype = torch.bfloat16) -> None:
+    ``weights`` are the model's state dict (``embeddings.*``, ``encoder.layer.N.*``, as
+    ``model.safetensors`` or ``BertModel.state_dict()`` name them), ``config`` its
+    ``config.json``; the pooler's weights are unused.
+    """
+
+    def __init__(
+        self,
+        weights: Mapping[str, torch.Tensor],
+        config: Mapping[str, Any],
+        dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
         self.dtype = dtype
-        config = model.config
-        self.heads = int(config.num_attention_heads)
-        self.eps = float(config.layer_norm_eps)
-        self.hidden = int(config.hidden_size)
-        emb = model.embeddings
-        self.word = self._param(emb.word_embeddings.weight)
-        self.position = self._param(emb.position_embeddings.weight)
-        self.token_type = self._param(emb.token_type_embeddings.weight)
-        self.embedding_norm = (self._param(emb.LayerNorm.weight), self._param(emb.LayerNorm.bias))
-        self.layers = [self._layer(layer) for layer in model.encoder.layer]
+        self.heads = int(config["num_attention_heads"])
+        self.eps = float(config["layer_norm_eps"])
+        self.hidden = int(config["hidden_size"])
+        self.word = self._param(weights["embeddings.word_embeddings.weight"])
+        self.position = self._param(weights["embeddings.position_embeddings.weight"])
+        self.token_type = self._param(weights["embeddings.token_type_embeddings.weight"])
+        self.embedding_norm = self._norm(weights, "embeddings.LayerNorm")
+        self.layers = [
+            self._layer(weights, f"encoder.layer.{i}.")
+            for i in range(int(config["num_hidden_layers"]))
+        ]
+
+    @classmethod
+    def from_module(cls, model: Any, dtype: torch.dtype = torch.bfloat16) -> BertEncoder:
+        """The encoder of a loaded Hugging Face ``BertModel``."""
+        return cls(model.state_dict(), model.config.to_dict(), dtype)
 
     @staticmethod
-    def supports(model: Any) -> bool:
-        """True for the architecture this encoder reproduces exactly."""
+    def supports(config: Mapping[str, Any]) -> bool:
+        """True for a ``config.json`` of the architecture this encoder reproduces exactly."""
+        architectures = config.get("architectures") or ["BertModel"]
+        return (
+            config.get("model_type") == "bert"
+            and list(architectures) == ["BertModel"]
+            and config.get("hidden_act") == "gelu"
+            and config.get("position_embedding_type", "absolute") == "absolute"
+            and not config.get("is_decoder", False)
+        )
+
+    @staticmethod
+    def supports_module(model: Any) -> bool:
+        """True for a loaded ``BertModel`` whose configuration ``supports`` accepts."""
         config = getattr(model, "config", None)
         return (
             type(model).__name__ == "BertModel"
-            and getattr(config, "hidden_act", None) == "gelu"
-            and getattr(config, "position_embedding_type", "absolute") == "absolute"
-            and not getattr(config, "is_decoder", False)
+            and config is not None
+            and BertEncoder.supports({**config.to_dict(), "architectures": ["BertModel"]})
         )
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -110,35 +138,29 @@ class BertEncoder:
                 )
             return mean_pool(x.float(), attention_mask)
 
-    def _layer(self, layer: Any) -> _Layer:
-        attention = layer.attention
+    def _layer(self, weights: Mapping[str, torch.Tensor], prefix: str) -> _Layer:
+        def w(name: str) -> torch.Tensor:
+            return weights[f"{prefix}{name}"]
+
+        attention = "attention.self."
         return _Layer(
             qkv=self._linear(
-                torch.cat(
-                    [
-                        attention.self.query.weight,
-                        attention.self.key.weight,
-                        attention.self.value.weight,
-                    ]
-                ),
-                torch.cat(
-                    [attention.self.query.bias, attention.self.key.bias, attention.self.value.bias]
-                ),
+                torch.cat([w(f"{attention}{p}.weight") for p in ("query", "key", "value")]),
+                torch.cat([w(f"{attention}{p}.bias") for p in ("query", "key", "value")]),
             ),
-            attention_out=self._linear(attention.output.dense.weight, attention.output.dense.bias),
-            attention_norm=(
-                self._param(attention.output.LayerNorm.weight),
-                self._param(attention.output.LayerNorm.bias),
+            attention_out=self._linear(
+                w("attention.output.dense.weight"), w("attention.output.dense.bias")
             ),
-            intermediate=self._linear(
-                layer.intermediate.dense.weight, layer.intermediate.dense.bias
-            ),
-            output=self._linear(layer.output.dense.weight, layer.output.dense.bias),
-            output_norm=(
-                self._param(layer.output.LayerNorm.weight),
-                self._param(layer.output.LayerNorm.bias),
-            ),
+            attention_norm=self._norm(weights, f"{prefix}attention.output.LayerNorm"),
+            intermediate=self._linear(w("intermediate.dense.weight"), w("intermediate.dense.bias")),
+            output=self._linear(w("output.dense.weight"), w("output.dense.bias")),
+            output_norm=self._norm(weights, f"{prefix}output.LayerNorm"),
         )
+
+    def _norm(
+        self, weights: Mapping[str, torch.Tensor], name: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._param(weights[f"{name}.weight"]), self._param(weights[f"{name}.bias"])
 
     def _param(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach().to(self.dtype).contiguous()

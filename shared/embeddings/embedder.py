@@ -5,23 +5,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shared.config import Settings
-from shared.embeddings.model import (
-    dimension,
-    encode,
-    load_model,
-    pad_id,
-    run_passes,
-    token_ids,
-)
+from shared.embeddings.model import Model, load_model
 from shared.embeddings.plan import MAX_PLAN_TEXTS, query_plan
 from shared.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
-
     from shared.embeddings.encoders import Encoder
 
 # 32 short intents per forward pass: the sentence-transformers default, and small
@@ -56,7 +47,7 @@ class Embedder:
         self._pool: ThreadPoolExecutor | None = None
         self.expected_dim = expected_dim
         self.batch_size = batch_size
-        self._model: SentenceTransformer | None = None
+        self._model: Model | None = None
         self._encoder: Encoder | None = None
         self._encoder_chosen = False
         self._lock = threading.Lock()
@@ -64,7 +55,7 @@ class Embedder:
     @property
     def dim(self) -> int:
         """Vector dimension of the model (loads it)."""
-        return dimension(self._load(), self.model_name)
+        return self._load().dim
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Normalized embeddings of ``texts``, in order, computed in batches of similar length.
@@ -77,12 +68,12 @@ class Embedder:
             return []
         model, encoder = self._load(), self._fast_encoder()
         if encoder is None:
-            return encode(model, texts, batch_size=self.batch_size)
-        ids = token_ids(model, texts)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        groups = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        vectors = run_passes(encoder, ids, groups, pad_id(model))
-        return [vectors[i] for i in range(len(texts))]
+            return model.encode(texts, batch_size=self.batch_size)
+        from shared.embeddings.encoders import run_batches  # imports torch, as the model did
+
+        return run_batches(
+            encoder, model.token_ids(texts), batch_size=self.batch_size, pad=model.pad_id
+        )
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
         """``embed`` for a search request's few texts, planned for latency rather than size.
@@ -98,8 +89,10 @@ class Embedder:
             return self.embed(texts)
         model, encoder = self._load(), self._fast_encoder()
         if encoder is None:
-            return encode(model, texts, batch_size=self.batch_size)
-        ids, pad = token_ids(model, texts), pad_id(model)
+            return model.encode(texts, batch_size=self.batch_size)
+        from shared.embeddings.encoders import run_passes  # imports torch, as the model did
+
+        ids, pad = model.token_ids(texts), model.pad_id
         plan = query_plan([len(i) for i in ids], workers=self.query_workers)
         vectors: dict[int, list[float]] = {}
         jobs = [
@@ -111,13 +104,13 @@ class Embedder:
         return [vectors[i] for i in range(len(texts))]
 
     def encode_reference(self, texts: Sequence[str]) -> list[list[float]]:
-        """The model's own float32 ``encode``: what ``embed`` approximates (cosine > 0.9999),
+        """The model's float32 ``encode``: what ``embed`` approximates (cosine > 0.9999),
         for baselines and checks."""
-        return encode(self._load(), texts, batch_size=self.batch_size) if texts else []
+        return self._load().encode(texts, batch_size=self.batch_size) if texts else []
 
-    def tokenizer(self) -> Any:
-        """The model's tokenizer (loads the model)."""
-        return self._load().tokenizer
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text as the model reads it, cut at its limit (loads the model)."""
+        return self._load().token_ids(texts)
 
     def _query_pool(self) -> ThreadPoolExecutor:
         # Created on first use, after any fork: a thread pool does not survive one.
@@ -132,18 +125,16 @@ class Embedder:
         model = self._load()
         with self._lock:
             if not self._encoder_chosen:
-                from shared.embeddings.encoders import fast_encoder  # imports torch
-
-                self._encoder, self._encoder_chosen = fast_encoder(model), True
+                self._encoder, self._encoder_chosen = model.fast_encoder(), True
             return self._encoder
 
-    def _load(self) -> SentenceTransformer:
+    def _load(self) -> Model:
         # Loaded on first use, not at import: Celery prefork children each load their
         # own copy after the fork (torch thread pools do not survive a fork).
         with self._lock:
             if self._model is None:
                 self._model = load_model(self.model_name, threads=self.threads)
-                dim = dimension(self._model, self.model_name)
+                dim = self._model.dim
                 if self.expected_dim is not None and dim != self.expected_dim:
                     raise ConfigError(
                         f"embedding model {self.model_name!r} gives {dim}-d vectors but the "

