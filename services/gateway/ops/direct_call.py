@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 from anyio import to_thread
@@ -71,6 +71,15 @@ SESSION_TTL_S = 3600
 EXECUTION_ID = "agentcards.execution.id"
 
 
+class OnRecord(Protocol):
+    """A call its MCP session keeps on record while it runs (``mcp/replicas/calls.py``), for a
+    replica taking the session over: put there with the admission, taken off with the end."""
+
+    def queue_keep(self, pipe: Any, *, execution_id: str) -> None: ...
+
+    def queue_forget(self, pipe: Any) -> None: ...
+
+
 @dataclass
 class DirectCall:
     """One admitted direct call: the execution it is, its tool, its caller, its admission."""
@@ -85,6 +94,7 @@ class DirectCall:
     extras: dict[str, Any]
     created_at: float = field(default_factory=time.time)
     trace_id: str | None = None
+    on_record: OnRecord | None = None
 
     @property
     def hit(self) -> Row | None:
@@ -104,11 +114,13 @@ async def admit(
     principal: Principal,
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
+    on_record: OnRecord | None = None,
 ) -> DirectCall:
     """A direct call of ``tool_id`` admitted (``admission``: ``admission.admit_direct``,
     perhaps a cache hit), then in one round trip: its grant, its MCP session's last tool
-    (``extras.direct.after``), its count, and (``relay``: capabilities, lease) the relay of
-    its server's requests to its client, withdrawn when the call ends."""
+    (``extras.direct.after``), its count, (``relay``: capabilities, lease) the relay of
+    its server's requests to its client, withdrawn when the call ends, and (``on_record``)
+    the call on its session's record while it runs."""
     hit = admission.hit
     execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)
@@ -125,6 +137,8 @@ async def admit(
         upstream.queue_advertise(
             pipe, execution_id=execution_id, capabilities=relay[0], ttl_s=relay[1]
         )
+    if on_record is not None and hit is None:  # a hit is answered at once: nothing runs
+        on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
     try:
@@ -153,6 +167,7 @@ async def admit(
         admission=admission,
         extras={"direct": {"session": session_id, "after": after, "tool": tool_id}},
         trace_id=telemetry.current_trace_id(),
+        on_record=on_record if hit is None else None,
     )
 
 
@@ -458,6 +473,10 @@ async def _store(
     upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
     if call.admission.slot is not None:  # else the slot lapses after the call's timeout
         limits.end(pipe, reservation=call.admission.slot)
+    # Ended: off its session's record (one cancelled stays there unless its client cancelled
+    # it, which ``calls.remembered`` sees: a replica stopping mid-call cancels it too).
+    if call.on_record is not None and row["status"] != ExecutionStatus.CANCELLED:
+        call.on_record.queue_forget(pipe)
     try:
         replies = (await pipe.execute(raise_on_error=False))[first:]
     except RedisError as exc:
