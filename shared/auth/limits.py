@@ -15,6 +15,7 @@ import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -175,8 +176,8 @@ def release(client: redis.Redis, *, reservation: Reservation) -> None:
         pipe.execute()
 
 
-def end(client: redis.Redis, *, reservation: Reservation) -> None:
+def end(client: Any, *, reservation: Reservation) -> None:
     """The execution ended: its in-flight slot is free at once (its start still counts in the
-    minute's window)."""
+    minute's window). On a pipeline (sync or async), queued with its other commands."""
     if reservation.counted_running:
         client.zrem(running_executions_key(reservation.key_id), reservation.member)

@@ -149,14 +149,18 @@ def invalidate_writes(
 ) -> int:
     """Invalidate every entry that used a server the run may have written; how many.
     Retried; CacheInvalidationFailed when even blocking the servers failed."""
+    return invalidate_servers_safely(connect, client, servers=servers_written(run, cache=cache))
+
+
+def servers_written(run: Finished, *, cache: RunCache) -> list[str]:
+    """The servers the run may have written (``invalidate_writes`` invalidates them): none
+    for a run of read-only tools, so its caller need not open a connection."""
     summary = summary_of(run.trace)
     policies = cache.scope.policies
     # Without a whole trace, any server the run could write to may have been written.
     if _complete(run, summary):
-        written = written_servers(_calls(summary), policies)
-    else:
-        written = writable_servers(policies)
-    return invalidate_servers_safely(connect, client, servers=written)
+        return sorted(set(written_servers(_calls(summary), policies)))
+    return sorted(set(writable_servers(policies)))
 
 
 def remember(
@@ -169,24 +173,11 @@ def remember(
     settings: Settings,
 ) -> None:
     """Store the run's result in L1 (and L2 for a capability) where the rules allow."""
-    summary = summary_of(run.trace)
-    if not _complete(run, summary):
+    decided = decisions(row=row, run=run, cache=cache, settings=settings)
+    if decided is None:
         return
+    l1, l2 = decided
     execution_id, tenant_id = str(row["id"]), str(row["tenant_id"])
-    calls = _calls(summary)
-
-    def decision(default_ttl_s: int, config: Mapping[str, Any] | None = None) -> Decision:
-        return decide(
-            status=run.status,
-            stdout_truncated=run.stdout_truncated,
-            calls=calls,
-            policies=cache.scope.policies,
-            default_ttl_s=default_ttl_s,
-            read_only_ttl_s=settings.cache_read_only_ttl_s,
-            capability_config=config,
-        )
-
-    l1 = decision(settings.cache_ttl_s)
     if l1.cacheable:
         entries.put_entry(
             client,
@@ -207,14 +198,48 @@ def remember(
             servers=l1.servers,
             generations=cache.generations,
         )  # fmt: skip
-    if not row.get("capability_id") or cache.capability_config is None:
+    if l2 is None:
         return
-    l2 = decision(settings.capability_cache_ttl_s, cache.capability_config)
     if l2.cacheable:
         _put_capability_entry(conn, client, row=row, run=run, decision_ttl=l2.ttl_s,
                               tools=l2.tools_used, servers=l2.servers, cache=cache)  # fmt: skip
     else:
         log.debug("execution %s not cached: %s", execution_id, l2.reason)
+
+
+def decisions(
+    *, row: Mapping[str, Any], run: Finished, cache: RunCache, settings: Settings
+) -> tuple[Decision, Decision | None] | None:
+    """What ``remember`` decides for the run: L1, and L2 for a capability run (None: its trace
+    is incomplete, nothing is cached)."""
+    summary = summary_of(run.trace)
+    if not _complete(run, summary):
+        return None
+    calls = _calls(summary)
+
+    def decision(default_ttl_s: int, config: Mapping[str, Any] | None = None) -> Decision:
+        return decide(
+            status=run.status,
+            stdout_truncated=run.stdout_truncated,
+            calls=calls,
+            policies=cache.scope.policies,
+            default_ttl_s=default_ttl_s,
+            read_only_ttl_s=settings.cache_read_only_ttl_s,
+            capability_config=config,
+        )
+
+    l1 = decision(settings.cache_ttl_s)
+    if not row.get("capability_id") or cache.capability_config is None:
+        return l1, None
+    return l1, decision(settings.capability_cache_ttl_s, cache.capability_config)
+
+
+def remembers(
+    *, row: Mapping[str, Any], run: Finished, cache: RunCache, settings: Settings
+) -> bool:
+    """Whether ``remember`` would store an entry (a caller may skip its connection if not)."""
+    decided = decisions(row=row, run=run, cache=cache, settings=settings)
+    return decided is not None and any(d is not None and d.cacheable for d in decided)
 
 
 def _calls(summary: TraceSummary) -> list[Call]:

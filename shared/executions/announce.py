@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import redis
-
 from shared import metrics
 from shared.events import bus
 from shared.executions.carried import queue_row
@@ -20,7 +18,6 @@ from shared.executions.events import FINISHED, queue_events
 
 
 def queue_finished(
-    client: redis.Redis,
     pipe: Any,
     *,
     row: dict[str, Any],
@@ -36,7 +33,7 @@ def queue_finished(
         queue_row(pipe, stored_row)
     # `ts` (epoch seconds) lets a client or benchmark see when the end was announced.
     finished = {"type": FINISHED, "status": status, "ts": time.time()}
-    queue_events(client, pipe, events=[(str(row["id"]), finished)])
+    queue_events(pipe, events=[(str(row["id"]), finished)])
     metrics.queue_run(pipe, status=status, error=error, seconds=duration_ms / 1000)
     bus.queue(
         pipe,

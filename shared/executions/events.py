@@ -56,10 +56,6 @@ redis.call('PUBLISH', KEYS[3], payload)
 if ARGV[4] == '1' then redis.call('PUBLISH', KEYS[4], payload) end
 return seq
 """
-# Sent as EVAL with its text on every pipeline (Redis keeps it compiled, keyed by its SHA1),
-# not as a registered ``Script``: redis-py checks a pipeline's scripts with SCRIPT EXISTS
-# before every execute, a round trip more on the way to announcing a run's end, and an
-# EVALSHA alone would fail (NOSCRIPT) after a Redis restart emptied its script cache.
 
 
 def publish_event(client: redis.Redis, *, execution_id: str, event: dict[str, Any]) -> int:
@@ -73,24 +69,29 @@ def publish_events(
 ) -> list[int]:
     """``publish_event`` for many (execution id, event) pairs in one round trip."""
     pipe = client.pipeline(transaction=False)
-    queue_events(client, pipe, events=events)
+    queue_events(pipe, events=events)
     return [int(seq) for seq in pipe.execute()[: len(events)]]
 
 
 def queue_events(
-    client: redis.Redis,
-    pipe: redis.client.Pipeline,
+    pipe: Any,
     *,
     events: Sequence[tuple[str, dict[str, Any]]],
 ) -> None:
     """``publish_events`` on the caller's pipeline, first on it (the results of its first
     ``len(events)`` commands are the sequence numbers), sent with its other commands."""
     for execution_id, event in events:
-        keys, args = _script_call(execution_id, event)
-        pipe.eval(_PUBLISH, len(keys), *keys, *args)
+        _queue_publish(pipe, *_script_call(execution_id, event))
     finished = [e for _, e in events if e.get("type") == FINISHED]
     for event in finished:  # every path that ends an execution announces it, once
         count_finished(pipe, status=str(event.get("status")))
+
+
+def _queue_publish(pipe: Any, keys: list[str], args: list[Any]) -> None:
+    """The publish script queued on ``pipe`` (sync or async) by its text: EVAL costs no round
+    trip of its own, where a registered script on a pipeline costs a SCRIPT EXISTS before
+    every send (Redis keeps the compiled script by its hash either way)."""
+    pipe.eval(_PUBLISH, len(keys), *keys, *args)
 
 
 def _script_call(execution_id: str, event: dict[str, Any]) -> tuple[list[str], list[Any]]:
@@ -119,6 +120,7 @@ class OrderedPublisher:
     def __init__(self, client: aioredis.Redis, execution_id: str) -> None:
         self._client = client
         self._execution_id = execution_id
+        self._script = client.register_script(_PUBLISH)
         self._queued: list[tuple[tuple[list[str], list[Any]], asyncio.Future[None]]] = []
         self._sending = False
         self._sender: asyncio.Future[None] | None = None  # held: the loop keeps weak refs
@@ -143,7 +145,7 @@ class OrderedPublisher:
                 try:
                     pipe = self._client.pipeline(transaction=False)
                     for (keys, args), _ in batch:
-                        pipe.eval(_PUBLISH, len(keys), *keys, *args)
+                        await self._script(keys=keys, args=args, client=pipe)
                     await pipe.execute()
                 except Exception as exc:  # each waiting future reports it
                     for _, done in batch:

@@ -274,6 +274,12 @@ async def _cancelled_with_the_call(
         raise
 
 
+def on_record(state: GatewayState, ctx: Context) -> calls.SessionCall | None:
+    """How a new direct call is kept on its session's record (``call_direct_passing_through``
+    with ``kept``): on its admission's and its end's round trips."""
+    return calls.session_call(ctx, ttl_s=_calls_ttl_s(state))
+
+
 def _calls_ttl_s(state: GatewayState) -> int:
     """How long a session's calls stay on record: as long as the session."""
     settings = state.settings
@@ -453,8 +459,15 @@ async def call_direct_passing_through(
             withdraw=False,
             sandbox=False,
         ) as relay,
-        # On record while it runs, for the replica that takes a session over if this one dies.
-        calls.remembered(state.aredis, ctx, execution_id=execution_id, ttl_s=_calls_ttl_s(state)),
+        # On record while it runs, for the replica that takes a session over if this one dies
+        # (a new call: put there by its admission, taken off by its end, ``on_record``).
+        calls.remembered(
+            state.aredis,
+            ctx,
+            execution_id=execution_id,
+            ttl_s=_calls_ttl_s(state),
+            kept=pending is None,
+        ),
     ):
         flight = start()  # the relay is advertised before the tool can ask
         forward = _Forwarder(ctx, log_events=False, heard=heard)

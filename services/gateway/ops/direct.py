@@ -307,6 +307,7 @@ async def find_and_admit(
     arguments: dict[str, Any],
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
+    on_record: direct_call.OnRecord | None = None,
     naming: ToolNaming = "prefixed",
     reserved: Collection[str] = (),
 ) -> Admitted:
@@ -314,7 +315,8 @@ async def find_and_admit(
     perhaps a cache hit; ``direct_call.run`` then runs it without a sandbox and records it),
     the tools read and the admission in one thread hop. ``session_id`` (the MCP session) ties
     consecutive calls into a sequence for the tool graph; ``relay``: the capabilities its
-    client relays and their lease, advertised with the admission. The tool not found or not
+    client relays and their lease, advertised with the admission; ``on_record``: the call on
+    its session's record, from the admission to its end. The tool not found or not
     allowed raises (NotFound, ToolNotAllowed) as ``find_tool`` does."""
 
     def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
@@ -349,6 +351,7 @@ async def find_and_admit(
             principal=principal,
             session_id=session_id,
             relay=relay,
+            on_record=on_record,
         )
     except AgentCardsError as exc:
         return Admitted(tool, None, exc)

@@ -12,9 +12,11 @@ announced (``shared.executions.announce``). Its record (executions row, audit ro
 appended to a Redis stream on that same round trip, before the answer goes out, and
 written to Postgres by a drainer (``shared.direct``), which then tells learning.
 
-Two thread hops in all (the tool found and the call admitted: ``direct.find_and_admit``;
-its end), and Redis round trips: the slot and cache lookup, one for the grant and the
-session's last tool, the RPC, one for the record and announce.
+One thread hop in all (the tool found and the call admitted: ``direct.find_and_admit``;
+its end takes one more only for the vault rows of tokens it handed out, the invalidation of a
+server it may have written, or a result to cache), and Redis round trips: the slot and cache
+lookup, one for the grant and the session's last tool, the RPC, one for the record and
+announce.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 from anyio import to_thread
@@ -69,6 +71,15 @@ SESSION_TTL_S = 3600
 EXECUTION_ID = "agentcards.execution.id"
 
 
+class OnRecord(Protocol):
+    """A call its MCP session keeps on record while it runs (``mcp/replicas/calls.py``), for a
+    replica taking the session over: put there with the admission, taken off with the end."""
+
+    def queue_keep(self, pipe: Any, *, execution_id: str) -> None: ...
+
+    def queue_forget(self, pipe: Any) -> None: ...
+
+
 @dataclass
 class DirectCall:
     """One admitted direct call: the execution it is, its tool, its caller, its admission."""
@@ -83,6 +94,7 @@ class DirectCall:
     extras: dict[str, Any]
     created_at: float = field(default_factory=time.time)
     trace_id: str | None = None
+    on_record: OnRecord | None = None
 
     @property
     def hit(self) -> Row | None:
@@ -102,11 +114,13 @@ async def admit(
     principal: Principal,
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
+    on_record: OnRecord | None = None,
 ) -> DirectCall:
     """A direct call of ``tool_id`` admitted (``admission``: ``admission.admit_direct``,
     perhaps a cache hit), then in one round trip: its grant, its MCP session's last tool
-    (``extras.direct.after``), its count, and (``relay``: capabilities, lease) the relay of
-    its server's requests to its client, withdrawn when the call ends."""
+    (``extras.direct.after``), its count, (``relay``: capabilities, lease) the relay of
+    its server's requests to its client, withdrawn when the call ends, and (``on_record``)
+    the call on its session's record while it runs."""
     hit = admission.hit
     execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)
@@ -123,6 +137,8 @@ async def admit(
         upstream.queue_advertise(
             pipe, execution_id=execution_id, capabilities=relay[0], ttl_s=relay[1]
         )
+    if on_record is not None and hit is None:  # a hit is answered at once: nothing runs
+        on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
     try:
@@ -151,6 +167,7 @@ async def admit(
         admission=admission,
         extras={"direct": {"session": session_id, "after": after, "tool": tool_id}},
         trace_id=telemetry.current_trace_id(),
+        on_record=on_record if hit is None else None,
     )
 
 
@@ -323,8 +340,9 @@ async def _finish(
     unresolved: set[str],
     value: Any,
 ) -> Row:
-    """Tokenise the outcome (on the event loop when it is small), then record and announce it
-    in one thread hop."""
+    """Tokenise the outcome (on the event loop when it is small), keep its tokens' values and
+    invalidate what it may have written (a thread hop, only when there is either), then
+    record and announce it on one round trip, and cache its result where the rules allow."""
     kinds_by_tool = {call.tool_id: call.pii_kinds}
     pii = None
     if tok is not None:
@@ -344,19 +362,60 @@ async def _finish(
         else:
             outcome = await to_thread.run_sync(tokenise)
         pii = private.token_record(tok, unresolved)
-    return await to_thread.run_sync(lambda: _record(state, call, outcome, tok, pii))
+    cache = call.admission.cache
+    assert cache is not None  # a call that runs read it at admission
+    written = cache_runs.servers_written(
+        cache_runs.Finished.of(outcome, str(outcome.status)), cache=cache
+    )
+    ended = _Ended(outcome, pii, str(outcome.status), outcome.error)
+    if (tok is not None and tok.produced) or written:
+        ended = await to_thread.run_sync(lambda: _settle(state, call, ended, tok, written))
+    row = finished_row(
+        execution_id=call.execution_id,
+        tenant_id=call.principal.tenant_id,
+        code=call.request.code,
+        args=call.request.args,
+        tool_id=call.tool_id,
+        timeout_s=call.admission.timeout_s,
+        extras=call.extras,
+        created_at=call.created_at,
+        finished_at=time.time(),
+        status=ended.status,
+        result=ended.outcome.result if ended.status == ExecutionStatus.SUCCEEDED else None,
+        error=ended.error,
+        trace=ended.outcome.trace,
+        duration_ms=ended.outcome.duration_ms,
+        trace_id=call.trace_id,
+        pii=ended.pii,
+        user_id=call.principal.user,
+    )
+    await _store(state, call, row, ended.outcome)
+    if ended.status == ended.outcome.status:
+        await _remember(state, call, row, cache_runs.Finished.of(ended.outcome, ended.status))
+    return row
 
 
-def _record(
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """How a call ended, as recorded: its (tokenised) outcome, its tokens' record, and the
+    status and error it is stored with (failed when its tokens or invalidation failed)."""
+
+    outcome: ExecutionOutcome
+    pii: dict[str, Any] | None
+    status: str
+    error: dict[str, Any] | None
+
+
+def _settle(
     state: GatewayState,
     call: DirectCall,
-    outcome: ExecutionOutcome,
+    ended: _Ended,
     tok: Tokenizer | None,
-    pii: dict[str, Any] | None,
-) -> Row:
-    """Blocking: the tokens' vault rows, the cache invalidation of what the call may have
-    written, then its record and announce on one round trip, then its result cached and its
-    slot given back. A record Redis would not take is written to Postgres at once."""
+    written: list[str],
+) -> _Ended:
+    """Blocking: the tokens' vault rows, then the cache invalidation of the servers the call
+    may have ``written``; either failing, the call ends failed."""
+    outcome, pii = ended.outcome, ended.pii
     if tok is not None and tok.produced:  # a token handed out always resolves
         try:
             with state.pool.connection() as conn:
@@ -376,12 +435,9 @@ def _record(
                 ),
             )
             pii = None
-    finished = cache_runs.Finished.of(outcome, str(outcome.status))
-    cache = call.admission.cache
-    assert cache is not None  # a call that runs read it at admission
     status, error = str(outcome.status), outcome.error
     try:
-        cache_runs.invalidate_writes(state.pool.connection, state.redis, run=finished, cache=cache)
+        cache_runs.invalidate_servers_safely(state.pool.connection, state.redis, servers=written)
     except Exception as exc:  # its writes may be read back stale: it ends failed
         log.exception("direct call %s: writes not invalidated", call.execution_id)
         status = str(ExecutionStatus.FAILED)
@@ -390,40 +446,22 @@ def _record(
             f"the call's writes could not be invalidated in the result cache ({exc}); "
             "tool calls it made are not undone",
         )
-    row = finished_row(
-        execution_id=call.execution_id,
-        tenant_id=call.principal.tenant_id,
-        code=call.request.code,
-        args=call.request.args,
-        tool_id=call.tool_id,
-        timeout_s=call.admission.timeout_s,
-        extras=call.extras,
-        created_at=call.created_at,
-        finished_at=time.time(),
-        status=status,
-        result=outcome.result if status == ExecutionStatus.SUCCEEDED else None,
-        error=error,
-        trace=outcome.trace,
-        duration_ms=outcome.duration_ms,
-        trace_id=call.trace_id,
-        pii=pii,
-        user_id=call.principal.user,
-    )
-    _store(state, call, row, outcome)
-    if status == outcome.status:
-        _remember(state, call, row, cache_runs.Finished.of(outcome, status))
-    _release(state, call.admission, ended=True)
-    return row
+    return _Ended(outcome, pii, status, error)
 
 
-def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOutcome) -> None:
-    """The record appended to the stream, with the end's announce and the grant's removal,
-    on one round trip; if Redis refuses the record, it is written to Postgres now."""
-    pipe = call.admission.counters or state.redis.pipeline(transaction=False)
+async def _store(
+    state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOutcome
+) -> None:
+    """The record appended to the stream, with the admission's counters, the end's announce,
+    the grant's removal and the rate-limit slot given back, on one round trip from the event
+    loop; if Redis refuses the record, it is written to Postgres now."""
+    pipe = state.aredis.pipeline(transaction=False)
+    if call.admission.counters is not None:  # queued at admission, sent now (no I/O was done)
+        for args, options in call.admission.counters.command_stack:
+            pipe.pipeline_execute_command(*args, **options)
     first = len(pipe)  # after the admission's counters
     queue_record(pipe, row, key_id=call.principal.key_id)
     queue_finished(
-        state.redis,
         pipe,
         row=row,
         status=str(row["status"]),
@@ -433,37 +471,54 @@ def _store(state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOu
     )
     pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
     upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
+    if call.admission.slot is not None:  # else the slot lapses after the call's timeout
+        limits.end(pipe, reservation=call.admission.slot)
+    # Ended: off its session's record (one cancelled stays there unless its client cancelled
+    # it, which ``calls.remembered`` sees: a replica stopping mid-call cancels it too).
+    if call.on_record is not None and row["status"] != ExecutionStatus.CANCELLED:
+        call.on_record.queue_forget(pipe)
     try:
-        replies = pipe.execute(raise_on_error=False)[first:]
+        replies = (await pipe.execute(raise_on_error=False))[first:]
     except RedisError as exc:
         replies = [exc]
     if isinstance(replies[0], Exception):
         log.warning(
             "direct call %s: record written at once (Redis: %s)", call.execution_id, replies[0]
         )
-        with state.pool.connection() as conn:
-            written = write_records(conn, [record_of(row, key_id=call.principal.key_id)])
-        for execution_id in written:
-            send_ingest(state.celery, execution_id)
+        record = record_of(row, key_id=call.principal.key_id)
+
+        def write() -> None:
+            with state.pool.connection() as conn:
+                written = write_records(conn, [record])
+            for execution_id in written:
+                send_ingest(state.celery, execution_id)
+
+        await to_thread.run_sync(write)
     elif any(isinstance(reply, Exception) for reply in replies[1:]):
         log.warning("direct call %s: end not announced: %s", call.execution_id, replies[1:])
 
 
-def _remember(
+async def _remember(
     state: GatewayState, call: DirectCall, row: Row, finished: cache_runs.Finished
 ) -> None:
-    """Cache the result where the rules allow (best-effort: the call is recorded already).
-    Values in clear (a key that opted out of PII, on a stack that tokenises) are never
-    served to the tenant's other keys."""
+    """Cache the result where the rules allow (best-effort: the call is recorded already; a
+    thread hop only when there is something to cache). Values in clear (a key that opted out
+    of PII, on a stack that tokenises) are never served to the tenant's other keys."""
     if state.settings.pii != "off" and call.principal.pii_off:
         return
     cache = call.admission.cache
     assert cache is not None
-    try:
+    if not cache_runs.remembers(row=row, run=finished, cache=cache, settings=state.settings):
+        return
+
+    def remember() -> None:
         with state.pool.connection() as conn:
             cache_runs.remember(
                 conn, state.redis, row=row, run=finished, cache=cache, settings=state.settings
             )
+
+    try:
+        await to_thread.run_sync(remember)
     except Exception:
         log.exception("direct call %s: result not cached", call.execution_id)
 

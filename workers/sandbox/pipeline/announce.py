@@ -23,7 +23,6 @@ def announce(ctx: RunContext) -> None:
     assert ctx.outcome is not None and ctx.status is not None
     pipe = ctx.redis.pipeline(transaction=False)
     queue_finished(
-        ctx.redis,
         pipe,
         row=ctx.row,
         status=ctx.status,

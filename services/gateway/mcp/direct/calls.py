@@ -64,6 +64,7 @@ async def call_direct(
                 arguments=dict(params.arguments or {}),
                 session_id=_session_id(ctx),
                 relay=passthrough.relay_of(mcp_ctx),
+                on_record=passthrough.on_record(state, mcp_ctx),
             )
             if admitted.refusal is not None:
                 return refused(admitted.refusal)

@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -49,28 +50,64 @@ def event_meta(ctx: Context) -> dict[str, Any] | None:
     return {EVENT_META: seq}
 
 
+@dataclass(frozen=True, slots=True)
+class SessionCall:
+    """A call of a session, as ``remembered`` keeps it on record: queued on a pipeline the
+    call sends anyway (a direct call's admission and end), it costs no round trip."""
+
+    key: str
+    field: str
+    params: dict[str, Any]
+    ttl_s: int
+
+    def queue_keep(self, pipe: Any, *, execution_id: str) -> None:
+        """On record: the call waits on ``execution_id``."""
+        record = {"execution_id": execution_id, "params": self.params}
+        pipe.hset(self.key, self.field, json.dumps(record))
+        pipe.expire(self.key, self.ttl_s)
+
+    def queue_forget(self, pipe: Any) -> None:
+        """Off record: the call ended."""
+        pipe.hdel(self.key, self.field)
+
+
+def session_call(ctx: Context, *, ttl_s: int) -> SessionCall | None:
+    """The call ``ctx`` serves as its session keeps it (None: not in a 2025-11-25 session)."""
+    session_id = session_of(ctx)
+    if session_id is None:
+        return None
+    request = ctx.request_context
+    return SessionCall(
+        key=mcp_calls_key(session_id),
+        field=json.dumps(request.request_id),
+        params=dict(request.params or {}),
+        ttl_s=ttl_s,
+    )
+
+
 @contextlib.asynccontextmanager
 async def remembered(
-    redis: aioredis.Redis, ctx: Context, *, execution_id: str, ttl_s: int
+    redis: aioredis.Redis, ctx: Context, *, execution_id: str, ttl_s: int, kept: bool = False
 ) -> AsyncIterator[None]:
     """While the block waits on ``execution_id``, the call is on record for its session; a
     call that ends (answered, failed, cancelled by its client) is forgotten. One cut short
-    by its replica stopping stays on record, for the replica that takes the session over."""
-    session_id = session_of(ctx)
-    if session_id is None:
+    by its replica stopping stays on record, for the replica that takes the session over.
+    ``kept``: put on record already, and forgotten when it ended normally
+    (``SessionCall``, a direct call's admission and end), so only other ends are left here."""
+    call = session_call(ctx, ttl_s=ttl_s)
+    if call is None:
         yield
         return
-    request = ctx.request_context
-    key, field = mcp_calls_key(session_id), json.dumps(request.request_id)
-    record = {"execution_id": execution_id, "params": dict(request.params or {})}
-    with contextlib.suppress(RedisError):  # not fatal: the call just is not resumable
-        async with redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, field, json.dumps(record))
-            pipe.expire(key, ttl_s)
-            await pipe.execute()
+    if not kept:
+        with contextlib.suppress(RedisError):  # not fatal: the call just is not resumable
+            async with redis.pipeline(transaction=False) as pipe:
+                call.queue_keep(pipe, execution_id=execution_id)
+                await pipe.execute()
     ended = False
     try:
         yield
+        if kept:  # its end forgot it
+            return
         ended = True
     except anyio.get_cancelled_exc_class():
         ended = client_cancelled(ctx)
@@ -81,7 +118,7 @@ async def remembered(
     finally:
         if ended:
             with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
-                await redis.hdel(key, field)
+                await redis.hdel(call.key, call.field)
 
 
 async def interrupted(redis: aioredis.Redis, ctx: Context) -> tuple[str, int] | None:
