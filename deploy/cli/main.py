@@ -16,9 +16,11 @@ from deploy.launcher.state import pid_alive, running_stack
 from shared.config import Settings, get_settings
 from shared.errors import AgentCardsError
 from shared.offline import go_offline
+from shared.wait_for import patch_wait_for
 
 # Every command (bench, demo, the stack it starts) runs offline.
 go_offline()
+patch_wait_for()  # a cancelled task stops even mid Redis command (Python 3.11: shared/wait_for.py)
 
 app = typer.Typer(
     help="AgentCards: an MCP gateway that runs agent code in sandboxes and learns from it.",
