@@ -52,8 +52,8 @@ def peak_values(scrapes: list[str]) -> dict[str, float]:
 
 # Counted only on a stack with a policy file, which this scenario cannot have (a policy file
 # turns result-cache reads off, and the scenario counts cache hits): the policy stack's own
-# test checks it moves (tests/integration/policy/test_decisions.py).
-COUNTED_ELSEWHERE = {"agentcards_policy_decisions"}
+# tests check they move (tests/integration/policy/test_decisions.py, test_approvals.py).
+COUNTED_ELSEWHERE = {"agentcards_policy_decisions", "agentcards_approvals"}
 
 
 def test_every_declared_metric_was_counted(scenario: Scenario) -> None:
