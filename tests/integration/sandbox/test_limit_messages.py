@@ -106,12 +106,12 @@ async def test_a_run_that_times_out_waiting_on_a_tool_says_which_call_held_it(
     outcome = await run(
         "await mcp.t.echo(x=1)\nawait mcp.t.hang()", limits=replace(limits, wall_time_s=8.0)
     )
-    assert outcome.status == "timeout"
+    assert outcome.status == "timeout", outcome.error
     assert outcome.error is not None and outcome.error["type"] == "timeout"
     # The answered call is not listed; the one still out is, with how long it waited.
     (waiting,) = outcome.error["details"]["waiting_on"]
     assert waiting["tool"] == "t:hang" and waiting["call_id"] == "call-2"
-    assert 0 < waiting["waited_s"] <= 8.0  # part of the wall: the time it held the run
+    assert 0 < waiting["waited_s"] < outcome.duration_ms / 1000  # the time it held the run
 
 
 async def test_a_run_that_times_out_on_its_own_code_lists_no_call(run: Run) -> None:
