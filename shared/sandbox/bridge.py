@@ -50,10 +50,6 @@ log = logging.getLogger(__name__)
 # The backend must give up by the call's deadline (its own `timeout` reply says where the
 # time went); this backstop fires only for a backend that overruns it.
 _BACKEND_GRACE_S = 0.5
-# A call whose time runs out with the run's gets its deadline this much past the wall: the
-# wall ends the run (a `timeout` naming the calls it was waiting on), not the call's own timer
-# firing at the same instant and racing it.
-_PAST_WALL_S = 1.0
 _MAX_PROGRESS_EVENTS = 10_000  # beyond this progress reports are dropped, not an error
 # Capability calls are cheap in-child function calls, so a loop can make millions.
 # The stored trace keeps the first 2,000 (the same order as the default 1,000 tool
@@ -542,17 +538,23 @@ class _Session:
         self, label: str, request: Callable[[float], Awaitable[ToolResult]]
     ) -> ToolResult:
         """One backend request under the call deadline; a failure as a result, never raised."""
-        deadline = min(
-            self.deadline_wall + _PAST_WALL_S, time.time() + self.limits.tool_call_timeout_s
-        )
+        deadline = min(self.deadline_wall, time.time() + self.limits.tool_call_timeout_s)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.time()) + _BACKEND_GRACE_S):
-                return await request(deadline)
+                result = await request(deadline)
         except TimeoutError:
-            return ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
+            result = ToolResult.failure(f"{label} timed out", ErrorType.TIMEOUT)
         except Exception as exc:  # a broken backend must not take the bridge down
             log.exception("tool backend failed for %s", label)
             return ToolResult.failure(f"backend failure: {type(exc).__name__}")
+        timed_out = result.error is not None and result.error.get("type") == ErrorType.TIMEOUT
+        at_wall = deadline >= self.deadline_wall and time.time() >= deadline - _BACKEND_GRACE_S
+        if timed_out and at_wall:
+            # Its time ran out with the run's, the same instant: the wall ends the run (a
+            # `timeout` naming this call as what it waited on; this task is cancelled then).
+            # Answering the child first would race it and leave the run's error without it.
+            await asyncio.sleep(max(0.0, self.deadline_wall - time.time()) + _BACKEND_GRACE_S)
+        return result
 
     async def _after_approval(
         self,
