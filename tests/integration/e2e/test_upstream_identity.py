@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import subprocess
 import sys
@@ -29,7 +30,7 @@ import pytest
 import redis
 from mcp import types
 
-from shared.queues import CONNECT_FLOW_PREFIX
+from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
 from tests.harness import spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
     IdentityProvider,
@@ -217,7 +218,9 @@ def test_people_connect_a_server_of_its_own_once(
     idp: IdentityProvider, seen: Path, own_idp: IdentityProvider, tickets: Path, stack: E2EStack
 ) -> None:
     """Alice connects `tickets` through a link (its own authorization server: discovery from
-    the 401, dynamic registration, PKCE); Erin, not connected, gets `authorization_required`
+    the 401, dynamic registration, PKCE), hers only: Erin, signed in, is refused it and it
+    stays unused; alice, not signed in, signs in on the way; the answer counts only in her
+    browser; a used, expired or unknown link says so; Erin, not connected, gets `authorization_required`
     with a link of her own, connects, and each is seen as themselves; bad callbacks store
     nothing; the access token is refreshed; a tool needing more scope asks for it (step up);
     a refused refresh, a deleted connection and a token refused mid-session ask again; with
@@ -244,16 +247,38 @@ def test_people_connect_a_server_of_its_own_once(
         link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
         assert link.startswith(f"{PUBLIC_URL}/oauth/connect/")
         transcript.append(f"POST /v1/connections/tickets (alice) -> {link}")
-        callback = _authorize(client, link, own_idp, "alice", transcript)
-        assert client.get(link.removeprefix(PUBLIC_URL)).status_code == 410  # used once
-        forged = client.get("/oauth/callback", params={**callback, "state": "forged"})
+        # The link is alice's only: Erin, signed in, is refused and the link stays unused;
+        # alice, not signed in yet, goes through sign-in and comes back to it.
+        browsers = {user: _browser() for user in ("alice", "erin", "stranger")}
+        _sign_in(browsers["erin"], idp, "erin")
+        theirs = browsers["erin"].get(link.removeprefix(PUBLIC_URL))
+        assert theirs.status_code == 403 and "someone else" in theirs.text, theirs.text
+        assert "signed in as erin" in theirs.text and "was not used" in theirs.text
+        transcript.append(f"GET /oauth/connect/… (erin's browser) -> {theirs.status_code} "
+                          "This link is someone else's")  # fmt: skip
+        callback = _authorize(browsers["alice"], link, own_idp, "alice", transcript, idp=idp)
+        used = browsers["alice"].get(link.removeprefix(PUBLIC_URL))
+        assert used.status_code == 410 and "used already" in used.text, used.text
+        # The answer counts only in the browser that opened the link, signed in as its person.
+        for other in ("erin", "stranger"):
+            elsewhere = browsers[other].get("/oauth/callback", params=callback)
+            assert elsewhere.status_code == 400, elsewhere.text
+            assert "opened no connect link" in elsewhere.text, elsewhere.text
+        forged = browsers["alice"].get("/oauth/callback", params={**callback, "state": "forged"})
         assert forged.status_code == 400 and "names no connection" in forged.text
         assert client.get("/v1/connections", headers=alice).json() == {"connections": []}
-        done = client.get("/oauth/callback", params=callback)
+        done = browsers["alice"].get("/oauth/callback", params=callback)
         transcript.append(f"GET /oauth/callback?code=…&state=… -> {done.status_code}")
         assert done.status_code == 200 and "Connected to tickets" in done.text, done.text
-        replayed = client.get("/oauth/callback", params=callback)
+        replayed = browsers["alice"].get("/oauth/callback", params=callback)
         assert replayed.status_code == 400, replayed.text
+        # A link past its ten minutes, and one never made here, say so and do nothing.
+        late = client.post("/v1/connections/tickets", headers=alice).json()["url"]
+        _age(stack, late)
+        expired_page = browsers["alice"].get(late.removeprefix(PUBLIC_URL))
+        assert expired_page.status_code == 410 and "has expired" in expired_page.text
+        unknown = browsers["alice"].get("/oauth/connect/" + "x" * 43)
+        assert unknown.status_code == 404 and "not known" in unknown.text, unknown.text
         listed = client.get("/v1/connections", headers=alice).json()["connections"]
         assert [c["server"] for c in listed] == ["tickets"]
         wait_until(
@@ -268,13 +293,14 @@ def test_people_connect_a_server_of_its_own_once(
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
         # Two flows at once: a code redeemed with the other flow's state (its PKCE verifier)
         # is refused, and the code is then used up.
-        first = _authorize(client, asked["url"], own_idp, "erin", [])
-        second = _authorize(client, client.post("/v1/connections/tickets", headers=erin)
+        first = _authorize(browsers["erin"], asked["url"], own_idp, "erin", [])
+        second = _authorize(browsers["erin"], client.post("/v1/connections/tickets", headers=erin)
                             .json()["url"], own_idp, "erin", [])  # fmt: skip
-        crossed = client.get("/oauth/callback", params={**first, "state": second["state"]})
+        crossed = browsers["erin"].get("/oauth/callback",
+                                       params={**first, "state": second["state"]})  # fmt: skip
         assert crossed.status_code == 400 and "refused the code" in crossed.text, crossed.text
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
-        assert client.get("/oauth/callback", params=first).status_code == 200
+        assert browsers["erin"].get("/oauth/callback", params=first).status_code == 200
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
         _expire(stack, "alice")  # as if her access token had run out: her call renews it
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
@@ -283,8 +309,9 @@ def test_people_connect_a_server_of_its_own_once(
         assert stepped["error"] == "authorization_required", stepped
         assert "scope upstream:write" in stepped["message"], stepped
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"  # kept meanwhile
-        wider = _authorize(client, stepped["url"], own_idp, "alice", transcript, "step up")
-        assert client.get("/oauth/callback", params=wider).status_code == 200
+        wider = _authorize(browsers["alice"], stepped["url"], own_idp, "alice", transcript,
+                           "step up")  # fmt: skip
+        assert browsers["alice"].get("/oauth/callback", params=wider).status_code == 200
         filed = run(client, alice, WRITE_TICKET)
         assert filed["by"] == "alice" and "upstream:write" in filed["scope"].split(), filed
         assert "upstream:read" in filed["scope"].split(), filed  # the union, not the new one
@@ -295,8 +322,8 @@ def test_people_connect_a_server_of_its_own_once(
         assert expired["error"] == "authorization_required", expired
         assert "has expired or was revoked" in expired["message"], expired
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
-        back = _authorize(client, expired["url"], own_idp, "erin", [])
-        assert client.get("/oauth/callback", params=back).status_code == 200
+        back = _authorize(browsers["erin"], expired["url"], own_idp, "erin", [])
+        assert browsers["erin"].get("/oauth/callback", params=back).status_code == 200
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
         # Its authorization server down: a renewal fails naming it, nothing stored or
         # deleted; a connection still valid keeps working; connecting fails clearly.
@@ -307,7 +334,7 @@ def test_people_connect_a_server_of_its_own_once(
             down = run(client, erin, WHOAMI_TICKETS)
             assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
             link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
-            page = client.get(link.removeprefix(PUBLIC_URL))
+            page = browsers["alice"].get(link.removeprefix(PUBLIC_URL))
         finally:
             own_idp.admin("up")
         assert down["error"] == "server_unavailable", down
@@ -331,6 +358,8 @@ def test_people_connect_a_server_of_its_own_once(
         assert revoked["error"] == "authorization_required", revoked
         assert revoked["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), revoked
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
+    for browser in browsers.values():
+        browser.close()
     shown = [json.loads(line) for line in tickets.read_text().splitlines()]
     assert all(s["taken"] != s["revoked"] and s["aud"] == TICKETS for s in shown), shown
     assert {s["sub"] for s in shown if s["revoked"]} == {"erin"}
@@ -363,13 +392,49 @@ def _expire(stack: E2EStack, user: str) -> None:
                      "WHERE user_id = %s AND server = 'tickets'", (user,))  # fmt: skip
 
 
+def _browser() -> httpx.Client:
+    """A browser of the gateway's: it keeps the cookies the gateway sets (not redirected)."""
+    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False)
+
+
+def _sign_in(browser: httpx.Client, idp: IdentityProvider, user: str,
+             start: str = "/dashboard/login") -> httpx.Response:  # fmt: skip
+    """Sign ``browser`` in to the gateway as ``user`` from ``start`` (the login page, or where
+    a page sent it to sign in): the answer after the gateway's callback (303 to ``next``)."""
+    asked = browser.get(start)
+    assert asked.status_code == 303 and asked.headers["location"].startswith(ISSUER), asked.text
+    back = idp.sign_in(asked.headers["location"], user)
+    assert back.startswith(f"{PUBLIC_URL}/dashboard/callback"), back
+    signed_in = browser.get(back.removeprefix(PUBLIC_URL))
+    assert signed_in.status_code == 303, signed_in.text
+    return signed_in
+
+
+def _age(stack: E2EStack, link: str) -> None:
+    """As if the link's ten minutes had passed (its record says when it expires)."""
+    key = CONNECT_LINK_PREFIX + hashlib.sha256(link.rsplit("/", 1)[1].encode()).hexdigest()
+    client_redis = redis.Redis.from_url(stack.settings.redis_url or "")
+    record = json.loads(client_redis.get(key) or b"{}")
+    assert record.get("expires_at"), record
+    client_redis.set(key, json.dumps({**record, "expires_at": time.time() - 1}), keepttl=True)
+
+
 def _authorize(
-    client: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str],
-    what: str = "connect",
+    browser: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str],
+    what: str = "connect", *, idp: IdentityProvider | None = None,
 ) -> dict[str, str]:  # fmt: skip
-    """Open a connect link as a browser would and sign in at the server's own authorization
-    server as ``user``: the query the callback gets (code, state, iss)."""
-    opened = client.get(link.removeprefix(PUBLIC_URL))
+    """Open a connect link in ``user``'s browser and sign in at the server's own authorization
+    server as ``user``: the query the callback gets (code, state, iss). ``idp``: the browser
+    is not signed in to the gateway yet, and signs in there as ``user`` on the way."""
+    opened = browser.get(link.removeprefix(PUBLIC_URL))
+    if idp is not None:
+        login = opened.headers.get("location", "")
+        assert opened.status_code == 303 and login.startswith("/dashboard/login?next="), login
+        transcript.append(f"{what}: GET /oauth/connect/… (not signed in) -> 303 {login[:40]}…")
+        back = _sign_in(browser, idp, user, start=login)
+        assert back.headers["location"] == link.removeprefix(PUBLIC_URL), back.headers
+        transcript.append(f"BROWSER sign-in as {user} at {ISSUER} -> back to /oauth/connect/…")
+        opened = browser.get(link.removeprefix(PUBLIC_URL))
     assert opened.status_code == 303, opened.text
     authorize = opened.headers["location"]
     asked = redirect_params(authorize)
