@@ -123,6 +123,7 @@ class Connector:
             "auth_method": client.auth_method,
             "verifier": started.verifier,
             "scope": started.scope,
+            "link": links.digest_of(link),  # a call asked through its client waits on it
         }
         # One secret per browser, kept across its flows (two links opened at once both work).
         browser = request.cookies.get(self.cookie) or links.new_secret()
@@ -193,6 +194,8 @@ class Connector:
                 save(conn, self.keys, connection)
 
         await to_thread.run_sync(store)
+        if flow.get("link"):
+            await links.announce_connected(aredis, link_digest=flow["link"])
         return page(200, f"Connected to {flow['server']}",
                     f"{flow['server']} now acts for you ({flow['user_id']}). You can close this "
                     "page and run your call again.")  # fmt: skip

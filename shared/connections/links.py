@@ -26,10 +26,11 @@ import redis.asyncio as aioredis
 
 from shared.privacy.keys import PiiKeys
 from shared.privacy.sealed import open_bound, seal_bound
-from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
+from shared.queues import CONNECT_DONE_PREFIX, CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
 
 LINK_TTL_S = 600  # a link in an error message: long enough to open it, short enough to leak less
 LINK_KEPT_S = 3600  # a used or expired link is still told from one never made, this long
+DONE_POLL_S = 2.0  # a wait for a link's connection blocks this long per round trip
 FLOW_TTL_S = 600  # the person's time at the authorization server (sign in, consent)
 FLOW_LABEL = b"connect-flow"
 CONNECT_PATH = "/oauth/connect/"  # + link id: the gateway's page (services/gateway/connect.py)
@@ -101,7 +102,36 @@ async def take_link(client: aioredis.Redis, link: str) -> Link:
     """Use a link: what it is for, once (any status but ``open``: it was not taken now)."""
     key = CONNECT_LINK_PREFIX + _digest(link)
     used = orjson.dumps({"used": True, "at": time.time()})
-    return _status(await client.set(key, used, xx=True, keepttl=True, get=True))
+    previous = await client.set(key, used, xx=True, keepttl=True, get=True)
+    return _status(previous if isinstance(previous, (bytes, str)) else None)
+
+
+def link_of(url: str) -> str:
+    """The link id of a connect link's URL."""
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+async def announce_connected(client: aioredis.Redis, *, link_digest: str) -> None:
+    """Say that the connection a link started is stored (a call waiting on it goes ahead)."""
+    key = CONNECT_DONE_PREFIX + link_digest
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, b"1")
+        pipe.expire(key, FLOW_TTL_S)
+        await pipe.execute()
+
+
+async def wait_connected(client: aioredis.Redis, *, link: str, until: float) -> bool:
+    """Whether the connection ``link`` started was stored before ``until`` (Unix time)."""
+    key = CONNECT_DONE_PREFIX + _digest(link)
+    while (remaining := until - time.time()) > 0:
+        if await client.blpop([key], timeout=max(0.01, min(DONE_POLL_S, remaining))):
+            return True
+    return False
+
+
+def digest_of(link: str) -> str:
+    """The key a link is kept under (never the link itself)."""
+    return _digest(link)
 
 
 def _flow_key(state: str, browser: str) -> str:

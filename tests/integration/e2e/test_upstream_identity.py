@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,9 @@ import pgserver  # type: ignore[import-untyped]
 import psycopg
 import pytest
 import redis
-from mcp import types
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
 from tests.harness import spawn, stop_group, wait_until
@@ -237,9 +240,11 @@ def test_people_connect_a_server_of_its_own_once(
         early = run(client, erin, WHOAMI_TICKETS)
         assert early["error"] == "authorization_required", early
         assert early["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), early
-        direct = tool_error(asyncio.run(_direct_whoami(stack, erin)))
-        assert direct["type"] == "authorization_required", direct
-        assert f"{PUBLIC_URL}/oauth/connect/" in json.dumps(direct), direct
+        for modern in (False, True):  # at 2025-11-25 and at 2026-07-28: the link structured
+            direct = tool_error(asyncio.run(_direct_whoami(stack, erin, modern=modern)))
+            assert direct["type"] == "authorization_required", direct
+            assert direct["details"]["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), direct
+            assert direct["details"]["url"] in direct["message"], direct
         assert run(client, erin, WHOAMI.replace("mcp.upstream", "mcp.nosuch"))["error"] == (
             "unknown_tool"
         )
@@ -350,6 +355,22 @@ def test_people_connect_a_server_of_its_own_once(
         assert "a client revoked a grant of alice" in _idp_log(own_idp)  # at its provider too
         again = run(client, alice, WHOAMI_TICKETS)
         assert again["error"] == "authorization_required" and again["url"], again
+        # A client that declared URL-mode elicitation is asked to connect instead: its person
+        # opens the link (signed in) while the call waits, then the call goes ahead; at both
+        # revisions.
+        for modern in (False, True):
+            prompts: list[types.ElicitRequestURLParams] = []
+            elicit = _connecting(browsers["alice"], own_idp, "alice", prompts)
+            called = asyncio.run(_direct_whoami(stack, alice, modern=modern, elicitation=elicit))
+            assert not called.is_error, called
+            assert (called.structured_content or {}).get("sub") == "alice", called
+            assert len(prompts) == 1 and prompts[0].url.startswith(f"{PUBLIC_URL}/oauth/connect/")
+            assert "tickets" in prompts[0].message, prompts
+            assert modern or prompts[0].elicitation_id, prompts  # 2026-07-28 has no id
+            transcript.append(f"URL elicitation ({'2026-07-28' if modern else '2025-11-25'}): "
+                              f"prompts to open {prompts[0].url.split('/oauth')[0]}/oauth/connect/…,"
+                              " connected in the browser, the call went ahead as alice")  # fmt: skip
+            assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
         keyed = stack.as_new_tenant("acme")
         assert run(client, keyed.headers, WHOAMI_TICKETS)["error"] == "authorization_required"
         # Erin's grant revoked at the provider: the server refuses her token mid-session (401).
@@ -365,8 +386,8 @@ def test_people_connect_a_server_of_its_own_once(
     assert {s["sub"] for s in shown if s["revoked"]} == {"erin"}
     alices = {s["token"] for s in shown if s["sub"] == "alice"}
     toolhost = stack.procs["toolhost"].log_path.read_text(errors="replace")
-    # Connected, renewed, stepped up: three tokens.
-    assert len(alices) == 3, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
+    # Connected, renewed, stepped up, then connected twice through URL elicitation: five.
+    assert len(alices) == 5, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
     assert {s["sub"] for s in shown} == {"alice", "erin"}
     OUT.mkdir(exist_ok=True)
     (OUT / "connect-transcript.txt").write_text("\n".join(transcript) + "\n")
@@ -378,10 +399,47 @@ def test_people_connect_a_server_of_its_own_once(
     _no_plaintext(stack, {s["token"] for s in shown})
 
 
-async def _direct_whoami(stack: E2EStack, headers: dict[str, str]) -> types.CallToolResult:
-    """``whoami`` called directly on ``tickets``' own endpoint with the MCP SDK's client."""
-    async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers) as session:
-        return await session.call_tool("whoami", {})
+async def _direct_whoami(
+    stack: E2EStack, headers: dict[str, str], *, modern: bool = False,
+    elicitation: Any = None,
+) -> types.CallToolResult:  # fmt: skip
+    """``whoami`` called directly on ``tickets``' own endpoint with the MCP SDK's client, at
+    2025-11-25 (a session) or 2026-07-28 (``modern``); ``elicitation``: the client's callback
+    (the SDK then declares form and URL elicitation)."""
+    if not modern:
+        async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers,
+                               elicitation_callback=elicitation) as session:  # fmt: skip
+            return await session.call_tool("whoami", {})
+    url = f"{stack.gateway_url}/mcp/servers/tickets"
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=elicitation
+        ) as client,  # fmt: skip
+    ):
+        assert client.protocol_version == "2026-07-28"
+        return await client.call_tool("whoami", {})
+
+
+def _connecting(
+    browser: httpx.Client, own: IdentityProvider, user: str,
+    asked: list[types.ElicitRequestURLParams],
+) -> Any:  # fmt: skip
+    """A client's URL elicitation callback: its person opens the link in their browser (in the
+    background, as a client that opens a browser answers at once) and connects ``user``."""
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams), params
+        asked.append(params)
+
+        def connect() -> None:
+            answer = _authorize(browser, params.url, own, user, [])
+            assert browser.get("/oauth/callback", params=answer).status_code == 200
+
+        threading.Thread(target=connect, daemon=True).start()
+        return types.ElicitResult(action="accept")
+
+    return elicitation
 
 
 def _expire(stack: E2EStack, user: str) -> None:
@@ -431,8 +489,8 @@ def _authorize(
         login = opened.headers.get("location", "")
         assert opened.status_code == 303 and login.startswith("/dashboard/login?next="), login
         transcript.append(f"{what}: GET /oauth/connect/… (not signed in) -> 303 {login[:40]}…")
-        back = _sign_in(browser, idp, user, start=login)
-        assert back.headers["location"] == link.removeprefix(PUBLIC_URL), back.headers
+        signed = _sign_in(browser, idp, user, start=login)
+        assert signed.headers["location"] == link.removeprefix(PUBLIC_URL), signed.headers
         transcript.append(f"BROWSER sign-in as {user} at {ISSUER} -> back to /oauth/connect/…")
         opened = browser.get(link.removeprefix(PUBLIC_URL))
     assert opened.status_code == 303, opened.text
