@@ -186,6 +186,7 @@ class Connector:
             client_id=client.client_id,
             client_secret=client.client_secret,
             resource=flow["resource"],
+            auth_method=client.auth_method,
         )
         pool = request.app.state.gateway.pool
 

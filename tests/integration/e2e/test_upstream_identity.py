@@ -286,6 +286,7 @@ def test_people_connect_a_server_of_its_own_once(
         assert unknown.status_code == 404 and "not known" in unknown.text, unknown.text
         listed = client.get("/v1/connections", headers=alice).json()["connections"]
         assert [c["server"] for c in listed] == ["tickets"]
+        assert _stored_auth_method(stack, "alice") == "none"  # as registered there: public
         wait_until(
             lambda: any(t["id"] == "tickets:whoami" for t in client.get(
                 "/v1/tools", headers=alice).json()["tools"]),
@@ -368,7 +369,7 @@ def test_people_connect_a_server_of_its_own_once(
             assert "tickets" in prompts[0].message, prompts
             assert modern or prompts[0].elicitation_id, prompts  # 2026-07-28 has no id
             transcript.append(f"URL elicitation ({'2026-07-28' if modern else '2025-11-25'}): "
-                              f"prompts to open {prompts[0].url.split('/oauth')[0]}/oauth/connect/…,"
+                              f"asked to open {prompts[0].url.split('/oauth')[0]}/oauth/connect/…,"
                               " connected in the browser, the call went ahead as alice")  # fmt: skip
             assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
         keyed = stack.as_new_tenant("acme")
@@ -440,6 +441,15 @@ def _connecting(
         return types.ElicitResult(action="accept")
 
     return elicitation
+
+
+def _stored_auth_method(stack: E2EStack, user: str) -> str | None:
+    """How the person's connection to ``tickets`` authenticates at its token endpoint."""
+    with psycopg.connect(stack.settings.database_url or "") as conn:
+        row = conn.execute("SELECT auth_method FROM upstream_connections WHERE user_id = %s "
+                           "AND server = 'tickets'", (user,)).fetchone()  # fmt: skip
+    assert row is not None, user
+    return None if row[0] is None else str(row[0])
 
 
 def _expire(stack: E2EStack, user: str) -> None:
