@@ -104,6 +104,8 @@ SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier
 # a connect link, and a connection under way, each keyed by the sha256 of its random value.
 CONNECT_LINK_PREFIX = KEY_PREFIX + "connect:link:"  # + sha256(link id); tenant, user, server
 CONNECT_FLOW_PREFIX = KEY_PREFIX + "connect:flow:"  # + sha256(state); sealed PKCE verifier...
+# ... and the word that a link's connection was stored (a list: a call waiting on it pops it).
+CONNECT_DONE_PREFIX = KEY_PREFIX + "connect:done:"  # + sha256(link id)
 # Stream of answered direct calls' records (executions row, audit row, learning), appended
 # before each answer goes out and written to Postgres by the gateways' drainers
 # (shared/direct/drain.py), which read it as one consumer group.

@@ -1,23 +1,31 @@
 """People connect servers that act for them: the connect link and the OAuth callback.
 
-``GET /oauth/connect/<link>`` (the link in an ``authorization_required`` error; it works in a
-browser without the agent's token, once, for ten minutes) discovers the server's
-authorization server, registers the gateway there, and sends the browser to authorize with
-PKCE. ``GET /oauth/callback`` takes the answer: the ``state`` names the connection under
-way (once), the code is exchanged with its PKCE verifier, and the tokens are stored sealed
-for that person and server (shared/connections/). Anything wrong stores nothing and says why.
+``GET /oauth/connect/<link>`` (the link in an ``authorization_required`` error; once, for
+ten minutes) is for the person it names only, proven by their gateway sign-in (the
+dashboard's session, services/gateway/signin.py), never by holding the link: the link sits
+in error messages that traces and tool failures keep. A browser not signed in goes through
+sign-in and comes back to the link; one signed in as someone else gets a 403 and the link
+stays unused. A gateway without browser sign-in cannot tell who opened it, so it refuses
+every link (fail closed). Then it discovers the server's authorization server, registers
+the gateway there, and sends the browser to authorize with PKCE. ``GET /oauth/callback``
+takes the answer: the ``state`` names the connection under way (once) together with the
+browser's own secret (a cookie set when the link was opened), the person signed in must
+still be the link's, the code is exchanged with its PKCE verifier, and the tokens are stored
+sealed for that person and server (shared/connections/). Anything wrong stores nothing and
+says why.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from anyio import to_thread
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from services.gateway.signin import page
+from services.gateway.signin import LOGIN, page
 from shared.config import Settings
 from shared.connections import links
 from shared.connections.oauth import (
@@ -34,6 +42,14 @@ from shared.privacy.keys import PiiKeys
 
 CONNECT_PREFIX, CALLBACK = links.CONNECT_PATH, "/oauth/callback"
 NEW_LINK = "call the tool again for a new link"
+LINK_PAGES = {  # a link that cannot be used: its page (status, title, text)
+    "used": (410, "This link was used already",
+             f"A link works once. If you connected, call the tool again; if not, {NEW_LINK}."),
+    "expired": (410, "This link has expired",
+                f"A link works for ten minutes after the call that made it: {NEW_LINK}."),
+    "unknown": (404, "This link is not known",
+                f"It was not made here, or it is more than an hour old: {NEW_LINK}."),
+}  # fmt: skip
 
 
 class Connector:
@@ -44,6 +60,10 @@ class Connector:
         self.settings = settings
         self.redirect_uri = settings.public_url.rstrip("/") + CALLBACK
         self.keys = PiiKeys.from_settings(settings)
+        # The browser's secret binding a flow to the browser that opened the link (`__Host-`:
+        # this host, path /, https only, as the session cookie's).
+        self.secure = urlsplit(settings.public_url).scheme == "https"
+        self.cookie = ("__Host-" if self.secure else "") + "agentcards_connect"
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -54,22 +74,31 @@ class Connector:
         ]
 
     async def connect(self, request: Request) -> Response:
-        """Use a connect link: send the browser to the server's authorization server."""
+        """Use a connect link, as its own person: send the browser to the server's
+        authorization server."""
         aredis = request.app.state.gateway.aredis
         link = request.path_params["link"]
-        record = await links.peek_link(aredis, link)
-        if record is None:
-            return page(410, "This link cannot be used",
-                        f"It was used already or has expired (a link works once, for ten "
-                        f"minutes): {NEW_LINK}.")  # fmt: skip
+        found = await links.peek_link(aredis, link)
+        if found.status != "open" or found.record is None:
+            return page(*LINK_PAGES[found.status])
+        record = found.record
+        if getattr(request.app.state, "signin", None) is None:
+            return page(403, "Connecting needs a sign-in",
+                        "This gateway has no browser sign-in (AGENTCARDS_OAUTH_CLIENT_ID), so it "
+                        "cannot check that you are the person this link is for. The link was "
+                        "not used; ask the gateway's operator to set up sign-in.")  # fmt: skip
         person = await self._signed_in(request)
-        if person is not None and person != (record["tenant_id"], record["user_id"]):
+        if person is None:  # sign in first, then back here
+            target = urlencode({"next": request.url.path})
+            return RedirectResponse(f"{LOGIN}?{target}", status_code=303)
+        if person != (record["tenant_id"], record["user_id"]):
             return page(403, "This link is someone else's",
                         f"It connects {record['server']} for another person; you are signed "
-                        f"in as {person[1]}. Nothing was changed.")  # fmt: skip
-        record = await links.take_link(aredis, link)
-        if record is None:
-            return page(410, "This link cannot be used", f"It was used just now: {NEW_LINK}.")
+                        f"in as {person[1]}. The link was not used and nothing was changed: "
+                        "only its own person, signed in, can use it.")  # fmt: skip
+        taken = await links.take_link(aredis, link)
+        if taken.status != "open" or taken.record is None:  # used in the meantime
+            return page(*LINK_PAGES[taken.status])
         server = record["server"]
         try:
             started = await begin(
@@ -78,23 +107,31 @@ class Connector:
         except ConnectFailed as exc:
             return page(502, f"Cannot connect {server} now", f"{exc}. Nothing was stored; "
                         f"try again later ({NEW_LINK}).")  # fmt: skip
-        found, client = started.found, started.client
+        found_server, client = started.found, started.client
         flow = {
             "tenant_id": record["tenant_id"],
             "user_id": record["user_id"],
             "server": server,
-            "resource": found.resource,
-            "issuer": str(found.metadata.issuer),
-            "iss_required": bool(found.metadata.authorization_response_iss_parameter_supported),
-            "token_endpoint": str(found.metadata.token_endpoint),
+            "resource": found_server.resource,
+            "issuer": str(found_server.metadata.issuer),
+            "iss_required": bool(
+                found_server.metadata.authorization_response_iss_parameter_supported
+            ),
+            "token_endpoint": str(found_server.metadata.token_endpoint),
             "client_id": client.client_id,
             "client_secret": client.client_secret,
             "auth_method": client.auth_method,
             "verifier": started.verifier,
             "scope": started.scope,
+            "link": links.digest_of(link),  # a call asked through its client waits on it
         }
-        await links.start_flow(aredis, self.keys, state=started.state, flow=flow)
-        return RedirectResponse(started.url, status_code=303)
+        # One secret per browser, kept across its flows (two links opened at once both work).
+        browser = request.cookies.get(self.cookie) or links.new_secret()
+        await links.start_flow(aredis, self.keys, state=started.state, browser=browser, flow=flow)
+        response = RedirectResponse(started.url, status_code=303)
+        response.set_cookie(self.cookie, browser, max_age=links.FLOW_TTL_S, path="/",
+                            secure=self.secure, httponly=True, samesite="lax")  # fmt: skip
+        return response
 
     async def callback(self, request: Request) -> Response:
         """The authorization server's answer: exchange the code, store the tokens sealed."""
@@ -102,10 +139,22 @@ class Connector:
         state = params.get("state")
         if not state:
             return _refused("the answer carries no state")
-        flow = await links.take_flow(request.app.state.gateway.aredis, self.keys, state=state)
+        browser = request.cookies.get(self.cookie)
+        if not browser:
+            return _refused("this browser opened no connect link (the answer must come back "
+                            "to the browser that opened it)")  # fmt: skip
+        aredis = request.app.state.gateway.aredis
+        flow = await links.take_flow(aredis, self.keys, state=state, browser=browser)
         if flow is None:
-            return _refused("its state names no connection under way (unknown, used already, "
-                            "or older than ten minutes)")  # fmt: skip
+            return _refused("its state names no connection under way in this browser (unknown, "
+                            "used already, started in another browser, or older than ten "
+                            "minutes)")  # fmt: skip
+        person = await self._signed_in(request)
+        if person != (flow["tenant_id"], flow["user_id"]):
+            return page(403, "Not connected",
+                        f"This connection is for the person who opened the link; this browser "
+                        f"is {'signed in as ' + person[1] if person else 'not signed in'} now. "
+                        f"Nothing was stored; sign in as them and {NEW_LINK}.")  # fmt: skip
         if "error" in params:
             return _refused(f"the authorization server answered {params['error']}: "
                             f"{params.get('error_description') or 'no description'}")  # fmt: skip
@@ -137,6 +186,7 @@ class Connector:
             client_id=client.client_id,
             client_secret=client.client_secret,
             resource=flow["resource"],
+            auth_method=client.auth_method,
         )
         pool = request.app.state.gateway.pool
 
@@ -145,6 +195,8 @@ class Connector:
                 save(conn, self.keys, connection)
 
         await to_thread.run_sync(store)
+        if flow.get("link"):
+            await links.announce_connected(aredis, link_digest=flow["link"])
         return page(200, f"Connected to {flow['server']}",
                     f"{flow['server']} now acts for you ({flow['user_id']}). You can close this "
                     "page and run your call again.")  # fmt: skip

@@ -39,6 +39,7 @@ from shared.auth.principal import SCOPE_ADMIN, SCOPES, Principal
 from shared.auth.sessions import SESSION_MAX_S, SIGNIN_TTL_S, Session, SessionStore, new_secret
 from shared.auth.tokens import FETCH_TIMEOUT_S, IssuerMetadata
 from shared.config import Settings
+from shared.connections.links import CONNECT_PATH
 from shared.errors import AgentCardsError, DependencyError, Forbidden, Unauthorized
 
 DASHBOARD = "/dashboard"
@@ -319,10 +320,18 @@ def under(path: str, prefix: str) -> bool:
 
 
 def _local(target: str | None) -> str:
-    """Where to go after signing in: the dashboard's or Flower's path here (no open redirect)."""
-    if target and (under(target.split("?")[0], DASHBOARD) or under(target.split("?")[0], FLOWER)):
+    """Where to go after signing in: the dashboard's or Flower's path here, or a connect link
+    (no open redirect)."""
+    path = (target or "").split("?")[0]
+    if target and (under(path, DASHBOARD) or under(path, FLOWER) or _connect_link(path)):
         return target
     return DASHBOARD
+
+
+def _connect_link(path: str) -> bool:
+    """Whether ``path`` is a connect link's page (services/gateway/connect.py)."""
+    link = path.removeprefix(CONNECT_PATH)
+    return link != path and link.replace("-", "").replace("_", "").isalnum()
 
 
 def page(status: int, title: str, text: str, *, retry: bool = False) -> HTMLResponse:

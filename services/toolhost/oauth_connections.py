@@ -120,7 +120,7 @@ class OAuthCredential:
                 raise TokenRefused("the access token expired and there is no refresh token")
             tokens = await refresh(
                 token_endpoint=c.token_endpoint,
-                client=Client(c.client_id, c.client_secret),
+                client=Client.stored(c.client_id, c.client_secret, c.auth_method),
                 refresh_token=c.refresh_token,
                 resource=c.resource,
             )

@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from services.toolhost.approvals import ApprovalDesk
+from services.toolhost.connect_ask import ConnectAsker
 from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import (
     AuthorizationRequired,
@@ -117,6 +118,8 @@ class RpcServer:
         # Each call's two round trips (claim + grant read; reply + latency sample).
         self._lines = Lines(redis_url, timeout_s=10)
         self._scope = ScopeGuard(self._out, on_refusal=on_refusal)
+        # Asks a person to connect a server through their MCP client (URL elicitation).
+        self._connect = ConnectAsker(redis_url)
         # Taken before each pop: a saturated replica stops popping and leaves the work to
         # other replicas instead of queueing it in memory.
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -193,6 +196,7 @@ class RpcServer:
         await self._pop.aclose()
         await self._out.aclose()
         await self._lines.aclose()
+        await self._connect.aclose()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -432,7 +436,14 @@ class RpcServer:
                     declared=declared[0] if declared is not None else None,
                     declared_read=declared is not None,
                 )
-                outcome = await backend.call_tool(name, request.args, context=context)
+                try:
+                    outcome = await backend.call_tool(name, request.args, context=context)
+                except AuthorizationRequired as exc:
+                    # Asked through the caller's client (URL elicitation), they connected:
+                    # the call is made again, once.
+                    if not await self._connect.connected(request, exc):
+                        raise
+                    outcome = await backend.call_tool(name, request.args, context=context)
         except UnknownTool as exc:
             return fail(ErrorType.UNKNOWN_TOOL, str(exc))
         except ServerUnavailable as exc:

@@ -76,9 +76,19 @@ class Client:
     auth_method: str = "client_secret_basic"
 
     @classmethod
-    def at(cls, metadata: OAuthMetadata, client_id: str, secret: str | None) -> Client:
-        """A client of ``metadata``'s server: a secret goes the way the server takes (basic
-        unless it takes only ``client_secret_post``); without one, none."""
+    def at(
+        cls,
+        metadata: OAuthMetadata,
+        client_id: str,
+        secret: str | None,
+        registered: str | None = None,
+    ) -> Client:
+        """A client of ``metadata``'s server, authenticating the way it was registered
+        (``registered``, the registration's ``token_endpoint_auth_method``, when it is one we
+        speak); else a secret goes the way the server takes (basic unless it takes only
+        ``client_secret_post``); without one, none."""
+        if registered == "none" or (secret and registered in SECRET_METHODS):
+            return cls(client_id, secret, registered)
         supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
         post_only = "client_secret_basic" not in supported and "client_secret_post" in supported
         method = (
@@ -86,7 +96,16 @@ class Client:
         )
         return cls(client_id, secret, method)
 
+    @classmethod
+    def stored(cls, client_id: str, secret: str | None, method: str | None) -> Client:
+        """A connection's client, as stored: its method, or (a row stored without one)
+        basic with a secret, else none."""
+        fallback = "client_secret_basic" if secret else "none"
+        return cls(client_id, secret, method or fallback)
 
+
+# The token endpoint authentication methods a client with a secret may be registered with.
+SECRET_METHODS = frozenset({"client_secret_basic", "client_secret_post"})
 _registered: dict[tuple[str, str], Client] = {}  # (issuer, redirect URI) -> the client there
 
 
@@ -179,7 +198,8 @@ async def client_at(found: Discovered, *, redirect_uri: str) -> Client:
             info = await handle_registration_response(await http.send(request))
         except (httpx2.HTTPError, OAuthRegistrationError) as exc:
             raise ConnectFailed(f"registering at {issuer} failed: {exc}") from exc
-    client = Client.at(found.metadata, info.client_id or "", info.client_secret)
+    client = Client.at(found.metadata, info.client_id or "", info.client_secret,
+                       info.token_endpoint_auth_method)  # fmt: skip
     _registered[(issuer, redirect_uri)] = client
     return client
 

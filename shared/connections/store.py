@@ -37,6 +37,9 @@ class Connection:
     client_id: str = ""
     client_secret: str | None = field(default=None, repr=False)
     resource: str = ""
+    # How the client authenticates at the token endpoint, as registered (RFC 7591 names);
+    # None: stored before it was kept (shared.connections.oauth.Client.stored).
+    auth_method: str | None = None
 
 
 def _aad(tenant_id: str, user_id: str, server: str, column: str) -> bytes:
@@ -57,18 +60,20 @@ def save(conn: Conn, keys: PiiKeys, connection: Connection) -> None:
     conn.execute(
         """
         INSERT INTO upstream_connections (tenant_id, user_id, server, access_token,
-            refresh_token, expires_at, scope, token_endpoint, client_id, client_secret, resource)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            refresh_token, expires_at, scope, token_endpoint, client_id, client_secret, resource,
+            auth_method)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (tenant_id, user_id, server) DO UPDATE SET
             access_token = EXCLUDED.access_token, refresh_token = EXCLUDED.refresh_token,
             expires_at = EXCLUDED.expires_at, scope = EXCLUDED.scope,
             token_endpoint = EXCLUDED.token_endpoint, client_id = EXCLUDED.client_id,
             client_secret = EXCLUDED.client_secret, resource = EXCLUDED.resource,
-            refreshed_at = now()
+            auth_method = EXCLUDED.auth_method, refreshed_at = now()
         """,
         (c.tenant_id, c.user_id, c.server, _seal(keys, c, "access_token", c.access_token),
          _seal(keys, c, "refresh_token", c.refresh_token), expires, c.scope, c.token_endpoint,
-         c.client_id, _seal(keys, c, "client_secret", c.client_secret), c.resource),
+         c.client_id, _seal(keys, c, "client_secret", c.client_secret), c.resource,
+         c.auth_method),
     )  # fmt: skip
 
 
@@ -106,6 +111,7 @@ def load(
         client_id=row["client_id"],
         client_secret=opened("client_secret"),
         resource=row["resource"],
+        auth_method=row.get("auth_method"),
     )
 
 

@@ -26,6 +26,10 @@ from shared.rpc.protocol import CALL_ID_PATTERN
 TASKS = "tasks"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
+# Advertised beside ``elicitation`` when the client takes URL-mode elicitation (2025-11-25):
+# the toolhost then asks a person to connect a server through it (services/toolhost/connect_ask.py).
+URL_ELICITATION = "elicitation.url"
+
 RelayedMethod = Literal["sampling/createMessage", "elicitation/create", "roots/list"]
 # The client capability each relayed method needs (MCP's ClientCapabilities field). roots/list
 # is relayed only from a 2026-07-28 server's InputRequiredResult (a 2025-11-25 server's bare

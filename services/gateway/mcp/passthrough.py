@@ -51,7 +51,13 @@ from shared.executions.events import DOWNSTREAM_TASK, TOOL_PROGRESS
 from shared.executions.models import view_from_row
 from shared.executions.status import TERMINAL
 from shared.rpc import upstream
-from shared.rpc.upstream import TASKS, TASKS_EXTENSION, ClientReply, ClientRequest
+from shared.rpc.upstream import (
+    TASKS,
+    TASKS_EXTENSION,
+    URL_ELICITATION,
+    ClientReply,
+    ClientRequest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -670,7 +676,11 @@ def client_capabilities(ctx: Context) -> list[str]:
     """Which relayed capabilities (sampling, elicitation) the calling client declared, and
     ``tasks`` when it declared MCP Tasks (its call may wait on a downstream server's task)."""
     session = ctx.session
-    return [name for name, needed in _NEEDS.items() if session.check_client_capability(needed)]
+    offered = [name for name, needed in _NEEDS.items() if session.check_client_capability(needed)]
+    declared = session.client_capabilities
+    if declared is not None and declared.elicitation is not None and declared.elicitation.url:
+        offered.append(URL_ELICITATION)  # a person may be asked to connect a server (URL mode)
+    return offered
 
 
 @dataclasses.dataclass

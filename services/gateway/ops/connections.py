@@ -56,7 +56,7 @@ async def revoke_connection(state: GatewayState, *, principal: Principal, server
     token, hint = connection.refresh_token, "refresh_token"
     if token is None:
         token, hint = connection.access_token, "access_token"
-    client = Client(connection.client_id, connection.client_secret)
+    client = Client.stored(connection.client_id, connection.client_secret, connection.auth_method)
     why = await oauth.revoke(server_url=url, client=client, token=token, hint=hint)
     if why is not None:
         log.warning("the connection of %s of %s to %s deleted, not revoked at its "

@@ -323,9 +323,12 @@ def _outcome(
             duration_ms=duration_ms,
         )
     message = f"{call.tool_id}: {err.get('message', 'tool call failed')}"[:4000]
+    # ``authorization_required``: the connect link, structured (as agent code's ``e.url``).
+    url = err.get("url") if err.get("type") == ErrorType.AUTHORIZATION_REQUIRED else None
+    details = {"url": url} if isinstance(url, str) else None
     return ExecutionOutcome(
         status=ExecutionStatus.FAILED,
-        error=error_dict(str(err.get("type") or ErrorType.TOOL_ERROR), message),
+        error=error_dict(str(err.get("type") or ErrorType.TOOL_ERROR), message, details=details),
         trace=recorder.events,
         tool_calls=1,
         duration_ms=duration_ms,

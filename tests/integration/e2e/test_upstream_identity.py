@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +29,11 @@ import pgserver  # type: ignore[import-untyped]
 import psycopg
 import pytest
 import redis
-from mcp import types
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
-from shared.queues import CONNECT_FLOW_PREFIX
+from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
 from tests.harness import spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
     IdentityProvider,
@@ -217,7 +221,9 @@ def test_people_connect_a_server_of_its_own_once(
     idp: IdentityProvider, seen: Path, own_idp: IdentityProvider, tickets: Path, stack: E2EStack
 ) -> None:
     """Alice connects `tickets` through a link (its own authorization server: discovery from
-    the 401, dynamic registration, PKCE); Erin, not connected, gets `authorization_required`
+    the 401, dynamic registration, PKCE), hers only: Erin, signed in, is refused it and it
+    stays unused; alice, not signed in, signs in on the way; the answer counts only in her
+    browser; a used, expired or unknown link says so; Erin, not connected, gets `authorization_required`
     with a link of her own, connects, and each is seen as themselves; bad callbacks store
     nothing; the access token is refreshed; a tool needing more scope asks for it (step up);
     a refused refresh, a deleted connection and a token refused mid-session ask again; with
@@ -234,9 +240,11 @@ def test_people_connect_a_server_of_its_own_once(
         early = run(client, erin, WHOAMI_TICKETS)
         assert early["error"] == "authorization_required", early
         assert early["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), early
-        direct = tool_error(asyncio.run(_direct_whoami(stack, erin)))
-        assert direct["type"] == "authorization_required", direct
-        assert f"{PUBLIC_URL}/oauth/connect/" in json.dumps(direct), direct
+        for modern in (False, True):  # at 2025-11-25 and at 2026-07-28: the link structured
+            direct = tool_error(asyncio.run(_direct_whoami(stack, erin, modern=modern)))
+            assert direct["type"] == "authorization_required", direct
+            assert direct["details"]["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), direct
+            assert direct["details"]["url"] in direct["message"], direct
         assert run(client, erin, WHOAMI.replace("mcp.upstream", "mcp.nosuch"))["error"] == (
             "unknown_tool"
         )
@@ -244,18 +252,41 @@ def test_people_connect_a_server_of_its_own_once(
         link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
         assert link.startswith(f"{PUBLIC_URL}/oauth/connect/")
         transcript.append(f"POST /v1/connections/tickets (alice) -> {link}")
-        callback = _authorize(client, link, own_idp, "alice", transcript)
-        assert client.get(link.removeprefix(PUBLIC_URL)).status_code == 410  # used once
-        forged = client.get("/oauth/callback", params={**callback, "state": "forged"})
+        # The link is alice's only: Erin, signed in, is refused and the link stays unused;
+        # alice, not signed in yet, goes through sign-in and comes back to it.
+        browsers = {user: _browser() for user in ("alice", "erin", "stranger")}
+        _sign_in(browsers["erin"], idp, "erin")
+        theirs = browsers["erin"].get(link.removeprefix(PUBLIC_URL))
+        assert theirs.status_code == 403 and "someone else" in theirs.text, theirs.text
+        assert "signed in as erin" in theirs.text and "was not used" in theirs.text
+        transcript.append(f"GET /oauth/connect/… (erin's browser) -> {theirs.status_code} "
+                          "This link is someone else's")  # fmt: skip
+        callback = _authorize(browsers["alice"], link, own_idp, "alice", transcript, idp=idp)
+        used = browsers["alice"].get(link.removeprefix(PUBLIC_URL))
+        assert used.status_code == 410 and "used already" in used.text, used.text
+        # The answer counts only in the browser that opened the link, signed in as its person.
+        for other in ("erin", "stranger"):
+            elsewhere = browsers[other].get("/oauth/callback", params=callback)
+            assert elsewhere.status_code == 400, elsewhere.text
+            assert "opened no connect link" in elsewhere.text, elsewhere.text
+        forged = browsers["alice"].get("/oauth/callback", params={**callback, "state": "forged"})
         assert forged.status_code == 400 and "names no connection" in forged.text
         assert client.get("/v1/connections", headers=alice).json() == {"connections": []}
-        done = client.get("/oauth/callback", params=callback)
+        done = browsers["alice"].get("/oauth/callback", params=callback)
         transcript.append(f"GET /oauth/callback?code=…&state=… -> {done.status_code}")
         assert done.status_code == 200 and "Connected to tickets" in done.text, done.text
-        replayed = client.get("/oauth/callback", params=callback)
+        replayed = browsers["alice"].get("/oauth/callback", params=callback)
         assert replayed.status_code == 400, replayed.text
+        # A link past its ten minutes, and one never made here, say so and do nothing.
+        late = client.post("/v1/connections/tickets", headers=alice).json()["url"]
+        _age(stack, late)
+        expired_page = browsers["alice"].get(late.removeprefix(PUBLIC_URL))
+        assert expired_page.status_code == 410 and "has expired" in expired_page.text
+        unknown = browsers["alice"].get("/oauth/connect/" + "x" * 43)
+        assert unknown.status_code == 404 and "not known" in unknown.text, unknown.text
         listed = client.get("/v1/connections", headers=alice).json()["connections"]
         assert [c["server"] for c in listed] == ["tickets"]
+        assert _stored_auth_method(stack, "alice") == "none"  # as registered there: public
         wait_until(
             lambda: any(t["id"] == "tickets:whoami" for t in client.get(
                 "/v1/tools", headers=alice).json()["tools"]),
@@ -268,13 +299,14 @@ def test_people_connect_a_server_of_its_own_once(
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
         # Two flows at once: a code redeemed with the other flow's state (its PKCE verifier)
         # is refused, and the code is then used up.
-        first = _authorize(client, asked["url"], own_idp, "erin", [])
-        second = _authorize(client, client.post("/v1/connections/tickets", headers=erin)
+        first = _authorize(browsers["erin"], asked["url"], own_idp, "erin", [])
+        second = _authorize(browsers["erin"], client.post("/v1/connections/tickets", headers=erin)
                             .json()["url"], own_idp, "erin", [])  # fmt: skip
-        crossed = client.get("/oauth/callback", params={**first, "state": second["state"]})
+        crossed = browsers["erin"].get("/oauth/callback",
+                                       params={**first, "state": second["state"]})  # fmt: skip
         assert crossed.status_code == 400 and "refused the code" in crossed.text, crossed.text
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
-        assert client.get("/oauth/callback", params=first).status_code == 200
+        assert browsers["erin"].get("/oauth/callback", params=first).status_code == 200
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
         _expire(stack, "alice")  # as if her access token had run out: her call renews it
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
@@ -283,8 +315,9 @@ def test_people_connect_a_server_of_its_own_once(
         assert stepped["error"] == "authorization_required", stepped
         assert "scope upstream:write" in stepped["message"], stepped
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"  # kept meanwhile
-        wider = _authorize(client, stepped["url"], own_idp, "alice", transcript, "step up")
-        assert client.get("/oauth/callback", params=wider).status_code == 200
+        wider = _authorize(browsers["alice"], stepped["url"], own_idp, "alice", transcript,
+                           "step up")  # fmt: skip
+        assert browsers["alice"].get("/oauth/callback", params=wider).status_code == 200
         filed = run(client, alice, WRITE_TICKET)
         assert filed["by"] == "alice" and "upstream:write" in filed["scope"].split(), filed
         assert "upstream:read" in filed["scope"].split(), filed  # the union, not the new one
@@ -295,8 +328,8 @@ def test_people_connect_a_server_of_its_own_once(
         assert expired["error"] == "authorization_required", expired
         assert "has expired or was revoked" in expired["message"], expired
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
-        back = _authorize(client, expired["url"], own_idp, "erin", [])
-        assert client.get("/oauth/callback", params=back).status_code == 200
+        back = _authorize(browsers["erin"], expired["url"], own_idp, "erin", [])
+        assert browsers["erin"].get("/oauth/callback", params=back).status_code == 200
         assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
         # Its authorization server down: a renewal fails naming it, nothing stored or
         # deleted; a connection still valid keeps working; connecting fails clearly.
@@ -307,7 +340,7 @@ def test_people_connect_a_server_of_its_own_once(
             down = run(client, erin, WHOAMI_TICKETS)
             assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
             link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
-            page = client.get(link.removeprefix(PUBLIC_URL))
+            page = browsers["alice"].get(link.removeprefix(PUBLIC_URL))
         finally:
             own_idp.admin("up")
         assert down["error"] == "server_unavailable", down
@@ -323,6 +356,22 @@ def test_people_connect_a_server_of_its_own_once(
         assert "a client revoked a grant of alice" in _idp_log(own_idp)  # at its provider too
         again = run(client, alice, WHOAMI_TICKETS)
         assert again["error"] == "authorization_required" and again["url"], again
+        # A client that declared URL-mode elicitation is asked to connect instead: its person
+        # opens the link (signed in) while the call waits, then the call goes ahead; at both
+        # revisions.
+        for modern in (False, True):
+            prompts: list[types.ElicitRequestURLParams] = []
+            elicit = _connecting(browsers["alice"], own_idp, "alice", prompts)
+            called = asyncio.run(_direct_whoami(stack, alice, modern=modern, elicitation=elicit))
+            assert not called.is_error, called
+            assert (called.structured_content or {}).get("sub") == "alice", called
+            assert len(prompts) == 1 and prompts[0].url.startswith(f"{PUBLIC_URL}/oauth/connect/")
+            assert "tickets" in prompts[0].message, prompts
+            assert modern or prompts[0].elicitation_id, prompts  # 2026-07-28 has no id
+            transcript.append(f"URL elicitation ({'2026-07-28' if modern else '2025-11-25'}): "
+                              f"asked to open {prompts[0].url.split('/oauth')[0]}/oauth/connect/…,"
+                              " connected in the browser, the call went ahead as alice")  # fmt: skip
+            assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
         keyed = stack.as_new_tenant("acme")
         assert run(client, keyed.headers, WHOAMI_TICKETS)["error"] == "authorization_required"
         # Erin's grant revoked at the provider: the server refuses her token mid-session (401).
@@ -331,13 +380,15 @@ def test_people_connect_a_server_of_its_own_once(
         assert revoked["error"] == "authorization_required", revoked
         assert revoked["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), revoked
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
+    for browser in browsers.values():
+        browser.close()
     shown = [json.loads(line) for line in tickets.read_text().splitlines()]
     assert all(s["taken"] != s["revoked"] and s["aud"] == TICKETS for s in shown), shown
     assert {s["sub"] for s in shown if s["revoked"]} == {"erin"}
     alices = {s["token"] for s in shown if s["sub"] == "alice"}
     toolhost = stack.procs["toolhost"].log_path.read_text(errors="replace")
-    # Connected, renewed, stepped up: three tokens.
-    assert len(alices) == 3, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
+    # Connected, renewed, stepped up, then connected twice through URL elicitation: five.
+    assert len(alices) == 5, "\n".join(x for x in toolhost.splitlines() if "tickets" in x)
     assert {s["sub"] for s in shown} == {"alice", "erin"}
     OUT.mkdir(exist_ok=True)
     (OUT / "connect-transcript.txt").write_text("\n".join(transcript) + "\n")
@@ -349,10 +400,56 @@ def test_people_connect_a_server_of_its_own_once(
     _no_plaintext(stack, {s["token"] for s in shown})
 
 
-async def _direct_whoami(stack: E2EStack, headers: dict[str, str]) -> types.CallToolResult:
-    """``whoami`` called directly on ``tickets``' own endpoint with the MCP SDK's client."""
-    async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers) as session:
-        return await session.call_tool("whoami", {})
+async def _direct_whoami(
+    stack: E2EStack, headers: dict[str, str], *, modern: bool = False,
+    elicitation: Any = None,
+) -> types.CallToolResult:  # fmt: skip
+    """``whoami`` called directly on ``tickets``' own endpoint with the MCP SDK's client, at
+    2025-11-25 (a session) or 2026-07-28 (``modern``); ``elicitation``: the client's callback
+    (the SDK then declares form and URL elicitation)."""
+    if not modern:
+        async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers,
+                               elicitation_callback=elicitation) as session:  # fmt: skip
+            return await session.call_tool("whoami", {})
+    url = f"{stack.gateway_url}/mcp/servers/tickets"
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=elicitation
+        ) as client,  # fmt: skip
+    ):
+        assert client.protocol_version == "2026-07-28"
+        return await client.call_tool("whoami", {})
+
+
+def _connecting(
+    browser: httpx.Client, own: IdentityProvider, user: str,
+    asked: list[types.ElicitRequestURLParams],
+) -> Any:  # fmt: skip
+    """A client's URL elicitation callback: its person opens the link in their browser (in the
+    background, as a client that opens a browser answers at once) and connects ``user``."""
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams), params
+        asked.append(params)
+
+        def connect() -> None:
+            answer = _authorize(browser, params.url, own, user, [])
+            assert browser.get("/oauth/callback", params=answer).status_code == 200
+
+        threading.Thread(target=connect, daemon=True).start()
+        return types.ElicitResult(action="accept")
+
+    return elicitation
+
+
+def _stored_auth_method(stack: E2EStack, user: str) -> str | None:
+    """How the person's connection to ``tickets`` authenticates at its token endpoint."""
+    with psycopg.connect(stack.settings.database_url or "") as conn:
+        row = conn.execute("SELECT auth_method FROM upstream_connections WHERE user_id = %s "
+                           "AND server = 'tickets'", (user,)).fetchone()  # fmt: skip
+    assert row is not None, user
+    return None if row[0] is None else str(row[0])
 
 
 def _expire(stack: E2EStack, user: str) -> None:
@@ -363,13 +460,49 @@ def _expire(stack: E2EStack, user: str) -> None:
                      "WHERE user_id = %s AND server = 'tickets'", (user,))  # fmt: skip
 
 
+def _browser() -> httpx.Client:
+    """A browser of the gateway's: it keeps the cookies the gateway sets (not redirected)."""
+    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False)
+
+
+def _sign_in(browser: httpx.Client, idp: IdentityProvider, user: str,
+             start: str = "/dashboard/login") -> httpx.Response:  # fmt: skip
+    """Sign ``browser`` in to the gateway as ``user`` from ``start`` (the login page, or where
+    a page sent it to sign in): the answer after the gateway's callback (303 to ``next``)."""
+    asked = browser.get(start)
+    assert asked.status_code == 303 and asked.headers["location"].startswith(ISSUER), asked.text
+    back = idp.sign_in(asked.headers["location"], user)
+    assert back.startswith(f"{PUBLIC_URL}/dashboard/callback"), back
+    signed_in = browser.get(back.removeprefix(PUBLIC_URL))
+    assert signed_in.status_code == 303, signed_in.text
+    return signed_in
+
+
+def _age(stack: E2EStack, link: str) -> None:
+    """As if the link's ten minutes had passed (its record says when it expires)."""
+    key = CONNECT_LINK_PREFIX + hashlib.sha256(link.rsplit("/", 1)[1].encode()).hexdigest()
+    client_redis = redis.Redis.from_url(stack.settings.redis_url or "")
+    record = json.loads(client_redis.get(key) or b"{}")
+    assert record.get("expires_at"), record
+    client_redis.set(key, json.dumps({**record, "expires_at": time.time() - 1}), keepttl=True)
+
+
 def _authorize(
-    client: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str],
-    what: str = "connect",
+    browser: httpx.Client, link: str, own: IdentityProvider, user: str, transcript: list[str],
+    what: str = "connect", *, idp: IdentityProvider | None = None,
 ) -> dict[str, str]:  # fmt: skip
-    """Open a connect link as a browser would and sign in at the server's own authorization
-    server as ``user``: the query the callback gets (code, state, iss)."""
-    opened = client.get(link.removeprefix(PUBLIC_URL))
+    """Open a connect link in ``user``'s browser and sign in at the server's own authorization
+    server as ``user``: the query the callback gets (code, state, iss). ``idp``: the browser
+    is not signed in to the gateway yet, and signs in there as ``user`` on the way."""
+    opened = browser.get(link.removeprefix(PUBLIC_URL))
+    if idp is not None:
+        login = opened.headers.get("location", "")
+        assert opened.status_code == 303 and login.startswith("/dashboard/login?next="), login
+        transcript.append(f"{what}: GET /oauth/connect/… (not signed in) -> 303 {login[:40]}…")
+        signed = _sign_in(browser, idp, user, start=login)
+        assert signed.headers["location"] == link.removeprefix(PUBLIC_URL), signed.headers
+        transcript.append(f"BROWSER sign-in as {user} at {ISSUER} -> back to /oauth/connect/…")
+        opened = browser.get(link.removeprefix(PUBLIC_URL))
     assert opened.status_code == 303, opened.text
     authorize = opened.headers["location"]
     asked = redirect_params(authorize)

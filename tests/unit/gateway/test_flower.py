@@ -72,10 +72,12 @@ def test_a_cookie_borne_write_to_flower_must_come_from_the_gateways_origin() -> 
     sign_in.check_origin(_request("POST"))  # the dashboard's writes carry the CSRF token too
 
 
-def test_signing_in_returns_to_flower_or_the_dashboard_only() -> None:
+def test_signing_in_returns_to_flower_the_dashboard_or_a_connect_link_only() -> None:
     assert _local("/flower/workers?refresh=1") == "/flower/workers?refresh=1"
     assert _local("/dashboard?panel=x") == "/dashboard?panel=x"
-    for elsewhere in ("//evil.example/flower/", "https://evil.example/", "/flowerbed", "/v1/x"):
+    assert _local("/oauth/connect/Ab-9_x") == "/oauth/connect/Ab-9_x"
+    for elsewhere in ("//evil.example/flower/", "https://evil.example/", "/flowerbed", "/v1/x",
+                      "/oauth/connect/", "/oauth/connect/a/../../v1", "/oauth/callback"):  # fmt: skip
         assert _local(elsewhere) == "/dashboard"
 
 

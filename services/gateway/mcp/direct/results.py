@@ -26,8 +26,11 @@ def direct_result(view: ExecutionView, tool: ops.DirectTool) -> types.CallToolRe
             result = types.CallToolResult(
                 content=[types.TextContent(type="text", text=failure.error)], is_error=True
             )
-        elif failure is not None:  # ours (invalid_arguments, timeout, …): our error body
-            result = error_result(error_dict(failure.type or ErrorType.TOOL_ERROR, failure.error))
+        elif failure is not None:  # ours (invalid_arguments, timeout, …): our error body,
+            # with its details (authorization_required: the connect link's ``url``)
+            details = view.error.details if view.error is not None else None
+            kind = failure.type or ErrorType.TOOL_ERROR
+            result = error_result(error_dict(kind, failure.error, details=details or None))
         elif view.error is not None:
             result = error_result(error_dict(view.error.type, view.error.message))
         else:  # the wait ran out: still running
