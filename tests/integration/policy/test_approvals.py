@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -37,7 +38,7 @@ from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider
 from tests.integration.policy import test_decisions as decisions
-from tests.integration.scale.test_gateway_replicas import INIT, sse_events
+from tests.integration.scale.test_gateway_replicas import INIT
 from tests.stack import E2EStack, mcp_session
 
 # The policy stack and its identity provider, shared with test_decisions.py.
@@ -139,10 +140,22 @@ def sse_event_of(stack: E2EStack, headers: dict[str, str], path: str, kind: str)
         httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client,
         client.stream("GET", path) as stream,
     ):
-        while True:
-            (event,) = sse_events(stream, 1)
+        for event in each_event(stream):
             if event.get("event") == kind:
                 return json.loads(event["data"])
+    raise AssertionError(f"no {kind} event on {path}")
+
+
+def each_event(response: httpx.Response) -> Iterator[dict[str, str]]:
+    """A streamed response's SSE events, field by field, as they come."""
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+            continue
+        yield fields
+        fields = {}
 
 
 def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
@@ -307,6 +320,18 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     skill = asyncio.run(skill_text(dataclasses.replace(stack, headers=payer), hit["name"]))
     assert 'agentcards-approval-tools: "rec:pay"' in skill, skill
     assert "## Needs approval" in skill and "- `rec:pay`" in skill, skill
+    # So does its bundle, and the install importing it keeps it.
+    with stack.db() as conn:
+        _, other = issue_key(conn, tenant_id="policy-import", name="importer", admin=True)
+    ids = {"ids": str(capability["id"])}
+    with httpx.Client(base_url=stack.gateway_url, timeout=60) as client:
+        exported = client.get("/v1/capabilities/export", params=ids, headers=payer).json()
+        importer = {"Authorization": f"Bearer {other}"}
+        made = client.post("/v1/capabilities/import", json=exported, headers=importer)
+        assert made.status_code == 200, made.text
+        again = client.get("/v1/capabilities/export", headers=importer).json()
+    assert [e["approval_tools"] for e in exported["capabilities"]] == [["rec:pay"]], exported
+    assert [e["approval_tools"] for e in again["capabilities"]] == [["rec:pay"]], again
 
 
 async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
@@ -465,7 +490,7 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                 "params": {"name": "pay", "arguments": {"amount": 43, "to": "refund"}}}  # fmt: skip
         with http.stream("POST", url, json=call, headers=session) as calling:
-            (primed,) = sse_events(calling, 1)  # then the connection drops, as a dying one does
+            primed = next(each_event(calling))  # then the connection drops, as a dying one does
     direct = _inbox_entry(stack, boss, 43)
     with stack.db() as conn:
         conn.execute(
@@ -519,7 +544,7 @@ ACCEPT = {"accept": "application/json, text/event-stream"}
 def open_legacy_session(http: httpx.Client, url: str) -> dict[str, str]:
     """A 2025-11-25 session (raw HTTP) at ``url``: the headers its requests carry."""
     with http.stream("POST", url, json=INIT) as opened:
-        sse_events(opened, 1)
+        next(each_event(opened))
         session = {
             "mcp-session-id": opened.headers["mcp-session-id"],
             "mcp-protocol-version": "2025-11-25",
@@ -538,8 +563,7 @@ def _answer_on_stream(
         httpx.Client(headers=headers, timeout=120) as http,
         http.stream("GET", url, headers=resume) as stream,
     ):
-        while True:
-            (event,) = sse_events(stream, 1)
+        for event in each_event(stream):
             message = json.loads(event["data"]) if event.get("data") else {}
             if message.get("id") == request_id:
                 into.append(message)
