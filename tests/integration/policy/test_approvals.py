@@ -36,7 +36,7 @@ from shared.executions.liveness import read_sandbox_beats
 from shared.learning.ingest import ingest_executions
 from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
-from tests.integration.identity.provider import IdentityProvider
+from tests.integration.identity.provider import IdentityProvider, free_port
 from tests.integration.policy import test_decisions as decisions
 from tests.integration.scale.test_gateway_replicas import INIT
 from tests.stack import E2EStack, mcp_session
@@ -104,10 +104,15 @@ def finished(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dic
 
 
 def answer(
-    stack: E2EStack, headers: dict[str, str], execution_id: str, call_id: str, body: Any
+    stack: E2EStack | str, headers: dict[str, str], execution_id: str, call_id: str, body: Any
 ) -> httpx.Response:
-    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+    """An answer given to the stack's gateway (or to the gateway at this URL)."""
+    url = stack if isinstance(stack, str) else stack.gateway_url
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
         return client.post(f"/v1/executions/{execution_id}/approvals/{call_id}", json=body)
+
+
+YES = {"decision": "approve"}
 
 
 def learn(stack: E2EStack, execution_id: str) -> dict[str, Any]:
@@ -158,6 +163,30 @@ def each_event(response: httpx.Response) -> Iterator[dict[str, str]]:
         fields = {}
 
 
+def _ask_nobody_answers(stack: E2EStack, into: dict[str, Any]) -> None:
+    """A refund of 4 through an MCP client that declared elicitation and whose person never
+    answers: what the code returned (``result``) and what the person was asked (``asked``)."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        await asyncio.sleep(decisions.APPROVAL_TIMEOUT_S * 3)  # the person is away
+        return types.ElicitResult(action="cancel")
+
+    async def call() -> None:
+        as_agent = dataclasses.replace(stack, headers=key(stack, "silent-agent"))
+        async with mcp_session(as_agent, elicitation_callback=elicitation) as session:
+            arguments = {"code": PYTHON, "args": {"amount": 4, "to": "refund"}}
+            called = await session.call_tool("execute_code", arguments)
+        data = called.structured_content or {}
+        view = data["result"] if set(data) == {"result"} else data
+        into["result"], into["asked"] = view.get("result"), asked
+
+    asyncio.run(call())
+
+
 def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
     answers.append(answer(*args))
 
@@ -176,6 +205,11 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
 ) -> None:
     payer, boss = key(stack, "payer", admin=True), key(stack, "boss", admin=True)
     clerk = key(stack, "clerk")  # not an admin
+    # An agent whose person is asked (elicitation) and never answers: its call ends
+    # ``approval_timeout`` with the approval's time (beside the unanswered run below).
+    silent: dict[str, Any] = {}
+    agent = threading.Thread(target=_ask_nobody_answers, args=(stack, silent))
+    agent.start()
     # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
     # wait does not spend it.
     slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
@@ -299,6 +333,10 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    agent.join(timeout=120)
+    assert silent["result"][:2] == ["approval_timeout", ["refunds-need-approval"]], silent
+    assert len(silent["asked"]) == 1 and '"amount":4' in silent["asked"][0], silent
+    assert 4 not in amounts()
     # The metrics name each outcome (counted cluster-wide: other tests' calls add to them).
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         text = client.get("/metrics").text
@@ -502,8 +540,16 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
     gateway = stack.procs["gateway"]
     os.killpg(gateway.proc.pid, signal.SIGKILL)
     gateway.proc.wait()
-    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
-    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=120, proc=restarted)
+    # The gateway back, and a second one beside it (both answer the same approval below).
+    port = free_port()
+    second_url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "services.gateway"]
+    second = stack.start("gateway-2", argv, extra_env={"AGENTCARDS_GATEWAY_PORT": str(port)})
+    restarted = stack.start("gateway", argv)
+    for base, proc in ((stack.gateway_url, restarted), (second_url, second)):
+        wait_until(
+            lambda b=base: _healthy(b), what=f"a gateway at {base}", timeout_s=120, proc=proc
+        )
     (after,) = paused(stack, payer, run_id)["pending_approvals"]
     assert after == pending  # the same call, its arguments opened by the new gateway
     assert amounts().count(43) == 0
@@ -512,9 +558,23 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
     resume = session | {"accept": "text/event-stream", "last-event-id": primed["id"]}
     listener = threading.Thread(target=_answer_on_stream, args=(url, payer, resume, 7, resumed))
     listener.start()
-    for where in ((run_id, pending["call_id"]), (direct["execution_id"], direct["call_id"])):
-        yes = answer(stack, boss, *where, {"decision": "approve"})
-        assert yes.status_code == 200, yes.text
+    # Two gateways answer the run's call at once: exactly one answer stands, the other 409.
+    answers: list[httpx.Response] = []
+    where = (run_id, pending["call_id"])
+    racers = [
+        threading.Thread(target=_answer_into, args=(answers, base, boss, *where, YES))
+        for base in (stack.gateway_url, second_url)
+    ]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert sorted(a.status_code for a in answers) == [200, 409], [a.text for a in answers]
+    closed = next(a for a in answers if a.status_code == 409).json()["error"]
+    assert closed["type"] == "approval_closed", closed
+    os.killpg(second.proc.pid, signal.SIGTERM)  # the stack goes on with its one gateway
+    yes = answer(stack, boss, direct["execution_id"], direct["call_id"], YES)
+    assert yes.status_code == 200, yes.text
     done = finished(stack, payer, run_id)
     assert done["status"] == "succeeded" and done["result"] == "paid 41.0 to refund", done
     assert done["attempts"] == 1  # the run went on; nothing was run again
@@ -525,6 +585,7 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
     ran = finished(stack, payer, direct["execution_id"])  # the same execution, recorded once
     assert ran["status"] == "succeeded", ran
     assert amounts().count(41) == 1 and amounts().count(43) == 1
+    second.proc.wait()
     again = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
     assert again.status_code == 409, again.text
     with stack.db() as conn:
@@ -584,8 +645,8 @@ def _inbox_entry(stack: E2EStack, headers: dict[str, str], amount: int) -> dict[
     return seen[0]
 
 
-def _healthy(stack: E2EStack) -> bool:
+def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"{stack.gateway_url}/healthz", timeout=2).status_code == 200
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False

@@ -359,6 +359,10 @@ except ToolCallError as e:
     # policy forbids one of its calls, it is not: the run is decided again.
     again = run(stack, ci, code)
     assert again["result"] == "value of k" and again["cache_hit"] == "execution", again
+    # A run that read a resource is not cached: a read is decided by its URI, which a cached
+    # result does not keep.
+    reading = 'await mcp.rec.read_resource("rec://notes/plain")\n' + code.lstrip()
+    assert [run(stack, ci, reading)["cache_hit"] for _ in range(2)] == [None, None]
     closed = (
         POLICIES + '\n@id("lookups-closed")\nforbid(principal, action, '
         'resource == AgentCards::Tool::"rec:lookup");\n'
