@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -39,7 +38,7 @@ from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider, free_port
 from tests.integration.policy import test_decisions as decisions
 from tests.integration.scale.test_gateway_replicas import INIT
-from tests.stack import E2EStack, mcp_session
+from tests.stack import E2EStack, each_event, mcp_session
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
@@ -149,18 +148,6 @@ def sse_event_of(stack: E2EStack, headers: dict[str, str], path: str, kind: str)
             if event.get("event") == kind:
                 return json.loads(event["data"])
     raise AssertionError(f"no {kind} event on {path}")
-
-
-def each_event(response: httpx.Response) -> Iterator[dict[str, str]]:
-    """A streamed response's SSE events, field by field, as they come."""
-    fields: dict[str, str] = {}
-    for line in response.iter_lines():
-        if line:
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
-            continue
-        yield fields
-        fields = {}
 
 
 def _ask_nobody_answers(stack: E2EStack, into: dict[str, Any]) -> None:
