@@ -109,11 +109,11 @@ def cache_clearance(
     (docs/policy.md): the policy in force permits the tool to them on this surface without
     a person's approval, and no policy that can apply reads what only one call has (its
     arguments, its execution): then no call of it would be refused or paused now. Blocking
-    (the tools' annotations, read once)."""
+    (the tools' annotations, read at its first use: only a lookup that found an entry)."""
     loaded = state.policy.current()
     if loaded is None:
         return lambda _tool: True
-    rows = {r["id"]: r for r in run_tools_at(conn, version=tools_version(conn))}
+    rows: dict[str, Any] = {}
     caller = caller_of_principal(principal)
     context: dict[str, Any] = {"surface": str(surface), "tenant": principal.tenant_id,
                                "execution_id": ""}  # fmt: skip
@@ -121,6 +121,8 @@ def cache_clearance(
         context["language"] = language
 
     def clears(tool_id: str) -> bool:
+        if not rows:
+            rows.update((r["id"], r) for r in run_tools_at(conn, version=tools_version(conn)))
         row = rows.get(tool_id)
         resource = tool_entity(tool_id, row["annotations"] if row is not None else None)
         if loaded.index.reads_the_call(str(Action.CALL_TOOL), resource["uid"]):
