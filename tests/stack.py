@@ -311,6 +311,18 @@ async def mcp_session(
         yield session
 
 
+def each_event(response: httpx.Response) -> Iterator[dict[str, str]]:
+    """A streamed response's SSE events, field by field, as they come."""
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+            continue
+        yield fields
+        fields = {}
+
+
 def tool_error(result: types.CallToolResult) -> dict[str, Any]:
     """A failed MCP tool call's error body: ``{"error": {type, message, details?}}`` as its
     structured content, and the same JSON as its text (clients that read text see it all)."""

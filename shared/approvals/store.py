@@ -193,15 +193,26 @@ def decide(
     return decided
 
 
-def pending_of_execution(conn: Conn, execution_id: str) -> list[Row]:
-    """The execution's calls waiting for an answer, oldest first."""
-    return list(
-        conn.execute(
-            f"SELECT {COLUMNS} FROM approvals WHERE execution_id = %s AND status = 'pending' "
-            "AND expires_at > now() ORDER BY created_at",
-            (execution_id,),
-        ).fetchall()
-    )
+def status_of(conn: Conn, *, tenant_id: str, execution_id: str, call_id: str) -> str | None:
+    """The approval's status in the tenant (None: there is none)."""
+    row = conn.execute(
+        "SELECT status FROM approvals WHERE execution_id = %s AND call_id = %s AND tenant_id = %s",
+        (execution_id, call_id, tenant_id),
+    ).fetchone()
+    return None if row is None else str(row["status"])
+
+
+def pending_of_executions(conn: Conn, execution_ids: list[str]) -> dict[str, list[Row]]:
+    """Each execution's calls waiting for an answer, oldest first (only those with any)."""
+    rows = conn.execute(
+        f"SELECT {COLUMNS} FROM approvals WHERE execution_id = ANY(%s) AND status = 'pending' "
+        "AND expires_at > now() ORDER BY created_at",
+        (execution_ids,),
+    ).fetchall()
+    found: dict[str, list[Row]] = {}
+    for row in rows:
+        found.setdefault(str(row["execution_id"]), []).append(row)
+    return found
 
 
 def pending_of_tenant(conn: Conn, tenant_id: str, *, limit: int = 100) -> list[Row]:

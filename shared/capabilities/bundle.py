@@ -1,7 +1,7 @@
 """Capabilities moved between installs: a versioned JSON bundle out, validated and merged in.
 
-A bundle holds each capability's code, intent, aliases, tools, parameter schema, source,
-version, family and stats. Ids are the exporting install's: import makes new ones, keeps
+A bundle holds each capability's code, intent, aliases, tools (and those whose calls needed
+a person's approval), parameter schema, source, version, family and stats. Ids are the exporting install's: import makes new ones, keeps
 families together and merges code the tenant already has (same code hash) instead of
 doubling it. What an install derives (embeddings, graph community, PageRank) stays out.
 Export → import into an empty tenant → export gives the same bundle but for ``id``,
@@ -54,6 +54,12 @@ class BundleCapability(RequestModel):
     intent: str = Field(min_length=1, max_length=2000)
     aliases: list[str] = Field(default_factory=list, max_length=1000)
     tools_used: list[str] = Field(default_factory=list, max_length=1000)
+    approval_tools: list[str] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="tools whose calls needed a person's approval in its runs (server:tool); "
+        "the importing install's policies still decide every call",
+    )
     parameters_schema: dict[str, Any]
     source: Literal["emergent", "manual"]
     version: int = Field(ge=1, le=SQL_INT_MAX)
@@ -97,7 +103,7 @@ def export_bundle(conn: Conn, *, tenant_id: str, ids: list[str] | None) -> Row:
 # A bundle entry's fields as stored, then its stats (timestamps as ISO 8601 text).
 _ENTRY_FIELDS = (
     "id", "family", "name", "description", "code", "intent", "aliases", "tools_used",
-    "parameters_schema", "source", "version", "language",
+    "approval_tools", "parameters_schema", "source", "version", "language",
 )  # fmt: skip
 _TIME_FIELDS = ("created_at", "last_used", "promoted_at")
 _STATS_FIELDS = tuple(f for f in BundleStats.model_fields if f not in _TIME_FIELDS)
@@ -107,6 +113,7 @@ def _entry(row: Row) -> Row:
     return {
         **{f: row[f] for f in _ENTRY_FIELDS},
         "aliases": list(row["aliases"]),
+        "approval_tools": list(row["approval_tools"] or []),
         "stats": {**{f: row[f] for f in _STATS_FIELDS}, **{f: _iso(row[f]) for f in _TIME_FIELDS}},
     }
 
@@ -180,6 +187,7 @@ def import_bundle(conn: Conn, *, tenant_id: str, bundle: Bundle, embedder: Embed
                 store.inherit_phrasings(conn, pairs=[(capability_id, twin["id"])])
             families.setdefault(entry.family, family or capability_id)
             status = "created"
+        store.add_approval_tools(conn, tools_by_id={capability_id: entry.approval_tools})
         lifecycle.add_aliases(
             conn,
             tenant_id=tenant_id,

@@ -105,6 +105,15 @@ def get_execution(
     ).fetchone()
 
 
+# A listing's filter for the runs that wait for an answer (stored `running`: the status
+# `waiting_approval` is what readers are shown, never stored).
+WAITING_FILTER = (
+    "(status = 'running' AND EXISTS (SELECT 1 FROM approvals a "
+    "WHERE a.execution_id = executions.id::text AND a.status = 'pending' "
+    "AND a.expires_at > now()))"
+)
+
+
 def _listing_filter(
     *,
     tenant_id: str,
@@ -117,8 +126,12 @@ def _listing_filter(
     where = ["tenant_id = %(tenant)s"]
     params: dict[str, Any] = {"tenant": tenant_id}
     if statuses:
-        where.append("status = ANY(%(statuses)s)")
-        params["statuses"] = [str(s) for s in statuses]
+        stored = [str(s) for s in statuses if s != ExecutionStatus.WAITING_APPROVAL]
+        either = ["status = ANY(%(statuses)s)"] if stored else []
+        if len(stored) < len(statuses):  # shown, not stored: running with a call paused
+            either.append(WAITING_FILTER)
+        where.append(f"({' OR '.join(either)})")
+        params["statuses"] = stored
     if error_types:
         where.append("error ->> 'type' = ANY(%(error_types)s)")
         params["error_types"] = [str(t) for t in error_types]

@@ -29,6 +29,7 @@ class PolicyIndex:
     def __init__(self, static: dict[str, Any]) -> None:
         self._static = static
         self._subsets: dict[tuple[str, str, str], cedarpy.PolicySet] = {}
+        self._reads: dict[tuple[str, str, str], bool] = {}
         self._lock = threading.Lock()
 
     def subset(self, action: str, resource: dict[str, str]) -> cedarpy.PolicySet:
@@ -37,12 +38,7 @@ class PolicyIndex:
         found = self._subsets.get(key)
         if found is not None:
             return found
-        kept = {
-            pid: policy
-            for pid, policy in self._static.items()
-            if _action_may_apply(policy.get("action") or {}, action)
-            and _resource_may_apply(policy.get("resource") or {}, resource)
-        }
+        kept = self._may_apply(action, resource)
         document = {"staticPolicies": kept, "templates": {}, "templateLinks": []}
         built = cedarpy.PolicySet.from_json_str(orjson.dumps(document).decode())
         with self._lock:
@@ -50,6 +46,37 @@ class PolicyIndex:
                 self._subsets.clear()
             self._subsets[key] = built
         return built
+
+    def reads_the_call(self, action: str, resource: dict[str, str]) -> bool:
+        """Whether a policy that can apply to ``action`` on ``resource`` reads what only one
+        call has (its ``args``, its ``execution_id``): then no decision made without the call
+        stands for it (a cached result's calls: ``ops/policy.py``). Read from each policy's
+        conditions as the engine gives them, erring towards yes."""
+        key = (action, resource["type"], resource["id"])
+        found = self._reads.get(key)
+        if found is None:
+            found = any(
+                any(name in orjson.dumps(p.get("conditions") or []) for name in _PER_CALL)
+                for p in self._may_apply(action, resource).values()
+            )
+            with self._lock:
+                if len(self._reads) >= MAX_SUBSETS:
+                    self._reads.clear()
+                self._reads[key] = found
+        return found
+
+    def _may_apply(self, action: str, resource: dict[str, str]) -> dict[str, Any]:
+        return {
+            pid: policy
+            for pid, policy in self._static.items()
+            if _action_may_apply(policy.get("action") or {}, action)
+            and _resource_may_apply(policy.get("resource") or {}, resource)
+        }
+
+
+# The context of one call alone, as policy conditions name it (a string anywhere in them:
+# an attribute, a `has`, a literal; a false yes only costs a cache hit).
+_PER_CALL = (b'"args"', b'"execution_id"')
 
 
 def _action_may_apply(scope: dict[str, Any], action: str) -> bool:

@@ -94,6 +94,15 @@ def read_policy_file(path: Path) -> PolicyFile:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyInvalid(f"policy file {path}: cannot read it ({exc})", file=str(path)) from exc
+    if not text.strip():
+        # What an editor rewriting the file in place leaves for a moment (truncated, not yet
+        # written): never taken for a set that permits nothing. A reload keeps the last good
+        # set; a process starting refuses to (fail closed: it serves nothing).
+        raise PolicyInvalid(
+            f"policy file {path}: it is empty (taken for a file being written); to permit "
+            "nothing, write a file holding only a comment, e.g. `// nothing is permitted`",
+            file=str(path),
+        )
     return parse_policies(text, path=path)
 
 

@@ -317,6 +317,7 @@ class _Session:
         outcome.stdout_truncated = outcome.stdout_truncated or self.stdout_truncated
         outcome.trace = self.trace.events
         outcome.tool_calls = self.calls
+        outcome.resource_reads = self.resource_reads
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
 

@@ -29,6 +29,9 @@ class ExecutionOutcome:
     tool_calls: int = 0
     duration_ms: float = 0.0
     layers: dict[str, Any] = field(default_factory=dict)
+    # Resource reads leave no trace event: the result cache asks for them (a policy decides
+    # each read by its URI, which a cached result does not keep).
+    resource_reads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""

@@ -38,6 +38,7 @@ from services.gateway.mcp.replicas.registry import session_ttl_s
 from services.gateway.mcp.tooling import execution_result
 from services.gateway.ops import direct_call
 from services.gateway.ops.admission import Admission
+from services.gateway.ops.approvals import approval_status
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.direct_call import DirectCall
 from services.gateway.ops.enqueue import enqueue_admitted
@@ -45,6 +46,7 @@ from services.gateway.ops.execution_events import EventFollower, read_events
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
+from shared.approvals.store import EXECUTED
 from shared.auth.principal import Principal
 from shared.errors import AgentCardsError, ErrorType, NotFound, error_dict
 from shared.executions.events import DOWNSTREAM_TASK, TOOL_PROGRESS
@@ -294,13 +296,23 @@ def _calls_ttl_s(state: GatewayState) -> int:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PausedDirect:
+    """A direct call whose gateway died while it waited for a person's answer: it goes on
+    here as the same execution (its approval's row says it was never sent: docs/policy.md)."""
+
+    execution_id: str
+
+
 async def resume_interrupted_direct(
     state: GatewayState, ctx: Context, *, principal: Principal
-) -> dict[str, Any] | CallToolResult | None:
+) -> dict[str, Any] | CallToolResult | PausedDirect | None:
     """A direct call this session's previous owner was running when it died (re-sent by the
     replica that took the session over): its row when it was recorded (its events passed on
-    from the first one the client was not sent), else the tool error that says its outcome
-    is unknown; None for any other call. Never called again: a tool call may have effects."""
+    from the first one the client was not sent); ``PausedDirect`` when it was waiting for
+    approval and never sent (its approval not yet ``executed``); else the tool error that
+    says its outcome is unknown; None for any other call. Never called twice: a tool call
+    may have effects."""
     found = await calls.interrupted(state.aredis, ctx)
     if found is None:
         return None
@@ -308,6 +320,13 @@ async def resume_interrupted_direct(
     try:
         row = await read_execution(state, execution_id=execution_id, tenant_id=principal.tenant_id)
     except NotFound:
+        status = await approval_status(
+            state, execution_id=execution_id, call_id=direct_call.CALL_ID,
+            tenant_id=principal.tenant_id,
+        )  # fmt: skip
+        if status is not None and status != EXECUTED:  # not sent: it goes on (once) here
+            log.info("direct call %s: its wait for approval goes on here", execution_id)
+            return PausedDirect(execution_id)
         return error_result(
             error_dict(
                 ErrorType.WORKER_LOST,

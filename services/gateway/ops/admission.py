@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from anyio import to_thread
 
-from services.gateway.ops.policy import refuse_by_policy
+from services.gateway.ops.policy import cache_clearance, refuse_by_policy
 from services.gateway.ops.result_cache import answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
@@ -35,6 +35,7 @@ from shared.executions.store import (
     finished_executions,
 )
 from shared.inputs import check_value
+from shared.policy.facts import Surface
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.sandbox.typescript_syntax import find_typescript_syntax_error
 from shared.telemetry import traced
@@ -209,18 +210,25 @@ def _from_cache(
     capability_id: str | None,
     counters: redis.client.Pipeline,
     scope: Scope | None = None,
+    direct: bool = False,
 ) -> Row | None:
     """The recorded hit that answers this submission (``answer_from_cache``), or None: a miss,
     a request that asked for no cache, a key that opted out of PII on a stack that tokenises
-    (it wants values, and the cache holds tokens), or a stack whose policy file decides each
-    tool call (a cached answer would skip the decisions its calls must get, now, for this
-    caller: docs/policy.md)."""
+    (it wants values, and the cache holds tokens), or, on a stack whose policy file decides
+    each tool call, an entry with a call the policy would refuse or pause now for this caller
+    (``cache_clearance``, docs/policy.md). ``direct``: a direct call's lookup."""
     tokens_cached = state.settings.pii != "off"
-    if request.no_cache or (principal.pii_off and tokens_cached) or state.policy.configured:
+    if request.no_cache or (principal.pii_off and tokens_cached):
         return None
+    cleared = None
+    if state.policy.configured:
+        surface = Surface.CODE if capability_id is None else Surface.CAPABILITY
+        cleared = cache_clearance(state, conn, principal=principal,
+                                  surface=Surface.DIRECT if direct else surface,
+                                  language=request.language)  # fmt: skip
     return answer_from_cache(state, conn, request=request, principal=principal,
                              timeout_s=timeout_s, capability_id=capability_id,
-                             counters=counters, scope=scope)  # fmt: skip
+                             counters=counters, scope=scope, cleared=cleared)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +264,7 @@ def admit_direct(
         scope = cache_runs.scope_among(known, tools=request.tools)
         hit = _from_cache(state, conn, request=request, principal=principal,
                           timeout_s=timeout_s, capability_id=None, counters=counters,
-                          scope=scope)  # fmt: skip
+                          scope=scope, direct=True)  # fmt: skip
         conn.commit()  # a hit's rows, before anyone hears of it
         cache = None if hit else cache_runs.prepare(state.redis, scope=scope, config=None)
     except BaseException:

@@ -17,7 +17,7 @@ from services.gateway.ops.db import in_pool
 from services.gateway.ops.models.approvals import ApprovalAnswer
 from services.gateway.state import GatewayState
 from shared.approvals import rules
-from shared.approvals.store import decide, pending_of_tenant, pending_view
+from shared.approvals.store import decide, pending_of_tenant, pending_view, status_of
 from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
 from shared.auth.principal import Principal
 from shared.db import DictConnection
@@ -101,3 +101,15 @@ async def approvals_inbox(
             ),
         )
     return shown
+
+
+async def approval_status(
+    state: GatewayState, *, execution_id: str, call_id: str, tenant_id: str
+) -> str | None:
+    """A paused call's approval status in the tenant (None: it never waited for one)."""
+    return await in_pool(
+        state,
+        lambda conn: status_of(
+            conn, tenant_id=tenant_id, execution_id=execution_id, call_id=call_id
+        ),
+    )

@@ -310,6 +310,7 @@ async def find_and_admit(
     on_record: direct_call.OnRecord | None = None,
     naming: ToolNaming = "prefixed",
     reserved: Collection[str] = (),
+    execution_id: str | None = None,
 ) -> Admitted:
     """``find_tool``, then the call admitted as an execution of that tool alone (checked,
     perhaps a cache hit; ``direct_call.run`` then runs it without a sandbox and records it),
@@ -317,7 +318,8 @@ async def find_and_admit(
     consecutive calls into a sequence for the tool graph; ``relay``: the capabilities its
     client relays and their lease, advertised with the admission; ``on_record``: the call on
     its session's record, from the admission to its end. The tool not found or not
-    allowed raises (NotFound, ToolNotAllowed) as ``find_tool`` does."""
+    allowed raises (NotFound, ToolNotAllowed) as ``find_tool`` does. ``execution_id``: the
+    execution a call paused for approval goes on as (``direct_call.admit``)."""
 
     def find_then_admit() -> tuple[DirectTool, ExecutionRequest | None, Any]:
         with state.pool.connection() as conn:
@@ -352,6 +354,7 @@ async def find_and_admit(
             session_id=session_id,
             relay=relay,
             on_record=on_record,
+            execution_id=execution_id,
         )
     except AgentCardsError as exc:
         return Admitted(tool, None, exc)

@@ -115,14 +115,16 @@ async def admit(
     session_id: str | None,
     relay: tuple[list[str], float] | None = None,
     on_record: OnRecord | None = None,
+    execution_id: str | None = None,
 ) -> DirectCall:
     """A direct call of ``tool_id`` admitted (``admission``: ``admission.admit_direct``,
     perhaps a cache hit), then in one round trip: its grant, its MCP session's last tool
     (``extras.direct.after``), its count, (``relay``: capabilities, lease) the relay of
     its server's requests to its client, withdrawn when the call ends, and (``on_record``)
-    the call on its session's record while it runs."""
+    the call on its session's record while it runs. ``execution_id``: the execution it goes
+    on with (a call paused for approval whose gateway died, ``passthrough.PausedDirect``)."""
     hit = admission.hit
-    execution_id = str(hit["id"]) if hit is not None else str(uuid.uuid4())
+    execution_id = str(hit["id"]) if hit is not None else execution_id or str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)
     if hit is None:
         grant = Grant.for_principal(principal, tools=[tool_id], surface="direct")

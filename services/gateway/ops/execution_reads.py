@@ -8,7 +8,7 @@ from typing import Any
 
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
-from shared.approvals.store import pending_of_execution, pending_view
+from shared.approvals.store import pending_of_executions, pending_view
 from shared.db import DictConnection, autocommit
 from shared.dispatch import resend_run, send_ingest
 from shared.errors import NotFound
@@ -78,16 +78,46 @@ async def read_execution(
         with autocommit(conn):  # one read: no BEGIN and COMMIT round trips around it
             row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
         row = reap_if_stale(state, conn, row)  # its own transaction, if it is not final
-        if row["status"] == ExecutionStatus.RUNNING and state.policy.configured:
-            pending = pending_of_execution(conn, str(row["id"]))  # calls paused for an answer
-            keys = PiiKeys.from_settings(state.settings) if pending else None  # they are sealed
-            row = {**row, "pending_approvals": [pending_view(p, keys) for p in pending if keys]}
+        (row,) = with_pending_approvals(state, conn, [row])
         return row
 
     try:
         return await in_pool(state, read)
     except NotFound:
         return await _unwritten(state, execution_id=execution_id, tenant_id=tenant_id)
+
+
+def with_pending_approvals(state: GatewayState, conn: DictConnection, rows: list[Row]) -> list[Row]:
+    """The rows, each running one whose calls wait for an answer with its
+    ``pending_approvals`` (so it reads as ``waiting_approval``: ``view_from_row``); one
+    query for them all, none without a policy file (nothing can wait then)."""
+    running = [str(r["id"]) for r in rows if r["status"] == ExecutionStatus.RUNNING]
+    if not running or not state.policy.configured:
+        return rows
+    pending = pending_of_executions(conn, running)
+    if not pending:
+        return rows
+    keys = PiiKeys.from_settings(state.settings)  # the calls' arguments are sealed
+    return [
+        {**r, "pending_approvals": [pending_view(p, keys) for p in pending[str(r["id"])]]}
+        if str(r["id"]) in pending
+        else r
+        for r in rows
+    ]
+
+
+async def pending_approvals(
+    state: GatewayState, *, execution_id: str, tenant_id: str
+) -> list[dict[str, Any]]:
+    """The execution's calls waiting for an answer now, as its read shows them (an SSE
+    ``approval`` event carries them: ``rest/executions.py``)."""
+
+    def read(conn: DictConnection) -> list[dict[str, Any]]:
+        row = _found(conn, execution_id=execution_id, tenant_id=tenant_id)
+        (row,) = with_pending_approvals(state, conn, [row])
+        return list(row.get("pending_approvals") or [])
+
+    return await in_pool(state, read)
 
 
 async def _unwritten(state: GatewayState, *, execution_id: str, tenant_id: str | None) -> Row:
@@ -122,7 +152,7 @@ async def recent_executions(
         total = count_executions(
             conn, tenant_id=tenant_id, statuses=statuses, error_types=error_types, user_id=user_id
         )
-        return rows, total
+        return with_pending_approvals(state, conn, rows), total
 
     return await in_pool(state, read)
 

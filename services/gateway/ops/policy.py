@@ -5,6 +5,7 @@ a direct client's prompt request (``get_prompt``: the toolhost does not know its
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -17,7 +18,8 @@ from shared.auth.audit import AuditAction, record_audit
 from shared.auth.principal import Principal
 from shared.errors import ErrorType, PolicyDenied
 from shared.policy.callers import caller_of_principal
-from shared.policy.facts import Action, Surface, plain_entity, prompt_entity
+from shared.policy.facts import Action, Surface, plain_entity, prompt_entity, tool_entity
+from shared.tools.store import run_tools_at, tools_version
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,39 @@ async def refuse_prompt(
         f"prompt {server}:{name}: denied by policy ({decision.reason})",
         policies=list(decision.policies),
     )
+
+
+def cache_clearance(
+    state: GatewayState, conn: Any, *, principal: Principal, surface: Surface, language: str
+) -> Callable[[str], bool]:
+    """Whether a cached result's call of a tool stands for a call this caller would make now
+    (docs/policy.md): the policy in force permits the tool to them on this surface without
+    a person's approval, and no policy that can apply reads what only one call has (its
+    arguments, its execution): then no call of it would be refused or paused now. Blocking
+    (the tools' annotations, read at its first use: only a lookup that found an entry)."""
+    loaded = state.policy.current()
+    if loaded is None:
+        return lambda _tool: True
+    rows: dict[str, Any] = {}
+    caller = caller_of_principal(principal)
+    context: dict[str, Any] = {"surface": str(surface), "tenant": principal.tenant_id,
+                               "execution_id": ""}  # fmt: skip
+    if surface != Surface.DIRECT:
+        context["language"] = language
+
+    def clears(tool_id: str) -> bool:
+        if not rows:
+            rows.update((r["id"], r) for r in run_tools_at(conn, version=tools_version(conn)))
+        row = rows.get(tool_id)
+        resource = tool_entity(tool_id, row["annotations"] if row is not None else None)
+        if loaded.index.reads_the_call(str(Action.CALL_TOOL), resource["uid"]):
+            return False
+        decision = state.policy.decide(
+            action=Action.CALL_TOOL, caller=caller, resource=resource, context=context
+        )
+        return decision is not None and decision.allowed and decision.approval is None
+
+    return clears
 
 
 def _count(state: GatewayState, label: str) -> None:

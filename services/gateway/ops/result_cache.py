@@ -4,6 +4,7 @@ cache_admin.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ def answer_from_cache(
     capability_id: str | None,
     counters: redis.client.Pipeline,
     scope: Scope | None = None,
+    cleared: Callable[[str], bool] | None = None,
 ) -> Row | None:
     """The recorded, audited hit for this submission, or None (a miss: run it); each lookup
     is counted on ``counters``, which the caller sends.
@@ -46,11 +48,14 @@ def answer_from_cache(
     An entry whose run used a tool outside the caller's allow-list is a miss (and is not
     counted as a hit), so a restricted key never reads what only a wider key's run could
     produce; so is one whose servers were invalidated or blocked since it was stored.
-    ``scope``: the request's scope (``load_scope``) when the caller read it already.
+    ``scope``: the request's scope (``load_scope``) when the caller read it already;
+    ``cleared``: whether the policy in force lets a cached call of a tool stand for this
+    caller's (``policy.cache_clearance``; an entry with a tool it does not clear is a miss).
     """
     tenant_id = principal.tenant_id
     allowed = principal.tool_patterns
-    permitted = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
+    listed = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
+    permitted = listed if cleared is None else (lambda tool: listed(tool) and cleared(tool))
 
     def usable(tools: list[str], servers: list[str], generations: dict[str, Any]) -> bool:
         return all(map(permitted, tools)) and entries.current(

@@ -19,6 +19,7 @@ from services.gateway.ops.execution_reads import (
     executions_breakdown,
     load_execution,
     paged_view,
+    pending_approvals,
     read_execution,
     recent_executions,
 )
@@ -34,12 +35,13 @@ from services.gateway.ops.models.feedback import ExecutionFeedback, FeedbackResu
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.rest.deps import CurrentPrincipal, State
 from services.gateway.rest.responses import execution_response
+from services.gateway.state import GatewayState
 from shared.errors import ErrorType
 from shared.executions.events import FINISHED
 from shared.executions.models import ExecutionRequest, ExecutionView, view_from_row
 from shared.executions.pages import PART_DESCRIPTION, Part
 from shared.executions.status import TERMINAL, ExecutionStatus
-from shared.executions.trace import replay
+from shared.executions.trace import EventType, replay
 from shared.inputs import SQL_INT_MAX
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -219,11 +221,24 @@ async def events(
                             return
                     yield _finished_event(row)
                     return
+                if event.get("type") == EventType.APPROVAL:  # who is asked, as of now
+                    event = await _with_pending(state, event, execution_id, tenant_id)
                 yield _sse_event(event)
                 if event.get("type") == FINISHED:
                     return
 
     return EventSourceResponse(stream())
+
+
+async def _with_pending(
+    state: GatewayState, event: dict[str, Any], execution_id: str, tenant_id: str
+) -> dict[str, Any]:
+    """An ``approval`` event with the run's calls waiting for an answer now
+    (``pending_approvals``, as its read shows them) and the status that makes it
+    (``execution_status``: ``waiting_approval`` while any waits, else ``running``)."""
+    pending = await pending_approvals(state, execution_id=execution_id, tenant_id=tenant_id)
+    status = ExecutionStatus.WAITING_APPROVAL if pending else ExecutionStatus.RUNNING
+    return {**event, "pending_approvals": pending, "execution_status": str(status)}
 
 
 def _sse_event(event: dict[str, Any]) -> dict[str, Any]:

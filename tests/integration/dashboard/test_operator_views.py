@@ -463,6 +463,11 @@ def test_an_approver_answers_paused_calls_from_the_dashboards_inbox(
     with httpx.Client(base_url=policy_stack.gateway_url, headers=alice, timeout=60) as client:
         waiting = len(client.get("/v1/approvals").json()["pending"])  # ours, and any left open
     assert waiting >= 2
+    # The executions view shows both runs waiting for approval, not running.
+    browser.find_element(By.CSS_SELECTOR, 'button[data-view="executions"]').click()
+    for run_id in runs.values():
+        row = f"document.querySelector('#ex-rows tr[data-execution-id=\"{run_id}\"]')"
+        _wait(browser, f"{row}?.dataset.status === 'waiting_approval'")
     browser.find_element(By.CSS_SELECTOR, 'button[data-view="approvals"]').click()
     _wait(browser, "document.body.dataset.rendered === 'approvals'")
     _wait(browser, f"document.querySelector('#ap-count').textContent === ' ({waiting})'")

@@ -35,9 +35,10 @@ from shared.executions.liveness import read_sandbox_beats
 from shared.learning.ingest import ingest_executions
 from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
-from tests.integration.identity.provider import IdentityProvider
+from tests.integration.identity.provider import IdentityProvider, free_port
 from tests.integration.policy import test_decisions as decisions
-from tests.stack import E2EStack, mcp_session
+from tests.integration.scale.test_gateway_replicas import INIT
+from tests.stack import E2EStack, each_event, mcp_session
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
@@ -102,10 +103,15 @@ def finished(stack: E2EStack, headers: dict[str, str], execution_id: str) -> dic
 
 
 def answer(
-    stack: E2EStack, headers: dict[str, str], execution_id: str, call_id: str, body: Any
+    stack: E2EStack | str, headers: dict[str, str], execution_id: str, call_id: str, body: Any
 ) -> httpx.Response:
-    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+    """An answer given to the stack's gateway (or to the gateway at this URL)."""
+    url = stack if isinstance(stack, str) else stack.gateway_url
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
         return client.post(f"/v1/executions/{execution_id}/approvals/{call_id}", json=body)
+
+
+YES = {"decision": "approve"}
 
 
 def learn(stack: E2EStack, execution_id: str) -> dict[str, Any]:
@@ -132,6 +138,42 @@ async def skill_text(stack: E2EStack, capability: str) -> str:
     raise AssertionError(f"no skill of {capability} is listed")
 
 
+def sse_event_of(stack: E2EStack, headers: dict[str, str], path: str, kind: str) -> Any:
+    """The data of the first SSE event of type ``kind`` on ``path``."""
+    with (
+        httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client,
+        client.stream("GET", path) as stream,
+    ):
+        for event in each_event(stream):
+            if event.get("event") == kind:
+                return json.loads(event["data"])
+    raise AssertionError(f"no {kind} event on {path}")
+
+
+def _ask_nobody_answers(stack: E2EStack, into: dict[str, Any]) -> None:
+    """A refund of 4 through an MCP client that declared elicitation and whose person never
+    answers: what the code returned (``result``) and what the person was asked (``asked``)."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        await asyncio.sleep(decisions.APPROVAL_TIMEOUT_S * 3)  # the person is away
+        return types.ElicitResult(action="cancel")
+
+    async def call() -> None:
+        as_agent = dataclasses.replace(stack, headers=key(stack, "silent-agent"))
+        async with mcp_session(as_agent, elicitation_callback=elicitation) as session:
+            arguments = {"code": PYTHON, "args": {"amount": 4, "to": "refund"}}
+            called = await session.call_tool("execute_code", arguments)
+        data = called.structured_content or {}
+        view = data["result"] if set(data) == {"result"} else data
+        into["result"], into["asked"] = view.get("result"), asked
+
+    asyncio.run(call())
+
+
 def _answer_into(answers: list[httpx.Response], *args: Any) -> None:
     answers.append(answer(*args))
 
@@ -150,6 +192,11 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
 ) -> None:
     payer, boss = key(stack, "payer", admin=True), key(stack, "boss", admin=True)
     clerk = key(stack, "clerk")  # not an admin
+    # An agent whose person is asked (elicitation) and never answers: its call ends
+    # ``approval_timeout`` with the approval's time (beside the unanswered run below).
+    silent: dict[str, Any] = {}
+    agent = threading.Thread(target=_ask_nobody_answers, args=(stack, silent))
+    agent.start()
     # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
     # wait does not spend it.
     slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
@@ -165,6 +212,20 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
         (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
     assert row["overdue"] is False  # its waiting does not count: not taken for hung
     assert read(stack, payer, slow)["status"] == "waiting_approval"  # a read reaps no run
+    # The listing (REST, the dashboard's) and the events stream say it waits, and for what.
+    with httpx.Client(base_url=stack.gateway_url, headers=payer, timeout=60) as client:
+        listed = client.get("/v1/executions", params={"limit": 200}).json()["executions"]
+        waiting = client.get("/v1/executions", params={"status": "waiting_approval"}).json()
+    (item,) = [e for e in listed if e["id"] == slow]
+    assert item["status"] == "waiting_approval", item
+    assert [p["args"] for p in item["pending_approvals"]] == [{"amount": 3, "to": "refund"}]
+    assert slow in [e["id"] for e in waiting["executions"]], waiting
+    assert {e["status"] for e in waiting["executions"]} == {"waiting_approval"}, waiting
+    asked = sse_event_of(stack, payer, f"/v1/executions/{slow}/events", "approval")
+    assert asked["status"] == "pending" and asked["execution_status"] == "waiting_approval"
+    assert [(p["tool"], p["args"]) for p in asked["pending_approvals"]] == [
+        ("pay", {"amount": 3, "to": "refund"})
+    ], asked
     approved = ""
     for language, code, amount, decision in (
         ("python", PYTHON, 7, "approve"),
@@ -259,6 +320,10 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    agent.join(timeout=120)
+    assert silent["result"][:2] == ["approval_timeout", ["refunds-need-approval"]], silent
+    assert len(silent["asked"]) == 1 and '"amount":4' in silent["asked"][0], silent
+    assert 4 not in amounts()
     # The metrics name each outcome (counted cluster-wide: other tests' calls add to them).
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         text = client.get("/metrics").text
@@ -280,6 +345,18 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     skill = asyncio.run(skill_text(dataclasses.replace(stack, headers=payer), hit["name"]))
     assert 'agentcards-approval-tools: "rec:pay"' in skill, skill
     assert "## Needs approval" in skill and "- `rec:pay`" in skill, skill
+    # So does its bundle, and the install importing it keeps it.
+    with stack.db() as conn:
+        _, other = issue_key(conn, tenant_id="policy-import", name="importer", admin=True)
+    ids = {"ids": str(capability["id"])}
+    with httpx.Client(base_url=stack.gateway_url, timeout=60) as client:
+        exported = client.get("/v1/capabilities/export", params=ids, headers=payer).json()
+        importer = {"Authorization": f"Bearer {other}"}
+        made = client.post("/v1/capabilities/import", json=exported, headers=importer)
+        assert made.status_code == 200, made.text
+        again = client.get("/v1/capabilities/export", headers=importer).json()
+    assert [e["approval_tools"] for e in exported["capabilities"]] == [["rec:pay"]], exported
+    assert [e["approval_tools"] for e in again["capabilities"]] == [["rec:pay"]], again
 
 
 async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
@@ -415,50 +492,148 @@ def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2ESta
     assert asked is not None and asked["n"] == 1
 
 
-def test_a_run_waiting_through_a_gateway_restart_loses_nothing(stack: E2EStack) -> None:
-    """The gateway is killed (SIGKILL) while a run waits for approval and started again: the
+def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
+    stack: E2EStack,
+) -> None:
+    """The gateway is killed (SIGKILL) while a run and a direct call (a 2025-11-25 session on
+    ``/mcp/servers/rec``, its connection dropped) wait for approval, and started again: the
     run still shows its paused call (the wait is in the sandbox worker, the approval in
-    Postgres), the answer given to the new gateway resumes it, and the call runs once.
+    Postgres); the direct call's client resumes its stream (``Last-Event-ID``), the new
+    gateway takes the session over and the call waits on, as the same execution. Answers
+    given to the new gateway resume both; each call runs once, and the resumed stream
+    carries the direct call's result.
 
-    The approval is given three minutes, as a longer ``AGENTCARDS_APPROVAL_TIMEOUT_S`` would:
-    a gateway's start can take longer than this stack's 20 s on a loaded machine (the
+    The approvals are given three minutes, as a longer ``AGENTCARDS_APPROVAL_TIMEOUT_S``
+    would: a gateway's start can take longer than this stack's 20 s on a loaded machine (the
     waiting run asks again when its first 20 s are over and waits on)."""
     payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
     run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
     paused(stack, payer, run_id)
+    url = f"{stack.gateway_url}/mcp/servers/rec"
+    with httpx.Client(headers=payer | ACCEPT, timeout=60) as http:
+        session = open_legacy_session(http, url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "pay", "arguments": {"amount": 43, "to": "refund"}}}  # fmt: skip
+        with http.stream("POST", url, json=call, headers=session) as calling:
+            primed = next(each_event(calling))  # then the connection drops, as a dying one does
+    direct = _inbox_entry(stack, boss, 43)
     with stack.db() as conn:
         conn.execute(
             "UPDATE approvals SET expires_at = now() + interval '3 minutes' "
-            "WHERE execution_id = %s",
-            (run_id,),
+            "WHERE execution_id = ANY(%s)",
+            ([run_id, direct["execution_id"]],),
         )
     (pending,) = paused(stack, payer, run_id)["pending_approvals"]
     gateway = stack.procs["gateway"]
     os.killpg(gateway.proc.pid, signal.SIGKILL)
     gateway.proc.wait()
-    restarted = stack.start("gateway", [sys.executable, "-m", "services.gateway"])
-    wait_until(lambda: _healthy(stack), what="the gateway back", timeout_s=120, proc=restarted)
+    # The gateway back, and a second one beside it (both answer the same approval below).
+    port = free_port()
+    second_url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "services.gateway"]
+    second = stack.start("gateway-2", argv, extra_env={"AGENTCARDS_GATEWAY_PORT": str(port)})
+    restarted = stack.start("gateway", argv)
+    for base, proc in ((stack.gateway_url, restarted), (second_url, second)):
+        wait_until(
+            lambda b=base: _healthy(b), what=f"a gateway at {base}", timeout_s=120, proc=proc
+        )
     (after,) = paused(stack, payer, run_id)["pending_approvals"]
     assert after == pending  # the same call, its arguments opened by the new gateway
-    yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
+    assert amounts().count(43) == 0
+    # The direct call's client resumes its stream; the new gateway takes the session over.
+    resumed: list[dict[str, Any]] = []
+    resume = session | {"accept": "text/event-stream", "last-event-id": primed["id"]}
+    listener = threading.Thread(target=_answer_on_stream, args=(url, payer, resume, 7, resumed))
+    listener.start()
+    # Two gateways answer the run's call at once: exactly one answer stands, the other 409.
+    answers: list[httpx.Response] = []
+    where = (run_id, pending["call_id"])
+    racers = [
+        threading.Thread(target=_answer_into, args=(answers, base, boss, *where, YES))
+        for base in (stack.gateway_url, second_url)
+    ]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert sorted(a.status_code for a in answers) == [200, 409], [a.text for a in answers]
+    closed = next(a for a in answers if a.status_code == 409).json()["error"]
+    assert closed["type"] == "approval_closed", closed
+    os.killpg(second.proc.pid, signal.SIGTERM)  # the stack goes on with its one gateway
+    yes = answer(stack, boss, direct["execution_id"], direct["call_id"], YES)
     assert yes.status_code == 200, yes.text
     done = finished(stack, payer, run_id)
     assert done["status"] == "succeeded" and done["result"] == "paid 41.0 to refund", done
     assert done["attempts"] == 1  # the run went on; nothing was run again
-    assert amounts().count(41) == 1
+    listener.join(timeout=120)
+    (reply,) = resumed
+    assert reply["result"]["isError"] is False, reply
+    assert "paid 43.0 to refund" in json.dumps(reply["result"]), reply
+    ran = finished(stack, payer, direct["execution_id"])  # the same execution, recorded once
+    assert ran["status"] == "succeeded", ran
+    assert amounts().count(41) == 1 and amounts().count(43) == 1
+    second.proc.wait()
     again = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
     assert again.status_code == 409, again.text
     with stack.db() as conn:
         audit = conn.execute(
-            "SELECT action FROM audit_log WHERE execution_id = %s "
+            "SELECT execution_id::text AS id, action FROM audit_log WHERE execution_id = ANY(%s) "
             "AND action LIKE 'approval_%%' ORDER BY id",
-            (run_id,),
+            ([run_id, direct["execution_id"]],),
         ).fetchall()
-    assert [a["action"] for a in audit] == ["approval_requested", "approval_decided"]
+    for execution_id in (run_id, direct["execution_id"]):
+        actions = [a["action"] for a in audit if a["id"] == execution_id]
+        assert actions == ["approval_requested", "approval_decided"], (execution_id, actions)
 
 
-def _healthy(stack: E2EStack) -> bool:
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def open_legacy_session(http: httpx.Client, url: str) -> dict[str, str]:
+    """A 2025-11-25 session (raw HTTP) at ``url``: the headers its requests carry."""
+    with http.stream("POST", url, json=INIT) as opened:
+        next(each_event(opened))
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http.post(url, json=initialized, headers=session).status_code == 202
+    return session
+
+
+def _answer_on_stream(
+    url: str, headers: dict[str, str], resume: dict[str, str], request_id: int, into: list[Any]
+) -> None:
+    """The JSON-RPC answer to ``request_id`` a resumed stream carries (its other messages
+    skipped), appended to ``into``."""
+    with (
+        httpx.Client(headers=headers, timeout=120) as http,
+        http.stream("GET", url, headers=resume) as stream,
+    ):
+        for event in each_event(stream):
+            message = json.loads(event["data"]) if event.get("data") else {}
+            if message.get("id") == request_id:
+                into.append(message)
+                return
+
+
+def _inbox_entry(stack: E2EStack, headers: dict[str, str], amount: int) -> dict[str, Any]:
+    """The approver's inbox entry for the paused payment of ``amount``, once it is there."""
+    seen: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as client:
+            got = client.get("/v1/approvals")
+        seen[:] = [p for p in got.json()["pending"] if (p["args"] or {}).get("amount") == amount]
+        return bool(seen)
+
+    wait_until(listed, what=f"the payment of {amount} waits for approval", timeout_s=60)
+    return seen[0]
+
+
+def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"{stack.gateway_url}/healthz", timeout=2).status_code == 200
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False

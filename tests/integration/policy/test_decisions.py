@@ -110,7 +110,10 @@ permit(principal, action == AgentCards::Action::"call_tool", resource == AgentCa
 def _servers(tmp: Path) -> dict[str, Any]:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     POLICY_FILE.write_text(POLICIES)
-    return {"fs": filesystem_server(FILES), "rec": recording_server(RECORDING)}
+    # Lookups' results may be reused (a cached result is served when no call in it would
+    # be refused or paused now: test_a_changed_file_…).
+    cache = {"cache": {"tools": {"lookup": {"ttl_s": 600}}}}
+    return {"fs": filesystem_server(FILES), "rec": recording_server(RECORDING, agentcards=cache)}
 
 
 stack = stack_fixture(
@@ -342,7 +345,8 @@ def test_a_changed_file_changes_decisions_and_a_bad_one_keeps_the_last_good_set(
     stack: E2EStack,
 ) -> None:
     """On change (each process looks at the file within a second) and on `agentcards policy
-    reload`, which exits 1 naming file, line and reason when the file is bad."""
+    reload`, which exits 1 naming file, line and reason when the file is bad; an empty file
+    (one being rewritten in place) is bad too: the last good set stays."""
     ci = key_named(stack, "ci")
     code = """
 try:
@@ -351,6 +355,14 @@ except ToolCallError as e:
     return [e.type, e.policies]
 """
     assert run(stack, ci, code)["result"] == "value of k"
+    # A cached result whose calls the policy in force permits plainly is served; once a
+    # policy forbids one of its calls, it is not: the run is decided again.
+    again = run(stack, ci, code)
+    assert again["result"] == "value of k" and again["cache_hit"] == "execution", again
+    # A run that read a resource is not cached: a read is decided by its URI, which a cached
+    # result does not keep.
+    reading = 'await mcp.rec.read_resource("rec://notes/plain")\n' + code.lstrip()
+    assert [run(stack, ci, reading)["cache_hit"] for _ in range(2)] == [None, None]
     closed = (
         POLICIES + '\n@id("lookups-closed")\nforbid(principal, action, '
         'resource == AgentCards::Tool::"rec:lookup");\n'
@@ -368,6 +380,11 @@ except ToolCallError as e:
         assert reloaded.returncode == 1, reloaded
         assert f"{POLICY_FILE}:{bad_line}:" in reloaded.stderr, reloaded.stderr
         assert "keep their last good policies" in reloaded.stderr
+        # Truncated in place (an editor between its truncate and its write): never taken
+        # for a set that permits nothing.
+        POLICY_FILE.write_text("")
+        emptied = policy_cli(stack, "reload")
+        assert emptied.returncode == 1 and "it is empty" in emptied.stderr, emptied
         time.sleep(1.5)  # past every process's next look at the file
         assert run(stack, ci, code)["result"] == ["policy_denied", ["lookups-closed"]]
         logs = "".join(p.log() for p in stack.procs.values())

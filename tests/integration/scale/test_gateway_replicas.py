@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.integration.mcp_servers import elicit_test_server, everything_server
 from tests.integration.scale.round_robin import Mode, RoundRobin
-from tests.stack import E2EStack, running_stack, tool_error, wait_until
+from tests.stack import E2EStack, each_event, running_stack, tool_error, wait_until
 
 REPLICAS = 3
 PROGRESS = """
@@ -259,14 +259,8 @@ def session_metrics(url: str) -> tuple[dict[str, float], dict[str, float]]:
 def sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
     """The first ``count`` SSE events of a streamed response, field by field."""
     events: list[dict[str, str]] = []
-    fields: dict[str, str] = {}
-    for line in response.iter_lines():
-        if line:
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
-            continue
-        events.append(fields)
-        fields = {}
+    for event in each_event(response):
+        events.append(event)
         if len(events) == count:
             break
     return events

@@ -117,6 +117,48 @@ def test_a_changed_file_is_reloaded_and_a_bad_one_keeps_the_last_good_set(
     assert call(engine, ALICE, "db:query", {}).policies == ("nothing",)  # type: ignore[union-attr]
 
 
+def test_an_empty_file_is_never_a_set_that_permits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Truncated in place, the file keeps the last good set (and says why); a process never
+    starts on it; a set that permits nothing is a file holding only a comment."""
+    monkeypatch.setattr(engine_module, "CHECK_EVERY_S", 0.0)
+    path = write(tmp_path, GOOD)
+    engine = PolicyEngine(path)
+    path.write_text(" \n")
+    os.utime(path, ns=(1, 1))
+    assert call(engine, ALICE, "db:query", {}, readOnly=True).allowed  # type: ignore[union-attr]
+    assert engine.last_error is not None and "it is empty" in engine.last_error
+    with pytest.raises(PolicyInvalid, match="it is empty"):
+        PolicyEngine(path)
+    path.write_text("// nothing is permitted\n")
+    os.utime(path, ns=(2, 2))
+    denied = call(engine, ALICE, "db:query", {}, readOnly=True)
+    assert denied is not None and not denied.allowed and denied.reason == "no policy permits"
+
+
+def test_which_tools_policies_decide_by_the_calls_arguments(tmp_path: Path) -> None:
+    """What lets a cached result stand for a call made now (gateway ``cache_clearance``): no
+    policy that can apply to the tool reads the call's arguments or execution."""
+    action, tool = (
+        str(Action.CALL_TOOL),
+        'AgentCards::Action::"call_tool", resource == AgentCards::Tool',
+    )
+    text = (
+        f'permit(principal, action == {tool}::"fs:write_file") when {{ context.args has path }};\n'
+        f'permit(principal, action == {tool}::"db:query") when {{ context.execution_id != "" }};\n'
+        f'permit(principal, action == {tool}::"db:read") when {{ resource.read_only }};\n'
+    )
+    loaded = PolicyEngine(write(tmp_path, text)).loaded
+    assert loaded is not None
+    assert loaded.index.reads_the_call(action, tool_entity("fs:write_file", None)["uid"])
+    assert loaded.index.reads_the_call(action, tool_entity("db:query", None)["uid"])
+    assert not loaded.index.reads_the_call(action, tool_entity("db:read", None)["uid"])
+    everywhere = PolicyEngine(write(tmp_path, GOOD)).loaded  # a forbid on every tool's amount
+    assert everywhere is not None
+    assert everywhere.index.reads_the_call(action, tool_entity("db:read", None)["uid"])
+
+
 def test_arguments_become_a_cedar_record() -> None:
     record = cedar_record(
         {"n": 3, "x": 1.5, "none": None, "tags": ["a", None, 2], "deep": {"k": True}, "big": 2**70}

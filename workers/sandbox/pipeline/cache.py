@@ -49,9 +49,13 @@ def remember(ctx: RunContext) -> None:
     # Values in clear (a key that opted out of PII, on a stack that tokenises) are never
     # served to the tenant's other keys.
     clear = ctx.settings.pii != "off" and ctx.grant is not None and ctx.grant.pii_off
+    # With a policy file a cached result is served only when its calls would be permitted
+    # now (docs/policy.md); a resource read is decided by its URI, which the entry does not
+    # keep, so a run that read any is not cached.
+    reads = ctx.settings.policy_file is not None and ctx.outcome.resource_reads > 0
     # The pool rolls back a connection handed back mid-transaction (or drops a lost one).
     with clients.db_pool().connection() as conn:
-        if not clear:
+        if not clear and not reads:
             cache_runs.remember(
                 conn, ctx.redis, row=ctx.row, run=run, cache=ctx.cache, settings=ctx.settings
             )

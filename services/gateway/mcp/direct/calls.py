@@ -46,6 +46,11 @@ async def call_direct(
     resumed = await passthrough.resume_interrupted_direct(state, mcp_ctx, principal=principal)
     if isinstance(resumed, types.CallToolResult):
         return resumed
+    # A call that waited for approval on a gateway that died: admitted again, as the same
+    # execution; its approval's row lets it reach the server once (docs/policy.md).
+    again = None
+    if isinstance(resumed, passthrough.PausedDirect):
+        again, resumed = resumed.execution_id, None
     pending = input_required.pending_of(params.request_state, principal=principal)
     with protocol_errors():
         if pending is not None or resumed is not None:  # a retry, or a call re-sent on a
@@ -65,6 +70,7 @@ async def call_direct(
                 session_id=_session_id(ctx),
                 relay=passthrough.relay_of(mcp_ctx),
                 on_record=passthrough.on_record(state, mcp_ctx),
+                execution_id=again,
             )
             if admitted.refusal is not None:
                 return refused(admitted.refusal)
