@@ -20,7 +20,6 @@ from deploy.connect.access import (
     stack_settings,
     stdio_entry,
 )
-from deploy.connect.check import check_entry
 from deploy.connect.clients import CLIENTS, ENTRY_NAME, Client, Platform, client_named, config_path
 from deploy.connect.files import ConfigFile, diff, read_config, redact, snippet, write_config
 from shared.auth.keys import check_tenant, check_tool_patterns, hash_key
@@ -282,6 +281,8 @@ def _check(client: Client, settings: Settings, file: Path | None) -> None:
     entry = config.entry()
     if entry is None:
         _fail(f"{path} has no {ENTRY_NAME!r} entry: run `agentcards connect {client.name}` first")
+    from deploy.connect.check import check_entry  # the MCP client: ~1 CPU-s to import
+
     result = asyncio.run(check_entry(client, entry))
     status = "[green]ok[/]" if result.ok else "[red]failed[/]"
     console.print(f"{client.title} ({result.transport}) {status}: {escape(redact(result.detail))}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -294,6 +295,9 @@ def worker(
 
 def main() -> None:
     """Console-script entry point."""
+    # The imports' ~150k objects live as long as the process: moved out of the collector's
+    # reach, no collection walks them again, nor the one at exit (0.5 CPU-s of a command).
+    gc.freeze()
     app()
 
 

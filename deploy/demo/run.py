@@ -25,6 +25,11 @@ console = Console()
 
 # What the session's code calls; all must be available on a running stack to use it.
 DEMO_TOOLS = ("example:list_files", "example:read_file", "example:fail")
+# A temporary stack that stops after the session runs what the session uses: no beat (no
+# step waits on a periodic task) and no Flower (nothing opens it). Each is a Python process
+# importing Celery, 0.5-1.2 CPU-s at start beside the gateway's on a small machine. With
+# --keep the stack is for looking around: it runs everything `agentcards up` runs.
+TEMPORARY_WITHOUT = ("beat", "flower")
 
 
 def example_config(folder: Path) -> Path:
@@ -36,7 +41,7 @@ def example_config(folder: Path) -> Path:
 
 
 @contextmanager
-def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
+def demo_stack(settings: Settings, *, keep: bool = False) -> Iterator[tuple[str, Settings, bool]]:
     """(gateway URL, settings, started_here): a running stack serving the example tools, else a new one."""
     state = StackState.load(settings.run_dir)
     if state and pid_alive(state.supervisor_pid) and "gateway" in state.urls:
@@ -53,9 +58,14 @@ def demo_stack(settings: Settings) -> Iterator[tuple[str, Settings, bool]]:
         )
     settings.home.mkdir(parents=True, exist_ok=True)
     config = example_config(settings.home)
-    console.print("starting a temporary stack (embedded Postgres + Redis, all processes)…")
-    with temporary_stack(mcp_config=config) as handle:
+    console.print(
+        "starting a temporary stack (embedded Postgres + Redis, gateway, toolhost, workers)…"
+    )
+    started = time.perf_counter()
+    without = () if keep else TEMPORARY_WITHOUT
+    with temporary_stack(mcp_config=config, without=without) as handle:
         _wait_for_tools(handle.gateway_url)
+        console.print(f"temporary stack up in {time.perf_counter() - started:.1f}s")
         # A new stack has no keys: a key from the environment would be refused there.
         yield handle.gateway_url, handle.settings.model_copy(update={"api_key": None}), True
 
@@ -100,7 +110,7 @@ def _wait_for_tools(url: str, timeout_s: float = 60) -> None:
 def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
     """Play the session with a live display; returns the facts it gathered."""
     started = time.perf_counter()
-    with demo_stack(settings) as (url, stack_settings, started_here):
+    with demo_stack(settings, keep=keep) as (url, stack_settings, started_here):
         # Live only on a terminal, and transient: the summary below is the one table
         # left on screen (piped, a Live prints its last frame, a second copy).
         live = Live(_table([]), console=console, refresh_per_second=8, transient=True)
@@ -117,7 +127,6 @@ def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
         failed = [s for s in session.steps if s.status != "ok"]
         for step in failed:
             console.print(f"[red]step failed:[/] {step.title}: {step.detail}", soft_wrap=True)
-        console.print(f"demo took {time.perf_counter() - started:.1f}s")
         if not started_here or keep:  # a URL only while something serves it
             console.print(f"dashboard: {url}/dashboard   API docs: {url}/docs")
         else:
@@ -133,7 +142,11 @@ def run_demo(settings: Settings, *, keep: bool) -> dict[str, Any]:
             except KeyboardInterrupt:
                 pass
         facts["failed_steps"] = [s.title for s in failed]
-        return facts
+        stopping = time.perf_counter()
+    if started_here:
+        console.print(f"temporary stack stopped in {time.perf_counter() - stopping:.1f}s")
+    console.print(f"demo took {time.perf_counter() - started:.1f}s")
+    return facts
 
 
 def _table(steps: list[Step], *, title: str = "agentcards demo") -> Table:

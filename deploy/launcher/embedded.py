@@ -35,12 +35,23 @@ class EmbeddedPostgres:
         """Start (or attach to) the server; initdb on first use. Unix socket only, no TCP."""
         import warnings
 
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent / "xdg-runtime"))
-        Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
+        runtime = pgdata.parent / "xdg-runtime"
+        runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))  # what pgserver reads at import
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            import fasteners
             import pgserver
 
+        # pgserver keeps one lock file (and fallback socket folder) for every server of a
+        # process, placed at its import under the first home started: a later server in
+        # another home took it there, re-creating <first home>/xdg-runtime/…/.lockfile after
+        # that home was deleted. Each server takes them beside its own data instead (every
+        # process attaching to this data directory agrees on them).
+        own = runtime / "python_PostgresServer"
+        lock = fasteners.InterProcessLock(str(own / ".lockfile"))
+        pgserver.PostgresServer._lock = lock
+        pgserver.PostgresServer.runtime_path = own
         pgdata.mkdir(parents=True, exist_ok=True)
         try:
             server = pgserver.get_server(pgdata, cleanup_mode="stop")
@@ -50,6 +61,8 @@ class EmbeddedPostgres:
             raise DependencyError(
                 f"embedded PostgreSQL failed to start in {pgdata}: {exc}. {tail}".strip()
             ) from exc
+        server._lock = lock  # kept by this server when another one starts later
+        server.runtime_path = own
         return cls(pgdata=pgdata, url=server.get_uri(), _server=server)
 
     def pid(self) -> int | None:
@@ -90,10 +103,8 @@ class EmbeddedPostgres:
 
     def restart(self) -> None:
         """Start the postmaster again on the same data and socket (the URL does not change)."""
-        import pgserver
-
         server = self._server
-        with pgserver.PostgresServer._lock:  # the lock pgserver itself takes around pg_ctl
+        with server._lock:  # type: ignore[attr-defined]  # this server's lock (see `start`)
             try:
                 server.ensure_postgres_running()  # type: ignore[attr-defined]
             except Exception as exc:  # pg_ctl failed or timed out: the supervisor retries

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,9 +81,11 @@ def temporary_stack(
     extra_env: dict[str, str] | None = None,
     timeout_s: float = 120.0,
     supervise: bool = False,
+    without: Collection[str] = (),
     **overrides: Any,
 ) -> Iterator[StackHandle]:
-    """Start everything `agentcards up` starts, in a throwaway home; stop and delete it after.
+    """Start everything `agentcards up` starts (less the processes named in ``without``), in
+    a throwaway home; stop and delete it after.
 
     With ``supervise``, a thread does what `agentcards up` does once healthy: restart
     whatever dies (children, embedded Redis and Postgres) until the stack stops.
@@ -98,7 +100,7 @@ def temporary_stack(
         mcp_config=mcp_config,
         **overrides,
     )
-    stack = Stack(settings, extra_env=extra_env)
+    stack = Stack(settings, extra_env=extra_env, without=without)
     supervision: Supervision | None = None
     try:
         stack.preflight()

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +67,13 @@ class Child:
 class Stack:
     """The whole system on one machine, embedded dependencies unless URLs are configured."""
 
-    def __init__(self, settings: Settings, *, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        extra_env: dict[str, str] | None = None,
+        without: Collection[str] = (),
+    ) -> None:
         if settings.signin and settings.flower_basic_auth is None:
             # Flower is served through the gateway (services.gateway.flower), which sends this
             # password: without one Flower's API refuses everyone, and anyone on this machine
@@ -76,6 +82,7 @@ class Stack:
             settings = settings.model_copy(update={"flower_basic_auth": password})
         self.settings = settings
         self.extra_env = extra_env or {}
+        self.without = frozenset(without)  # names of `stack_specs` processes not to run
         self.run_dir = settings.run_dir
         self.pg: EmbeddedPostgres | None = None
         self.redis: EmbeddedRedis | None = None
@@ -198,7 +205,11 @@ class Stack:
         """Spawn every child with logs under run/logs."""
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        self.children = [Child(spec) for spec in stack_specs(self.settings)]
+        specs = stack_specs(self.settings)
+        unknown = self.without - {spec.name for spec in specs}
+        if unknown:
+            raise ConfigError(f"no such stack process: {', '.join(sorted(unknown))}")
+        self.children = [Child(spec) for spec in specs if spec.name not in self.without]
         for child in self.children:
             self._spawn(child)
         self.save_state()

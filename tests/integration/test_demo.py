@@ -56,6 +56,13 @@ def test_demo_plays_every_step(tmp_path: Path) -> None:
     )
     assert left == [], left
     assert "/dashboard" not in out and "agentcards demo --keep" in out
+    # What the wait was spent on is said, the stop included in the total (not hidden after it).
+    up, stopped, total = (
+        float(re.search(rf"{what} ([\d.]+)s", out)[1])  # type: ignore[index]
+        for what in ("temporary stack up in", "temporary stack stopped in", "demo took")
+    )
+    assert out.index("temporary stack stopped in") < out.index("demo took")
+    assert total + 0.15 >= up + stopped, out[-2000:]  # each rounded to 0.1 s
     assert "capability 'count_words_sample_text_file' (created)" in out
     assert "matched 'count_words_sample_text_file'" in out and "unrelated intent: 0 matches" in out
     assert "27 words in recipes.md" in out and "bad args -> 422" in out

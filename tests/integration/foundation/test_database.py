@@ -14,6 +14,7 @@ import pytest
 from shared.config import Settings
 from shared.db import connect, migrate
 from shared.errors import DependencyError
+from tests.conftest import server_dir
 from tests.stack import with_database
 
 TABLES = {
@@ -154,3 +155,27 @@ def test_a_pod_waits_for_the_migration_job_then_serves(embedded_pg, redis_url: s
     assert waiting.returncode == 0, out
     head = job_out.split("database at revision ")[1].split()[0]
     assert f"database at revision {head}" in out
+
+
+TWO_IN_TURN = """
+import shutil, sys
+from pathlib import Path
+from deploy.launcher.embedded import EmbeddedPostgres
+for home in map(Path, sys.argv[1:]):
+    EmbeddedPostgres.start(home / "pgdata").stop()
+    shutil.rmtree(home)
+"""
+
+
+def test_a_process_that_runs_two_embedded_servers_in_turn_leaves_no_lock_file_behind() -> None:
+    # As benchmarks and `agentcards demo` do with their temporary stacks: each home deleted
+    # after its server stops, the next server's pgserver lock must not re-create the first.
+    scratch = server_dir("two-homes")
+    homes = [scratch / "first", scratch / "second"]
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}  # as a fresh shell
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_IN_TURN, *map(str, homes)],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*")) == []

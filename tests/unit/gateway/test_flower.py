@@ -4,6 +4,7 @@ sign-in returns to, and the policy Flower's pages get."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 from starlette.requests import Request
@@ -16,7 +17,7 @@ from services.gateway.oauth import ResourceServer
 from services.gateway.security_headers import STRICT_CSP, SecurityHeaders
 from services.gateway.signin import SignIn, _local
 from shared.config import Settings
-from shared.errors import Forbidden
+from shared.errors import ConfigError, Forbidden
 
 PUBLIC = "https://gw.example.com"
 
@@ -107,3 +108,16 @@ def test_up_starts_flower_under_the_prefix_with_a_password_when_people_sign_in()
     )
     assert plain.url == "http://127.0.0.1:5599"
     assert not [a for a in plain.argv if a.startswith(("--url_prefix", "--basic-auth"))]
+
+
+def test_a_stack_for_one_session_runs_without_flower_and_beat_and_refuses_unknown_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawned: list[str] = []
+    monkeypatch.setattr(Stack, "_spawn", lambda self, child: spawned.append(child.spec.name))
+    monkeypatch.setattr(Stack, "save_state", lambda self: None)
+    settings = Settings(env="test", home=tmp_path)
+    Stack(settings, without=("beat", "flower")).start_processes()  # the demo's temporary stack
+    assert spawned == ["gateway", "toolhost", "sandbox-worker", "learning-worker"]
+    with pytest.raises(ConfigError, match="no such stack process: flowers"):
+        Stack(settings, without=("flowers",)).start_processes()
