@@ -176,19 +176,35 @@ async def test_completion_offers_the_tenants_capability_names(surface: E2EStack)
     assert name in getattr(text, "text", "") and "execute_capability" in getattr(text, "text", "")
 
 
-async def test_task_only_tool_is_unavailable_and_refused_with_the_reason(
+async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_progress(
     surface: E2EStack,
 ) -> None:
+    """A 2025-11-25 tool whose ``execution.taskSupport`` is ``"required"`` (the everything
+    server's research simulation) is callable: the toolhost calls it as a task, follows it
+    with ``tasks/get`` and reads its result with ``tasks/result``; each status message of
+    the server's task is the call's progress."""
     with surface.client() as client:
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
-    assert tools[TASK_TOOL]["available"] is False
-    assert tools["everything:echo"]["available"] is True
-    assert "simulate-research-query is listed but unavailable" in surface.procs["toolhost"].log()
+    assert tools[TASK_TOOL]["available"] is True
     code = f'return await mcp.everything["{TASK_TOOL.split(":")[1]}"](topic="tides")'
     async with mcp_session(surface) as session:
-        ran = await session.call_tool("execute_code", {"code": code})
-    assert ran.is_error and ran.structured_content is not None
-    assert "task-augmented" in ran.structured_content["error"]["message"]
+        ran = await session.call_tool("execute_code", {"code": code, "no_cache": True})
+    view = ran.structured_content or {}
+    assert not ran.is_error, view
+    assert "# Research Report: tides" in json.dumps(view["result"]), view["result"]
+    with (
+        surface.client() as client,
+        client.stream("GET", f"/v1/executions/{view['id']}/events") as stream,
+    ):
+        events = []
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:]))
+                if events[-1]["type"] == "execution.finished":
+                    break
+    said = [e["message"] for e in events if e["type"] == "tool_progress"]
+    assert any("Gathering sources" in m for m in said), said
+    assert any("Generating report" in m for m in said), said
 
 
 @pytest.mark.parametrize("scenario", CONFORMANCE)
