@@ -1,11 +1,11 @@
 """Following a task as its run goes: its DetailedTask now, then again each time it changes
-(its status, or the questions it waits on), until it ends.
+(its status, its status message, or the questions it waits on), until it ends.
 
 Nothing polls the run's row on a timer while it is heard from: the row is read again when
 the run's events say it ended or went back to the queue (``execution.finished``,
-``execution.retried``, which every worker publishes) and when a question of its tools
-arrives (a blocking pop on the relay's queue; the question is kept as the task's, as
-``tasks/get`` keeps it). A run silent for ``QUIET_S`` is read all the same: a worker that
+``execution.retried``, which every worker publishes), when it reports progress (the
+task's status message), and when one of its tools asks its client something (a blocking
+pop on the relay's queue; the question is kept as the task's, as ``tasks/get`` keeps it). A run silent for ``QUIET_S`` is read all the same: a worker that
 died publishes nothing, and the read reaps it (``worker_lost``). ``tasks/result`` at
 2025-11-25 and ``notifications/tasks`` on a 2026-07-28 listen stream both follow tasks so.
 """
@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import task_input
+from services.gateway.mcp.tasks import SAID
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.state import ASYNC_REDIS_SOCKET_TIMEOUT_S, GatewayState
@@ -38,6 +39,8 @@ QUIET_S = 2.0
 # (a reply popped as the client gives up is lost).
 _BLOCK_S = ASYNC_REDIS_SOCKET_TIMEOUT_S / 2
 
+# The events after which the run is read again (progress: the task's status message).
+_WAKING = frozenset({FINISHED, RETRIED, *SAID})
 # TaskMethods.read (mcp/tasks.py): the DetailedTask of a task and its execution's row.
 Read = Callable[[dict[str, Any], dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -56,10 +59,14 @@ async def changes(
             asyncio.create_task(_on_questions(state, execution_id, woken)),
         ]
         try:
-            last: tuple[str, tuple[str, ...]] | None = None
+            last: tuple[str, str | None, tuple[str, ...]] | None = None
             while True:
                 detailed = await read(task, row)
-                seen = (detailed["status"], tuple(sorted(detailed.get("inputRequests") or {})))
+                seen = (
+                    detailed["status"],
+                    detailed.get("statusMessage"),
+                    tuple(sorted(detailed.get("inputRequests") or {})),
+                )
                 if seen != last:
                     last = seen
                     yield row, detailed
@@ -77,10 +84,11 @@ async def changes(
 
 
 async def _on_events(events: EventFollower, woken: asyncio.Event) -> None:
-    """Wake the follower when the run ended or was re-queued, or after ``QUIET_S`` of silence."""
+    """Wake the follower when the run ended, was re-queued or said how far it got (its
+    status message), or after ``QUIET_S`` of silence."""
     while True:
         event = await events.next(timeout_s=QUIET_S)
-        if event is None or event.get("type") in {FINISHED, RETRIED}:
+        if event is None or event.get("type") in _WAKING:
             woken.set()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from importlib.metadata import version
 from pathlib import Path
@@ -18,6 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import LoggingMessageNotificationParams, PromptReference
 
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
+from tests.integration.mcp_tasks_client import LegacySession
 from tests.stack import E2EStack, mcp_session, stack_fixture, tool_error
 
 surface = stack_fixture(
@@ -182,7 +184,8 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
     """A 2025-11-25 tool whose ``execution.taskSupport`` is ``"required"`` (the everything
     server's research simulation) is callable: the toolhost calls it as a task, follows it
     with ``tasks/get`` and reads its result with ``tasks/result``; each status message of
-    the server's task is the call's progress."""
+    the server's task is the call's progress, and the status message of our own task
+    where the call is one (a 2025-11-25 direct call with ``params.task``)."""
     with surface.client() as client:
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
     assert tools[TASK_TOOL]["available"] is True
@@ -205,6 +208,21 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
     said = [e["message"] for e in events if e["type"] == "tool_progress"]
     assert any("Gathering sources" in m for m in said), said
     assert any("Generating report" in m for m in said), said
+
+    # A 2025-11-25 direct call as a task of ours: the server's task statuses are its status.
+    session = LegacySession(surface, "/mcp/servers/everything")
+    call = {"name": "simulate-research-query", "arguments": {"topic": "reefs"}, "task": {}}
+    task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
+    messages = []
+    while (read := session.request("tasks/get", {"taskId": task_id})["result"])["status"] == (
+        "working"
+    ):
+        messages.append(read.get("statusMessage"))
+        time.sleep(0.2)
+    assert read["status"] == "completed", read
+    assert any("Analyzing content" in str(m) for m in messages), messages
+    result = session.request("tasks/result", {"taskId": task_id})["result"]
+    assert "# Research Report: reefs" in result["content"][0]["text"]
 
 
 @pytest.mark.parametrize("scenario", CONFORMANCE)
