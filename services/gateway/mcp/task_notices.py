@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 
 METHOD = "notifications/tasks"
 FILTER_KEY = "taskIds"
-MAX_TASKS = 100  # task ids one listen may name
+# Task ids one listen may name: each running one holds a Redis connection in a blocking pop
+# (its questions) while the stream is open, out of the gateway's 1,000.
+MAX_TASKS = 16
 
 
 class TaskNotice(types.Notification[dict[str, Any], Literal["notifications/tasks"]]):
@@ -51,7 +53,7 @@ class TaskNotices:
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        asked = _named(ctx)
+        asked = named_tasks(ctx)
         if asked is None:
             return await call_next(ctx)
         require_client_extension(ctx, tasks.EXTENSION_ID)
@@ -95,7 +97,7 @@ class TaskNotices:
             log.info("task %s: notices on the listen stream ended: %r", task["id"], exc)
 
 
-def _named(ctx: ServerRequestContext[Any, Any]) -> list[str] | None:
+def named_tasks(ctx: ServerRequestContext[Any, Any]) -> list[str] | None:
     """The task ids a 2026-07-28 ``subscriptions/listen`` names (None: not such a listen);
     ``-32602`` for a ``taskIds`` that is not a short list of ids."""
     if ctx.method != "subscriptions/listen" or ctx.request_id is None:
