@@ -12,6 +12,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -190,8 +191,30 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
     assert tools[TASK_TOOL]["available"] is True
     code = f'return await mcp.everything["{TASK_TOOL.split(":")[1]}"](topic="tides")'
-    async with mcp_session(surface) as session:
-        ran = await session.call_tool("execute_code", {"code": code, "no_cache": True})
+
+    def direct_task() -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+        """A 2025-11-25 direct call as a task of ours: its status messages while it works,
+        its last read, its result."""
+        session = LegacySession(surface, "/mcp/servers/everything")
+        call = {"name": "simulate-research-query", "arguments": {"topic": "reefs"}, "task": {}}
+        task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
+        messages = []
+        while (read := session.request("tasks/get", {"taskId": task_id}))["result"][
+            "status"
+        ] == "working":
+            messages.append(read["result"].get("statusMessage"))
+            time.sleep(0.2)
+        return messages, read["result"], session.request("tasks/result", {"taskId": task_id})
+
+    async with anyio.create_task_group() as group:  # the two calls at once
+        directly: list[Any] = []
+
+        async def in_thread() -> None:
+            directly.append(await anyio.to_thread.run_sync(direct_task))
+
+        group.start_soon(in_thread)
+        async with mcp_session(surface) as session:
+            ran = await session.call_tool("execute_code", {"code": code, "no_cache": True})
     view = ran.structured_content or {}
     assert not ran.is_error, view
     assert "# Research Report: tides" in json.dumps(view["result"]), view["result"]
@@ -209,20 +232,10 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
     assert any("Gathering sources" in m for m in said), said
     assert any("Generating report" in m for m in said), said
 
-    # A 2025-11-25 direct call as a task of ours: the server's task statuses are its status.
-    session = LegacySession(surface, "/mcp/servers/everything")
-    call = {"name": "simulate-research-query", "arguments": {"topic": "reefs"}, "task": {}}
-    task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
-    messages = []
-    while (read := session.request("tasks/get", {"taskId": task_id})["result"])["status"] == (
-        "working"
-    ):
-        messages.append(read.get("statusMessage"))
-        time.sleep(0.2)
+    [(messages, read, result)] = directly
     assert read["status"] == "completed", read
     assert any("Analyzing content" in str(m) for m in messages), messages
-    result = session.request("tasks/result", {"taskId": task_id})["result"]
-    assert "# Research Report: reefs" in result["content"][0]["text"]
+    assert "# Research Report: reefs" in result["result"]["content"][0]["text"], result
 
 
 @pytest.mark.parametrize("scenario", CONFORMANCE)
