@@ -120,7 +120,8 @@ def test_a_listen_naming_tasks_badly_is_invalid_params(named: Any) -> None:
 def test_a_listen_names_tasks_only_under_task_ids() -> None:
     assert named_tasks(_listen({"taskIds": ["a", "b"]})) == ["a", "b"]
     assert named_tasks(_listen({"toolsListChanged": True})) is None
-    assert named_tasks(SimpleNamespace(method="tools/call", request_id=1, params={})) is None
+    call: Any = SimpleNamespace(method="tools/call", request_id=1, params={})
+    assert named_tasks(call) is None
 
 
 def _listen(notifications: dict[str, Any]) -> Any:
