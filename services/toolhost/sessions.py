@@ -183,7 +183,12 @@ class ServerConnection:
                     result = await self._call_modern(session, tool, args, context, on_progress)
                 elif legacy_tasks.required(spec):  # refused unless called as a task
                     result = await legacy_tasks.call_as_task(
-                        session, tool, args, progress=on_progress, on_task=self._on_task(context)
+                        session,
+                        tool,
+                        args,
+                        progress=on_progress,
+                        on_task=self._on_task(context),
+                        claim=lambda task_id: self._inflight.task(task_id, context),
                     )
                 else:
                     result = await session.call_tool(tool, args, progress_callback=on_progress)
@@ -431,12 +436,14 @@ class ServerConnection:
     ) -> ResultT | types.ErrorData:
         if self._upstream is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} not supported")
+        related = (getattr(params, "meta", None) or {}).get(legacy_tasks.RELATED_TASK) or {}
         return await self._upstream.relay(
             server=self.name,
             inflight=self._inflight,
             method=method,
             params=params,
             result_type=result_type,
+            call=self._inflight.of_task(related.get("taskId")),  # else told from the calls
         )
 
     async def _serve_once(self, stderr: StderrTail | None) -> None:

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import LoggingMessageNotificationParams, PromptReference
+from mcp.types import ElicitResult, LoggingMessageNotificationParams, PromptReference
 
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
 from tests.integration.mcp_tasks_client import LegacySession
@@ -184,13 +184,20 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
 ) -> None:
     """A 2025-11-25 tool whose ``execution.taskSupport`` is ``"required"`` (the everything
     server's research simulation) is callable: the toolhost calls it as a task, follows it
-    with ``tasks/get`` and reads its result with ``tasks/result``; each status message of
+    with ``tasks/get`` and reads its result with ``tasks/result`` (where the server asks its
+    question, relayed to the caller's client); each status message of
     the server's task is the call's progress, and the status message of our own task
     where the call is one (a 2025-11-25 direct call with ``params.task``)."""
     with surface.client() as client:
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
     assert tools[TASK_TOOL]["available"] is True
-    code = f'return await mcp.everything["{TASK_TOOL.split(":")[1]}"](topic="tides")'
+    tool = TASK_TOOL.split(":")[1]
+    code = f'return await mcp.everything["{tool}"](topic="python", ambiguous=True)'
+    asked: list[str] = []
+
+    async def clarify(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"interpretation": "snake"})
 
     def direct_task() -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
         """A 2025-11-25 direct call as a task of ours: its status messages while it works,
@@ -213,11 +220,13 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
             directly.append(await anyio.to_thread.run_sync(direct_task))
 
         group.start_soon(in_thread)
-        async with mcp_session(surface) as session:
+        async with mcp_session(surface, elicitation_callback=clarify) as session:
             ran = await session.call_tool("execute_code", {"code": code, "no_cache": True})
     view = ran.structured_content or {}
     assert not ran.is_error, view
-    assert "# Research Report: tides" in json.dumps(view["result"]), view["result"]
+    # The server asked on tasks/result; the question reached this client, the answer the tool.
+    assert "# Research Report: python (snake)" in json.dumps(view["result"]), view["result"]
+    assert len(asked) == 1 and "multiple interpretations" in asked[0], asked
     with (
         surface.client() as client,
         client.stream("GET", f"/v1/executions/{view['id']}/events") as stream,
