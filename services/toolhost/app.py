@@ -42,7 +42,6 @@ from services.toolhost.sync import (
     SyncResult,
     ToolSpec,
     sync_server_tools,
-    unavailable_reason,
 )
 from services.toolhost.upstream import Upstream
 from services.toolhost.watch import plan, watch_config
@@ -522,17 +521,10 @@ class Toolhost:
                 output_schema=t.output_schema,
                 cache_override=block.cache_override(t.name),
                 pii_kinds=block.pii_kinds(t.name),
-                unavailable_reason=unavailable_reason(t),
             )
             for t in valid
             if t.name not in hidden
         ]
-        for spec in specs:
-            if spec.unavailable_reason is not None:
-                log.warning(
-                    "server %s: tool %s is listed but unavailable: it %s",
-                    server, spec.name, spec.unavailable_reason,
-                )  # fmt: skip
 
         def write() -> SyncResult:
             with self._pool.connection() as conn:

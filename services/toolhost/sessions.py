@@ -27,12 +27,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel
 
-from services.toolhost import rounds
+from services.toolhost import legacy_tasks, rounds
 from services.toolhost.registry import ServerUnavailable, ToolResult, UnknownTool
 from services.toolhost.results import error_text, tool_value
 from services.toolhost.servers import HttpServer, ServerConfig, StdioServer
 from services.toolhost.stderr import StderrTail
-from services.toolhost.sync import unavailable_reason
 from services.toolhost.upstream import (
     CallContext,
     InflightCalls,
@@ -167,8 +166,6 @@ class ServerConnection:
         spec = self.tools.get(tool)
         if spec is None:
             raise UnknownTool(f"MCP server {self.name!r} has no tool {tool!r}")
-        if (reason := unavailable_reason(spec)) is not None:
-            return ToolResult(ok=False, error=f"tool {tool!r} of MCP server {self.name!r} {reason}")
         on_progress: ProgressFnT | None = None
         if context is not None and self._upstream is not None:
             upstream, call = self._upstream, context
@@ -184,6 +181,15 @@ class ServerConnection:
             with self._inflight.track(context):
                 if rounds.is_modern(session):
                     result = await self._call_modern(session, tool, args, context, on_progress)
+                elif legacy_tasks.required(spec):  # refused unless called as a task
+                    result = await legacy_tasks.call_as_task(
+                        session,
+                        tool,
+                        args,
+                        progress=on_progress,
+                        on_task=self._on_task(context),
+                        claim=lambda task_id: self._inflight.task(task_id, context),
+                    )
                 else:
                     result = await session.call_tool(tool, args, progress_callback=on_progress)
             if context is not None and self._upstream is not None:
@@ -266,14 +272,26 @@ class ServerConnection:
             )
             return answered
 
+        with rounds.declaring(declared):
+            return await rounds.call_tool(
+                session,
+                tool,
+                args,
+                answer=answer,
+                progress=on_progress,
+                on_task=self._on_task(context),
+            )
+
+    def _on_task(self, context: CallContext | None) -> Callable[[], Awaitable[None]]:
+        """What to do once the server answered the call with a task of its own: tell the
+        execution (a ``downstream_task`` event)."""
+        upstream = self._upstream
+
         async def on_task() -> None:
             if upstream is not None and context is not None:
                 await upstream.downstream_task(context, self.name)
 
-        with rounds.declaring(declared):
-            return await rounds.call_tool(
-                session, tool, args, answer=answer, progress=on_progress, on_task=on_task
-            )
+        return on_task
 
     async def read_resource(
         self, params: types.ReadResourceRequestParams | str
@@ -418,12 +436,14 @@ class ServerConnection:
     ) -> ResultT | types.ErrorData:
         if self._upstream is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} not supported")
+        related = (getattr(params, "meta", None) or {}).get(legacy_tasks.RELATED_TASK) or {}
         return await self._upstream.relay(
             server=self.name,
             inflight=self._inflight,
             method=method,
             params=params,
             result_type=result_type,
+            call=self._inflight.of_task(related.get("taskId")),  # else told from the calls
         )
 
     async def _serve_once(self, stderr: StderrTail | None) -> None:

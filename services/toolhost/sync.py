@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 import psycopg
-from mcp import types
 
 from shared import tool_ids
 from shared.config import Settings
@@ -26,13 +25,6 @@ from shared.tools.servers import server_lock
 log = logging.getLogger(__name__)
 
 Embed = Callable[[list[str]], list[list[float]] | None]
-
-# Task-augmented calls (2025-11-25) are types-only in the mcp SDK (no tasks/get, tasks/result
-# dispatch), so such a tool cannot be called through AgentCards: listed, never callable.
-TASK_REQUIRED_REASON = (
-    "requires a task-augmented call (execution.taskSupport 'required'), which AgentCards "
-    "does not make; the server refuses a plain tools/call"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +39,6 @@ class ToolSpec:
     cache_override: dict[str, Any] = field(default_factory=dict)  # the operator's agentcards block
     pii_kinds: list[str] | None = None  # kinds tokenised in its data (None: all; []: none)
     unavailable_reason: str | None = None  # listed but never callable through AgentCards
-
-
-def unavailable_reason(tool: types.Tool) -> str | None:
-    """Why a listed tool cannot be called through AgentCards, or None when it can."""
-    if tool.execution is not None and tool.execution.task_support == "required":
-        return TASK_REQUIRED_REASON
-    return None
 
 
 @dataclass(slots=True)

@@ -76,6 +76,9 @@ class InflightCalls:
         # Requests of no execution (prompts/get, resources/read, completion/complete): while
         # one is in flight, a server request may be its, so it is nobody's to answer.
         self._others: dict[int, str] = {}
+        # A 2025-11-25 server's task, by its id, while a call waits on it: the server's
+        # requests that name it (``related-task``) are that call's, whatever else runs.
+        self._tasks: dict[str, CallContext] = {}
         self._ids = itertools.count()
 
     @contextmanager
@@ -99,6 +102,23 @@ class InflightCalls:
             yield
         finally:
             del table[key]
+
+    @contextmanager
+    def task(self, task_id: str, context: CallContext | None) -> Iterator[None]:
+        """For the block, the server's requests related to its task ``task_id`` are
+        ``context``'s (no-op for None)."""
+        if context is None:
+            yield
+            return
+        self._tasks[task_id] = context
+        try:
+            yield
+        finally:
+            self._tasks.pop(task_id, None)
+
+    def of_task(self, task_id: str | None) -> CallContext | None:
+        """The call waiting on the server's task ``task_id``, if one is."""
+        return None if task_id is None else self._tasks.get(task_id)
 
     def owner(self) -> CallContext | str:
         """The call a server request belongs to, or why that cannot be told."""

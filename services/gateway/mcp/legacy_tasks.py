@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -32,7 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, ValidationError
 
-from services.gateway.mcp import passthrough, task_input, tasks
+from services.gateway.mcp import passthrough, task_input, task_watch, tasks
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.db import in_pool
 from services.gateway.ops.wait import wait_for_finish
@@ -45,10 +46,8 @@ log = logging.getLogger(__name__)
 VERSION = "2025-11-25"  # the revision whose wire has these tasks
 RELATED = "io.modelcontextprotocol/related-task"
 CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
+TERMINAL = task_watch.TERMINAL
 PAGE = 50  # tasks per tasks/list page
-# How often tasks/result looks at a run it waits on (its questions and its end).
-RESULT_POLL_S = 0.5
 
 
 class TaskId(types.RequestParams):
@@ -167,16 +166,14 @@ class LegacyTasks:
         """The run's result once it ended (its JSON-RPC error for a protocol failure),
         putting its tools' questions to the client meanwhile."""
         task, row = await self._find(ctx)
-        while True:
-            detailed = await self._methods.read(task, row)
-            status = detailed["status"]
-            if status in TERMINAL:
-                break
-            if status == "input_required":
-                await self._ask(ctx, str(row["id"]), str(task["id"]))
-            else:
-                await asyncio.sleep(RESULT_POLL_S)
-            task, row = await self._methods.find(ctx, str(task["id"]), extension=False)
+        state = self._methods.state()
+        async with contextlib.aclosing(
+            task_watch.changes(state, self._methods.read, task, row)
+        ) as changes:
+            async for row, detailed in changes:
+                if detailed["status"] == "input_required":
+                    await self._ask(ctx, str(row["id"]), str(task["id"]))
+        status = detailed["status"]
         if status == "failed":
             error = detailed["error"]
             raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))

@@ -27,6 +27,7 @@ from services.gateway.mcp import (
     prompts,
     skill_changes,
     skills,
+    task_notices,
     tasks,
 )
 from services.gateway.mcp.caching import CACHE_HINTS
@@ -223,6 +224,7 @@ def build_mcp_server(
 
     # 2025-11-25's tasks (legacy_tasks.py): the two tools that run code take them.
     server.middleware.append(legacy_tasks.LegacyTasks(task_methods, RUNS.__contains__))
+    server.middleware.append(task_notices.TaskNotices(task_methods))  # on listen streams
 
     @server.tool(
         name="execute_code",

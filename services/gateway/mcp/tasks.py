@@ -32,6 +32,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.jsonrpc import HEADER_MISMATCH
 from mcp_types.version import is_version_at_least
 from pydantic import Field
+from redis.exceptions import RedisError
 from starlette.requests import Request
 
 from services.gateway.mcp import passthrough, task_input
@@ -44,8 +45,11 @@ from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.errors import Conflict, ErrorType
 from shared.executions import tasks as store
+from shared.executions.events import TOOL_PROGRESS, decode_event
 from shared.executions.models import ExecutionView, view_from_row
 from shared.executions.status import ExecutionStatus
+from shared.executions.trace import EventType
+from shared.queues import events_log_key
 from shared.rpc.upstream import TASKS_EXTENSION
 
 EXTENSION_ID = TASKS_EXTENSION
@@ -67,6 +71,10 @@ PROTOCOL_FAILURES = frozenset(
     }
 )
 _WORKING = {ExecutionStatus.QUEUED, ExecutionStatus.RUNNING}
+# A working task's status message is the run's last progress message (its code's or a
+# tool's), looked for among its last SAID_TAIL events.
+SAID = frozenset({EventType.PROGRESS.value, TOOL_PROGRESS})
+SAID_TAIL = 50
 
 # A run's finished execution as the tool's result, for the endpoint the task was made on.
 Shape = Callable[[ExecutionView, dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -273,11 +281,13 @@ def detailed(
     row: dict[str, Any],
     result: types.CallToolResult | dict[str, Any] | None,
     asked: dict[str, Any] | None = None,
+    said: str | None = None,
 ) -> dict[str, Any]:
     """The ``tasks/get`` answer (DetailedTask) for the task and its execution's row;
     ``result``: the finished run as the tool's result (unused while it runs or when it was
     cancelled), or the JSON-RPC error it ended in (then ``failed``); ``asked``: the run's
-    open questions (``input_required`` while it runs)."""
+    open questions (``input_required`` while it runs); ``said``: the run's last progress
+    message (the status message while it works)."""
     status, error = task_status(row)
     if status == "completed" and isinstance(result, dict):
         status, error = "failed", result
@@ -292,7 +302,7 @@ def detailed(
     elif status == "input_required":
         body["inputRequests"] = asked
     elif status == "working":
-        body["statusMessage"] = f"execution {row['id']} is {row['status']}"
+        body["statusMessage"] = said or f"execution {row['id']} is {row['status']}"
     return body
 
 
@@ -349,6 +359,8 @@ class TaskMethods:
             result = error if error is not None else await self._shape(view, task)
         elif status == "working":
             asked = await self._asked(str(row["id"]))
+            if not asked:
+                return detailed(task, row, None, said=await self._said(str(row["id"])))
         return detailed(task, row, result, asked)
 
     async def result_of(self, task: dict[str, Any], row: dict[str, Any]) -> types.CallToolResult:
@@ -378,6 +390,23 @@ class TaskMethods:
             if isinstance(outgoing, tuple):
                 asked[key] = outgoing[0].model_dump(by_alias=True, mode="json", exclude_none=True)
         return asked
+
+    async def _said(self, execution_id: str) -> str | None:
+        """The run's last progress message, its own or a tool's (a downstream server's
+        progress, or its task's status: toolhost/legacy_tasks.py), among its last events."""
+        try:
+            raw = await self._get_state().aredis.lrange(
+                events_log_key(execution_id), -SAID_TAIL, -1
+            )
+        except RedisError:  # the status message only: the task reads all the same
+            return None
+        for item in reversed(raw):
+            event = decode_event(item)
+            message = event.get("message")
+            if event.get("type") in SAID and message:
+                tool = event.get("tool")
+                return f"{tool}: {message}" if tool else str(message)
+        return None
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         task, row = await self.find(ctx, params.task_id)

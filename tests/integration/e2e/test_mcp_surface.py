@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import LoggingMessageNotificationParams, PromptReference
+from mcp.types import ElicitResult, LoggingMessageNotificationParams, PromptReference
 
 from tests.integration.mcp_servers import everything_server, example_server, npm_binary
+from tests.integration.mcp_tasks_client import LegacySession
 from tests.stack import E2EStack, mcp_session, stack_fixture, tool_error
 
 surface = stack_fixture(
@@ -176,19 +179,72 @@ async def test_completion_offers_the_tenants_capability_names(surface: E2EStack)
     assert name in getattr(text, "text", "") and "execute_capability" in getattr(text, "text", "")
 
 
-async def test_task_only_tool_is_unavailable_and_refused_with_the_reason(
+async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_progress(
     surface: E2EStack,
 ) -> None:
+    """A 2025-11-25 tool whose ``execution.taskSupport`` is ``"required"`` (the everything
+    server's research simulation) is callable: the toolhost calls it as a task, follows it
+    with ``tasks/get`` and reads its result with ``tasks/result`` (where the server asks its
+    question, relayed to the caller's client); each status message of
+    the server's task is the call's progress, and the status message of our own task
+    where the call is one (a 2025-11-25 direct call with ``params.task``)."""
     with surface.client() as client:
         tools = {t["id"]: t for t in client.get("/v1/tools").json()["tools"]}
-    assert tools[TASK_TOOL]["available"] is False
-    assert tools["everything:echo"]["available"] is True
-    assert "simulate-research-query is listed but unavailable" in surface.procs["toolhost"].log()
-    code = f'return await mcp.everything["{TASK_TOOL.split(":")[1]}"](topic="tides")'
-    async with mcp_session(surface) as session:
-        ran = await session.call_tool("execute_code", {"code": code})
-    assert ran.is_error and ran.structured_content is not None
-    assert "task-augmented" in ran.structured_content["error"]["message"]
+    assert tools[TASK_TOOL]["available"] is True
+    tool = TASK_TOOL.split(":")[1]
+    code = f'return await mcp.everything["{tool}"](topic="python", ambiguous=True)'
+    asked: list[str] = []
+
+    async def clarify(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"interpretation": "snake"})
+
+    def direct_task() -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+        """A 2025-11-25 direct call as a task of ours: its status messages while it works,
+        its last read, its result."""
+        session = LegacySession(surface, "/mcp/servers/everything")
+        call = {"name": "simulate-research-query", "arguments": {"topic": "reefs"}, "task": {}}
+        task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
+        messages = []
+        while (read := session.request("tasks/get", {"taskId": task_id}))["result"][
+            "status"
+        ] == "working":
+            messages.append(read["result"].get("statusMessage"))
+            time.sleep(0.2)
+        return messages, read["result"], session.request("tasks/result", {"taskId": task_id})
+
+    async with anyio.create_task_group() as group:  # the two calls at once
+        directly: list[Any] = []
+
+        async def in_thread() -> None:
+            directly.append(await anyio.to_thread.run_sync(direct_task))
+
+        group.start_soon(in_thread)
+        async with mcp_session(surface, elicitation_callback=clarify) as session:
+            ran = await session.call_tool("execute_code", {"code": code, "no_cache": True})
+    view = ran.structured_content or {}
+    assert not ran.is_error, view
+    # The server asked on tasks/result; the question reached this client, the answer the tool.
+    assert "# Research Report: python (snake)" in json.dumps(view["result"]), view["result"]
+    assert len(asked) == 1 and "multiple interpretations" in asked[0], asked
+    with (
+        surface.client() as client,
+        client.stream("GET", f"/v1/executions/{view['id']}/events") as stream,
+    ):
+        events = []
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:]))
+                if events[-1]["type"] == "execution.finished":
+                    break
+    said = [e["message"] for e in events if e["type"] == "tool_progress"]
+    assert any("Gathering sources" in m for m in said), said
+    assert any("Generating report" in m for m in said), said
+
+    [(messages, read, result)] = directly
+    assert read["status"] == "completed", read
+    assert any("Analyzing content" in str(m) for m in messages), messages
+    assert "# Research Report: reefs" in result["result"]["content"][0]["text"], result
 
 
 @pytest.mark.parametrize("scenario", CONFORMANCE)

@@ -222,6 +222,136 @@ def test_the_wire_task_methods_check_mcp_name_and_the_removed_ones_are_unknown(
         Path(os.environ["TASKS_TRANSCRIPT"]).write_text(json.dumps(transcript, indent=1))
 
 
+def wire(
+    stack: E2EStack,
+    method: str,
+    params: dict[str, Any],
+    *,
+    name: str | None = None,
+    capabilities: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One 2026-07-28 request over plain HTTP (declaring the extension unless
+    ``capabilities`` says otherwise): its JSON-RPC answer."""
+    body, headers = _wire_request(method, params, name=name, capabilities=capabilities)
+    with stack.client() as client:
+        response = client.post("/mcp", json=body, headers=headers)
+    if response.headers["content-type"].startswith("text/event-stream"):
+        lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(lines[-1]))
+    return dict(response.json())
+
+
+def _wire_request(
+    method: str,
+    params: dict[str, Any],
+    *,
+    name: str | None = None,
+    capabilities: dict[str, Any] | None = None,
+    request_id: Any = 1,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": (
+            {"extensions": {EXTENSION: {}}} if capabilities is None else capabilities
+        ),
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+        **({"Mcp-Name": name} if name is not None else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method,
+            "params": {**params, "_meta": meta}}  # fmt: skip
+    return body, headers
+
+
+def listen_until(
+    stack: E2EStack,
+    notifications: dict[str, Any],
+    *,
+    until: Any,
+    capabilities: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The messages of a ``subscriptions/listen`` stream (the acknowledgement first), read
+    until ``until(message)`` holds for one (or the stream ends)."""
+    body, headers = _wire_request(
+        "subscriptions/listen", {"notifications": notifications},
+        capabilities=capabilities, request_id="listen-1",
+    )  # fmt: skip
+    got: list[dict[str, Any]] = []
+    with (
+        stack.client() as client,
+        client.stream("POST", "/mcp", json=body, headers=headers) as response,
+    ):
+        if response.headers["content-type"].startswith("application/json"):
+            return [json.loads(response.read())]
+        for line in response.iter_lines():
+            if line.startswith("data:") and line[5:].strip():
+                got.append(json.loads(line[5:]))
+                if until(got[-1]):
+                    break
+    return got
+
+
+def test_a_listen_stream_naming_tasks_hears_each_status_until_the_end(
+    reference: E2EStack,
+) -> None:
+    """``notifications/tasks`` (SEP-2663) on ``subscriptions/listen``: the acknowledgement
+    names the caller's tasks it agreed to (not an unknown id, not another tenant's), then
+    each change comes as the DetailedTask ``tasks/get`` answers: working, input_required
+    with the tool's question (answered with ``tasks/update``), completed with the result.
+    Naming tasks without the extension is ``-32021``."""
+    stack, other = reference.as_new_tenant(), reference.as_new_tenant()
+    code = "return await mcp.conformance.confirm_delete(filename='draft.txt')"
+    capabilities = {"extensions": {EXTENSION: {}}, "elicitation": {}}
+    arguments = {"code": code, "no_cache": True}
+    created = wire(stack, "tools/call", {"name": "execute_code", "arguments": arguments},
+                   name="execute_code", capabilities=capabilities)["result"]  # fmt: skip
+    assert created["resultType"] == "task", created
+    task_id = created["taskId"]
+
+    def answer_when_asked(message: dict[str, Any]) -> bool:
+        params = message.get("params") or {}
+        if params.get("status") == "input_required":
+            [key] = params["inputRequests"]
+            update = {"taskId": task_id,
+                      "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}  # fmt: skip
+            assert "error" not in wire(stack, "tasks/update", update, name=task_id)
+        return params.get("status") in {"completed", "failed", "cancelled"}
+
+    got = listen_until(
+        stack,
+        {"taskIds": [task_id, "no-such-task"], "toolsListChanged": True},
+        until=answer_when_asked,
+        capabilities=capabilities,
+    )
+    ack, *notices = got
+    assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "taskIds": [task_id]}
+    assert {n["method"] for n in notices} == {"notifications/tasks"}, notices
+    assert all(n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-1"
+               for n in notices)  # fmt: skip
+    seen = [n["params"]["status"] for n in notices]
+    assert seen[-1] == "completed" and "input_required" in seen, seen
+    asked = next(n["params"] for n in notices if n["params"]["status"] == "input_required")
+    [question] = asked["inputRequests"].values()
+    assert question["params"]["message"] == "Delete draft.txt?"
+    done = notices[-1]["params"]
+    assert done["taskId"] == task_id and isinstance(done["ttlMs"], int)
+    assert done["result"]["structuredContent"]["result"] == "deleted draft.txt"
+    read = wire(stack, "tasks/get", {"taskId": task_id}, name=task_id)["result"]
+    assert done["result"] == read["result"] and done["status"] == read["status"]
+
+    # Another tenant's listen naming the task is acknowledged without it (as an unknown id).
+    [theirs] = listen_until(other, {"taskIds": [task_id]}, until=lambda _m: True)
+    assert theirs["params"]["notifications"] == {"taskIds": []}, theirs
+    refused = listen_until(stack, {"taskIds": [task_id]}, until=lambda _m: True,
+                           capabilities={})  # fmt: skip
+    assert refused[0]["error"]["code"] == types.MISSING_REQUIRED_CLIENT_CAPABILITY, refused
+
+
 def test_a_2025_11_25_client_that_declares_the_extension_gets_its_result(
     reference: E2EStack,
 ) -> None:

@@ -9,6 +9,7 @@ A stack of its own: it starts two more gateways beside the stack's one (and kill
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from deploy.launcher.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.integration.mcp_servers import elicit_test_server, everything_server
+from tests.integration.mcp_tasks_client import LegacySession
 from tests.integration.scale.round_robin import Mode, RoundRobin
 from tests.stack import E2EStack, each_event, running_stack, tool_error, wait_until
 
@@ -369,6 +371,42 @@ def test_a_session_is_only_its_holders_on_every_replica(
             http.delete(f"http://{backends[2]}/mcp", headers=holder.headers | session).status_code
             == 200
         )
+
+
+def test_a_2025_11_25_task_made_on_one_replica_is_read_and_cancelled_on_another(
+    replicas: tuple[E2EStack, list[str]],
+) -> None:
+    """MCP tasks at 2025-11-25 are the run's durable rows, not a replica's memory: a task a
+    session made through one replica is read to its result (``tasks/get``, ``tasks/result``)
+    by a session on another, and a task made on one and cancelled through another reads
+    ``cancelled`` on the first; a third replica lists both."""
+    stack, backends = replicas
+    tenant = stack.as_new_tenant()
+    first, second, third = (
+        LegacySession(dataclasses.replace(tenant, gateway_url=f"http://{backend}"))
+        for backend in backends
+    )
+
+    def made(session: LegacySession, code: str) -> str:
+        arguments = {"code": code, "no_cache": True}
+        call = {"name": "execute_code", "arguments": arguments, "task": {"ttl": 60_000}}
+        reply = session.request("tools/call", call)
+        assert reply["result"]["task"]["status"] == "working", reply
+        return str(reply["result"]["task"]["taskId"])
+
+    quick = made(first, "import asyncio\nawait asyncio.sleep(1)\nreturn 'made on the first'")
+    result = second.request("tasks/result", {"taskId": quick})["result"]
+    assert result["structuredContent"]["result"] == "made on the first", result
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": quick}
+    assert second.request("tasks/get", {"taskId": quick})["result"]["status"] == "completed"
+
+    long = made(first, SLEEP)
+    assert second.request("tasks/get", {"taskId": long})["result"]["status"] == "working"
+    cancelled = second.request("tasks/cancel", {"taskId": long})["result"]
+    assert cancelled["status"] == "cancelled", cancelled
+    assert first.request("tasks/get", {"taskId": long})["result"]["status"] == "cancelled"
+    listed = {t["taskId"]: t["status"] for t in third.request("tasks/list", {})["result"]["tasks"]}
+    assert listed == {quick: "completed", long: "cancelled"}, listed
 
 
 async def test_what_a_client_set_outlives_its_replica(

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mcp import types
+from mcp.shared.exceptions import MCPError
 
 from services.gateway.mcp.legacy_tasks import legacy_task
+from services.gateway.mcp.task_notices import named_tasks
 from services.gateway.mcp.tasks import detailed, principal_key, task_status
 from shared.auth.principal import Principal
 from shared.executions.tasks import new_task_id
@@ -85,3 +88,43 @@ def test_a_task_reads_at_2025_11_25_with_its_wire_names(
     assert not {"ttlMs", "pollIntervalMs", "result", "error", "resultType"} & set(wire)
     if expected == "failed":
         assert wire["statusMessage"]
+
+
+def test_a_working_task_s_status_message_is_its_run_s_last_progress() -> None:
+    task = {"id": "t1", "created_at": NOW, "ttl_ms": 60_000, "poll_interval_ms": 1000}
+    row = {**_row("running"), "started_at": NOW}
+    said = "everything:research: working: Analyzing content..."
+    assert detailed(task, row, None, said=said)["statusMessage"] == said
+    assert detailed(task, row, None)["statusMessage"] == "execution e1 is running"
+    done = {**_row("cancelled", "cancelled"), "finished_at": NOW}
+    assert "statusMessage" not in detailed(task, done, None, said=said)
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "one-task",
+        [1, 2],
+        [""],
+        ["x" * 201],
+        [f"task-{n}" for n in range(17)],
+    ],
+)
+def test_a_listen_naming_tasks_badly_is_invalid_params(named: Any) -> None:
+    ctx = _listen({"taskIds": named})
+    with pytest.raises(MCPError) as caught:
+        named_tasks(ctx)
+    assert caught.value.error.code == types.INVALID_PARAMS
+
+
+def test_a_listen_names_tasks_only_under_task_ids() -> None:
+    assert named_tasks(_listen({"taskIds": ["a", "b"]})) == ["a", "b"]
+    assert named_tasks(_listen({"toolsListChanged": True})) is None
+    call: Any = SimpleNamespace(method="tools/call", request_id=1, params={})
+    assert named_tasks(call) is None
+
+
+def _listen(notifications: dict[str, Any]) -> Any:
+    return SimpleNamespace(
+        method="subscriptions/listen", request_id="l1", params={"notifications": notifications}
+    )

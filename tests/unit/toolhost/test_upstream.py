@@ -50,3 +50,13 @@ def test_a_request_outside_any_execution_makes_a_server_request_nobodys() -> Non
         assert inflight.owner() == CallContext("e1", "s:ask", "call-1")
     with inflight.track_request("resources/read"):
         assert "resources/read" in str(inflight.owner())
+
+
+def test_a_request_naming_a_server_task_is_the_call_waiting_on_it() -> None:
+    inflight = InflightCalls()
+    waiting, other = CallContext("e1", "s:research", "call-1"), CallContext("e2", "s:a")
+    with inflight.track(waiting), inflight.track(other), inflight.task("task-9", waiting):
+        assert isinstance(inflight.owner(), str)  # two executions: a bare request is nobody's
+        assert inflight.of_task("task-9") == waiting
+        assert inflight.of_task("task-8") is None and inflight.of_task(None) is None
+    assert inflight.of_task("task-9") is None

@@ -10,7 +10,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
 
-from services.gateway.mcp import input_required, legacy_tasks, log_messages
+from services.gateway.mcp import input_required, legacy_tasks, log_messages, task_notices
 from services.gateway.mcp import listen as listening_streams
 from services.gateway.mcp.caching import CACHE_HINTS
 from services.gateway.mcp.direct import prompts, resources, tools
@@ -60,6 +60,7 @@ def endpoint_server(endpoint: Endpoint) -> Server[Any]:
         server.add_request_handler(method.method, method.params_type, method.handler)
     # 2025-11-25's tasks (legacy_tasks.py): every direct call takes them.
     server.middleware.append(legacy_tasks.LegacyTasks(task_methods, lambda _name: True))
+    server.middleware.append(task_notices.TaskNotices(task_methods))  # on listen streams
     server.extensions[EXTENSION_ID] = {}
     if name is None:  # every server's views pass through here; a server's endpoint says
         server.extensions[apps.EXTENSION_ID] = {}  # so when its server offers Apps (surface.py)
