@@ -7,8 +7,9 @@ servers of `bench footprint` (`deploy/bench/footprint.py`); once each has synced
 one SDK client session per stack (2025-11-25, streamable HTTP, no key: the loopback default)
 asks the real-server requests, each query once per stack (the gateway caches repeated
 ones), alternating which stack goes first. The first ``--first`` queries after the stack is
-up are reported apart (``first_ms``). Per stack: p50/p90 of the rest, the hits' size
-(structured content as JSON, bytes) and the client's own output-schema check of one result
+up are reported apart (``first_ms``). Per stack: p50/p90 of the rest, the gateway's CPU
+time per search (read around each call, the load-insensitive figure), the text content's
+size (bytes) and the client's own output-schema check of one result
 (``validate_ms``, timed apart by calling the SDK's `validate_tool_result` again).
 """
 
@@ -26,12 +27,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from deploy.bench.footprint import five_servers, queries
 from deploy.bench.held import HeldStack, checkout, held_stack
+from deploy.launcher.state import StackState
 from shared.db import connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,14 +67,26 @@ async def session_at(url: str) -> AsyncIterator[ClientSession]:
         yield session
 
 
+def gateway(stack: HeldStack) -> psutil.Process:
+    state = StackState.load(stack.run_dir)
+    if state is None:
+        raise RuntimeError(f"no stack state in {stack.run_dir}")
+    return psutil.Process(state.processes["gateway"])
+
+
+def cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
 async def search(session: ClientSession, query: str) -> tuple[float, int, float]:
-    """One `search_tools` call: its ms, its structured content's size, the check's ms."""
+    """One `search_tools` call: its ms, its text's size, the client's schema check's ms."""
     started = time.perf_counter()
     result = await session.call_tool("search_tools", {"query": query, "limit": LIMIT})
     elapsed = (time.perf_counter() - started) * 1000
     if result.is_error:
         raise RuntimeError(f"search_tools failed: {result.content}")
-    size = len(json.dumps(result.structured_content, separators=(",", ":")))
+    size = sum(len(getattr(block, "text", "")) for block in result.content)
     began = time.perf_counter()
     await session.validate_tool_result("search_tools", result)
     return elapsed, size, (time.perf_counter() - began) * 1000
@@ -95,13 +110,18 @@ async def measure(stacks: dict[str, HeldStack], *, first: int) -> dict[str, Any]
             name: await exits.enter_async_context(session_at(f"{s.gateway_url}/mcp"))
             for name, s in stacks.items()
         }
+        gateways = {name: gateway(s) for name, s in stacks.items()}
+        cpu: dict[str, float] = {name: 0.0 for name in stacks}
         times: dict[str, list[float]] = {name: [] for name in stacks}
         sizes: dict[str, list[int]] = {name: [] for name in stacks}
         checks: dict[str, list[float]] = {name: [] for name in stacks}
         for i, text in enumerate(texts):
             order = list(sessions) if i % 2 == 0 else list(reversed(sessions))
             for name in order:
+                before = cpu_s(gateways[name]) if i >= first else 0.0
                 ms, size, check = await search(sessions[name], text)
+                if i >= first:
+                    cpu[name] += cpu_s(gateways[name]) - before
                 times[name].append(ms)
                 sizes[name].append(size)
                 checks[name].append(check)
@@ -109,7 +129,8 @@ async def measure(stacks: dict[str, HeldStack], *, first: int) -> dict[str, Any]
             out[name] = {
                 "first_ms": [round(t, 1) for t in times[name][:first]],
                 "search_ms": _stats(times[name][first:]),
-                "hits_bytes_p50": statistics.median(sizes[name]),
+                "gateway_cpu_ms_per_search": round(cpu[name] / (len(texts) - first) * 1000, 2),
+                "text_bytes_p50": statistics.median(sizes[name]),
                 "validate_ms_p50": round(statistics.median(checks[name]), 2),
             }
     return out
@@ -131,7 +152,9 @@ def run(compare: str | None, first: int) -> dict[str, Any]:
                 for name, root in roots.items()
             }
             for name, stack in stacks.items():
-                out[f"{name}_sync_s"] = round(wait_tools(stack.database_url, servers=len(servers)), 1)
+                out[f"{name}_sync_s"] = round(
+                    wait_tools(stack.database_url, servers=len(servers)), 1
+                )
             out |= asyncio.run(measure(stacks, first=first))
     out["load_avg_end"] = os.getloadavg()
     return out
