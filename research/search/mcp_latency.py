@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # noqa: F401  # imported by the SDK at its first check: not in a stack's first query
 import psutil
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
