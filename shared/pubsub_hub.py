@@ -22,6 +22,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from fnmatch import fnmatchcase
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -70,10 +71,18 @@ class Follower:
 
 class PubSubHub:
     """The gateway's shared subscriber (see the module's docstring); bound to the event loop
-    that first uses it (a new loop, as in tests, starts it afresh)."""
+    that first uses it (a new loop, as in tests, starts it afresh).
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    With ``pattern`` (e.g. ``agentcards:cancel:*``) the connection subscribes that pattern
+    once and keeps it: following a matching channel then sends Redis nothing, and the
+    connection hears every matching channel's messages (those nobody here follows are
+    dropped). For channels that publish rarely, as cancel requests do, that saves a
+    SUBSCRIBE and an UNSUBSCRIBE per follower.
+    """
+
+    def __init__(self, client: aioredis.Redis, *, pattern: str | None = None) -> None:
         self._client = client
+        self._pattern = pattern
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()
         self._pubsub: PubSub | None = None
@@ -83,6 +92,8 @@ class PubSubHub:
     @asynccontextmanager
     async def follow(self, channel: str) -> AsyncIterator[Follower]:
         """Subscribed to ``channel`` until the block ends (subscribed when it starts)."""
+        if self._pattern is not None and not fnmatchcase(channel, self._pattern):
+            raise ValueError(f"{channel!r} is not a channel of this hub's {self._pattern!r}")
         follower = Follower()
         await self._add(channel, follower)
         try:
@@ -114,7 +125,10 @@ class PubSubHub:
                     self._pubsub = self._client.pubsub()
                 pubsub = self._pubsub
                 try:
-                    if not _subscribed(pubsub, channel):
+                    if self._pattern is not None:
+                        if not _subscribed(pubsub, self._pattern, pattern=True):
+                            await pubsub.psubscribe(self._pattern)
+                    elif not _subscribed(pubsub, channel):
                         await pubsub.subscribe(channel)
                     break
                 except (RedisError, OSError) as exc:
@@ -147,8 +161,9 @@ class PubSubHub:
         pubsub = self._pubsub
         if pubsub is None:
             return
-        if not unsubscribe:
-            if not self._followers:  # a failed subscribe: nothing to keep the connection for
+        if not unsubscribe or self._pattern is not None:  # a pattern stays subscribed
+            # A failed subscribe: nothing to keep the connection for.
+            if not unsubscribe and not self._followers:
                 self._pubsub = None
                 if self._reader is not None:
                     self._reader.cancel()
@@ -194,7 +209,10 @@ class PubSubHub:
             return
         fresh = self._client.pubsub()
         try:
-            await fresh.subscribe(*self._followers)
+            if self._pattern is not None:
+                await fresh.psubscribe(self._pattern)
+            else:
+                await fresh.subscribe(*self._followers)
         except (RedisError, OSError) as again:
             await fresh.aclose()
             failed = HubFailed(again)
@@ -210,10 +228,12 @@ class PubSubHub:
                 follower.put(RESYNC)
 
 
-def _subscribed(pubsub: PubSub, channel: str) -> bool:
-    """Whether ``channel`` is subscribed on ``pubsub`` and stays so. redis-py keeps a channel
-    in ``channels`` from its UNSUBSCRIBE until the reader reads the reply: a follower arriving
-    then (the next request on the same execution) must subscribe again, or the reply drops
-    the channel and that follower hears nothing live."""
+def _subscribed(pubsub: PubSub, channel: str, *, pattern: bool = False) -> bool:
+    """Whether ``channel`` (a ``pattern``) is subscribed on ``pubsub`` and stays so. redis-py
+    keeps a channel in ``channels`` from its UNSUBSCRIBE until the reader reads the reply: a
+    follower arriving then (the next request on the same execution) must subscribe again, or
+    the reply drops the channel and that follower hears nothing live."""
     name = channel.encode()
+    if pattern:
+        return name in pubsub.patterns and name not in pubsub.pending_unsubscribe_patterns
     return name in pubsub.channels and name not in pubsub.pending_unsubscribe_channels

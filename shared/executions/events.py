@@ -120,7 +120,6 @@ class OrderedPublisher:
     def __init__(self, client: aioredis.Redis, execution_id: str) -> None:
         self._client = client
         self._execution_id = execution_id
-        self._script = client.register_script(_PUBLISH)
         self._queued: list[tuple[tuple[list[str], list[Any]], asyncio.Future[None]]] = []
         self._sending = False
         self._sender: asyncio.Future[None] | None = None  # held: the loop keeps weak refs
@@ -145,7 +144,7 @@ class OrderedPublisher:
                 try:
                     pipe = self._client.pipeline(transaction=False)
                     for (keys, args), _ in batch:
-                        await self._script(keys=keys, args=args, client=pipe)
+                        _queue_publish(pipe, keys, args)
                     await pipe.execute()
                 except Exception as exc:  # each waiting future reports it
                     for _, done in batch:

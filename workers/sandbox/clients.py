@@ -14,6 +14,7 @@ from shared.clients import FAST_RETRIES, db_pool, fast_retry, redis_client
 from shared.config import get_settings
 from shared.executions.liveness import Heartbeat
 from shared.pubsub_hub import PubSubHub
+from shared.queues import cancel_key
 
 __all__ = [
     "async_redis_client",
@@ -42,8 +43,9 @@ def async_redis_client() -> aioredis.Redis:
 
 @lru_cache(maxsize=1)
 def cancel_hub() -> PubSubHub:
-    """This process's one pub/sub connection for its runs' cancel watches."""
-    return PubSubHub(async_redis_client())
+    """This process's one pub/sub connection for its runs' cancel watches: every cancel
+    channel, subscribed once (cancels are rare; a run then subscribes nothing)."""
+    return PubSubHub(async_redis_client(), pattern=cancel_key("*"))
 
 
 @lru_cache(maxsize=1)

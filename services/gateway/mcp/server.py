@@ -38,7 +38,13 @@ from services.gateway.mcp.fit import reply_bytes
 from services.gateway.mcp.missing_capability import refuse_failed_run
 from services.gateway.mcp.replicas.manager import ReplicatedSessionManager, session_manager
 from services.gateway.mcp.replicas.registry import Registry
-from services.gateway.mcp.tooling import READ_ONLY, RUNS_CODE, described, execution_result
+from services.gateway.mcp.tooling import (
+    READ_ONLY,
+    RUNS_CODE,
+    described,
+    execution_result,
+    model_result,
+)
 from services.gateway.ops.admission import admit_submission
 from services.gateway.ops.direct_records import start_drainer
 from services.gateway.ops.execution_feedback import report_execution
@@ -291,7 +297,7 @@ def build_mcp_server(
         context_tools: ContextTools = None,
         include_out_of_scope: IncludeOutOfScope = False,
         declarations: DeclarationsArg = None,
-    ) -> ToolSearchResponse:
+    ) -> Annotated[CallToolResult, ToolSearchResponse]:
         principal = await principal_of(ctx)
         with tool_errors():  # a blank query is refused by the model, as over REST, naming the field
             body = ToolSearchRequest(
@@ -301,7 +307,7 @@ def build_mcp_server(
                 include_out_of_scope=include_out_of_scope,
                 declarations=declarations,
             )
-            return await search_tools_op(get_state(), body=body, principal=principal)
+            return model_result(await search_tools_op(get_state(), body=body, principal=principal))
 
     @server.tool(
         name="get_execution",

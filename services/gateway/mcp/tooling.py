@@ -32,6 +32,17 @@ def described(model: type[BaseModel], field: str) -> Any:
     return Field(description=model.model_fields[field].description)
 
 
+def model_result(model: BaseModel) -> CallToolResult:
+    """A response model as a tool result: its JSON as structured content and, for clients that
+    read text, the same JSON compact (the SDK's default text is indented: half as large again,
+    sent and stored in the session's event stream twice over)."""
+    data = model.model_dump(mode="json")
+    return CallToolResult(
+        content=[TextContent(type="text", text=orjson.dumps(data).decode())],
+        structured_content=data,
+    )
+
+
 def execution_result(
     view: ExecutionView, *, max_bytes: int, failure_is_error: bool = True
 ) -> CallToolResult:

@@ -66,11 +66,14 @@ log = logging.getLogger(__name__)
 
 def warm_up(state: GatewayState) -> None:
     """Load what a search needs before the first one comes: the model (~6 s cold), the
-    tools' words, their PageRanks and the graph. Runs once, in the background, at start."""
+    tools' words, their PageRanks and the graph, then the encoder's kernel for each pass
+    size a search's texts are likely to need. Runs once, in the background, at start."""
     try:
-        vectors = get_embedder(state.settings).embed_query(["warm up"])
+        embedder = get_embedder(state.settings)
+        vectors = embedder.embed_query(["warm up"])
         # A context tool, so the graph is read too.
         _search(state, query="warm up", vectors=vectors, limit=1, context_tools=["warm:up"])
+        embedder.warm_passes()
     except PoolClosed:  # the gateway stopped first
         return
     except Exception as exc:  # the first search loads instead

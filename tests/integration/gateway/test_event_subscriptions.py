@@ -22,9 +22,10 @@ from redis.exceptions import MaxConnectionsError
 
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.state import GatewayState
+from shared.executions.cancel import request_cancel, wait_for_cancel
 from shared.executions.events import FINISHED, publish_event
 from shared.pubsub_hub import PubSubHub
-from shared.queues import events_channel
+from shared.queues import cancel_key, events_channel
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +124,43 @@ async def test_a_wait_that_follows_another_on_the_same_execution_hears_its_end(
         await client.aclose()
     assert (heard or {}).get("type") == FINISHED
     assert [count for _, count in subscribers] == [1]
+
+
+async def test_cancel_watches_share_one_pattern_and_each_hears_only_its_own_run(
+    redis_url: str,
+) -> None:
+    # A sandbox pool process's hub (workers/sandbox/clients.py): the cancel channels'
+    # pattern, subscribed once; a run's watch then subscribes nothing of its own.
+    client = aioredis.Redis.from_url(redis_url)
+    hub = PubSubHub(client, pattern=cancel_key("*"))
+    sync = redis.Redis.from_url(redis_url)
+    a, b, later = (str(uuid.uuid4()) for _ in range(3))
+    try:
+        watch_a = asyncio.ensure_future(wait_for_cancel(client, hub, execution_id=a))
+        watch_b = asyncio.ensure_future(wait_for_cancel(client, hub, execution_id=b))
+        await asyncio.sleep(0.3)  # both subscribed
+        request_cancel(sync, execution_id=b)
+        await asyncio.wait_for(watch_b, 5)
+        await asyncio.sleep(0.3)
+        a_heard_b = watch_a.done()
+        patterns_during = sync.pubsub_numpat()
+        channels_during = sync.pubsub_channels(cancel_key("*"))  # none of a run's own
+        # The shared connection dies: a cancel sent meanwhile still reaches its watch.
+        assert sync.client_kill_filter(_type="pubsub") == 1
+        request_cancel(sync, execution_id=a)
+        await asyncio.wait_for(watch_a, 5)
+        watch_later = asyncio.ensure_future(wait_for_cancel(client, hub, execution_id=later))
+        await asyncio.sleep(0.3)
+        sync.publish(cancel_key(later), 1)  # the pub/sub nudge alone, no flag key
+        await asyncio.wait_for(watch_later, 5)
+        pubsub_clients = sync.client_list(_type="pubsub")
+        with pytest.raises(ValueError):  # a channel the pattern does not cover
+            async with hub.follow(events_channel(a)):
+                pass
+    finally:
+        await hub.aclose()
+        await client.aclose()
+    assert not a_heard_b
+    assert patterns_during == 1
+    assert len(pubsub_clients) == 1
+    assert channels_during == []

@@ -84,7 +84,11 @@ class ToolHit(BaseModel):
     scores: ToolScores
     why: str = Field(description="the signals that placed the tool, strongest first")
     runnable: bool = Field(default=True, description="false when your API key may not call it")
-    not_runnable_reason: str | None = Field(default=None, description="why runnable is false")
+    not_runnable_reason: str | None = Field(
+        default=None,
+        description="why runnable is false (absent when it is true)",
+        exclude_if=lambda value: value is None,
+    )
     declaration: str | None = Field(
         default=None,
         description="with declarations=typescript: the TypeScript type of the tool's input",

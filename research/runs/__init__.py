@@ -1,0 +1,1 @@
+"""Experiments on the cost of an execution (research/README.md)."""
