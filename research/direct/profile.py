@@ -35,7 +35,7 @@ def main(seconds: float, out: Path) -> None:
             pids = {
                 child.spec.name: child.proc.pid
                 for child in handle.stack.children
-                if child.proc is not None and child.spec.name in {"gateway", "toolhost"}
+                if child.proc is not None and child.spec.name in {"gateway", "toolhost", "learning-worker"}
             }
             print(pids, flush=True)
 
@@ -58,6 +58,8 @@ def main(seconds: float, out: Path) -> None:
                                 str(int(seconds)),
                                 "-r",
                                 "200",
+                                "--subprocesses",
+                                "--gil",
                                 "-f",
                                 fmt,
                                 "-o",

@@ -22,7 +22,7 @@ from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.consolidate import SOON_MIN_S, last_pass_seconds, soon_delay
-from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
+from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions, tenants_taught
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import CONSOLIDATION_QUEUED_PREFIX, GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
@@ -159,9 +159,7 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
 def _consolidate_soon(results: dict[str, IngestResult]) -> None:
     """Queue a consolidation pass of each tenant the batch taught, unless one is queued
     (``consolidate.soon_delay`` after now); the beat's pass stays the backstop."""
-    tenants = sorted(
-        {r.tenant_id for r in results.values() if r.tenant_id and r.outcome not in NOTHING_DONE}
-    )
+    tenants = tenants_taught(results)
     if not tenants:
         return
     try:
