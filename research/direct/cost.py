@@ -16,8 +16,8 @@ import asyncio
 import json
 import logging
 import sys
-import threading
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -147,8 +147,7 @@ def main(n: int = 300) -> dict[str, Any]:
     scale = busy["s"] / idle["s"]
     cpu = {k: round((v - idle["cpu"][k] * scale) / n * 1000, 2) for k, v in busy["cpu"].items()}
     cmds = {
-        k: round((busy["redis"][k] - idle["redis"].get(k, 0) * scale) / n, 2)
-        for k in busy["redis"]
+        k: round((busy["redis"][k] - idle["redis"].get(k, 0) * scale) / n, 2) for k in busy["redis"]
     }
     cmds = {k: v for k, v in sorted(cmds.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.05}
     pg = {k: round((v - idle["pg"][k] * scale) / n, 2) for k, v in busy["pg"].items()}
@@ -193,6 +192,7 @@ async def _monitor(client: redis.Redis, session: Any) -> None:
     thread.join(timeout=5)
     assert MONITOR is not None
     MONITOR.write_text("\n".join(lines) + "\n")
+
 
 if __name__ == "__main__":
     print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 300), indent=2))

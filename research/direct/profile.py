@@ -35,7 +35,8 @@ def main(seconds: float, out: Path) -> None:
             pids = {
                 child.spec.name: child.proc.pid
                 for child in handle.stack.children
-                if child.proc is not None and child.spec.name in {"gateway", "toolhost", "learning-worker"}
+                if child.proc is not None
+                and child.spec.name in {"gateway", "toolhost", "learning-worker"}
             }
             print(pids, flush=True)
 

@@ -471,7 +471,9 @@ async def call_direct_passing_through(
     ):
         flight = start()  # the relay is advertised before the tool can ask
         forward = _Forwarder(ctx, log_events=False, heard=heard)
-        following = _follow_flight(state, flight, execution_id=execution_id, forward=forward)
+        following = _follow_flight(
+            state, flight, execution_id=execution_id, forward=forward, call=call
+        )
         try:
             return _ended(
                 await _until_asked(
@@ -492,17 +494,22 @@ async def _follow_flight(
     *,
     execution_id: str,
     forward: _Forwarder,
+    call: DirectCall | None = None,
 ) -> dict[str, Any]:
     """The direct call's row once it ends, its server's log lines and progress passed on
     (``forward``; cancelling this leaves the call running). A call that ends within
     ``QUIET_CALL_S`` has its events read once from its log after its end (the toolhost
-    publishes them before it replies); a longer one is followed live from then on."""
+    publishes them before it replies; ``call``, run here, read them on its end's round
+    trip); a longer one is followed live from then on."""
     on_event = forward
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(flight), timeout=QUIET_CALL_S)
     if flight.done():
-        for logged in await read_events(state, execution_id=execution_id):
-            await on_event(logged)
+        logged = call.logged if call is not None else None
+        if logged is None:
+            logged = await read_events(state, execution_id=execution_id)
+        for event in logged:
+            await on_event(event)
         return flight.result()
     async with EventFollower(state, execution_id=execution_id, after_seq=forward.heard) as events:
         while not flight.done():
