@@ -94,9 +94,11 @@ _TOLD_POLL_S = 0.2
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
-# A direct call that ends within this long has its events read after its end, in one
-# round trip; a longer one's are followed live (a subscription) from then on.
-QUIET_CALL_S = 0.05
+# A direct call that ends within this long has its events read on its end's round trip; a
+# longer one's are followed live (a subscription: four round trips) from then on. Its
+# server's progress and log lines reach its client at most this late. At 0.05 s, calls of
+# 8 sessions at once on a busy 2-core machine mostly outlasted it and paid for following.
+QUIET_CALL_S = 0.2
 # The _meta key naming where a relayed request came from (see ``origin``).
 ORIGIN = "agentcards/origin"
 
