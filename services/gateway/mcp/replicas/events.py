@@ -81,13 +81,13 @@ class RedisEventStore(EventStore):
 
     async def _replay(
         self, stream_id: StreamId, after: str | None, send_callback: EventCallback
-    ) -> StreamId:
+    ) -> StreamId | None:
         """Send ``stream_id``'s events after the entry ``after`` (None: all of them)."""
         start = "-" if after is None else f"({after}"
         try:
             later: list[Entry] = await self._redis.xrange(self._key, start, "+")  # type: ignore[assignment]
-        except ResponseError:  # a priming id naming no entry id: a forged one
-            return stream_id
+        except ResponseError:  # a priming id naming no entry id: not one this store made
+            return None
         last = after
         for entry_id, fields in later:
             if fields[b"s"].decode() != stream_id or not fields[b"m"]:
