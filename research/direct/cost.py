@@ -16,7 +16,6 @@ import asyncio
 import json
 import logging
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -26,9 +25,9 @@ from typing import Any
 import psutil
 import redis
 
-from deploy.bench.direct import ARGS, TOOL, _http_session, _key, _write_config, venv_python
-from deploy.bench.e2e import wait_synced
-from deploy.launcher.harness import StackHandle, temporary_stack
+from deploy.bench.direct import ARGS, TOOL, _http_session
+from deploy.launcher.harness import StackHandle
+from research.direct.stack import time_stack
 from shared.db import connect
 
 WARMUP = 20
@@ -101,49 +100,44 @@ def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def main(n: int = 300) -> dict[str, Any]:
     logging.disable(logging.INFO)  # the launcher's and the client's per-request lines
-    python = venv_python()
-    with tempfile.TemporaryDirectory(prefix="agentcards-cost-") as tmp:
-        config = _write_config(Path(tmp) / "m.json", python, agentcards=True, only_time=True)
-        with temporary_stack(mcp_config=config) as handle:
-            database_url = handle.settings.database_url or ""
-            wait_synced(database_url, f"time:{TOOL}")
-            headers = {"Authorization": f"Bearer {_key(database_url)}"}
-            url = f"{handle.gateway_url}/mcp/servers/time"
-            client = redis.Redis.from_url(handle.settings.redis_url or "")
-            processes = _processes(handle)
-            url_redis = handle.settings.redis_url or ""
-            # The client's own INFO/SELECT and our pg_stat query show in the deltas; the idle
-            # window has them too, so they cancel.
+    with time_stack() as ours:
+        handle, url, headers = ours.handle, ours.url, ours.headers
+        database_url = handle.settings.database_url or ""
+        client = redis.Redis.from_url(handle.settings.redis_url or "")
+        processes = _processes(handle)
+        url_redis = handle.settings.redis_url or ""
+        # The client's own INFO/SELECT and our pg_stat query show in the deltas; the idle
+        # window has them too, so they cancel.
 
-            async def calls() -> float:
+        async def calls() -> float:
+            async with _http_session(url, headers) as session:
+                for _ in range(WARMUP):
+                    await session.call_tool(TOOL, ARGS)
+                time.sleep(SETTLE_S)
+                before = time.monotonic()
+                global _busy_before
+                _busy_before = _snapshot(processes, client, database_url)
+                for _ in range(n):
+                    result = await session.call_tool(TOOL, ARGS)
+                    if result.is_error:
+                        raise RuntimeError(result.content)
+                elapsed = time.monotonic() - before
+                return elapsed
+
+        asyncio.run(calls())
+        time.sleep(SETTLE_S)
+        busy = _delta(_busy_before, _snapshot(processes, client, database_url))
+        idle_before = _snapshot(processes, client, database_url)
+        time.sleep(busy["s"] - 0.6)
+        idle = _delta(idle_before, _snapshot(processes, client, database_url))
+        if MONITOR:
+
+            async def watched() -> None:
                 async with _http_session(url, headers) as session:
-                    for _ in range(WARMUP):
-                        await session.call_tool(TOOL, ARGS)
-                    time.sleep(SETTLE_S)
-                    before = time.monotonic()
-                    global _busy_before
-                    _busy_before = _snapshot(processes, client, database_url)
-                    for _ in range(n):
-                        result = await session.call_tool(TOOL, ARGS)
-                        if result.is_error:
-                            raise RuntimeError(result.content)
-                    elapsed = time.monotonic() - before
-                    return elapsed
+                    await session.call_tool(TOOL, ARGS)
+                    await _monitor(redis.Redis.from_url(url_redis), session)
 
-            asyncio.run(calls())
-            time.sleep(SETTLE_S)
-            busy = _delta(_busy_before, _snapshot(processes, client, database_url))
-            idle_before = _snapshot(processes, client, database_url)
-            time.sleep(busy["s"] - 0.6)
-            idle = _delta(idle_before, _snapshot(processes, client, database_url))
-            if MONITOR:
-
-                async def watched() -> None:
-                    async with _http_session(url, headers) as session:
-                        await session.call_tool(TOOL, ARGS)
-                        await _monitor(redis.Redis.from_url(url_redis), session)
-
-                asyncio.run(watched())
+            asyncio.run(watched())
     scale = busy["s"] / idle["s"]
     cpu = {k: round((v - idle["cpu"][k] * scale) / n * 1000, 2) for k, v in busy["cpu"].items()}
     cmds = {
