@@ -22,6 +22,7 @@ worker then wrote each task's state to the result backend (a GET and a SET per t
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from celery import Celery
 
@@ -48,11 +49,21 @@ def resend_run(app: Celery, execution_id: str) -> bool:
 
 def send_ingest(app: Celery, execution_id: str) -> bool:
     """Ask the learning workers to learn from a finished execution; never raises."""
+    return send_ingests(app, [execution_id])
+
+
+def send_ingests(app: Celery, execution_ids: Sequence[str]) -> bool:
+    """``send_ingest`` of several executions in one message (``args``: their ids): a batch
+    of direct calls' records costs one message to send, receive and acknowledge."""
+    if not execution_ids:
+        return True
     try:
-        app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id], ignore_result=True)
+        app.send_task(TaskName.INGEST_EXECUTION, args=list(execution_ids), ignore_result=True)
     except Exception as exc:  # kombu raises several connection errors; the row is stored
         log.error(
-            "could not enqueue ingestion of %s (the resend sweep will): %s", execution_id, exc
+            "could not enqueue ingestion of %s (the resend sweep will): %s",
+            ", ".join(execution_ids),
+            exc,
         )
         return False
     return True

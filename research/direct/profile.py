@@ -13,77 +13,71 @@ import asyncio
 import contextlib
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from deploy.bench.direct import ARGS, TOOL, _http_session, _key, _write_config, venv_python
-from deploy.bench.e2e import wait_synced
-from deploy.launcher.harness import temporary_stack
+from deploy.bench.direct import ARGS, TOOL, _http_session
+from research.direct.stack import time_stack
 
 
 def main(seconds: float, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    python = venv_python()
-    with tempfile.TemporaryDirectory(prefix="agentcards-profile-") as tmp:
-        config = _write_config(Path(tmp) / "m.json", python, agentcards=True, only_time=True)
-        with temporary_stack(mcp_config=config) as handle:
-            database_url = handle.settings.database_url or ""
-            wait_synced(database_url, f"time:{TOOL}")
-            headers = {"Authorization": f"Bearer {_key(database_url)}"}
-            url = f"{handle.gateway_url}/mcp/servers/time"
-            pids = {
-                child.spec.name: child.proc.pid
-                for child in handle.stack.children
-                if child.proc is not None and child.spec.name in {"gateway", "toolhost"}
-            }
-            print(pids, flush=True)
+    with time_stack() as ours:
+        handle, url, headers = ours.handle, ours.url, ours.headers
+        pids = {
+            child.spec.name: child.proc.pid
+            for child in handle.stack.children
+            if child.proc is not None
+            and child.spec.name in {"gateway", "toolhost", "learning-worker"}
+        }
+        print(pids, flush=True)
 
-            async def load() -> float:
-                async with contextlib.AsyncExitStack() as stack:
-                    sessions = [
-                        await stack.enter_async_context(_http_session(url, headers))
-                        for _ in range(8)
-                    ]
-                    for s in sessions:
+        async def load() -> float:
+            async with contextlib.AsyncExitStack() as stack:
+                sessions = [
+                    await stack.enter_async_context(_http_session(url, headers)) for _ in range(8)
+                ]
+                for s in sessions:
+                    await s.call_tool(TOOL, ARGS)
+                spies = [
+                    subprocess.Popen(
+                        [
+                            "py-spy",
+                            "record",
+                            "-p",
+                            str(pid),
+                            "-d",
+                            str(int(seconds)),
+                            "-r",
+                            "200",
+                            "--subprocesses",
+                            "--gil",
+                            "-f",
+                            fmt,
+                            "-o",
+                            str(out / f"{name}.{ext}"),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    for name, pid in pids.items()
+                    for fmt, ext in (("raw", "txt"),)
+                ]
+                done = 0
+                deadline = time.monotonic() + seconds
+
+                async def loop(s) -> None:  # type: ignore[no-untyped-def]
+                    nonlocal done
+                    while time.monotonic() < deadline:
                         await s.call_tool(TOOL, ARGS)
-                    spies = [
-                        subprocess.Popen(
-                            [
-                                "py-spy",
-                                "record",
-                                "-p",
-                                str(pid),
-                                "-d",
-                                str(int(seconds)),
-                                "-r",
-                                "200",
-                                "-f",
-                                fmt,
-                                "-o",
-                                str(out / f"{name}.{ext}"),
-                            ],
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL,
-                        )
-                        for name, pid in pids.items()
-                        for fmt, ext in (("raw", "txt"),)
-                    ]
-                    done = 0
-                    deadline = time.monotonic() + seconds
+                        done += 1
 
-                    async def loop(s) -> None:  # type: ignore[no-untyped-def]
-                        nonlocal done
-                        while time.monotonic() < deadline:
-                            await s.call_tool(TOOL, ARGS)
-                            done += 1
+                await asyncio.gather(*(loop(s) for s in sessions))
+                for spy in spies:
+                    spy.wait()
+                return done / seconds
 
-                    await asyncio.gather(*(loop(s) for s in sessions))
-                    for spy in spies:
-                        spy.wait()
-                    return done / seconds
-
-            print({"calls_per_s": round(asyncio.run(load()), 1)}, flush=True)
+        print({"calls_per_s": round(asyncio.run(load()), 1)}, flush=True)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ class Drainer:
         *,
         client: redis.Redis,
         connection: Callable[[], AbstractContextManager[psycopg.Connection[Row]]],
-        learn: Callable[[str], object],
+        learn: Callable[[list[str]], object],
         consumer: str,
         claim_idle_s: float = CLAIM_IDLE_S,
     ) -> None:
@@ -176,8 +176,8 @@ class Drainer:
                 log.error("direct records: entry %r dropped: %s", entry_id, exc)
         with self._connection() as conn:
             written = write_records(conn, records)
-        for execution_id in written:
-            self._learn(execution_id)
+        if written:
+            self._learn(written)  # one message for the batch
         pipe = self._client.pipeline(transaction=False)
         pipe.xack(DIRECT_RECORDS_STREAM, DIRECT_RECORDS_GROUP, *ids)
         pipe.xdel(DIRECT_RECORDS_STREAM, *ids)

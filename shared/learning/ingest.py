@@ -9,7 +9,7 @@ a thousand traces cost a few dozen round trips instead of a dozen each.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,21 @@ class IngestResult:
     suggested: int = 0  # tools and capabilities suggested after it
     suggestions_used: int = 0  # earlier suggestions it used (accepted)
     rerun_ok: bool | None = None  # a capability re-run: did it succeed (None: not a re-run)
+    # It had an intent: its evidence is what a consolidation pass reads (a direct call has
+    # none, and queues no pass).
+    intent: bool = False
+
+
+def tenants_taught(results: Mapping[str, IngestResult]) -> list[str]:
+    """The tenants whose runs in a batch a consolidation pass would read: runs with an intent
+    (a batch of direct calls, which have none, teaches a pass nothing)."""
+    return sorted(
+        {
+            r.tenant_id
+            for r in results.values()
+            if r.tenant_id and r.intent and r.outcome not in NOTHING_DONE
+        }
+    )
 
 
 def ingest_executions(
@@ -207,6 +222,7 @@ def _apply(
             rerun_ok=_rerun_ok(decision)
             if row["capability_id"] is not None and _counts_against_capability(row, decision)
             else None,
+            intent=bool((row["intent"] or "").strip()),
         )
     with conn.cursor() as cur:
         cur.executemany(

@@ -22,7 +22,7 @@ from shared.events import bus
 from shared.executions.events import LEARNED, publish_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.consolidate import SOON_MIN_S, last_pass_seconds, soon_delay
-from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions
+from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions, tenants_taught
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
 from shared.queues import CONSOLIDATION_QUEUED_PREFIX, GRAPH_FINGERPRINT_KEY, TaskName
 from shared.search.graph_snapshot import fold_ended_writers
@@ -77,7 +77,8 @@ def _carrier(request: SimpleRequest) -> dict[str, Any]:
 )
 @linked_to_runs
 def ingest_execution(requests: list[SimpleRequest]) -> str | None:
-    """Turn finished executions (one message each: ``[execution_id]``) into graph and capabilities.
+    """Turn finished executions (a message each, ``[execution_id]``, or one for several: a
+    drained batch of direct calls) into graph and capabilities.
 
     Idempotent (executions.learned_at is set in the same transaction), so a batch
     whose worker died is redelivered and applied exactly once. A database that is
@@ -85,7 +86,7 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
     execution at a time, so one bad row cannot hold back the others.
     """
     started = time.perf_counter()
-    ids = [_execution_id(r) for r in requests]
+    ids = [execution_id for r in requests for execution_id in _execution_ids(r)]
     try:
         results = _ingest([i for i in ids if i is not None])
     except psycopg.OperationalError:
@@ -108,14 +109,18 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
     return None
 
 
-def _execution_id(request: SimpleRequest) -> str | None:
-    # Sent as args=[execution_id]; a keyword call is accepted too.
-    value = request.args[0] if request.args else (request.kwargs or {}).get("execution_id")
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        log.error("ingest_execution message %s has no execution id: %r", request.id, request.args)
-        return None
+def _execution_ids(request: SimpleRequest) -> list[str | None]:
+    """The message's execution ids (None for each that is not one). Sent as
+    ``args=[execution_id, ...]``; a keyword call (one id) is accepted too."""
+    values = list(request.args or []) or [(request.kwargs or {}).get("execution_id")]
+    ids: list[str | None] = []
+    for value in values:
+        try:
+            ids.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            log.error("ingest_execution message %s has no execution id: %r", request.id, value)
+            ids.append(None)
+    return ids
 
 
 def _ingest(ids: list[str]) -> dict[str, IngestResult]:
@@ -159,9 +164,7 @@ def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
 def _consolidate_soon(results: dict[str, IngestResult]) -> None:
     """Queue a consolidation pass of each tenant the batch taught, unless one is queued
     (``consolidate.soon_delay`` after now); the beat's pass stays the backstop."""
-    tenants = sorted(
-        {r.tenant_id for r in results.values() if r.tenant_id and r.outcome not in NOTHING_DONE}
-    )
+    tenants = tenants_taught(results)
     if not tenants:
         return
     try:

@@ -102,9 +102,11 @@ _TOLD_POLL_S = 0.2
 # How long one round waits for the rest of a server result's questions (the toolhost relays
 # them at once: they arrive within milliseconds).
 BATCH_WAIT_S = 2.0
-# A direct call that ends within this long has its events read after its end, in one
-# round trip; a longer one's are followed live (a subscription) from then on.
-QUIET_CALL_S = 0.05
+# A direct call that ends within this long has its events read on its end's round trip; a
+# longer one's are followed live (a subscription: four round trips) from then on. Its
+# server's progress and log lines reach its client at most this late. At 0.05 s, calls of
+# 8 sessions at once on a busy 2-core machine mostly outlasted it and paid for following.
+QUIET_CALL_S = 0.2
 # The _meta key naming where a relayed request came from (see ``origin``).
 ORIGIN = "agentcards/origin"
 
@@ -496,7 +498,9 @@ async def call_direct_passing_through(
     ):
         flight = start()  # the relay is advertised before the tool can ask
         forward = _Forwarder(ctx, log_events=False, heard=heard)
-        following = _follow_flight(state, flight, execution_id=execution_id, forward=forward)
+        following = _follow_flight(
+            state, flight, execution_id=execution_id, forward=forward, call=call
+        )
         try:
             return _ended(
                 await _until_asked(
@@ -517,17 +521,22 @@ async def _follow_flight(
     *,
     execution_id: str,
     forward: _Forwarder,
+    call: DirectCall | None = None,
 ) -> dict[str, Any]:
     """The direct call's row once it ends, its server's log lines and progress passed on
     (``forward``; cancelling this leaves the call running). A call that ends within
     ``QUIET_CALL_S`` has its events read once from its log after its end (the toolhost
-    publishes them before it replies); a longer one is followed live from then on."""
+    publishes them before it replies; ``call``, run here, read them on its end's round
+    trip); a longer one is followed live from then on."""
     on_event = forward
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(flight), timeout=QUIET_CALL_S)
     if flight.done():
-        for logged in await read_events(state, execution_id=execution_id):
-            await on_event(logged)
+        logged = call.logged if call is not None else None
+        if logged is None:
+            logged = await read_events(state, execution_id=execution_id)
+        for event in logged:
+            await on_event(event)
         return flight.result()
     async with EventFollower(state, execution_id=execution_id, after_seq=forward.heard) as events:
         while not flight.done():

@@ -9,7 +9,8 @@ the RPC channel (``state.rpc``) with the sandbox bridge's checks of arguments an
 (``shared.sandbox.bridge``), the servers it may have written invalidated in the result
 cache before it is answered and its result cached after (``shared.cache.runs``), its end
 announced (``shared.executions.announce``). Its record (executions row, audit row) is
-appended to a Redis stream on that same round trip, before the answer goes out, and
+appended to a Redis stream on that same round trip, before the answer goes out (which also
+reads the call's events' log, for its client), and
 written to Postgres by a drainer (``shared.direct``), which then tells learning.
 
 One thread hop in all (the tool found and the call admitted: ``direct.find_and_admit``;
@@ -45,11 +46,12 @@ from shared.direct.records import finished_row, queue_record, record_of, write_r
 from shared.dispatch import send_ingest
 from shared.errors import DependencyError, ErrorType, error_dict
 from shared.executions.announce import queue_finished
+from shared.executions.events import decode_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
-from shared.queues import direct_session_key, grant_key
+from shared.queues import direct_session_key, events_log_key, grant_key
 from shared.rpc import upstream
 from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
@@ -95,6 +97,9 @@ class DirectCall:
     created_at: float = field(default_factory=time.time)
     trace_id: str | None = None
     on_record: OnRecord | None = None
+    # Its events' log as its end's round trip read it (its server's log lines and progress,
+    # then its end): None until then, or when that read failed.
+    logged: list[dict[str, Any]] | None = None
 
     @property
     def hit(self) -> Row | None:
@@ -143,10 +148,11 @@ async def admit(
         on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
+    queued = len(pipe)  # an executed pipeline is empty, however it ended
     try:
         replies = await pipe.execute(raise_on_error=False)
     except RedisError as exc:
-        replies = [exc] * len(pipe)
+        replies = [exc] * queued
     if hit is None and isinstance(replies[0], Exception):
         _release(state, admission)
         raise DependencyError(f"cannot grant the call its tool: Redis: {replies[0]}")
@@ -474,6 +480,8 @@ async def _store(
         duration_ms=outcome.duration_ms,
         stored_row=row,
     )
+    logged = len(pipe)  # read after its end is logged: what its client is yet to hear
+    pipe.lrange(events_log_key(call.execution_id), 0, -1)
     pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
     upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
     if call.admission.slot is not None:  # else the slot lapses after the call's timeout
@@ -482,10 +490,14 @@ async def _store(
     # it, which ``calls.remembered`` sees: a replica stopping mid-call cancels it too).
     if call.on_record is not None and row["status"] != ExecutionStatus.CANCELLED:
         call.on_record.queue_forget(pipe)
+    queued = len(pipe)
     try:
-        replies = (await pipe.execute(raise_on_error=False))[first:]
+        replies = await pipe.execute(raise_on_error=False)
     except RedisError as exc:
-        replies = [exc]
+        replies = [exc] * queued
+    if not isinstance(replies[logged], Exception):
+        call.logged = [decode_event(item) for item in replies[logged]]
+    replies = [reply for i, reply in enumerate(replies) if i >= first and i != logged]
     if isinstance(replies[0], Exception):
         log.warning(
             "direct call %s: record written at once (Redis: %s)", call.execution_id, replies[0]

@@ -8,7 +8,7 @@ import redis
 
 from services.gateway.state import GatewayState
 from shared.direct.drain import BLOCK_MS, Drainer
-from shared.dispatch import send_ingest
+from shared.dispatch import send_ingests
 from shared.executions.liveness import worker_name
 
 
@@ -22,7 +22,7 @@ def start_drainer(state: GatewayState) -> Drainer:
     drainer = Drainer(
         client=client,
         connection=state.pool.connection,
-        learn=lambda execution_id: send_ingest(state.celery, execution_id),
+        learn=lambda execution_ids: send_ingests(state.celery, execution_ids),
         consumer=f"gateway:{worker_name()}",
     )
     threading.Thread(target=drainer.run, name="direct-records", daemon=True).start()

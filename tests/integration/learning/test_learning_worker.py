@@ -44,7 +44,8 @@ def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
         # Queued before the worker starts: it finds them all at once.
         app.send_task(TaskName.INGEST_EXECUTION, args=["not-a-uuid"])
         app.send_task(TaskName.INGEST_EXECUTION, args=[])
-        for execution_id in ids:
+        app.send_task(TaskName.INGEST_EXECUTION, args=ids[:10])  # a drained batch: one message
+        for execution_id in ids[10:]:
             app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
         worker = celery_worker("workers.learning.celery_app", "learning")
 

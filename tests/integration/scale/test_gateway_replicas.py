@@ -302,6 +302,12 @@ def test_every_stream_of_a_session_opens_with_an_id_and_a_retry(
             replayed, reprimed = sse_events(again, 2)  # what came after it, then a new cursor
         assert replayed["id"] and json.loads(replayed["data"]) == json.loads(answered["data"])
         events.append(reprimed)
+        # Resumed from that new cursor (another replica again), the answer is not sent twice:
+        # the stream only primes itself once more.
+        after = session | {"accept": "text/event-stream", "last-event-id": reprimed["id"]}
+        with http.stream("GET", url, headers=after) as third:
+            (primed_again,) = sse_events(third, 1)
+        assert primed_again["data"] == "" and primed_again["id"] == reprimed["id"]
         assert http.delete(url, headers=session).status_code == 200
         gone = http.post(url, json=listing, headers=session)
         assert gone.status_code == 404, gone.text

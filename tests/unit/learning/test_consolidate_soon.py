@@ -4,6 +4,7 @@ than a tenth of a core for a large one, never later than the beat."""
 from __future__ import annotations
 
 from shared.learning.consolidate import SOON_MAX_S, SOON_MIN_S, soon_delay
+from shared.learning.ingest import IngestResult, tenants_taught
 
 
 def test_a_tenant_never_consolidated_waits_the_minimum() -> None:
@@ -15,3 +16,14 @@ def test_the_delay_is_ten_passes_long_between_the_bounds() -> None:
     assert soon_delay(3.0) == 30.0  # passes take at most a tenth of a core
     assert soon_delay(60.0) == SOON_MAX_S == 600.0  # 100k runs: the beat's own period
     assert soon_delay(600.0) == SOON_MAX_S
+
+
+def test_only_runs_with_an_intent_queue_a_pass() -> None:
+    """A direct call (no intent) is ingested for its graph edges, but a pass reads intents:
+    a burst of direct calls must not start a pass every few seconds for nothing."""
+
+    direct = IngestResult(outcome="skipped", tenant_id="a")
+    asked = IngestResult(outcome="skipped", tenant_id="b", intent=True)
+    redelivered = IngestResult(outcome="already_ingested", tenant_id="c", intent=True)
+    assert tenants_taught({"1": direct, "2": asked, "3": redelivered}) == ["b"]
+    assert tenants_taught({"1": direct}) == []

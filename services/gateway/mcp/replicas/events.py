@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote, unquote
+
 import redis.asyncio as aioredis
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
 from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 from redis.exceptions import ResponseError
 
 from shared.queues import mcp_events_key
 
 Entry = tuple[bytes, dict[bytes, bytes]]  # a stream entry as redis-py reads it (bytes)
+
+# A request stream's priming event id: ``p:<entry id its stream was replayed to, or empty>:``
+# then the stream's id, percent-encoded. Entry ids (``<ms>-<seq>``) never start with it.
+PRIMED = "p:"
 
 
 class RedisEventStore(EventStore):
@@ -22,9 +35,21 @@ class RedisEventStore(EventStore):
         self._key = mcp_events_key(session_id)
         self._keep = keep
         self._ttl_s = ttl_s
+        # Per stream: the last entry a replay of it sent (or its anchor): a priming event
+        # minted after that replay resumes after it, not from the stream's start.
+        self._replayed: dict[StreamId, str] = {}
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        """Append (``None``: a stream's priming event, replayed as nothing)."""
+        """Append (``None``: a stream's priming event, replayed as nothing).
+
+        A request's stream is primed without a write: its id (the JSON-RPC request id, never
+        reused in a session) is in the priming event's id, and every event of that stream
+        comes after its priming, so nothing needs storing to resume from it (one Redis
+        round trip less per request). Primed again after a replay, the id also names the
+        last entry replayed. The GET stream's id is the same for every GET of a session: its
+        priming is stored, an entry like any other."""
+        if message is None and stream_id != GET_STREAM_KEY:
+            return f"{PRIMED}{self._replayed.get(stream_id, '')}:{quote(stream_id, safe='')}"
         data = (
             b""
             if message is None
@@ -41,6 +66,9 @@ class RedisEventStore(EventStore):
     ) -> StreamId | None:
         """Send the events of ``last_event_id``'s stream that came after it; that stream's id
         (None: unknown or no longer kept, the client starts over)."""
+        if last_event_id.startswith(PRIMED):
+            after, _, quoted = last_event_id.removeprefix(PRIMED).partition(":")
+            return await self._replay(unquote(quoted), after or None, send_callback)
         try:
             anchor: list[Entry] = await self._redis.xrange(  # type: ignore[assignment]
                 self._key, last_event_id, last_event_id, count=1
@@ -49,11 +77,24 @@ class RedisEventStore(EventStore):
             return None
         if not anchor:
             return None
-        stream_id = anchor[0][1][b"s"].decode()
-        later: list[Entry] = await self._redis.xrange(self._key, f"({last_event_id}", "+")  # type: ignore[assignment]
+        return await self._replay(anchor[0][1][b"s"].decode(), last_event_id, send_callback)
+
+    async def _replay(
+        self, stream_id: StreamId, after: str | None, send_callback: EventCallback
+    ) -> StreamId | None:
+        """Send ``stream_id``'s events after the entry ``after`` (None: all of them)."""
+        start = "-" if after is None else f"({after}"
+        try:
+            later: list[Entry] = await self._redis.xrange(self._key, start, "+")  # type: ignore[assignment]
+        except ResponseError:  # a priming id naming no entry id: not one this store made
+            return None
+        last = after
         for entry_id, fields in later:
             if fields[b"s"].decode() != stream_id or not fields[b"m"]:
                 continue
             message = jsonrpc_message_adapter.validate_json(fields[b"m"], by_name=False)
-            await send_callback(EventMessage(message, entry_id.decode()))
+            last = entry_id.decode()
+            await send_callback(EventMessage(message, last))
+        if last is not None:
+            self._replayed[stream_id] = last
         return stream_id
