@@ -16,14 +16,7 @@ from shared.search.adapter_store import ADAPTER_VERSION_SQL, ADAPTERS, Held
 from shared.search.fusion import WEIGHTS, contributions, explain, fuse, support
 from shared.search.graph_signals import GraphScores, distinct_context, snapshot_graph_scores
 from shared.search.graph_snapshot import GRAPH_SNAPSHOTS, GRAPH_VERSION_SQL, graph_version
-from shared.search.learned import (
-    FITTED,
-    Vote,
-    nearest_intents_query,
-    product_vote,
-    tool_votes,
-    voted_tools,
-)
+from shared.search.learned import FITTED, Vote, nearest_intents_query, tool_votes, voted_tools
 from shared.search.lexical import (
     QUERY_LEXEMES_SQL,
     WORD_INDEXES,
@@ -78,16 +71,14 @@ def gather_evidence(
     context_tools: Sequence[str] = (),
     clause_embeddings: Sequence[list[float]] = (),
     candidates: int = MIN_CANDIDATES,
-    vote: Vote | None = None,
+    vote: Vote = FITTED,
     adapted: bool = True,
     tool_vectors: bool = False,
 ) -> Evidence:
     """One round trip plus in-memory work: candidates and every feature the fusion weighs.
 
     Every tool a near past intent names is a candidate (so a vote can always reach it,
-    with all its features); ``vote`` says how the intents vote (the bench's ablation;
-    None: the product's, ``learned.product_vote``: ``ALONE`` until the tenant's first
-    adapter ships, ``FITTED`` beside it, the feature scaled by its weight over FITTED's).
+    with all its features); ``vote`` says how the intents vote (the bench's ablation).
     The dense list is the query mapped by the tenant's query adapter (``adapted``; the
     bench's zero-shot arms turn it off); the past intents are read with the query as
     embedded, as they were stored, and only those newer than the shipped adapter's fit:
@@ -146,14 +137,8 @@ def gather_evidence(
     }
     intents = tuple(intents_cur.fetchall())
     best_dense = max(semantic.values(), default=None)
-    # The fusion weighs the feature by FITTED's weight; the product's vote before the
-    # first adapter weighs more, so its feature is scaled to that weight.
-    scale = 1.0
-    if vote is None:
-        vote = product_vote(adapted=held is not None and held.matrix is not None)
-        scale = vote.weight / FITTED.weight
     learned = {
-        t: v * scale
+        t: v
         for t, v in tool_votes(intents, vote=vote, best_dense=best_dense).items()
         if t in index.known and t not in unavailable
     }
@@ -245,7 +230,7 @@ def hybrid_tool_search(
     context_tools: Sequence[str] = (),
     clause_embeddings: Sequence[list[float]] = (),
     weights: Mapping[str, float] = WEIGHTS,
-    vote: Vote | None = None,
+    vote: Vote = FITTED,
     tool_vectors: bool = False,
 ) -> list[Row]:
     """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.

@@ -72,16 +72,6 @@ LEGACY = Vote(floor=0.5, power=2.0, prior=0.0, weight=1.0, saturate=True)
 # run moves little. The vote before (floor 0.3, no gate, prior 0.3) let such runs lift
 # their tools over never-run ones and regressed a held-out set (research/notes/search-history.md).
 FITTED = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.3, gate=-0.1)
-# Before a tenant's first query adapter ships, the vote is all it has learned, and it
-# should carry most of what the adapter will (a pass ships only once 5 runs can be held
-# back): it listens to runs further from the query (gate -0.3) and weighs twice as much.
-# Chosen by 4-fold x 2-deal cross-validation over the learning halves of the tuning sets
-# (``python -m research.search.cv``'s folds, the vote alone against the adapter the same
-# folds train; never the test halves): against FITTED alone, livemcpbench +0.22 ± 0.06,
-# bfcl_single +0.03 ± 0.01, real_servers_issue31 -0.04 ± 0.02 (top-1 + @5 + @10), so
-# it carries 0.83 / 0.89 / 0.80 of the adapter's lift over dense where FITTED carried
-# 0.39 / 0.82 / 1.3 (research/notes/search-history.md).
-ALONE = Vote(floor=0.0, power=2.0, prior=1.0, weight=0.6, gate=-0.3)
 # The vote of 2026-11-25 (fitted without the gate or the adapter), kept for the ablation.
 UNGATED = Vote(floor=0.3, power=1.0, prior=0.3, weight=0.3)
 
@@ -104,11 +94,6 @@ def nearest_intents_query(
     """The statement (and its parameters) reading a query's nearest past intents, those
     stored after row ``after`` only (the runs the tenant's query adapter has not learned)."""
     return NEAREST_INTENTS_SQL, {"v": vector, "tenant": tenant_id, "n": NEIGHBOURS, "after": after}
-
-
-def product_vote(*, adapted: bool) -> Vote:
-    """The vote a search uses: FITTED beside a shipped query adapter, ALONE before one."""
-    return FITTED if adapted else ALONE
 
 
 def effective_floor(vote: Vote, *, best_dense: float | None) -> float:

@@ -8,13 +8,11 @@ import pytest
 
 from shared.search.fusion import FEATURES, contributions, explain, fuse, support
 from shared.search.learned import (
-    ALONE,
     FITTED,
     HALF_LIFE_DAYS,
     LEGACY,
     Vote,
     intent_weight,
-    product_vote,
     tool_votes,
 )
 
@@ -156,17 +154,3 @@ def test_a_lone_weak_run_moves_less_than_a_repeated_close_one() -> None:
     repeat = tool_votes([{"sim": 1.0, "age_days": 0.0, "tools_ok": ["t:a"], "tools_failed": []}])
     assert FITTED.prior >= 1.0
     assert lone["t:a"] < 0.4 < repeat["t:a"]
-
-
-def test_before_the_first_adapter_a_related_run_counts_and_weighs_more() -> None:
-    # Before a tenant's first adapter ships the vote is all it has learned: a run for the
-    # same tool asked another way (0.6 against the best description's 0.75) counts, where
-    # beside an adapter, which has learned such runs, it says nothing.
-    related = {"sim": 0.6, "age_days": 0.0, "tools_ok": ["t:ran"], "tools_failed": []}
-    assert product_vote(adapted=False) is ALONE and product_vote(adapted=True) is FITTED
-    assert tool_votes([related], vote=FITTED, best_dense=0.75) == {}
-    assert tool_votes([related], vote=ALONE, best_dense=0.75)["t:ran"] > 0
-    assert ALONE.weight > FITTED.weight
-    # A run far below the best description still says nothing.
-    far = {**related, "sim": 0.4}
-    assert tool_votes([far], vote=ALONE, best_dense=0.75) == {}
