@@ -338,7 +338,8 @@ def consolidate(
 
 
 def cheap_now(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
-    """Whether the tenant's pass may run at ingest (``INGEST_MAX_RUNS``)."""
+    """Whether the tenant's pass may run at ingest (``INGEST_MAX_RUNS``): cheap, within its
+    budget, and with enough runs to hold back for its adapter to ship."""
     row = conn.execute(
         """
         SELECT (SELECT count(*) FROM intent_tools WHERE tenant_id = %(t)s
@@ -346,11 +347,17 @@ def cheap_now(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
                    AND created_at > now() - %(days)s * interval '1 day') AS runs,
                (SELECT count(*) FROM tools WHERE available AND embedding IS NOT NULL) AS tools,
                (SELECT extract(epoch FROM clock_timestamp() - created_at) FROM tool_vector_versions
-                 WHERE tenant_id = %(t)s ORDER BY version DESC LIMIT 1) AS since
+                 WHERE tenant_id = %(t)s ORDER BY version DESC LIMIT 1) AS since,
+               (SELECT count(*) FROM (SELECT 1 FROM intent_tools, unnest(tools_ok) AS tool
+                 WHERE tenant_id = %(t)s
+                   AND created_at > now() - %(days)s * interval '1 day'
+                 GROUP BY tool HAVING count(*) >= 2) AS twice) AS held
         """,
         {"t": tenant_id, "days": FORGET_AFTER_DAYS},
     ).fetchone()
     if row is None or row["runs"] > INGEST_MAX_RUNS or row["tools"] > INGEST_MAX_TOOLS:
+        return False
+    if row["held"] < MIN_HELD_BACK:  # too few runs to hold back: the adapter could not ship
         return False
     if row["since"] is None:
         return True
