@@ -25,9 +25,8 @@ them costs ~4 ms of p95: docs/search.md).
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -39,8 +38,6 @@ from shared.search import adapter
 from shared.search.adapter_store import load_adapter, matrix_bytes
 from shared.search.learned import HALF_LIFE_DAYS
 from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
-
-log = logging.getLogger(__name__)
 
 # Fewer held-back runs than this and the hold-out check cannot tell a better adapter from
 # noise (one run moves the score by a fifth or more): the adapter in use is kept.
@@ -61,15 +58,6 @@ SOON_MIN_S = 5.0
 SOON_FACTOR = 10.0
 SOON_MAX_S = 600.0
 
-
-# A pass at ingest: a tenant's new runs reach its adapter in the transaction that stores
-# them, so the search right after a run already has what they teach (the vote alone, which
-# reads only runs no adapter has learned, carries part of it: research/notes/search-history.md).
-# Only when the pass is one cheap fit (at most this many runs over at most this many
-# tools: full batch, well under a second on one core) and within the tenant's budget (no
-# pass in the last ``soon_delay`` of its last one); otherwise its soon pass does it.
-INGEST_MAX_RUNS = adapter.MAX_PAIRS
-INGEST_MAX_TOOLS = adapter.MAX_NEGATIVES
 
 # The tables a pass records itself in: one row per pass, shipped or not.
 FIT_TABLES = frozenset({"tool_vector_versions", "query_adapters"})
@@ -334,51 +322,6 @@ def consolidate(
         if tenants_to_consolidate(conn, tenant_ids=[tenant]):
             done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
         conn.commit()
-    return done
-
-
-def cheap_now(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
-    """Whether the tenant's pass may run at ingest (``INGEST_MAX_RUNS``): cheap, within its
-    budget, and with enough runs to hold back for its adapter to ship."""
-    row = conn.execute(
-        """
-        SELECT (SELECT count(*) FROM intent_tools WHERE tenant_id = %(t)s
-                   AND cardinality(tools_ok) > 0
-                   AND created_at > now() - %(days)s * interval '1 day') AS runs,
-               (SELECT count(*) FROM tools WHERE available AND embedding IS NOT NULL) AS tools,
-               (SELECT extract(epoch FROM clock_timestamp() - created_at) FROM tool_vector_versions
-                 WHERE tenant_id = %(t)s ORDER BY version DESC LIMIT 1) AS since,
-               (SELECT count(*) FROM (SELECT 1 FROM intent_tools, unnest(tools_ok) AS tool
-                 WHERE tenant_id = %(t)s
-                   AND created_at > now() - %(days)s * interval '1 day'
-                 GROUP BY tool HAVING count(*) >= 2) AS twice) AS held
-        """,
-        {"t": tenant_id, "days": FORGET_AFTER_DAYS},
-    ).fetchone()
-    if row is None or row["runs"] > INGEST_MAX_RUNS or row["tools"] > INGEST_MAX_TOOLS:
-        return False
-    if row["held"] < MIN_HELD_BACK:  # too few runs to hold back: the adapter could not ship
-        return False
-    if row["since"] is None:
-        return True
-    return float(row["since"]) >= soon_delay(last_pass_seconds(conn, tenant_id=tenant_id))
-
-
-def consolidate_at_ingest(
-    conn: psycopg.Connection[Any], *, tenant_ids: Iterable[str]
-) -> list[Consolidation]:
-    """The pass of each of ``tenant_ids`` with new runs whose pass is cheap now
-    (``cheap_now``), in the caller's transaction, each under a savepoint: a pass that
-    fails is logged and left to the tenant's soon pass, the ingestion kept."""
-    done = []
-    for tenant in tenants_to_consolidate(conn, tenant_ids=sorted(set(tenant_ids))):
-        if not cheap_now(conn, tenant_id=tenant):
-            continue
-        try:
-            with conn.transaction():
-                done.append(consolidate_tenant(conn, tenant_id=tenant))
-        except psycopg.Error:
-            log.warning("consolidation of %s at ingest failed", tenant, exc_info=True)
     return done
 
 

@@ -31,7 +31,6 @@ from shared.learning.capability_runs import (
     Rerun,
     apply_capability_runs,
 )
-from shared.learning.consolidate import consolidate_at_ingest
 from shared.learning.feedback import (
     NewCapability,
     SuggestionRequest,
@@ -170,8 +169,6 @@ def _apply(
     learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
     )
-    # The runs' tenants' adapters learn them now when that is cheap (else soon after).
-    consolidate_at_ingest(conn, tenant_ids=[r["tenant_id"] for r in rows])
 
     edges: dict[str, list[Edge]] = {}
     for row in rows:
