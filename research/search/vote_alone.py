@@ -101,7 +101,7 @@ def cv_table(cache: str) -> list[str]:
 def test_halves(cache: str, names: list[str]) -> dict[str, Any]:
     """Per set and point: the test half's searches right after the runs and after one
     consolidation (pickled to ``cache``)."""
-    embedder = _CachedEmbedder(get_embedder(Settings()))
+    embedder: Any = _CachedEmbedder(get_embedder(Settings()))  # memoised queries
     out: dict[str, Any] = {}
     for ds in all_sets():
         if ds.name not in names:
@@ -122,13 +122,28 @@ def test_halves(cache: str, names: list[str]) -> dict[str, Any]:
                 conn.autocommit = False
                 learn_from(conn, embedder=embedder, dataset=ds, queries=learn[:upto], tenant=tenant)
                 conn.autocommit = True
-                args = {"embedder": embedder, "dataset": ds, "queries": test}
-                vote = judge(conn, **args, reference=reference, tenant=tenant, adapted=True)
+                vote = judge(
+                    conn,
+                    embedder=embedder,
+                    dataset=ds,
+                    queries=test,
+                    reference=reference,
+                    tenant=tenant,
+                    adapted=True,
+                )
                 conn.autocommit = False
                 fit = consolidate_tenant(conn, tenant_id=tenant)
                 conn.commit()
                 conn.autocommit = True
-                once = judge(conn, **args, reference=reference, tenant=tenant, adapted=True)
+                once = judge(
+                    conn,
+                    embedder=embedder,
+                    dataset=ds,
+                    queries=test,
+                    reference=reference,
+                    tenant=tenant,
+                    adapted=True,
+                )
                 shipped = fit.adapter.shipped if fit.adapter else None
                 points[fraction] = {"vote": vote, "cons": once, "shipped": shipped}
         out[ds.name] = {"key": key, "scoring": ds.scoring, "points": points}
