@@ -30,7 +30,7 @@ import numpy as np
 
 from deploy.bench.database import bench_database, index_tools
 from deploy.bench.datasets import Query, SearchSet
-from deploy.bench.search_recall import learning_split
+from deploy.bench.search_recall import indexed_texts, learning_split
 from research.search.arms import SHIPPED, Ranker, arms
 from research.search.datasets import LEARNED_TUNING, all_sets
 from research.search.fit import Judged, average, metrics
@@ -76,7 +76,9 @@ def judge_folds(*, embedder: Embedder, dataset: SearchSet) -> list[Fold]:
     """Every repeat x fold of ``dataset``'s learning half, searched as ``bench search`` does."""
     docs = [f"{t.name}: {t.description}" for t in dataset.tools]
     reference = np.asarray(embedder.encode_reference(docs), np.float32)
-    indexed = np.asarray(embedder.embed(docs), np.float32)
+    # As the toolhost indexes them (with the server's name), so the in-memory adapter
+    # trains on the vectors the product's does.
+    indexed = np.asarray(embedder.embed(indexed_texts(dataset.tools)), np.float32)
     descriptions = {t.id: v for t, v in zip(dataset.tools, indexed, strict=True)}
     learn, _test = learning_split(dataset.queries)
     out: list[Fold] = []
