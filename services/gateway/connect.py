@@ -71,7 +71,8 @@ class Connector:
         if self.metadata_url is None:
             log.info(
                 "AGENTCARDS_PUBLIC_URL %s is not https: connections use dynamic client "
-                "registration, never the client ID metadata document", settings.public_url
+                "registration, never the client ID metadata document",
+                settings.public_url,
             )
         self.keys = PiiKeys.from_settings(settings)
         # The browser's secret binding a flow to the browser that opened the link (`__Host-`:
@@ -85,8 +86,12 @@ class Connector:
                 CONNECT_PREFIX + "{link}", self.connect, methods=["GET"], include_in_schema=False
             ),
             Route(CALLBACK, self.callback, methods=["GET"], include_in_schema=False),
-            Route(metadata_document.DOCUMENT_PATH, self.client_metadata, methods=["GET"],
-                  include_in_schema=False),  # fmt: skip
+            Route(
+                metadata_document.DOCUMENT_PATH,
+                self.client_metadata,
+                methods=["GET"],
+                include_in_schema=False,
+            ),
         ]
 
     async def client_metadata(self, request: Request) -> Response:

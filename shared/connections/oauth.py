@@ -195,17 +195,20 @@ async def client_at(
     if offers_documents:
         log.info(
             "the authorization server %s takes client ID metadata documents, but this gateway "
-            "offers none (its public URL is not https): registering instead", issuer
+            "offers none (its public URL is not https): registering instead",
+            issuer,
         )
     known = _registered.get((issuer, redirect_uri))
     if known is not None:
         return known
     if found.metadata.registration_endpoint is None:
-        raise ConnectFailed(
-            f"the authorization server {issuer} takes no dynamic client registration"
-            + (" (it takes client ID metadata documents, which the gateway offers only when "
-               "its public URL, AGENTCARDS_PUBLIC_URL, is https)" if offers_documents else "")
-        )
+        why = f"the authorization server {issuer} takes no dynamic client registration"
+        if offers_documents:
+            why += (
+                " (it takes client ID metadata documents, which the gateway offers only when "
+                "its public URL, AGENTCARDS_PUBLIC_URL, is https)"
+            )
+        raise ConnectFailed(why)
     wanted = OAuthClientMetadata(
         redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses the URL
         grant_types=["authorization_code", "refresh_token"],
