@@ -45,6 +45,7 @@ from shared.privacy.keys import PiiKeys
 
 log = logging.getLogger(__name__)
 CONNECT_PREFIX, CALLBACK = links.CONNECT_PATH, metadata_document.CALLBACK_PATH
+CLIENT_METADATA = metadata_document.DOCUMENT_PATH
 # How long an authorization server may keep the metadata document before fetching it again.
 DOCUMENT_MAX_AGE_S = 3600
 NEW_LINK = "call the tool again for a new link"
@@ -87,7 +88,7 @@ class Connector:
             ),
             Route(CALLBACK, self.callback, methods=["GET"], include_in_schema=False),
             Route(
-                metadata_document.DOCUMENT_PATH,
+                CLIENT_METADATA,
                 self.client_metadata,
                 methods=["GET"],
                 include_in_schema=False,
