@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.connect import CALLBACK as CONNECT_CALLBACK
-from services.gateway.connect import CONNECT_PREFIX
+from services.gateway.connect import CLIENT_METADATA, CONNECT_PREFIX
 from services.gateway.errors import error_response
 from services.gateway.oauth import ResourceServer, credential, is_key
 from services.gateway.signin import FLOWER, LOGIN, SignIn, under
@@ -47,6 +47,7 @@ OPEN_PATHS = frozenset(
         "/dashboard",
         *SIGNIN_PATHS,  # the dashboard's sign-in: they check the session cookie themselves
         CONNECT_CALLBACK,  # a person's connection to a server: its state is the credential
+        CLIENT_METADATA,  # the gateway's public OAuth client metadata, fetched by servers
     }
 )
 # The page's own and vendored scripts and styles (the static mount serves nothing else).

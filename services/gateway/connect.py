@@ -6,8 +6,10 @@ dashboard's session, services/gateway/signin.py), never by holding the link: the
 in error messages that traces and tool failures keep. A browser not signed in goes through
 sign-in and comes back to the link; one signed in as someone else gets a 403 and the link
 stays unused. A gateway without browser sign-in cannot tell who opened it, so it refuses
-every link (fail closed). Then it discovers the server's authorization server, registers
-the gateway there, and sends the browser to authorize with PKCE. ``GET /oauth/callback``
+every link (fail closed). Then it discovers the server's authorization server, takes a
+client there (the gateway's client ID metadata document, ``GET /oauth/client-metadata.json``,
+when the authorization server takes those and the public URL is https; else a dynamic
+registration), and sends the browser to authorize with PKCE. ``GET /oauth/callback``
 takes the answer: the ``state`` names the connection under way (once) together with the
 browser's own secret (a cookie set when the link was opened), the person signed in must
 still be the link's, the code is exchanged with its PKCE verifier, and the tokens are stored
@@ -17,17 +19,18 @@ says why.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from anyio import to_thread
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from services.gateway.signin import LOGIN, page
 from shared.config import Settings
-from shared.connections import links
+from shared.connections import links, metadata_document
 from shared.connections.oauth import (
     Client,
     ConnectFailed,
@@ -40,7 +43,11 @@ from shared.connections.store import Connection, save
 from shared.errors import AgentCardsError
 from shared.privacy.keys import PiiKeys
 
-CONNECT_PREFIX, CALLBACK = links.CONNECT_PATH, "/oauth/callback"
+log = logging.getLogger(__name__)
+CONNECT_PREFIX, CALLBACK = links.CONNECT_PATH, metadata_document.CALLBACK_PATH
+CLIENT_METADATA = metadata_document.DOCUMENT_PATH
+# How long an authorization server may keep the metadata document before fetching it again.
+DOCUMENT_MAX_AGE_S = 3600
 NEW_LINK = "call the tool again for a new link"
 LINK_PAGES = {  # a link that cannot be used: its page (status, title, text)
     "used": (410, "This link was used already",
@@ -58,7 +65,16 @@ class Connector:
     def __init__(self, settings: Settings) -> None:
         assert settings.public_url
         self.settings = settings
-        self.redirect_uri = settings.public_url.rstrip("/") + CALLBACK
+        self.redirect_uri = metadata_document.callback_url(settings.public_url)
+        # The client_id offered to authorization servers that take metadata documents: only
+        # an https URL can be one (they fetch it), so an http gateway registers instead.
+        self.metadata_url = metadata_document.usable_url(settings.public_url)
+        if self.metadata_url is None:
+            log.info(
+                "AGENTCARDS_PUBLIC_URL %s is not https: connections use dynamic client "
+                "registration, never the client ID metadata document",
+                settings.public_url,
+            )
         self.keys = PiiKeys.from_settings(settings)
         # The browser's secret binding a flow to the browser that opened the link (`__Host-`:
         # this host, path /, https only, as the session cookie's).
@@ -71,7 +87,21 @@ class Connector:
                 CONNECT_PREFIX + "{link}", self.connect, methods=["GET"], include_in_schema=False
             ),
             Route(CALLBACK, self.callback, methods=["GET"], include_in_schema=False),
+            Route(
+                CLIENT_METADATA,
+                self.client_metadata,
+                methods=["GET"],
+                include_in_schema=False,
+            ),
         ]
+
+    async def client_metadata(self, request: Request) -> Response:
+        """The gateway's client ID metadata document, for authorization servers to fetch."""
+        assert self.settings.public_url
+        return JSONResponse(
+            metadata_document.document(self.settings.public_url),
+            headers={"Cache-Control": f"public, max-age={DOCUMENT_MAX_AGE_S}"},
+        )
 
     async def connect(self, request: Request) -> Response:
         """Use a connect link, as its own person: send the browser to the server's
@@ -101,9 +131,9 @@ class Connector:
             return page(*LINK_PAGES[taken.status])
         server = record["server"]
         try:
-            started = await begin(
-                record["url"], scopes=record.get("scopes") or [], redirect_uri=self.redirect_uri
-            )
+            started = await begin(record["url"], scopes=record.get("scopes") or [],
+                                  redirect_uri=self.redirect_uri,
+                                  metadata_url=self.metadata_url)  # fmt: skip
         except ConnectFailed as exc:
             return page(502, f"Cannot connect {server} now", f"{exc}. Nothing was stored; "
                         f"try again later ({NEW_LINK}).")  # fmt: skip

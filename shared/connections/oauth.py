@@ -3,8 +3,10 @@
 As any MCP client does (MCP authorization; the SDK's discovery helpers, authlib for the
 OAuth requests): the server's 401 names its protected resource metadata (RFC 9728), which
 names its authorization server, whose metadata (RFC 8414 / OpenID discovery) names the
-endpoints; the gateway registers a client there (RFC 7591 dynamic registration, once per
-authorization server and process), sends the person to authorize with PKCE (S256) and the
+endpoints; the gateway's client there is its client ID metadata document's URL when the
+authorization server takes those (``client_id_metadata_document_supported``; the document:
+metadata_document.py), else one it registers (RFC 7591 dynamic registration, once per
+authorization server and process); it sends the person to authorize with PKCE (S256) and the
 server as ``resource`` (RFC 8707), exchanges the code at ``<public_url>/oauth/callback`` and
 refreshes the access token with the refresh token when it expires.
 
@@ -12,11 +14,13 @@ A server that answers 403 ``insufficient_scope`` naming a scope the token lacks 
 step up: authorizing again for the union of the scopes held and those it names (SEP-2350;
 ``step_up_scope``). A server whose protected resource metadata names another authorization
 server is discovered again: the gateway registers there, never presenting the first one's
-client (SEP-2352; clients are kept per issuer).
+registered client (SEP-2352; clients are kept per issuer; a metadata document's URL is no
+secret of any one server and is shown to each).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -36,14 +40,17 @@ from mcp.client.auth.utils import (
     handle_auth_metadata_response,
     handle_protected_resource_response,
     handle_registration_response,
+    should_use_client_metadata_url,
     union_scopes,
     validate_metadata_issuer,
 )
 from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
+from shared.connections.metadata_document import CLIENT_NAME
+
+log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0
-CLIENT_NAME = "AgentCards gateway"
 # OAuth errors of a token endpoint that say "try later", not "this grant is refused".
 UNAVAILABLE_ERRORS = frozenset({"temporarily_unavailable", "server_error"})
 
@@ -172,19 +179,36 @@ async def _get(http: httpx2.AsyncClient, url: str, what: str) -> httpx2.Response
         raise ConnectFailed(f"cannot reach {what} ({url}): {exc}") from exc
 
 
-async def client_at(found: Discovered, *, redirect_uri: str) -> Client:
-    """The gateway's client at the server's authorization server: registered (RFC 7591) on
-    first use, then reused by this process. Registered without a ``scope``: one client serves
-    every server and person of that authorization server, and a client limited to the scopes
-    first asked for could never step up; each authorization request names its scopes."""
+async def client_at(
+    found: Discovered, *, redirect_uri: str, metadata_url: str | None = None
+) -> Client:
+    """The gateway's client at the server's authorization server: ``metadata_url`` (its client
+    ID metadata document, https) as the client_id when the authorization server takes those,
+    with no secret and no registration; else registered (RFC 7591) on first use, then reused
+    by this process. Registered without a ``scope``: one client serves every server and
+    person of that authorization server, and a client limited to the scopes first asked for
+    could never step up; each authorization request names its scopes."""
+    if metadata_url is not None and should_use_client_metadata_url(found.metadata, metadata_url):
+        return Client(metadata_url, None, "none")
     issuer = str(found.metadata.issuer)
+    offers_documents = found.metadata.client_id_metadata_document_supported is True
+    if offers_documents:
+        log.info(
+            "the authorization server %s takes client ID metadata documents, but this gateway "
+            "offers none (its public URL is not https): registering instead",
+            issuer,
+        )
     known = _registered.get((issuer, redirect_uri))
     if known is not None:
         return known
     if found.metadata.registration_endpoint is None:
-        raise ConnectFailed(
-            f"the authorization server {issuer} takes no dynamic client registration"
-        )
+        why = f"the authorization server {issuer} takes no dynamic client registration"
+        if offers_documents:
+            why += (
+                " (it takes client ID metadata documents, which the gateway offers only when "
+                "its public URL, AGENTCARDS_PUBLIC_URL, is https)"
+            )
+        raise ConnectFailed(why)
     wanted = OAuthClientMetadata(
         redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses the URL
         grant_types=["authorization_code", "refresh_token"],
@@ -251,21 +275,25 @@ class Started:
 
 
 async def begin(
-    server_url: str, *, scopes: list[str], redirect_uri: str, client: Client | None = None
-) -> Started:
-    """Discover the server's authorization server, register there (unless ``client`` is
-    given: pre-registered) and make an authorization request with a fresh state and PKCE."""
+    server_url: str, *, scopes: list[str], redirect_uri: str, client: Client | None = None,
+    metadata_url: str | None = None,
+) -> Started:  # fmt: skip
+    """Discover the server's authorization server, take a client there (``client``, given:
+    pre-registered; else ``client_at``: the metadata document, else a registration) and make
+    an authorization request with a fresh state and PKCE."""
     found = await discover(server_url)
-    return await begin_at(found, scopes=scopes, redirect_uri=redirect_uri, client=client)
+    return await begin_at(found, scopes=scopes, redirect_uri=redirect_uri, client=client,
+                          metadata_url=metadata_url)  # fmt: skip
 
 
 async def begin_at(
-    found: Discovered, *, scopes: list[str], redirect_uri: str, client: Client | None = None
-) -> Started:
+    found: Discovered, *, scopes: list[str], redirect_uri: str, client: Client | None = None,
+    metadata_url: str | None = None,
+) -> Started:  # fmt: skip
     """``begin`` at an authorization server already discovered."""
     scope = requested_scope(found, scopes)
     if client is None:
-        client = await client_at(found, redirect_uri=redirect_uri)
+        client = await client_at(found, redirect_uri=redirect_uri, metadata_url=metadata_url)
     state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
     url = await authorization_url(found, client, redirect_uri=redirect_uri, scope=scope,
                                   state=state, verifier=verifier)  # fmt: skip

@@ -3,8 +3,9 @@ suite's client under test: ``conformance client --suite auth --command "python -
 tests.integration.oauth_conformance_client"`` appends the server URL.
 
 It does what a person's connection does (services/gateway/connect.py), with the browser's
-step scripted: discovery from the server's 401, registration (or the pre-registered client
-the scenario gives in ``MCP_CONFORMANCE_CONTEXT``), an authorization request with PKCE, whose
+step scripted: discovery from the server's 401, the client (the pre-registered one the
+scenario gives in ``MCP_CONFORMANCE_CONTEXT``; else the client ID metadata document's URL
+where the authorization server takes those; else a registration), an authorization request with PKCE, whose
 redirect back to the gateway's callback is read instead of followed (the suite's
 authorization server approves at once), the RFC 9207 ``iss`` check, the code redeemed; then
 an MCP session (the SDK's client, negotiated as the toolhost does) with the token, listing
@@ -41,6 +42,9 @@ from shared.connections.oauth import (
 )
 
 REDIRECT_URI = "http://127.0.0.1:9/oauth/callback"  # never opened: the redirect is read
+# The suite's stand-in for the gateway's `<public_url>/oauth/client-metadata.json`: the URL its
+# `auth/basic-cimd` scenario expects as the client_id (its authorization server fetches none).
+METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 class Authorized(httpx2.Auth):
@@ -82,7 +86,7 @@ class Authorized(httpx2.Auth):
             given = Client.at(found.metadata, str(self.context["client_id"]),
                               self.context.get("client_secret"))  # fmt: skip
         started = await begin_at(found, scopes=(scope or "").split(), redirect_uri=REDIRECT_URI,
-                                 client=given)  # fmt: skip
+                                 client=given, metadata_url=METADATA_URL)  # fmt: skip
         async with httpx2.AsyncClient(timeout=10, follow_redirects=False) as browser:
             answer = await browser.get(started.url)
         back = answer.headers.get("location", "")

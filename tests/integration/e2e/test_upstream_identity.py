@@ -235,6 +235,12 @@ def test_people_connect_a_server_of_its_own_once(
     with httpx.Client(base_url=stack.gateway_url, timeout=120) as client:
         servers = {s["name"]: s for s in client.get("/v1/servers", headers=alice).json()["servers"]}
         assert servers["tickets"]["state"] == "needs_user_authorization", servers["tickets"]
+        # The gateway's client ID metadata document, for any authorization server to fetch
+        # (no token); an http gateway never offers it as its client_id, and registers.
+        served = client.get("/oauth/client-metadata.json")
+        assert served.status_code == 200, served.text
+        assert served.json()["client_id"] == f"{PUBLIC_URL}/oauth/client-metadata.json"
+        assert served.json()["redirect_uris"] == [f"{PUBLIC_URL}/oauth/callback"]
         # Nobody connected yet, its tools unknown: a call is asked to connect, from code and
         # directly; a server that does not exist stays unknown.
         early = run(client, erin, WHOAMI_TICKETS)
