@@ -77,20 +77,26 @@ def quality(label: str, models_dir: Path) -> dict[str, Any]:
     embedder = _embedder(label, models_dir)
     sets = {s.name: s for s in [*all_sets(), real_servers_issue31()]}
     out: dict[str, Any] = {}
+    saved: dict[str, np.ndarray] = {}
     for name, dataset in sets.items():
         tools = np.asarray(embedder.embed(indexed_texts(dataset.tools)), np.float32)
         keys = [t.name if dataset.by == "name" else t.id for t in dataset.tools]
-        rows = []
+        rows, queries = [], []
         for query in dataset.queries:
             vector = np.asarray(embedder.embed_query([query.text])[0], np.float32)
+            queries.append(vector)
             ranked = [keys[i] for i in np.argsort(-(tools @ vector), kind="stable")[:10]]
             rows.append(metrics(ranked, query.gold, scoring=dataset.scoring))
+        saved[f"{name}/tools"], saved[f"{name}/queries"] = tools, np.stack(queries)
         out[name] = {
             "n": len(rows),
             "top1": round(float(np.mean([r["top1"] for r in rows])), 3),
             "@5": round(float(np.mean([r["@5"] for r in rows])), 3),
         }
     vectors = embedder.embed_query(short_requests())
+    # Kept for the distillation study (research/embeddings/distil.py).
+    (models_dir.parent / "vectors").mkdir(exist_ok=True)
+    np.savez(models_dir.parent / "vectors" / f"{label.replace(' ', '_')}.npz", **saved)  # type: ignore[arg-type]
     return {"sets": out, "short_vectors": vectors}
 
 
