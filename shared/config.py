@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     embedding_dim: int | None = Field(
         default=None, description="the vector size of a model not known by name; sizes the columns"
     )
-    # int8 took all-mpnet-base-v2's short query from ~17 to ~6 ms on one core (docs/search.md).
+    # int8 halved all-mpnet-base-v2's short-query latency and memory (docs/embeddings.md).
     embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         default="torch",
         description="what runs the model: `torch`, or ONNX Runtime (`onnx`, `onnx-int8`: int8 "

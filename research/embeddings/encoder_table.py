@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -118,6 +119,7 @@ def latency(labels: list[str], models_dir: Path, rounds: int) -> dict[str, Any]:
                 samples[label].append((time.perf_counter() - started) * 1000)
     tokens = [len(ids) for ids in next(iter(embedders.values())).token_ids(texts)]
     return {
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         "requests": len(texts),
         "rounds": rounds,
         "tokens_median": float(np.median(tokens)),
