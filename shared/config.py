@@ -17,8 +17,17 @@ from shared.errors import ConfigError
 KNOWN_EMBEDDING_DIMS = {
     "all-MiniLM-L6-v2": 384,
     "sentence-transformers/all-MiniLM-L6-v2": 384,
+    "all-mpnet-base-v2": 768,
+    "sentence-transformers/all-mpnet-base-v2": 768,
     "BAAI/bge-m3": 1024,
 }
+
+
+def canonical_model(name: str) -> str:
+    """One name per model of the sentence-transformers organisation ("sentence-transformers/X"
+    is X), so a database's record and the configuration compare equal."""
+    return name.removeprefix("sentence-transformers/")
+
 
 # Values that mean "nobody set this"; refused outside development.
 PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "password", "admin", "postgres"}
@@ -52,10 +61,24 @@ class Settings(BaseSettings):
     embedding_model: str = Field(
         default="all-MiniLM-L6-v2",
         description="sentence-transformers model for tools, intents and queries (the default is "
-        "packaged and runs offline); another needs `AGENTCARDS_EMBEDDING_DIM`",
+        "packaged and runs offline; `all-mpnet-base-v2` is packaged in the `mpnet` extra); "
+        "another needs `AGENTCARDS_EMBEDDING_DIM`. A database keeps the model its vectors were "
+        "made with: after a change, `agentcards reembed`",
     )
     embedding_dim: int | None = Field(
         default=None, description="the vector size of a model not known by name; sizes the columns"
+    )
+    # int8 halved all-mpnet-base-v2's short-query latency and memory (docs/embeddings.md).
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="torch",
+        description="what runs the model: `torch`, or ONNX Runtime (`onnx`, `onnx-int8`: int8 "
+        "weights, faster on a CPU; the `onnx` extra), exported on first load under "
+        "`home`/models",
+    )
+    embedding_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="where the model runs: `auto` takes a CUDA GPU when torch (or, for `onnx`, "
+        "onnxruntime-gpu) sees one",
     )
     # One by default: every process that embeds (gateway, toolhost, learning workers) shares
     # the machine, and a busy second thread makes a pass slower, not faster.

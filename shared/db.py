@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import orjson
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
-from shared.config import Settings
-from shared.errors import DependencyError
+from shared.config import Settings, canonical_model
+from shared.errors import ConfigError, DependencyError
 
 
 def psycopg_url(url: str) -> str:
@@ -105,11 +106,15 @@ def _alembic(settings: Settings, target: str) -> Any:
         psycopg_url(target).replace("postgresql://", "postgresql+psycopg://", 1).replace("%", "%%"),
     )
     cfg.attributes["vector_dim"] = settings.vector_dim
+    cfg.attributes["embedding_model"] = canonical_model(settings.embedding_model)
     return cfg
 
 
-def migrate(settings: Settings, *, url: str | None = None) -> str:
-    """Apply every pending migration (a no-op when up to date); returns the head revision."""
+def migrate(settings: Settings, *, url: str | None = None, check_model: bool = True) -> str:
+    """Apply every pending migration (a no-op when up to date); returns the head revision.
+
+    Then refuses (ConfigError) a database whose vectors another model made, unless
+    ``check_model`` is False (``agentcards reembed``, which is about to re-embed them)."""
     from alembic import command
     from alembic.script import ScriptDirectory
 
@@ -128,7 +133,11 @@ def migrate(settings: Settings, *, url: str | None = None) -> str:
             ) from exc
         raise DependencyError(f"migrating {redact(target)} failed: {cause}") from exc
     head = ScriptDirectory.from_config(cfg).get_current_head()
-    check_vector_dim(target, settings.vector_dim)
+    if check_model:
+        with psycopg.connect(psycopg_url(target), autocommit=True) as conn:
+            check_stored_model(
+                read_stored_model(conn), model=settings.embedding_model, dim=settings.vector_dim
+            )
     return head or ""
 
 
@@ -187,18 +196,46 @@ def check_pgvector_available(url: str) -> None:
         )
 
 
-def check_vector_dim(url: str, dim: int) -> None:
-    """Refuse to run when the schema was made for a model of another dimension."""
-    with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute "
-            "WHERE attrelid = 'tools'::regclass AND attname = 'embedding'"
-        ).fetchone()
-    if row and row[0] != f"vector({dim})":
-        raise DependencyError(
-            f"the database stores {row[0]} embeddings but the configured model gives "
-            f"vector({dim}): keep AGENTCARDS_EMBEDDING_MODEL or use a new database"
-        )
+@dataclass(frozen=True)
+class StoredModel:
+    """The model a database's vectors were made with ("" when none was recorded: table
+    ``embedding_model``, migration 0035) and the size of its vector columns."""
+
+    model: str
+    dim: int
+
+
+def read_stored_model(conn: psycopg.Connection[Any]) -> StoredModel | None:
+    """The database's record and the size of ``tools.embedding``; None before migrations."""
+    cur = conn.cursor(row_factory=tuple_row)
+    dim, recorded = cur.execute(
+        "SELECT (SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('tools') "
+        "AND attname = 'embedding'), to_regclass('embedding_model') IS NOT NULL"
+    ).fetchone() or (None, False)
+    if dim is None:
+        return None
+    row = cur.execute("SELECT model FROM embedding_model").fetchone() if recorded else None
+    return StoredModel(model=str(row[0]) if row else "", dim=int(dim))
+
+
+def check_stored_model(stored: StoredModel | None, *, model: str, dim: int) -> None:
+    """Refuse to run (ConfigError) when the stored vectors are not ``model``'s (``dim``-d):
+    two models' vectors, even of one size, are not comparable, and mixing them ranks garbage."""
+    if stored is None:
+        return
+    if stored.dim == dim and canonical_model(stored.model) == canonical_model(model):
+        return
+    made_with = (
+        f"{stored.model!r} ({stored.dim}-d)"
+        if stored.model
+        else f"a model it did not record ({stored.dim}-d)"
+    )
+    back = f", or set AGENTCARDS_EMBEDDING_MODEL={stored.model} again" if stored.model else ""
+    raise ConfigError(
+        f"the database's vectors were made with {made_with} but AGENTCARDS_EMBEDDING_MODEL is "
+        f"{model!r} ({dim}-d): stop the services and run `agentcards reembed` to re-embed the "
+        f"stored tools, intents and capabilities with it{back}"
+    )
 
 
 def ping(url: str, *, timeout_s: float = 2.0) -> None:

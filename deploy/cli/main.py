@@ -214,6 +214,39 @@ def migrate(
 
 
 @app.command()
+def reembed() -> None:
+    """Re-embed the stored tools, intents and capabilities with AGENTCARDS_EMBEDDING_MODEL,
+    after changing it (stop the stack first; unset AGENTCARDS_DATABASE_URL: the embedded one)."""
+    from deploy.launcher.embedded import EmbeddedPostgres
+    from deploy.launcher.state import StackState
+    from shared.db import connect
+    from shared.db import migrate as run_migrations
+    from shared.embeddings import get_embedder
+    from shared.learning.reembed import reembed as run_reembed
+
+    settings = _settings()
+    state = StackState.load(settings.run_dir)
+    if state is not None and pid_alive(state.supervisor_pid):
+        _fail(AgentCardsError("a stack is running here: `agentcards down` first"))
+    pg = None if settings.database_url else EmbeddedPostgres.start(settings.home / "pgdata")
+    url = settings.database_url or (pg.url if pg else "")
+    try:
+        run_migrations(settings, url=url, check_model=False)
+        embedder = get_embedder(settings)
+        with connect(url) as conn:
+            counts = run_reembed(
+                conn, embed=embedder.embed, model=settings.embedding_model, dim=settings.vector_dim
+            )
+    except AgentCardsError as exc:
+        _fail(exc)
+    finally:
+        if pg is not None:
+            pg.stop()
+    done = ", ".join(f"{table} {n}" for table, n in counts.items())
+    console.print(f"re-embedded with {settings.embedding_model} ({settings.vector_dim}-d): {done}")
+
+
+@app.command()
 def mcp() -> None:
     """Serve AgentCards' MCP tools over stdio (for desktop MCP clients); needs a running stack.
 

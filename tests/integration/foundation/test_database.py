@@ -8,12 +8,16 @@ import sys
 import time
 import uuid
 
+import numpy as np
 import psycopg
 import pytest
 
+from deploy.launcher.embedded import EmbeddedPostgres
 from shared.config import Settings
 from shared.db import connect, migrate
-from shared.errors import DependencyError
+from shared.embeddings import get_embedder
+from shared.errors import ConfigError, DependencyError
+from shared.learning.reembed import COLUMNS, DERIVED, reembed
 from tests.conftest import server_dir
 from tests.stack import with_database
 
@@ -83,15 +87,87 @@ def test_vector_columns_follow_the_configured_model(pg_url: str) -> None:
     assert row == {"t": "vector(384)"}
 
 
+def _settings(url: str, model: str = "all-MiniLM-L6-v2", **kw: object) -> Settings:
+    return Settings(
+        database_url=url, redis_url="redis://unused", env="test", embedding_model=model, **kw
+    )  # type: ignore[arg-type]
+
+
 def test_a_model_of_another_dimension_is_refused(pg_url: str) -> None:
-    other = Settings(
-        database_url=pg_url,
-        redis_url="redis://unused",
-        env="test",
-        embedding_model="BAAI/bge-m3",
+    with pytest.raises(
+        ConfigError, match=r"'all-MiniLM-L6-v2' \(384-d\).*'BAAI/bge-m3' \(1024-d\)"
+    ):
+        migrate(_settings(pg_url, "BAAI/bge-m3"))
+
+
+def test_another_model_of_the_same_size_is_refused(pg_url: str) -> None:
+    # Same size, other vectors: storing would work and searching would rank garbage.
+    with pytest.raises(ConfigError, match="agentcards reembed"):
+        migrate(_settings(pg_url, "/models/paraphrase-MiniLM-L3-v2", embedding_dim=384))
+
+
+def test_reembed_moves_a_database_to_another_model(embedded_pg: EmbeddedPostgres) -> None:
+    # A database made for a 1024-d model, with a tool, a past run and a learned adapter.
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(embedded_pg.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = with_database(embedded_pg.url, name)
+    migrate(_settings(url, "BAAI/bge-m3"))
+    old = np.ones(1024, np.float32) / 32
+    with connect(url) as conn:
+        conn.execute(
+            "INSERT INTO tools (id, server, name, description, schema_hash, embedding) "
+            "VALUES ('git:git_status', 'git', 'git_status', 'Show the working tree status', "
+            "'h', %s)",
+            (old,),
+        )
+        conn.execute(
+            "INSERT INTO intent_tools (tenant_id, intent, intent_embedding, tools_ok) "
+            "VALUES ('default', 'what changed in the repo', %s, '{git:git_status}')",
+            (old,),
+        )
+        conn.execute(
+            "INSERT INTO query_adapters (tenant_id, version, trained_on, held_back, shipped, "
+            "dim, seconds) VALUES ('default', 1, 5, 5, true, 1024, 0.1)"
+        )
+        conn.commit()
+    minilm = _settings(url)
+    with pytest.raises(ConfigError, match="reembed"):
+        migrate(minilm)
+
+    embedder = get_embedder(minilm)
+    with connect(url) as conn:
+        counts = reembed(conn, embed=embedder.embed, model=minilm.embedding_model, dim=384)
+    assert counts["tools"] == 1 and counts["intent_tools"] == 1 and counts["query_adapters"] == 1
+
+    migrate(minilm)  # starts now
+    with pytest.raises(ConfigError, match=r"'all-MiniLM-L6-v2' \(384-d\)"):
+        migrate(_settings(url, "BAAI/bge-m3"))
+    with connect(url) as conn:
+        tool = conn.execute("SELECT embedding FROM tools").fetchone()
+        intent = conn.execute("SELECT intent_embedding FROM intent_tools").fetchone()
+        adapters = conn.execute("SELECT count(*) AS n FROM query_adapters").fetchone()
+        hnsw = conn.execute(
+            "SELECT count(*) AS n FROM pg_indexes WHERE indexname = 'tools_embedding_hnsw'"
+        ).fetchone()
+    expected = embedder.embed(
+        ["git git_status: Show the working tree status", "what changed in the repo"]
     )
-    with pytest.raises(DependencyError, match=r"vector\(384\).*vector\(1024\)"):
-        migrate(other)
+    assert np.dot(tool["embedding"].to_numpy(), expected[0]) > 0.9999
+    assert np.dot(intent["intent_embedding"].to_numpy(), expected[1]) > 0.9999
+    assert adapters == {"n": 0} and hnsw == {"n": 1}
+
+
+def test_reembed_knows_every_vector_column(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        found = {
+            (r["table_name"], r["column_name"])
+            for r in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE udt_name = 'vector' AND table_schema = 'public'"
+            )
+        }
+    assert found == {(c.table, c.column) for c in (*COLUMNS, *DERIVED)}
 
 
 def test_unreachable_postgres_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
