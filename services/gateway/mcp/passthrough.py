@@ -535,8 +535,8 @@ async def _follow_flight(
         logged = call.logged if call is not None else None
         if logged is None:
             logged = await read_events(state, execution_id=execution_id)
-        for event in logged:
-            await on_event(event)
+        for past in logged:
+            await on_event(past)
         return flight.result()
     async with EventFollower(state, execution_id=execution_id, after_seq=forward.heard) as events:
         while not flight.done():
