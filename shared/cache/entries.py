@@ -48,13 +48,36 @@ def get_entry(client: redis.Redis, *, tenant_id: str, digest: str) -> CachedResu
     return CachedResult(**orjson.loads(raw))
 
 
+def get_entry_and_generations(
+    client: redis.Redis, *, tenant_id: str, digest: str, servers: Sequence[str]
+) -> tuple[CachedResult | None, dict[str, int]]:
+    """``get_entry`` then ``read_generations`` of ``servers``, in one round trip (a pipeline:
+    Redis runs them in order, so the generations are read after the entry, as ``current``
+    would read them)."""
+    keys = _generation_keys(servers)
+    pipe = client.pipeline(transaction=False)
+    pipe.get(entry_key(tenant_id, digest))
+    if keys:
+        pipe.mget([generation_key(k) for k in keys])
+    raw, *values = pipe.execute()
+    entry = None if raw is None else CachedResult(**orjson.loads(raw))
+    return entry, _generations(keys, values[0] if values else [])
+
+
 def read_generations(client: redis.Redis, servers: Sequence[str]) -> dict[str, int]:
     """Each server's two generations (0 when never bumped): ``server`` moves with every
     invalidation that touches it, ``write:server`` only with those of the whole server."""
-    keys = [k for s in servers for k in (s, WRITE + s)]
+    keys = _generation_keys(servers)
     if not keys:
         return {}
-    values = client.mget([generation_key(k) for k in keys])
+    return _generations(keys, client.mget([generation_key(k) for k in keys]))
+
+
+def _generation_keys(servers: Sequence[str]) -> list[str]:
+    return [k for s in servers for k in (s, WRITE + s)]
+
+
+def _generations(keys: Sequence[str], values: Sequence[Any]) -> dict[str, int]:
     return {k: int(v or 0) for k, v in zip(keys, values, strict=True)}
 
 
@@ -82,6 +105,13 @@ def current(client: redis.Redis, *, servers: Sequence[str], generations: Mapping
     return all(
         int(v or 0) == int(generations.get(WRITE + s, 0)) for s, v in zip(servers, now, strict=True)
     )
+
+
+def current_as_read(
+    read: Mapping[str, int], *, servers: Sequence[str], generations: Mapping[str, Any]
+) -> bool:
+    """``current`` against generations read with the entry (``get_entry_and_generations``)."""
+    return all(int(read[WRITE + s]) == int(generations.get(WRITE + s, 0)) for s in servers)
 
 
 def put_entry(

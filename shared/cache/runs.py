@@ -138,9 +138,17 @@ def capability_cache_config(conn: Conn, *, capability_id: Any) -> dict[str, Any]
     return dict(found["cache_config"] or {}) if found else None
 
 
-def prepare(client: redis.Redis, *, scope: Scope, config: dict[str, Any] | None) -> RunCache:
-    """Before the sandbox starts: the scope and the generations its servers are at."""
-    generations = entries.read_generations(client, sorted(servers_of(scope.policies)))
+def prepare(
+    client: redis.Redis,
+    *,
+    scope: Scope,
+    config: dict[str, Any] | None,
+    generations: dict[str, int] | None = None,
+) -> RunCache:
+    """Before the sandbox starts: the scope and the generations its servers are at
+    (``generations``: as already read for them, with the cache lookup)."""
+    if generations is None:
+        generations = entries.read_generations(client, sorted(servers_of(scope.policies)))
     return RunCache(scope=scope, generations=generations, capability_config=config)
 
 

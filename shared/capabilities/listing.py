@@ -19,8 +19,16 @@ Row = dict[str, Any]
 ITEM_FIELDS = (
     "id", "name", "description", "code", "intent", "aliases", "tools_used", "approval_tools",
     "parameters_schema", "success_rate", "usage_count", "last_used", "created_at",
-    "community_id", "version", "source", "disabled", "language",
+    "community_id", "version", "versions", "source", "disabled", "language",
 )  # fmt: skip
+
+# A family is a capability and its versions (``family_id`` names the first; None: itself).
+_FAMILY = "coalesce({t}.family_id, {t}.id)"
+# The latest version of its family: no later version of the same family.
+LATEST_ONLY = (
+    "NOT EXISTS (SELECT 1 FROM capabilities AS n WHERE n.tenant_id = c.tenant_id "
+    f"AND n.version > c.version AND {_FAMILY.format(t='n')} = {_FAMILY.format(t='c')})"
+)
 
 # One row per capability, its aliases oldest first; ``c`` is the capabilities table.
 ITEM_SELECT = """
@@ -28,7 +36,10 @@ SELECT c.id::text AS id, c.name, c.description, c.code, c.intent,
        coalesce((SELECT array_agg(a.intent ORDER BY a.id) FROM capability_aliases AS a
                   WHERE a.capability_id = c.id), '{}') AS aliases,
        c.tools_used, c.approval_tools, c.parameters_schema, c.success_rate, c.usage_count, c.last_used,
-       c.created_at, c.community AS community_id, c.version, c.source,
+       c.created_at, c.community AS community_id, c.version,
+       (SELECT count(*) FROM capabilities AS v WHERE v.tenant_id = c.tenant_id
+           AND coalesce(v.family_id, v.id) = coalesce(c.family_id, c.id))::int AS versions,
+       c.source,
        c.disabled_at IS NOT NULL AS disabled, c.language
   FROM capabilities AS c
 """
@@ -101,9 +112,11 @@ def _where(f: CapabilityFilter) -> tuple[str, dict[str, Any]]:
 def list_items(
     conn: Conn, *, tenant_id: str, filters: CapabilityFilter, sort: Sort, limit: int, offset: int
 ) -> tuple[list[Row], int]:
-    """One page of the tenant's capabilities matching ``filters`` in ``sort`` order; and the
-    number matching in all."""
+    """One page of the tenant's capabilities matching ``filters`` in ``sort`` order, one item
+    per capability (its latest version; ``versions`` says how many it has); and the number
+    matching in all."""
     where, params = _where(filters)
+    where = f"{where} AND {LATEST_ONLY}"
     params |= {"tenant": tenant_id, "limit": limit, "offset": offset}
     rows = conn.execute(
         f"{ITEM_SELECT} WHERE {where} ORDER BY {_ORDER[sort]}, c.id LIMIT %(limit)s OFFSET %(offset)s",

@@ -11,6 +11,13 @@ from typing import Any
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceSummary
 
+# What a run did to its capability, as its report's ``capability.status`` says (docs/usage.md):
+# ``created`` a new capability, ``versioned`` a new version of one (the same tool calls in
+# other code; ``version`` says which), ``updated`` one an earlier run of the same batch
+# created, ``reused`` one it re-ran.
+CAPABILITY_STATUSES = ("created", "versioned", "updated", "reused")
+CREATED_STATUSES = ("created", "versioned")  # the run brought the row into being
+
 
 class Verdict(StrEnum):
     """Why a run was or was not learned; the first that applies, in this order."""

@@ -17,7 +17,7 @@ class Activity:
     submitted: int  # executions created in the rate window (cache hits included)
     ended: int  # executions created in the outcome window that have ended
     succeeded: int  # of those, the ones that succeeded
-    capabilities: int  # the tenant's capabilities now
+    capabilities: int  # the tenant's capabilities now (a capability's versions count once)
 
 
 def tenant_activity(
@@ -50,7 +50,8 @@ def tenant_activity(
         },
     ).fetchone()
     caps = conn.execute(
-        "SELECT count(*) AS n FROM capabilities WHERE tenant_id = %s", (tenant_id,)
+        "SELECT count(DISTINCT coalesce(family_id, id)) AS n FROM capabilities WHERE tenant_id = %s",
+        (tenant_id,),
     ).fetchone()
     assert row is not None and caps is not None  # aggregates always return one row
     return Activity(

@@ -358,12 +358,20 @@ def _outcome(row: dict[str, Any], done: CapabilityOutcome | None) -> str:
     return done.outcome if done else "skipped"
 
 
+def _status(done: CapabilityOutcome) -> str:
+    """``capability.status`` of a run's report (``CAPABILITY_STATUSES``)."""
+    if done.outcome == "learned":
+        return "versioned" if int(done.capability.get("version") or 1) > 1 else "created"
+    return {"updated": "updated", "rerun": "reused"}[done.outcome]
+
+
 def _summary(done: CapabilityOutcome) -> dict[str, Any]:
     capability = done.capability
     return {
         "id": str(capability["id"]),
         "name": capability["name"],
-        "status": {"learned": "created", "updated": "updated", "rerun": "reused"}[done.outcome],
+        "status": _status(done),
+        "version": capability.get("version") or 1,
         "usage_count": capability["usage_count"],
         "success_rate": capability["success_rate"],
         "parameters_schema": capability["parameters_schema"],

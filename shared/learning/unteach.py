@@ -18,6 +18,7 @@ import redis
 from psycopg.types.json import Jsonb
 
 from shared.cache import entries
+from shared.capabilities.outcome import CREATED_STATUSES
 from shared.errors import Conflict, NotFound
 from shared.executions.status import TERMINAL, ExecutionStatus
 
@@ -94,7 +95,7 @@ def _unteach(
     ).fetchone()
     if cap is None:
         return None
-    if taught.get("status") == "created" and cap["usage_count"] <= 1:
+    if taught.get("status") in CREATED_STATUSES and cap["usage_count"] <= 1:
         conn.execute("DELETE FROM capabilities WHERE id = %s", (cap["id"],))
         return {"id": str(cap["id"]), "name": cap["name"], "action": "deleted"}
     conn.execute(

@@ -36,7 +36,6 @@ from pydantic import Field, ValidationError
 from services.gateway.mcp import passthrough, task_input, task_watch, tasks
 from services.gateway.ops.cancel import cancel_execution
 from services.gateway.ops.db import in_pool
-from services.gateway.ops.wait import wait_for_finish
 from shared.errors import Conflict
 from shared.executions import tasks as store
 from shared.executions.status import ExecutionStatus
@@ -128,27 +127,35 @@ class LegacyTasks:
             tasks.requested.reset(token)
         if requested.task is None:  # refused before any run: the refusal itself
             return result
-        watcher = asyncio.create_task(self._notify_end(ctx, requested.task))
+        watcher = asyncio.create_task(self._notify_changes(ctx, requested.task))
         _watchers.add(watcher)
         watcher.add_done_callback(_watchers.discard)
         stamp = requested.task["created_at"].isoformat()
         return {"task": _wire(requested.task, status="working", updated=stamp)}
 
-    async def _notify_end(self, ctx: ServerRequestContext[Any, Any], task: dict[str, Any]) -> None:
+    async def _notify_changes(
+        self, ctx: ServerRequestContext[Any, Any], task: dict[str, Any]
+    ) -> None:
         """``notifications/tasks/status`` on the session's stream (its GET stream, where the
-        client keeps one open) once the task's run ended. Best effort, as the spec makes it:
-        the replica that holds the session watches, and a client polls all the same."""
+        client keeps one open) each time the task's status changes (working → input_required
+        → working → completed), with the task whole, until it ends. Best effort, as the spec
+        makes it: the replica that holds the session watches, and a client polls all the
+        same."""
         state = self._methods.state()
+        sent = "working"  # as the call's CreateTaskResult said
         try:
-            await wait_for_finish(
-                state,
-                execution_id=str(task["execution_id"]),
-                timeout_s=state.settings.mcp_task_ttl_s,
-            )
-            task, row = await self._methods.find(ctx, str(task["id"]), extension=False)
-            status = legacy_task(task, await self._methods.read(task, row))
-            # 2025-11-25 tasks are outside the SDK's notification union
-            await ctx.session.send_notification(TaskStatus(params=status))  # type: ignore[arg-type]
+            async with asyncio.timeout(state.settings.mcp_task_ttl_s):
+                task, row = await self._methods.find(ctx, str(task["id"]), extension=False)
+                async with contextlib.aclosing(
+                    task_watch.changes(state, self._methods.read, task, row)
+                ) as changes:
+                    async for _, detailed in changes:
+                        status = legacy_task(task, detailed)
+                        if status["status"] == sent:  # a new status message only
+                            continue
+                        sent = status["status"]
+                        # 2025-11-25 tasks are outside the SDK's notification union
+                        await ctx.session.send_notification(TaskStatus(params=status))  # type: ignore[arg-type]
         except Exception as exc:  # the session or the task gone: nobody to tell
             log.info("task %s: no status notification: %r", task["id"], exc)
 

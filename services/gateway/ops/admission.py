@@ -13,7 +13,7 @@ import redis
 from anyio import to_thread
 
 from services.gateway.ops.policy import cache_clearance, refuse_by_policy
-from services.gateway.ops.result_cache import answer_from_cache
+from services.gateway.ops.result_cache import Generations, answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
@@ -211,6 +211,7 @@ def _from_cache(
     counters: redis.client.Pipeline,
     scope: Scope | None = None,
     direct: bool = False,
+    generations: Generations | None = None,
 ) -> Row | None:
     """The recorded hit that answers this submission (``answer_from_cache``), or None: a miss,
     a request that asked for no cache, a key that opted out of PII on a stack that tokenises
@@ -228,7 +229,8 @@ def _from_cache(
                                   language=request.language)  # fmt: skip
     return answer_from_cache(state, conn, request=request, principal=principal,
                              timeout_s=timeout_s, capability_id=capability_id,
-                             counters=counters, scope=scope, cleared=cleared)  # fmt: skip
+                             counters=counters, scope=scope, cleared=cleared,
+                             generations=generations)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,13 +262,18 @@ def admit_direct(
     timeout_s = validate_request(state, request)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     counters = state.redis.pipeline(transaction=False)
+    read = Generations()  # the servers' generations, read with the entry: one round trip
     try:
         scope = cache_runs.scope_among(known, tools=request.tools)
         hit = _from_cache(state, conn, request=request, principal=principal,
                           timeout_s=timeout_s, capability_id=None, counters=counters,
-                          scope=scope, direct=True)  # fmt: skip
+                          scope=scope, direct=True, generations=read)  # fmt: skip
         conn.commit()  # a hit's rows, before anyone hears of it
-        cache = None if hit else cache_runs.prepare(state.redis, scope=scope, config=None)
+        cache = (
+            None
+            if hit
+            else cache_runs.prepare(state.redis, scope=scope, config=None, generations=read.read)
+        )
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)

@@ -30,6 +30,14 @@ Row = dict[str, Any]
 INTENT_MIN_SIMILARITY = 0.95
 
 
+@dataclass(slots=True)
+class Generations:
+    """The generations of a scope's servers as the L1 lookup read them, on the entry's round
+    trip (``entries.get_entry_and_generations``); None until then (no L1 lookup was made)."""
+
+    read: dict[str, int] | None = None
+
+
 def answer_from_cache(
     state: GatewayState,
     conn: Any,
@@ -41,6 +49,7 @@ def answer_from_cache(
     counters: redis.client.Pipeline,
     scope: Scope | None = None,
     cleared: Callable[[str], bool] | None = None,
+    generations: Generations | None = None,
 ) -> Row | None:
     """The recorded, audited hit for this submission, or None (a miss: run it); each lookup
     is counted on ``counters``, which the caller sends.
@@ -51,16 +60,23 @@ def answer_from_cache(
     ``scope``: the request's scope (``load_scope``) when the caller read it already;
     ``cleared``: whether the policy in force lets a cached call of a tool stand for this
     caller's (``policy.cache_clearance``; an entry with a tool it does not clear is a miss).
+    ``generations``: filled with the generations of the scope's servers, read with the L1
+    entry (one round trip for both; the run's ``cache_runs.prepare`` then reads none).
     """
     tenant_id = principal.tenant_id
     allowed = principal.tool_patterns
     listed = (lambda _tool: True) if allowed is None else cached_patterns(allowed).allows
     permitted = listed if cleared is None else (lambda tool: listed(tool) and cleared(tool))
 
-    def usable(tools: list[str], servers: list[str], generations: dict[str, Any]) -> bool:
-        return all(map(permitted, tools)) and entries.current(
-            state.redis, servers=servers, generations=generations
-        )
+    def usable(
+        tools: list[str], servers: list[str], stored: dict[str, Any], now: dict[str, int] | None
+    ) -> bool:
+        """``now``: generations read with the entry (else read here, after it)."""
+        if not all(map(permitted, tools)):
+            return False
+        if now is not None and all(entries.WRITE + s in now for s in servers):
+            return entries.current_as_read(now, servers=servers, generations=stored)
+        return entries.current(state.redis, servers=servers, generations=stored)
 
     def record(level: Level, found: Found | None) -> Row | None:
         row = None
@@ -88,7 +104,7 @@ def answer_from_cache(
         row = None
         if recorded is not None:
             row, entry = recorded
-            if usable(entry["tools_used"], entry["servers"], entry["generations"]):
+            if usable(entry["tools_used"], entry["servers"], entry["generations"], None):
                 conn.commit()
             else:
                 conn.rollback()
@@ -99,9 +115,18 @@ def answer_from_cache(
     digest = execution_digest(
         code=request.code, args=request.args, scope=scope.digest, language=request.language
     )
-    hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
+    if generations is None:
+        hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
+    else:
+        hit, generations.read = entries.get_entry_and_generations(
+            state.redis, tenant_id=tenant_id, digest=digest,
+            servers=sorted(servers_of(scope.policies)),
+        )  # fmt: skip
     if hit is not None and not usable(
-        hit.tools_used, sorted(servers_of(hit.tools_used)), hit.generations
+        hit.tools_used,
+        sorted(servers_of(hit.tools_used)),
+        hit.generations,
+        generations.read if generations is not None else None,
     ):
         hit = None
     found = None
@@ -126,7 +151,7 @@ def answer_from_cache(
     # The cached run may only have used tools this request may call.
     if near is not None and not (
         set(near["tools_used"]) <= set(scope.policies)
-        and usable(near["tools_used"], near["servers"], near["generations"])
+        and usable(near["tools_used"], near["servers"], near["generations"], None)
     ):
         near = None
     return record(Level.INTENT, _from_row(near, str(near["capability_id"])) if near else None)

@@ -26,7 +26,7 @@
       ["last used", cap.last_used ? new Date(cap.last_used).toLocaleString() : "never"],
       ["tools", (cap.tools_used || []).join(", ") || "none"],
       ["needs approval for", (cap.approval_tools || []).join(", ") || "none"],
-      ["version", cap.version ?? 1],
+      ["version", cap.versions > 1 ? `${cap.version} (latest of ${cap.versions})` : cap.version ?? 1],
       ["source", cap.source || "learned"], ["state", cap.disabled ? "disabled" : "enabled"],
       ["id", cap.id],
     ];
@@ -179,7 +179,11 @@
       name.textContent = c.name;
       stats.className = "muted";
       stats.textContent = `${pct(c.success_rate)} · ${c.usage_count}×`;
-      li.append(box, name, stats);
+      // One row per capability, at its latest version (the API lists no other).
+      const version = document.createElement("span");
+      version.className = "version muted";
+      version.textContent = (c.versions || 1) > 1 ? `v${c.version} of ${c.versions}` : `v${c.version ?? 1}`;
+      li.append(box, name, version, stats);
       li.dataset.capabilityId = c.id;
       li.addEventListener("click", () => AC.openPanel(c.id));
       return li;

@@ -113,9 +113,9 @@ def test_a_bundle_round_trips_into_another_install_exactly(
         redo = _import(there, {}, exported)
         assert (redo["created"], redo["merged"]) == (0, 3)
         assert _portable(_export(there, {})) == _portable(exported)
-        # The imported versions keep working: the name runs version 2.
+        # The imported versions stay one capability: listed once, at its latest version.
         listed = there.get("/api/capabilities", params={"q": "greet"}).json()
-        assert sorted(c["version"] for c in listed["capabilities"]) == [1, 2]
+        assert [(c["version"], c["versions"]) for c in listed["capabilities"]] == [(2, 2)]
 
 
 def test_duplicates_merge_and_selected_ids_export(
@@ -129,7 +129,7 @@ def test_duplicates_merge_and_selected_ids_export(
     merged = _import(client, auth, selected)
     assert (merged["created"], merged["merged"]) == (0, 2)
     assert {c["id"] for c in merged["capabilities"]} == {ids[0], ids[2]}
-    assert client.get("/api/capabilities", headers=auth).json()["total"] == 3
+    assert client.get("/api/capabilities", headers=auth).json()["total"] == 2  # greet v2, add
     # A bundle whose entry was used more elsewhere brings its stats; aliases are united.
     busier = {**selected["capabilities"][1]}
     busier["stats"] = {**busier["stats"], "usage_count": 50, "success_count": 50,

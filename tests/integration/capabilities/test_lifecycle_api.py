@@ -15,7 +15,7 @@ from tests.integration.capabilities.conftest import Headers, sql
 ITEM_KEYS = {
     "id", "name", "description", "code", "intent", "aliases", "tools_used", "approval_tools",
     "parameters_schema", "success_rate", "usage_count", "last_used", "created_at",
-    "community_id", "version", "source", "disabled", "language",
+    "community_id", "version", "versions", "source", "disabled", "language",
 }  # fmt: skip
 GREET_V1 = 'return "hello " + args["who"]'
 GREET_V2 = 'who = args["who"]\nreturn f"hello, {who}!" * args.get("times", 1)'

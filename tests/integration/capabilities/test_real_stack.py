@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deploy.cli.capabilities import capabilities_app
+from shared.capabilities.outcome import CREATED_STATUSES
 from tests.integration.mcp_servers import example_server
 from tests.stack import E2EStack, stack_fixture
 
@@ -103,7 +104,10 @@ def test_a_real_execution_is_announced_finished_and_its_capability_learned(
             "args": {"a": 2, "b": 3},
         }
         done = client.post("/v1/executions", params={"wait": "true"}, json=body).json()
-    assert done["status"] == "succeeded" and done["capability"]["status"] == "created", done
+    # Learned: a new capability, or the next version of one an earlier test of this tenant
+    # taught with the same calls.
+    assert done["status"] == "succeeded", done
+    assert done["capability"]["status"] in CREATED_STATUSES, done
     frames = _until(events, "capability.learned", capability_id=done["capability"]["id"])
     finished = [data for kind, data in frames if kind == "execution.finished"]
     assert finished == [

@@ -46,6 +46,9 @@ def test_a_paraphrase_with_the_same_calls_is_a_new_version_not_a_twin(
     second = _run(stack, PARAPHRASED, PARAPHRASED_INTENT, {"zone": "UTC"})["capability"]
     other = _run(stack, OTHER_JOB, "what time is it in Tokyo", {})["capability"]
     assert second["id"] != first["id"] and second["name"] == first["name"], (first, second)
+    # The run's report says it made a new version, not a new capability.
+    assert (first["status"], first["version"]) == ("created", 1), first
+    assert (second["status"], second["version"]) == ("versioned", 2), second
     assert other["name"] != first["name"]  # a fixed zone is another job
 
     with stack.client() as client:
@@ -60,7 +63,13 @@ def test_a_paraphrase_with_the_same_calls_is_a_new_version_not_a_twin(
             for intent in (FIRST_INTENT, PARAPHRASED_INTENT)
         }
         graph = client.get("/api/graph/hypergraph").json()
+        listed = client.get("/api/capabilities").json()
+        learned = client.get("/api/metrics/summary").json()["capabilities_learned"]
     assert versions == {first["id"]: 1, second["id"]: 2}
+    # The dashboard's list and count: one row per capability, at its latest version.
+    rows = {c["name"]: (c["id"], c["version"], c["versions"]) for c in listed["capabilities"]}
+    assert rows == {first["name"]: (second["id"], 2, 2), other["name"]: (other["id"], 1, 1)}
+    assert listed["total"] == 2 and learned == 2, (listed, learned)
     # Either phrasing finds the latest version; the first is no longer matched on its own.
     for intent, answer in found.items():
         ids = [c["id"] for c in answer["capabilities"]]

@@ -422,6 +422,35 @@ def test_typescript_code_is_highlighted_as_typescript_in_both_panels(
     assert _page_errors(page) == []
 
 
+def test_a_capability_s_versions_are_one_row_of_the_list_at_its_latest_version(
+    page: webdriver.Chrome, api: httpx.Client
+) -> None:
+    """Two versions of one capability are one capability (issue 49): listed once, marked
+    with its latest version and how many it has; the strip counts capabilities."""
+    made = []
+    for code in ('return "hi " + args["who"]', 'who = args["who"]\nreturn f"hi, {who}!"'):
+        body = {"code": code, "intent": "greet someone", "name": "greet_by_name"}
+        response = api.post("/v1/capabilities", json=body)
+        assert response.status_code == 201, response.text
+        made.append(response.json())
+    assert [c["version"] for c in made] == [1, 2], made
+    latest = made[1]["id"]
+    page.find_element(By.CSS_SELECTOR, 'button[data-view="tools"]').click()
+    page.find_element(By.CSS_SELECTOR, 'button[data-view="capabilities"]').click()
+    _wait(page, f"document.querySelector('#cap-list li[data-capability-id=\"{latest}\"]')")
+    rows = page.execute_script(
+        "return [...document.querySelectorAll('#cap-list li')]"
+        ".filter(li => li.querySelector('.name').textContent === 'greet_by_name')"
+        ".map(li => [li.dataset.capabilityId, li.querySelector('.version').textContent])"
+    )
+    assert rows == [[latest, "v2 of 2"]], rows
+    listed = api.get("/api/capabilities", params={"limit": 500}).json()
+    assert len(listed["capabilities"]) == listed["total"]
+    learned = api.get("/api/metrics/summary").json()["capabilities_learned"]
+    assert learned == listed["total"], (learned, listed["total"])
+    assert _page_errors(page) == []
+
+
 def _python_capability(api: httpx.Client) -> str:
     found = api.post("/v1/capabilities/search", json={"intent": "divide a by b"}).json()
     python = [c for c in found["capabilities"] if c["language"] == "python"]

@@ -5,6 +5,7 @@ the run's result and ``-32021`` on the task methods."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -419,7 +420,7 @@ def test_a_2025_11_25_client_runs_code_as_tasks_with_the_sdk_s_tasks_client(
     ``tasks/result``; a failing run is ``failed`` and its result the tool's error; a run
     whose tool elicits is ``input_required`` and asks on ``tasks/result``; cancel, list, an
     unknown id, another session of the same key reading the same tasks, and
-    ``notifications/tasks/status`` on the client's open stream when a run ends."""
+    ``notifications/tasks/status`` on the client's open stream at each change of status."""
     stack = reference.as_new_tenant()
     code = "return await mcp.conformance.test_elicitation(message='Who are you?')"
     steps = [
@@ -467,10 +468,18 @@ def test_a_2025_11_25_client_runs_code_as_tasks_with_the_sdk_s_tasks_client(
     assert out["steps"]["not_a_task_tool"]["error"] == types.METHOD_NOT_FOUND
 
     assert out["unknown"] == types.INVALID_PARAMS
-    # The client keeps its GET stream open: each run's end came as notifications/tasks/status.
-    notified = dict(out["notified"])
-    assert notified[long["taskId"]] == "completed", out["notified"]
-    assert notified[failing["taskId"]] == "failed", out["notified"]
+
+    # The client keeps its GET stream open: each change of a task's status came as
+    # notifications/tasks/status (never the same status twice in a row, never the
+    # "working" its creation said), the question's input_required too.
+    def heard(name: str) -> list[str]:
+        return [status for task, status in out["notified"] if task == out["steps"][name]["taskId"]]
+
+    assert heard("long") == ["completed"], out["notified"]
+    assert heard("failing") == ["failed"], out["notified"]
+    assert heard("asks")[0] == "input_required" and heard("asks")[-1] == "completed", heard("asks")
+    assert set(heard("asks")) <= {"input_required", "working", "completed"}, heard("asks")
+    assert all(a != b for a, b in itertools.pairwise(heard("asks"))), heard("asks")
     listed = dict(out["listed"])
     for name in ("long", "quick", "failing", "asks", "cancelled"):
         assert name in out["fromAnotherSession"]

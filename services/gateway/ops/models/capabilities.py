@@ -127,6 +127,9 @@ class CapabilityItem(BaseModel):
     created_at: str
     community_id: int | None = Field(description="its tool-graph community (Louvain)")
     version: int = Field(description="1, 2, ... within the capabilities of its name")
+    versions: int = Field(
+        description="how many versions it has (GET /api/capabilities lists the latest of each)"
+    )
     source: str = Field(description="`emergent` (learned) or `manual`")
     disabled: bool = Field(
         description="an operator disabled it: not matched, suggested or searched; runs refused"
