@@ -261,7 +261,7 @@ def search_ms(client: httpx.Client, gateway_url: str, query: str) -> float:
     return elapsed
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
+def percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {
         "n": len(ordered),
@@ -281,7 +281,7 @@ def latency(gateway_urls: list[str], texts: list[str]) -> list[dict[str, float]]
                 order.reverse()
             for side in order:
                 times[side].append(search_ms(client, gateway_urls[side], text))
-    return [_percentiles(t) for t in times]
+    return [percentiles(t) for t in times]
 
 
 def warm(gateway_url: str, texts: list[str]) -> None:

@@ -33,7 +33,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from deploy.bench.footprint import five_servers, queries
+from deploy.bench.footprint import five_servers, percentiles, queries
 from deploy.bench.held import HeldStack, checkout, held_stack
 from deploy.launcher.state import StackState
 from shared.db import connect
@@ -93,16 +93,6 @@ async def search(session: ClientSession, query: str) -> tuple[float, int, float]
     return elapsed, size, (time.perf_counter() - began) * 1000
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "n": len(ordered),
-        "p50": round(statistics.median(ordered), 2),
-        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 2),
-        "max": round(ordered[-1], 2),
-    }
-
-
 async def measure(stacks: dict[str, HeldStack], *, first: int) -> dict[str, Any]:
     texts = queries()
     out: dict[str, Any] = {}
@@ -129,7 +119,7 @@ async def measure(stacks: dict[str, HeldStack], *, first: int) -> dict[str, Any]
         for name in stacks:
             out[name] = {
                 "first_ms": [round(t, 1) for t in times[name][:first]],
-                "search_ms": _stats(times[name][first:]),
+                "search_ms": percentiles(times[name][first:]),
                 "gateway_cpu_ms_per_search": round(cpu[name] / (len(texts) - first) * 1000, 2),
                 "text_bytes_p50": statistics.median(sizes[name]),
                 "validate_ms_p50": round(statistics.median(checks[name]), 2),
