@@ -23,7 +23,6 @@ announce.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
@@ -41,17 +40,14 @@ from shared.approvals.wait import await_answer
 from shared.auth import limits
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant
 from shared.auth.principal import Principal
-from shared.cache import runs as cache_runs
-from shared.direct.records import finished_row, queue_record, record_of, write_records
-from shared.dispatch import send_ingest
+from shared.direct import finish
+from shared.dispatch import send_ingests
 from shared.errors import DependencyError, ErrorType, error_dict
-from shared.executions.announce import queue_finished
-from shared.executions.events import decode_event
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
-from shared.queues import direct_session_key, events_log_key, grant_key
+from shared.queues import direct_session_key, grant_key
 from shared.rpc import upstream
 from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
@@ -105,6 +101,30 @@ class DirectCall:
     def hit(self) -> Row | None:
         """The recorded cache hit that answers it (None: it runs)."""
         return self.admission.hit
+
+    @property
+    def end(self) -> finish.CallEnd:
+        """What its end needs of it (``shared.direct.finish``; a call that runs)."""
+        cache = self.admission.cache
+        assert cache is not None  # a call that runs read it at admission
+        principal = self.principal
+        return finish.CallEnd(
+            execution_id=self.execution_id,
+            tool_id=self.tool_id,
+            pii_kinds=self.pii_kinds,
+            tenant_id=principal.tenant_id,
+            key_id=principal.key_id,
+            user=principal.user,
+            pii_off=principal.pii_off,
+            code=self.request.code,
+            args=self.request.args,
+            timeout_s=self.admission.timeout_s,
+            extras=self.extras,
+            created_at=self.created_at,
+            trace_id=self.trace_id,
+            cache=cache,
+            slot=self.admission.slot,
+        )
 
 
 async def admit(
@@ -187,7 +207,7 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
         return call.hit
     started = time.monotonic()
     recorder = TraceRecorder(None)
-    tok = _tokenizer(state, call)
+    tok = finish.tokenizer(state.settings, call.end)
     unresolved: set[str] = set()
     value: Any = None
     called = False
@@ -204,7 +224,9 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
                 log.exception("direct call %s: tool backend failed", call.execution_id)
                 err = error_dict(ErrorType.TOOL_ERROR, f"backend failure: {type(exc).__name__}")
             recorder.tool_end(CALL_ID, err)
-            outcome = _outcome(call, err, value, recorder, started)
+            outcome = finish.outcome_of(
+                call.end, err, value, recorder.events, (time.monotonic() - started) * 1000
+            )
         except asyncio.CancelledError:
             if called:
                 recorder.tool_end(CALL_ID, error_dict(ErrorType.CANCELLED, "cancelled on request"))
@@ -234,13 +256,6 @@ def start(state: GatewayState, call: DirectCall) -> asyncio.Task[Row]:
     state.direct_flights[call.execution_id] = flight
     flight.add_done_callback(lambda _: state.direct_flights.pop(call.execution_id, None))
     return flight
-
-
-def _tokenizer(state: GatewayState, call: DirectCall) -> Tokenizer | None:
-    """The call's tokenizer when its output is tokenised (the stack's and the key's setting)."""
-    if not private.tokenizes(state.settings.pii, key_pii_off=call.principal.pii_off):
-        return None
-    return private.run_tokenizer(state.settings, call.principal.tenant_id)
 
 
 async def _real_arguments(state: GatewayState, call: DirectCall) -> tuple[dict[str, Any], set[str]]:
@@ -304,45 +319,6 @@ async def _call_tool(
     return err, reply.result if err is None else None
 
 
-def _approval_of(reply: RpcReply) -> dict[str, Any] | None:
-    """The approval a paused call waits for (None: the reply is the call's outcome)."""
-    error = reply.error
-    if error is None or error.type != ErrorType.APPROVAL_REQUIRED:
-        return None
-    return error.approval
-
-
-def _outcome(
-    call: DirectCall,
-    err: dict[str, Any] | None,
-    value: Any,
-    recorder: TraceRecorder,
-    started: float,
-) -> ExecutionOutcome:
-    """What the one line of code would have ended with: the tool's value, or its failure
-    (as the sandbox's child reports an uncaught ``ToolCallError``)."""
-    duration_ms = (time.monotonic() - started) * 1000
-    if err is None:
-        return ExecutionOutcome(
-            status=ExecutionStatus.SUCCEEDED,
-            result=value,
-            trace=recorder.events,
-            tool_calls=1,
-            duration_ms=duration_ms,
-        )
-    message = f"{call.tool_id}: {err.get('message', 'tool call failed')}"[:4000]
-    # ``authorization_required``: the connect link, structured (as agent code's ``e.url``).
-    url = err.get("url") if err.get("type") == ErrorType.AUTHORIZATION_REQUIRED else None
-    details = {"url": url} if isinstance(url, str) else None
-    return ExecutionOutcome(
-        status=ExecutionStatus.FAILED,
-        error=error_dict(str(err.get("type") or ErrorType.TOOL_ERROR), message, details=details),
-        trace=recorder.events,
-        tool_calls=1,
-        duration_ms=duration_ms,
-    )
-
-
 async def _finish(
     state: GatewayState,
     call: DirectCall,
@@ -351,193 +327,26 @@ async def _finish(
     unresolved: set[str],
     value: Any,
 ) -> Row:
-    """Tokenise the outcome (on the event loop when it is small), keep its tokens' values and
-    invalidate what it may have written (a thread hop, only when there is either), then
-    record and announce it on one round trip, and cache its result where the rules allow."""
-    kinds_by_tool = {call.tool_id: call.pii_kinds}
-    pii = None
-    if tok is not None:
-
-        def tokenise() -> ExecutionOutcome:
-            kinds = private.tool_kinds(kinds_by_tool, call.tool_id)
-            # The result is the tool's own to its client: an embedded Apps page a host would
-            # render is withheld rather than tokenised into a broken page.
-            shown = private.without_unsafe_app_pages(tok, outcome.result, kinds)
-            if outcome.status == ExecutionStatus.SUCCEEDED and kinds:
-                tok.value(shown, tool=call.tool_id, kinds=kinds)  # which tool the values came from
-            shown_outcome = dataclasses.replace(outcome, result=shown)
-            return private.tokenized_outcome(tok, shown_outcome, kinds_by_tool)
-
-        if private.small(value) and private.small(outcome.trace):
-            outcome = tokenise()
-        else:
-            outcome = await to_thread.run_sync(tokenise)
-        pii = private.token_record(tok, unresolved)
-    cache = call.admission.cache
-    assert cache is not None  # a call that runs read it at admission
-    written = cache_runs.servers_written(
-        cache_runs.Finished.of(outcome, str(outcome.status)), cache=cache
+    """The call's end (``shared.direct.finish``), with its admission's counters and its
+    session's record on the same round trip; its events' log kept for its client."""
+    extra = finish.Extra(
+        counters=call.admission.counters,
+        forget=None if call.on_record is None else call.on_record.queue_forget,
     )
-    ended = _Ended(outcome, pii, str(outcome.status), outcome.error)
-    if (tok is not None and tok.produced) or written:
-        ended = await to_thread.run_sync(lambda: _settle(state, call, ended, tok, written))
-    row = finished_row(
-        execution_id=call.execution_id,
-        tenant_id=call.principal.tenant_id,
-        code=call.request.code,
-        args=call.request.args,
-        tool_id=call.tool_id,
-        timeout_s=call.admission.timeout_s,
-        extras=call.extras,
-        created_at=call.created_at,
-        finished_at=time.time(),
-        status=ended.status,
-        result=ended.outcome.result if ended.status == ExecutionStatus.SUCCEEDED else None,
-        error=ended.error,
-        trace=ended.outcome.trace,
-        duration_ms=ended.outcome.duration_ms,
-        trace_id=call.trace_id,
-        pii=ended.pii,
-        user_id=call.principal.user,
-    )
-    await _store(state, call, row, ended.outcome)
-    if ended.status == ended.outcome.status:
-        await _remember(state, call, row, cache_runs.Finished.of(ended.outcome, ended.status))
+    row = await finish.finish(
+        state, call.end, outcome, tok, unresolved, value, extra=extra,
+        learn=lambda ids: send_ingests(state.celery, ids),
+    )  # fmt: skip
+    call.logged = extra.logged
     return row
 
 
-@dataclass(frozen=True, slots=True)
-class _Ended:
-    """How a call ended, as recorded: its (tokenised) outcome, its tokens' record, and the
-    status and error it is stored with (failed when its tokens or invalidation failed)."""
-
-    outcome: ExecutionOutcome
-    pii: dict[str, Any] | None
-    status: str
-    error: dict[str, Any] | None
-
-
-def _settle(
-    state: GatewayState,
-    call: DirectCall,
-    ended: _Ended,
-    tok: Tokenizer | None,
-    written: list[str],
-) -> _Ended:
-    """Blocking: the tokens' vault rows, then the cache invalidation of the servers the call
-    may have ``written``; either failing, the call ends failed."""
-    outcome, pii = ended.outcome, ended.pii
-    if tok is not None and tok.produced:  # a token handed out always resolves
-        try:
-            with state.pool.connection() as conn:
-                private.store_token_record(
-                    conn, settings=state.settings, tenant_id=call.principal.tenant_id, tok=tok
-                )
-        except Exception as exc:  # no token without its value kept: nothing leaves, failed
-            log.exception("direct call %s: tokens not stored", call.execution_id)
-            outcome = dataclasses.replace(
-                outcome,
-                status=ExecutionStatus.FAILED,
-                result=None,
-                error=error_dict(
-                    ErrorType.INTERNAL_ERROR,
-                    f"the call's tokens could not be stored ({type(exc).__name__}); "
-                    "tool calls it made are not undone",
-                ),
-            )
-            pii = None
-    status, error = str(outcome.status), outcome.error
-    try:
-        cache_runs.invalidate_servers_safely(state.pool.connection, state.redis, servers=written)
-    except Exception as exc:  # its writes may be read back stale: it ends failed
-        log.exception("direct call %s: writes not invalidated", call.execution_id)
-        status = str(ExecutionStatus.FAILED)
-        error = error_dict(
-            ErrorType.INTERNAL_ERROR,
-            f"the call's writes could not be invalidated in the result cache ({exc}); "
-            "tool calls it made are not undone",
-        )
-    return _Ended(outcome, pii, status, error)
-
-
-async def _store(
-    state: GatewayState, call: DirectCall, row: Row, outcome: ExecutionOutcome
-) -> None:
-    """The record appended to the stream, with the admission's counters, the end's announce,
-    the grant's removal and the rate-limit slot given back, on one round trip from the event
-    loop; if Redis refuses the record, it is written to Postgres now."""
-    pipe = state.aredis.pipeline(transaction=False)
-    if call.admission.counters is not None:  # queued at admission, sent now (no I/O was done)
-        for args, options in call.admission.counters.command_stack:
-            pipe.pipeline_execute_command(*args, **options)
-    first = len(pipe)  # after the admission's counters
-    queue_record(pipe, row, key_id=call.principal.key_id)
-    queue_finished(
-        pipe,
-        row=row,
-        status=str(row["status"]),
-        error=row["error"],
-        duration_ms=outcome.duration_ms,
-        stored_row=row,
-    )
-    logged = len(pipe)  # read after its end is logged: what its client is yet to hear
-    pipe.lrange(events_log_key(call.execution_id), 0, -1)
-    pipe.delete(grant_key(call.execution_id))  # the call is over: so is its scope
-    upstream.queue_withdraw(pipe, execution_id=call.execution_id)  # and its relay
-    if call.admission.slot is not None:  # else the slot lapses after the call's timeout
-        limits.end(pipe, reservation=call.admission.slot)
-    # Ended: off its session's record (one cancelled stays there unless its client cancelled
-    # it, which ``calls.remembered`` sees: a replica stopping mid-call cancels it too).
-    if call.on_record is not None and row["status"] != ExecutionStatus.CANCELLED:
-        call.on_record.queue_forget(pipe)
-    queued = len(pipe)
-    try:
-        replies = await pipe.execute(raise_on_error=False)
-    except RedisError as exc:
-        replies = [exc] * queued
-    if not isinstance(replies[logged], Exception):
-        call.logged = [decode_event(item) for item in replies[logged]]
-    replies = [reply for i, reply in enumerate(replies) if i >= first and i != logged]
-    if isinstance(replies[0], Exception):
-        log.warning(
-            "direct call %s: record written at once (Redis: %s)", call.execution_id, replies[0]
-        )
-        record = record_of(row, key_id=call.principal.key_id)
-
-        def write() -> None:
-            with state.pool.connection() as conn:
-                written = write_records(conn, [record])
-            for execution_id in written:
-                send_ingest(state.celery, execution_id)
-
-        await to_thread.run_sync(write)
-    elif any(isinstance(reply, Exception) for reply in replies[1:]):
-        log.warning("direct call %s: end not announced: %s", call.execution_id, replies[1:])
-
-
-async def _remember(
-    state: GatewayState, call: DirectCall, row: Row, finished: cache_runs.Finished
-) -> None:
-    """Cache the result where the rules allow (best-effort: the call is recorded already; a
-    thread hop only when there is something to cache). Values in clear (a key that opted out
-    of PII, on a stack that tokenises) are never served to the tenant's other keys."""
-    if state.settings.pii != "off" and call.principal.pii_off:
-        return
-    cache = call.admission.cache
-    assert cache is not None
-    if not cache_runs.remembers(row=row, run=finished, cache=cache, settings=state.settings):
-        return
-
-    def remember() -> None:
-        with state.pool.connection() as conn:
-            cache_runs.remember(
-                conn, state.redis, row=row, run=finished, cache=cache, settings=state.settings
-            )
-
-    try:
-        await to_thread.run_sync(remember)
-    except Exception:
-        log.exception("direct call %s: result not cached", call.execution_id)
+def _approval_of(reply: RpcReply) -> dict[str, Any] | None:
+    """The approval a paused call waits for (None: the reply is the call's outcome)."""
+    error = reply.error
+    if error is None or error.type != ErrorType.APPROVAL_REQUIRED:
+        return None
+    return error.approval
 
 
 def _release(state: GatewayState, admission: DirectAdmission, *, ended: bool = False) -> None:
