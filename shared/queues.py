@@ -152,6 +152,12 @@ def cancel_key(execution_id: str) -> str:
     return f"{KEY_PREFIX}cancel:{execution_id}"
 
 
+def direct_lease_key(execution_id: str) -> str:
+    """The lease of a direct call made as an MCP task: set by its gateway at its start,
+    refreshed by the toolhost calling its server; lapsed, the reaper ends it ``worker_lost``."""
+    return f"{KEY_PREFIX}direct:lease:{execution_id}"
+
+
 def rpc_server_requests_key(server: str) -> str:
     """Calls for one server, forwarded by a replica that has it down to those that have it ready."""
     return f"{RPC_REQUESTS}:{server}"

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from mcp import types
 
 from services.toolhost.approvals import ApprovalDesk
+from services.toolhost.direct_tasks import TaskEnds
 from services.toolhost.exchange import ExchangeCredential, TokenExchange
 from services.toolhost.oauth_connections import OAuthCredential
 from services.toolhost.peruser import Credential, PerUserServer
@@ -141,6 +142,7 @@ class Toolhost:
             on_refusal=self._audit_refusal,
             serving_elsewhere=self._serving_elsewhere,
             policy=self._policy,
+            task_ends=TaskEnds(settings, self._pool, self._sync_redis, self._redis),
             # Only a policy file asks for approvals; they keep the call's arguments sealed.
             approvals=ApprovalDesk(
                 self._pool,

@@ -35,6 +35,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from services.toolhost.approvals import ApprovalDesk
 from services.toolhost.connect_ask import ConnectAsker
+from services.toolhost.direct_tasks import TaskEnds
 from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import (
     AuthorizationRequired,
@@ -99,8 +100,11 @@ class RpcServer:
         serving_elsewhere: ServingElsewhere | None = None,
         policy: PolicyEngine | None = None,
         approvals: ApprovalDesk | None = None,
+        task_ends: TaskEnds | None = None,
     ) -> None:
         self._registry = registry
+        # Records the end of a direct call made as an MCP task (None: such a call is refused).
+        self._task_ends = task_ends
         # Pauses the calls a permit sends for approval (None: such calls are refused).
         self._approvals = approvals or ApprovalDesk(None, timeout_s=1)
         # Decides each call after the grant's checks (None: no policy file; nothing decided).
@@ -241,7 +245,12 @@ class RpcServer:
         read, declared = await self._claim_and_read_grant(request)
         decided = []
         async with call_span(request) as record:
-            reply = await self._execute(request, started, read, declared, decided)
+            if request.end is not None and self._task_ends is not None:  # a direct task's
+                reply = await self._task_ends.run(  # call: its end recorded here
+                    request, lambda: self._execute(request, started, read, declared, decided)
+                )
+            else:
+                reply = await self._execute(request, started, read, declared, decided)
             record(reply)
         # The latency sample and the decision's count ride on the reply's round trip.
         then = [

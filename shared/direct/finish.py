@@ -78,6 +78,7 @@ class CallEnd:
     trace_id: str | None
     cache: cache_runs.RunCache
     slot: limits.Reservation | None
+    unresolved: list[str] = dataclasses.field(default_factory=list)  # tokens without a value
 
     def to_wire(self) -> dict[str, Any]:
         """As JSON (the RPC request of a task's call carries it to the toolhost)."""

@@ -41,7 +41,13 @@ WITH inserted AS (
             %(result)s, %(error)s, %(stdout)s, %(trunc)s, %(trace)s, %(summary)s, %(extras)s,
             %(created)s, %(created)s, %(finished)s, %(duration)s, 0, false, %(trace_id)s,
             'python', 1, %(pii)s, %(user)s)
-    ON CONFLICT (id) DO NOTHING
+    -- a direct call made as an MCP task has a running row from its start: its end fills it
+    ON CONFLICT (id) DO UPDATE
+       SET status = EXCLUDED.status, result = EXCLUDED.result, error = EXCLUDED.error,
+           trace = EXCLUDED.trace, trace_summary = EXCLUDED.trace_summary,
+           extras = EXCLUDED.extras, finished_at = EXCLUDED.finished_at,
+           duration_ms = EXCLUDED.duration_ms, pii = EXCLUDED.pii, worker = NULL
+     WHERE executions.status = 'running'
     RETURNING id, tenant_id
 )
 INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, details,
@@ -51,6 +57,56 @@ SELECT tenant_id, %(key)s, %(user)s, %(action)s, id, %(hash)s, '{}'::jsonb, %(au
   FROM inserted
 RETURNING execution_id
 """
+
+
+# A direct call made as an MCP task: its row, running, written before its task is answered
+# (so any replica reads the task, after any restart). ``worker`` names its lease
+# (``shared.executions.liveness.lease_worker``): the reaper ends it ``worker_lost`` once the
+# lease lapses. Its end (``write_records``) fills the same row.
+START_SQL = """
+INSERT INTO executions (id, tenant_id, status, code, args, tools, timeout_s, extras,
+                        created_at, started_at, queued_ms, learn, trace_id, language,
+                        attempts, user_id, worker)
+VALUES (%(id)s, %(tenant)s, 'running', %(code)s, %(args)s, %(tools)s, %(timeout)s,
+        %(extras)s, %(created)s, %(created)s, 0, false, %(trace_id)s, 'python', 1, %(user)s,
+        %(worker)s)
+ON CONFLICT (id) DO NOTHING
+"""
+
+
+def write_started(
+    conn: psycopg.Connection[Row],
+    *,
+    execution_id: str,
+    tenant_id: str,
+    code: str,
+    args: dict[str, Any],
+    tool_id: str,
+    timeout_s: float,
+    extras: dict[str, Any],
+    created_at: float,
+    trace_id: str | None,
+    user_id: str | None,
+    worker: str,
+) -> None:
+    """The running row of a direct call made as a task (``START_SQL``), committed."""
+    with conn.transaction():
+        conn.execute(
+            START_SQL,
+            {
+                "id": execution_id,
+                "tenant": tenant_id,
+                "code": code,
+                "args": Jsonb(args),
+                "tools": Jsonb([tool_id]),
+                "timeout": timeout_s,
+                "extras": Jsonb(extras),
+                "created": _utc(created_at),
+                "trace_id": trace_id,
+                "user": user_id,
+                "worker": worker,
+            },
+        )
 
 
 def finished_row(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import orjson
 import redis
 
-from shared.queues import HEARTBEAT_PREFIX
+from shared.queues import HEARTBEAT_PREFIX, direct_lease_key
 from shared.rpc.heartbeat import read_heartbeats
 
 log = logging.getLogger(__name__)
@@ -63,13 +63,30 @@ def read_sandbox_beats(client: redis.Redis) -> list[SandboxBeat]:
     return [SandboxBeat.decode(raw) for raw in read_heartbeats(client, SANDBOX_PATTERN)]
 
 
+# The ``executions.worker`` of a direct call made as an MCP task: its lease, not a process
+# (``shared.queues.direct_lease_key``).
+LEASE_WORKER = "direct-task:"
+
+
+def lease_worker(execution_id: str) -> str:
+    """The ``executions.worker`` of a direct call made as a task (alive while its lease is)."""
+    return f"{LEASE_WORKER}{execution_id}"
+
+
+def _liveness_key(worker: str) -> str:
+    """The key that exists while ``worker`` lives: a sandbox process's beat, or a lease."""
+    if worker.startswith(LEASE_WORKER):
+        return direct_lease_key(worker.removeprefix(LEASE_WORKER))
+    return sandbox_key(worker)
+
+
 def alive(client: redis.Redis, workers: list[str]) -> set[str]:
-    """Which of ``workers`` have a live heartbeat (one round trip)."""
+    """Which of ``workers`` have a live heartbeat or lease (one round trip)."""
     if not workers:
         return set()
     pipe = client.pipeline(transaction=False)
     for worker in workers:
-        pipe.exists(sandbox_key(worker))
+        pipe.exists(_liveness_key(worker))
     return {w for w, n in zip(workers, pipe.execute(), strict=True) if n}
 
 

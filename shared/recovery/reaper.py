@@ -22,7 +22,7 @@ from shared.cache.runs import invalidate_possible_writes
 from shared.errors import ErrorType, error_dict
 from shared.events import bus
 from shared.executions.events import FINISHED, publish_events
-from shared.executions.liveness import BEAT_TTL_S, alive
+from shared.executions.liveness import BEAT_TTL_S, LEASE_WORKER, alive
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.queues import reap_suspect_key
@@ -71,7 +71,7 @@ def reap_stale(
                 conn,
                 client,
                 row=row,
-                reason=f"the sandbox worker running it ({row['worker']}) died",
+                reason=_lost_reason(str(row["worker"])),
                 max_retries=max_retries,
             )
             if lost is not None and lost.requeued:
@@ -107,6 +107,16 @@ def reap_stale(
             if on_finished is not None:
                 on_finished(str(row["id"]))
     return reaped
+
+
+def _lost_reason(worker: str) -> str:
+    """Why a running row whose worker (or lease) is gone ended."""
+    if worker.startswith(LEASE_WORKER):  # a direct call made as an MCP task
+        return (
+            "the toolhost calling the tool's server stopped before the call ended (its "
+            "lease lapsed); the tool may have run on its server"
+        )
+    return f"the sandbox worker running it ({worker}) died"
 
 
 def _candidates(

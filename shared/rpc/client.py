@@ -69,8 +69,10 @@ class RpcClient:
         call_id: str | None = None,
         trace_call_id: str | None = None,
         approval: str | None = None,
+        end: dict[str, Any] | None = None,
     ) -> RpcReply:
-        """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never raises."""
+        """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never
+        raises. ``end``: a direct task's call, whose end the toolhost records (protocol.py)."""
         call_id = call_id or uuid.uuid4().hex
         started = time.monotonic()
         if allowed is not None and tool not in allowed:
@@ -92,6 +94,7 @@ class RpcClient:
                     trace_call_id=trace_call_id,
                     otel=inject(),
                     approval=approval,
+                    end=end,
                 )
             )
         except ValueError as exc:  # pydantic's ValidationError or an unserializable arg

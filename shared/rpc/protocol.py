@@ -58,6 +58,9 @@ class RpcRequest(BaseModel):
     # The approval this request redeems (its ``call_id``): sent again after a person answered
     # the ``approval_required`` reply; the toolhost runs it only if approved, and only once.
     approval: str | None = Field(default=None, pattern=CALL_ID_PATTERN)
+    # A direct call made as an MCP task: what its end needs (``shared.direct.finish.CallEnd``);
+    # the toolhost holds the call's lease while it runs, then records and announces its end.
+    end: dict[str, Any] | None = None
 
     @field_validator("tool")
     @classmethod

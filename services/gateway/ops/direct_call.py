@@ -23,6 +23,7 @@ announce.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -34,6 +35,7 @@ from anyio import to_thread
 from redis.exceptions import RedisError
 
 from services.gateway.ops.admission import DirectAdmission
+from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
 from shared import metrics, telemetry
 from shared.approvals.wait import await_answer
@@ -41,13 +43,15 @@ from shared.auth import limits
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant
 from shared.auth.principal import Principal
 from shared.direct import finish
+from shared.direct.records import write_started
 from shared.dispatch import send_ingests
 from shared.errors import DependencyError, ErrorType, error_dict
+from shared.executions.liveness import lease_worker
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
-from shared.queues import direct_session_key, grant_key
+from shared.queues import direct_lease_key, direct_session_key, grant_key
 from shared.rpc import upstream
 from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
@@ -67,6 +71,9 @@ CALL_ID = "call-1"
 # than this starts a new sequence).
 SESSION_TTL_S = 3600
 EXECUTION_ID = "agentcards.execution.id"
+# A task's call must reach a toolhost within this long of its start (the toolhost then renews
+# its lease), else its task ends worker_lost: no toolhost took it.
+TASK_LEASE_START_S = 30
 
 
 class OnRecord(Protocol):
@@ -96,6 +103,9 @@ class DirectCall:
     # Its events' log as its end's round trip read it (its server's log lines and progress,
     # then its end): None until then, or when that read failed.
     logged: list[dict[str, Any]] | None = None
+    # Made as an MCP task (``begin_task``): the toolhost records its end once it is sent.
+    task: bool = False
+    sent: bool = False
 
     @property
     def hit(self) -> Row | None:
@@ -219,7 +229,7 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
             called = True
             try:
                 args, unresolved = await _real_arguments(state, call)
-                err, value = await _call_tool(state, call, args)
+                err, value = await _call_tool(state, call, args, unresolved)
             except Exception as exc:  # a broken backend fails the call, as in the bridge
                 log.exception("direct call %s: tool backend failed", call.execution_id)
                 err = error_dict(ErrorType.TOOL_ERROR, f"backend failure: {type(exc).__name__}")
@@ -228,6 +238,8 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
                 call.end, err, value, recorder.events, (time.monotonic() - started) * 1000
             )
         except asyncio.CancelledError:
+            if call.task:  # its end is the toolhost's (a cancel: its flag), or the reaper's
+                raise
             if called:
                 recorder.tool_end(CALL_ID, error_dict(ErrorType.CANCELLED, "cancelled on request"))
             outcome = ExecutionOutcome(
@@ -242,11 +254,56 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
             )
             await asyncio.shield(_finish(state, call, outcome, tok, unresolved, value))
             raise
-        row = await _finish(state, call, outcome, tok, unresolved, value)
+        if call.task and call.sent:  # recorded by the toolhost (or, lost, by the reaper)
+            row = await wait_for_finish(
+                state, execution_id=call.execution_id, timeout_s=call.admission.timeout_s
+            )
+        else:
+            row = await _finish(state, call, outcome, tok, unresolved, value)
         span.set_attribute("agentcards.execution.status", str(row["status"]))
         if outcome.error:
             telemetry.fail(span, str(outcome.error.get("type", "error")))
     return row
+
+
+async def begin_task(state: GatewayState, call: DirectCall) -> None:
+    """Make an admitted call a task's (before its task is answered): its running row written
+    to Postgres (any replica reads the task, after any restart), its lease set (the toolhost
+    renews it while the server works: ``services/toolhost/direct_tasks.py``), its admission's
+    counters sent; one thread hop. ``run`` then leaves its end to the toolhost."""
+    end = call.end
+
+    def write() -> None:
+        with state.pool.connection() as conn:
+            write_started(
+                conn,
+                execution_id=end.execution_id,
+                tenant_id=end.tenant_id,
+                code=end.code,
+                args=end.args,
+                tool_id=end.tool_id,
+                timeout_s=end.timeout_s,
+                extras=end.extras,
+                created_at=end.created_at,
+                trace_id=end.trace_id,
+                user_id=end.user,
+                worker=lease_worker(end.execution_id),
+            )
+        pipe = state.redis.pipeline(transaction=False)
+        pipe.set(direct_lease_key(end.execution_id), "gateway", ex=TASK_LEASE_START_S)
+        counters = call.admission.counters
+        for args, options in counters.command_stack if counters is not None else ():
+            pipe.pipeline_execute_command(*args, **options)
+        pipe.execute(raise_on_error=False)
+        if counters is not None:
+            counters.reset()  # sent: not again with an end the gateway records itself
+
+    try:
+        await to_thread.run_sync(write)
+    except Exception as exc:
+        _release(state, call.admission)
+        raise DependencyError(f"cannot record the task's call: {type(exc).__name__}") from exc
+    call.task = True
 
 
 def start(state: GatewayState, call: DirectCall) -> asyncio.Task[Row]:
@@ -276,14 +333,18 @@ async def _real_arguments(state: GatewayState, call: DirectCall) -> tuple[dict[s
 
 
 async def _call_tool(
-    state: GatewayState, call: DirectCall, args: dict[str, Any]
+    state: GatewayState, call: DirectCall, args: dict[str, Any], unresolved: set[str]
 ) -> tuple[dict[str, Any] | None, Any]:
     """The tool called over the RPC channel, checked as the sandbox bridge checks a call:
-    its error (None: it succeeded) and its value."""
+    its error (None: it succeeded) and its value. A task's call carries its end."""
     limits_ = SandboxLimits.from_settings(state.settings, wall_time_s=call.admission.timeout_s)
     refusal = argument_refusal(call.tool_id, call.input_schema, args, limits=limits_)
     if refusal is not None:
         return refusal, None
+    end = None
+    if call.task:
+        end = dataclasses.replace(call.end, unresolved=sorted(unresolved)).to_wire()
+        call.sent = True
     deadline = min(
         call.created_at + call.admission.timeout_s, time.time() + limits_.tool_call_timeout_s
     )
@@ -295,6 +356,7 @@ async def _call_tool(
             deadline=deadline,
             allowed=[call.tool_id],
             trace_call_id=CALL_ID,
+            end=end,
         )
         while (paused := _approval_of(reply)) is not None:
             # Paused for a person's answer (docs/policy.md): wait for it (no limit counts the
@@ -311,6 +373,7 @@ async def _call_tool(
                 allowed=[call.tool_id],
                 trace_call_id=CALL_ID,
                 approval=approval_id,
+                end=end,
             )
             if _approval_of(reply) is not None:  # the database's clock is behind ours
                 await asyncio.sleep(1.0)
