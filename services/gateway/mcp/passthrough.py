@@ -515,6 +515,50 @@ async def call_direct_passing_through(
             raise
 
 
+async def call_direct_as_task(
+    state: GatewayState,
+    ctx: Context,
+    *,
+    call: DirectCall,
+    principal: Principal,
+    grace_s: float,
+    defer: bool = False,
+) -> Outcome:
+    """An admitted direct call a client may get as an MCP task (``call``: ``find_and_admit``,
+    no relay: advertised here, with ``tasks``, as for a sandbox run): made a task's call (``direct_call.begin_task``: its running row
+    and lease), run without a sandbox, its end recorded by the toolhost; waited on as
+    ``run_passing_through`` waits on a run (``grace_s``, ``defer``, a 2025-11-25 task at
+    once), its server's log lines, progress and questions passed on meanwhile. A run still
+    going is ``StillRunning``: this gateway follows it on; any other reads its row."""
+    if call.hit is not None:
+        return call.hit
+    execution_id = call.execution_id
+    row = {"id": execution_id, "timeout_s": call.admission.timeout_s}
+    async with (
+        # The toolhost waits on a server's own task itself, as for a sandbox run; the end
+        # it records withdraws the relay.
+        relay_client_requests(state, ctx, execution_id=execution_id, withdraw=False) as relay,
+        _cancelled_with_the_call(state, ctx, execution_id=execution_id, principal=principal),
+    ):  # fmt: skip
+        await direct_call.begin_task(state, call)
+        flight = direct_call.start(state, call)  # the relay is advertised before it can ask
+        if task_input.requested.get() is not None:  # 2025-11-25: a task at once, not waited on
+            relay.hold_until = time.time() + call.admission.timeout_s
+            return StillRunning(execution_id=execution_id)
+        tasked = asyncio.Event()
+        forward = _Forwarder(ctx, log_events=False, tasked=tasked)
+        following = _follow_flight(
+            state, flight, execution_id=execution_id, forward=forward, call=call
+        )
+        waiting = _until_asked(
+            state, relay, following, execution_id=execution_id, principal=principal,
+            forward=forward,
+        )  # fmt: skip
+        return await _bounded(
+            waiting, relay, row=row, tasked=tasked, grace_s=None if defer else grace_s
+        )
+
+
 async def _follow_flight(
     state: GatewayState,
     flight: asyncio.Future[dict[str, Any]],

@@ -67,7 +67,7 @@ async def call_direct(
                 naming=naming,
                 reserved=reserved,
                 arguments=dict(params.arguments or {}),
-                session_id=_session_id(ctx),
+                session_id=session_id(ctx),
                 relay=passthrough.relay_of(mcp_ctx),
                 on_record=passthrough.on_record(state, mcp_ctx),
                 execution_id=again,
@@ -94,7 +94,7 @@ async def call_direct(
     return direct_result(view, tool)
 
 
-def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+def session_id(ctx: ServerRequestContext[Any]) -> str | None:
     """The client's MCP session id (the learning side pairs calls of one session)."""
     request = ctx.request
     if isinstance(request, Request):

@@ -1,8 +1,10 @@
 """MCP Tasks on a direct endpoint (``/mcp/servers[/<name>]``): the call of a client that
-declared ``io.modelcontextprotocol/tasks`` runs as a sandbox execution of the one tool (the
-code a direct call stands for), so that, like a code-mode task, it is a durable run that any
-replica reads, that outlives a gateway restart and that ends ``worker_lost`` when its worker
-dies. Within the grace it answers as the tool; after it, with a task (mcp/tasks.py)."""
+declared ``io.modelcontextprotocol/tasks`` runs without a sandbox like any direct call, but
+as a task's: its running row is written before it starts and the toolhost records its end
+(``services/toolhost/direct_tasks.py``), so, like a code-mode task, it is a durable run that
+any replica reads, that outlives a gateway restart and that ends ``worker_lost`` when the
+toolhost calling its server dies. Within the grace it answers as the tool; after it, with a
+task (mcp/tasks.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 
 from services.gateway.mcp import input_required, passthrough, tasks
+from services.gateway.mcp.direct.calls import session_id
 from services.gateway.mcp.direct.endpoint import Endpoint
-from services.gateway.mcp.direct.results import direct_result
+from services.gateway.mcp.direct.results import direct_result, refused
+from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct as ops
-from services.gateway.ops.admission import admit_submission
 from services.gateway.state import GatewayState
 from shared.auth.principal import Principal
 from shared.errors import ErrorType
@@ -35,33 +38,41 @@ async def call_as_task(
     ctx: ServerRequestContext[Any],
     *,
     endpoint: Endpoint,
-    tool: ops.DirectTool,
-    arguments: dict[str, Any],
+    params: types.CallToolRequestParams,
+    naming: ops.ToolNaming,
     principal: Principal,
 ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-    """The call as a sandbox run of the tool: its result within the grace, else its task."""
-    request = ops.direct_request(tool, arguments)
-    admission = await admit_submission(state, request=request, principal=principal)
+    """The call run without a sandbox (``passthrough.call_direct_as_task``): its result within
+    the grace, else its task."""
+    mcp_ctx = Context(request_context=ctx, input_params=params)
+    with protocol_errors():
+        admitted = await ops.find_and_admit(
+            state,
+            principal=principal,
+            server=endpoint.name,
+            name=params.name,
+            naming=naming,
+            arguments=dict(params.arguments or {}),
+            session_id=session_id(ctx),
+        )
+    if admitted.refusal is not None:
+        return refused(admitted.refusal)
+    tool, call = admitted.tool, admitted.call
+    assert call is not None
     asked = tasks.requested.get()  # 2025-11-25: a task at once
-    outcome = await passthrough.run_passing_through(
+    outcome = await passthrough.call_direct_as_task(
         state,
-        Context(request_context=ctx),
-        admission=admission,
+        mcp_ctx,
+        call=call,
         principal=principal,
-        log_events=False,
         grace_s=0.0 if asked else state.settings.mcp_task_grace_s,
         defer=not asked and await ops.speaks_tasks(state, server=tool.server),
     )
     if asked is not None:
-        execution_id = (
-            outcome.execution_id
-            if isinstance(outcome, passthrough.StillRunning)
-            else str(admission.row["id"])
-        )
         return await tasks.made(
             state,
             asked,
-            execution_id=execution_id,
+            execution_id=call.execution_id,
             principal=principal,
             endpoint=path_of(endpoint),
             tool=tool.id,

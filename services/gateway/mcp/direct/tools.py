@@ -49,7 +49,7 @@ async def call_tool(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
     """A call of one of the endpoint's tools, by the name it was listed under (for a client
-    that declared MCP Tasks, a sandbox run of it that may answer with a task)."""
+    that declared MCP Tasks, a task's call that may answer with a task)."""
     principal = await endpoint.principal(ctx)
     endpoint.listen(ctx)
     with protocol_errors():
@@ -58,18 +58,15 @@ async def call_tool(
     # A 2025-11-25 call that asked for a task (legacy_tasks.py) runs as one like a declaring one.
     negotiated = tasks.negotiated(ctx) or tasks.requested.get() is not None
     pending = input_required.pending_of(params.request_state, principal=principal)
-    # A declaring client's call runs in the sandbox, and so does its retry after a question.
-    if negotiated and (pending is None or pending.execution_id not in state.direct_flights):
-        with protocol_errors():
-            tool = await ops.find_tool(
-                state,
-                principal=principal,
-                server=endpoint.name,
-                name=params.name,
-                naming=naming,
-            )
+    # A declaring client's call is a task's call, and its retry after a question waits on it.
+    if negotiated:
         try:
-            if pending is not None:  # a retry of a task-capable run that asked
+            if pending is not None:  # a retry of a task's call that asked
+                with protocol_errors():
+                    tool = await ops.find_tool(
+                        state, principal=principal, server=endpoint.name, name=params.name,
+                        naming=naming,
+                    )  # fmt: skip
                 return await direct_tasks.resume_as_task(
                     state,
                     ctx,
@@ -80,13 +77,9 @@ async def call_tool(
                     principal=principal,
                 )
             return await direct_tasks.call_as_task(
-                endpoint.get_state(),
-                ctx,
-                endpoint=endpoint,
-                tool=tool,
-                arguments=dict(params.arguments or {}),
+                state, ctx, endpoint=endpoint, params=params, naming=naming,
                 principal=principal,
-            )
+            )  # fmt: skip
         except (AgentCardsError, ValidationError) as exc:
             return refused(exc)
     return await call_direct(
