@@ -10,18 +10,20 @@ reads executions, and prints its fault-table row (``pytest -s``; see ``accountin
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
 import time
 import uuid
+from typing import Any
 
 import httpx
 import psutil
 import redis
 
 from deploy.launcher.embedded import EmbeddedRedis
-from shared.queues import RPC_CLAIM_PREFIX
+from shared.queues import RPC_CLAIM_PREFIX, direct_lease_key
 from tests.integration.faults.accounting import (
     INTENT,
     account,
@@ -174,12 +176,15 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
     async with http, client:
         created = await call_code(client, "await asyncio.sleep(8)\nreturn 'survived'")
     assert isinstance(created, CreateTaskResult), created
+    direct_http, direct_client = task_client(stack, url=f"{stack.gateway_url}{EXAMPLE}")
+    async with direct_http, direct_client:  # a direct call's task: no sandbox, the same promise
+        direct = await _slow_task(direct_client, 8)
     code = {"code": "await asyncio.sleep(8)\nreturn 'survived at 2025-11-25'", "no_cache": True}
     older = LegacySession(stack).request(
         "tools/call", {"name": "execute_code", "arguments": code, "task": {"ttl": 600000}}
     )["result"]["task"]
     assert older["status"] == "working", older
-    for task_id in (created.task_id, older["taskId"]):
+    for task_id in (created.task_id, older["taskId"], direct.task_id):
         wait_until(
             lambda task_id=task_id: _run_status(stack, task_id) == "running",
             what="the task's run",
@@ -198,6 +203,13 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
         assert again.until_done(older["taskId"], timeout_s=90)["status"] == "completed"
         result = again.request("tasks/result", {"taskId": older["taskId"]})["result"]
         assert result["structuredContent"]["result"] == "survived at 2025-11-25", result
+    direct_http, direct_client = task_client(stack, url=f"{stack.gateway_url}{EXAMPLE}")
+    async with direct_http, direct_client:  # its end recorded by the toolhost meanwhile
+        done = await until_done(direct_client, direct.task_id, timeout_s=90)
+    assert done["status"] == "completed", done
+    assert "slept 8" in json.dumps(done["result"]["content"]), done
+    http, client = task_client(stack)
+    async with http, client:
         lost = await call_code(client, "await asyncio.sleep(25)\nreturn 'never'")
         assert isinstance(lost, CreateTaskResult), lost
         wait_until(lambda: _run_status(stack, lost.task_id) == "running", what="the second run")
@@ -206,6 +218,70 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
         failed = await until_done(client, lost.task_id, timeout_s=120)
     assert failed["status"] == "failed" and "result" not in failed, failed
     assert failed["error"]["data"]["type"] == "worker_lost", failed
+
+
+async def test_a_direct_task_runs_without_a_sandbox_and_fails_when_its_toolhost_dies(
+    stack: E2EStack,
+) -> None:
+    """A direct call's task completes while every sandbox slot runs a long execution and
+    another waits for one (it needs no sandbox); SIGKILL the toolhost while another direct
+    task's call is in its server: the task reads ``failed`` with ``worker_lost`` (its lease
+    lapsed), never ``working``."""
+    code = "await asyncio.sleep(40)\nreturn 1"
+    with stack.client() as rest:
+        ids = [
+            rest.post("/v1/executions", json={"code": code, "timeout_s": 50}).json()["id"]
+            for _ in range(3)
+        ]  # fmt: skip  (the stack's 2 slots, and one queued)
+
+        def statuses() -> list[str]:
+            return [rest.get(f"/v1/executions/{i}").json()["status"] for i in ids]
+
+        try:
+            wait_until(lambda: {"running", "queued"} <= set(statuses()), what="busy slots")
+            http, client = task_client(stack, url=f"{stack.gateway_url}{EXAMPLE}")
+            async with http, client:
+                quick = await _slow_task(client, 2)
+                done = await until_done(client, quick.task_id, timeout_s=60)
+                still = statuses()
+                lost = await _slow_task(client, 25)
+                wait_until(lambda: _leased_by_toolhost(stack, lost.task_id), what="the call")
+                toolhost = stack.procs["toolhost"]
+                os.killpg(toolhost.proc.pid, signal.SIGKILL)
+                toolhost.proc.wait()
+                failed = await until_done(client, lost.task_id, timeout_s=60)
+            restarted = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
+            wait_until(lambda: healthy(stack), what="toolhost back", proc=restarted)
+        finally:
+            for execution_id in ids:
+                rest.post(f"/v1/executions/{execution_id}/cancel")
+    assert done["status"] == "completed", done
+    assert "slept 2" in json.dumps(done["result"]["content"]), done
+    assert "running" in still and "queued" in still, still  # done while every slot was busy
+    assert failed["status"] == "failed" and "result" not in failed, failed
+    assert failed["error"]["data"]["type"] == "worker_lost", failed
+
+
+EXAMPLE = "/mcp/servers/example"
+
+
+async def _slow_task(client: Any, seconds: float) -> CreateTaskResult:
+    """A direct call of the example server's ``slow`` that outlasts the grace: its task."""
+    created = await client.session.call_tool("slow", {"seconds": seconds}, allow_claimed=True)
+    assert isinstance(created, CreateTaskResult), created
+    return created
+
+
+def _leased_by_toolhost(stack: E2EStack, task_id: str) -> bool:
+    """Whether a toolhost holds the lease of the direct task's call (its server is called)."""
+    with stack.db() as conn:
+        row = conn.execute(
+            "SELECT id::text FROM executions WHERE mcp_task_id = %s", (task_id,)
+        ).fetchone()
+    if row is None:
+        return False
+    client = redis.Redis.from_url(stack.settings.redis_url or "")
+    return client.get(direct_lease_key(row["id"])) == b"toolhost"
 
 
 def _run_status(stack: E2EStack, task_id: str) -> str | None:
