@@ -8,7 +8,8 @@ new status and status message is passed on as the call's progress (``tool_progre
 events: the caller's progress, and its own MCP task's status message). Once the task ends
 or waits for input, ``tasks/result`` fetches the tool's result: the server puts its
 questions (elicitation, sampling) on that request's stream, where the session's callbacks
-relay them like any mid-call question. A call cancelled meanwhile cancels the task.
+relay them like any mid-call question. A call cancelled meanwhile cancels the task, and
+the server's answer (the task's status, ``cancelled``) is the call's last progress.
 """
 
 from __future__ import annotations
@@ -104,12 +105,13 @@ async def _wait(
                 anyio.move_on_after(5),
                 contextlib.suppress(Exception),
             ):
-                await session.send_request(
+                ended = await session.send_request(
                     types.CancelTaskRequest(
                         params=types.CancelTaskRequestParams(task_id=task.task_id)
                     ),
                     types.CancelTaskResult,
                 )
+                await tell(ended)  # the server's word on its task: the call's last progress
         raise
 
 
