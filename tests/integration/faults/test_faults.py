@@ -9,6 +9,7 @@ reads executions, and prints its fault-table row (``pytest -s``; see ``accountin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -146,13 +147,20 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(stack: E2EStack
         lambda: len(set(claims.scan_iter(match=f"{RPC_CLAIM_PREFIX}*")) - claimed_before) >= 4,
         what="both slow calls popped by the toolhost",
     )
+    # And a direct call's task, its server called (no sandbox: the toolhost holds its lease).
+    lost = asyncio.run(_direct_task(stack, 25))
+    wait_until(lambda: _leased_by_toolhost(stack, lost), what="the direct task's call")
     toolhost = stack.procs["toolhost"]
     with Prober(stack, list(ids.values())) as prober:
         os.killpg(toolhost.proc.pid, signal.SIGKILL)
         toolhost.proc.wait()
         views = all_terminal(stack, ids)
+        failed = asyncio.run(_direct_task_read(stack, lost))
         restarted = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
         wait_until(lambda: healthy(stack), what="toolhost back", proc=restarted)
+    # Its lease lapsed with the toolhost: worker_lost, never working (its server may have run).
+    assert failed["status"] == "failed" and "result" not in failed, failed
+    assert failed["error"]["data"]["type"] == "worker_lost", failed
     for view in views.values():
         assert view["status"] == "failed", view
         # Ended by the claiming toolhost's missing heartbeat, not by the deadline.
@@ -220,13 +228,11 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
     assert failed["error"]["data"]["type"] == "worker_lost", failed
 
 
-async def test_a_direct_task_runs_without_a_sandbox_and_fails_when_its_toolhost_dies(
+async def test_a_direct_task_completes_while_every_sandbox_slot_is_busy(
     stack: E2EStack,
 ) -> None:
-    """A direct call's task completes while every sandbox slot runs a long execution and
-    another waits for one (it needs no sandbox); SIGKILL the toolhost while another direct
-    task's call is in its server: the task reads ``failed`` with ``worker_lost`` (its lease
-    lapsed), never ``working``."""
+    """A direct call's task needs no sandbox: it completes while every slot runs a long
+    execution and another waits for one."""
     code = "await asyncio.sleep(40)\nreturn 1"
     with stack.client() as rest:
         ids = [
@@ -243,23 +249,13 @@ async def test_a_direct_task_runs_without_a_sandbox_and_fails_when_its_toolhost_
             async with http, client:
                 quick = await _slow_task(client, 2)
                 done = await until_done(client, quick.task_id, timeout_s=60)
-                still = statuses()
-                lost = await _slow_task(client, 25)
-                wait_until(lambda: _leased_by_toolhost(stack, lost.task_id), what="the call")
-                toolhost = stack.procs["toolhost"]
-                os.killpg(toolhost.proc.pid, signal.SIGKILL)
-                toolhost.proc.wait()
-                failed = await until_done(client, lost.task_id, timeout_s=60)
-            restarted = stack.start("toolhost", [sys.executable, "-m", "services.toolhost"])
-            wait_until(lambda: healthy(stack), what="toolhost back", proc=restarted)
+            still = statuses()
         finally:
             for execution_id in ids:
                 rest.post(f"/v1/executions/{execution_id}/cancel")
     assert done["status"] == "completed", done
     assert "slept 2" in json.dumps(done["result"]["content"]), done
     assert "running" in still and "queued" in still, still  # done while every slot was busy
-    assert failed["status"] == "failed" and "result" not in failed, failed
-    assert failed["error"]["data"]["type"] == "worker_lost", failed
 
 
 EXAMPLE = "/mcp/servers/example"
@@ -270,6 +266,20 @@ async def _slow_task(client: Any, seconds: float) -> CreateTaskResult:
     created = await client.session.call_tool("slow", {"seconds": seconds}, allow_claimed=True)
     assert isinstance(created, CreateTaskResult), created
     return created
+
+
+async def _direct_task(stack: E2EStack, seconds: float) -> str:
+    """The task id of a direct ``slow`` call of ``seconds``, from a session of its own."""
+    http, client = task_client(stack, url=f"{stack.gateway_url}{EXAMPLE}")
+    async with http, client:
+        return (await _slow_task(client, seconds)).task_id
+
+
+async def _direct_task_read(stack: E2EStack, task_id: str) -> dict[str, Any]:
+    """The direct task read until it ended, from a new session."""
+    http, client = task_client(stack, url=f"{stack.gateway_url}{EXAMPLE}")
+    async with http, client:
+        return await until_done(client, task_id, timeout_s=60)
 
 
 def _leased_by_toolhost(stack: E2EStack, task_id: str) -> bool:
