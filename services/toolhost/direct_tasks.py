@@ -73,8 +73,12 @@ class TaskEnds:
                 message=f"invalid task end: {exc}",
             )
         lease = direct_lease_key(end.execution_id)
-        if not await self.aredis.set(lease, "toolhost", xx=True, ex=LEASE_TTL_S):
-            return RpcReply.failure(  # its task ended already (the reaper, a cancel)
+        pipe = self.aredis.pipeline(transaction=False)
+        pipe.set(lease, "toolhost", xx=True, ex=LEASE_TTL_S)
+        pipe.exists(cancel_key(end.execution_id))
+        taken, flagged = await pipe.execute()
+        if not taken:
+            return RpcReply.failure(  # its task ended already (the reaper)
                 call_id=request.call_id,
                 type=ErrorType.WORKER_LOST,
                 message=f"{request.tool}: its task ended before the call started; not called",
@@ -82,7 +86,12 @@ class TaskEnds:
         recorder = TraceRecorder(None)
         recorder.tool_start(CALL_ID, request.tool, None)
         started = time.monotonic()
-        call = asyncio.ensure_future(execute())
+        call: asyncio.Future[RpcReply]
+        if flagged:  # cancelled while it waited (for approval, say): never called
+            call = asyncio.get_running_loop().create_future()
+            call.cancel()
+        else:
+            call = asyncio.ensure_future(execute())
         keeper = asyncio.ensure_future(self._keep(lease, end.execution_id, call))
         try:
             try:
