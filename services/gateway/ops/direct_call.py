@@ -35,6 +35,7 @@ from anyio import to_thread
 from redis.exceptions import RedisError
 
 from services.gateway.ops.admission import DirectAdmission
+from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
 from shared import metrics, telemetry
@@ -48,7 +49,7 @@ from shared.dispatch import send_ingests
 from shared.errors import DependencyError, ErrorType, error_dict
 from shared.executions.liveness import lease_worker
 from shared.executions.models import ExecutionRequest
-from shared.executions.status import ExecutionStatus
+from shared.executions.status import TERMINAL, ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_lease_key, direct_session_key, grant_key
@@ -254,10 +255,15 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
             )
             await asyncio.shield(_finish(state, call, outcome, tok, unresolved, value))
             raise
-        if call.task and call.sent:  # recorded by the toolhost (or, lost, by the reaper)
-            row = await wait_for_finish(
-                state, execution_id=call.execution_id, timeout_s=call.admission.timeout_s
+        if call.task and call.sent:  # recorded by the toolhost before its reply (or, when
+            # no toolhost replied, ended by the reaper once the call's lease lapsed)
+            row = await read_execution(
+                state, execution_id=call.execution_id, tenant_id=call.principal.tenant_id
             )
+            if row["status"] not in TERMINAL:
+                row = await wait_for_finish(
+                    state, execution_id=call.execution_id, timeout_s=call.admission.timeout_s
+                )
             # Learning hears of it as of a drained record (this gateway gone, the resend
             # sweep sends it later).
             await to_thread.run_sync(lambda: send_ingests(state.celery, [call.execution_id]))
