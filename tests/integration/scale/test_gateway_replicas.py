@@ -564,6 +564,9 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
                     break
                 await attempt.aclose()
             assert direct_owner == owner
+            # A direct call's task made on each replica (one is on the one killed below):
+            # no sandbox, but a durable row, its end recorded by the toolhost.
+            tasks = await anyio.to_thread.run_sync(_direct_tasks, stack, backends)
             async with anyio.create_task_group() as group:
                 group.start_soon(call, session)
                 group.start_soon(call_direct, direct)
@@ -578,6 +581,8 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
             assert new_owner is not None and new_owner != owner
             assert {tool.name for tool in (await session.list_tools()).tools} >= {"execute_code"}
         listed = await anyio.to_thread.run_sync(executions, stack, balancer.url)
+        read = await anyio.to_thread.run_sync(_tasks_read, stack, balancer.url, tasks)
+    assert read == ["completed"] * REPLICAS, read  # each read on to its end through the others
     (answer,) = answers
     assert payload(answer)["result"] == "arrived", answer
     assert heard == [f"walk {step}" for step in range(12)], heard
@@ -586,6 +591,25 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
     (lost,) = direct_answers
     body = tool_error(lost)
     assert body["type"] == "worker_lost" and body["details"]["execution_id"], lost
+
+
+def _direct_tasks(stack: E2EStack, backends: list[str]) -> list[str]:
+    """A 2025-11-25 direct call's task (an 8-second operation) made through each replica."""
+    made = []
+    for backend in backends:
+        session = LegacySession(
+            dataclasses.replace(stack, gateway_url=f"http://{backend}"), "/mcp/servers/everything"
+        )
+        call = {"name": "trigger-long-running-operation",
+                "arguments": {"duration": 8, "steps": 2}, "task": {}}  # fmt: skip
+        made.append(str(session.request("tools/call", call)["result"]["task"]["taskId"]))
+    return made
+
+
+def _tasks_read(stack: E2EStack, url: str, tasks: list[str]) -> list[str]:
+    """Each task read until it ended, by a new session through ``url``: its last status."""
+    session = LegacySession(dataclasses.replace(stack, gateway_url=url), "/mcp/servers/everything")
+    return [str(session.until_done(task_id, timeout_s=60)["status"]) for task_id in tasks]
 
 
 async def test_a_stateless_call_whose_replica_is_killed(
