@@ -36,6 +36,7 @@ from shared.learning.ingest import ingest_executions
 from shared.recovery.reaper import _candidates
 from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider, free_port
+from tests.integration.mcp_tasks_client import LegacySession
 from tests.integration.policy import test_decisions as decisions
 from tests.integration.scale.test_gateway_replicas import INIT
 from tests.stack import E2EStack, each_event, mcp_session
@@ -375,6 +376,13 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
             return await session.call_tool("pay", {"amount": 11, "to": "vendor"})
 
     call = asyncio.create_task(direct_call())
+    # And a direct call made as a task (no sandbox): it waits for its answer the same way.
+    tasks = await asyncio.to_thread(LegacySession, dataclasses.replace(stack, headers=ci),
+                                    "/mcp/servers/rec")  # fmt: skip
+    paying = {"name": "pay", "arguments": {"amount": 12, "to": "vendor"}, "task": {}}
+    task_id = (await asyncio.to_thread(tasks.request, "tools/call", paying))["result"]["task"][
+        "taskId"
+    ]
     with httpx.Client(base_url=stack.gateway_url, headers=ci, timeout=60) as client:
         code = "return await mcp.rec.pay(amount=args['amount'], to='vendor')"
         body = {"code": code, "intent": "pay a vendor", "name": "vendor_cap"}
@@ -396,10 +404,10 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
 
     def listed() -> bool:
         seen[:] = inbox(alice)
-        return len(seen) == 2
+        return len(seen) == 3
 
-    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows both", timeout_s=60)
-    assert sorted(p["args"]["amount"] for p in seen) == [5, 11]
+    await asyncio.to_thread(wait_until, listed, what="alice's inbox shows all", timeout_s=60)
+    assert sorted(p["args"]["amount"] for p in seen) == [5, 11, 12]
     assert all(p["approvers"] == ["engineers"] for p in seen)
     assert await asyncio.to_thread(inbox, carol) == []
     assert len(refunds()) == before  # neither reached the server
@@ -415,7 +423,9 @@ async def test_approvers_by_group_the_inbox_a_capability_and_a_direct_call(
     assert not result.is_error, result
     ran = await asyncio.to_thread(finished, stack, ci, capability_run)
     assert ran["status"] == "succeeded" and ran["result"] == "paid 5.0 to vendor", ran
-    assert sorted(c["args"]["amount"] for c in refunds()[before:]) == [5, 11]
+    task = await asyncio.to_thread(tasks.until_done, task_id, timeout_s=60)
+    assert task["status"] == "completed", task
+    assert sorted(c["args"]["amount"] for c in refunds()[before:]) == [5, 11, 12]
     # Prompts: decided by the gateway with the prompt's arguments; a refused one never
     # reaches its server.
     async with direct_session(stack, ci) as session:
