@@ -264,9 +264,11 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
                 row = await wait_for_finish(
                     state, execution_id=call.execution_id, timeout_s=call.admission.timeout_s
                 )
-            # Learning hears of it as of a drained record (this gateway gone, the resend
-            # sweep sends it later).
-            await to_thread.run_sync(lambda: send_ingests(state.celery, [call.execution_id]))
+            # Learning hears of it as of a drained record, after the answer (not waited on;
+            # this gateway gone, the resend sweep sends it later).
+            asyncio.get_running_loop().run_in_executor(
+                None, send_ingests, state.celery, [call.execution_id]
+            )
         else:
             row = await _finish(state, call, outcome, tok, unresolved, value)
         span.set_attribute("agentcards.execution.status", str(row["status"]))
