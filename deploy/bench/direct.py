@@ -11,7 +11,9 @@ FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
   call (load drifts hit every path alike): the server over stdio (``floor``), the FastMCP
   proxy (``fastmcp run`` on an ``mcpServers`` file), ``/mcp/servers/time``,
   ``/mcp/servers`` and ``/mcp`` in direct mode, with an API key and the privacy layer on
-  (the defaults: tokenise).
+  (the defaults: tokenise); and ``/mcp/servers/time`` by a client that declared MCP Tasks
+  (``servers_time_tasks``: each call a task's call, its row written at its start and its
+  end by the toolhost, answered within the grace: docs/mcp.md, "Direct calls as tasks").
 - ``concurrent``: ``SESSIONS`` sessions calling at once for ``seconds``: calls per second.
 - ``long_call``: on ``/mcp/servers``, one session calls ``pause``
   (``deploy/bench/pause_server.py``) for ``LONG_CALL_S`` while the others keep calling
@@ -45,6 +47,7 @@ from deploy.bench.e2e import WARMUP, _stats, wait_synced
 from deploy.launcher.harness import temporary_stack
 from shared.auth.store import issue_key
 from shared.db import connect
+from shared.rpc.upstream import TASKS_EXTENSION
 
 FASTMCP = "fastmcp==4.1.6"
 TIME_SERVER = "mcp-server-time==2026.10.19"
@@ -104,6 +107,9 @@ async def _measure(
                 _http_session(f"{gateway}/mcp/servers", headers)
             ),
             "mcp_direct": await stack.enter_async_context(_http_session(f"{gateway}/mcp", headers)),
+            "servers_time_tasks": await stack.enter_async_context(
+                _http_session(f"{gateway}/mcp/servers/time", headers, tasks=True)
+            ),
         }
         calls: dict[str, Call] = {
             path: _caller(session, await _name(session, TOOL), ARGS, checked=path not in {"floor", "fastmcp"})
@@ -137,6 +143,9 @@ async def _measure(
                 sequential["mcp_direct"]["p50"] / proxy_p50, 2
             ),
             "fastmcp_p50_over_floor_p50": round(proxy_p50 / floor, 2),
+            "servers_time_tasks_p50_over_servers_time_p50": round(
+                sequential["servers_time_tasks"]["p50"] / ours["p50"], 2
+            ),
         },
         "overhead_over_floor_ms": {
             path: round(stats["p50"] - floor, 2) for path, stats in sequential.items()
@@ -236,11 +245,16 @@ async def _during_long_call(
 
 
 @contextlib.asynccontextmanager
-async def _http_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+async def _http_session(
+    url: str, headers: dict[str, str], *, tasks: bool = False
+) -> AsyncIterator[ClientSession]:
+    """A session at ``url`` (``tasks``: declaring MCP Tasks, its calls tasks' calls; one that
+    outlasted the grace would answer a task, which this client refuses: the bench stops)."""
+    extensions: dict[str, dict[str, Any]] | None = {TASKS_EXTENSION: {}} if tasks else None
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, extensions=extensions) as session,
     ):
         await session.initialize()
         yield session
