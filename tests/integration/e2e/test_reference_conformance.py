@@ -23,9 +23,9 @@ from tests.integration.mcp_servers import (
 from tests.stack import E2EStack, stack_fixture, wait_until
 
 # The suite leaves many questions unanswered (it checks the first round and moves on), and a
-# direct call's run holds its sandbox slot while its tool waits for the answer: more slots,
-# and a question deadline well under the suite's request timeout, so that later scenarios do
-# not queue behind abandoned ones (docs/mcp-input-required.md, "Limits").
+# direct call's tool waits for the answer: a question deadline well under the suite's request
+# timeout, so that later scenarios do not wait behind abandoned ones
+# (docs/mcp-input-required.md, "Limits").
 reference = stack_fixture(
     lambda tmp: {"conformance": conformance_server()},
     learning=False,

@@ -90,7 +90,7 @@ async def resume_as_task(
     params: types.CallToolRequestParams,
     principal: Principal,
 ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-    """A declaring client's retry of a call that ran as a task-capable sandbox run (its
+    """A declaring client's retry of a task's call that asked (its
     answers delivered, the same run waited on again): its result, its next questions, or
     its task (when its server made one of the call after the answers, say)."""
     outcome = await passthrough.resume_passing_through(
