@@ -37,15 +37,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": settings.celery_visibility_timeout_s
         },
         "broker_connection_retry_on_startup": True,
-        # Off by default: three extra broker writes per task that nobody reads. Flower sends
+        # Off by default: four extra broker writes per task that nobody reads. Flower sends
         # `enable_events` to the workers while it runs; `celery_task_events` turns them on.
         "worker_send_task_events": settings.celery_task_events,
-        # Never the sender's `task-sent`: a second round trip inside every publish (the
-        # gateway's, on each run's path; the worker's learning message, before it takes the
-        # next run) and one more event for Flower to decode, ~0.45 CPU-ms a send. Flower
-        # lists a task from its receipt by a worker; what waits before that is the queue's
-        # length (`agentcards_queue_depth` in /metrics, Flower's Broker page).
-        "task_send_sent_event": False,
+        "task_send_sent_event": settings.celery_task_events,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
     }

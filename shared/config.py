@@ -336,8 +336,8 @@ class Settings(BaseSettings):
     # Flower turns the workers' events on itself, but too late for the first tasks.
     celery_task_events: bool = Field(
         default=False,
-        description="`true`: the workers' Celery task events (a broker publish each) that "
-        "Flower shows tasks from; `up` and compose.yaml turn them on",
+        description="`true`: Celery task events (a broker publish each) that Flower shows tasks "
+        "from; `up` and compose.yaml turn them on",
     )
     rpc_reply_ttl_s: int = Field(
         default=60, ge=1, description="how long a tool call's reply waits in Redis for its caller"

@@ -14,8 +14,7 @@ def test_task_events_are_off_by_default() -> None:
     assert config["task_send_sent_event"] is False
 
 
-def test_task_events_on_when_configured_but_never_task_sent() -> None:
-    """Workers' events for Flower; the sender's `task-sent` would cost each publish a round trip."""
+def test_task_events_on_when_configured() -> None:
     config = celery_config(Settings(**URLS, celery_task_events=True))
     assert config["worker_send_task_events"] is True
-    assert config["task_send_sent_event"] is False
+    assert config["task_send_sent_event"] is True
