@@ -25,6 +25,7 @@ ratio, each side beside its own Celery floor.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import random
 import statistics
@@ -183,7 +184,7 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
     request at a time, every kind and side in turn (the sides' order flipped every round).
 
-    The kinds come in a shuffled order each round (seeded: the same for every side and
+    The kinds come in a new order each round (``_orders``: the same for every side and
     checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
     its task events), and in a fixed order one kind always paid for the kind before it.
     ``after_ms`` gives each run kind's p50 by the kind sampled just before it on its side.
@@ -194,12 +195,10 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
     after: list[dict[str, dict[str, list[float]]]] = [{} for _ in sides]
     previous: list[str | None] = [None for _ in sides]
-    shuffle = random.Random(ORDER_SEED)
+    rounds = _orders(n)
     loads = []
-    for i in range(n):
+    for i, kinds in enumerate(rounds):
         order = list(enumerate(sides))
-        kinds = list(KINDS)
-        shuffle.shuffle(kinds)
         for k, side in order if i % 2 == 0 else reversed(order):
             for kind in kinds:
                 if kind == "noop":
@@ -258,6 +257,18 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _orders(n: int) -> list[tuple[str, ...]]:
+    """The kinds' order in each of ``n`` rounds: every permutation once in each block of six,
+    blocks shuffled (seeded), so each kind follows each other kind about as often."""
+    shuffle = random.Random(ORDER_SEED)
+    out: list[tuple[str, ...]] = []
+    while len(out) < n:
+        block = list(itertools.permutations(KINDS))
+        shuffle.shuffle(block)
+        out.extend(block)
+    return out[:n]
 
 
 def _throughput(side: Side, *, n: int, workers: int) -> float:
