@@ -5,8 +5,11 @@ serving `bench:echo` over stdio (deploy/bench/echo_server.py), sandbox workers, 
 worker, gateway).
 Latency is measured one request at a time, alternating three kinds so that other work on
 the machine hits each alike: a run with one tool call, a run without one (a unique
-argument, so nothing is cached) and a no-op Celery task on the same broker. That no-op
-waits behind the learning message the run before it sent (one worker takes both queues), so
+argument, so nothing is cached) and a no-op Celery task on the same broker, in an order
+shuffled every round: a run leaves work behind it (its learning ingestion, the next sandbox
+child, its task events), and in a fixed order one kind always paid for the one before it
+(``after_ms``: each run kind's p50 by the kind just before it). A no-op after a run
+waits behind the learning message that run sent (one worker takes both queues), so
 the floor the ratios use is timed apart, with nothing queued: half before the runs, half
 after (`celery_noop_ms`); the one in the loop is kept as `celery_noop_after_run_ms`.
 Each figure is reported beside that same-run floor, the machine's load average and where
@@ -22,7 +25,9 @@ ratio, each side beside its own Celery floor.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -52,6 +57,8 @@ TOOL = "bench:echo"
 CODE = "return await mcp.bench.echo(n=args['n'])"
 NO_TOOL_CODE = "return args['n']"
 WARMUP = 10
+KINDS = ("tool", "no_tool", "noop")
+ORDER_SEED = 52  # the kinds' order in each round: shuffled, the same in every run
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = {
     "p50_vs_celery_noop": 2.0,
@@ -175,25 +182,43 @@ class Side:
 
 def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
-    request at a time, every kind and side in turn (the order flipped every round)."""
+    request at a time, every kind and side in turn (the sides' order flipped every round).
+
+    The kinds come in a new order each round (``_orders``: the same for every side and
+    checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
+    its task events), and in a fixed order one kind always paid for the kind before it.
+    ``after_ms`` gives each run kind's p50 by the kind sampled just before it on its side.
+    """
     for side in sides:
         side.warm_up()
     quiet = [side.quiet_noops(n // 2) for side in sides]
     samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
+    after: list[dict[str, dict[str, list[float]]]] = [{} for _ in sides]
+    previous: list[str | None] = [None for _ in sides]
+    rounds = _orders(n)
     loads = []
-    for i in range(n):
+    for i, kinds in enumerate(rounds):
         order = list(enumerate(sides))
         for k, side in order if i % 2 == 0 else reversed(order):
-            samples[k]["tool"].append(_sample(side.http, CODE, i))
-            # A unique argument (negative, never a tool run's): nothing is cached.
-            samples[k]["no_tool"].append(_sample(side.http, NO_TOOL_CODE, -(WARMUP + i + 1)))
-            samples[k]["noop"].append(side.noop())
+            for kind in kinds:
+                if kind == "noop":
+                    samples[k]["noop"].append(side.noop())
+                else:
+                    # A no-tool run gets a unique argument (negative, never a tool run's):
+                    # nothing is cached.
+                    code, arg = (CODE, i) if kind == "tool" else (NO_TOOL_CODE, -(WARMUP + i + 1))
+                    sample = _sample(side.http, code, arg)
+                    samples[k][kind].append(sample)
+                    if previous[k] is not None:
+                        by = after[k].setdefault(kind, {})
+                        by.setdefault(str(previous[k]), []).append(_ms(sample))
+                previous[k] = kind
         if i % 20 == 0:
             loads.append(os.getloadavg()[0])
     for side, before in zip(sides, quiet, strict=True):
         before.extend(side.quiet_noops(n - n // 2))
     out = []
-    for side, got, noops in zip(sides, samples, quiet, strict=True):
+    for side, got, noops, kinds_after in zip(sides, samples, quiet, after, strict=True):
         floor = _stats(noops)
         after_run = _stats(got["noop"])
         tool = _stats([_ms(s) for s in got["tool"]])
@@ -222,9 +247,28 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
                 "no_tool_phases_ms": phase_breakdown(
                     side.database_url, side.redis_url, got["no_tool"], tool_call=False
                 ),
+                "after_ms": {
+                    kind: {
+                        before: {"n": len(ms), "p50": round(statistics.median(ms), 2)}
+                        for before, ms in sorted(by.items())
+                    }
+                    for kind, by in sorted(kinds_after.items())
+                },
             }
         )
     return out
+
+
+def _orders(n: int) -> list[tuple[str, ...]]:
+    """The kinds' order in each of ``n`` rounds: every permutation once in each block of six,
+    blocks shuffled (seeded), so each kind follows each other kind about as often."""
+    shuffle = random.Random(ORDER_SEED)
+    out: list[tuple[str, ...]] = []
+    while len(out) < n:
+        block = list(itertools.permutations(KINDS))
+        shuffle.shuffle(block)
+        out.extend(block)
+    return out[:n]
 
 
 def _throughput(side: Side, *, n: int, workers: int) -> float:
