@@ -32,6 +32,7 @@ import redis
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
 from tests.harness import spawn, stop_group, wait_until
@@ -293,6 +294,13 @@ def test_people_connect_a_server_of_its_own_once(
         listed = client.get("/v1/connections", headers=alice).json()["connections"]
         assert [c["server"] for c in listed] == ["tickets"]
         assert _stored_auth_method(stack, "alice") == "none"  # as registered there: public
+        # Registered as what it is: a web client (a server), not a native app.
+        registered = [json.loads(line.removeprefix("registered ")) for line in
+                      _idp_log(own_idp).splitlines() if line.startswith("registered ")]  # fmt: skip
+        assert len(registered) == 1, registered  # once per authorization server and process
+        assert registered[0]["application_type"] == "web", registered
+        assert registered[0]["redirect_uris"] == [f"{PUBLIC_URL}/oauth/callback"], registered
+        transcript.append(f"(registration at {OWN_ISSUER}: {json.dumps(registered[0])})")
         wait_until(
             lambda: any(t["id"] == "tickets:whoami" for t in client.get(
                 "/v1/tools", headers=alice).json()["tools"]),
@@ -522,3 +530,161 @@ def _authorize(
     transcript.append(f"BROWSER login + consent as {user} at {OWN_ISSUER} -> redirect to "
                       "/oauth/callback with code, state, iss")  # fmt: skip
     return redirect_params(back)
+
+
+def test_resources_and_prompts_are_each_persons_own(
+    idp: IdentityProvider, seen: Path, own_idp: IdentityProvider, tickets: Path, stack: E2EStack
+) -> None:
+    """A server that acts for people serves their resources, resource templates and prompts
+    as it serves their calls: on each person's own session, through its direct endpoint,
+    `/mcp` (code and direct mode) and REST. Alice connected `tickets`: she reads it as
+    herself; Erin, who has not, is asked to connect (`authorization_required`, a link of her
+    own) and sees none of Alice's; a key is refused without a link. The token-exchange
+    server serves both people as themselves."""
+    tickets.with_name(tickets.name + ".revoked").write_text("")  # the previous test's revocation
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    erin = {"Authorization": f"Bearer {idp.token('erin')}"}
+    keyed = stack.as_new_tenant("acme")
+    with httpx.Client(base_url=stack.gateway_url, timeout=120) as client, _browser() as browser:
+        _sign_in(browser, idp, "alice")
+        link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
+        back = _authorize(browser, link, own_idp, "alice", [])
+        assert browser.get("/oauth/callback", params=back).status_code == 200
+        assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
+        table = ["| caller | surface | request | upstream saw |", "| --- | --- | --- | --- |"]
+        for user, headers in (("alice", alice), ("erin", erin), ("API key", keyed.headers)):
+            for server in ("tickets", "upstream"):
+                seen_as = asyncio.run(_personal_view(stack, headers, server))
+                table += [f"| {user} | /mcp/servers/{server} | {op} | {what} |"
+                          for op, what in seen_as.items()]  # fmt: skip
+                if user == "API key":  # names no person: refused, and no link
+                    assert all(w.startswith("authorization_required (no link") for w in
+                               seen_as.values()), seen_as  # fmt: skip
+                elif server == "tickets" and user == "erin":  # not connected: a link of hers
+                    assert all(w.startswith("authorization_required, link") for w in
+                               seen_as.values()), seen_as  # fmt: skip
+                else:  # lists say nothing of whose they are; reads and prompts do
+                    assert set(seen_as.values()) == {user, "listed"}, (user, server, seen_as)
+        for user, headers in (("alice", alice), ("erin", erin)):
+            aggregate = asyncio.run(_aggregate_view(stack, headers))
+            table += [f"| {user} | {op} | | {what} |" for op, what in aggregate.items()]
+            for op, what in aggregate.items():
+                expected = user if user == "alice" or "upstream" in op else None
+                if expected is None:
+                    assert what.startswith(("authorization_required, link", "not listed")), op
+                else:
+                    assert what == expected, (user, op, what)
+        listed = client.get("/v1/resources", headers=erin).json()
+        assert "tickets" not in {r["server"] for r in listed["resources"]}, listed
+        assert "not connected" in listed["errors"]["tickets"], listed
+        read = client.get("/v1/resources/read", headers=erin,
+                          params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert read.status_code == 403, read.text
+        error = read.json()["error"]
+        assert error["type"] == "authorization_required", error
+        assert error["details"]["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), error
+        table.append(f"| erin | GET /v1/resources/read (tickets) | | {read.status_code} "
+                     f"{error['type']}, link |")  # fmt: skip
+        mine = client.get("/v1/resources/read", headers=alice,
+                          params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert json.loads(mine.json()["contents"][0]["text"])["sub"] == "alice", mine.text
+        table.append("| alice | GET /v1/resources/read (tickets) | | alice |")
+        keyed_read = client.get("/v1/resources/read", headers=keyed.headers,
+                                params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert keyed_read.status_code == 403, keyed_read.text
+        assert "url" not in (keyed_read.json()["error"].get("details") or {}), keyed_read.text
+        assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
+    shown = [json.loads(line) for line in tickets.read_text().splitlines()]
+    assert {s["sub"] for s in shown if s["taken"]} == {"alice", "erin"}  # Erin: earlier tests
+    OUT.mkdir(exist_ok=True)
+    (OUT / "resources-two-people.md").write_text("\n".join(table) + "\n")
+
+
+async def _personal_view(stack: E2EStack, headers: dict[str, str], server: str) -> dict[str, str]:
+    """What each resources and prompts request on ``server``'s direct endpoint saw of the
+    caller: the upstream's subject, or the refusal (``authorization_required``, with a link
+    of the gateway's or none)."""
+    requests: dict[str, Any] = {
+        "resources/list": lambda s: s.list_resources(),
+        "resources/templates/list": lambda s: s.list_resource_templates(),
+        "resources/read whoami://me": lambda s: s.read_resource("whoami://me"),
+        "resources/read whoami://tickets/bob": lambda s: s.read_resource("whoami://tickets/bob"),
+        "prompts/list": lambda s: s.list_prompts(),
+        "prompts/get greeting": lambda s: s.get_prompt("greeting"),
+    }
+    seen_as: dict[str, str] = {}
+    async with mcp_session(stack, path=f"/mcp/servers/{server}", headers=headers) as session:
+        for op, request in requests.items():
+            try:
+                answer = await request(session)
+            except MCPError as exc:
+                seen_as[op] = _refusal(exc)
+                continue
+            seen_as[op] = _subject_of(op, answer)
+    return seen_as
+
+
+async def _aggregate_view(stack: E2EStack, headers: dict[str, str]) -> dict[str, str]:
+    """The same on ``/mcp``: code mode (``agentcards://<server>/<uri>``) and direct mode
+    (``<server>.<prompt>``)."""
+    seen_as: dict[str, str] = {}
+    for mode in ("code", "direct"):
+        async with mcp_session(stack, path=f"/mcp?mode={mode}", headers=headers) as session:
+            uris = {str(r.uri) for r in (await session.list_resources()).resources}
+            for server in ("tickets", "upstream"):
+                uri = f"agentcards://{server}/whoami://me"
+                op = f"/mcp ({mode}) {server} resources/read"
+                try:
+                    read = await session.read_resource(uri)
+                    seen_as[op] = _subject_of(op, read)
+                except MCPError as exc:
+                    seen_as[op] = _refusal(exc)
+                if uri not in uris:
+                    seen_as[f"/mcp ({mode}) {server} resources/list"] = "not listed"
+                else:
+                    seen_as[f"/mcp ({mode}) {server} resources/list"] = seen_as[op]
+            if mode == "direct":
+                names = {p.name for p in (await session.list_prompts()).prompts}
+                for server in ("tickets", "upstream"):
+                    op = f"/mcp (direct) {server}.greeting prompts/get"
+                    try:
+                        seen_as[op] = _subject_of(
+                            op, await session.get_prompt(f"{server}.greeting")
+                        )
+                    except MCPError as exc:
+                        seen_as[op] = _refusal(exc)
+                    listed = f"{server}.greeting" in names
+                    seen_as[f"/mcp (direct) {server} prompts/list"] = (
+                        seen_as[op] if listed else "not listed"
+                    )
+    return seen_as
+
+
+def _subject_of(op: str, answer: Any) -> str:
+    """Whose view an answer is: the subject the upstream reported."""
+    if isinstance(answer, types.ReadResourceResult):
+        return str(json.loads(answer.contents[0].text)["sub"])  # type: ignore[union-attr]
+    if isinstance(answer, types.GetPromptResult):
+        text = answer.messages[0].content.text  # type: ignore[union-attr]
+        return str(text).removeprefix("Hello ")
+    if isinstance(answer, types.ListResourcesResult):
+        found = [str(r.uri) for r in answer.resources]
+        assert found == ["whoami://me"], found
+    elif isinstance(answer, types.ListResourceTemplatesResult):
+        found = [t.uri_template for t in answer.resource_templates]
+        assert found == ["whoami://tickets/{owner}"], found
+    elif isinstance(answer, types.ListPromptsResult):
+        found = [p.name for p in answer.prompts]
+        assert found == ["greeting"], found
+    return "listed" if op.endswith("list") else repr(answer)
+
+
+def _refusal(exc: MCPError) -> str:
+    """A JSON-RPC refusal as the table shows it: its type and whether it carries a link."""
+    body = exc.error.data or {}
+    url = (body.get("details") or {}).get("url")
+    assert body.get("type") == "authorization_required", exc.error
+    if url is None:
+        return "authorization_required (no link)"
+    assert url.startswith(f"{PUBLIC_URL}/oauth/connect/") and url in exc.error.message, exc.error
+    return "authorization_required, link"

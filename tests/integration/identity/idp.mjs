@@ -17,7 +17,7 @@
 // client credentials for another audience (the toolhost reads a server's tools with it), and the dashboard's
 // sign-in (authorization code + PKCE back to <public_url>/dashboard/callback, RP-initiated
 // logout back to /dashboard/signed-out); dynamic client
-// registration (the MCP SDK registers itself), devInteractions (the login and consent forms,
+// registration (the MCP SDK registers itself; each logged as `registered {...}`), devInteractions (the login and consent forms,
 // which the tests post to over HTTP), DPoP and revocation.
 //
 // And two doors for the tests, as an administrator has them at a real provider:
@@ -162,6 +162,15 @@ provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange, [
   'subject_token', 'subject_token_type', 'audience', 'scope', 'requested_token_type',
   'actor_token', 'actor_token_type', 'resource',
 ], ['resource']);
+
+// Each dynamic registration, as the client asked for it (`registered {...}`): what a client
+// says it is (its application_type, redirect URIs, how it authenticates).
+provider.on('registration_create.success', (ctx, client) => {
+  const { client_id, application_type, redirect_uris, token_endpoint_auth_method } = client.metadata();
+  process.stdout.write(`registered ${JSON.stringify({
+    client_id, application_type, redirect_uris, token_endpoint_auth_method,
+  })}\n`);
+});
 
 const grantsOf = new Map(); // account -> the ids of its grants (for /admin/revoke)
 provider.on('grant.saved', (grant) => {
