@@ -569,7 +569,7 @@ def test_resources_and_prompts_are_each_persons_own(
             aggregate = asyncio.run(_aggregate_view(stack, headers))
             table += [f"| {user} | {op} | | {what} |" for op, what in aggregate.items()]
             for op, what in aggregate.items():
-                expected = user if user == "alice" or "upstream" in op else None
+                expected = user if user == "alice" or "upstream" in op else None  # connected
                 if expected is None:
                     assert what.startswith(("authorization_required, link", "not listed")), op
                 else:
@@ -625,38 +625,34 @@ async def _personal_view(stack: E2EStack, headers: dict[str, str], server: str) 
 
 
 async def _aggregate_view(stack: E2EStack, headers: dict[str, str]) -> dict[str, str]:
-    """The same on ``/mcp``: code mode (``agentcards://<server>/<uri>``) and direct mode
-    (``<server>.<prompt>``)."""
+    """The same where every server's are served together: `/mcp` (resources
+    ``agentcards://<server>/<uri>``, in any mode) and `/mcp/servers` (those, and prompts
+    ``<server>.<prompt>``)."""
     seen_as: dict[str, str] = {}
-    for mode in ("code", "direct"):
-        async with mcp_session(stack, path=f"/mcp?mode={mode}", headers=headers) as session:
+    for path in ("/mcp", "/mcp/servers"):
+        async with mcp_session(stack, path=path, headers=headers) as session:
             uris = {str(r.uri) for r in (await session.list_resources()).resources}
+            names = set()
+            if path == "/mcp/servers":
+                names = {p.name for p in (await session.list_prompts()).prompts}
             for server in ("tickets", "upstream"):
                 uri = f"agentcards://{server}/whoami://me"
-                op = f"/mcp ({mode}) {server} resources/read"
+                op = f"{path} resources/read {uri}"
                 try:
-                    read = await session.read_resource(uri)
-                    seen_as[op] = _subject_of(op, read)
+                    seen_as[op] = _subject_of(op, await session.read_resource(uri))
                 except MCPError as exc:
                     seen_as[op] = _refusal(exc)
-                if uri not in uris:
-                    seen_as[f"/mcp ({mode}) {server} resources/list"] = "not listed"
-                else:
-                    seen_as[f"/mcp ({mode}) {server} resources/list"] = seen_as[op]
-            if mode == "direct":
-                names = {p.name for p in (await session.list_prompts()).prompts}
-                for server in ("tickets", "upstream"):
-                    op = f"/mcp (direct) {server}.greeting prompts/get"
+                listed = seen_as[op] if uri in uris else "not listed"
+                seen_as[f"{path} resources/list ({server})"] = listed
+                if path == "/mcp/servers":
+                    op = f"{path} prompts/get {server}.greeting"
                     try:
-                        seen_as[op] = _subject_of(
-                            op, await session.get_prompt(f"{server}.greeting")
-                        )
+                        answer = await session.get_prompt(f"{server}.greeting")
+                        seen_as[op] = _subject_of(op, answer)
                     except MCPError as exc:
                         seen_as[op] = _refusal(exc)
-                    listed = f"{server}.greeting" in names
-                    seen_as[f"/mcp (direct) {server} prompts/list"] = (
-                        seen_as[op] if listed else "not listed"
-                    )
+                    listed = seen_as[op] if f"{server}.greeting" in names else "not listed"
+                    seen_as[f"{path} prompts/list ({server})"] = listed
     return seen_as
 
 
