@@ -6,7 +6,10 @@ connects once through a link. Never the person's own token, never anyone else's;
 calls are refused ``authorization_required``; no token is kept in plain text.
 
 Its own stack: the gateway's settings name its own identity provider and public URL (fixed
-ports), and the upstream servers' URLs are fixed before the stack starts.
+ports), and the upstream servers' URLs are fixed before the stack starts. The public URL is
+https, a TLS front before the gateway (tls_front.py), as a deployment's proxy makes it: only
+so does the gateway offer its client ID metadata document (`notes`' authorization server
+fetches it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -35,7 +39,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
-from tests.harness import spawn, stop_group, wait_until
+from tests.harness import remove_at_exit, spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
     IdentityProvider,
     free_port,
@@ -44,12 +48,17 @@ from tests.integration.identity.provider import (
     redis_value,
     running_provider,
 )
+from tests.integration.identity.tls_front import tls_front
 from tests.stack import REPO, E2EStack, mcp_session, stack_fixture, tool_error
 
 IDP_PORT, GATEWAY_PORT, UPSTREAM_PORT = free_port(), free_port(), free_port()
 OWN_IDP_PORT, TICKETS_PORT = free_port(), free_port()  # the OAuth server and its own issuer
+CIMD_IDP_PORT, NOTES_PORT = free_port(), free_port()  # one whose issuer takes CIMDs
+FRONT_PORT = free_port()  # https, before the gateway
+FRONT = remove_at_exit(Path(tempfile.mkdtemp(prefix="upstream-front-")))
+CERT = FRONT / "front-cert.pem"  # what the front presents: the tests and the issuers trust it
 ISSUER = f"http://127.0.0.1:{IDP_PORT}"
-PUBLIC_URL = f"http://127.0.0.1:{GATEWAY_PORT}"
+PUBLIC_URL = f"https://127.0.0.1:{FRONT_PORT}"
 AUDIENCE = f"http://127.0.0.1:{UPSTREAM_PORT}/mcp"
 UPSTREAM = {"url": AUDIENCE,
             "auth": {"type": "token-exchange", "audience": AUDIENCE, "scopes": ["upstream:read"]}}  # fmt: skip
@@ -58,13 +67,15 @@ IDENTITY = {
     "groups_claim": "groups",
     "groups": {
         "engineers": {
-            "tools": ["upstream:*", "tickets:*"],
+            "tools": ["upstream:*", "tickets:*", "notes:*"],
             "scopes": ["agentcards:read", "agentcards:execute"],
         },
     },
 }
 OWN_ISSUER = f"http://127.0.0.1:{OWN_IDP_PORT}"
 TICKETS = f"http://127.0.0.1:{TICKETS_PORT}/mcp"
+CIMD_ISSUER = f"http://127.0.0.1:{CIMD_IDP_PORT}"
+NOTES = f"http://127.0.0.1:{NOTES_PORT}/mcp"
 OUT = Path(tempfile.gettempdir()) / "agentcards-upstream-identity"  # the two-people table
 WHOAMI = """
 try:
@@ -73,12 +84,25 @@ except ToolCallError as e:
     return {"error": e.type, "message": str(e), "url": e.url}
 """
 
+SERVERS = {
+    "upstream": UPSTREAM,
+    "tickets": {"url": TICKETS, "auth": {"type": "oauth"}},
+    "notes": {"url": NOTES, "auth": {"type": "oauth"}},
+}
 stack = stack_fixture(
-    lambda tmp: {"upstream": UPSTREAM, "tickets": {"url": TICKETS, "auth": {"type": "oauth"}}},
+    lambda tmp: SERVERS,
     learning=False,
-    synced_servers=1,  # tickets lists its tools once a person connected it
-    **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
+    synced_servers=1,  # tickets and notes list their tools once a person connected them
+    **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT)
+    | {"public_url": PUBLIC_URL},
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def front() -> Iterator[Path]:
+    """The gateway's https front (its certificate in ``CERT``)."""
+    with tls_front(FRONT, port=FRONT_PORT, backend_port=GATEWAY_PORT) as cert:
+        yield cert
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +161,24 @@ def tickets(tmp_path_factory: pytest.TempPathFactory, own_idp: IdentityProvider)
     with upstream_server(
         tmp_path_factory.mktemp("tickets"), TICKETS_PORT, OWN_ISSUER, TICKETS
     ) as log:
+        yield log
+
+
+@pytest.fixture(scope="module")
+def cimd_idp(tmp_path_factory: pytest.TempPathFactory, front: Path) -> Iterator[IdentityProvider]:
+    """`notes`' authorization server: it takes client ID metadata documents (fetching them
+    from the gateway's https front, whose certificate it trusts)."""
+    tmp = tmp_path_factory.mktemp("cimd-idp")
+    env = {"IDP_CIMD": "1", "NODE_EXTRA_CA_CERTS": str(front)}
+    with running_provider(tmp, port=CIMD_IDP_PORT, resource="http://127.0.0.1:9/none",
+                          env=env) as provider:  # fmt: skip
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory: pytest.TempPathFactory, cimd_idp: IdentityProvider) -> Iterator[Path]:
+    """An OAuth server whose authorization server takes client ID metadata documents."""
+    with upstream_server(tmp_path_factory.mktemp("notes"), NOTES_PORT, CIMD_ISSUER, NOTES) as log:
         yield log
 
 
@@ -215,6 +257,7 @@ def _idp_log(idp: IdentityProvider) -> str:
 
 
 WHOAMI_TICKETS = WHOAMI.replace("mcp.upstream", "mcp.tickets")
+READ_ME = WHOAMI.replace("mcp.upstream.whoami()", "mcp.tickets.read_resource('whoami://me')")
 WRITE_TICKET = WHOAMI.replace("mcp.upstream.whoami()", "mcp.tickets.write_ticket(title='printer')")
 
 
@@ -476,7 +519,8 @@ def _expire(stack: E2EStack, user: str) -> None:
 
 def _browser() -> httpx.Client:
     """A browser of the gateway's: it keeps the cookies the gateway sets (not redirected)."""
-    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False)
+    trusted = ssl.create_default_context(cafile=CERT)
+    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False, verify=trusted)
 
 
 def _sign_in(browser: httpx.Client, idp: IdentityProvider, user: str,
@@ -532,6 +576,58 @@ def _authorize(
     return redirect_params(back)
 
 
+def test_an_authorization_server_fetches_the_gateways_client_metadata_document(
+    idp: IdentityProvider, cimd_idp: IdentityProvider, notes: Path, stack: E2EStack
+) -> None:
+    """`notes`' authorization server takes client ID metadata documents: the gateway (its
+    public URL https) names its document's URL as its client_id there and registers nothing;
+    the authorization server fetches the document from the gateway
+    (`GET /oauth/client-metadata.json`), Alice connects, and `notes` then serves her as her."""
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    document = f"{PUBLIC_URL}/oauth/client-metadata.json"
+    with httpx.Client(base_url=stack.gateway_url, timeout=120) as client, _browser() as browser:
+        _sign_in(browser, idp, "alice")
+        link = client.post("/v1/connections/notes", headers=alice).json()["url"]
+        opened = browser.get(link.removeprefix(PUBLIC_URL))
+        assert opened.status_code == 303, opened.text
+        authorize = opened.headers["location"]
+        asked = redirect_params(authorize)
+        assert authorize.startswith(CIMD_ISSUER) and asked["client_id"] == document, asked
+        assert asked["code_challenge_method"] == "S256" and asked["resource"] == NOTES, asked
+        back = cimd_idp.sign_in(authorize, "alice")
+        assert back.startswith(f"{PUBLIC_URL}/oauth/callback"), back
+        log = _idp_log(cimd_idp).splitlines()
+        fetched = {line for line in log if line.startswith("fetched client metadata document")}
+        assert fetched == {f"fetched client metadata document {document}"}, log
+        assert not [line for line in log if line.startswith("registered ")], log
+        done = browser.get("/oauth/callback", params=redirect_params(back))
+        assert done.status_code == 200 and "Connected to notes" in done.text, done.text
+        with psycopg.connect(stack.settings.database_url or "") as conn:
+            row = conn.execute("SELECT client_id, auth_method FROM upstream_connections "
+                               "WHERE user_id = 'alice' AND server = 'notes'").fetchone()  # fmt: skip
+        assert row == (document, "none"), row  # no registered client, no secret
+        read = asyncio.run(_read_me(stack, alice, "notes"))
+        assert read["sub"] == "alice" and read["aud"] == NOTES, read
+        assert client.delete("/v1/connections/notes", headers=alice).status_code == 204
+    OUT.mkdir(exist_ok=True)
+    (OUT / "cimd.txt").write_text(
+        f"GET /oauth/connect/… -> 303 {authorize.split('?')[0]} (client_id={asked['client_id']})\n"
+        + "\n".join(sorted(fetched))
+        + "\n"
+        + f"GET /oauth/callback -> {done.status_code}; upstream_connections row {row}\n"
+        + f"resources/read whoami://me on notes as alice -> sub={read['sub']}\n"
+    )
+
+
+async def _read_me(stack: E2EStack, headers: dict[str, str], server: str) -> dict[str, Any]:
+    """``whoami://me`` of ``server`` read through its direct endpoint as ``headers``' caller."""
+    async with mcp_session(stack, path=f"/mcp/servers/{server}", headers=headers) as session:
+        read = await session.read_resource("whoami://me")
+    text = read.contents[0].text  # type: ignore[union-attr]
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
 def test_resources_and_prompts_are_each_persons_own(
     idp: IdentityProvider, seen: Path, own_idp: IdentityProvider, tickets: Path, stack: E2EStack
 ) -> None:
@@ -574,6 +670,15 @@ def test_resources_and_prompts_are_each_persons_own(
                     assert what.startswith(("authorization_required, link", "not listed")), op
                 else:
                     assert what == expected, (user, op, what)
+        for user, headers in (("alice", alice), ("erin", erin)):  # agent code, as its person
+            read = run(client, headers, READ_ME)
+            if user == "alice":
+                assert json.loads(read["contents"][0]["text"])["sub"] == "alice", read
+            else:
+                assert read["error"] == "authorization_required", read
+                assert read["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), read
+            table.append(f"| {user} | code: mcp.tickets.read_resource | whoami://me | "
+                         f"{'alice' if user == 'alice' else read['error'] + ', link'} |")  # fmt: skip
         listed = client.get("/v1/resources", headers=erin).json()
         assert "tickets" not in {r["server"] for r in listed["resources"]}, listed
         assert "not connected" in listed["errors"]["tickets"], listed
