@@ -300,6 +300,7 @@ class PerUserServer(ServerConnection):
 
     async def _listed_tools(self, server: str, tools: list[types.Tool]) -> None:
         self._listed = True
+        self.tools = {t.name: t for t in tools}  # the server's, as its scope is checked with
         await self._on_tools(server, tools)
 
     async def _checked_session(
@@ -393,8 +394,12 @@ class PerUserServer(ServerConnection):
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(min(REAP_EVERY_S, self._idle_s))
-            cutoff = time.monotonic() - self._idle_s
-            for key, session in list(self._sessions.items()):
-                if session.calls == 0 and session.used_at < cutoff:
-                    log.info("server %s: the idle session as %s closed", self.name, key[1])
-                    await self._close_session(key)
+            await self.reap_idle(time.monotonic())
+
+    async def reap_idle(self, now: float) -> None:
+        """Close the sessions idle (no call in flight) for ``idle_s`` by ``now`` (monotonic)."""
+        cutoff = now - self._idle_s
+        for key, session in list(self._sessions.items()):
+            if session.calls == 0 and session.used_at < cutoff:
+                log.info("server %s: the idle session as %s closed", self.name, key[1])
+                await self._close_session(key)

@@ -94,7 +94,11 @@ def tls_front(folder: Path, *, port: int, backend_port: int) -> Iterator[Path]:
         started.set()
         loop.run_forever()
         server.close()
-        loop.run_until_complete(server.wait_closed())
+        open_ones = asyncio.all_tasks(loop)  # the connections still open
+        for task in open_ones:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*open_ones, return_exceptions=True))
+        loop.close()
 
     thread = threading.Thread(target=run, name="tls-front", daemon=True)
     thread.start()
