@@ -241,6 +241,13 @@ class ToolNotAllowed(AgentCardsError):
     type = ErrorType.TOOL_NOT_ALLOWED
 
 
+class AuthorizationRequired(AgentCardsError):
+    """Raised when a server acts for the person calling and cannot for this caller: an API
+    key, or a person who has not connected it (details: ``url``, their connect link)."""
+
+    type = ErrorType.AUTHORIZATION_REQUIRED
+
+
 class PolicyDenied(AgentCardsError):
     """Raised when the policy file decides against a call or a submission (details: ``policies``)."""
 

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from shared.errors import (
     AgentCardsError,
+    AuthorizationRequired,
     BodyTooLarge,
     Conflict,
     DependencyError,
@@ -40,6 +41,7 @@ RETRY_AFTER_S = 2  # what a 503 tells clients: the dependency probe runs every 0
 STATUS_BY_TYPE: dict[type[AgentCardsError], int] = {
     ValidationFailed: 422,
     ToolNotAllowed: 403,
+    AuthorizationRequired: 403,  # not 401: the gateway's own sign-in is fine
     PolicyDenied: 403,
     NotFound: 404,
     Conflict: 409,

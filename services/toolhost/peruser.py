@@ -23,7 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx2
 from mcp import types
@@ -41,6 +41,7 @@ from shared.connections.oauth import insufficient_scope
 from shared.server_states import ServerState
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REAP_EVERY_S = 15.0
 LIST_EVERY_S = 5.0  # how often an OAuth server nobody listed yet looks for a connected person
@@ -201,12 +202,7 @@ class PerUserServer(ServerConnection):
         assert caller is not None
         if self.awaiting:
             await self._before_listing(caller)
-        try:  # refused or unreachable: said before any connection
-            await self._credential.token(caller, fresh=True)
-        except AuthorizationRequired:
-            await self._close_session(key)  # revoked or expired: their session goes too
-            raise
-        session = await self._session_for(caller, context)
+        session = await self._checked_session(key, caller, context)
         session.calls += 1
         session.auth.challenged = None
         try:
@@ -230,20 +226,55 @@ class PerUserServer(ServerConnection):
                 f"{challenged or '(unnamed)'}, which asking you again cannot grant"))  # fmt: skip
         return result
 
+    async def as_person(
+        self, caller: Caller | None, use: Callable[[ServerConnection], Awaitable[T]]
+    ) -> T:
+        """``use`` (a resources, prompts or completion request) on the person's own session,
+        checked as a call is: AuthorizationRequired for a key, or a person who has not
+        connected (with a link) or whose token the server refused (the connection deleted);
+        a step up asked for as for a call."""
+        key = person_of(self.name, caller)
+        assert caller is not None
+        session = await self._checked_session(key, caller, None)
+        session.calls += 1
+        session.auth.challenged = None
+        try:
+            return await use(session.connection)
+        except Exception:
+            if session.auth.refused:  # 401: revoked at the server's end
+                await self._close_session(key)
+                raise await self._credential.refused(caller) from None
+            challenged, session.auth.challenged = session.auth.challenged, None
+            if challenged is not None:  # 403 insufficient_scope: a step up
+                asked = await self._credential.step_up(caller, challenged)
+                if asked is not None:
+                    raise asked from None
+            raise
+        finally:
+            session.calls -= 1
+            session.used_at = time.monotonic()
+
+    # The gateway's own session acts for nobody: a person's requests go through ``as_person``.
     async def read_resource(self, params: Any) -> Any:
         raise ServerUnavailable(self._not_shared("resources"))
 
     async def list_resources(self, *, templates: bool = False) -> list[Any]:
-        return []
+        raise ServerUnavailable(self._not_shared("resources"))
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        raise ServerUnavailable(self._not_shared("prompts"))
 
     async def subscribe_resource(self, uri: str) -> None:
-        raise ServerUnavailable(self._not_shared("resources"))
+        raise ServerUnavailable(
+            f"MCP server {self.name!r} acts for the person calling: subscribing to its "
+            "resources is not offered (read them again instead)"
+        )
 
     async def get_prompt(self, params: Any) -> Any:
         raise ServerUnavailable(self._not_shared("prompts"))
 
     async def complete(self, ref: Any, argument: Any, context: Any) -> types.CompleteResult:
-        return types.CompleteResult(completion=types.Completion(values=[]))
+        raise ServerUnavailable(self._not_shared("completions"))
 
     def _not_shared(self, what: str) -> str:
         return (
@@ -269,7 +300,20 @@ class PerUserServer(ServerConnection):
 
     async def _listed_tools(self, server: str, tools: list[types.Tool]) -> None:
         self._listed = True
+        self.tools = {t.name: t for t in tools}  # the server's, as its scope is checked with
         await self._on_tools(server, tools)
+
+    async def _checked_session(
+        self, key: tuple[str, str], caller: Caller, context: CallContext | None
+    ) -> _Session:
+        """The person's session, their token checked at its source first (refused or
+        unreachable: said before any connection; refused, their session goes too)."""
+        try:
+            await self._credential.token(caller, fresh=True)
+        except AuthorizationRequired:
+            await self._close_session(key)  # revoked or expired: their session goes too
+            raise
+        return await self._session_for(caller, context)
 
     async def _session_for(self, caller: Caller, context: CallContext | None) -> _Session:
         assert caller.user is not None
@@ -350,8 +394,12 @@ class PerUserServer(ServerConnection):
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(min(REAP_EVERY_S, self._idle_s))
-            cutoff = time.monotonic() - self._idle_s
-            for key, session in list(self._sessions.items()):
-                if session.calls == 0 and session.used_at < cutoff:
-                    log.info("server %s: the idle session as %s closed", self.name, key[1])
-                    await self._close_session(key)
+            await self.reap_idle(time.monotonic())
+
+    async def reap_idle(self, now: float) -> None:
+        """Close the sessions idle (no call in flight) for ``idle_s`` by ``now`` (monotonic)."""
+        cutoff = now - self._idle_s
+        for key, session in list(self._sessions.items()):
+            if session.calls == 0 and session.used_at < cutoff:
+                log.info("server %s: the idle session as %s closed", self.name, key[1])
+                await self._close_session(key)

@@ -2,7 +2,8 @@
 
 Reading needs the server in the execution's scope (``allowed_servers``); listing is for
 the gateway (its own scope check is the caller's). Results are the MCP objects as JSON,
-each listed item tagged with its ``server``.
+each listed item tagged with its ``server``. A server that acts for the person calling
+(peruser.py) answers on the caller's own session: their view, never anyone else's.
 """
 
 from __future__ import annotations
@@ -10,29 +11,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from services.toolhost.registry import ServerUnavailable, ToolRegistry
+from services.toolhost.peruser import PerUserServer
+from services.toolhost.registry import AuthorizationRequired, ServerUnavailable, ToolRegistry
 from services.toolhost.sessions import ServerConnection
+from services.toolhost.upstream import Caller
 from shared.errors import ErrorType
 from shared.rpc.protocol import PARAMS_OPS, ResourceRequest, RpcReply
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def serve_resource(
-    registry: ToolRegistry, request: ResourceRequest, started: float
+    registry: ToolRegistry, request: ResourceRequest, started: float, caller: Caller | None
 ) -> RpcReply:
-    """The reply to one resources request; never raises."""
+    """The reply to one resources request for ``caller`` (None: nobody known); never raises."""
 
-    def fail(kind: ErrorType, message: str) -> RpcReply:
+    def fail(kind: ErrorType, message: str, url: str | None = None) -> RpcReply:
         elapsed = (time.monotonic() - started) * 1000
         return RpcReply.failure(
-            call_id=request.call_id, type=kind, message=message, duration_ms=elapsed
+            call_id=request.call_id, type=kind, message=message, duration_ms=elapsed, url=url
         )
 
     remaining = request.deadline - time.time()
@@ -50,7 +55,9 @@ async def serve_resource(
         return fail(ErrorType.UNKNOWN_TOOL, servers)
     try:
         async with asyncio.timeout(remaining):
-            result = await _run(request, servers)
+            result = await _run(request, servers, caller)
+    except AuthorizationRequired as exc:
+        return fail(ErrorType.AUTHORIZATION_REQUIRED, str(exc), exc.url)
     except ServerUnavailable as exc:
         return fail(ErrorType.SERVER_UNAVAILABLE, str(exc))
     except MCPError as exc:
@@ -76,15 +83,30 @@ def _servers(registry: ToolRegistry, name: str | None) -> list[ServerConnection]
     return [backend]
 
 
-async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dict[str, Any]:
+async def _on(
+    connection: ServerConnection,
+    caller: Caller | None,
+    use: Callable[[ServerConnection], Awaitable[T]],
+) -> T:
+    """``use`` on the connection, or on the caller's own session of a server that acts for
+    the person calling."""
+    if isinstance(connection, PerUserServer):
+        return await connection.as_person(caller, use)
+    return await use(connection)
+
+
+async def _run(
+    request: ResourceRequest, servers: list[ServerConnection], caller: Caller | None
+) -> dict[str, Any]:
     if request.op == "read_resource":
         assert request.uri is not None
         retry = types.ReadResourceRequestParams.model_validate(
             {**(request.params or {}), "uri": request.uri}
         )
-        return _dump(await servers[0].read_resource(retry))
+        return _dump(await _on(servers[0], caller, lambda c: c.read_resource(retry)))
     if request.op in PARAMS_OPS:
-        return await _run_with_params(request, servers[0], request.params or {})
+        params = request.params or {}
+        return await _on(servers[0], caller, lambda c: _run_with_params(request, c, params))
     if request.op == "subscribe_resource":
         assert request.uri is not None
         await servers[0].subscribe_resource(request.uri)
@@ -93,17 +115,12 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
     errors: dict[str, str] = {}
     for connection in servers:
         try:
-            items: list[Any]
-            if request.op == "list_prompts":
-                items = await connection.list_prompts()
-            else:
-                templates = request.op == "list_resource_templates"
-                items = await connection.list_resources(templates=templates)
-        except (ServerUnavailable, MCPError) as exc:
+            items: list[Any] = await _on(connection, caller, lambda c: _list(request.op, c))
+        except (ServerUnavailable, MCPError, AuthorizationRequired) as exc:
             if request.server is not None:  # one server asked for: its failure is the answer
                 raise
             errors[connection.name] = (
-                str(exc) if isinstance(exc, ServerUnavailable) else (exc.error.message)
+                str(exc) if not isinstance(exc, MCPError) else exc.error.message
             )
             continue
         listed.extend({"server": connection.name, **_dump(item)} for item in items)
@@ -111,6 +128,12 @@ async def _run(request: ResourceRequest, servers: list[ServerConnection]) -> dic
         request.op, "resourceTemplates"
     )
     return {key: listed, "errors": errors}
+
+
+async def _list(op: str, connection: ServerConnection) -> list[Any]:
+    if op == "list_prompts":
+        return await connection.list_prompts()
+    return await connection.list_resources(templates=op == "list_resource_templates")
 
 
 async def _run_with_params(

@@ -36,6 +36,7 @@ from redis.exceptions import RedisError, ResponseError
 from services.toolhost.approvals import ApprovalDesk
 from services.toolhost.connect_ask import ConnectAsker
 from services.toolhost.direct_tasks import TaskEnds
+from services.toolhost.peruser import PerUserServer
 from services.toolhost.policy import decide_call, decide_read, decision_commands
 from services.toolhost.registry import (
     AuthorizationRequired,
@@ -287,12 +288,30 @@ class RpcServer:
                     message=f"{request.uri}: denied by policy ({decision.reason}); not read",
                     policies=list(decision.policies),
                 )
-        return await serve_resource(self._registry, request, started)
+        return await serve_resource(
+            self._registry, request, started, await self._resource_caller(request)
+        )
+
+    async def _resource_caller(self, request: ResourceRequest) -> Caller | None:
+        """Whom a resources request runs for, where its server acts for the person calling:
+        the gateway's own request says (``caller``); an execution's, its grant."""
+        if request.execution_id == GATEWAY_CALLER:
+            on = request.caller
+            return None if on is None else Caller(on.tenant_id, on.user, on.subject_token)
+        if not isinstance(self._registry.get(request.server or ""), PerUserServer):
+            return None  # its grant is read only where it matters
+        grant = (await self._scope.read_grant(request.execution_id)).value
+        return Caller(grant.tenant_id, grant.user, grant.subject_token) if isinstance(
+            grant, Grant) else None  # fmt: skip
 
     def _tool_ids(self, server: str | None) -> list[str] | None:
         """The ids of the tools ``server`` lists here; None when it is not serving here."""
         backend = self._registry.get(server) if server is not None else None
-        if backend is None or backend.state != "ready":
+        if backend is None:
+            return None
+        # A server acting for people serves them whatever its own state (an OAuth server's
+        # is needs_user_authorization): its scope is always checked.
+        if backend.state != "ready" and not isinstance(backend, PerUserServer):
             return None
         return [f"{server}:{name}" for name in getattr(backend, "tools", None) or {}]
 

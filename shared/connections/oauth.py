@@ -215,6 +215,9 @@ async def client_at(
         response_types=["code"],
         token_endpoint_auth_method="none",
         client_name=CLIENT_NAME,
+        # A server with an https redirect URI (the SDK's default, native, is for apps on
+        # the person's device: OpenID providers refuse it a non-loopback https URI).
+        application_type="web",
     )
     request = create_client_registration_request(found.metadata, wanted, issuer)
     async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S) as http:

@@ -96,6 +96,18 @@ PARAMS_OPS = frozenset({"get_prompt", "complete"})
 GATEWAY_CALLER = "gateway"
 
 
+class OnBehalf(BaseModel):
+    """Who a gateway's own resources request runs for (an execution's: its grant's), so a
+    server that acts for the person calling (docs/upstream-identity.md) serves them their
+    own view: the tenant, the person (None: an API key), their token sealed for them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str = Field(min_length=1)
+    user: str | None = None
+    subject_token: str | None = Field(default=None, repr=False)
+
+
 class ResourceRequest(BaseModel):
     """A resources operation on one server (``server`` None: list every server's).
 
@@ -116,6 +128,8 @@ class ResourceRequest(BaseModel):
     # get_prompt and complete: the MCP request's params; read_resource: a 2026-07-28 retry's
     # inputResponses and requestState
     params: dict[str, Any] | None = None
+    # A GATEWAY_CALLER request's caller (an execution's request: ignored, its grant says).
+    caller: OnBehalf | None = None
 
     @field_validator("server")
     @classmethod

@@ -20,9 +20,7 @@ from shared.tools.apps import UI_SCHEME
 class Fetch(Protocol):
     """A listing of every server's items, filtered by the caller's allow-list."""
 
-    def __call__(
-        self, state: GatewayState, *, patterns: tuple[str, ...] | None = None
-    ) -> Awaitable[dict[str, Any]]: ...
+    def __call__(self, state: GatewayState, *, caller: Principal) -> Awaitable[dict[str, Any]]: ...
 
 
 def register(
@@ -39,11 +37,9 @@ def register(
     ) -> types.ReadResourceResult:
         with protocol_errors(uri=str(params.uri)):
             name, uri = resources.split_gateway_uri(str(params.uri))
-        patterns = (await principal_for(ctx.request)).tool_patterns
+        caller = await principal_for(ctx.request)
         with protocol_errors(uri=str(params.uri)):
-            result = await resources.read_resource(
-                get_state(), server=name, uri=uri, patterns=patterns
-            )
+            result = await resources.read_resource(get_state(), server=name, uri=uri, caller=caller)
         ui = str(params.uri).startswith(UI_SCHEME)  # named back as it was asked for
         for content in result.get("contents", []):
             content["uri"] = resources.gateway_uri(name, content.get("uri") or uri, apps=ui)
@@ -81,9 +77,9 @@ def _lister(
     """A list handler: every server's items (all in one page), renamed into the gateway's names."""
 
     async def handler(ctx: Any, params: types.PaginatedRequestParams) -> types.Result:
-        patterns = (await principal_for(ctx.request)).tool_patterns
+        caller = await principal_for(ctx.request)
         with protocol_errors():
-            listed = await fetch(get_state(), patterns=patterns)
+            listed = await fetch(get_state(), caller=caller)
         ui = apps.declared(ctx)
         renamed = [_renamed(item, uri_key, apps=ui) for item in listed[key]]
         return result_type.model_validate({key: renamed})

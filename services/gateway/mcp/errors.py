@@ -34,6 +34,7 @@ from services.gateway.errors import (
 )
 from shared.errors import (
     AgentCardsError,
+    AuthorizationRequired,
     ErrorType,
     Forbidden,
     NotFound,
@@ -156,10 +157,13 @@ def mcp_error(exc: Exception) -> StructuredToolError:
 def protocol_error(exc: AgentCardsError) -> MCPError:
     """A JSON-RPC error: invalid params for a bad or unknown name, invalid request for a
     caller refused (no key, an admin-only method, a tool or server outside its key's
-    allow-list, a policy's denial), internal otherwise; ``data`` is our error body (its ``type`` says which)."""
+    allow-list, a policy's denial, a server the caller has not connected), internal
+    otherwise; ``data`` is our error body (its ``type`` says which)."""
     if isinstance(exc, ValidationFailed | NotFound):
         code = types.INVALID_PARAMS
-    elif isinstance(exc, Unauthorized | Forbidden | ToolNotAllowed | PolicyDenied):
+    elif isinstance(
+        exc, Unauthorized | Forbidden | ToolNotAllowed | PolicyDenied | AuthorizationRequired
+    ):
         code = types.INVALID_REQUEST
     else:
         code = types.INTERNAL_ERROR

@@ -17,15 +17,17 @@ from typing import Any
 from services.gateway.state import GatewayState
 from shared import tool_ids
 from shared.auth.patterns import cached_patterns
+from shared.auth.principal import Principal
 from shared.errors import (
     AgentCardsError,
+    AuthorizationRequired,
     DependencyError,
     ErrorType,
     NotFound,
     ToolNotAllowed,
     ValidationFailed,
 )
-from shared.rpc.protocol import GATEWAY_CALLER, ResourceOp, ResourceRequest
+from shared.rpc.protocol import GATEWAY_CALLER, OnBehalf, ResourceOp, ResourceRequest
 from shared.tools.apps import UI_SCHEME
 
 GATEWAY_URI_PREFIX = "agentcards://"
@@ -56,20 +58,23 @@ def split_gateway_uri(uri: str) -> tuple[str, str]:
 
 
 async def list_resources(
-    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+    state: GatewayState, *, caller: Principal, server: str | None = None
 ) -> dict[str, Any]:
-    """Every server's resources, each with its ``server``; ``errors`` names servers that failed.
+    """Every server's resources (``server``: that one's), each with its ``server``; ``errors``
+    names servers that failed (one server asked for: its failure is raised).
 
-    ``patterns`` (the caller's tool allow-list) keeps only servers it has a tool of.
+    Only servers the caller's tool allow-list has a tool of are kept; a server that acts for
+    the person calling lists the caller's own (docs/upstream-identity.md).
     """
-    return _visible(await _call(state, op="list_resources"), "resources", patterns)
+    return await _listing(state, "list_resources", "resources", caller=caller, server=server)
 
 
 async def list_resource_templates(
-    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+    state: GatewayState, *, caller: Principal, server: str | None = None
 ) -> dict[str, Any]:
-    """Every server's resource templates, each with its ``server`` (filtered like resources)."""
-    return _visible(await _call(state, op="list_resource_templates"), "resourceTemplates", patterns)
+    """Every server's resource templates, each with its ``server`` (as resources)."""
+    return await _listing(state, "list_resource_templates", "resourceTemplates", caller=caller,
+                          server=server)  # fmt: skip
 
 
 async def read_resource(
@@ -77,7 +82,7 @@ async def read_resource(
     *,
     server: str,
     uri: str,
-    patterns: tuple[str, ...] | None = None,
+    caller: Principal,
     retry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``server``'s ``resources/read`` result for ``uri`` (``contents``: text or base64 blob),
@@ -92,20 +97,17 @@ async def read_resource(
         )
     if not uri:
         raise ValidationFailed("uri must not be empty", field="uri")
-    if patterns is not None and not cached_patterns(patterns).allows_server(server):
-        raise ToolNotAllowed(
-            f"this API key has no tool of server {server!r}, so it may not read its resources",
-            server=server,
-        )
-    return await _call(state, op="read_resource", server=server, uri=uri, params=retry or None)
+    _allowed(caller, server, "read its resources")
+    return await _call(state, op="read_resource", server=server, uri=uri, params=retry or None,
+                       caller=caller)  # fmt: skip
 
 
 async def list_prompts(
-    state: GatewayState, *, patterns: tuple[str, ...] | None = None
+    state: GatewayState, *, caller: Principal, server: str | None = None
 ) -> dict[str, Any]:
-    """Every server's prompts, each with its ``server`` (filtered like resources; the direct
-    MCP surface serves them)."""
-    return _visible(await _call(state, op="list_prompts"), "prompts", patterns)
+    """Every server's prompts (``server``: that one's), each with its ``server`` (as
+    resources; the direct MCP surface serves them)."""
+    return await _listing(state, "list_prompts", "prompts", caller=caller, server=server)
 
 
 async def server_request(
@@ -114,29 +116,50 @@ async def server_request(
     op: ResourceOp,
     server: str,
     params: dict[str, Any],
-    patterns: tuple[str, ...] | None = None,
+    caller: Principal,
 ) -> dict[str, Any]:
     """``get_prompt`` or ``complete`` on ``server`` with the MCP request's ``params``, for a
     caller whose allow-list has a tool of it."""
-    if patterns is not None and not cached_patterns(patterns).allows_server(server):
-        raise ToolNotAllowed(
-            f"this API key has no tool of server {server!r}, so it may not use its prompts",
-            server=server,
-        )
-    return await _call(state, op=op, server=server, params=params)
+    _allowed(caller, server, "use its prompts")
+    return await _call(state, op=op, server=server, params=params, caller=caller)
 
 
 async def subscribe_resource(
-    state: GatewayState, *, server: str, uri: str, patterns: tuple[str, ...] | None = None
+    state: GatewayState, *, server: str, uri: str, caller: Principal
 ) -> None:
     """Ask ``server`` for updates of ``uri`` (the gateway then tells its subscribed clients),
     for a caller whose allow-list has a tool of it."""
+    _allowed(caller, server, "read its resources")
+    await _call(state, op="subscribe_resource", server=server, uri=uri, caller=caller)
+
+
+def _allowed(caller: Principal, server: str, what: str) -> None:
+    """ToolNotAllowed unless the caller's allow-list has a tool of ``server``."""
+    patterns = caller.tool_patterns
     if patterns is not None and not cached_patterns(patterns).allows_server(server):
         raise ToolNotAllowed(
-            f"this API key has no tool of server {server!r}, so it may not read its resources",
+            f"this API key has no tool of server {server!r}, so it may not {what}",
             server=server,
         )
-    await _call(state, op="subscribe_resource", server=server, uri=uri)
+
+
+async def _listing(
+    state: GatewayState, op: ResourceOp, key: str, *, caller: Principal, server: str | None
+) -> dict[str, Any]:
+    """One listing, kept to the caller's servers. One server's: its failure is in ``errors``
+    (as in every server's), but a person who must connect it first is told so, with the link."""
+    patterns = caller.tool_patterns
+    if server and patterns is not None and not cached_patterns(patterns).allows_server(server):
+        return {key: [], "errors": {}}
+    try:
+        listed = await _call(state, op=op, server=server, caller=caller)
+    except AuthorizationRequired:
+        raise
+    except AgentCardsError as exc:
+        if server is None:
+            raise
+        listed = {key: [], "errors": {server: exc.message}}
+    return _visible(listed, key, caller.tool_patterns)
 
 
 def _visible(listed: dict[str, Any], key: str, patterns: tuple[str, ...] | None) -> dict[str, Any]:
@@ -155,8 +178,11 @@ async def _call(
     server: str | None = None,
     uri: str | None = None,
     params: dict[str, Any] | None = None,
+    caller: Principal,
 ) -> dict[str, Any]:
     deadline = time.time() + state.settings.tool_call_timeout_s
+    on_behalf = OnBehalf(tenant_id=caller.tenant_id, user=caller.user,
+                         subject_token=caller.subject_token)  # fmt: skip
     request = ResourceRequest(
         op=op,
         execution_id=GATEWAY_CALLER,
@@ -164,12 +190,16 @@ async def _call(
         uri=uri,
         deadline=deadline,
         params=params,
+        caller=on_behalf,
     )
     reply = await state.rpc.resource(request)
     if reply.ok:
         result: dict[str, Any] = reply.result
         return result
     assert reply.error is not None
+    if reply.error.type == ErrorType.AUTHORIZATION_REQUIRED:  # the person must connect it
+        url = {"url": reply.error.url} if reply.error.url else {}
+        raise AuthorizationRequired(reply.error.message, server=server, **url)
     raise _error(reply.error.type, reply.error.message, op=op, server=server, uri=uri)
 
 

@@ -16,10 +16,10 @@ router = APIRouter(prefix="/v1", tags=["resources"])
 @router.get("/resources", summary="Every downstream server's resources and resource templates")
 async def list_resources(state: State, principal: CurrentPrincipal) -> dict[str, Any]:
     """Each item carries its ``server``; read one with ``/v1/resources/read?server=&uri=``.
-    Only servers the caller's key has a tool of are listed."""
-    patterns = principal.tool_patterns
-    listed = await resources.list_resources(state, patterns=patterns)
-    templates = await resources.list_resource_templates(state, patterns=patterns)
+    Only servers the caller's key has a tool of are listed; a server that acts for the person
+    calling lists theirs (one they have not connected: named in ``errors``)."""
+    listed = await resources.list_resources(state, caller=principal)
+    templates = await resources.list_resource_templates(state, caller=principal)
     return {
         "resources": listed["resources"],
         "resource_templates": templates["resourceTemplates"],
@@ -43,6 +43,4 @@ async def read_resource(
     ],
 ) -> dict[str, Any]:
     """``contents``: ``{uri, mimeType, text}`` or ``{uri, mimeType, blob}`` (base64)."""
-    return await resources.read_resource(
-        state, server=server, uri=uri, patterns=principal.tool_patterns
-    )
+    return await resources.read_resource(state, server=server, uri=uri, caller=principal)

@@ -6,7 +6,10 @@ connects once through a link. Never the person's own token, never anyone else's;
 calls are refused ``authorization_required``; no token is kept in plain text.
 
 Its own stack: the gateway's settings name its own identity provider and public URL (fixed
-ports), and the upstream servers' URLs are fixed before the stack starts.
+ports), and the upstream servers' URLs are fixed before the stack starts. The public URL is
+https, a TLS front before the gateway (tls_front.py), as a deployment's proxy makes it: only
+so does the gateway offer its client ID metadata document (`notes`' authorization server
+fetches it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -32,9 +36,10 @@ import redis
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from shared.queues import CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
-from tests.harness import spawn, stop_group, wait_until
+from tests.harness import remove_at_exit, spawn, stop_group, wait_until
 from tests.integration.identity.provider import (
     IdentityProvider,
     free_port,
@@ -43,12 +48,17 @@ from tests.integration.identity.provider import (
     redis_value,
     running_provider,
 )
+from tests.integration.identity.tls_front import tls_front
 from tests.stack import REPO, E2EStack, mcp_session, stack_fixture, tool_error
 
 IDP_PORT, GATEWAY_PORT, UPSTREAM_PORT = free_port(), free_port(), free_port()
 OWN_IDP_PORT, TICKETS_PORT = free_port(), free_port()  # the OAuth server and its own issuer
+CIMD_IDP_PORT, NOTES_PORT = free_port(), free_port()  # one whose issuer takes CIMDs
+FRONT_PORT = free_port()  # https, before the gateway
+FRONT = remove_at_exit(Path(tempfile.mkdtemp(prefix="upstream-front-")))
+CERT = FRONT / "front-cert.pem"  # what the front presents: the tests and the issuers trust it
 ISSUER = f"http://127.0.0.1:{IDP_PORT}"
-PUBLIC_URL = f"http://127.0.0.1:{GATEWAY_PORT}"
+PUBLIC_URL = f"https://127.0.0.1:{FRONT_PORT}"
 AUDIENCE = f"http://127.0.0.1:{UPSTREAM_PORT}/mcp"
 UPSTREAM = {"url": AUDIENCE,
             "auth": {"type": "token-exchange", "audience": AUDIENCE, "scopes": ["upstream:read"]}}  # fmt: skip
@@ -57,13 +67,15 @@ IDENTITY = {
     "groups_claim": "groups",
     "groups": {
         "engineers": {
-            "tools": ["upstream:*", "tickets:*"],
+            "tools": ["upstream:*", "tickets:*", "notes:*"],
             "scopes": ["agentcards:read", "agentcards:execute"],
         },
     },
 }
 OWN_ISSUER = f"http://127.0.0.1:{OWN_IDP_PORT}"
 TICKETS = f"http://127.0.0.1:{TICKETS_PORT}/mcp"
+CIMD_ISSUER = f"http://127.0.0.1:{CIMD_IDP_PORT}"
+NOTES = f"http://127.0.0.1:{NOTES_PORT}/mcp"
 OUT = Path(tempfile.gettempdir()) / "agentcards-upstream-identity"  # the two-people table
 WHOAMI = """
 try:
@@ -72,12 +84,25 @@ except ToolCallError as e:
     return {"error": e.type, "message": str(e), "url": e.url}
 """
 
+SERVERS = {
+    "upstream": UPSTREAM,
+    "tickets": {"url": TICKETS, "auth": {"type": "oauth"}},
+    "notes": {"url": NOTES, "auth": {"type": "oauth"}},
+}
 stack = stack_fixture(
-    lambda tmp: {"upstream": UPSTREAM, "tickets": {"url": TICKETS, "auth": {"type": "oauth"}}},
+    lambda tmp: SERVERS,
     learning=False,
-    synced_servers=1,  # tickets lists its tools once a person connected it
-    **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
+    synced_servers=1,  # tickets and notes list their tools once a person connected them
+    **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT)
+    | {"public_url": PUBLIC_URL},
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def front() -> Iterator[Path]:
+    """The gateway's https front (its certificate in ``CERT``)."""
+    with tls_front(FRONT, port=FRONT_PORT, backend_port=GATEWAY_PORT) as cert:
+        yield cert
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +161,24 @@ def tickets(tmp_path_factory: pytest.TempPathFactory, own_idp: IdentityProvider)
     with upstream_server(
         tmp_path_factory.mktemp("tickets"), TICKETS_PORT, OWN_ISSUER, TICKETS
     ) as log:
+        yield log
+
+
+@pytest.fixture(scope="module")
+def cimd_idp(tmp_path_factory: pytest.TempPathFactory, front: Path) -> Iterator[IdentityProvider]:
+    """`notes`' authorization server: it takes client ID metadata documents (fetching them
+    from the gateway's https front, whose certificate it trusts)."""
+    tmp = tmp_path_factory.mktemp("cimd-idp")
+    env = {"IDP_CIMD": "1", "NODE_EXTRA_CA_CERTS": str(front)}
+    with running_provider(tmp, port=CIMD_IDP_PORT, resource="http://127.0.0.1:9/none",
+                          env=env) as provider:  # fmt: skip
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory: pytest.TempPathFactory, cimd_idp: IdentityProvider) -> Iterator[Path]:
+    """An OAuth server whose authorization server takes client ID metadata documents."""
+    with upstream_server(tmp_path_factory.mktemp("notes"), NOTES_PORT, CIMD_ISSUER, NOTES) as log:
         yield log
 
 
@@ -214,6 +257,7 @@ def _idp_log(idp: IdentityProvider) -> str:
 
 
 WHOAMI_TICKETS = WHOAMI.replace("mcp.upstream", "mcp.tickets")
+READ_ME = WHOAMI.replace("mcp.upstream.whoami()", "mcp.tickets.read_resource('whoami://me')")
 WRITE_TICKET = WHOAMI.replace("mcp.upstream.whoami()", "mcp.tickets.write_ticket(title='printer')")
 
 
@@ -293,13 +337,21 @@ def test_people_connect_a_server_of_its_own_once(
         listed = client.get("/v1/connections", headers=alice).json()["connections"]
         assert [c["server"] for c in listed] == ["tickets"]
         assert _stored_auth_method(stack, "alice") == "none"  # as registered there: public
+        # Registered as what it is: a web client (a server), not a native app.
+        registered = [json.loads(line.removeprefix("registered ")) for line in
+                      _idp_log(own_idp).splitlines() if line.startswith("registered ")]  # fmt: skip
+        assert len(registered) == 1, registered  # once per authorization server and process
+        assert registered[0]["application_type"] == "web", registered
+        assert registered[0]["redirect_uris"] == [f"{PUBLIC_URL}/oauth/callback"], registered
+        transcript.append(f"(registration at {OWN_ISSUER}: {json.dumps(registered[0])})")
         wait_until(
             lambda: any(t["id"] == "tickets:whoami" for t in client.get(
                 "/v1/tools", headers=alice).json()["tools"]),
             what="tickets' tools, listed by a connected person's session", timeout_s=60,
         )  # fmt: skip
-        assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
-        asked = run(client, erin, WHOAMI_TICKETS)
+        first_calls = {"alice": run(client, alice, WHOAMI_TICKETS)}
+        assert first_calls["alice"]["sub"] == "alice", first_calls
+        asked = first_calls["erin"] = run(client, erin, WHOAMI_TICKETS)
         assert asked["error"] == "authorization_required", asked
         assert asked["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), asked
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
@@ -313,7 +365,10 @@ def test_people_connect_a_server_of_its_own_once(
         assert crossed.status_code == 400 and "refused the code" in crossed.text, crossed.text
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
         assert browsers["erin"].get("/oauth/callback", params=first).status_code == 200
-        assert run(client, erin, WHOAMI_TICKETS)["sub"] == "erin"
+        both = {user: run(client, headers, WHOAMI_TICKETS) for user, headers in
+                (("alice", alice), ("erin", erin))}  # fmt: skip
+        assert {user: seen["sub"] for user, seen in both.items()} == {"alice": "alice",
+                                                                      "erin": "erin"}  # fmt: skip
         _expire(stack, "alice")  # as if her access token had run out: her call renews it
         assert run(client, alice, WHOAMI_TICKETS)["sub"] == "alice"
         # Step up: write_ticket needs upstream:write, which her connection does not grant.
@@ -398,6 +453,12 @@ def test_people_connect_a_server_of_its_own_once(
     assert {s["sub"] for s in shown} == {"alice", "erin"}
     OUT.mkdir(exist_ok=True)
     (OUT / "connect-transcript.txt").write_text("\n".join(transcript) + "\n")
+    (OUT / "two-people-oauth.md").write_text(
+        "| caller | tickets:whoami: upstream saw sub |\n| --- | --- |\n"
+        f"| alice (connected) | {first_calls['alice']['sub']} |\n"
+        f"| erin (not connected) | (refused: {first_calls['erin']['error']}, her own link) |\n"
+        + "".join(f"| {user} (both connected) | {seen['sub']} |\n" for user, seen in both.items())
+    )
     (OUT / "expired.txt").write_text(json.dumps(expired, indent=2) + "\n")
     (OUT / "step-up.txt").write_text(json.dumps(stepped, indent=2) + "\n")
     (OUT / "authorization-server-down.txt").write_text(
@@ -468,7 +529,12 @@ def _expire(stack: E2EStack, user: str) -> None:
 
 def _browser() -> httpx.Client:
     """A browser of the gateway's: it keeps the cookies the gateway sets (not redirected)."""
-    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False)
+    trusted = ssl.create_default_context(cafile=CERT)
+    # A connection per request: the front passes the gateway's closing of an idle
+    # connection on, which a request sent on it at that moment would meet.
+    fresh = httpx.Limits(max_keepalive_connections=0)
+    return httpx.Client(base_url=PUBLIC_URL, timeout=60, follow_redirects=False, verify=trusted,
+                        limits=fresh)  # fmt: skip
 
 
 def _sign_in(browser: httpx.Client, idp: IdentityProvider, user: str,
@@ -522,3 +588,226 @@ def _authorize(
     transcript.append(f"BROWSER login + consent as {user} at {OWN_ISSUER} -> redirect to "
                       "/oauth/callback with code, state, iss")  # fmt: skip
     return redirect_params(back)
+
+
+def test_an_authorization_server_fetches_the_gateways_client_metadata_document(
+    idp: IdentityProvider, cimd_idp: IdentityProvider, notes: Path, stack: E2EStack
+) -> None:
+    """`notes`' authorization server takes client ID metadata documents: the gateway (its
+    public URL https) names its document's URL as its client_id there and registers nothing;
+    the authorization server fetches the document from the gateway
+    (`GET /oauth/client-metadata.json`), Alice connects, and `notes` then serves her as her."""
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    document = f"{PUBLIC_URL}/oauth/client-metadata.json"
+    with httpx.Client(base_url=stack.gateway_url, timeout=120) as client, _browser() as browser:
+        _sign_in(browser, idp, "alice")
+        link = client.post("/v1/connections/notes", headers=alice).json()["url"]
+        opened = browser.get(link.removeprefix(PUBLIC_URL))
+        assert opened.status_code == 303, opened.text
+        authorize = opened.headers["location"]
+        asked = redirect_params(authorize)
+        assert authorize.startswith(CIMD_ISSUER) and asked["client_id"] == document, asked
+        assert asked["code_challenge_method"] == "S256" and asked["resource"] == NOTES, asked
+        back = cimd_idp.sign_in(authorize, "alice")
+        assert back.startswith(f"{PUBLIC_URL}/oauth/callback"), back
+        log = _idp_log(cimd_idp).splitlines()
+        fetched = {line for line in log if line.startswith("fetched client metadata document")}
+        assert fetched == {f"fetched client metadata document {document}"}, log
+        assert not [line for line in log if line.startswith("registered ")], log
+        done = browser.get("/oauth/callback", params=redirect_params(back))
+        assert done.status_code == 200 and "Connected to notes" in done.text, done.text
+        with psycopg.connect(stack.settings.database_url or "") as conn:
+            row = conn.execute("SELECT client_id, auth_method FROM upstream_connections "
+                               "WHERE user_id = 'alice' AND server = 'notes'").fetchone()  # fmt: skip
+        assert row == (document, "none"), row  # no registered client, no secret
+        read = asyncio.run(_read_me(stack, alice, "notes"))
+        assert read["sub"] == "alice" and read["aud"] == NOTES, read
+        assert client.delete("/v1/connections/notes", headers=alice).status_code == 204
+    OUT.mkdir(exist_ok=True)
+    (OUT / "cimd.txt").write_text(
+        f"GET /oauth/connect/… -> 303 {authorize.split('?')[0]} (client_id={asked['client_id']})\n"
+        + "\n".join(sorted(fetched))
+        + "\n"
+        + f"GET /oauth/callback -> {done.status_code}; upstream_connections row {row}\n"
+        + f"resources/read whoami://me on notes as alice -> sub={read['sub']}\n"
+    )
+
+
+async def _read_me(stack: E2EStack, headers: dict[str, str], server: str) -> dict[str, Any]:
+    """``whoami://me`` of ``server`` read through its direct endpoint as ``headers``' caller."""
+    async with mcp_session(stack, path=f"/mcp/servers/{server}", headers=headers) as session:
+        read = await session.read_resource("whoami://me")
+    text = read.contents[0].text  # type: ignore[union-attr]
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+def test_resources_and_prompts_are_each_persons_own(
+    idp: IdentityProvider, seen: Path, own_idp: IdentityProvider, tickets: Path, stack: E2EStack
+) -> None:
+    """A server that acts for people serves their resources, resource templates and prompts
+    as it serves their calls: on each person's own session, through its direct endpoint,
+    `/mcp` (code and direct mode) and REST. Alice connected `tickets`: she reads it as
+    herself; Erin, who has not, is asked to connect (`authorization_required`, a link of her
+    own) and sees none of Alice's; a key is refused without a link. The token-exchange
+    server serves both people as themselves."""
+    tickets.with_name(tickets.name + ".revoked").write_text("")  # the previous test's revocation
+    before = len(tickets.read_text().splitlines())
+    alice = {"Authorization": f"Bearer {idp.token('alice')}"}
+    erin = {"Authorization": f"Bearer {idp.token('erin')}"}
+    keyed = stack.as_new_tenant("acme")
+    with httpx.Client(base_url=stack.gateway_url, timeout=120) as client, _browser() as browser:
+        _sign_in(browser, idp, "alice")
+        link = client.post("/v1/connections/tickets", headers=alice).json()["url"]
+        back = _authorize(browser, link, own_idp, "alice", [])
+        assert browser.get("/oauth/callback", params=back).status_code == 200
+        assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
+        wait_until(
+            lambda: any(t["id"] == "tickets:whoami" for t in client.get(
+                "/v1/tools", headers=alice).json()["tools"]),
+            what="tickets' tools (agent code reads the resources of a server in its scope)",
+            timeout_s=60,
+        )  # fmt: skip
+        table = ["| caller | surface | request | upstream saw |", "| --- | --- | --- | --- |"]
+        for user, headers in (("alice", alice), ("erin", erin), ("API key", keyed.headers)):
+            for server in ("tickets", "upstream"):
+                seen_as = asyncio.run(_personal_view(stack, headers, server))
+                table += [f"| {user} | /mcp/servers/{server} | {op} | {what} |"
+                          for op, what in seen_as.items()]  # fmt: skip
+                if user == "API key":  # names no person: refused, and no link
+                    assert all(w.startswith("authorization_required (no link") for w in
+                               seen_as.values()), seen_as  # fmt: skip
+                elif server == "tickets" and user == "erin":  # not connected: a link of hers
+                    assert all(w.startswith("authorization_required, link") for w in
+                               seen_as.values()), seen_as  # fmt: skip
+                else:  # lists say nothing of whose they are; reads and prompts do
+                    assert set(seen_as.values()) == {user, "listed"}, (user, server, seen_as)
+        for user, headers in (("alice", alice), ("erin", erin)):
+            aggregate = asyncio.run(_aggregate_view(stack, headers))
+            table += [f"| {user} | {op} | | {what} |" for op, what in aggregate.items()]
+            for op, what in aggregate.items():
+                expected = user if user == "alice" or "upstream" in op else None  # connected
+                if expected is None:
+                    assert what.startswith(("authorization_required, link", "not listed")), op
+                else:
+                    assert what == expected, (user, op, what)
+        for user, headers in (("alice", alice), ("erin", erin)):  # agent code, as its person
+            read = run(client, headers, READ_ME)
+            if user == "alice":
+                assert "contents" in read, read
+                assert json.loads(read["contents"][0]["text"])["sub"] == "alice", read
+            else:
+                assert read["error"] == "authorization_required", read
+                assert read["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), read
+            table.append(f"| {user} | code: mcp.tickets.read_resource | whoami://me | "
+                         f"{'alice' if user == 'alice' else read['error'] + ', link'} |")  # fmt: skip
+        listed = client.get("/v1/resources", headers=erin).json()
+        assert "tickets" not in {r["server"] for r in listed["resources"]}, listed
+        assert "not connected" in listed["errors"]["tickets"], listed
+        read = client.get("/v1/resources/read", headers=erin,
+                          params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert read.status_code == 403, read.text
+        error = read.json()["error"]
+        assert error["type"] == "authorization_required", error
+        assert error["details"]["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), error
+        table.append(f"| erin | GET /v1/resources/read (tickets) | | {read.status_code} "
+                     f"{error['type']}, link |")  # fmt: skip
+        mine = client.get("/v1/resources/read", headers=alice,
+                          params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert json.loads(mine.json()["contents"][0]["text"])["sub"] == "alice", mine.text
+        table.append("| alice | GET /v1/resources/read (tickets) | | alice |")
+        keyed_read = client.get("/v1/resources/read", headers=keyed.headers,
+                                params={"server": "tickets", "uri": "whoami://me"})  # fmt: skip
+        assert keyed_read.status_code == 403, keyed_read.text
+        assert "url" not in (keyed_read.json()["error"].get("details") or {}), keyed_read.text
+        assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
+    shown = [json.loads(line) for line in tickets.read_text().splitlines()[before:]]
+    assert {s["sub"] for s in shown} == {"alice"}, shown  # the only person connected
+    OUT.mkdir(exist_ok=True)
+    (OUT / "resources-two-people.md").write_text("\n".join(table) + "\n")
+
+
+async def _personal_view(stack: E2EStack, headers: dict[str, str], server: str) -> dict[str, str]:
+    """What each resources and prompts request on ``server``'s direct endpoint saw of the
+    caller: the upstream's subject, or the refusal (``authorization_required``, with a link
+    of the gateway's or none)."""
+    requests: dict[str, Any] = {
+        "resources/list": lambda s: s.list_resources(),
+        "resources/templates/list": lambda s: s.list_resource_templates(),
+        "resources/read whoami://me": lambda s: s.read_resource("whoami://me"),
+        "resources/read whoami://tickets/bob": lambda s: s.read_resource("whoami://tickets/bob"),
+        "prompts/list": lambda s: s.list_prompts(),
+        "prompts/get greeting": lambda s: s.get_prompt("greeting"),
+    }
+    seen_as: dict[str, str] = {}
+    async with mcp_session(stack, path=f"/mcp/servers/{server}", headers=headers) as session:
+        for op, request in requests.items():
+            try:
+                answer = await request(session)
+            except MCPError as exc:
+                seen_as[op] = _refusal(exc)
+                continue
+            seen_as[op] = _subject_of(op, answer)
+    return seen_as
+
+
+async def _aggregate_view(stack: E2EStack, headers: dict[str, str]) -> dict[str, str]:
+    """The same where every server's are served together: `/mcp` (resources
+    ``agentcards://<server>/<uri>``, in any mode) and `/mcp/servers` (those, and prompts
+    ``<server>.<prompt>``)."""
+    seen_as: dict[str, str] = {}
+    for path in ("/mcp", "/mcp/servers"):
+        async with mcp_session(stack, path=path, headers=headers) as session:
+            uris = {str(r.uri) for r in (await session.list_resources()).resources}
+            names = set()
+            if path == "/mcp/servers":
+                names = {p.name for p in (await session.list_prompts()).prompts}
+            for server in ("tickets", "upstream"):
+                uri = f"agentcards://{server}/whoami://me"
+                op = f"{path} resources/read {uri}"
+                try:
+                    seen_as[op] = _subject_of(op, await session.read_resource(uri))
+                except MCPError as exc:
+                    seen_as[op] = _refusal(exc)
+                listed = seen_as[op] if uri in uris else "not listed"
+                seen_as[f"{path} resources/list ({server})"] = listed
+                if path == "/mcp/servers":
+                    op = f"{path} prompts/get {server}.greeting"
+                    try:
+                        answer = await session.get_prompt(f"{server}.greeting")
+                        seen_as[op] = _subject_of(op, answer)
+                    except MCPError as exc:
+                        seen_as[op] = _refusal(exc)
+                    listed = seen_as[op] if f"{server}.greeting" in names else "not listed"
+                    seen_as[f"{path} prompts/list ({server})"] = listed
+    return seen_as
+
+
+def _subject_of(op: str, answer: Any) -> str:
+    """Whose view an answer is: the subject the upstream reported."""
+    if isinstance(answer, types.ReadResourceResult):
+        return str(json.loads(answer.contents[0].text)["sub"])  # type: ignore[union-attr]
+    if isinstance(answer, types.GetPromptResult):
+        text = answer.messages[0].content.text  # type: ignore[union-attr]
+        return str(text).removeprefix("Hello ")
+    if isinstance(answer, types.ListResourcesResult):
+        found = [str(r.uri) for r in answer.resources]
+        assert found == ["whoami://me"], found
+    elif isinstance(answer, types.ListResourceTemplatesResult):
+        found = [t.uri_template for t in answer.resource_templates]
+        assert found == ["whoami://tickets/{owner}"], found
+    elif isinstance(answer, types.ListPromptsResult):
+        found = [p.name for p in answer.prompts]
+        assert found == ["greeting"], found
+    return "listed" if op.endswith("list") else repr(answer)
+
+
+def _refusal(exc: MCPError) -> str:
+    """A JSON-RPC refusal as the table shows it: its type and whether it carries a link."""
+    body = exc.error.data or {}
+    url = (body.get("details") or {}).get("url")
+    assert body.get("type") == "authorization_required", exc.error
+    if url is None:
+        return "authorization_required (no link)"
+    assert url.startswith(f"{PUBLIC_URL}/oauth/connect/") and url in exc.error.message, exc.error
+    return "authorization_required, link"

@@ -10,6 +10,10 @@
 //                 claims; `<user>-opaque` gets opaque tokens for the same user
 // OIDC_PROVIDER   the package's entry file (the test npm prefix)
 // IDP_ACCESS_TTL  seconds an access token for a resource lasts (600 unless given)
+// IDP_CIMD        "1": clients may be client ID metadata documents (their https URL as the
+//                 client_id, fetched here; each fetch logged `fetched client metadata document
+//                 <url>`), on loopback too (the package's SSRF guard refuses 127.0.0.1, where
+//                 the tests' gateway is; Node trusts its certificate by NODE_EXTRA_CA_CERTS)
 //
 // Also: the gateway's client (`gateway` / `gateway-secret`): introspection, token exchange
 // (RFC 8693, a grant registered below: a person's token for the gateway becomes one for another
@@ -17,7 +21,7 @@
 // client credentials for another audience (the toolhost reads a server's tools with it), and the dashboard's
 // sign-in (authorization code + PKCE back to <public_url>/dashboard/callback, RP-initiated
 // logout back to /dashboard/signed-out); dynamic client
-// registration (the MCP SDK registers itself), devInteractions (the login and consent forms,
+// registration (the MCP SDK registers itself; each logged as `registered {...}`), devInteractions (the login and consent forms,
 // which the tests post to over HTTP), DPoP and revocation.
 //
 // And two doors for the tests, as an administrator has them at a real provider:
@@ -72,7 +76,15 @@ for (const user of Object.keys(users)) {
   }
 }
 
+const cimd = process.env.IDP_CIMD === '1';
 const provider = new Provider(issuer, {
+  ...(cimd && {
+    // Without the dispatcher the package adds (its guard against special-use addresses).
+    fetch: (url, { dispatcher, ...options }) => {
+      process.stdout.write(`fetched client metadata document ${url}\n`);
+      return globalThis.fetch(url, options);
+    },
+  }),
   clients,
   jwks,
   scopes: ['openid', 'offline_access', ...SCOPES.split(' '), ...UPSTREAM_SCOPES.split(' ')],
@@ -89,6 +101,7 @@ const provider = new Provider(issuer, {
   conformIdTokenClaims: false, // the ID token names the person (`name`), as most IdPs do
   features: {
     devInteractions: { enabled: true },
+    clientIdMetadataDocument: { enabled: cimd, ...(cimd && { ack: 'draft-02' }) },
     rpInitiatedLogout: { enabled: true },
     registration: { enabled: true },
     introspection: { enabled: true },
@@ -162,6 +175,15 @@ provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange, [
   'subject_token', 'subject_token_type', 'audience', 'scope', 'requested_token_type',
   'actor_token', 'actor_token_type', 'resource',
 ], ['resource']);
+
+// Each dynamic registration, as the client asked for it (`registered {...}`): what a client
+// says it is (its application_type, redirect URIs, how it authenticates).
+provider.on('registration_create.success', (ctx, client) => {
+  const { client_id, application_type, redirect_uris, token_endpoint_auth_method } = client.metadata();
+  process.stdout.write(`registered ${JSON.stringify({
+    client_id, application_type, redirect_uris, token_endpoint_auth_method,
+  })}\n`);
+});
 
 const grantsOf = new Map(); // account -> the ids of its grants (for /admin/revoke)
 provider.on('grant.saved', (grant) => {

@@ -162,10 +162,11 @@ def dpop_proof(key: ECKey, method: str, url: str, *, token: str | None = None,
 
 @contextlib.contextmanager
 def running_provider(
-    tmp: Path, *, port: int, resource: str, access_ttl_s: int = 600
-) -> Iterator[IdentityProvider]:
+    tmp: Path, *, port: int, resource: str, access_ttl_s: int = 600,
+    env: dict[str, str] | None = None,
+) -> Iterator[IdentityProvider]:  # fmt: skip
     """The provider on ``port``, issuing tokens for ``resource`` (each lasting
-    ``access_ttl_s``), stopped on exit."""
+    ``access_ttl_s``), stopped on exit; ``env``: more of idp.mjs's settings (``IDP_CIMD``)."""
     keys = signing_keys()
     jwks_file = tmp / f"idp-jwks-{port}.json"
     jwks_file.write_text(json.dumps(keys.as_dict(private=True)))
@@ -183,6 +184,7 @@ def running_provider(
             "OIDC_PROVIDER": str(entry),
             "NODE_ENV": "development",
             "PATH": str(node.parent),
+            **(env or {}),
         },
         stdout=log_path.open("wb"),
         stderr=log_path.open("ab"),

@@ -1,6 +1,7 @@
 """A real MCP server behind the gateway that acts for people (streamable HTTP, the mcp SDK):
 it takes only access tokens from the identity provider for its own audience, and its tool
-``whoami`` says whose token it saw.
+``whoami``, its resources ``whoami://me`` and ``whoami://tickets/{owner}`` and its prompt
+``greeting`` say whose token they saw.
 
 Every token presented is appended to ``LOG`` (one JSON line: its subject, audience, client,
 whether it was taken, and the token itself, so a test can look for it where it must not be):
@@ -128,6 +129,14 @@ class NeedsWriteScope:
         await self.app(scope, replay, send)
 
 
+def _seen() -> dict[str, Any]:
+    """The subject, audience, client and actor of the token the request came with."""
+    seen = get_access_token()
+    claims = (seen.claims or {}) if seen is not None else {}
+    return {"sub": claims.get("sub"), "aud": claims.get("aud"),
+            "client_id": claims.get("client_id"), "act": claims.get("act")}  # fmt: skip
+
+
 def build(port: int, issuer: str, audience: str, log: Path) -> MCPServer:
     server = MCPServer(
         "upstream",
@@ -143,10 +152,24 @@ def build(port: int, issuer: str, audience: str, log: Path) -> MCPServer:
     @server.tool()
     def whoami() -> dict[str, Any]:
         """Whose token this call came with: its subject, audience and the client that got it."""
-        seen = get_access_token()
-        claims = (seen.claims or {}) if seen is not None else {}
-        return {"sub": claims.get("sub"), "aud": claims.get("aud"),
-                "client_id": claims.get("client_id"), "act": claims.get("act")}  # fmt: skip
+        return _seen()
+
+    # A resource, a resource template and a prompt that say whose token read them, as the
+    # tool does: a person's view of the server, never another's.
+    @server.resource("whoami://me", mime_type="application/json")
+    def me() -> str:
+        """Whose token read this resource."""
+        return json.dumps(_seen())
+
+    @server.resource("whoami://tickets/{owner}", mime_type="application/json")
+    def tickets_of(owner: str) -> str:
+        """One person's tickets, read with whose token."""
+        return json.dumps({"owner": owner, **_seen()})
+
+    @server.prompt()
+    def greeting() -> str:
+        """A greeting naming whose token asked for it."""
+        return f"Hello {_seen()['sub']}"
 
     @server.tool()
     def write_ticket(title: str) -> dict[str, Any]:

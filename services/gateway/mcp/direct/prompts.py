@@ -21,10 +21,12 @@ async def list_prompts(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
 ) -> types.ListPromptsResult:
     """``prompts/list``: the endpoint's prompts the caller may use."""
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    caller = await endpoint.principal(ctx)
     endpoint.listen(ctx)
-    with protocol_errors():
-        listed = await downstream.list_prompts(endpoint.get_state(), patterns=patterns)
+    with protocol_errors():  # one server's endpoint: its failure (connect first) is the answer
+        listed = await downstream.list_prompts(
+            endpoint.get_state(), caller=caller, server=endpoint.name
+        )
     prompts = []
     for item in listed["prompts"]:
         server = item.pop("server")
@@ -41,7 +43,6 @@ async def get_prompt(
 ) -> types.GetPromptResult | types.InputRequiredResult:
     """``prompts/get``, answered by the prompt's server (decided by policy first)."""
     principal = await endpoint.principal(ctx)
-    patterns = principal.tool_patterns
     body = forwarded_params(params)
     with protocol_errors():
         server, body["name"] = split_name(endpoint.name, params.name, what="prompt")
@@ -50,7 +51,7 @@ async def get_prompt(
             arguments=params.arguments,
         )  # fmt: skip
         result = await downstream.server_request(
-            endpoint.get_state(), op="get_prompt", server=server, params=body, patterns=patterns
+            endpoint.get_state(), op="get_prompt", server=server, params=body, caller=principal
         )
     if (asked := input_asked(ctx, result, f"prompts/get of {params.name!r}")) is not None:
         return asked
@@ -62,7 +63,7 @@ async def complete(
 ) -> types.CompleteResult:
     """``completion/complete`` of a prompt's or a resource template's argument, answered by
     its server."""
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    caller = await endpoint.principal(ctx)
     body = forwarded_params(params)
     ref = params.ref
     with protocol_errors():
@@ -73,6 +74,6 @@ async def complete(
         else:
             server = endpoint.name
         result = await downstream.server_request(
-            endpoint.get_state(), op="complete", server=server, params=body, patterns=patterns
+            endpoint.get_state(), op="complete", server=server, params=body, caller=caller
         )
     return types.CompleteResult.model_validate(result)

@@ -41,10 +41,10 @@ async def list_templates(
 async def _listing(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], fetch: Any, key: str, uri_key: str
 ) -> list[dict[str, Any]]:
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    caller = await endpoint.principal(ctx)
     endpoint.listen(ctx)
-    with protocol_errors():
-        listed = await fetch(endpoint.get_state(), patterns=patterns)
+    with protocol_errors():  # one server's endpoint: its failure (connect first) is the answer
+        listed = await fetch(endpoint.get_state(), caller=caller, server=endpoint.name)
     items = []
     ui = apps.declared(ctx)
     for item in listed[key]:
@@ -62,14 +62,14 @@ async def read_resource(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult | types.InputRequiredResult:
     """``resources/read``, answered by the resource's server."""
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    caller = await endpoint.principal(ctx)
     uri = str(params.uri)
     retry = forwarded_params(params)
     retry.pop("uri", None)
     with protocol_errors(uri=uri):
         server, inner = endpoint.resource_of(uri)
         result = await downstream.read_resource(
-            endpoint.get_state(), server=server, uri=inner, patterns=patterns, retry=retry
+            endpoint.get_state(), server=server, uri=inner, caller=caller, retry=retry
         )
     if (asked := input_asked(ctx, result, f"resources/read of {uri!r}")) is not None:
         return asked
@@ -84,11 +84,11 @@ async def subscribe_downstream(
     endpoint: Endpoint, ctx: ServerRequestContext[Any], seen: str
 ) -> tuple[str, str]:
     """Ask the resource's server for its updates, if the caller may read it."""
-    patterns = (await endpoint.principal(ctx)).tool_patterns
+    caller = await endpoint.principal(ctx)
     with protocol_errors():
         server, uri = endpoint.resource_of(seen)
         await downstream.subscribe_resource(
-            endpoint.get_state(), server=server, uri=uri, patterns=patterns
+            endpoint.get_state(), server=server, uri=uri, caller=caller
         )
     return server, uri
 
@@ -126,9 +126,7 @@ async def subscribe_named(
     (``agentcards://<server>/<uri>``, as the aggregate does), if the caller may read it."""
     with protocol_errors():
         server, uri = downstream.split_gateway_uri(seen)
-        await downstream.subscribe_resource(
-            state, server=server, uri=uri, patterns=principal.tool_patterns
-        )
+        await downstream.subscribe_resource(state, server=server, uri=uri, caller=principal)
     listeners.subscribe(ctx, (server, uri), seen)
 
 
