@@ -197,9 +197,12 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     silent: dict[str, Any] = {}
     agent = threading.Thread(target=_ask_nobody_answers, args=(stack, silent))
     agent.start()
-    # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
-    # wait does not spend it.
-    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
+    # Unanswered: its run's own limit (16 s) is below the approval's time (20 s, and 2 s
+    # more, given while it waits: the run asks again once, its trace says `pending` once);
+    # up to the cap (12 s) the wait does not spend it.
+    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=16)
+    # Past the cap, waiting counts: a run of 3 s waiting for an answer ends after 3 + 12 s.
+    capped = submit(stack, payer, PYTHON, args={"amount": 2, "to": "refund"}, timeout_s=3)
     paused(stack, payer, slow)
     with stack.db() as conn:  # as if it had waited 100 s: far past its limit and the grace
         for table, column in (("executions", "started_at"), ("approvals", "created_at")):
@@ -208,6 +211,11 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
                 f"WHERE {'id' if table == 'executions' else 'execution_id'} = %s",
                 (slow,),
             )
+        conn.execute(
+            "UPDATE approvals SET expires_at = expires_at + interval '2 seconds' "
+            "WHERE execution_id = %s",
+            (slow,),
+        )
         conn.commit()
         (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
     assert row["overdue"] is False  # its waiting does not count: not taken for hung
@@ -320,6 +328,22 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    with stack.db() as conn:
+        traced = conn.execute("SELECT trace FROM executions WHERE id = %s", (slow,)).fetchone()
+    assert traced is not None
+    asked_again = [(e["status"], e["by"]) for e in traced["trace"] if e["type"] == "approval"]
+    assert asked_again == [("pending", None), ("expired", None)], asked_again
+    over = finished(stack, payer, capped)
+    assert over["status"] == "timeout", over
+    assert over["error"]["details"]["waiting_on"][0]["tool"].startswith("rec"), over["error"]
+    with stack.db() as conn:
+        (late,) = conn.execute(
+            "SELECT call_id FROM approvals WHERE execution_id = %s", (capped,)
+        ).fetchall()
+    closed = answer(stack, boss, capped, late["call_id"], YES)
+    assert closed.status_code == 409, closed.text  # its run is over: nothing would run it
+    assert closed.json()["error"]["type"] == "approval_closed"
+    assert 2 not in amounts()
     agent.join(timeout=120)
     assert silent["result"][:2] == ["approval_timeout", ["refunds-need-approval"]], silent
     assert len(silent["asked"]) == 1 and '"amount":4' in silent["asked"][0], silent
@@ -464,6 +488,39 @@ async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -
     assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]
 
 
+def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> None:
+    """As many runs wait for approval as the sandbox worker has pool processes, and a new run
+    still runs to its end while they wait: each waiting run gives its place back (the pool
+    grows by one per waiting run, AGENTCARDS_APPROVAL_MAX_PARKED at most), and the pool is
+    back to its size once they went on."""
+    payer, boss = key(stack, "payer5", admin=True), key(stack, "boss5", admin=True)
+    worker = psutil.Process(stack.procs["sandbox"].proc.pid)
+    size = len(worker.children())  # its pool processes (their sandbox children are theirs)
+    waiting = [
+        submit(stack, payer, PYTHON, args={"amount": 60 + i, "to": "refund"}, timeout_s=120)
+        for i in range(size)
+    ]
+    calls = [paused(stack, payer, run_id)["pending_approvals"][0]["call_id"] for run_id in waiting]
+    other = submit(stack, payer, "return 6 * 7")
+    done = finished(stack, payer, other)
+    assert done["status"] == "succeeded" and done["result"] == 42, done
+    for run_id in waiting:  # they still wait: the new run did not wait for one of them to end
+        assert read(stack, payer, run_id)["status"] == "waiting_approval"
+    for run_id, call_id in zip(waiting, calls, strict=True):
+        no = answer(stack, boss, run_id, call_id, {"decision": "deny", "reason": "not today"})
+        assert no.status_code == 200, no.text
+    for run_id in waiting:
+        ended = finished(stack, payer, run_id)
+        assert ended["status"] == "succeeded", ended
+        assert ended["result"][:2] == ["approval_denied", ["refunds-need-approval"]], ended
+    wait_until(
+        lambda: len(worker.children()) == size,
+        what="the pool back to its size",
+        proc=stack.procs["sandbox"],
+    )
+    assert not {60, 61} & set(amounts())
+
+
 def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2EStack) -> None:
     """``retry: safe``: the pool process running a paused run is killed; the approval given
     while no worker runs it holds, and the re-run redeems it: the call reaches the server
@@ -507,7 +564,8 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
     would: a gateway's start can take longer than this stack's 20 s on a loaded machine (the
     waiting run asks again when its first 20 s are over and waits on)."""
     payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
-    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
+    # A limit far past the wait for the restart: waiting past the cap counts against it.
+    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"}, timeout_s=150)
     paused(stack, payer, run_id)
     url = f"{stack.gateway_url}/mcp/servers/rec"
     with httpx.Client(headers=payer | ACCEPT, timeout=60) as http:
