@@ -24,8 +24,10 @@ import httpx
 import psutil
 import pytest
 import redis
-from mcp import types
+from mcp import Client, types
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
 
@@ -38,7 +40,7 @@ from tests.harness import wait_until
 from tests.integration.identity.provider import IdentityProvider, free_port
 from tests.integration.policy import test_decisions as decisions
 from tests.integration.scale.test_gateway_replicas import INIT
-from tests.stack import E2EStack, each_event, mcp_session
+from tests.stack import E2EStack, each_event, mcp_session, tool_error
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
@@ -486,6 +488,61 @@ async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -
     assert "asked at the agent" in message and "elicitation" in message
     assert amounts().count(21) == 1 and 22 not in amounts()
     assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]
+
+
+async def test_a_stateless_clients_person_answers_through_input_required(stack: E2EStack) -> None:
+    """MCP 2026-07-28 (the SDK's ``Client``: no session, no request mid-call): the approval's
+    form reaches the client as an ``InputRequiredResult``, and its retry carries the answer.
+    A script's call and a direct call: approved, each runs once; denied, ``approval_denied``."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        approve = any(f'"amount":{n}' in params.message for n in (71, 73))
+        schema = params.requested_schema  # type: ignore[union-attr]
+        assert set(schema["properties"]) == {"approve", "reason"}, schema
+        return types.ElicitResult(
+            action="accept", content={"approve": approve, "reason": "asked statelessly"}
+        )
+
+    agent = key(stack, "stateless-agent")
+    outcomes: dict[int, Any] = {}
+    async with create_mcp_http_client(headers=agent) as http:
+        async with Client(
+            streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http),
+            elicitation_callback=elicitation,
+        ) as modern:
+            assert modern.protocol_version == "2026-07-28"
+            for amount in (71, 72):
+                called = await modern.call_tool(
+                    "execute_code", {"code": PYTHON, "args": {"amount": amount, "to": "refund"}}
+                )
+                assert not called.is_error, called
+                data = called.structured_content or {}
+                outcomes[amount] = data["result"] if set(data) == {"result"} else data
+        async with Client(
+            streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http),
+            elicitation_callback=elicitation,
+        ) as direct:
+            assert direct.protocol_version == "2026-07-28"
+            for amount in (73, 74):
+                outcomes[amount] = await direct.call_tool("pay", {"amount": amount, "to": "refund"})
+    assert outcomes[71]["status"] == "succeeded", outcomes[71]
+    assert outcomes[71]["result"] == "paid 71.0 to refund"
+    kind, policies, message = outcomes[72]["result"]
+    assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+    assert "asked statelessly" in message and "elicitation" in message
+    assert not outcomes[73].is_error and "paid 73.0 to refund" in json.dumps(
+        outcomes[73].model_dump(mode="json")
+    ), outcomes[73]
+    refused = tool_error(outcomes[74])
+    assert refused["type"] == "approval_denied", refused
+    assert "asked statelessly" in refused["message"], refused
+    paid = amounts()
+    assert (paid.count(71), paid.count(73)) == (1, 1) and not {72, 74} & set(paid), paid
+    assert len(asked) == 4 and all("rec:pay" in q for q in asked), asked
 
 
 def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> None:
