@@ -545,6 +545,67 @@ async def test_a_stateless_clients_person_answers_through_input_required(stack: 
     assert len(asked) == 4 and all("rec:pay" in q for q in asked), asked
 
 
+async def test_a_direct_call_whose_client_goes_away_closes_its_approval(stack: E2EStack) -> None:
+    """A direct call waiting for approval whose client goes away (a 2025-11-25 session ended
+    with ``DELETE``; a 2026-07-28 client's request dropped) can no longer run: its approval
+    leaves the approvers' inbox, an answer is 409 ``approval_closed`` (abandoned), the
+    closing is audited, and nothing reaches the server."""
+    caller, boss = key(stack, "leaver", admin=True), key(stack, "boss6", admin=True)
+    url = f"{stack.gateway_url}/mcp/servers/rec"
+    pay = {"name": "pay", "arguments": {"amount": 91, "to": "refund"}}
+
+    def legacy_call_then_end_the_session() -> None:
+        with httpx.Client(headers=caller | ACCEPT, timeout=60) as http:
+            session = open_legacy_session(http, url)
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": pay}
+            with http.stream("POST", url, json=call, headers=session) as calling:
+                next(each_event(calling))  # the call is under way; then its stream drops
+            _inbox_entry(stack, boss, 91)
+            assert http.delete(url, headers=session).status_code in (200, 204)
+
+    async def stateless_call() -> None:
+        async with (
+            create_mcp_http_client(headers=caller) as http,
+            Client(streamable_http_client(url, http_client=http)) as modern,
+        ):
+            await modern.call_tool("pay", {"amount": 92, "to": "refund"})
+
+    await asyncio.to_thread(legacy_call_then_end_the_session)
+    left = asyncio.create_task(stateless_call())
+    await asyncio.to_thread(_inbox_entry, stack, boss, 92)
+    left.cancel()  # the client goes away mid-call
+    with pytest.raises(asyncio.CancelledError):
+        await left
+
+    def closed() -> bool:
+        with httpx.Client(base_url=stack.gateway_url, headers=boss, timeout=60) as client:
+            pending = client.get("/v1/approvals").json()["pending"]
+        return not [p for p in pending if (p["args"] or {}).get("amount") in (91, 92)]
+
+    await asyncio.to_thread(wait_until, closed, what="both approvals leave the inbox")
+    with stack.db() as conn:
+        rows = conn.execute(
+            "SELECT a.execution_id, a.call_id, a.status, a.reason FROM approvals a "
+            "JOIN api_keys k ON k.id::text = a.caller_key WHERE k.name = 'leaver'"
+        ).fetchall()
+        audit = conn.execute(
+            "SELECT details FROM audit_log WHERE action = 'approval_decided' "
+            "AND execution_id::text = ANY(%s)",
+            ([str(r["execution_id"]) for r in rows],),
+        ).fetchall()
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"expired"}, rows
+    assert all(r["reason"].startswith("abandoned: ") for r in rows), rows
+    assert sorted(a["details"]["decision"] for a in audit) == ["abandoned", "abandoned"], audit
+    for row in rows:
+        late = await asyncio.to_thread(
+            answer, stack, boss, str(row["execution_id"]), row["call_id"], YES
+        )
+        assert late.status_code == 409, late.text
+        error = late.json()["error"]
+        assert error["type"] == "approval_closed" and "abandoned" in error["message"], error
+    assert not {91, 92} & set(amounts())
+
+
 def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> None:
     """As many runs wait for approval as the sandbox worker has pool processes, and a new run
     still runs to its end while they wait: each waiting run gives its place back (the pool
