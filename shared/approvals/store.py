@@ -236,6 +236,21 @@ def close_unrun(conn: Conn, *, execution_id: str, call_id: str, why: str) -> Row
     return closed
 
 
+def close_run_approvals(conn: Conn, *, execution_id: str, why: str) -> int:
+    """Close the run's paused calls still open after it ended (``close_unrun`` each): how
+    many were."""
+    open_ids = conn.execute(
+        "SELECT call_id FROM approvals WHERE execution_id = %s "
+        "AND status IN ('pending', 'approved')",
+        (execution_id,),
+    ).fetchall()
+    closed = [
+        close_unrun(conn, execution_id=execution_id, call_id=row["call_id"], why=why)
+        for row in open_ids
+    ]
+    return sum(1 for row in closed if row is not None)
+
+
 def status_of(conn: Conn, *, tenant_id: str, execution_id: str, call_id: str) -> str | None:
     """The approval's status in the tenant (None: there is none)."""
     row = conn.execute(

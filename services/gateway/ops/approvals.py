@@ -121,7 +121,9 @@ async def approval_status(
     )
 
 
-async def close_abandoned(state: GatewayState, *, execution_id: str, call_id: str, why: str) -> None:
+async def close_abandoned(
+    state: GatewayState, *, execution_id: str, call_id: str, why: str
+) -> None:
     """Close a direct call's approval that nothing will run (its client went away while it
     waited): out of the approvers' inbox, answered ``approval_closed``, audited. A failure
     leaves it open until it expires, as before."""

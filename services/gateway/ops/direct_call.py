@@ -326,9 +326,7 @@ async def _after_approval(
                 else f"the call failed while it waited ({type(exc).__name__})"
             )
             await asyncio.shield(
-                close_abandoned(
-                    state, execution_id=call.execution_id, call_id=approval_id, why=why
-                )
+                close_abandoned(state, execution_id=call.execution_id, call_id=approval_id, why=why)
             )
         raise
     return reply

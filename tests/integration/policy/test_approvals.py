@@ -338,13 +338,16 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     over = finished(stack, payer, capped)
     assert over["status"] == "timeout", over
     assert over["error"]["details"]["waiting_on"][0]["tool"].startswith("rec"), over["error"]
-    with stack.db() as conn:
+    with stack.db() as conn:  # closed as its run ended: nothing will run the call
         (late,) = conn.execute(
-            "SELECT call_id FROM approvals WHERE execution_id = %s", (capped,)
+            "SELECT call_id, status, reason FROM approvals WHERE execution_id = %s", (capped,)
         ).fetchall()
+    assert late["status"] == "expired", late
+    assert late["reason"].startswith("abandoned: its run ended (timeout)"), late
     closed = answer(stack, boss, capped, late["call_id"], YES)
-    assert closed.status_code == 409, closed.text  # its run is over: nothing would run it
+    assert closed.status_code == 409, closed.text
     assert closed.json()["error"]["type"] == "approval_closed"
+    assert closed.json()["error"]["details"]["status"] == "abandoned", closed.text
     assert 2 not in amounts()
     agent.join(timeout=120)
     assert silent["result"][:2] == ["approval_timeout", ["refunds-need-approval"]], silent
@@ -613,7 +616,14 @@ def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> N
     back to its size once they went on."""
     payer, boss = key(stack, "payer5", admin=True), key(stack, "boss5", admin=True)
     worker = psutil.Process(stack.procs["sandbox"].proc.pid)
-    size = len(worker.children())  # its pool processes (their sandbox children are theirs)
+    argv = worker.cmdline()
+    size = int(argv[argv.index("--concurrency") + 1])  # its pool processes, when none waits
+
+    def pool_at_size() -> bool:  # its children: the pool processes (the sandboxes are theirs)
+        return len(worker.children()) == size
+
+    # Runs of the tests before may have just ended: their places are given back first.
+    wait_until(pool_at_size, what="the pool at its size", proc=stack.procs["sandbox"])
     waiting = [
         submit(stack, payer, PYTHON, args={"amount": 60 + i, "to": "refund"}, timeout_s=120)
         for i in range(size)
@@ -632,7 +642,7 @@ def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> N
         assert ended["status"] == "succeeded", ended
         assert ended["result"][:2] == ["approval_denied", ["refunds-need-approval"]], ended
     wait_until(
-        lambda: len(worker.children()) == size,
+        pool_at_size,
         what="the pool back to its size",
         proc=stack.procs["sandbox"],
     )
