@@ -118,9 +118,11 @@ class Parking(bootsteps.StartStopStep):
             # The prefetch first, so no run comes for the place; the process once it is idle.
             consumer.qos.decrement_eventually(fewer * multiplier)
             self.grown, self.owed = want, self.owed + fewer
-        # One process stops per look, once the last one stopped has gone: the pool's shrink
-        # takes the first idle process it finds, which may be the one it is still stopping.
-        stopping = any(getattr(p, "_controlled_termination", False) for p in processes)
+        # One process stops per look, once the last one stopped has left the pool's list
+        # (dead is not enough: until the pool joins it, its shrink may take it again).
+        stopping = any(
+            getattr(p, "_controlled_termination", False) for p in consumer.pool._pool._pool
+        )
         if self.owed and not stopping:
             try:
                 consumer.pool.shrink(1)
