@@ -2,7 +2,8 @@
 ``waiting_approval`` with the call, nothing reaches the server until a person answers over
 REST; approved it runs exactly once (two answers at once: one wins), denied it raises
 ``approval_denied``, unanswered ``approval_timeout``; the wait does not spend the run's
-wall-clock limit; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
+wall-clock limit (up to the cap) nor its place in the sandbox worker; a call whose run
+ended or whose direct caller went away closes its approval; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
 tenant's admins other than the caller; answers are in the trace and the audit log; a
 capability learned from a run whose call was approved says so in search and its skill.
 
