@@ -235,6 +235,14 @@ class Settings(BaseSettings):
         "lengthens the sandbox task's hard time limit by as much, which "
         "AGENTCARDS_CELERY_VISIBILITY_TIMEOUT_S must exceed.",
     )
+    approval_max_parked: int = Field(
+        default=8,
+        ge=0,
+        le=256,
+        description="How many runs waiting for approval each sandbox worker lets go of their "
+        "place (its pool grows by one per waiting run, and shrinks as they go on), so waiting "
+        "runs do not stall the others; beyond it a waiting run keeps its place. 0: never.",
+    )
     oauth_client_id: str | None = Field(
         default=None,
         description="The gateway's client id at the issuer, for token introspection (RFC 7662).",

@@ -106,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 group.start_soon(registry.heartbeat)
                 group.start_soon(serve_inbox, registry, app, group)
                 yield
+                state.stopping = True
                 await registry.stop()  # before the sessions close: others take them over
                 group.cancel_scope.cancel()
         finally:

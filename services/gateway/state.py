@@ -57,6 +57,9 @@ class GatewayState:
     event_hub: PubSubHub = field(init=False)
     # The direct calls running in this process, by execution id (ops/direct_call.py).
     direct_flights: dict[str, asyncio.Task[dict[str, Any]]] = field(default_factory=dict)
+    # Set when the process begins to stop: the calls it cancels then are its own ending (a
+    # replica may take their sessions over), not their clients going away.
+    stopping: bool = False
     # Decides scripts and capability runs at submission (the toolhosts decide each tool call).
     policy: PolicyEngine = field(default_factory=lambda: PolicyEngine(None))
 

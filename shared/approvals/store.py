@@ -155,6 +155,11 @@ def decide(
     why = refusal(row)
     if why is not None:
         raise Forbidden(f"you may not answer this approval: {why}", call_id=call_id)
+    if row["status"] != PENDING and row["decided_by"] == CLOSED_BY:
+        raise ApprovalClosed(
+            f"approval {call_id!r} is closed ({row['reason']}); nothing will run the call",
+            status="abandoned",
+        )
     if row["status"] != PENDING:
         raise ApprovalClosed(
             f"approval {call_id!r} is {row['status']}"
@@ -191,6 +196,59 @@ def decide(
         },
     )
     return decided
+
+
+# Who closes an approval whose call can no longer run (``close_unrun``), as answers name people.
+CLOSED_BY = "agentcards"
+
+
+def close_unrun(conn: Conn, *, execution_id: str, call_id: str, why: str) -> Row | None:
+    """Close a paused call nothing will run any more (its caller is gone): pending, or
+    approved but never sent, it becomes ``expired`` (closed by ``CLOSED_BY``, the reason
+    saying why; the status needs no new value) and is audited as decided; None when it was
+    settled already (answered and run, denied, expired)."""
+    row = _locked(conn, execution_id, call_id)
+    if row is None or row["status"] not in (PENDING, APPROVED):
+        return None
+    reason = f"abandoned: {why}"
+    closed = conn.execute(
+        "UPDATE approvals SET status = 'expired', decided_by = %s, reason = %s, "
+        f"decided_at = now() WHERE execution_id = %s AND call_id = %s RETURNING {COLUMNS}",
+        (CLOSED_BY, reason, execution_id, call_id),
+    ).fetchone()
+    record_audit(
+        conn,
+        tenant_id=row["tenant_id"],
+        key_id=row["caller_key"],
+        user_id=row["caller_user"],
+        action=AuditAction.APPROVAL_DECIDED,
+        execution_id=_uuid_or_none(execution_id),
+        hashed_args=row["args_hash"],
+        details={
+            "tool": row["tool"],
+            "call_id": call_id,
+            "decision": "abandoned",
+            "by": CLOSED_BY,
+            "reason": reason,
+            "was": row["status"],
+        },
+    )
+    return closed
+
+
+def close_run_approvals(conn: Conn, *, execution_id: str, why: str) -> int:
+    """Close the run's paused calls still open after it ended (``close_unrun`` each): how
+    many were."""
+    open_ids = conn.execute(
+        "SELECT call_id FROM approvals WHERE execution_id = %s "
+        "AND status IN ('pending', 'approved')",
+        (execution_id,),
+    ).fetchall()
+    closed = [
+        close_unrun(conn, execution_id=execution_id, call_id=row["call_id"], why=why)
+        for row in open_ids
+    ]
+    return sum(1 for row in closed if row is not None)
 
 
 def status_of(conn: Conn, *, tenant_id: str, execution_id: str, call_id: str) -> str | None:

@@ -520,8 +520,10 @@ class _Session:
         """Run one backend request under the call deadline and answer the child (and the trace
         when ``call_id``); returns its error (None: it succeeded)."""
         result = await self._timed(label, request)
+        asked = False  # the trace's one `pending` event, however often the wait is renewed
         while call_id is not None and _paused(result) and isinstance(self.backend, ApprovalBackend):
-            result = await self._after_approval(call_id, label, result, request)
+            result = await self._after_approval(call_id, label, result, request, asked=asked)
+            asked = True
         self.pending.pop(cid, None)
         if not isinstance(result, ToolResult):
             result = ToolResult.failure("backend returned an invalid result")
@@ -563,14 +565,18 @@ class _Session:
         label: str,
         paused: ToolResult,
         request: Callable[[float], Awaitable[ToolResult]],
+        *,
+        asked: bool,
     ) -> ToolResult:
         """Wait (holding no CPU) for the answer to a paused call, then send it again naming
-        its approval: the toolhost runs it if approved (once) or says why not."""
+        its approval: the toolhost runs it if approved (once) or says why not. ``asked``: the
+        trace already has the call's ``pending`` event (this is a renewed wait)."""
         backend = self.backend
         assert isinstance(backend, ApprovalBackend) and paused.error is not None
         approval = paused.error["approval"]
         approval_id, until = str(approval["call_id"]), float(approval["expires_at"]) + 0.5
-        self.trace.record(Approval(call_id, label, "pending", None, None, time.time()))
+        if not asked:
+            self.trace.record(Approval(call_id, label, "pending", None, None, time.time()))
         began = time.time()
         self._move_wall(until - began)
         try:

@@ -12,6 +12,7 @@ from shared.config import get_settings
 from shared.logs import bind
 from shared.queues import TaskName
 from shared.telemetry import instrument_celery, setup
+from workers.sandbox.parking import Parking
 
 app = make_celery("agentcards-sandbox")
 worker_logging(get_settings())
@@ -19,6 +20,8 @@ worker_logging(get_settings())
 if setup("agentcards-sandbox-worker"):
     instrument_celery()
 app.conf.include = ["workers.sandbox.tasks"]
+# A run waiting for approval gives its place in the pool back (parking.py).
+app.steps["consumer"].add(Parking)
 
 
 @worker_process_init.connect

@@ -17,7 +17,13 @@ from services.gateway.ops.db import in_pool
 from services.gateway.ops.models.approvals import ApprovalAnswer
 from services.gateway.state import GatewayState
 from shared.approvals import rules
-from shared.approvals.store import decide, pending_of_tenant, pending_view, status_of
+from shared.approvals.store import (
+    close_unrun,
+    decide,
+    pending_of_tenant,
+    pending_view,
+    status_of,
+)
 from shared.approvals.wait import ANSWER_TTL_SLACK_S, answer_payload
 from shared.auth.principal import Principal
 from shared.db import DictConnection
@@ -113,3 +119,25 @@ async def approval_status(
             conn, tenant_id=tenant_id, execution_id=execution_id, call_id=call_id
         ),
     )
+
+
+async def close_abandoned(
+    state: GatewayState, *, execution_id: str, call_id: str, why: str
+) -> None:
+    """Close a direct call's approval that nothing will run (its client went away while it
+    waited): out of the approvers' inbox, answered ``approval_closed``, audited. A failure
+    leaves it open until it expires, as before."""
+    try:
+        closed = await in_pool(
+            state,
+            lambda conn: close_unrun(conn, execution_id=execution_id, call_id=call_id, why=why),
+        )
+    except Exception:  # the call is over either way: never fail its end for this
+        log.exception("approval %s/%s not closed; it stays open until it expires",
+                      execution_id, call_id)  # fmt: skip
+        return
+    if closed is not None:
+        log.info(
+            "approval %s/%s closed: %s", execution_id, call_id, why,
+            extra={"event": "approval_closed", "execution_id": execution_id},
+        )  # fmt: skip

@@ -35,6 +35,7 @@ from anyio import to_thread
 from redis.exceptions import RedisError
 
 from services.gateway.ops.admission import DirectAdmission
+from services.gateway.ops.approvals import close_abandoned
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.ops.wait import wait_for_finish
 from services.gateway.state import GatewayState
@@ -369,9 +370,28 @@ async def _call_tool(
             trace_call_id=CALL_ID,
             end=end,
         )
+        if _approval_of(reply) is not None:
+            reply = await _after_approval(state, call, args, reply, limits_, end)
+        err, _ = served(ToolResult.of_reply(reply), limits=limits_)
+        ended(span, err)
+    return err, reply.result if err is None else None
+
+
+async def _after_approval(
+    state: GatewayState,
+    call: DirectCall,
+    args: dict[str, Any],
+    reply: RpcReply,
+    limits_: SandboxLimits,
+    end: dict[str, Any] | None,
+) -> RpcReply:
+    """Paused for a person's answer (docs/policy.md): wait for it (no limit counts the wait),
+    then send the call again naming its approval; the toolhost runs it once. A wait that
+    ends otherwise (its client cancelled it, went away or its session ended) closes the
+    approval: nothing will run the call, so nobody should be asked any more."""
+    approval_id = ""
+    try:
         while (paused := _approval_of(reply)) is not None:
-            # Paused for a person's answer (docs/policy.md): wait for it (no limit counts the
-            # wait), then send the call again naming its approval; the toolhost runs it once.
             approval_id, until = str(paused["call_id"]), float(paused["expires_at"]) + 0.5
             await await_answer(
                 state.aredis, execution_id=call.execution_id, call_id=approval_id, until=until
@@ -388,9 +408,18 @@ async def _call_tool(
             )
             if _approval_of(reply) is not None:  # the database's clock is behind ours
                 await asyncio.sleep(1.0)
-        err, _ = served(ToolResult.of_reply(reply), limits=limits_)
-        ended(span, err)
-    return err, reply.result if err is None else None
+    except BaseException as exc:
+        if not state.stopping:  # a stopping gateway's calls may go on where their session goes
+            why = (
+                "the call's client went away or cancelled it while it waited"
+                if isinstance(exc, asyncio.CancelledError)
+                else f"the call failed while it waited ({type(exc).__name__})"
+            )
+            await asyncio.shield(
+                close_abandoned(state, execution_id=call.execution_id, call_id=approval_id, why=why)
+            )
+        raise
+    return reply
 
 
 async def _finish(

@@ -2,7 +2,8 @@
 ``waiting_approval`` with the call, nothing reaches the server until a person answers over
 REST; approved it runs exactly once (two answers at once: one wins), denied it raises
 ``approval_denied``, unanswered ``approval_timeout``; the wait does not spend the run's
-wall-clock limit; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
+wall-clock limit (up to the cap) nor its place in the sandbox worker; a call whose run
+ended or whose direct caller went away closes its approval; who may answer follows ``@approvers`` (OAuth groups) or, without it, the
 tenant's admins other than the caller; answers are in the trace and the audit log; a
 capability learned from a run whose call was approved says so in search and its skill.
 
@@ -24,8 +25,10 @@ import httpx
 import psutil
 import pytest
 import redis
-from mcp import types
+from mcp import Client, types
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
 
@@ -39,7 +42,7 @@ from tests.integration.identity.provider import IdentityProvider, free_port
 from tests.integration.mcp_tasks_client import LegacySession
 from tests.integration.policy import test_decisions as decisions
 from tests.integration.scale.test_gateway_replicas import INIT
-from tests.stack import E2EStack, each_event, mcp_session
+from tests.stack import E2EStack, each_event, mcp_session, tool_error
 
 # The policy stack and its identity provider, shared with test_decisions.py.
 stack, idp, recorded = decisions.stack, decisions.idp, decisions.recorded
@@ -198,9 +201,12 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     silent: dict[str, Any] = {}
     agent = threading.Thread(target=_ask_nobody_answers, args=(stack, silent))
     agent.start()
-    # Unanswered: its run's own limit (3 s) is far below the approval's time (20 s), and the
-    # wait does not spend it.
-    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=3)
+    # Unanswered: its run's own limit (16 s) is below the approval's time (20 s, and 2 s
+    # more, given while it waits: the run asks again once, its trace says `pending` once);
+    # up to the cap (12 s) the wait does not spend it.
+    slow = submit(stack, payer, PYTHON, args={"amount": 3, "to": "refund"}, timeout_s=16)
+    # Past the cap, waiting counts: a run of 3 s waiting for an answer ends after 3 + 12 s.
+    capped = submit(stack, payer, PYTHON, args={"amount": 2, "to": "refund"}, timeout_s=3)
     paused(stack, payer, slow)
     with stack.db() as conn:  # as if it had waited 100 s: far past its limit and the grace
         for table, column in (("executions", "started_at"), ("approvals", "created_at")):
@@ -209,6 +215,11 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
                 f"WHERE {'id' if table == 'executions' else 'execution_id'} = %s",
                 (slow,),
             )
+        conn.execute(
+            "UPDATE approvals SET expires_at = expires_at + interval '2 seconds' "
+            "WHERE execution_id = %s",
+            (slow,),
+        )
         conn.commit()
         (row,) = _candidates(conn, queue_max_s=60, execution_id=slow)
     assert row["overdue"] is False  # its waiting does not count: not taken for hung
@@ -321,6 +332,25 @@ def test_approved_runs_once_denied_and_unanswered_never_in_both_languages(
     assert timed_out["status"] == "succeeded", timed_out
     assert timed_out["result"][:2] == ["approval_timeout", ["refunds-need-approval"]]
     assert 3 not in amounts()
+    with stack.db() as conn:
+        traced = conn.execute("SELECT trace FROM executions WHERE id = %s", (slow,)).fetchone()
+    assert traced is not None
+    asked_again = [(e["status"], e["by"]) for e in traced["trace"] if e["type"] == "approval"]
+    assert asked_again == [("pending", None), ("expired", None)], asked_again
+    over = finished(stack, payer, capped)
+    assert over["status"] == "timeout", over
+    assert over["error"]["details"]["waiting_on"][0]["tool"].startswith("rec"), over["error"]
+    with stack.db() as conn:  # closed as its run ended: nothing will run the call
+        (late,) = conn.execute(
+            "SELECT call_id, status, reason FROM approvals WHERE execution_id = %s", (capped,)
+        ).fetchall()
+    assert late["status"] == "expired", late
+    assert late["reason"].startswith("abandoned: its run ended (timeout)"), late
+    closed = answer(stack, boss, capped, late["call_id"], YES)
+    assert closed.status_code == 409, closed.text
+    assert closed.json()["error"]["type"] == "approval_closed"
+    assert closed.json()["error"]["details"]["status"] == "abandoned", closed.text
+    assert 2 not in amounts()
     agent.join(timeout=120)
     assert silent["result"][:2] == ["approval_timeout", ["refunds-need-approval"]], silent
     assert len(silent["asked"]) == 1 and '"amount":4' in silent["asked"][0], silent
@@ -474,6 +504,162 @@ async def test_the_callers_person_answers_through_elicitation(stack: E2EStack) -
     assert len(asked) == 2 and "rec:pay" in asked[0] and '"to":"refund"' in asked[0]
 
 
+async def test_a_stateless_clients_person_answers_through_input_required(stack: E2EStack) -> None:
+    """MCP 2026-07-28 (the SDK's ``Client``: no session, no request mid-call): the approval's
+    form reaches the client as an ``InputRequiredResult``, and its retry carries the answer.
+    A script's call and a direct call: approved, each runs once; denied, ``approval_denied``."""
+    asked: list[str] = []
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        approve = any(f'"amount":{n}' in params.message for n in (71, 73))
+        schema = params.requested_schema  # type: ignore[union-attr]
+        assert set(schema["properties"]) == {"approve", "reason"}, schema
+        return types.ElicitResult(
+            action="accept", content={"approve": approve, "reason": "asked statelessly"}
+        )
+
+    agent = key(stack, "stateless-agent")
+    outcomes: dict[int, Any] = {}
+    async with create_mcp_http_client(headers=agent) as http:
+        async with Client(
+            streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http),
+            elicitation_callback=elicitation,
+        ) as modern:
+            assert modern.protocol_version == "2026-07-28"
+            for amount in (71, 72):
+                called = await modern.call_tool(
+                    "execute_code", {"code": PYTHON, "args": {"amount": amount, "to": "refund"}}
+                )
+                assert not called.is_error, called
+                data = called.structured_content or {}
+                outcomes[amount] = data["result"] if set(data) == {"result"} else data
+        async with Client(
+            streamable_http_client(f"{stack.gateway_url}/mcp/servers/rec", http_client=http),
+            elicitation_callback=elicitation,
+        ) as direct:
+            assert direct.protocol_version == "2026-07-28"
+            for amount in (73, 74):
+                outcomes[amount] = await direct.call_tool("pay", {"amount": amount, "to": "refund"})
+    assert outcomes[71]["status"] == "succeeded", outcomes[71]
+    assert outcomes[71]["result"] == "paid 71.0 to refund"
+    kind, policies, message = outcomes[72]["result"]
+    assert (kind, policies) == ("approval_denied", ["refunds-need-approval"])
+    assert "asked statelessly" in message and "elicitation" in message
+    assert not outcomes[73].is_error and "paid 73.0 to refund" in json.dumps(
+        outcomes[73].model_dump(mode="json")
+    ), outcomes[73]
+    refused = tool_error(outcomes[74])
+    assert refused["type"] == "approval_denied", refused
+    assert "asked statelessly" in refused["message"], refused
+    paid = amounts()
+    assert (paid.count(71), paid.count(73)) == (1, 1) and not {72, 74} & set(paid), paid
+    assert len(asked) == 4 and all("rec:pay" in q for q in asked), asked
+
+
+async def test_a_direct_call_whose_client_goes_away_closes_its_approval(stack: E2EStack) -> None:
+    """A direct call waiting for approval whose client goes away (a 2025-11-25 session ended
+    with ``DELETE``; a 2026-07-28 client's request dropped) can no longer run: its approval
+    leaves the approvers' inbox, an answer is 409 ``approval_closed`` (abandoned), the
+    closing is audited, and nothing reaches the server."""
+    caller, boss = key(stack, "leaver", admin=True), key(stack, "boss6", admin=True)
+    url = f"{stack.gateway_url}/mcp/servers/rec"
+    pay = {"name": "pay", "arguments": {"amount": 91, "to": "refund"}}
+
+    def legacy_call_then_end_the_session() -> None:
+        with httpx.Client(headers=caller | ACCEPT, timeout=60) as http:
+            session = open_legacy_session(http, url)
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": pay}
+            with http.stream("POST", url, json=call, headers=session) as calling:
+                next(each_event(calling))  # the call is under way; then its stream drops
+            _inbox_entry(stack, boss, 91)
+            assert http.delete(url, headers=session).status_code in (200, 204)
+
+    async def stateless_call() -> None:
+        async with (
+            create_mcp_http_client(headers=caller) as http,
+            Client(streamable_http_client(url, http_client=http)) as modern,
+        ):
+            await modern.call_tool("pay", {"amount": 92, "to": "refund"})
+
+    await asyncio.to_thread(legacy_call_then_end_the_session)
+    left = asyncio.create_task(stateless_call())
+    await asyncio.to_thread(_inbox_entry, stack, boss, 92)
+    left.cancel()  # the client goes away mid-call
+    with pytest.raises(asyncio.CancelledError):
+        await left
+
+    def closed() -> bool:
+        with httpx.Client(base_url=stack.gateway_url, headers=boss, timeout=60) as client:
+            pending = client.get("/v1/approvals").json()["pending"]
+        return not [p for p in pending if (p["args"] or {}).get("amount") in (91, 92)]
+
+    await asyncio.to_thread(wait_until, closed, what="both approvals leave the inbox")
+    with stack.db() as conn:
+        rows = conn.execute(
+            "SELECT a.execution_id, a.call_id, a.status, a.reason FROM approvals a "
+            "JOIN api_keys k ON k.id::text = a.caller_key WHERE k.name = 'leaver'"
+        ).fetchall()
+        audit = conn.execute(
+            "SELECT details FROM audit_log WHERE action = 'approval_decided' "
+            "AND execution_id::text = ANY(%s)",
+            ([str(r["execution_id"]) for r in rows],),
+        ).fetchall()
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"expired"}, rows
+    assert all(r["reason"].startswith("abandoned: ") for r in rows), rows
+    assert sorted(a["details"]["decision"] for a in audit) == ["abandoned", "abandoned"], audit
+    for row in rows:
+        late = await asyncio.to_thread(
+            answer, stack, boss, str(row["execution_id"]), row["call_id"], YES
+        )
+        assert late.status_code == 409, late.text
+        error = late.json()["error"]
+        assert error["type"] == "approval_closed" and "abandoned" in error["message"], error
+    assert not {91, 92} & set(amounts())
+
+
+def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> None:
+    """As many runs wait for approval as the sandbox worker has pool processes, and a new run
+    still runs to its end while they wait: each waiting run gives its place back (the pool
+    grows by one per waiting run, AGENTCARDS_APPROVAL_MAX_PARKED at most), and the pool is
+    back to its size once they went on."""
+    payer, boss = key(stack, "payer5", admin=True), key(stack, "boss5", admin=True)
+    worker = psutil.Process(stack.procs["sandbox"].proc.pid)
+    argv = worker.cmdline()
+    size = int(argv[argv.index("--concurrency") + 1])  # its pool processes, when none waits
+
+    def pool_at_size() -> bool:  # its children: the pool processes (the sandboxes are theirs)
+        return len(worker.children()) == size
+
+    # Runs of the tests before may have just ended: their places are given back first.
+    wait_until(pool_at_size, what="the pool at its size", proc=stack.procs["sandbox"])
+    waiting = [
+        submit(stack, payer, PYTHON, args={"amount": 60 + i, "to": "refund"}, timeout_s=120)
+        for i in range(size)
+    ]
+    calls = [paused(stack, payer, run_id)["pending_approvals"][0]["call_id"] for run_id in waiting]
+    other = submit(stack, payer, "return 6 * 7")
+    done = finished(stack, payer, other)
+    assert done["status"] == "succeeded" and done["result"] == 42, done
+    for run_id in waiting:  # they still wait: the new run did not wait for one of them to end
+        assert read(stack, payer, run_id)["status"] == "waiting_approval"
+    for run_id, call_id in zip(waiting, calls, strict=True):
+        no = answer(stack, boss, run_id, call_id, {"decision": "deny", "reason": "not today"})
+        assert no.status_code == 200, no.text
+    for run_id in waiting:
+        ended = finished(stack, payer, run_id)
+        assert ended["status"] == "succeeded", ended
+        assert ended["result"][:2] == ["approval_denied", ["refunds-need-approval"]], ended
+    wait_until(
+        pool_at_size,
+        what="the pool back to its size",
+        proc=stack.procs["sandbox"],
+    )
+    assert not {60, 61} & set(amounts())
+
+
 def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2EStack) -> None:
     """``retry: safe``: the pool process running a paused run is killed; the approval given
     while no worker runs it holds, and the re-run redeems it: the call reaches the server
@@ -517,7 +703,8 @@ def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(
     would: a gateway's start can take longer than this stack's 20 s on a loaded machine (the
     waiting run asks again when its first 20 s are over and waits on)."""
     payer, boss = key(stack, "payer3", admin=True), key(stack, "boss3", admin=True)
-    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"})
+    # A limit far past the wait for the restart: waiting past the cap counts against it.
+    run_id = submit(stack, payer, PYTHON, args={"amount": 41, "to": "refund"}, timeout_s=150)
     paused(stack, payer, run_id)
     url = f"{stack.gateway_url}/mcp/servers/rec"
     with httpx.Client(headers=payer | ACCEPT, timeout=60) as http:

@@ -40,6 +40,7 @@ from tests.stack import E2EStack, settings_env, stack_fixture
 
 IDP_PORT, GATEWAY_PORT = free_port(), free_port()
 APPROVAL_TIMEOUT_S = 20
+APPROVAL_WAIT_CAP_S = 12  # of a run's waiting, this much is not counted (test_approvals.py)
 RESOURCE = f"http://127.0.0.1:{GATEWAY_PORT}/mcp"
 IDENTITY = {
     "tenant_claim": "org",
@@ -121,6 +122,7 @@ stack = stack_fixture(
     learning=False,
     policy_file=POLICY_FILE,
     approval_timeout_s=APPROVAL_TIMEOUT_S,  # test_approvals.py waits one out
+    approval_wait_cap_s=APPROVAL_WAIT_CAP_S,  # and a run past the cap
     **gateway_options(IDENTITY, idp_port=IDP_PORT, gateway_port=GATEWAY_PORT),
 )
 

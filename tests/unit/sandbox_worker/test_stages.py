@@ -46,13 +46,15 @@ def test_the_order() -> None:
     assert NAMES == [
         "scope", "cache.prepare", "sandbox", "privacy", "cache.invalidate_writes", "store",
         "end_broken",
-        "cache.remember", "announce", "learn",
+        "cache.remember", "announce", "approvals.close", "learn",
     ]  # fmt: skip
     by_name = {s.name: s for s in STAGES}
     assert by_name["end_broken"].when is When.FAILED
     assert by_name["learn"].when is When.ALWAYS
     # After the store nothing may fail the run; before it everything must.
-    assert [s.name for s in STAGES if s.best_effort] == ["cache.remember", "announce", "learn"]
+    assert [s.name for s in STAGES if s.best_effort] == [
+        "cache.remember", "announce", "approvals.close", "learn",
+    ]  # fmt: skip
 
 
 def test_a_run_without_failure_is_stored_then_remembered_announced_and_learned() -> None:
@@ -70,7 +72,7 @@ def test_a_stage_that_raises_before_the_store_ends_the_run_broken_and_still_lear
     assert isinstance(ctx.failure, RuntimeError)
 
 
-@pytest.mark.parametrize("failing", ["cache.remember", "announce", "learn"])
+@pytest.mark.parametrize("failing", ["cache.remember", "announce", "approvals.close", "learn"])
 def test_a_stage_after_the_store_never_fails_the_run(failing: str) -> None:
     calls, ctx = _run(failing)
     assert calls == [n for n in NAMES if n != "end_broken"]

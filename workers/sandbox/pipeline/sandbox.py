@@ -32,7 +32,7 @@ from shared.sandbox.bridge import run_in_sandbox
 from shared.sandbox.limits import SandboxLimits
 from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import CURRENT_APPROVAL, CURRENT_CALL_ID, ToolResult
-from workers.sandbox import clients
+from workers.sandbox import clients, parking
 from workers.sandbox.pipeline import privacy
 from workers.sandbox.pipeline.context import RunContext
 
@@ -76,11 +76,13 @@ class RpcToolBackend:
         return ToolResult.of_reply(reply)
 
     async def await_answer(self, call_id: str, until: float) -> dict[str, Any] | None:
-        """A person's answer to this run's paused call ``call_id`` (None: none by ``until``)."""
-        return await await_answer(
-            clients.async_redis_client(), execution_id=self.execution_id, call_id=call_id,
-            until=until,
-        )  # fmt: skip
+        """A person's answer to this run's paused call ``call_id`` (None: none by ``until``);
+        meanwhile the run's place in its worker is given back (``parking``)."""
+        with parking.parked():
+            return await await_answer(
+                clients.async_redis_client(), execution_id=self.execution_id, call_id=call_id,
+                until=until,
+            )  # fmt: skip
 
     async def read_resource(self, server: str, uri: str, deadline: float) -> ToolResult:
         """``mcp.<server>.read_resource(uri)``; the toolhost re-checks the server is in scope."""

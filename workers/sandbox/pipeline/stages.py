@@ -3,7 +3,16 @@ new stage here or a wrapper passed to ``run_pipeline``, not a branch inside a st
 
 from __future__ import annotations
 
-from workers.sandbox.pipeline import announce, cache, learn, privacy, sandbox, scope, store
+from workers.sandbox.pipeline import (
+    announce,
+    approvals,
+    cache,
+    learn,
+    privacy,
+    sandbox,
+    scope,
+    store,
+)
 from workers.sandbox.pipeline.runner import Stage, When
 
 STAGES: tuple[Stage, ...] = (
@@ -19,5 +28,6 @@ STAGES: tuple[Stage, ...] = (
     # After the store: these never change the stored run.
     Stage("cache.remember", cache.remember, best_effort=True),
     Stage("announce", announce.announce, best_effort=True),
+    Stage("approvals.close", approvals.close_unanswered, best_effort=True),
     Stage("learn", learn.learn, when=When.ALWAYS, best_effort=True),
 )
