@@ -148,11 +148,10 @@ async def admit(
         on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
-    queued = len(pipe)  # an executed pipeline is empty, however it ended
     try:
-        replies = await pipe.execute(raise_on_error=False)
+        replies = await state.lines.send_queued(pipe)
     except RedisError as exc:
-        replies = [exc] * queued
+        replies = [exc] * len(pipe)
     if hit is None and isinstance(replies[0], Exception):
         _release(state, admission)
         raise DependencyError(f"cannot grant the call its tool: Redis: {replies[0]}")
@@ -490,11 +489,10 @@ async def _store(
     # it, which ``calls.remembered`` sees: a replica stopping mid-call cancels it too).
     if call.on_record is not None and row["status"] != ExecutionStatus.CANCELLED:
         call.on_record.queue_forget(pipe)
-    queued = len(pipe)
     try:
-        replies = await pipe.execute(raise_on_error=False)
+        replies = await state.lines.send_queued(pipe)
     except RedisError as exc:
-        replies = [exc] * queued
+        replies = [exc] * len(pipe)
     if not isinstance(replies[logged], Exception):
         call.logged = [decode_event(item) for item in replies[logged]]
     replies = [reply for i, reply in enumerate(replies) if i >= first and i != logged]
