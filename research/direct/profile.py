@@ -1,7 +1,7 @@
 """CPU profile of the gateway and the toolhost under direct calls:
-``python -m research.direct.profile SECONDS OUT_DIR``.
+``python -m research.direct.profile SECONDS OUT_DIR [SESSIONS]``.
 
-A temporary stack with the time server (as ``bench direct`` runs it); 8 SDK sessions call
+A temporary stack with the time server (as ``bench direct`` runs it); SESSIONS (8) SDK sessions call
 ``/mcp/servers/time`` back to back while ``py-spy record`` (installed apart: a tool, not a
 dependency) samples the gateway and the toolhost; flame graphs and raw collapsed stacks go to
 OUT_DIR. Prints each process's name and pid, and the calls per second.
@@ -20,7 +20,7 @@ from deploy.bench.direct import ARGS, TOOL, _http_session
 from research.direct.stack import time_stack
 
 
-def main(seconds: float, out: Path) -> None:
+def main(seconds: float, out: Path, sessions_n: int = 8) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with time_stack() as ours:
         handle, url, headers = ours.handle, ours.url, ours.headers
@@ -35,7 +35,8 @@ def main(seconds: float, out: Path) -> None:
         async def load() -> float:
             async with contextlib.AsyncExitStack() as stack:
                 sessions = [
-                    await stack.enter_async_context(_http_session(url, headers)) for _ in range(8)
+                    await stack.enter_async_context(_http_session(url, headers))
+                    for _ in range(sessions_n)
                 ]
                 for s in sessions:
                     await s.call_tool(TOOL, ARGS)
@@ -81,4 +82,4 @@ def main(seconds: float, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]), Path(sys.argv[2]))
+    main(float(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 8)

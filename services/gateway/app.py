@@ -97,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis_url=settings.require_urls()[1], embedder=get_embedder(settings)
         ).start()
         drainer = start_drainer(state)  # direct calls' records, to Postgres
-        registry.open(state.aredis)
+        registry.open(state.aredis, lines=state.lines)
         try:
             async with sessions.run(), anyio.create_task_group() as group:
                 await direct.serve(group)

@@ -23,6 +23,7 @@ from shared.db import DictConnection, connect, migrate
 from shared.policy.engine import PolicyEngine
 from shared.pubsub_hub import PubSubHub
 from shared.rpc.client import RpcClient
+from shared.rpc.wire import Lines
 
 # A request waits at most this long for a pooled Postgres connection (then 503); when the
 # probe (services.gateway.outage) marks Postgres down, waiting requests stop at once.
@@ -51,6 +52,9 @@ class GatewayState:
     celery: Celery
     probe: DependencyProbe
     rpc: RpcClient  # direct tool calls and resources requests to the toolhosts
+    # A direct call's batches on the event loop (its admission's, its end's, its answer's
+    # stored event): sent raw, half the CPU of a pipeline's execute (shared/rpc/wire.py).
+    lines: Lines
     # API key lookups of this process (HTTP and stdio alike), kept a few seconds.
     auth: PrincipalCache = field(default_factory=PrincipalCache)
     # The one pub/sub connection every waiting request follows its execution through.
@@ -109,6 +113,7 @@ class GatewayState:
             celery=celery,
             probe=probe,
             rpc=RpcClient(redis_url),
+            lines=Lines(redis_url, timeout_s=ASYNC_REDIS_SOCKET_TIMEOUT_S),
             policy=policy,
         )
 
@@ -118,4 +123,5 @@ class GatewayState:
         self.redis.close()
         await self.event_hub.aclose()
         await self.aredis.aclose()
+        await self.lines.aclose()
         await self.rpc.aclose()

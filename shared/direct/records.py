@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from shared.auth.audit import AuditAction, args_hash, finish_audit_params
 from shared.errors import ErrorType, error_dict
 from shared.executions.store import finish_params
+from shared.executions.trace import summarize
 from shared.queues import DIRECT_RECORDS_STREAM
 
 log = logging.getLogger(__name__)
@@ -148,9 +149,7 @@ def finished_row(
         "stdout": "",
         "stdout_truncated": False,
         "trace": trace,
-        "trace_summary": finish_params(execution_id, {"status": status, "trace": trace})[
-            "summary"
-        ].obj,
+        "trace_summary": summarize(trace).as_dict(),
         "extras": extras,
         "worker": None,
         "created_at": created,
@@ -211,9 +210,20 @@ def write_records(conn: psycopg.Connection[Row], records: Sequence[Row]) -> list
     """Write each record's execution and audit row, committed; the ids written now (a record
     already written is skipped). One transaction for them all; if one holds a value Postgres
     cannot take, each is written alone and that one is stored failed."""
+    if not records:
+        return []
     try:
-        with conn.transaction():
-            return [id_ for record in records if (id_ := _write(conn, record))]
+        params = [_params(record) for record in records]
+        with conn.transaction(), conn.cursor() as cur:
+            # One round trip for the batch (psycopg's pipeline mode), its ids as it goes.
+            cur.executemany(WRITE_SQL, params, returning=True)
+            ids: list[str] = []
+            while True:
+                row = cur.fetchone()
+                if row is not None:
+                    ids.append(str(row["execution_id"]))
+                if not cur.nextset():
+                    return ids
     except (psycopg.DataError, ValueError):
         pass
     written: list[str] = []
@@ -241,8 +251,12 @@ def _write(conn: psycopg.Connection[Row], record: Row) -> str | None:
 def _params(record: Row) -> dict[str, Any]:
     fields = {key: record.get(key) for key in ("status", "result", "error", "trace")}
     fields["duration_ms"] = record.get("duration_ms")
+    # The summary the gateway wrote with the record (an older record has none: made here).
+    summary = record.get("trace_summary")
     return {
-        **finish_params(record["id"], fields),
+        **finish_params(
+            record["id"], fields, summary=summary if isinstance(summary, dict) else None
+        ),
         **finish_audit_params(record["status"], record.get("trace")),
         "tenant": record["tenant_id"],
         "code": record["code"],

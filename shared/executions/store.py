@@ -320,10 +320,14 @@ def finish_params(
     fields: dict[str, Any],
     *,
     from_statuses: tuple[ExecutionStatus, ...] = (ExecutionStatus.RUNNING,),
+    summary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``FINISH_SQL``'s parameters from ``fields`` (``finish_execution``'s keywords: status,
-    and optionally result, error, stdout, stdout_truncated, trace, duration_ms)."""
+    and optionally result, error, stdout, stdout_truncated, trace, duration_ms); ``summary``:
+    the trace's summary when the caller has it already (else it is summarised here)."""
     result, error, trace = fields.get("result"), fields.get("error"), fields.get("trace")
+    if summary is None:
+        summary = summarize(trace or []).as_dict()
     return {
         "id": execution_id,
         "status": fields["status"],
@@ -332,7 +336,7 @@ def finish_params(
         "stdout": fields.get("stdout", "").replace("\x00", "\ufffd"),  # no NUL in Postgres text
         "trunc": fields.get("stdout_truncated", False),
         "trace": Jsonb(trace or []),
-        "summary": Jsonb(summarize(trace or []).as_dict()),
+        "summary": Jsonb(summary),
         "duration": fields.get("duration_ms"),
         "from": list(from_statuses),
     }

@@ -70,6 +70,17 @@ class Lines:
         finally:
             self._slots.release()
 
+    async def send_queued(self, pipe: Any) -> list[Any]:
+        """The commands queued on a redis-py pipeline (never executed: it only gathered them,
+        the helpers that queue on a pipeline stay as they are), sent as one batch: replies as
+        ``execute(raise_on_error=False)`` gives them, without redis-py's reply callbacks (a
+        string is bytes, a SET is ``b"OK"``). Half the CPU of ``execute`` on the event loop
+        (its pool checkout, retry wrapper and callbacks): for the hot path's batches. No
+        scripts (``register_script``): their load-on-miss is ``execute``'s."""
+        if getattr(pipe, "scripts", None):
+            raise ValueError("a pipeline holding scripts is sent by its own execute()")
+        return await self.send(*(args for args, _ in pipe.command_stack))
+
     async def _send(self, commands: Sequence[Command], then: Sequence[Command]) -> list[Any]:
         conn = self._idle.pop() if self._idle else self._factory.make_connection()
         try:

@@ -180,11 +180,10 @@ async def admit(
         on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
-    queued = len(pipe)  # an executed pipeline is empty, however it ended
     try:
-        replies = await pipe.execute(raise_on_error=False)
+        replies = await state.lines.send_queued(pipe)
     except RedisError as exc:
-        replies = [exc] * queued
+        replies = [exc] * len(pipe)
     if hit is None and isinstance(replies[0], Exception):
         _release(state, admission)
         raise DependencyError(f"cannot grant the call its tool: Redis: {replies[0]}")
@@ -435,6 +434,7 @@ async def _finish(
     extra = finish.Extra(
         counters=call.admission.counters,
         forget=None if call.on_record is None else call.on_record.queue_forget,
+        send=state.lines.send_queued,
     )
     row = await finish.finish(
         state, call.end, outcome, tok, unresolved, value, extra=extra,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio
 from redis.exceptions import ResponseError
 
 from deploy.launcher.embedded import EmbeddedRedis, free_port
@@ -28,6 +29,30 @@ async def test_a_refused_command_comes_back_in_its_place_and_the_line_stays_in_s
     assert isinstance(pushed, ResponseError) and "WRONGTYPE" in str(pushed)
     assert got == b"v"
     assert again == [b"v", 1]  # the next batch reads its own replies, not stale ones
+
+
+async def test_a_pipeline_s_queued_commands_go_out_as_one_batch_with_refusals_in_place(
+    redis_url: str,
+) -> None:
+    client = redis.asyncio.Redis.from_url(redis_url)
+    redis.Redis.from_url(redis_url).set("wire:q", "old")
+    lines = Lines(redis_url, timeout_s=5)
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.set("wire:q", "new", ex=60, get=True)
+        pipe.rpush("wire:q", "x")  # a string, not a list: refused
+        pipe.hincrby("wire:h", "n", 2)
+        replies = await lines.send_queued(pipe)
+        scripted = client.pipeline(transaction=False)
+        scripted.scripts.add(client.register_script("return 1"))
+        with pytest.raises(ValueError):
+            await lines.send_queued(scripted)
+    finally:
+        await lines.aclose()
+        await client.aclose()
+    assert replies[0] == b"old" and replies[2] == 2
+    assert isinstance(replies[1], ResponseError) and "WRONGTYPE" in str(replies[1])
+    assert redis.Redis.from_url(redis_url).get("wire:q") == b"new"
 
 
 async def test_a_connection_redis_dropped_is_replaced_before_the_next_batch(

@@ -17,6 +17,7 @@ from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 from redis.exceptions import ResponseError
 
 from shared.queues import mcp_events_key
+from shared.rpc.wire import Lines, raise_refused
 
 Entry = tuple[bytes, dict[bytes, bytes]]  # a stream entry as redis-py reads it (bytes)
 
@@ -30,8 +31,17 @@ class RedisEventStore(EventStore):
     session (each POST's, the GET stream) interleaved, each entry naming its own. Keeps the
     last ``keep`` events (approximately: ``MAXLEN ~``) for ``ttl_s`` after the latest."""
 
-    def __init__(self, redis: aioredis.Redis, *, session_id: str, keep: int, ttl_s: int) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        *,
+        session_id: str,
+        keep: int,
+        ttl_s: int,
+        lines: Lines | None = None,
+    ) -> None:
         self._redis = redis
+        self._lines = lines  # sends an event's append (else ``redis``' pipeline)
         self._key = mcp_events_key(session_id)
         self._keep = keep
         self._ttl_s = ttl_s
@@ -55,10 +65,15 @@ class RedisEventStore(EventStore):
             if message is None
             else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
         )
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(self._key, {"s": stream_id, "m": data}, maxlen=self._keep, approximate=True)
-            pipe.expire(self._key, self._ttl_s)
-            event_id, _ = await pipe.execute()
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xadd(self._key, {"s": stream_id, "m": data}, maxlen=self._keep, approximate=True)
+        pipe.expire(self._key, self._ttl_s)
+        if self._lines is None:
+            async with pipe:
+                event_id, _ = await pipe.execute()
+        else:
+            event_id, expired = await self._lines.send_queued(pipe)
+            raise_refused(event_id, expired)
         return event_id.decode() if isinstance(event_id, bytes) else str(event_id)
 
     async def replay_events_after(

@@ -81,6 +81,7 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
             is_json_response_enabled=self.json_response,
             event_store=RedisEventStore(
                 self.registry.redis,
+                lines=self.registry.lines,
                 session_id=session_id,
                 keep=self._events,
                 ttl_s=self.registry.session_ttl_s,

@@ -23,6 +23,7 @@ from shared.queues import (
     mcp_session_key,
     mcp_set_key,
 )
+from shared.rpc.wire import Lines
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class Registry:
     # Set when this replica shuts down: its sessions stay registered, for another to take over.
     stopping: bool = False
     _redis: aioredis.Redis | None = None
+    # Sends the sessions' stored events (one batch per event: ``events.RedisEventStore``).
+    lines: Lines | None = None
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -103,8 +106,9 @@ class Registry:
             raise RuntimeError("the replica registry is not running")
         return self._redis
 
-    def open(self, redis: aioredis.Redis) -> None:
+    def open(self, redis: aioredis.Redis, *, lines: Lines | None = None) -> None:
         self._redis = redis
+        self.lines = lines
 
     async def heartbeat(self) -> None:
         """Say this replica is alive and keep its sessions' keys, every third of the TTL."""
