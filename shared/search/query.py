@@ -20,28 +20,6 @@ MIN_CLAUSE_WORDS = 2  # "and PDF" alone is too short to embed meaningfully
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-# A request's payload, which names what to act on rather than the action: quoted text (an
-# apostrophe inside a word, "Bob's", is not a quote), and whatever follows "that", a colon
-# or a dash ("note that Alice is allergic to nuts", "save: Bob is Carol's manager").
-_QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c][^'\"\u2019\u201d]+['\"\u2019\u201d](?!\w)")
-_PAYLOAD_START = re.compile(r":\s|\s[-\u2013\u2014]\s|\bthat\b", re.IGNORECASE)
-
-
-def query_frame(query: str) -> str | None:
-    """The request's action without its payload (``_QUOTED``, ``_PAYLOAD_START``) and
-    without names or numbers (words after the first that start with a capital or a digit),
-    or None when that leaves the request as it was or leaves nothing. The payload's people
-    and facts outweigh the action in one embedding of the whole request ("note that Priya
-    moved to the Lisbon office" is near no tool at all); the frame ("note") keeps only
-    what the request asks to do."""
-    head = _PAYLOAD_START.split(_QUOTED.sub(" ", query), maxsplit=1)[0]
-    words = [
-        w for i, w in enumerate(head.split()) if i == 0 or not (w[:1].isupper() or w[:1].isdigit())
-    ]
-    frame = " ".join(words)
-    return frame if frame and frame.lower() != " ".join(query.split()).lower() else None
-
-
 def query_clauses(query: str) -> list[str]:
     """The request's steps worth embedding on their own; [] when it is a single step."""
     parts = [p.strip() for p in _CLAUSE_SPLIT.split(query) if p and p.strip()]

@@ -122,28 +122,6 @@ def test_remembering_a_fact_finds_the_memory_tools(searcher: Any) -> None:
     assert not any(i.startswith("everything:") for i in ids[:2]), _show(hits)
 
 
-@pytest.mark.parametrize(
-    "request_text",
-    [
-        "note that Alice is allergic to nuts",
-        "store that Carol likes jazz",
-        "log the fact that Dave moved to Berlin",
-        "save: Bob is Carol's manager",
-        "don't forget that Eve prefers email",
-    ],
-)
-def test_storing_a_fact_however_asked_finds_a_memory_write_tool(
-    searcher: Any, request_text: str
-) -> None:
-    # The names and facts outweigh "note"/"store"/"log" in one embedding of the request
-    # (every tool 0.10-0.20): server-everything, git_log or get-sum came first. The
-    # request's frame ("note", "store", "log the fact") is searched beside it.
-    hits = searcher(request_text)
-    print(_show(hits))
-    writes = {"memory:create_entities", "memory:add_observations", "memory:create_relations"}
-    assert writes & {h["id"] for h in hits[:3]}, _show(hits)
-
-
 def test_time_in_a_city_is_the_current_time(searcher: Any) -> None:
     hits = searcher("what time is it in Tokyo")
     print(_show(hits))

@@ -19,10 +19,10 @@ def test_embed_query_matches_embed() -> None:
     texts = embed_texts_for_query(
         "Fetch the latest stock prices, draw a bar chart and then write a PDF report."
     )
-    assert len(texts) == 5  # the query, its three clauses and its frame (no "PDF")
+    assert len(texts) == 4  # the query and its three clauses, of different lengths
     fast = np.asarray(embedder.embed_query(texts))
     exact = np.asarray(embedder.embed(texts))
-    assert fast.shape == exact.shape == (5, 384)
+    assert fast.shape == exact.shape == (4, 384)
     assert np.linalg.norm(fast, axis=1) == pytest.approx(1.0, abs=1e-5)
     assert (fast * exact).sum(axis=1).min() > 0.999  # cosine with the stored-side vectors
     assert embedder.embed_query([]) == []
