@@ -6,7 +6,9 @@
   servers with short requests, and two sets built from the Berkeley Function Calling
   Leaderboard (``research/search/build_bfcl.py``), and two look-only-after sets
   (``research/search/build_heldout.py``: NESTFUL and BFCL's non-live half), built and
-  committed before any result on them was seen. Each is a catalogue, its queries with gold
+  committed before any result on them was seen, and four phrasing sets on the published
+  servers' catalogue (``real_servers_<intent>``: store, recall, forget a fact, and other
+  payload-heavy requests; issue 49 §4). Each is a catalogue, its queries with gold
   tools, and a hash-seeded split into a tuning part (the fusion weights were fitted on it)
   and a held-out part. A set with ``tuned=False`` was never fitted on: its splits are both
   held out.
@@ -213,6 +215,23 @@ def bfcl_ast() -> SearchSet:
     return replace(server_requests(DATA / "bfcl_ast", tuned=False), scoring="recall")
 
 
+# Issue 49 §4: how people ask to store, look up and forget facts, and payload-heavy requests
+# for the other servers (names, quoted text), on real_servers' catalogue (server-everything
+# included). Written and committed before any search result on them was seen; never fitted on.
+PHRASINGS = ("store", "recall", "forget", "other")
+
+
+def real_servers_phrasings(intent: str) -> SearchSet:
+    """``real_servers_<intent>``: 30-36 requests of one intent of ``PHRASINGS``, whose payload
+    (people, facts, quoted text) outweighs the action in the request's words."""
+    return server_requests(
+        DATA / "real_servers",
+        requests=f"requests_{intent}.json",
+        name=f"real_servers_{intent}",
+        tuned=False,
+    )
+
+
 # Built and committed before any search result on them was seen: no ranking or learning
 # setting is chosen on them; `bench search --gate` only checks that a change keeps them.
 LOOK_ONLY_AFTER = ("nestful", "bfcl_ast")
@@ -228,4 +247,5 @@ def all_sets() -> list[SearchSet]:
         bfcl_multi(),
         nestful(),
         bfcl_ast(),
+        *(real_servers_phrasings(intent) for intent in PHRASINGS),
     ]
