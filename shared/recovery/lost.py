@@ -109,10 +109,10 @@ def end_lost_run(
 
 
 def settle_ended(conn: psycopg.Connection[Row], *, row: Row) -> None:
-    """What a run's end does that a run ended by someone else than its worker would miss, in
-    the caller's transaction: its audit row learns how it ended, and its calls still waiting
-    for approval are closed (out of the approvers' inbox, audited), as the sandbox's
-    ``approvals.close`` stage closes them (docs/policy.md)."""
+    """The rest of the end of a run that its worker did not end (the reaper, a redelivered
+    message), in the caller's transaction: its audit row learns how it ended, as the worker's
+    ``store`` fills it, and its calls still waiting for approval are closed (out of the
+    approvers' inbox, audited), as the worker's ``approvals.close`` stage closes them."""
     execution_id, status = str(row["id"]), str(row["status"])
     finish_audit(conn, execution_id=execution_id, status=status, trace=row.get("trace"))
     closed = close_run_approvals(conn, execution_id=execution_id, status=status)
