@@ -236,9 +236,11 @@ def close_unrun(conn: Conn, *, execution_id: str, call_id: str, why: str) -> Row
     return closed
 
 
-def close_run_approvals(conn: Conn, *, execution_id: str, why: str) -> int:
-    """Close the run's paused calls still open after it ended (``close_unrun`` each): how
-    many were."""
+def close_run_approvals(conn: Conn, *, execution_id: str, status: str) -> int:
+    """Close the run's paused calls still open after it ended ``status`` (``close_unrun``
+    each): how many were. Both ends of a run call it: its worker's (the ``approvals.close``
+    stage) and the reaper's (``shared.recovery.lost.settle_ended``)."""
+    why = f"its run ended ({status}) while the call waited"
     open_ids = conn.execute(
         "SELECT call_id FROM approvals WHERE execution_id = %s "
         "AND status IN ('pending', 'approved')",

@@ -80,9 +80,11 @@ def record_audit(
 
 
 # An execution's audit row learns how it ended; ``finish_audit_params`` gives the parameters.
+# Only its own row: the rows of its calls' approvals name the execution too.
 FINISH_AUDIT_SQL = (
     "UPDATE audit_log SET status = %(audit_status)s, tools = %(audit_tools)s, "
-    "finished_at = now() WHERE execution_id = %(id)s"
+    "finished_at = now() WHERE execution_id = %(id)s "
+    "AND action IN ('execute', 'capability_execute')"
 )
 
 

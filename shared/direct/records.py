@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]
 FIELD = b"record"
 
-# One statement: the finished execution, and its audit row only when the execution is new.
+# One statement: the finished execution and its audit row. A direct call made as an MCP task
+# has a running row and an audit row from its start (``START_SQL``): its end fills both. A
+# row already ended (the reaper ended the task ``worker_lost``) is left as it is.
 WRITE_SQL = """
 WITH inserted AS (
     INSERT INTO executions (id, tenant_id, status, code, args, tools, timeout_s, result, error,
@@ -42,7 +44,6 @@ WITH inserted AS (
             %(result)s, %(error)s, %(stdout)s, %(trunc)s, %(trace)s, %(summary)s, %(extras)s,
             %(created)s, %(created)s, %(finished)s, %(duration)s, 0, false, %(trace_id)s,
             'python', 1, %(pii)s, %(user)s)
-    -- a direct call made as an MCP task has a running row from its start: its end fills it
     ON CONFLICT (id) DO UPDATE
        SET status = EXCLUDED.status, result = EXCLUDED.result, error = EXCLUDED.error,
            trace = EXCLUDED.trace, trace_summary = EXCLUDED.trace_summary,
@@ -50,28 +51,47 @@ WITH inserted AS (
            duration_ms = EXCLUDED.duration_ms, pii = EXCLUDED.pii, worker = NULL
      WHERE executions.status = 'running'
     RETURNING id, tenant_id
+),
+filled AS (
+    UPDATE audit_log SET status = %(audit_status)s, tools = %(audit_tools)s,
+                         finished_at = %(finished)s
+     WHERE execution_id IN (SELECT id FROM inserted) AND action = %(action)s
+),
+audited AS (
+    -- (every CTE reads the table as before the statement: its own rows are not seen)
+    INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, details,
+                           status, tools, created_at, finished_at)
+    SELECT tenant_id, %(key)s, %(user)s, %(action)s, id, %(hash)s, '{}'::jsonb,
+           %(audit_status)s, %(audit_tools)s, %(created)s, %(finished)s
+      FROM inserted
+     WHERE NOT EXISTS (SELECT 1 FROM audit_log a
+                        WHERE a.execution_id = inserted.id AND a.action = %(action)s)
 )
-INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, details,
-                       status, tools, created_at, finished_at)
-SELECT tenant_id, %(key)s, %(user)s, %(action)s, id, %(hash)s, '{}'::jsonb, %(audit_status)s,
-       %(audit_tools)s, %(created)s, %(finished)s
-  FROM inserted
-RETURNING execution_id
+SELECT id AS execution_id FROM inserted
 """
 
 
-# A direct call made as an MCP task: its row, running, written before its task is answered
-# (so any replica reads the task, after any restart). ``worker`` names its lease
-# (``shared.executions.liveness.lease_worker``): the reaper ends it ``worker_lost`` once the
-# lease lapses. Its end (``write_records``) fills the same row.
+# A direct call made as an MCP task: its row, running, and its audit row (as a submitted
+# run's, written before it ends: a task whose toolhost dies is in the audit log too), written
+# before its task is answered (so any replica reads the task, after any restart). ``worker``
+# names its lease (``shared.executions.liveness.lease_worker``): the reaper ends it
+# ``worker_lost`` once the lease lapses, filling the audit row. Its end (``write_records``)
+# fills both.
 START_SQL = """
-INSERT INTO executions (id, tenant_id, status, code, args, tools, timeout_s, extras,
-                        created_at, started_at, queued_ms, learn, trace_id, language,
-                        attempts, user_id, worker)
-VALUES (%(id)s, %(tenant)s, 'running', %(code)s, %(args)s, %(tools)s, %(timeout)s,
-        %(extras)s, %(created)s, %(created)s, 0, false, %(trace_id)s, 'python', 1, %(user)s,
-        %(worker)s)
-ON CONFLICT (id) DO NOTHING
+WITH started AS (
+    INSERT INTO executions (id, tenant_id, status, code, args, tools, timeout_s, extras,
+                            created_at, started_at, queued_ms, learn, trace_id, language,
+                            attempts, user_id, worker)
+    VALUES (%(id)s, %(tenant)s, 'running', %(code)s, %(args)s, %(tools)s, %(timeout)s,
+            %(extras)s, %(created)s, %(created)s, 0, false, %(trace_id)s, 'python', 1,
+            %(user)s, %(worker)s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, tenant_id
+)
+INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, details,
+                       created_at)
+SELECT tenant_id, %(key)s, %(user)s, %(action)s, id, %(hash)s, '{}'::jsonb, %(created)s
+  FROM started
 """
 
 
@@ -88,9 +108,11 @@ def write_started(
     created_at: float,
     trace_id: str | None,
     user_id: str | None,
+    key_id: str | None,
     worker: str,
 ) -> None:
-    """The running row of a direct call made as a task (``START_SQL``), committed."""
+    """The running row and audit row of a direct call made as a task (``START_SQL``),
+    committed."""
     with conn.transaction():
         conn.execute(
             START_SQL,
@@ -106,6 +128,9 @@ def write_started(
                 "trace_id": trace_id,
                 "user": user_id,
                 "worker": worker,
+                "key": key_id,
+                "action": str(AuditAction.EXECUTE),
+                "hash": call_hash(code=code, args=args, tools=[tool_id]),
             },
         )
 
@@ -271,10 +296,13 @@ def _params(record: Row) -> dict[str, Any]:
         "key": record.get("key_id"),
         "user": record.get("user_id"),
         "action": str(AuditAction.EXECUTE),
-        "hash": args_hash(
-            {"code": record["code"], "args": record.get("args"), "tools": record.get("tools")}
-        ),
+        "hash": call_hash(code=record["code"], args=record.get("args"), tools=record.get("tools")),
     }
+
+
+def call_hash(*, code: str, args: Any, tools: Any) -> str:
+    """The audit row's hash of the call, as a submitted run's (``args_hash``)."""
+    return args_hash({"code": code, "args": args, "tools": tools})
 
 
 def _unstorable(record: Row, exc: Exception) -> Row:

@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 import redis
 
+from shared.approvals.store import close_run_approvals
+from shared.auth.audit import finish_audit
 from shared.auth.grants import GRANT_QUEUE_SLACK_S
 from shared.cache.runs import invalidate_possible_writes
 from shared.errors import ErrorType, error_dict
@@ -100,7 +102,22 @@ def end_lost_run(
             details={"attempts": attempts, "retry": row.get("retry") or "never"},
         ),
     )
-    return LostRun(finished, requeued=False) if finished is not None else None
+    if finished is None:
+        return None
+    settle_ended(conn, row=finished)
+    return LostRun(finished, requeued=False)
+
+
+def settle_ended(conn: psycopg.Connection[Row], *, row: Row) -> None:
+    """The rest of the end of a run that its worker did not end (the reaper, a redelivered
+    message), in the caller's transaction: its audit row learns how it ended, as the worker's
+    ``store`` fills it, and its calls still waiting for approval are closed (out of the
+    approvers' inbox, audited), as the worker's ``approvals.close`` stage closes them."""
+    execution_id, status = str(row["id"]), str(row["status"])
+    finish_audit(conn, execution_id=execution_id, status=status, trace=row.get("trace"))
+    closed = close_run_approvals(conn, execution_id=execution_id, status=status)
+    if closed:
+        log.info("execution %s: %s unanswered approvals closed", execution_id, closed)
 
 
 def _prepare_rerun(client: redis.Redis, *, row: Row, reason: str) -> None:

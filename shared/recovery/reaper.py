@@ -26,7 +26,7 @@ from shared.executions.liveness import BEAT_TTL_S, LEASE_WORKER, alive
 from shared.executions.status import ExecutionStatus
 from shared.executions.store import finish_execution
 from shared.queues import reap_suspect_key
-from shared.recovery.lost import NOT_RERUN, end_lost_run
+from shared.recovery.lost import NOT_RERUN, end_lost_run, settle_ended
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ def reap_stale(
         finished = _finish_one(conn, row)
         if finished is not None:
             reaped.append(finished)
+            settle_ended(conn, row=finished)
             if finished["status"] == ExecutionStatus.WORKER_LOST:
                 # Before it is announced: whatever the lost run wrote is not served stale.
                 invalidate_possible_writes(conn, client, row=row)

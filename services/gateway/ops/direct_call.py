@@ -298,6 +298,7 @@ async def begin_task(state: GatewayState, call: DirectCall) -> None:
                 created_at=end.created_at,
                 trace_id=end.trace_id,
                 user_id=end.user,
+                key_id=end.key_id,
                 worker=lease_worker(end.execution_id),
             )
         pipe = state.redis.pipeline(transaction=False)

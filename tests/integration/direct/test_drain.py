@@ -1,6 +1,7 @@
 """Direct calls' records, drained from the Redis stream to Postgres (shared/direct), on a real
 Redis and Postgres: a drainer that dies after reading leaves its records to another, and a
-record written twice leaves one executions row and one audit row."""
+record written twice leaves one executions row and one audit row; a direct call made as a
+task is audited from its start, and its end fills that row."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import pytest
 import redis
 
 from shared.direct.drain import Drainer
-from shared.direct.records import finished_row, queue_record, record_of, write_records
+from shared.direct.records import (
+    finished_row,
+    queue_record,
+    record_of,
+    write_records,
+    write_started,
+)
 from shared.errors import ErrorType, error_dict
 from shared.executions.trace import TraceRecorder
 from shared.queues import DIRECT_RECORDS_GROUP, DIRECT_RECORDS_STREAM
@@ -131,3 +138,27 @@ def test_a_drainer_whose_write_failed_writes_its_own_entries_first(
     assert drainer.drain() == 1
     stored = _stored(pg_url, [str(row["id"]) for row in rows])
     assert len(stored["rows"]) == 3 and len(stored["audits"]) == 3
+
+
+def test_a_tasks_audit_row_is_written_at_its_start_and_filled_by_its_end(pg_url: str) -> None:
+    """A task whose toolhost dies never ends by ``write_records``: its audit row must exist
+    from its start (the reaper fills it); an end that comes fills the same row, twice or not."""
+    row = _row(4)
+    execution_id = str(row["id"])
+    with psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row) as conn:
+        write_started(
+            conn, execution_id=execution_id, tenant_id="default", code=row["code"],
+            args=row["args"], tool_id=TOOL, timeout_s=30.0, extras=row["extras"],
+            created_at=row["created_at"].timestamp(), trace_id=None, user_id=None,
+            key_id=None, worker=f"direct-task:{execution_id}",
+        )  # fmt: skip
+    started = _stored(pg_url, [execution_id])
+    assert started["rows"][execution_id]["status"] == "running"
+    assert [(a["action"], a["status"]) for a in started["audits"]] == [("execute", None)]
+    for _ in range(2):  # a record written twice changes nothing the second time
+        with psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row) as conn:
+            write_records(conn, [record_of(row, key_id=None)])
+        ended = _stored(pg_url, [execution_id])
+        assert ended["rows"][execution_id]["status"] == "succeeded"
+        (audit,) = ended["audits"]
+        assert audit["status"] == "succeeded" and audit["tools"][0]["ok"] is True, audit

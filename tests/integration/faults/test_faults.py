@@ -106,6 +106,9 @@ def test_sandbox_pool_child_killed_ends_its_execution_as_worker_lost(stack: E2ES
     assert set(statuses) <= {"succeeded", "worker_lost"}
     lost = [v for v in views.values() if v["status"] == "worker_lost"]
     assert all("not re-run" in v["error"]["message"] for v in lost)
+    for view in lost:  # the audit log says how it ended, as for a run its worker ended
+        (audited,) = _audit_of(stack, view["id"])
+        assert audited["status"] == "worker_lost", audited
 
 
 def test_sandbox_main_process_killed_ends_running_ones_and_loses_no_queued_one(
@@ -161,6 +164,9 @@ def test_toolhost_killed_mid_call_ends_calls_as_tool_unavailable(stack: E2EStack
     # Its lease lapsed with the toolhost: worker_lost, never working (its server may have run).
     assert failed["status"] == "failed" and "result" not in failed, failed
     assert failed["error"]["data"]["type"] == "worker_lost", failed
+    # Its call is in the audit log (written at its start), ended as the reaper ended it.
+    (audited,) = _audit_of(stack, str(_execution_of(stack, lost)))
+    assert audited["action"] == "execute" and audited["status"] == "worker_lost", audited
     for view in views.values():
         assert view["status"] == "failed", view
         # Ended by the claiming toolhost's missing heartbeat, not by the deadline.
@@ -226,6 +232,9 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
         failed = await until_done(client, lost.task_id, timeout_s=120)
     assert failed["status"] == "failed" and "result" not in failed, failed
     assert failed["error"]["data"]["type"] == "worker_lost", failed
+    # Its call is in the audit log (written at its start), ended as the reaper ended it.
+    (audited,) = _audit_of(stack, str(_execution_of(stack, lost)))
+    assert audited["action"] == "execute" and audited["status"] == "worker_lost", audited
 
 
 async def test_a_direct_task_completes_while_every_sandbox_slot_is_busy(
@@ -284,14 +293,28 @@ async def _direct_task_read(stack: E2EStack, task_id: str) -> dict[str, Any]:
 
 def _leased_by_toolhost(stack: E2EStack, task_id: str) -> bool:
     """Whether a toolhost holds the lease of the direct task's call (its server is called)."""
+    execution_id = _execution_of(stack, task_id)
+    if execution_id is None:
+        return False
+    client = redis.Redis.from_url(stack.settings.redis_url or "")
+    return client.get(direct_lease_key(execution_id)) == b"toolhost"
+
+
+def _execution_of(stack: E2EStack, task_id: str) -> str | None:
+    """The id of the execution behind an MCP task (None before its row names the task)."""
     with stack.db() as conn:
         row = conn.execute(
             "SELECT id::text FROM executions WHERE mcp_task_id = %s", (task_id,)
         ).fetchone()
-    if row is None:
-        return False
-    client = redis.Redis.from_url(stack.settings.redis_url or "")
-    return client.get(direct_lease_key(row["id"])) == b"toolhost"
+    return None if row is None else str(row["id"])
+
+
+def _audit_of(stack: E2EStack, execution_id: str) -> list[dict[str, Any]]:
+    """The execution's rows of the audit log, as the tenant's admin reads it."""
+    with stack.client() as client:
+        got = client.get("/v1/audit", params={"limit": 1000})
+    assert got.status_code == 200, got.text
+    return [e for e in got.json()["entries"] if e["execution_id"] == execution_id]
 
 
 def _run_status(stack: E2EStack, task_id: str) -> str | None:

@@ -660,32 +660,58 @@ def test_runs_waiting_for_approval_do_not_stall_the_others(stack: E2EStack) -> N
     assert not {60, 61} & set(amounts())
 
 
-def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once(stack: E2EStack) -> None:
-    """``retry: safe``: the pool process running a paused run is killed; the approval given
-    while no worker runs it holds, and the re-run redeems it: the call reaches the server
-    once, and the person is asked once. (Only a pool process dies: its worker makes another,
-    so the shared stack goes on.)"""
+def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once_or_closes_it(
+    stack: E2EStack,
+) -> None:
+    """The pool processes running two paused runs are killed. ``retry: safe``: the approval
+    given while no worker runs it holds, and the re-run redeems it: the call reaches the
+    server once, and the person is asked once. ``retry: never``: the run ends
+    ``worker_lost`` and its approval is closed with it (out of the approvers' inbox, an
+    answer 409 ``approval_closed``, the closing audited); the call never reaches the server.
+    (Only pool processes die: their worker makes others, so the shared stack goes on.)"""
     payer, boss = key(stack, "payer2", admin=True), key(stack, "boss2", admin=True)
     run_id = submit(stack, payer, PYTHON, args={"amount": 31, "to": "refund"}, retry="safe")
+    lost_id = submit(stack, payer, PYTHON, args={"amount": 32, "to": "refund"})
     (pending,) = paused(stack, payer, run_id)["pending_approvals"]
+    (lost_pending,) = paused(stack, payer, lost_id)["pending_approvals"]
+    assert _inbox_entry(stack, boss, 32)["call_id"] == lost_pending["call_id"]
     client = redis.Redis.from_url(stack.settings.redis_url or "")
-    (worker,) = [b.worker for b in read_sandbox_beats(client) if b.busy == run_id]
-    pid = int(worker.rsplit(":", 1)[1])
-    assert pid in {c.pid for c in psutil.Process(stack.procs["sandbox"].proc.pid).children()}
-    os.kill(pid, signal.SIGKILL)
+    beats = read_sandbox_beats(client)
+    pids = [int(b.worker.rsplit(":", 1)[1]) for b in beats if b.busy in (run_id, lost_id)]
+    assert len(pids) == 2
+    assert set(pids) <= {c.pid for c in psutil.Process(stack.procs["sandbox"].proc.pid).children()}
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
     yes = answer(stack, boss, run_id, pending["call_id"], {"decision": "approve"})
     assert yes.status_code == 200, yes.text
     done = finished(stack, payer, run_id)
     assert done["status"] == "succeeded" and done["attempts"] == 2, done
     assert done["result"] == "paid 31.0 to refund"
     assert amounts().count(31) == 1
+    lost = finished(stack, payer, lost_id)
+    assert lost["status"] == "worker_lost", lost
+    # Closed as the run ended (the same transaction): no longer in the inbox, nor answerable.
+    with httpx.Client(base_url=stack.gateway_url, headers=boss, timeout=60) as http:
+        inbox = http.get("/v1/approvals").json()["pending"]
+    assert lost_pending["call_id"] not in {p["call_id"] for p in inbox}, inbox
+    late = answer(stack, boss, lost_id, lost_pending["call_id"], YES)
+    assert late.status_code == 409, late.text
+    error = late.json()["error"]
+    assert error["type"] == "approval_closed" and "abandoned" in error["message"], error
     with stack.db() as conn:
         asked = conn.execute(
             "SELECT count(*) AS n FROM audit_log WHERE execution_id = %s "
             "AND action = 'approval_requested'",
             (run_id,),
         ).fetchone()
+        closing = conn.execute(
+            "SELECT details FROM audit_log WHERE execution_id = %s AND action = 'approval_decided'",
+            (lost_id,),
+        ).fetchall()
     assert asked is not None and asked["n"] == 1
+    assert [c["details"]["decision"] for c in closing] == ["abandoned"], closing
+    assert "worker_lost" in closing[0]["details"]["reason"], closing
+    assert 32 not in amounts()
 
 
 def test_a_run_and_a_direct_call_waiting_through_a_gateway_restart_lose_nothing(

@@ -28,9 +28,10 @@ def close_unanswered(ctx: RunContext) -> None:
             seen.add(str(event.get("call_id")))
     if not asked - answered:
         return
-    why = f"its run ended ({ctx.status}) while the call waited"
     closed = with_db_retry(
-        lambda conn: close_run_approvals(conn, execution_id=ctx.execution_id, why=why),
+        lambda conn: close_run_approvals(
+            conn, execution_id=ctx.execution_id, status=str(ctx.status)
+        ),
         what="close approvals",
     )
     if closed:
