@@ -116,11 +116,19 @@ def queue_run(pipe: Any, *, status: str, error: dict[str, Any] | None, seconds: 
         pipe.hincrby(METRICS_PREFIX + "sandbox_limit_kills_total", kind, 1)
 
 
-def count_ingested(client: redis.Redis, *, results: Sequence[Any]) -> None:
-    """What a batch of ingested runs taught (``IngestResult``s): patterns, suggestions, and
-    how capability re-runs went."""
-    pipe = client.pipeline(transaction=False)
+def queue_ingested(pipe: Any, *, results: Sequence[Any], seconds: float) -> None:
+    """What a batch of ingested runs taught (``IngestResult``s): how many, the capabilities
+    learned, updated or skipped for failed tools, patterns, suggestions, how capability
+    re-runs went, and the batch's latency for each; queued on the caller's pipeline."""
+    outcomes = [r.outcome for r in results]
     for name, amount in (
+        ("traces_ingested_total", len(results)),
+        ("capabilities_learned_total", outcomes.count("learned")),
+        ("capabilities_updated_total", outcomes.count("updated")),
+        (
+            "capabilities_skipped_tool_failures_total",
+            sum(1 for r in results if r.verdict == "tool_failures"),
+        ),
         ("patterns_detected_total", sum(1 for r in results if r.edges)),
         ("suggestions_generated_total", sum(r.suggested for r in results)),
         ("suggestions_accepted_total", sum(r.suggestions_used for r in results)),
@@ -131,7 +139,8 @@ def count_ingested(client: redis.Redis, *, results: Sequence[Any]) -> None:
         if r.rerun_ok is not None:
             result = "succeeded" if r.rerun_ok else "failed"
             pipe.hincrby(METRICS_PREFIX + "capability_runs_total", result, 1)
-    pipe.execute()
+    # Each run waited for the whole batch: that is its ingestion latency.
+    _queue_observation(pipe, "ingestion_latency_seconds", seconds, count=len(results))
 
 
 def count_search(client: redis.Redis, *, matched: bool) -> None:

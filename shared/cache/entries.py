@@ -54,14 +54,26 @@ def get_entry_and_generations(
     """``get_entry`` then ``read_generations`` of ``servers``, in one round trip (a pipeline:
     Redis runs them in order, so the generations are read after the entry, as ``current``
     would read them)."""
-    keys = _generation_keys(servers)
     pipe = client.pipeline(transaction=False)
     pipe.get(entry_key(tenant_id, digest))
-    if keys:
-        pipe.mget([generation_key(k) for k in keys])
+    keys = queue_generations(pipe, servers)
     raw, *values = pipe.execute()
     entry = None if raw is None else CachedResult(**orjson.loads(raw))
-    return entry, _generations(keys, values[0] if values else [])
+    return entry, generations_replied(keys, values)
+
+
+def queue_generations(pipe: Any, servers: Sequence[str]) -> list[str]:
+    """Queue ``read_generations`` of ``servers`` on ``pipe`` (one MGET, none for no server),
+    so it shares another read's round trip; the keys, for ``generations_replied``."""
+    keys = _generation_keys(servers)
+    if keys:
+        pipe.mget([generation_key(k) for k in keys])
+    return keys
+
+
+def generations_replied(keys: Sequence[str], replies: Sequence[Any]) -> dict[str, int]:
+    """The generations ``queue_generations`` queued last, from the pipeline's replies to it."""
+    return _generations(keys, replies[0] if keys else [])
 
 
 def read_generations(client: redis.Redis, servers: Sequence[str]) -> dict[str, int]:

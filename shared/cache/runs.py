@@ -138,6 +138,11 @@ def capability_cache_config(conn: Conn, *, capability_id: Any) -> dict[str, Any]
     return dict(found["cache_config"] or {}) if found else None
 
 
+def scope_servers(scope: Scope) -> list[str]:
+    """The servers whose generations a run of ``scope`` reads before it starts."""
+    return sorted(servers_of(scope.policies))
+
+
 def prepare(
     client: redis.Redis,
     *,
@@ -148,7 +153,7 @@ def prepare(
     """Before the sandbox starts: the scope and the generations its servers are at
     (``generations``: as already read for them, with the cache lookup)."""
     if generations is None:
-        generations = entries.read_generations(client, sorted(servers_of(scope.policies)))
+        generations = entries.read_generations(client, scope_servers(scope))
     return RunCache(scope=scope, generations=generations, capability_config=config)
 
 

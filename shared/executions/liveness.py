@@ -98,6 +98,7 @@ class Heartbeat:
         self._worker = worker_name()
         self._started_at = time.time()
         self.busy: str | None = None
+        self._written: str | None = None  # the ``busy`` the last beat wrote
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sandbox-heartbeat", daemon=True)
 
@@ -107,14 +108,18 @@ class Heartbeat:
         return self
 
     def mark(self, busy: str | None) -> None:
-        """``busy`` changed: the thread beats now, off the caller's path (only the body's
-        ``busy`` changes; the key lives as long as the thread beats, as before)."""
+        """``busy`` changed. A process that was idle as last written beats now, off the
+        caller's path; any other change rides the next beat (within ``BEAT_EVERY_S``), so
+        back-to-back runs cost no write of their own (only ``/healthz`` reads ``busy``)."""
         self.busy = busy
-        self._wake.set()
+        if busy is not None and self._written is None:
+            self._wake.set()
 
     def beat(self) -> None:
         """Write the key now; Redis errors are logged once."""
-        body = SandboxBeat(self._worker, self._started_at, self.busy).encode()
+        busy = self.busy
+        body = SandboxBeat(self._worker, self._started_at, busy).encode()
+        self._written = busy
         try:
             self._client.set(sandbox_key(self._worker), body, ex=BEAT_TTL_S)
         except redis.RedisError as exc:

@@ -19,7 +19,7 @@ from shared.cache.runs import invalidate_servers
 from shared.cache.store import blocked_servers
 from shared.config import get_settings
 from shared.events import bus
-from shared.executions.events import LEARNED, publish_events
+from shared.executions.events import LEARNED, queue_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
 from shared.learning.consolidate import SOON_MIN_S, last_pass_seconds, soon_delay
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions, tenants_taught
@@ -133,32 +133,27 @@ def _ingest(ids: list[str]) -> dict[str, IngestResult]:
 
 
 def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
-    """Metrics for the batch, and each execution's `learned` event (its response waits on it)."""
+    """Metrics for the batch, each execution's `learned` event (its response waits on it) and
+    the tenants' events, in one round trip."""
     done = {i: r for i, r in results.items() if r.outcome not in NOTHING_DONE}
     if not done:
         return
-    client = clients.redis_client()
-    outcomes = [r.outcome for r in done.values()]
-    metrics.incr(client, "traces_ingested_total", len(done))
-    for outcome, counter in (
-        ("learned", "capabilities_learned_total"),
-        ("updated", "capabilities_updated_total"),
-    ):
-        if n := outcomes.count(outcome):
-            metrics.incr(client, counter, n)
-    if n := sum(1 for r in done.values() if r.verdict == "tool_failures"):
-        metrics.incr(client, "capabilities_skipped_tool_failures_total", n)
-    metrics.count_ingested(client, results=list(done.values()))
-    # Each trace waited for the whole batch: that is its ingestion latency.
-    metrics.observe(client, "ingestion_latency_seconds", seconds, count=len(done))
     events = []
     for execution_id, result in done.items():
         event: dict[str, Any] = {"type": LEARNED, "outcome": result.outcome}
         if result.failed_tools:
             event["failed_tools"] = result.failed_tools
         events.append((execution_id, event))
-    publish_events(client, events=events)
-    bus.publish_many(client, events=_tenant_events(done))
+    pipe = clients.redis_client().pipeline(transaction=False)
+    queue_events(pipe, events=events)
+    metrics.queue_ingested(pipe, results=list(done.values()), seconds=seconds)
+    for tenant_id, type_, data in _tenant_events(done):
+        bus.queue(pipe, tenant_id=tenant_id, type=type_, data=data)
+    try:
+        pipe.execute()
+    except redis.RedisError:
+        # The runs are ingested (committed); a waiting response reads its row after its grace.
+        log.warning("could not report %d ingested run(s)", len(done), exc_info=True)
 
 
 def _consolidate_soon(results: dict[str, IngestResult]) -> None:

@@ -16,7 +16,7 @@ from workers.sandbox.retry import with_db_retry
 
 def prepare(ctx: RunContext) -> None:
     """The scope's cache policies (from the tools the scope stage read) and its servers'
-    generations, read before the run starts."""
+    generations, read before the run starts (by the scope stage, with the grant)."""
     capability_id = ctx.row.get("capability_id")
 
     def read(conn: Any) -> dict[str, Any] | None:
@@ -25,8 +25,13 @@ def prepare(ctx: RunContext) -> None:
 
     # Nothing ran yet: waiting out a Postgres restart is safe.
     config = with_db_retry(read, what="prepare the result cache") if capability_id else None
-    scope = cache_runs.scope_among(ctx.known_tool_rows, tools=ctx.row["tools"])
-    ctx.cache = cache_runs.prepare(ctx.redis, scope=scope, config=config)
+    scope = ctx.cache_scope
+    if scope is None:  # the scope stage did not run (a stage's own test)
+        scope = cache_runs.scope_among(ctx.known_tool_rows, tools=ctx.row["tools"])
+    # The generations the scope stage read with the grant (None: read them now).
+    ctx.cache = cache_runs.prepare(
+        ctx.redis, scope=scope, config=config, generations=ctx.generations
+    )
 
 
 def invalidate_writes(ctx: RunContext) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from shared.auth.grants import Grant
-from shared.cache.runs import RunCache
+from shared.cache.runs import RunCache, Scope
 from shared.config import Settings
 from shared.privacy.tokens import Tokenizer
 from shared.sandbox.bridge import CapabilitySource
@@ -34,6 +34,9 @@ class RunContext:
     # every known tool's row, removed servers' too (``run_tools``): cache.prepare's settings
     known_tool_rows: list[dict[str, Any]] = field(default_factory=list)
     capabilities: dict[str, CapabilitySource] = field(default_factory=dict)
+    # scope, for cache.prepare: the result cache's scope, its servers' generations before the run
+    cache_scope: Scope | None = None
+    generations: dict[str, int] | None = None
     # cache.prepare: the scope's policies and generations before the run
     cache: RunCache | None = None
     # sandbox: what the child did (a cancelled run is an outcome too)

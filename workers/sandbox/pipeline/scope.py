@@ -8,6 +8,8 @@ from typing import Any
 import psycopg
 
 from shared.auth.grants import GRANT_RUN_SLACK_S, Grant, load_grant
+from shared.cache import entries
+from shared.cache import runs as cache_runs
 from shared.capabilities.references import referenced_capabilities
 from shared.capabilities.store import capabilities_by_name
 from shared.db import autocommit
@@ -26,22 +28,30 @@ MAX_INJECTED_CAPABILITIES = 64
 
 
 def resolve_scope(ctx: RunContext) -> None:
-    """Read the grant (and keep it for the run), the granted tools, the inlined capabilities."""
-    # Read, and from now on kept as long as this run (not as long as a queue wait), in one
-    # round trip: EXPIRE changes nothing when there is no grant.
+    """Read the grant (and keep it for the run), the granted tools, the inlined capabilities,
+    and the result cache's scope with its servers' generations (for ``cache.prepare``)."""
+    # One read of `tools` for the scope and the cache settings (cache.prepare), kept in this
+    # process while the version the claim read stays: no round trip unless tools changed.
+    # Before the grant's read: the grant outlives a queue wait (a day), so a Postgres outage
+    # waited out here cannot make it expire.
+    ctx.known_tool_rows, ctx.awaiting_servers = with_db_retry(
+        lambda conn: _run_tools(conn, version=ctx.tools_version), what="load tools"
+    )
+    ctx.cache_scope = cache_runs.scope_among(ctx.known_tool_rows, tools=ctx.row["tools"])
+    # The grant read, and from now on kept as long as this run (not as long as a queue wait),
+    # with the generations of the cache scope's servers, in one round trip: EXPIRE changes
+    # nothing when there is no grant; the generations are read before the run starts, as
+    # store-then-check needs (shared.cache.entries).
     key, ttl = grant_key(ctx.execution_id), int(ctx.row["timeout_s"]) + GRANT_RUN_SLACK_S
     pipe = ctx.redis.pipeline(transaction=False)
     pipe.get(key)
     pipe.expire(key, ttl)
-    raw, _ = pipe.execute()
+    keys = entries.queue_generations(pipe, cache_runs.scope_servers(ctx.cache_scope))
+    raw, _, *generations = pipe.execute()
+    ctx.generations = entries.generations_replied(keys, generations)
     ctx.grant = load_grant(raw)
     if ctx.grant is None:
         log.warning("execution %s has no tool grant record: it may call no tools", ctx.execution_id)
-    # One read of `tools` for the scope and the cache settings (cache.prepare), kept in this
-    # process while the version the claim read stays: no round trip unless tools changed.
-    ctx.known_tool_rows, ctx.awaiting_servers = with_db_retry(
-        lambda conn: _run_tools(conn, version=ctx.tools_version), what="load tools"
-    )
     ctx.tools, ctx.known_tools = tool_scope(ctx.row, ctx.grant, configured(ctx.known_tool_rows))
     ctx.capabilities = capability_sources(ctx.row)
 
