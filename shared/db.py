@@ -134,11 +134,19 @@ def migrate(settings: Settings, *, url: str | None = None, check_model: bool = T
         raise DependencyError(f"migrating {redact(target)} failed: {cause}") from exc
     head = ScriptDirectory.from_config(cfg).get_current_head()
     if check_model:
-        with psycopg.connect(psycopg_url(target), autocommit=True) as conn:
-            check_stored_model(
-                read_stored_model(conn), model=settings.embedding_model, dim=settings.vector_dim
-            )
+        check_database_model(settings, url=target)
     return head or ""
+
+
+def check_database_model(settings: Settings, *, url: str | None = None) -> None:
+    """Refuse (ConfigError) a database whose vectors another model made than ``settings``'s:
+    what ``migrate`` checks at a gateway's or toolhost's start, for the processes that embed
+    without migrating (the learning workers)."""
+    target = url or settings.require_urls()[0]
+    with psycopg.connect(psycopg_url(target), autocommit=True) as conn:
+        check_stored_model(
+            read_stored_model(conn), model=settings.embedding_model, dim=settings.vector_dim
+        )
 
 
 def schema_state(settings: Settings) -> tuple[str, str]:

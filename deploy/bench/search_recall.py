@@ -172,6 +172,20 @@ def learn_from(
     tenant: str = TENANT,
 ) -> None:
     """Store each request as a succeeded execution calling its gold tools; ingest them."""
+    executions = store_runs(conn, dataset=dataset, queries=queries, tenant=tenant)
+    ingest_executions(conn, execution_ids=executions, embedder=embedder)
+    conn.commit()
+
+
+def store_runs(
+    conn: psycopg.Connection[Any],
+    *,
+    dataset: SearchSet,
+    queries: Sequence[Query],
+    tenant: str = TENANT,
+) -> list[str]:
+    """Store each request as a succeeded execution calling its gold tools (not yet
+    ingested); their ids, in order."""
     ids_of = tool_ids(dataset)
     executions = []
     for query in queries:
@@ -191,8 +205,7 @@ def learn_from(
         ).fetchone()
         assert row is not None
         executions.append(str(row["id"]))
-    ingest_executions(conn, execution_ids=executions, embedder=embedder)
-    conn.commit()
+    return executions
 
 
 def learning_points(

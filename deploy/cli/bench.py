@@ -5,9 +5,14 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 from typing import Any
 
 import typer
+from pydantic import ValidationError
+
+from shared.config import Settings
+from shared.errors import AgentCardsError
 
 bench_app = typer.Typer(help="Benchmarks; each prints one JSON document.", no_args_is_help=True)
 
@@ -109,9 +114,20 @@ def search(
     fractions: str = typer.Option(
         "0.1,0.25,0.5", help="with --gate: the learned protocol's points (shares of a set)"
     ),
+    embedding_model: str | None = typer.Option(
+        None,
+        "--embedding-model",
+        help="the encoder to measure (AGENTCARDS_EMBEDDING_MODEL; default: as configured)",
+    ),
+    backend: str | None = typer.Option(
+        None,
+        "--backend",
+        help="what runs it: torch, onnx or onnx-int8 (AGENTCARDS_EMBEDDING_BACKEND)",
+    ),
 ) -> None:
     """The shipped tool ranking beside dense retrieval, zero-shot and learning; latency at 10k
     tools. With --gate REF, the gate instead (deploy/bench/search_gate.py)."""
+    _use_encoder(model=embedding_model, backend=backend)
     if gate is None:
         _run("search")
         return
@@ -131,6 +147,25 @@ def search(
     _emit(result)
     if not result["passed"]:
         raise typer.Exit(1)
+
+
+def _use_encoder(*, model: str | None, backend: str | None) -> None:
+    """Measure with this encoder: set for this process and the ones it starts (the gate's
+    sides, their databases), checked as a service's settings are."""
+    chosen = {
+        "AGENTCARDS_EMBEDDING_MODEL": model,
+        "AGENTCARDS_EMBEDDING_BACKEND": backend,
+    }
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    if not chosen:
+        return
+    os.environ.update(chosen)
+    try:
+        Settings()
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(e["msg"] for e in exc.errors())) from None
+    except AgentCardsError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @bench_app.command("match")

@@ -7,10 +7,12 @@ import sys
 import threading
 from typing import Any
 
+from celery import bootsteps
 from celery.signals import worker_process_init
 
 from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
+from shared.db import check_database_model
 from shared.offline import go_offline
 from shared.telemetry import instrument_celery, setup
 from workers.learning.schedule import BEAT_SCHEDULE
@@ -34,6 +36,21 @@ app.conf.beat_scheduler = "workers.learning.leader:LeaderScheduler"
 # batches' worth of unacknowledged messages, one being ingested and one filling up.
 # The prefetch default of the shared config (one message) would starve the buffer.
 app.conf.worker_prefetch_multiplier = 2 * get_settings().learning_batch_size
+
+
+class StoredModelCheck(bootsteps.Step):
+    """Refuse to start a worker configured with another embedding model than the database's
+    vectors were made with, as the gateway and the toolhost refuse (``shared.db.migrate``):
+    its intents' vectors would be ranked against the tools' though not comparable. Checked
+    when the worker is built, before its pool processes load a model: the worker exits with
+    code 1 and the error naming ``agentcards reembed``."""
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        check_database_model(get_settings())
+        super().__init__(parent, **kwargs)
+
+
+app.steps["worker"].add(StoredModelCheck)
 
 
 @worker_process_init.connect

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
@@ -67,3 +69,17 @@ def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
     assert sum(sizes) == len(ids) + 2 and max(sizes) > 1  # not one message at a time
     assert "has no execution id" in log  # the malformed ones were named and dropped
     assert worker.proc.poll() is None
+
+
+def test_a_worker_configured_with_another_model_than_the_stored_vectors_refuses_to_start(
+    settings: Settings, celery_worker: Callable[..., Proc]
+) -> None:
+    # The database's vectors are the default model's (recorded when it was migrated).
+    with pytest.raises(RuntimeError, match="agentcards reembed") as refused:
+        celery_worker(
+            "workers.learning.celery_app",
+            "learning",
+            extra_env={"AGENTCARDS_EMBEDDING_MODEL": "all-mpnet-base-v2"},
+        )
+    assert "'all-mpnet-base-v2' (768-d)" in str(refused.value)
+    assert " ready." not in str(refused.value)  # it never took a message
