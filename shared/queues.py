@@ -63,6 +63,8 @@ TOOLS_LISTED_CHANNEL = KEY_PREFIX + "tools:listed"  # a server name: its tool li
 # + tenant id; set (NX, with expiry) while a pass of that tenant's consolidation is queued
 # soon after its new runs, so a burst of runs queues one pass
 CONSOLIDATION_QUEUED_PREFIX = KEY_PREFIX + "consolidation:queued:"
+# When a tenant last taught something (epoch seconds): its queued pass waits for a pause.
+CONSOLIDATION_TAUGHT_PREFIX = KEY_PREFIX + "consolidation:taught:"
 # A server's notifications for the direct surface: {server, uri} (a subscribed resource
 # changed) or {server, list: "resources" | "prompts"} (that list changed).
 SERVER_NOTICES_CHANNEL = KEY_PREFIX + "servers:notices"

@@ -21,10 +21,21 @@ from shared.config import get_settings
 from shared.events import bus
 from shared.executions.events import LEARNED, queue_events
 from shared.graph.store import graph_fingerprint, refresh_metrics
-from shared.learning.consolidate import SOON_MIN_S, last_pass_seconds, soon_delay
+from shared.learning.consolidate import (
+    SOON_BURST_CAP_S,
+    SOON_MIN_S,
+    last_pass_seconds,
+    soon_delay,
+    soon_wait,
+)
 from shared.learning.ingest import NOTHING_DONE, IngestResult, ingest_executions, tenants_taught
 from shared.learning.maintenance import promote_capabilities, prune_idle_capabilities
-from shared.queues import CONSOLIDATION_QUEUED_PREFIX, GRAPH_FINGERPRINT_KEY, TaskName
+from shared.queues import (
+    CONSOLIDATION_QUEUED_PREFIX,
+    CONSOLIDATION_TAUGHT_PREFIX,
+    GRAPH_FINGERPRINT_KEY,
+    TaskName,
+)
 from shared.search.graph_snapshot import fold_ended_writers
 from workers.learning import clients, consolidator
 from workers.learning.batching import REQUEUE, ReliableBatches
@@ -166,11 +177,17 @@ def _consolidate_soon(results: dict[str, IngestResult]) -> None:
         with clients.db_pool().connection() as conn:
             delays = {t: soon_delay(last_pass_seconds(conn, tenant_id=t)) for t in tenants}
         client = clients.redis_client()
+        now = time.time()
+        pipe = client.pipeline(transaction=False)
+        for tenant in delays:  # a queued pass waits for the tenant's runs to pause
+            pipe.set(CONSOLIDATION_TAUGHT_PREFIX + tenant, repr(now), ex=int(SOON_BURST_CAP_S) + 60)
+        pipe.execute()
         for tenant, delay in delays.items():
-            # Expires a minute after the pass is due: a pass lost with its worker does not
-            # keep the tenant's next runs from queueing another.
-            if client.set(CONSOLIDATION_QUEUED_PREFIX + tenant, "1", nx=True, ex=int(delay) + 60):
-                consolidate_tenant_soon.apply_async(args=[tenant], countdown=delay)
+            # Expires a minute after the pass is due at the latest: a pass lost with its worker
+            # does not keep the tenant's next runs from queueing another.
+            ex = int(delay + SOON_BURST_CAP_S) + 60
+            if client.set(CONSOLIDATION_QUEUED_PREFIX + tenant, "1", nx=True, ex=ex):
+                consolidate_tenant_soon.apply_async(args=[tenant, now + delay], countdown=delay)
     except (psycopg.Error, redis.RedisError):
         # The runs are ingested; the beat's pass consolidates them.
         log.warning("could not queue a consolidation of %s", tenants, exc_info=True)
@@ -246,10 +263,19 @@ def consolidate_tool_vectors() -> dict[str, Any]:
 
 
 @app.task(name=TaskName.CONSOLIDATE_TENANT, acks_late=True, reject_on_worker_lost=True)
-def consolidate_tenant_soon(tenant_id: str) -> dict[str, Any]:
+def consolidate_tenant_soon(tenant_id: str, due_at: float | None = None) -> dict[str, Any]:
     """One tenant's pass, queued soon after its new runs (``_consolidate_soon``), started in
-    a child process as the beat's is. While this worker's previous pass runs, it is queued
-    again ``SOON_MIN_S`` later. Idempotent: a tenant with nothing new is left alone."""
+    a child process as the beat's is. While the tenant's runs still arrive it waits for them
+    to pause (``soon_wait``: one pass reads the whole burst); while this worker's previous
+    pass runs, it is queued again ``SOON_MIN_S`` later. Idempotent: a tenant with nothing
+    new is left alone."""
+    if due_at is not None:
+        raw = clients.redis_client().get(CONSOLIDATION_TAUGHT_PREFIX + tenant_id)
+        taught = float(raw) if raw is not None else None
+        wait = soon_wait(now=time.time(), due_at=due_at, last_taught=taught)
+        if wait > 0:
+            consolidate_tenant_soon.apply_async(args=[tenant_id, due_at], countdown=wait)
+            return {"started": False, "waits": wait}
     pid = consolidator.start([tenant_id])
     if pid is None:
         consolidate_tenant_soon.apply_async(args=[tenant_id], countdown=SOON_MIN_S)
