@@ -654,7 +654,8 @@ def test_resources_and_prompts_are_each_persons_own(
     herself; Erin, who has not, is asked to connect (`authorization_required`, a link of her
     own) and sees none of Alice's; a key is refused without a link. The token-exchange
     server serves both people as themselves. A client that declared URL elicitation is asked
-    to connect through it when it reads or gets, and the request goes ahead once connected."""
+    to connect through it when it reads or gets (on the direct endpoint at both revisions, on
+    `/mcp`), and the request goes ahead once connected."""
     tickets.with_name(tickets.name + ".revoked").write_text("")  # the previous test's revocation
     before = len(tickets.read_text().splitlines())
     alice = {"Authorization": f"Bearer {idp.token('alice')}"}
@@ -729,15 +730,16 @@ def test_resources_and_prompts_are_each_persons_own(
         # as a call is; she opens the link, signed in, and the request goes ahead as her.
         with _browser() as hers:
             _sign_in(hers, idp, "erin")
-            for modern in (False, True):
+            for path, modern in (("/mcp/servers/tickets", False), ("/mcp/servers/tickets", True),
+                                 ("/mcp", False)):  # fmt: skip
                 prompts: list[types.ElicitRequestURLParams] = []
                 elicit = _connecting(hers, own_idp, "erin", prompts)
-                op, got = asyncio.run(_asked_to_connect(stack, erin, elicit, modern=modern))
-                assert got == "erin", (op, got)
+                op, got = asyncio.run(_asked_to_connect(stack, erin, elicit, path, modern=modern))
+                assert got == "erin", (path, op, got)
                 assert len(prompts) == 1, prompts
                 assert prompts[0].url.startswith(f"{PUBLIC_URL}/oauth/connect/"), prompts
                 assert "tickets" in prompts[0].message, prompts
-                table.append(f"| erin (URL elicitation) | /mcp/servers/tickets | {op} | asked "
+                table.append(f"| erin (URL elicitation) | {path} | {op} | asked "
                              f"to connect, connected: {got} |")  # fmt: skip
                 assert client.delete("/v1/connections/tickets", headers=erin).status_code == 204
     shown = [json.loads(line) for line in tickets.read_text().splitlines()[before:]]
@@ -747,17 +749,18 @@ def test_resources_and_prompts_are_each_persons_own(
 
 
 async def _asked_to_connect(
-    stack: E2EStack, headers: dict[str, str], elicitation: Any, *, modern: bool
+    stack: E2EStack, headers: dict[str, str], elicitation: Any, path: str, *, modern: bool
 ) -> tuple[str, str]:
-    """On ``tickets``' direct endpoint, with a client that declared URL elicitation:
-    ``resources/read whoami://me`` at 2025-11-25 (a session), ``prompts/get greeting`` at
-    2026-07-28; the request and whom the upstream saw."""
+    """On ``path`` (``tickets``' direct endpoint or ``/mcp``), with a client that declared URL
+    elicitation: ``resources/read`` of its ``whoami://me`` at 2025-11-25 (a session),
+    ``prompts/get greeting`` at 2026-07-28; the request and whom the upstream saw."""
     if not modern:
-        async with mcp_session(stack, path="/mcp/servers/tickets", headers=headers,
+        uri = "whoami://me" if path != "/mcp" else "agentcards://tickets/whoami://me"
+        async with mcp_session(stack, path=path, headers=headers,
                                elicitation_callback=elicitation) as session:  # fmt: skip
-            op = "resources/read whoami://me"
-            return op, _subject_of(op, await session.read_resource("whoami://me"))
-    url = f"{stack.gateway_url}/mcp/servers/tickets"
+            op = f"resources/read {uri}"
+            return op, _subject_of(op, await session.read_resource(uri))
+    url = f"{stack.gateway_url}{path}"
     async with (
         create_mcp_http_client(headers=headers) as http,
         Client(

@@ -8,9 +8,9 @@ from typing import Any
 from mcp import types
 from mcp.server.context import ServerRequestContext
 
-from services.gateway.mcp.direct import connecting
+from services.gateway.mcp import connecting
 from services.gateway.mcp.direct.endpoint import Endpoint
-from services.gateway.mcp.direct.forwarding import forwarded_params, input_asked
+from services.gateway.mcp.direct.forwarding import forwarded_params, forwarded_retry, input_asked
 from services.gateway.mcp.direct.naming import split_name
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct as ops
@@ -44,7 +44,7 @@ async def get_prompt(
 ) -> types.GetPromptResult | types.InputRequiredResult:
     """``prompts/get``, answered by the prompt's server (decided by policy first)."""
     principal = await endpoint.principal(ctx)
-    body = connecting.forwarded(params)
+    body = forwarded_retry(params)
     state = endpoint.get_state()
     with protocol_errors():  # a person who must connect first: asked to, if we can
         server, body["name"] = split_name(endpoint.name, params.name, what="prompt")

@@ -9,10 +9,9 @@ from typing import Any
 from mcp import types
 from mcp.server.context import ServerRequestContext
 
-from services.gateway.mcp import apps
-from services.gateway.mcp.direct import connecting
+from services.gateway.mcp import apps, connecting
 from services.gateway.mcp.direct.endpoint import Endpoint
-from services.gateway.mcp.direct.forwarding import input_asked
+from services.gateway.mcp.direct.forwarding import forwarded_retry, input_asked
 from services.gateway.mcp.direct.listeners import Listeners
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as downstream
@@ -65,7 +64,7 @@ async def read_resource(
     """``resources/read``, answered by the resource's server."""
     caller = await endpoint.principal(ctx)
     uri = str(params.uri)
-    retry = connecting.forwarded(params)
+    retry = forwarded_retry(params)
     retry.pop("uri", None)
     state = endpoint.get_state()
     with protocol_errors(uri=uri):  # a person who must connect first: asked to, if we can

@@ -1,6 +1,6 @@
 """A person reading a resource or getting a prompt of a server they have not connected is
 asked to connect it through their MCP client (URL elicitation), as a tool call is
-(services/toolhost/connect_ask.py).
+(services/toolhost/connect_ask.py): on ``/mcp`` and on the direct endpoints.
 
 A read or get refused ``authorization_required`` with a connect link, from a client that
 declared ``elicitation.url``, asks ``elicitation/create`` (mode ``url``, the link): a
@@ -26,7 +26,6 @@ from mcp.server.context import ServerRequestContext
 from redis.exceptions import RedisError
 
 from services.gateway.mcp import input_required
-from services.gateway.mcp.direct.forwarding import forwarded_params
 from services.gateway.state import GatewayState
 from shared.connections import links
 from shared.errors import AuthorizationRequired
@@ -38,16 +37,6 @@ STATE_KEY = "agentcards_connect"  # our requestState: {STATE_KEY: link URL}, nev
 INPUT_KEY = "connect"  # the one question's key in inputRequests / inputResponses
 # Kept for the request itself once the person has connected (and for its answer to go out).
 CALL_MARGIN_S = 3.0
-
-
-def forwarded(params: types.RequestParams) -> dict[str, Any]:
-    """``forwarded_params`` for the server; a retry answering our own question (``asked``)
-    carries nothing of it to the server."""
-    body = forwarded_params(params)
-    if asked(params) is not None:
-        body.pop("requestState", None)
-        body.pop("inputResponses", None)
-    return body
 
 
 def asked(params: types.RequestParams) -> str | None:
