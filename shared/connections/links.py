@@ -192,6 +192,9 @@ async def wait_connected(client: aioredis.Redis, *, link: str, until: float) -> 
     key = CONNECT_DONE_PREFIX + _digest(link)
     while (remaining := until - time.time()) > 0:
         if await client.blpop([key], timeout=max(0.01, min(DONE_POLL_S, remaining))):
+            # Said again for the next one waiting on the same link (one person's call and
+            # read asked at once are handed one link: each goes ahead).
+            await announce_connected(client, link_digest=_digest(link))
             return True
     return False
 

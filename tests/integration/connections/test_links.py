@@ -60,6 +60,13 @@ async def test_a_person_refused_twice_gets_one_link_until_it_is_used(redis_url: 
         assert (await links.peek_link(client, links.link_of(later.url))).status == "open"
         _age(later.url, redis_url, left_s=-1)
         assert (await _hand(client, keys)).url != later.url
+        # Two requests asked to connect with the one link both hear that it was used to connect.
+        waiting = links.link_of(later.url)
+        until = time.time() + 30
+        both = asyncio.gather(*(links.wait_connected(client, link=waiting, until=until)
+                                for _ in range(2)))  # fmt: skip
+        await links.announce_connected(client, link_digest=links.digest_of(waiting))
+        assert await both == [True, True]
         # Redis holds no link in plaintext: records by digest, the current one sealed.
         plain = redis.Redis.from_url(redis_url)
         held = b"".join(plain.get(k) or b"" for k in plain.scan_iter(CONNECT_CURRENT_PREFIX + "*"))
