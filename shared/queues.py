@@ -105,6 +105,8 @@ SIGNIN_PREFIX = KEY_PREFIX + "signin:"  # + sha256(cookie); state, PKCE verifier
 # People's OAuth connections to servers behind the gateway (shared/connections/links.py):
 # a connect link, and a connection under way, each keyed by the sha256 of its random value.
 CONNECT_LINK_PREFIX = KEY_PREFIX + "connect:link:"  # + sha256(link id); tenant, user, server
+# The link now handed out to a person for a server (sealed; links.current_link).
+CONNECT_CURRENT_PREFIX = KEY_PREFIX + "connect:current:"  # + sha256(tenant, user, server...)
 CONNECT_FLOW_PREFIX = KEY_PREFIX + "connect:flow:"  # + sha256(state); sealed PKCE verifier...
 # ... and the word that a link's connection was stored (a list: a call waiting on it pops it).
 CONNECT_DONE_PREFIX = KEY_PREFIX + "connect:done:"  # + sha256(link id)

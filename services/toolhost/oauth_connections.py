@@ -5,7 +5,7 @@
 (shared/connections/store.py). Each call reads the row (a revocation counts at once), the
 access token is refreshed with the refresh token when it is about to expire, and a person
 without a connection, or whose refresh is refused (expired, revoked), gets
-``authorization_required`` with a new connect link in ``url``.
+``authorization_required`` with a connect link in ``url`` (their open one, if any).
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ class OAuthCredential:
                 connection = await asyncio.to_thread(self._load, tenant_id, user)
             if connection is None:
                 self._held.pop(key, None)
-                url = await self._link(tenant_id, user)
+                link = await self._link(tenant_id, user)
                 raise AuthorizationRequired(
                     f"MCP server {self._server!r} acts for you with your own account there, "
-                    f"which you have not connected: open {url} to connect it (the link works "
-                    "once, for ten minutes), then call again",
-                    url=url,
+                    f"which you have not connected: open {link.url} to connect it (the link "
+                    f"works once, within {link.minutes_left} minutes), then call again",
+                    url=link.url,
                 )
             expires = connection.expires_at
             if expires is not None and expires - REFRESH_MARGIN_S <= time.time():
@@ -84,7 +84,7 @@ class OAuthCredential:
         tenant_id, user = person_of(self._server, caller)
         self._held.pop((tenant_id, user), None)
         await asyncio.to_thread(self._delete, tenant_id, user)
-        url = await self._link(tenant_id, user)
+        url = (await self._link(tenant_id, user)).url
         log.info("server %s: it refused the connection of %s of %s: deleted", self._server,
                  user, tenant_id)  # fmt: skip
         return AuthorizationRequired(
@@ -103,14 +103,15 @@ class OAuthCredential:
         wider = wider_scope(granted, challenged)
         if wider is None:
             return None
-        url = await self._link(tenant_id, user, scopes=wider.split())
+        link = await self._link(tenant_id, user, scopes=wider.split())
         log.info("server %s: asks %s of %s for more scope (%s)", self._server, user,
                  tenant_id, challenged)  # fmt: skip
         return AuthorizationRequired(
             f"MCP server {self._server!r} needs more of your permission for this call (scope "
-            f"{challenged}) than your connection grants ({granted or 'no scope'}): open {url} "
-            "to grant it (the link works once, for ten minutes), then call again",
-            url=url,
+            f"{challenged}) than your connection grants ({granted or 'no scope'}): open "
+            f"{link.url} to grant it (the link works once, within {link.minutes_left} minutes), "
+            "then call again",
+            url=link.url,
         )
 
     async def _refreshed(self, connection: Connection) -> Connection:
@@ -126,7 +127,7 @@ class OAuthCredential:
             )
         except TokenRefused as exc:
             await asyncio.to_thread(self._delete, c.tenant_id, c.user_id)
-            url = await self._link(c.tenant_id, c.user_id)
+            url = (await self._link(c.tenant_id, c.user_id)).url
             raise AuthorizationRequired(
                 f"your connection to MCP server {self._server!r} has expired or was revoked "
                 f"({exc}): open {url} to connect it again, then call again",
@@ -156,14 +157,16 @@ class OAuthCredential:
                  c.tenant_id)  # fmt: skip
         return renewed
 
-    async def _link(self, tenant_id: str, user: str, *, scopes: list[str] | None = None) -> str:
+    async def _link(
+        self, tenant_id: str, user: str, *, scopes: list[str] | None = None
+    ) -> links.Handed:
         if not self._public_url:
             raise ServerUnavailable(
                 f"MCP server {self._server!r} needs each person to connect it, and the gateway "
                 "has no public URL to send them to (AGENTCARDS_PUBLIC_URL)"
             )
         return await links.connect_url(
-            self._redis, public_url=self._public_url, tenant_id=tenant_id, user_id=user,
+            self._redis, self._keys, public_url=self._public_url, tenant_id=tenant_id, user_id=user,
             server=self._server, url=self._url,
             scopes=self._scopes if scopes is None else scopes,
         )  # fmt: skip

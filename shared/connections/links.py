@@ -11,6 +11,11 @@ SHA-256 of its ``state`` together with the browser's own secret (a cookie of the
 that opened the link), sealed (it holds the PKCE verifier and the client's secret), taken
 by the first callback that names both, so a replayed or forged callback, or one arriving
 in another browser, finds nothing and uses nothing up.
+
+A person refused again and again (each listing, each call) gets the **same** link while it
+is open and has ``LINK_REUSE_MIN_S`` left: the link now open for a tenant, user, server and
+scopes is kept beside it (sealed: Redis never holds a link in plaintext), and one script
+either hands it back or makes a new one, so two refusals at once cannot make two.
 """
 
 from __future__ import annotations
@@ -26,13 +31,20 @@ import redis.asyncio as aioredis
 
 from shared.privacy.keys import PiiKeys
 from shared.privacy.sealed import open_bound, seal_bound
-from shared.queues import CONNECT_DONE_PREFIX, CONNECT_FLOW_PREFIX, CONNECT_LINK_PREFIX
+from shared.queues import (
+    CONNECT_CURRENT_PREFIX,
+    CONNECT_DONE_PREFIX,
+    CONNECT_FLOW_PREFIX,
+    CONNECT_LINK_PREFIX,
+)
 
 LINK_TTL_S = 600  # a link in an error message: long enough to open it, short enough to leak less
 LINK_KEPT_S = 3600  # a used or expired link is still told from one never made, this long
 DONE_POLL_S = 2.0  # a wait for a link's connection blocks this long per round trip
 FLOW_TTL_S = 600  # the person's time at the authorization server (sign in, consent)
 FLOW_LABEL = b"connect-flow"
+LINK_REUSE_MIN_S = 60  # a link with less left than this is not handed out again: a new one
+CURRENT_LABEL = b"connect-link-current"
 CONNECT_PATH = "/oauth/connect/"  # + link id: the gateway's page (services/gateway/connect.py)
 
 
@@ -57,16 +69,70 @@ class Link:
     record: dict[str, Any] | None = None
 
 
-async def new_link(client: aioredis.Redis, *, record: dict[str, Any]) -> str:
-    """A new connect link's id for ``record`` (tenant_id, user_id, server, url, scopes)."""
-    link = new_secret()
-    kept = {**record, "expires_at": time.time() + LINK_TTL_S}
-    await client.set(CONNECT_LINK_PREFIX + _digest(link), orjson.dumps(kept), ex=LINK_KEPT_S)
-    return link
+# KEYS: the person's current link (its pointer), a new link's record. ARGV: the new pointer,
+# the new record, now, the least time left worth handing out, the record's and the pointer's
+# lifetimes. The current link's record is read by the key its pointer names (one Redis, not
+# a cluster: the script reads a key it was not given).
+_CURRENT_OR_NEW = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local digest = cjson.decode(current)['digest']
+  local raw = redis.call('GET', ARGV[7] .. digest)
+  if raw then
+    local record = cjson.decode(raw)
+    local left = tonumber(record['expires_at'] or 0) - tonumber(ARGV[3])
+    if not record['used'] and left >= tonumber(ARGV[4]) then
+      return current
+    end
+  end
+end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[5])
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[6])
+return ARGV[1]
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """A connect link handed to a person: the URL they open (or the bare id) and until when."""
+
+    url: str
+    expires_at: float
+
+    @property
+    def minutes_left(self) -> int:
+        """Whole minutes it stays open, rounded up (what an error message tells)."""
+        return max(1, -int(-(self.expires_at - time.time()) // 60))
+
+
+async def current_link(client: aioredis.Redis, keys: PiiKeys, *, record: dict[str, Any]) -> Handed:
+    """The person's open link for ``record`` (tenant_id, user_id, server, url, scopes) if it
+    has ``LINK_REUSE_MIN_S`` left, else a new one (which becomes the current one)."""
+    named = orjson.dumps([record[k] for k in ("tenant_id", "user_id", "server", "url", "scopes")])
+    pointer_key = CONNECT_CURRENT_PREFIX + hashlib.sha256(named).hexdigest()
+    aad = pointer_key.encode()
+    for reuse_min in (LINK_REUSE_MIN_S, LINK_TTL_S + 1):  # again, new: a pointer that won't open
+        link = new_secret()
+        now = time.time()
+        sealed = seal_bound(keys, label=CURRENT_LABEL, aad=aad, value=link)
+        expires_at = now + LINK_TTL_S
+        pointer = orjson.dumps({"digest": _digest(link), "sealed": sealed,
+                                "expires_at": expires_at})  # fmt: skip
+        kept = orjson.dumps({**record, "expires_at": expires_at})
+        raw = await client.eval(  # type: ignore[misc]
+            _CURRENT_OR_NEW, 2, pointer_key, CONNECT_LINK_PREFIX + _digest(link),
+            pointer, kept, repr(now), reuse_min, LINK_KEPT_S, LINK_TTL_S, CONNECT_LINK_PREFIX,
+        )  # fmt: skip
+        held = dict(orjson.loads(raw))
+        opened = open_bound(keys, label=CURRENT_LABEL, aad=aad, value=str(held["sealed"]))
+        if opened is not None and _digest(opened) == held["digest"]:
+            return Handed(opened, float(held["expires_at"]))
+    raise RuntimeError("a connect link just made does not open")  # the key changed meanwhile
 
 
 async def connect_url(
     client: aioredis.Redis,
+    keys: PiiKeys,
     *,
     public_url: str,
     tenant_id: str,
@@ -74,12 +140,13 @@ async def connect_url(
     server: str,
     url: str,
     scopes: list[str],
-) -> str:
-    """A new connect link for the person and server, as the URL they open."""
+) -> Handed:
+    """The person's connect link for the server, as the URL they open: the one still open
+    (``current_link``), or a new one."""
     record = {"tenant_id": tenant_id, "user_id": user_id, "server": server, "url": url,
               "scopes": scopes}  # fmt: skip
-    link = await new_link(client, record=record)
-    return f"{public_url.rstrip('/')}{CONNECT_PATH}{link}"
+    link = await current_link(client, keys, record=record)
+    return Handed(f"{public_url.rstrip('/')}{CONNECT_PATH}{link.url}", link.expires_at)
 
 
 def _status(raw: bytes | str | None) -> Link:
@@ -125,6 +192,9 @@ async def wait_connected(client: aioredis.Redis, *, link: str, until: float) -> 
     key = CONNECT_DONE_PREFIX + _digest(link)
     while (remaining := until - time.time()) > 0:
         if await client.blpop([key], timeout=max(0.01, min(DONE_POLL_S, remaining))):
+            # Said again for the next one waiting on the same link (one person's call and
+            # read asked at once are handed one link: each goes ahead).
+            await announce_connected(client, link_digest=_digest(link))
             return True
     return False
 

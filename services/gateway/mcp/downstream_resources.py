@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from mcp import types
 from mcp.server.mcpserver import MCPServer
 
-from services.gateway.mcp import apps
+from services.gateway.mcp import apps, connecting
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as resources
 from services.gateway.state import GatewayState
@@ -34,12 +34,16 @@ def register(
 
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         with protocol_errors(uri=str(params.uri)):
             name, uri = resources.split_gateway_uri(str(params.uri))
         caller = await principal_for(ctx.request)
-        with protocol_errors(uri=str(params.uri)):
-            result = await resources.read_resource(get_state(), server=name, uri=uri, caller=caller)
+        state = get_state()
+        with protocol_errors(uri=str(params.uri)):  # one who must connect first: asked to
+            result = await connecting.answered(state, ctx, params, lambda: resources.read_resource(
+                state, server=name, uri=uri, caller=caller))  # fmt: skip
+        if isinstance(result, types.InputRequiredResult):
+            return result
         ui = str(params.uri).startswith(UI_SCHEME)  # named back as it was asked for
         for content in result.get("contents", []):
             content["uri"] = resources.gateway_uri(name, content.get("uri") or uri, apps=ui)

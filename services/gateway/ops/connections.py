@@ -4,6 +4,7 @@ without their tokens, and revoked."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from services.gateway.ops.db import in_pool
@@ -92,8 +93,9 @@ async def new_connect_link(
     auth = (config or {}).get("auth") or {}
     if config is None or auth.get("type") != "oauth":
         raise NotFound(f"no configured server {server!r} that people connect with OAuth")
-    url = await links.connect_url(
-        state.aredis, public_url=public_url, tenant_id=principal.tenant_id, user_id=user,
+    link = await links.connect_url(
+        state.aredis, PiiKeys.from_settings(state.settings), public_url=public_url, tenant_id=principal.tenant_id, user_id=user,
         server=server, url=str(config["url"]), scopes=list(auth.get("scopes") or []),
     )  # fmt: skip
-    return {"server": server, "url": url, "expires_in": links.LINK_TTL_S}
+    # The person's link still open, if any (the same one a refused call names): what is left.
+    return {"server": server, "url": link.url, "expires_in": int(link.expires_at - time.time())}

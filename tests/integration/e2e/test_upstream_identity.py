@@ -295,6 +295,8 @@ def test_people_connect_a_server_of_its_own_once(
             assert direct["type"] == "authorization_required", direct
             assert direct["details"]["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), direct
             assert direct["details"]["url"] in direct["message"], direct
+            # Refused again and again: the same link while it is open (not one per refusal).
+            assert direct["details"]["url"] == early["url"], (direct, early)
         assert run(client, erin, WHOAMI.replace("mcp.upstream", "mcp.nosuch"))["error"] == (
             "unknown_tool"
         )
@@ -353,13 +355,14 @@ def test_people_connect_a_server_of_its_own_once(
         assert first_calls["alice"]["sub"] == "alice", first_calls
         asked = first_calls["erin"] = run(client, erin, WHOAMI_TICKETS)
         assert asked["error"] == "authorization_required", asked
-        assert asked["url"].startswith(f"{PUBLIC_URL}/oauth/connect/"), asked
+        assert asked["url"] == early["url"], asked  # her link, still open and unused
         assert client.get("/v1/connections", headers=erin).json() == {"connections": []}
         # Two flows at once: a code redeemed with the other flow's state (its PKCE verifier)
         # is refused, and the code is then used up.
         first = _authorize(browsers["erin"], asked["url"], own_idp, "erin", [])
-        second = _authorize(browsers["erin"], client.post("/v1/connections/tickets", headers=erin)
-                            .json()["url"], own_idp, "erin", [])  # fmt: skip
+        renewed = client.post("/v1/connections/tickets", headers=erin).json()["url"]
+        assert renewed != asked["url"], renewed  # that one is used now: a new one
+        second = _authorize(browsers["erin"], renewed, own_idp, "erin", [])
         crossed = browsers["erin"].get("/oauth/callback",
                                        params={**first, "state": second["state"]})  # fmt: skip
         assert crossed.status_code == 400 and "refused the code" in crossed.text, crossed.text
@@ -650,7 +653,9 @@ def test_resources_and_prompts_are_each_persons_own(
     `/mcp` (code and direct mode) and REST. Alice connected `tickets`: she reads it as
     herself; Erin, who has not, is asked to connect (`authorization_required`, a link of her
     own) and sees none of Alice's; a key is refused without a link. The token-exchange
-    server serves both people as themselves."""
+    server serves both people as themselves. A client that declared URL elicitation is asked
+    to connect through it when it reads or gets (on the direct endpoint at both revisions, on
+    `/mcp`), and the request goes ahead once connected."""
     tickets.with_name(tickets.name + ".revoked").write_text("")  # the previous test's revocation
     before = len(tickets.read_text().splitlines())
     alice = {"Authorization": f"Bearer {idp.token('alice')}"}
@@ -721,10 +726,50 @@ def test_resources_and_prompts_are_each_persons_own(
         assert keyed_read.status_code == 403, keyed_read.text
         assert "url" not in (keyed_read.json()["error"].get("details") or {}), keyed_read.text
         assert client.delete("/v1/connections/tickets", headers=alice).status_code == 204
+        # Erin's client declared URL elicitation: asked to connect when she reads or gets,
+        # as a call is; she opens the link, signed in, and the request goes ahead as her.
+        with _browser() as hers:
+            _sign_in(hers, idp, "erin")
+            for path, modern in (("/mcp/servers/tickets", False), ("/mcp/servers/tickets", True),
+                                 ("/mcp", False)):  # fmt: skip
+                prompts: list[types.ElicitRequestURLParams] = []
+                elicit = _connecting(hers, own_idp, "erin", prompts)
+                op, got = asyncio.run(_asked_to_connect(stack, erin, elicit, path, modern=modern))
+                assert got == "erin", (path, op, got)
+                assert len(prompts) == 1, prompts
+                assert prompts[0].url.startswith(f"{PUBLIC_URL}/oauth/connect/"), prompts
+                assert "tickets" in prompts[0].message, prompts
+                table.append(f"| erin (URL elicitation) | {path} | {op} | asked "
+                             f"to connect, connected: {got} |")  # fmt: skip
+                assert client.delete("/v1/connections/tickets", headers=erin).status_code == 204
     shown = [json.loads(line) for line in tickets.read_text().splitlines()[before:]]
-    assert {s["sub"] for s in shown} == {"alice"}, shown  # the only person connected
+    assert {s["sub"] for s in shown} == {"alice", "erin"}, shown  # erin once she connected
     OUT.mkdir(exist_ok=True)
     (OUT / "resources-two-people.md").write_text("\n".join(table) + "\n")
+
+
+async def _asked_to_connect(
+    stack: E2EStack, headers: dict[str, str], elicitation: Any, path: str, *, modern: bool
+) -> tuple[str, str]:
+    """On ``path`` (``tickets``' direct endpoint or ``/mcp``), with a client that declared URL
+    elicitation: ``resources/read`` of its ``whoami://me`` at 2025-11-25 (a session),
+    ``prompts/get greeting`` at 2026-07-28; the request and whom the upstream saw."""
+    if not modern:
+        uri = "whoami://me" if path != "/mcp" else "agentcards://tickets/whoami://me"
+        async with mcp_session(stack, path=path, headers=headers,
+                               elicitation_callback=elicitation) as session:  # fmt: skip
+            op = f"resources/read {uri}"
+            return op, _subject_of(op, await session.read_resource(uri))
+    url = f"{stack.gateway_url}{path}"
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=elicitation
+        ) as client,  # fmt: skip
+    ):
+        assert client.protocol_version == "2026-07-28"
+        op = "prompts/get greeting"
+        return op, _subject_of(op, await client.get_prompt("greeting"))
 
 
 async def _personal_view(stack: E2EStack, headers: dict[str, str], server: str) -> dict[str, str]:

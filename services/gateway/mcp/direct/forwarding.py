@@ -9,13 +9,23 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from services.gateway.mcp import input_required
+from services.gateway.mcp import connecting, input_required
 
 
 def forwarded_params(params: types.RequestParams) -> dict[str, Any]:
     """An MCP request's params as the downstream server gets them (without our ``_meta``)."""
     body = params.model_dump(by_alias=True, mode="json", exclude_none=True)
     body.pop("_meta", None)
+    return body
+
+
+def forwarded_retry(params: types.RequestParams) -> dict[str, Any]:
+    """``forwarded_params``, but a retry answering the gateway's own question (the person
+    asked to connect the server first, ``connecting.asked``) carries none of it to the server."""
+    body = forwarded_params(params)
+    if connecting.asked(params) is not None:
+        body.pop("requestState", None)
+        body.pop("inputResponses", None)
     return body
 
 

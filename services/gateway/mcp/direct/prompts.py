@@ -8,8 +8,9 @@ from typing import Any
 from mcp import types
 from mcp.server.context import ServerRequestContext
 
+from services.gateway.mcp import connecting
 from services.gateway.mcp.direct.endpoint import Endpoint
-from services.gateway.mcp.direct.forwarding import forwarded_params, input_asked
+from services.gateway.mcp.direct.forwarding import forwarded_params, forwarded_retry, input_asked
 from services.gateway.mcp.direct.naming import split_name
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import direct as ops
@@ -43,16 +44,18 @@ async def get_prompt(
 ) -> types.GetPromptResult | types.InputRequiredResult:
     """``prompts/get``, answered by the prompt's server (decided by policy first)."""
     principal = await endpoint.principal(ctx)
-    body = forwarded_params(params)
-    with protocol_errors():
+    body = forwarded_retry(params)
+    state = endpoint.get_state()
+    with protocol_errors():  # a person who must connect first: asked to, if we can
         server, body["name"] = split_name(endpoint.name, params.name, what="prompt")
         await refuse_prompt(
-            endpoint.get_state(), principal=principal, server=server, name=body["name"],
+            state, principal=principal, server=server, name=body["name"],
             arguments=params.arguments,
         )  # fmt: skip
-        result = await downstream.server_request(
-            endpoint.get_state(), op="get_prompt", server=server, params=body, caller=principal
-        )
+        result = await connecting.answered(state, ctx, params, lambda: downstream.server_request(
+            state, op="get_prompt", server=server, params=body, caller=principal))  # fmt: skip
+    if isinstance(result, types.InputRequiredResult):
+        return result
     if (asked := input_asked(ctx, result, f"prompts/get of {params.name!r}")) is not None:
         return asked
     return types.GetPromptResult.model_validate(result)

@@ -9,9 +9,9 @@ from typing import Any
 from mcp import types
 from mcp.server.context import ServerRequestContext
 
-from services.gateway.mcp import apps
+from services.gateway.mcp import apps, connecting
 from services.gateway.mcp.direct.endpoint import Endpoint
-from services.gateway.mcp.direct.forwarding import forwarded_params, input_asked
+from services.gateway.mcp.direct.forwarding import forwarded_retry, input_asked
 from services.gateway.mcp.direct.listeners import Listeners
 from services.gateway.mcp.errors import protocol_errors
 from services.gateway.ops import downstream_resources as downstream
@@ -64,13 +64,15 @@ async def read_resource(
     """``resources/read``, answered by the resource's server."""
     caller = await endpoint.principal(ctx)
     uri = str(params.uri)
-    retry = forwarded_params(params)
+    retry = forwarded_retry(params)
     retry.pop("uri", None)
-    with protocol_errors(uri=uri):
+    state = endpoint.get_state()
+    with protocol_errors(uri=uri):  # a person who must connect first: asked to, if we can
         server, inner = endpoint.resource_of(uri)
-        result = await downstream.read_resource(
-            endpoint.get_state(), server=server, uri=inner, caller=caller, retry=retry
-        )
+        result = await connecting.answered(state, ctx, params, lambda: downstream.read_resource(
+            state, server=server, uri=inner, caller=caller, retry=retry))  # fmt: skip
+    if isinstance(result, types.InputRequiredResult):
+        return result
     if (asked := input_asked(ctx, result, f"resources/read of {uri!r}")) is not None:
         return asked
     if endpoint.name is None:  # named back as it was asked for
