@@ -152,11 +152,8 @@ def search(
 def _use_encoder(*, model: str | None, backend: str | None) -> None:
     """Measure with this encoder: set for this process and the ones it starts (the gate's
     sides, their databases), checked as a service's settings are."""
-    chosen = {
-        "AGENTCARDS_EMBEDDING_MODEL": model,
-        "AGENTCARDS_EMBEDDING_BACKEND": backend,
-    }
-    chosen = {k: v for k, v in chosen.items() if v is not None}
+    given = {"AGENTCARDS_EMBEDDING_MODEL": model, "AGENTCARDS_EMBEDDING_BACKEND": backend}
+    chosen = {k: v for k, v in given.items() if v is not None}
     if not chosen:
         return
     os.environ.update(chosen)
