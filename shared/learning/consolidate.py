@@ -61,7 +61,7 @@ SOON_MAX_S = 600.0
 # rest wait ten of those passes (73-207 s measured on 360-450-run bursts): the pass waits for
 # the tenant's runs to pause for SOON_QUIET_S, but never longer than SOON_BURST_CAP_S after
 # it was first due. It only ever waits longer than ``soon_delay``: never more passes.
-SOON_QUIET_S = 5.0
+SOON_QUIET_S = 2.0
 SOON_BURST_CAP_S = 120.0
 
 
