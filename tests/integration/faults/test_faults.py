@@ -233,7 +233,7 @@ async def test_an_mcp_task_outlives_its_gateway_and_fails_when_its_worker_dies(
     assert failed["status"] == "failed" and "result" not in failed, failed
     assert failed["error"]["data"]["type"] == "worker_lost", failed
     # Its call is in the audit log (written at its start), ended as the reaper ended it.
-    (audited,) = _audit_of(stack, str(_execution_of(stack, lost)))
+    (audited,) = _audit_of(stack, str(_execution_of(stack, lost.task_id)))
     assert audited["action"] == "execute" and audited["status"] == "worker_lost", audited
 
 
