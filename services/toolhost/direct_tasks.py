@@ -31,13 +31,11 @@ from redis.exceptions import RedisError
 from shared.config import Settings
 from shared.direct import finish
 from shared.errors import ErrorType, error_dict
-from shared.executions.status import ExecutionStatus
 from shared.executions.trace import TraceRecorder
 from shared.queues import cancel_key, direct_lease_key
 from shared.rpc.protocol import RpcReply, RpcRequest
 from shared.sandbox.bridge import served
 from shared.sandbox.limits import SandboxLimits
-from shared.sandbox.outcome import ExecutionOutcome
 from shared.sandbox.tools import ToolResult
 
 log = logging.getLogger(__name__)
@@ -115,16 +113,7 @@ class TaskEnds:
                 call_id=request.call_id, type=ErrorType.CANCELLED, message="cancelled on request"
             )
             recorder.tool_end(CALL_ID, error_dict(ErrorType.CANCELLED, "cancelled on request"))
-            outcome = ExecutionOutcome(
-                status=ExecutionStatus.CANCELLED,
-                error=error_dict(
-                    ErrorType.CANCELLED,
-                    "cancelled on request; tool calls already made are not undone",
-                ),
-                trace=recorder.events,
-                tool_calls=1,
-                duration_ms=duration_ms,
-            )
+            outcome = finish.cancelled_outcome(recorder.events, duration_ms)
             value: Any = None
         else:
             reply = call.result()

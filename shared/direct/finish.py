@@ -115,6 +115,19 @@ def tokenizer(settings: Settings, end: CallEnd) -> Tokenizer | None:
     return private.run_tokenizer(settings, end.tenant_id)
 
 
+def cancelled_outcome(trace: list[dict[str, Any]], duration_ms: float) -> ExecutionOutcome:
+    """A direct call cancelled on request (its client's cancel, ``tasks/cancel``), as recorded."""
+    return ExecutionOutcome(
+        status=ExecutionStatus.CANCELLED,
+        error=error_dict(
+            ErrorType.CANCELLED, "cancelled on request; tool calls already made are not undone"
+        ),
+        trace=trace,
+        tool_calls=1,
+        duration_ms=duration_ms,
+    )
+
+
 def outcome_of(
     end: CallEnd,
     err: dict[str, Any] | None,

@@ -50,7 +50,7 @@ from shared.dispatch import send_ingests
 from shared.errors import DependencyError, ErrorType, error_dict
 from shared.executions.liveness import lease_worker
 from shared.executions.models import ExecutionRequest
-from shared.executions.status import TERMINAL, ExecutionStatus
+from shared.executions.status import TERMINAL
 from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_lease_key, direct_session_key, grant_key
@@ -243,16 +243,7 @@ async def run(state: GatewayState, call: DirectCall) -> Row:
                 raise
             if called:
                 recorder.tool_end(CALL_ID, error_dict(ErrorType.CANCELLED, "cancelled on request"))
-            outcome = ExecutionOutcome(
-                status=ExecutionStatus.CANCELLED,
-                error=error_dict(
-                    ErrorType.CANCELLED,
-                    "cancelled on request; tool calls already made are not undone",
-                ),
-                trace=recorder.events,
-                tool_calls=1,
-                duration_ms=(time.monotonic() - started) * 1000,
-            )
+            outcome = finish.cancelled_outcome(recorder.events, (time.monotonic() - started) * 1000)
             await asyncio.shield(_finish(state, call, outcome, tok, unresolved, value))
             raise
         if call.task and call.sent:  # recorded by the toolhost before its reply (or, when
