@@ -13,15 +13,17 @@ import redis
 from anyio import to_thread
 
 from services.gateway.ops.policy import cache_clearance, refuse_by_policy
-from services.gateway.ops.result_cache import Generations, answer_from_cache
+from services.gateway.ops.result_cache import Generations, answer_from_cache, lookup_digest
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
+from shared.cache import entries
 from shared.cache import runs as cache_runs
 from shared.cache.runs import RunCache, Scope
+from shared.cache.stats import Level, record_lookup
 from shared.db import DictConnection
 from shared.errors import (
     DependencyError,
@@ -38,7 +40,7 @@ from shared.inputs import check_value
 from shared.policy.facts import Surface
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.sandbox.typescript_syntax import find_typescript_syntax_error
-from shared.telemetry import traced
+from shared.telemetry import span, traced
 from shared.tools.store import awaiting_servers_at, get_tools, tools_version
 
 Row = dict[str, Any]
@@ -218,8 +220,7 @@ def _from_cache(
     (it wants values, and the cache holds tokens), or, on a stack whose policy file decides
     each tool call, an entry with a call the policy would refuse or pause now for this caller
     (``cache_clearance``, docs/policy.md). ``direct``: a direct call's lookup."""
-    tokens_cached = state.settings.pii != "off"
-    if request.no_cache or (principal.pii_off and tokens_cached):
+    if not _looks_up(state, request, principal):
         return None
     cleared = None
     if state.policy.configured:
@@ -231,6 +232,14 @@ def _from_cache(
                              timeout_s=timeout_s, capability_id=capability_id,
                              counters=counters, scope=scope, cleared=cleared,
                              generations=generations)  # fmt: skip
+
+
+def _looks_up(state: GatewayState, request: ExecutionRequest, principal: Principal) -> bool:
+    """Whether a submission is looked up in the result cache at all: not when it asked for
+    no cache, nor for a key that opted out of PII on a stack that tokenises (it wants
+    values, and the cache holds tokens)."""
+    tokens_cached = state.settings.pii != "off"
+    return not (request.no_cache or (principal.pii_off and tokens_cached))
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +301,48 @@ def admit_direct(
     )
     _send(counters)
     return DirectAdmission(timeout_s=timeout_s, slot=None, hit=hit, cache=cache)
+
+
+async def admit_direct_on_loop(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    known: Sequence[Mapping[str, Any]],
+) -> DirectAdmission | None:
+    """``admit_direct`` on the event loop, for a call in which nothing needs a thread: no
+    rate-limit slot to take (its script, and the Postgres check of a full key), no policy
+    deciding cached calls, no entry cached for it (a hit is recorded in Postgres). Its
+    lookup and its servers' generations on one round trip, sent raw (``Lines``). None
+    (nothing taken, sent or counted): ``admit_direct`` decides it, from the start."""
+    if limits.limited(principal) or state.policy.configured:
+        return None
+    with span("admission"):
+        timeout_s = validate_request(state, request)
+        scope = cache_runs.scope_among(known, tools=request.tools)
+        looks = _looks_up(state, request, principal)
+        pipe = state.redis.pipeline(transaction=False)  # gathers the commands only
+        servers = cache_runs.scope_servers(scope)
+        if looks:
+            keys = entries.queue_entry_and_generations(
+                pipe, tenant_id=principal.tenant_id, digest=lookup_digest(request, scope),
+                servers=servers,
+            )  # fmt: skip
+        else:
+            keys = entries.queue_generations(pipe, servers)
+        try:
+            replies = await state.lines.send_queued(pipe)
+        except redis.RedisError:
+            return None  # ``admit_direct`` meets it too, and says so
+        if any(isinstance(r, Exception) for r in replies) or (looks and replies[0] is not None):
+            return None  # an entry: recorded as a hit, or refused, by ``admit_direct``
+        generations = entries.generations_replied(keys, replies[1:] if looks else replies)
+        counters = state.redis.pipeline(transaction=False)
+        if looks:
+            record_lookup(counters, tenant_id=principal.tenant_id, level=Level.EXECUTION, hit=False)
+        cache = cache_runs.prepare(state.redis, scope=scope, config=None, generations=generations)
+    return DirectAdmission(timeout_s=timeout_s, slot=None, hit=None, cache=cache,
+                           counters=counters)  # fmt: skip
 
 
 def _syntax_error(language: str, code: str) -> dict[str, Any] | None:
