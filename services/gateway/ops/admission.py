@@ -4,6 +4,7 @@ then answer it from the result cache or record it queued."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -311,17 +312,21 @@ async def admit_direct_on_loop(
     known: Sequence[Mapping[str, Any]],
 ) -> DirectAdmission | None:
     """``admit_direct`` on the event loop, for a call in which nothing needs a thread: no
-    rate-limit slot to take (its script, and the Postgres check of a full key), no policy
-    deciding cached calls, no entry cached for it (a hit is recorded in Postgres). Its
-    lookup and its servers' generations on one round trip, sent raw (``Lines``). None
-    (nothing taken, sent or counted): ``admit_direct`` decides it, from the start."""
-    if limits.limited(principal) or state.policy.configured:
+    policy deciding cached calls, a key whose concurrency set is not full (Postgres says
+    which of its members ended), no entry cached for it (a hit is recorded in Postgres).
+    Its rate-limit slot, lookup and servers' generations on one round trip, sent raw
+    (``Lines``). None (nothing kept, nothing counted): ``admit_direct`` decides it, from
+    the start."""
+    if state.policy.configured:
         return None
     with span("admission"):
         timeout_s = validate_request(state, request)
         scope = cache_runs.scope_among(known, tools=request.tools)
         looks = _looks_up(state, request, principal)
         pipe = state.redis.pipeline(transaction=False)  # gathers the commands only
+        member = str(uuid.uuid4()) if limits.limited(principal) else None
+        if member is not None:
+            pipe.execute_command(*limits.reserve_command(principal, timeout_s, member))
         servers = cache_runs.scope_servers(scope)
         if looks:
             keys = entries.queue_entry_and_generations(
@@ -332,17 +337,40 @@ async def admit_direct_on_loop(
             keys = entries.queue_generations(pipe, servers)
         try:
             replies = await state.lines.send_queued(pipe)
-        except redis.RedisError:
+        except redis.RedisError as exc:
+            if member is not None:  # its slot may be taken: not a second one
+                raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc
             return None  # ``admit_direct`` meets it too, and says so
+        slot = None
+        if member is not None:
+            taken, replies = replies[0], replies[1:]
+            if isinstance(taken, Exception):
+                return None
+            outcome = limits.reserved(principal, member, taken)  # RateLimited over the rate
+            if isinstance(outcome, list):  # a full set: ``admit_direct`` asks which ended
+                return None
+            slot = outcome
         if any(isinstance(r, Exception) for r in replies) or (looks and replies[0] is not None):
-            return None  # an entry: recorded as a hit, or refused, by ``admit_direct``
+            if slot is not None:  # an entry: recorded as a hit, or refused, by ``admit_direct``
+                await _release_on_loop(state, slot)
+            return None
         generations = entries.generations_replied(keys, replies[1:] if looks else replies)
         counters = state.redis.pipeline(transaction=False)
         if looks:
             record_lookup(counters, tenant_id=principal.tenant_id, level=Level.EXECUTION, hit=False)
         cache = cache_runs.prepare(state.redis, scope=scope, config=None, generations=generations)
-    return DirectAdmission(timeout_s=timeout_s, slot=None, hit=None, cache=cache,
+    return DirectAdmission(timeout_s=timeout_s, slot=slot, hit=None, cache=cache,
                            counters=counters)  # fmt: skip
+
+
+async def _release_on_loop(state: GatewayState, slot: limits.Reservation) -> None:
+    """Give back a slot taken on the event loop (a lost release lapses with the call's timeout)."""
+    pipe = state.redis.pipeline(transaction=False)
+    limits.queue_release(pipe, reservation=slot)
+    try:
+        await state.lines.send_queued(pipe)
+    except redis.RedisError as exc:
+        log.warning("could not give back a rate-limit slot: %s", exc)
 
 
 def _syntax_error(language: str, code: str) -> dict[str, Any] | None:
