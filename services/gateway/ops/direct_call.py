@@ -13,10 +13,10 @@ appended to a Redis stream on that same round trip, before the answer goes out (
 reads the call's events' log, for its client), and
 written to Postgres by a drainer (``shared.direct``), which then tells learning.
 
-One thread hop in all (the tool found and the call admitted: ``direct.find_and_admit``;
-its end takes one more only for the vault rows of tokens it handed out, the invalidation of a
-server it may have written, or a result to cache), and Redis round trips: the slot and cache
-lookup, the RPC (its grant and the session's last tool sent ahead of its push, on the same
+No thread hop when nothing needs one (the tool found and the call admitted on the event
+loop: ``direct.find_and_admit``, else in one hop; its end takes one only for the vault rows
+of tokens it handed out, the invalidation of a server it may have written, or a result to
+cache), and Redis round trips: the slot and cache lookup, the RPC (its grant and the session's last tool sent ahead of its push, on the same
 round trip), one for the record and announce.
 """
 
