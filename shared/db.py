@@ -31,7 +31,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(orjson.loads, conn)
 
 
-def database_key(conn: psycopg.Connection[Any]) -> str:
+def database_key(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
     """host:port/dbname of a connection: the key for per-database, per-process caches."""
     return f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
 

@@ -39,6 +39,13 @@ class VersionedCache(Generic[T]):
             self._by_db[key] = (version, value)
         return value
 
+    def held(self, conn: psycopg.AsyncConnection[Any], *, version: Any) -> T | None:
+        """The data of ``conn``'s database as of ``version`` when it is held already (None:
+        ``get`` would load it): for a caller on the event loop, which cannot load."""
+        with self._lock:
+            cached = self._by_db.get(database_key(conn))
+        return cached[1] if cached is not None and cached[0] == version else None
+
     def current(self, conn: psycopg.Connection[Any], *, version: Any) -> bool:
         """True when ``get`` with this version would not load."""
         with self._lock:

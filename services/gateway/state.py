@@ -6,10 +6,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import redis
 import redis.asyncio as aioredis
 from celery import Celery
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
@@ -66,6 +67,9 @@ class GatewayState:
     stopping: bool = False
     # Decides scripts and capability runs at submission (the toolhosts decide each tool call).
     policy: PolicyEngine = field(default_factory=lambda: PolicyEngine(None))
+    # A few async connections for a hot path's one short read on the event loop (a direct
+    # call's tools version: ops/db.on_loop), opened at its first use.
+    apool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
 
     def __post_init__(self) -> None:
         self.event_hub = PubSubHub(self.aredis)
@@ -120,6 +124,8 @@ class GatewayState:
     async def close(self) -> None:
         self.probe.stop()
         self.pool.close()
+        if self.apool is not None:
+            await self.apool.close()
         self.redis.close()
         await self.event_hub.aclose()
         await self.aredis.aclose()

@@ -106,45 +106,64 @@ def reserve(
     """
     if not limited(principal):
         return None
-    owner = principal.limit_id
-    assert owner is not None
-    window = executions_window_key(owner)
-    running = running_executions_key(owner)
+    running = running_executions_key(principal.limit_id or "")
     member = str(uuid.uuid4())
-    per_min = principal.executions_per_min
-    max_running = principal.max_concurrent
-    args = (
-        per_min if per_min is not None else -1,
-        max_running if max_running is not None else -1,
-        member,
-        timeout_s + SLOT_SLACK_S,
-    )
     for attempt in range(2):
-        code, detail = client.eval(_RESERVE, 2, window, running, *args)  # type: ignore[misc]
-        code = int(code)
-        detail = detail.decode() if isinstance(detail, bytes) else str(detail)
-        if code == 0:
-            return Reservation(
-                key_id=owner,
-                member=member,
-                counted_rate=per_min is not None,
-                counted_running=max_running is not None,
-            )
-        if code == 1:
-            wait = max(1, math.ceil(float(detail)))
-            raise RateLimited(
-                f"this {_holder(principal)} may start {per_min} executions per minute; retry after {wait} s",
-                retry_after_s=wait,
-                limit="executions_per_min",
-            )
-        members = [m for m in detail.split(",") if m]
-        done = list(finished(members)) if attempt == 0 else []
+        outcome = reserved(
+            principal, member, client.eval(*reserve_command(principal, timeout_s, member)[1:])
+        )
+        if not isinstance(outcome, list):
+            return outcome
+        done = list(finished(outcome)) if attempt == 0 else []
         if not done:
             break
         client.zrem(running, *done)
-    raise RateLimited(
-        f"this {_holder(principal)} may run {max_running} executions at once and all are in flight; "
-        f"retry when one finishes (after {CONCURRENCY_RETRY_S} s)",
+    raise at_capacity(principal)
+
+
+def reserve_command(principal: Principal, timeout_s: float, member: str) -> tuple[Any, ...]:
+    """The script call that takes ``member``'s slot (``reserve``; a limited principal), as a
+    command a caller may send on its own round trip (``reserved`` reads its reply)."""
+    owner = principal.limit_id
+    assert owner is not None
+    per_min, max_running = principal.executions_per_min, principal.max_concurrent
+    return (
+        "EVAL", _RESERVE, 2, executions_window_key(owner), running_executions_key(owner),
+        per_min if per_min is not None else -1, max_running if max_running is not None else -1,
+        member, timeout_s + SLOT_SLACK_S,
+    )  # fmt: skip
+
+
+def reserved(principal: Principal, member: str, reply: Any) -> Reservation | list[str]:
+    """``reserve_command``'s reply: the slot taken, or the members of a full concurrency set
+    (some may have ended: ``reserve`` asks); RateLimited over the rate."""
+    code, detail = reply
+    code = int(code)
+    detail = detail.decode() if isinstance(detail, bytes) else str(detail)
+    if code == 0:
+        assert principal.limit_id is not None
+        return Reservation(
+            key_id=principal.limit_id,
+            member=member,
+            counted_rate=principal.executions_per_min is not None,
+            counted_running=principal.max_concurrent is not None,
+        )
+    if code == 1:
+        wait = max(1, math.ceil(float(detail)))
+        raise RateLimited(
+            f"this {_holder(principal)} may start {principal.executions_per_min} executions per "
+            f"minute; retry after {wait} s",
+            retry_after_s=wait,
+            limit="executions_per_min",
+        )
+    return [m for m in detail.split(",") if m]
+
+
+def at_capacity(principal: Principal) -> RateLimited:
+    """The refusal of a key whose executions in flight are all running."""
+    return RateLimited(
+        f"this {_holder(principal)} may run {principal.max_concurrent} executions at once and all "
+        f"are in flight; retry when one finishes (after {CONCURRENCY_RETRY_S} s)",
         retry_after_s=CONCURRENCY_RETRY_S,
         limit="max_concurrent",
     )
@@ -169,11 +188,16 @@ def bind(client: redis.Redis, *, reservation: Reservation, execution_id: str) ->
 def release(client: redis.Redis, *, reservation: Reservation) -> None:
     """Give the slot back: nothing started (invalid, or an idempotent repeat)."""
     with client.pipeline(transaction=False) as pipe:
-        if reservation.counted_rate:
-            pipe.zrem(executions_window_key(reservation.key_id), reservation.member)
-        if reservation.counted_running:
-            pipe.zrem(running_executions_key(reservation.key_id), reservation.member)
+        queue_release(pipe, reservation=reservation)
         pipe.execute()
+
+
+def queue_release(pipe: Any, *, reservation: Reservation) -> None:
+    """``release`` queued on ``pipe`` (a caller on the event loop sends it)."""
+    if reservation.counted_rate:
+        pipe.zrem(executions_window_key(reservation.key_id), reservation.member)
+    if reservation.counted_running:
+        pipe.zrem(running_executions_key(reservation.key_id), reservation.member)
 
 
 def end(client: Any, *, reservation: Reservation) -> None:

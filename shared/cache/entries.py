@@ -55,9 +55,24 @@ def get_entry_and_generations(
     Redis runs them in order, so the generations are read after the entry, as ``current``
     would read them)."""
     pipe = client.pipeline(transaction=False)
+    keys = queue_entry_and_generations(pipe, tenant_id=tenant_id, digest=digest, servers=servers)
+    return entry_and_generations_replied(keys, pipe.execute())
+
+
+def queue_entry_and_generations(
+    pipe: Any, *, tenant_id: str, digest: str, servers: Sequence[str]
+) -> list[str]:
+    """Queue ``get_entry_and_generations``' reads on ``pipe`` (for a caller that sends it on
+    the event loop); the generation keys, for ``entry_and_generations_replied``."""
     pipe.get(entry_key(tenant_id, digest))
-    keys = queue_generations(pipe, servers)
-    raw, *values = pipe.execute()
+    return queue_generations(pipe, servers)
+
+
+def entry_and_generations_replied(
+    keys: Sequence[str], replies: Sequence[Any]
+) -> tuple[CachedResult | None, dict[str, int]]:
+    """The entry and generations ``queue_entry_and_generations`` queued, from their replies."""
+    raw, *values = replies
     entry = None if raw is None else CachedResult(**orjson.loads(raw))
     return entry, generations_replied(keys, values)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -26,7 +27,7 @@ from shared.rpc.protocol import (
     decode_reply,
     encode,
 )
-from shared.rpc.wire import Lines, NoFreeLine, raise_refused
+from shared.rpc.wire import Command, Lines, NoFreeLine, raise_refused
 from shared.telemetry import inject
 
 # Extra wait beyond the deadline so the toolhost's own `timeout` reply (which names where
@@ -37,6 +38,20 @@ MIN_BLOCK_S = 0.01
 # A reply not back after this long makes the caller look at the claiming replica's
 # heartbeat, then wait this long again; most calls answer within the first wait.
 CHECK_EVERY_S = 1.0
+
+
+@dataclass
+class Ahead:
+    """Commands a caller sends on a call's own round trip, ahead of its push (a direct call's
+    grant, which the toolhost reads when it takes the call): ``replies`` once that round trip
+    answered (None: never answered), ``tried`` once it was written (perhaps run)."""
+
+    commands: list[Command]
+    replies: list[Any] | None = None
+    tried: bool = field(default=False)
+
+    def written(self) -> None:
+        self.tried = True
 
 
 class RpcClient:
@@ -70,9 +85,11 @@ class RpcClient:
         trace_call_id: str | None = None,
         approval: str | None = None,
         end: dict[str, Any] | None = None,
+        ahead: Ahead | None = None,
     ) -> RpcReply:
         """Run ``tool`` (``server:tool``) with ``args`` before ``deadline`` (Unix time); never
-        raises. ``end``: a direct task's call, whose end the toolhost records (protocol.py)."""
+        raises. ``end``: a direct task's call, whose end the toolhost records (protocol.py);
+        ``ahead``: commands sent before the push, on the same round trip."""
         call_id = call_id or uuid.uuid4().hex
         started = time.monotonic()
         if allowed is not None and tool not in allowed:
@@ -101,7 +118,7 @@ class RpcClient:
             return _fail(
                 call_id, started, ErrorType.INVALID_REQUEST, f"invalid call to {tool}: {exc}"
             )
-        return await self._roundtrip(payload, call_id, deadline, started, tool)
+        return await self._roundtrip(payload, call_id, deadline, started, tool, ahead)
 
     async def resource(self, request: ResourceRequest) -> RpcReply:
         """A resources operation (read one, list them, list templates) served by a toolhost; never raises."""
@@ -111,9 +128,16 @@ class RpcClient:
         )
 
     async def _roundtrip(
-        self, payload: bytes, call_id: str, deadline: float, started: float, label: str
+        self,
+        payload: bytes,
+        call_id: str,
+        deadline: float,
+        started: float,
+        label: str,
+        ahead: Ahead | None = None,
     ) -> RpcReply:
-        """Push ``payload`` once and wait for its reply until ``deadline``."""
+        """Push ``payload`` once (``ahead``'s commands first) and wait for its reply until
+        ``deadline``."""
         remaining = deadline - time.time()
         if remaining <= 0:
             return _fail(
@@ -124,12 +148,18 @@ class RpcClient:
         # runs the push, then blocks this connection on the reply key (BLPOP outside MULTI).
         # The wait is sliced: between slices, a call whose toolhost replica died ends at once.
         key = rpc_reply_key(call_id)
+        first = ahead.commands if ahead is not None else []
         try:
-            pushed, popped = await self._lines.send(
+            replies = await self._lines.send(
+                *first,
                 ("RPUSH", RPC_REQUESTS, payload),  # toolhosts BLPOP: oldest call first
                 ("BLPOP", key, _block_for(deadline)),
                 wait_s=max(0.0, deadline - time.time()),
+                on_write=None if ahead is None else ahead.written,
             )
+            if ahead is not None:  # refused ones come back as errors: their caller judges
+                ahead.replies = replies[: len(first)]
+            pushed, popped = replies[len(first) :]
             raise_refused(pushed, popped)
             while popped is None and time.time() < deadline + REPLY_GRACE_S:
                 lost = await self._claimant_gone(call_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import select
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -48,7 +48,11 @@ class Lines:
         self._slots = asyncio.Semaphore(max_connections) if max_connections else None
 
     async def send(
-        self, *commands: Command, then: Sequence[Command] = (), wait_s: float | None = None
+        self,
+        *commands: Command,
+        then: Sequence[Command] = (),
+        wait_s: float | None = None,
+        on_write: Callable[[], None] | None = None,
     ) -> list[Any]:
         """Send ``commands`` in one write and return their replies in order (one round trip).
 
@@ -57,16 +61,17 @@ class Lines:
         comes back as its ``ResponseError`` in the list (the others' replies still count);
         a connection error, or no answer within the timeout
         (``redis.exceptions.TimeoutError``), is raised. ``wait_s``: how long to wait for a
-        free connection when ``max_connections`` are busy (``NoFreeLine``: nothing was sent)."""
+        free connection when ``max_connections`` are busy (``NoFreeLine``: nothing was sent).
+        ``on_write``: called just before the batch is written (not called: nothing was sent)."""
         if self._slots is None:
-            return await self._send(commands, then)
+            return await self._send(commands, then, on_write)
         try:
             async with asyncio.timeout(wait_s):
                 await self._slots.acquire()
         except TimeoutError as exc:
             raise NoFreeLine(f"no free connection within {wait_s:.3g}s") from exc
         try:
-            return await self._send(commands, then)
+            return await self._send(commands, then, on_write)
         finally:
             self._slots.release()
 
@@ -81,11 +86,18 @@ class Lines:
             raise ValueError("a pipeline holding scripts is sent by its own execute()")
         return await self.send(*(args for args, _ in pipe.command_stack))
 
-    async def _send(self, commands: Sequence[Command], then: Sequence[Command]) -> list[Any]:
+    async def _send(
+        self,
+        commands: Sequence[Command],
+        then: Sequence[Command],
+        on_write: Callable[[], None] | None = None,
+    ) -> list[Any]:
         conn = self._idle.pop() if self._idle else self._factory.make_connection()
         try:
             async with asyncio.timeout(self._timeout_s):
                 await _ready(conn)
+                if on_write is not None:
+                    on_write()
                 await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
                 if then:
                     await conn.send_packed_command(conn.pack_commands(then), check_health=False)

@@ -97,6 +97,18 @@ def awaiting_servers_at(conn: Conn, *, version: Any) -> frozenset[str]:
     return _AWAITING.get(conn, version=version)
 
 
+def tools_held(
+    conn: psycopg.AsyncConnection[Any], *, version: Any
+) -> tuple[list[Row], frozenset[str]] | None:
+    """``run_tools_at`` and ``awaiting_servers_at`` as of ``version`` (``TOOLS_VERSION_SQL``
+    read on ``conn``) when both are held in this process already; None: read them (blocking)."""
+    if version is None:
+        return None
+    rows = _RUN_TOOLS.held(conn, version=version)
+    awaiting = _AWAITING.held(conn, version=version)
+    return None if rows is None or awaiting is None else (rows, awaiting)
+
+
 def tools_version(conn: Conn) -> Any:
     """The tools' version now (None if unknown: ``run_tools_at`` then reads)."""
     found = conn.execute(TOOLS_VERSION_SQL).fetchone()

@@ -4,6 +4,7 @@ then answer it from the result cache or record it queued."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -13,15 +14,17 @@ import redis
 from anyio import to_thread
 
 from services.gateway.ops.policy import cache_clearance, refuse_by_policy
-from services.gateway.ops.result_cache import Generations, answer_from_cache
+from services.gateway.ops.result_cache import Generations, answer_from_cache, lookup_digest
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
 from shared.auth.audit import AuditAction, record_audit
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
+from shared.cache import entries
 from shared.cache import runs as cache_runs
 from shared.cache.runs import RunCache, Scope
+from shared.cache.stats import Level, record_lookup
 from shared.db import DictConnection
 from shared.errors import (
     DependencyError,
@@ -38,7 +41,7 @@ from shared.inputs import check_value
 from shared.policy.facts import Surface
 from shared.sandbox.child.usercode import find_syntax_error
 from shared.sandbox.typescript_syntax import find_typescript_syntax_error
-from shared.telemetry import traced
+from shared.telemetry import span, traced
 from shared.tools.store import awaiting_servers_at, get_tools, tools_version
 
 Row = dict[str, Any]
@@ -218,8 +221,7 @@ def _from_cache(
     (it wants values, and the cache holds tokens), or, on a stack whose policy file decides
     each tool call, an entry with a call the policy would refuse or pause now for this caller
     (``cache_clearance``, docs/policy.md). ``direct``: a direct call's lookup."""
-    tokens_cached = state.settings.pii != "off"
-    if request.no_cache or (principal.pii_off and tokens_cached):
+    if not _looks_up(state, request, principal):
         return None
     cleared = None
     if state.policy.configured:
@@ -231,6 +233,14 @@ def _from_cache(
                              timeout_s=timeout_s, capability_id=capability_id,
                              counters=counters, scope=scope, cleared=cleared,
                              generations=generations)  # fmt: skip
+
+
+def _looks_up(state: GatewayState, request: ExecutionRequest, principal: Principal) -> bool:
+    """Whether a submission is looked up in the result cache at all: not when it asked for
+    no cache, nor for a key that opted out of PII on a stack that tokenises (it wants
+    values, and the cache holds tokens)."""
+    tokens_cached = state.settings.pii != "off"
+    return not (request.no_cache or (principal.pii_off and tokens_cached))
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +302,75 @@ def admit_direct(
     )
     _send(counters)
     return DirectAdmission(timeout_s=timeout_s, slot=None, hit=hit, cache=cache)
+
+
+async def admit_direct_on_loop(
+    state: GatewayState,
+    *,
+    request: ExecutionRequest,
+    principal: Principal,
+    known: Sequence[Mapping[str, Any]],
+) -> DirectAdmission | None:
+    """``admit_direct`` on the event loop, for a call in which nothing needs a thread: no
+    policy deciding cached calls, a key whose concurrency set is not full (Postgres says
+    which of its members ended), no entry cached for it (a hit is recorded in Postgres).
+    Its rate-limit slot, lookup and servers' generations on one round trip, sent raw
+    (``Lines``). None (nothing kept, nothing counted): ``admit_direct`` decides it, from
+    the start."""
+    if state.policy.configured:
+        return None
+    with span("admission"):
+        timeout_s = validate_request(state, request)
+        scope = cache_runs.scope_among(known, tools=request.tools)
+        looks = _looks_up(state, request, principal)
+        pipe = state.redis.pipeline(transaction=False)  # gathers the commands only
+        member = str(uuid.uuid4()) if limits.limited(principal) else None
+        if member is not None:
+            pipe.execute_command(*limits.reserve_command(principal, timeout_s, member))
+        servers = cache_runs.scope_servers(scope)
+        if looks:
+            keys = entries.queue_entry_and_generations(
+                pipe, tenant_id=principal.tenant_id, digest=lookup_digest(request, scope),
+                servers=servers,
+            )  # fmt: skip
+        else:
+            keys = entries.queue_generations(pipe, servers)
+        try:
+            replies = await state.lines.send_queued(pipe)
+        except redis.RedisError as exc:
+            if member is not None:  # its slot may be taken: not a second one
+                raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc
+            return None  # ``admit_direct`` meets it too, and says so
+        slot = None
+        if member is not None:
+            taken, replies = replies[0], replies[1:]
+            if isinstance(taken, Exception):
+                return None
+            outcome = limits.reserved(principal, member, taken)  # RateLimited over the rate
+            if isinstance(outcome, list):  # a full set: ``admit_direct`` asks which ended
+                return None
+            slot = outcome
+        if any(isinstance(r, Exception) for r in replies) or (looks and replies[0] is not None):
+            if slot is not None:  # an entry: recorded as a hit, or refused, by ``admit_direct``
+                await _release_on_loop(state, slot)
+            return None
+        generations = entries.generations_replied(keys, replies[1:] if looks else replies)
+        counters = state.redis.pipeline(transaction=False)
+        if looks:
+            record_lookup(counters, tenant_id=principal.tenant_id, level=Level.EXECUTION, hit=False)
+        cache = cache_runs.prepare(state.redis, scope=scope, config=None, generations=generations)
+    return DirectAdmission(timeout_s=timeout_s, slot=slot, hit=None, cache=cache,
+                           counters=counters)  # fmt: skip
+
+
+async def _release_on_loop(state: GatewayState, slot: limits.Reservation) -> None:
+    """Give back a slot taken on the event loop (a lost release lapses with the call's timeout)."""
+    pipe = state.redis.pipeline(transaction=False)
+    limits.queue_release(pipe, reservation=slot)
+    try:
+        await state.lines.send_queued(pipe)
+    except redis.RedisError as exc:
+        log.warning("could not give back a rate-limit slot: %s", exc)
 
 
 def _syntax_error(language: str, code: str) -> dict[str, Any] | None:

@@ -20,12 +20,13 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from anyio import to_thread
 from pydantic import ValidationError
 
 from services.gateway.ops import direct_call
-from services.gateway.ops.admission import admit_direct
-from services.gateway.ops.db import in_pool
+from services.gateway.ops.admission import admit_direct, admit_direct_on_loop
+from services.gateway.ops.db import in_pool, on_loop
 from services.gateway.ops.direct_call import DirectCall
 from services.gateway.state import GatewayState
 from shared import tool_ids
@@ -39,7 +40,14 @@ from shared.server_states import ServerState
 from shared.tools import servers as servers_store
 from shared.tools.apps import offers_apps
 from shared.tools.servers import server_info
-from shared.tools.store import awaiting_servers_at, configured, run_tools_at, tools_version
+from shared.tools.store import (
+    TOOLS_VERSION_SQL,
+    awaiting_servers_at,
+    configured,
+    run_tools_at,
+    tools_held,
+    tools_version,
+)
 
 # MCP's tool-name rule (2025-11-25): 1-128 of [A-Za-z0-9_.-]. Server names never hold a dot
 # (shared/tool_ids.py), so ``<server>.<tool>`` splits at its first dot, whatever the tool is.
@@ -314,7 +322,8 @@ async def find_and_admit(
 ) -> Admitted:
     """``find_tool``, then the call admitted as an execution of that tool alone (checked,
     perhaps a cache hit; ``direct_call.run`` then runs it without a sandbox and records it),
-    the tools read and the admission in one thread hop. ``session_id`` (the MCP session) ties
+    on the event loop when nothing needs a thread (``_found_on_loop``), else the tools read
+    and the admission in one thread hop. ``session_id`` (the MCP session) ties
     consecutive calls into a sequence for the tool graph; ``relay``: the capabilities its
     client relays and their lease, advertised with the admission; ``on_record``: the call on
     its session's record, from the admission to its end. The tool not found or not
@@ -338,7 +347,11 @@ async def find_and_admit(
                 return tool, None, exc
             return tool, request, admission
 
-    tool, request, admission = await to_thread.run_sync(find_then_admit)
+    found = await _found_on_loop(state, principal=principal, server=server, name=name,
+                                 arguments=arguments, naming=naming, reserved=reserved)  # fmt: skip
+    if found is None:
+        found = await to_thread.run_sync(find_then_admit)
+    tool, request, admission = found
     if request is None:
         return Admitted(tool, None, admission)
     try:
@@ -359,6 +372,41 @@ async def find_and_admit(
     except AgentCardsError as exc:
         return Admitted(tool, None, exc)
     return Admitted(tool, call)
+
+
+async def _found_on_loop(
+    state: GatewayState,
+    *,
+    principal: Principal,
+    server: str | None,
+    name: str,
+    arguments: dict[str, Any],
+    naming: ToolNaming,
+    reserved: Collection[str],
+) -> tuple[DirectTool, ExecutionRequest | None, Any] | None:
+    """``find_and_admit``'s find and admission without a thread hop: the tools' version read
+    on the event loop (``on_loop``), their rows as this process holds them for it, then
+    ``admit_direct_on_loop``. None when any of it needs a thread (the version moved, no
+    connection free, a rate limit, a policy, a cached entry): nothing was taken or sent."""
+
+    async def held(conn: psycopg.AsyncConnection[Any]) -> tuple[list[Any], frozenset[str]] | None:
+        found = await (await conn.execute(TOOLS_VERSION_SQL)).fetchone()
+        return None if found is None else tools_held(conn, version=found[0])
+
+    tools = await on_loop(state, held)
+    if tools is None:
+        return None
+    known, awaiting = tools
+    tool = _found(configured(known), principal=principal, server=server, name=name,
+                  naming=naming, reserved=reserved, awaiting=awaiting)  # fmt: skip
+    try:
+        request = direct_request(tool, arguments)
+        admission = await admit_direct_on_loop(
+            state, request=request, principal=principal, known=known
+        )
+    except (AgentCardsError, ValidationError) as exc:
+        return tool, None, exc
+    return None if admission is None else (tool, request, admission)
 
 
 def direct_request(tool: DirectTool, arguments: dict[str, Any]) -> ExecutionRequest:

@@ -13,11 +13,11 @@ appended to a Redis stream on that same round trip, before the answer goes out (
 reads the call's events' log, for its client), and
 written to Postgres by a drainer (``shared.direct``), which then tells learning.
 
-One thread hop in all (the tool found and the call admitted: ``direct.find_and_admit``;
-its end takes one more only for the vault rows of tokens it handed out, the invalidation of a
-server it may have written, or a result to cache), and Redis round trips: the slot and cache
-lookup, one for the grant and the session's last tool, the RPC, one for the record and
-announce.
+No thread hop when nothing needs one (the tool found and the call admitted on the event
+loop: ``direct.find_and_admit``, else in one hop; its end takes one only for the vault rows
+of tokens it handed out, the invalidation of a server it may have written, or a result to
+cache), and Redis round trips: the slot and cache lookup, the RPC (its grant and the session's last tool sent ahead of its push, on the same
+round trip), one for the record and announce.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from shared.executions.trace import TraceRecorder
 from shared.privacy.tokens import Tokenizer, tokens_in
 from shared.queues import direct_lease_key, direct_session_key, grant_key
 from shared.rpc import upstream
+from shared.rpc.client import Ahead
 from shared.rpc.protocol import RpcReply
 from shared.sandbox import privacy as private
 from shared.sandbox.bridge import argument_refusal, served
@@ -108,6 +109,10 @@ class DirectCall:
     # Made as an MCP task (``begin_task``): the toolhost records its end once it is sent.
     task: bool = False
     sent: bool = False
+    # Its admission's batch (a call that runs: its grant first), sent ahead of its push on
+    # the RPC's round trip (``_send_ahead`` otherwise); the session's reply at ``session_at``.
+    ahead: Ahead = field(default_factory=lambda: Ahead([]))
+    session_at: int | None = None
 
     @property
     def hit(self) -> Row | None:
@@ -155,11 +160,14 @@ async def admit(
     execution_id: str | None = None,
 ) -> DirectCall:
     """A direct call of ``tool_id`` admitted (``admission``: ``admission.admit_direct``,
-    perhaps a cache hit), then in one round trip: its grant, its MCP session's last tool
+    perhaps a cache hit), with one batch: its grant, its MCP session's last tool
     (``extras.direct.after``), its count, (``relay``: capabilities, lease) the relay of
     its server's requests to its client, withdrawn when the call ends, and (``on_record``)
-    the call on its session's record while it runs. ``execution_id``: the execution it goes
-    on with (a call paused for approval whose gateway died, ``passthrough.PausedDirect``)."""
+    the call on its session's record while it runs. A call that runs sends that batch on its
+    RPC's round trip, ahead of its push (the toolhost reads the grant once it pops the call;
+    a grant Redis refused makes the toolhost refuse the call); a hit sends it now.
+    ``execution_id``: the execution it goes on with (a call paused for approval whose
+    gateway died, ``passthrough.PausedDirect``)."""
     hit = admission.hit
     execution_id = str(hit["id"]) if hit is not None else execution_id or str(uuid.uuid4())
     pipe = state.aredis.pipeline(transaction=False)
@@ -180,23 +188,7 @@ async def admit(
         on_record.queue_keep(pipe, execution_id=execution_id)
     # configured servers only reach here: a bounded label
     metrics.incr_labelled(cast(redis.Redis, pipe), "direct_calls_total", server)
-    try:
-        replies = await state.lines.send_queued(pipe)
-    except RedisError as exc:
-        replies = [exc] * len(pipe)
-    if hit is None and isinstance(replies[0], Exception):
-        _release(state, admission)
-        raise DependencyError(f"cannot grant the call its tool: Redis: {replies[0]}")
-    after = None
-    if session is not None:
-        previous = replies[1 if hit is None else 0]
-        if isinstance(previous, Exception):  # a lost sequence costs one graph edge, never the call
-            log.warning("direct session %s: last tool not recorded: %s", session_id, previous)
-        elif previous is not None:
-            after = previous.decode() if isinstance(previous, bytes) else str(previous)
-    if isinstance(replies[-1], Exception):  # a lost count never costs the call
-        log.warning("direct call of %s not counted: %s", tool_id, replies[-1])
-    return DirectCall(
+    call = DirectCall(
         execution_id=execution_id,
         tool_id=tool_id,
         pii_kinds=pii_kinds,
@@ -204,10 +196,48 @@ async def admit(
         principal=principal,
         request=request,
         admission=admission,
-        extras={"direct": {"session": session_id, "after": after, "tool": tool_id}},
+        extras={"direct": {"session": session_id, "after": None, "tool": tool_id}},
         trace_id=telemetry.current_trace_id(),
         on_record=on_record if hit is None else None,
+        ahead=Ahead([args for args, _ in pipe.command_stack]),
+        session_at=None if session is None else (0 if hit is not None else 1),
     )
+    if hit is not None:  # answered at once: no push to ride on
+        await _send_ahead(state, call)
+    return call
+
+
+async def _send_ahead(state: GatewayState, call: DirectCall) -> list[Any]:
+    """The admission's batch on a round trip of its own, unless it went (or may have gone)
+    with the call's push: for a hit, a task (its row needs the session's last tool before
+    the call goes) and a call that ended before it was sent (refused arguments)."""
+    ahead = call.ahead
+    if ahead.tried:
+        return ahead.replies or []
+    ahead.written()
+    try:
+        ahead.replies = await state.lines.send(*ahead.commands)
+    except RedisError as exc:
+        ahead.replies = [exc] * len(ahead.commands)
+    _absorb(call)
+    return ahead.replies
+
+
+def _absorb(call: DirectCall) -> None:
+    """What the admission's batch answered: the session's last tool (``extras.direct.after``);
+    a lost sequence costs one graph edge, a lost count nothing, never the call."""
+    replies = call.ahead.replies
+    if not replies:
+        return
+    if call.session_at is not None:
+        previous = replies[call.session_at]
+        if isinstance(previous, Exception):
+            log.warning("direct session of %s: last tool not recorded: %s", call.tool_id, previous)
+        elif previous is not None:
+            after = previous.decode() if isinstance(previous, bytes) else str(previous)
+            call.extras["direct"]["after"] = after
+    if isinstance(replies[-1], Exception):
+        log.warning("direct call of %s not counted: %s", call.tool_id, replies[-1])
 
 
 async def run(state: GatewayState, call: DirectCall) -> Row:
@@ -352,6 +382,7 @@ async def _call_tool(
         call.created_at + call.admission.timeout_s, time.time() + limits_.tool_call_timeout_s
     )
     with tool_call_span(call.tool_id, CALL_ID, args) as span:
+        ahead = None if call.ahead.tried else call.ahead  # the grant before the push
         reply = await state.rpc.call(
             execution_id=call.execution_id,
             tool=call.tool_id,
@@ -360,7 +391,10 @@ async def _call_tool(
             allowed=[call.tool_id],
             trace_call_id=CALL_ID,
             end=end,
+            ahead=ahead,
         )
+        if ahead is not None:
+            _absorb(call)
         if _approval_of(reply) is not None:
             reply = await _after_approval(state, call, args, reply, limits_, end)
         err, _ = served(ToolResult.of_reply(reply), limits=limits_)
@@ -423,6 +457,7 @@ async def _finish(
 ) -> Row:
     """The call's end (``shared.direct.finish``), with its admission's counters and its
     session's record on the same round trip; its events' log kept for its client."""
+    await _send_ahead(state, call)  # ended before its push went: its batch goes first
     extra = finish.Extra(
         counters=call.admission.counters,
         forget=None if call.on_record is None else call.on_record.queue_forget,

@@ -112,9 +112,7 @@ def answer_from_cache(
         record_lookup(counters, tenant_id=tenant_id, level=Level.CAPABILITY, hit=row is not None)
         return row
     scope = scope or load_scope(conn, tools=request.tools)
-    digest = execution_digest(
-        code=request.code, args=request.args, scope=scope.digest, language=request.language
-    )
+    digest = lookup_digest(request, scope)
     if generations is None:
         hit = entries.get_entry(state.redis, tenant_id=tenant_id, digest=digest)
     else:
@@ -155,6 +153,13 @@ def answer_from_cache(
     ):
         near = None
     return record(Level.INTENT, _from_row(near, str(near["capability_id"])) if near else None)
+
+
+def lookup_digest(request: ExecutionRequest, scope: Scope) -> str:
+    """The L1 key's digest of a submission in ``scope`` (its code, arguments and language)."""
+    return execution_digest(
+        code=request.code, args=request.args, scope=scope.digest, language=request.language
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,6 +234,31 @@ async def test_direct_calls_are_audited_and_a_session_s_sequence_becomes_a_graph
     assert learned is not None and learned["learned_at"] and learned["capability_id"] is None
 
 
+async def test_a_call_refused_before_it_reaches_its_server_keeps_its_place_in_the_sequence(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """A call's session sequence rides on its push to the toolhost; one refused before that
+    (arguments its tool's schema rejects) still records its place in it."""
+    async with direct(e2e, keys["full"], "example") as session:
+        first = await session.call_tool("divide", {"a": 9, "b": 3})
+        refused = await session.call_tool("multiply", {"a": "two"})
+        third = await session.call_tool("divide", {"a": 8, "b": 2})
+    assert not first.is_error and refused.is_error and not third.is_error, refused
+    ids = [_execution_id(refused), _execution_id(third)]
+
+    def afters() -> dict[str, str] | None:
+        with e2e.db() as conn:
+            rows = conn.execute(
+                "SELECT id::text AS id, extras->'direct'->>'after' AS after FROM executions "
+                "WHERE id::text = ANY(%s)",
+                (ids,),
+            ).fetchall()
+        return {r["id"]: r["after"] for r in rows} if len(rows) == 2 else None
+
+    after = _wait(afters, "both calls' rows", timeout_s=10)
+    assert after == {ids[0]: "example:divide", ids[1]: "example:multiply"}
+
+
 async def test_servers_say_where_they_are_served_directly_and_which_revision_they_speak(
     e2e: E2EStack, keys: dict[str, dict[str, str]]
 ) -> None:
