@@ -9,6 +9,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
+from shared.auth.audit import SUBMIT_AUDIT_SQL
 from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
@@ -27,33 +28,43 @@ def create_execution(
     capability_id: str | None = None,
     extras: dict[str, Any] | None = None,
     user_id: str | None = None,
+    audit: dict[str, Any] | None = None,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
 
     Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
     ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session);
     ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
+    ``audit``: its audit row's parameters (``shared.auth.audit.submit_audit_params``), written
+    by the same statement, only for a row it created.
     """
+    sql = _INSERT_SQL
+    if audit is not None:
+        sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({SUBMIT_AUDIT_SQL}) SELECT * FROM created"
     row = conn.execute(
-        """
-        INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry, learn, trace_id, language,
-                                extras, user_id)
-        VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s, %(user)s)
-        ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-        RETURNING *
-        """,
+        sql,
         {
             **request_params(
                 request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
             ),
             "extras": Jsonb(extras or {}),
+            **(audit or {}),
         },
     ).fetchone()
     if row is not None:
         return row, True
     return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+
+
+_INSERT_SQL = """
+    INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
+                            idempotency_key, capability_id, retry, learn, trace_id, language,
+                            extras, user_id)
+    VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
+            %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s, %(user)s)
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING *
+"""
 
 
 def request_params(

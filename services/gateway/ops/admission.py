@@ -17,7 +17,7 @@ from services.gateway.ops.result_cache import Generations, answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
-from shared.auth.audit import AuditAction, record_audit
+from shared.auth.audit import AuditAction, submit_audit_params
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.cache import runs as cache_runs
@@ -166,7 +166,13 @@ def admit(
     if capability_id is not None:
         metrics.incr(counters, "capabilities_executed_total")
     try:
-        with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
+        # Pipelined: the transaction's BEGIN goes out with its first statement. A new run is
+        # three round trips: BEGIN and the cache's read, the row and its audit row (one
+        # statement), COMMIT.
+        with (
+            nullcontext(conn) if conn is not None else state.pool.connection() as conn,
+            conn.pipeline(),
+        ):
             hit = _from_cache(state, conn, request=request, principal=principal,
                               timeout_s=timeout_s, capability_id=capability_id,
                               counters=counters)  # fmt: skip
@@ -175,13 +181,13 @@ def admit(
             else:
                 if len(request.code) <= SYNTAX_PRECHECK_BYTES:
                     syntax = _syntax_error(request.language, request.code)
+                # With its audit row, in the same statement: no execution without one.
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
                     capability_id=capability_id, extras=extras, user_id=principal.user,
+                    audit=_submission_audit(principal, request, capability_id=capability_id),
                 )  # fmt: skip
-                if created:  # in the same transaction: no execution without its audit row
-                    _audit_submission(conn, principal=principal, request=request, row=row)
-                conn.commit()
+            conn.commit()
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
@@ -332,28 +338,16 @@ def _send(counters: redis.client.Pipeline) -> None:
         )
 
 
-def _audit_submission(
-    conn: Any,
-    *,
-    principal: Principal,
-    request: ExecutionRequest,
-    row: Row,
-    cache_hit: str | None = None,
-) -> None:
-    """The audit row of one submitted execution (arguments hashed, never stored)."""
-    capability_id = row.get("capability_id")
-    details = {"capability_id": str(capability_id)} if capability_id else {}
-    if cache_hit:
-        details["cache_hit"] = cache_hit
-    record_audit(
-        conn,
-        tenant_id=principal.tenant_id,
-        key_id=principal.key_id,
-        user_id=principal.user,
+def _submission_audit(
+    principal: Principal, request: ExecutionRequest, *, capability_id: str | None
+) -> dict[str, Any]:
+    """The audit row of one submitted execution (arguments hashed, never stored), as
+    ``create_execution`` writes it."""
+    return submit_audit_params(
         action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
-        execution_id=str(row["id"]),
+        key_id=principal.key_id,
         args={"code": request.code, "args": request.args, "tools": request.tools},
-        details=details or None,
+        details={"capability_id": str(capability_id)} if capability_id else None,
     )
 
 
