@@ -29,6 +29,7 @@ def create_execution(
     extras: dict[str, Any] | None = None,
     user_id: str | None = None,
     audit: dict[str, Any] | None = None,
+    commit: bool = False,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
 
@@ -36,12 +37,13 @@ def create_execution(
     ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session);
     ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
     ``audit``: its audit row's parameters (``shared.auth.audit.submit_audit_params``), written
-    by the same statement, only for a row it created.
+    by the same statement, only for a row it created. ``commit``: commit the transaction
+    (in a pipeline, COMMIT goes out with the statement: one round trip for both).
     """
     sql = _INSERT_SQL
     if audit is not None:
         sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({SUBMIT_AUDIT_SQL}) SELECT * FROM created"
-    row = conn.execute(
+    cursor = conn.execute(
         sql,
         {
             **request_params(
@@ -50,10 +52,16 @@ def create_execution(
             "extras": Jsonb(extras or {}),
             **(audit or {}),
         },
-    ).fetchone()
+    )
+    if commit:
+        conn.commit()
+    row = cursor.fetchone()
     if row is not None:
         return row, True
-    return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+    existing = _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key)
+    if commit:
+        conn.commit()
+    return existing, False
 
 
 _INSERT_SQL = """

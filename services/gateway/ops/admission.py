@@ -166,9 +166,9 @@ def admit(
     if capability_id is not None:
         metrics.incr(counters, "capabilities_executed_total")
     try:
-        # Pipelined: the transaction's BEGIN goes out with its first statement. A new run is
-        # three round trips: BEGIN and the cache's read, the row and its audit row (one
-        # statement), COMMIT.
+        # Pipelined: BEGIN goes out with the transaction's first statement, COMMIT with its
+        # last. A new run costs three round trips (five before): BEGIN and the cache's read;
+        # the row and its audit row (one statement) and COMMIT; the pipeline's closing Sync.
         with (
             nullcontext(conn) if conn is not None else state.pool.connection() as conn,
             conn.pipeline(),
@@ -178,6 +178,7 @@ def admit(
                               counters=counters)  # fmt: skip
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
+                conn.commit()
             else:
                 if len(request.code) <= SYNTAX_PRECHECK_BYTES:
                     syntax = _syntax_error(request.language, request.code)
@@ -186,8 +187,8 @@ def admit(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
                     capability_id=capability_id, extras=extras, user_id=principal.user,
                     audit=_submission_audit(principal, request, capability_id=capability_id),
+                    commit=True,
                 )  # fmt: skip
-            conn.commit()
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
