@@ -9,7 +9,6 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shared.auth.audit import SUBMIT_AUDIT_SQL
 from shared.config import DEFAULT_TENANT
 from shared.executions.models import ExecutionRequest
 from shared.executions.status import TERMINAL, ExecutionStatus
@@ -28,7 +27,7 @@ def create_execution(
     capability_id: str | None = None,
     extras: dict[str, Any] | None = None,
     user_id: str | None = None,
-    audit: dict[str, Any] | None = None,
+    audit: tuple[str, dict[str, Any]] | None = None,
     commit: bool = False,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
@@ -36,13 +35,15 @@ def create_execution(
     Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
     ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session);
     ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
-    ``audit``: its audit row's parameters (``shared.auth.audit.submit_audit_params``), written
-    by the same statement, only for a row it created. ``commit``: commit the transaction
+    ``audit``: its audit row's statement, a step reading ``created`` (the inserted row), and
+    its parameters (``shared.auth.audit.SUBMIT_AUDIT_SQL``): written by the same statement, only
+    for a row it created. ``commit``: commit the transaction
     (in a pipeline, COMMIT goes out with the statement: one round trip for both).
     """
-    sql = _INSERT_SQL
+    sql, audit_params = _INSERT_SQL, {}
     if audit is not None:
-        sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({SUBMIT_AUDIT_SQL}) SELECT * FROM created"
+        audit_sql, audit_params = audit
+        sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({audit_sql}) SELECT * FROM created"
     cursor = conn.execute(
         sql,
         {
@@ -50,7 +51,7 @@ def create_execution(
                 request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
             ),
             "extras": Jsonb(extras or {}),
-            **(audit or {}),
+            **audit_params,
         },
     )
     if commit:

@@ -17,7 +17,7 @@ from services.gateway.ops.result_cache import Generations, answer_from_cache
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
-from shared.auth.audit import AuditAction, submit_audit_params
+from shared.auth.audit import SUBMIT_AUDIT_SQL, AuditAction, submit_audit_params
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.cache import runs as cache_runs
@@ -341,10 +341,10 @@ def _send(counters: redis.client.Pipeline) -> None:
 
 def _submission_audit(
     principal: Principal, request: ExecutionRequest, *, capability_id: str | None
-) -> dict[str, Any]:
+) -> tuple[str, dict[str, Any]]:
     """The audit row of one submitted execution (arguments hashed, never stored), as
     ``create_execution`` writes it."""
-    return submit_audit_params(
+    return SUBMIT_AUDIT_SQL, submit_audit_params(
         action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
         key_id=principal.key_id,
         args={"code": request.code, "args": request.args, "tools": request.tools},
