@@ -37,10 +37,11 @@ def create_execution(
     ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
     ``audit``: its audit row's statement, a step reading ``created`` (the inserted row), and
     its parameters (``shared.auth.audit.SUBMIT_AUDIT_SQL``): written by the same statement, only
-    for a row it created. ``commit``: commit the transaction
-    (in a pipeline, COMMIT goes out with the statement: one round trip for both).
+    for a row it created. ``commit``: commit the transaction (in a pipeline, COMMIT goes out
+    with the statement: one round trip for both).
     """
-    sql, audit_params = _INSERT_SQL, {}
+    sql = _INSERT_SQL
+    audit_params: dict[str, Any] = {}
     if audit is not None:
         audit_sql, audit_params = audit
         sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({audit_sql}) SELECT * FROM created"
