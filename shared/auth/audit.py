@@ -79,6 +79,28 @@ def record_audit(
     return int(row["id"] if isinstance(row, dict) else row[0])
 
 
+# A submitted execution's audit row, written by the statement that inserts the execution
+# (``shared.executions.store.create_execution``, from its ``created`` step): one round trip
+# for both, and no audit row for a submission whose idempotency key found an older run.
+SUBMIT_AUDIT_SQL = (
+    "INSERT INTO audit_log (tenant_id, key_id, user_id, action, execution_id, args_hash, "
+    "details) SELECT tenant_id, %(audit_key)s, user_id, %(audit_action)s, id, %(audit_hash)s, "
+    "%(audit_details)s FROM created"
+)
+
+
+def submit_audit_params(
+    *, action: AuditAction, key_id: str | None, args: Any, details: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``SUBMIT_AUDIT_SQL``'s parameters (the tenant and user are the execution's own)."""
+    return {
+        "audit_key": key_id,
+        "audit_action": str(action),
+        "audit_hash": args_hash(args),
+        "audit_details": Jsonb(details or {}),
+    }
+
+
 # An execution's audit row learns how it ended; ``finish_audit_params`` gives the parameters.
 # Only its own row: the rows of its calls' approvals name the execution too.
 FINISH_AUDIT_SQL = (

@@ -1,8 +1,10 @@
 """A finished execution's row, carried from its worker to the waiting gateway through Redis.
 
 The worker's store returns the row it wrote; the announce leaves it under
-``finished_row_key`` (a few seconds) just before ``execution.finished``, so a waiting request
-wakes with the row in hand instead of a thread hop and a SELECT. Postgres stays the source of
+``finished_row_key`` (a few seconds) and publishes it on the run's channel, both just before
+``execution.finished``, so a waiting request wakes with the row in hand instead of a thread
+hop and a SELECT: a request following the channel has it from the message (not even a GET),
+one that heard the event only from the log reads the key. Postgres stays the source of
 truth: a row too large to carry, a value this codec does not know, an expired or missing key
 all mean the gateway reads the row as before.
 
@@ -23,7 +25,7 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from shared.queues import finished_row_key
+from shared.queues import events_channel, finished_row_key
 
 Row = dict[str, Any]
 
@@ -31,6 +33,8 @@ Row = dict[str, Any]
 MAX_CARRIED_BYTES = 64 * 1024
 # The gateway reads it within milliseconds of the event; past this, it reads Postgres.
 CARRIED_TTL_S = 30
+# What starts the row's message on the run's channel: never an event (those are JSON objects).
+ROW_MESSAGE = b"row:"
 
 
 def encode_row(row: Row) -> bytes | None:
@@ -73,10 +77,20 @@ def decode_row(raw: bytes | str) -> Row:
 
 
 def queue_row(pipe: redis.client.Pipeline, row: Row) -> None:
-    """Leave the row for the waiting gateway, on the caller's pipeline (before the event)."""
+    """Leave the row for the waiting gateway and publish it on the run's channel, on the
+    caller's pipeline (before the event: a follower has it when the event comes). The message
+    is not logged: a follower that missed it reads the key."""
     raw = encode_row(row)
     if raw is not None:
-        pipe.set(finished_row_key(str(row["id"])), raw, ex=CARRIED_TTL_S)
+        execution_id = str(row["id"])
+        pipe.set(finished_row_key(execution_id), raw, ex=CARRIED_TTL_S)
+        pipe.publish(events_channel(execution_id), ROW_MESSAGE + raw)
+
+
+def row_in_message(data: bytes | str) -> bytes | None:
+    """The carried row a message of a run's channel holds; None for an event."""
+    raw = data.encode() if isinstance(data, str) else data
+    return raw[len(ROW_MESSAGE) :] if raw.startswith(ROW_MESSAGE) else None
 
 
 async def carried_row(client: aioredis.Redis, execution_id: str) -> Row | None:

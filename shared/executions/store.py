@@ -27,33 +27,54 @@ def create_execution(
     capability_id: str | None = None,
     extras: dict[str, Any] | None = None,
     user_id: str | None = None,
+    audit: tuple[str, dict[str, Any]] | None = None,
+    commit: bool = False,
 ) -> tuple[Row, bool]:
     """Insert a queued execution; with an idempotency key already used, return that row instead.
 
     Returns (row, created). ON CONFLICT makes two racing submissions of one key yield one row.
     ``extras`` starts the row's ``extras`` (a direct call's ``direct``: its MCP session);
     ``user_id`` is the person who submitted it (an OAuth token's subject), if one did.
+    ``audit``: its audit row's statement, a step reading ``created`` (the inserted row), and
+    its parameters (``shared.auth.audit.SUBMIT_AUDIT_SQL``): written by the same statement, only
+    for a row it created. ``commit``: commit the transaction (in a pipeline, COMMIT goes out
+    with the statement: one round trip for both).
     """
-    row = conn.execute(
-        """
-        INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
-                                idempotency_key, capability_id, retry, learn, trace_id, language,
-                                extras, user_id)
-        VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
-                %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s, %(user)s)
-        ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-        RETURNING *
-        """,
+    sql = _INSERT_SQL
+    audit_params: dict[str, Any] = {}
+    if audit is not None:
+        audit_sql, audit_params = audit
+        sql = f"WITH created AS ({_INSERT_SQL}), audited AS ({audit_sql}) SELECT * FROM created"
+    cursor = conn.execute(
+        sql,
         {
             **request_params(
                 request, tenant_id=tenant_id, timeout_s=timeout_s, cap=capability_id, user=user_id
             ),
             "extras": Jsonb(extras or {}),
+            **audit_params,
         },
-    ).fetchone()
+    )
+    if commit:
+        conn.commit()
+    row = cursor.fetchone()
     if row is not None:
         return row, True
-    return _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key), False
+    existing = _by_idempotency_key(conn, tenant_id=tenant_id, key=request.idempotency_key)
+    if commit:
+        conn.commit()
+    return existing, False
+
+
+_INSERT_SQL = """
+    INSERT INTO executions (tenant_id, code, intent, args, tools, timeout_s,
+                            idempotency_key, capability_id, retry, learn, trace_id, language,
+                            extras, user_id)
+    VALUES (%(tenant)s, %(code)s, %(intent)s, %(args)s, %(tools)s, %(timeout)s, %(key)s,
+            %(cap)s, %(retry)s, %(learn)s, %(trace)s, %(language)s, %(extras)s, %(user)s)
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING *
+"""
 
 
 def request_params(

@@ -18,7 +18,7 @@ from services.gateway.ops.result_cache import Generations, answer_from_cache, lo
 from services.gateway.state import GatewayState
 from shared import metrics, tool_ids
 from shared.auth import limits
-from shared.auth.audit import AuditAction, record_audit
+from shared.auth.audit import SUBMIT_AUDIT_SQL, AuditAction, submit_audit_params
 from shared.auth.patterns import allowed_scope
 from shared.auth.principal import Principal
 from shared.cache import entries
@@ -169,22 +169,29 @@ def admit(
     if capability_id is not None:
         metrics.incr(counters, "capabilities_executed_total")
     try:
-        with nullcontext(conn) if conn is not None else state.pool.connection() as conn:
+        # Pipelined: BEGIN goes out with the transaction's first statement, COMMIT with its
+        # last. A new run costs three round trips (five before): BEGIN and the cache's read;
+        # the row and its audit row (one statement) and COMMIT; the pipeline's closing Sync.
+        with (
+            nullcontext(conn) if conn is not None else state.pool.connection() as conn,
+            conn.pipeline(),
+        ):
             hit = _from_cache(state, conn, request=request, principal=principal,
                               timeout_s=timeout_s, capability_id=capability_id,
                               counters=counters)  # fmt: skip
             if hit is not None:  # a hit is a (finished) execution: it holds the slot like one
                 row, created = hit, True
+                conn.commit()
             else:
                 if len(request.code) <= SYNTAX_PRECHECK_BYTES:
                     syntax = _syntax_error(request.language, request.code)
+                # With its audit row, in the same statement: no execution without one.
                 row, created = create_execution(
                     conn, request=request, timeout_s=timeout_s, tenant_id=principal.tenant_id,
                     capability_id=capability_id, extras=extras, user_id=principal.user,
+                    audit=_submission_audit(principal, request, capability_id=capability_id),
+                    commit=True,
                 )  # fmt: skip
-                if created:  # in the same transaction: no execution without its audit row
-                    _audit_submission(conn, principal=principal, request=request, row=row)
-                conn.commit()
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
@@ -411,28 +418,16 @@ def _send(counters: redis.client.Pipeline) -> None:
         )
 
 
-def _audit_submission(
-    conn: Any,
-    *,
-    principal: Principal,
-    request: ExecutionRequest,
-    row: Row,
-    cache_hit: str | None = None,
-) -> None:
-    """The audit row of one submitted execution (arguments hashed, never stored)."""
-    capability_id = row.get("capability_id")
-    details = {"capability_id": str(capability_id)} if capability_id else {}
-    if cache_hit:
-        details["cache_hit"] = cache_hit
-    record_audit(
-        conn,
-        tenant_id=principal.tenant_id,
-        key_id=principal.key_id,
-        user_id=principal.user,
+def _submission_audit(
+    principal: Principal, request: ExecutionRequest, *, capability_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The audit row of one submitted execution (arguments hashed, never stored), as
+    ``create_execution`` writes it."""
+    return SUBMIT_AUDIT_SQL, submit_audit_params(
         action=AuditAction.CAPABILITY_EXECUTE if capability_id else AuditAction.EXECUTE,
-        execution_id=str(row["id"]),
+        key_id=principal.key_id,
         args={"code": request.code, "args": request.args, "tools": request.tools},
-        details=details or None,
+        details={"capability_id": str(capability_id)} if capability_id else None,
     )
 
 

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any
 
 from services.gateway.state import GatewayState
+from shared.executions.carried import row_in_message
 from shared.executions.events import decode_event
 from shared.pubsub_hub import RESYNC, Follower
 from shared.queues import events_channel, events_log_key
@@ -29,6 +30,9 @@ class EventFollower:
         self._follower: Follower | None = None
         self._backlog: list[dict[str, Any]] = []
         self.last_seq = after_seq
+        # The finished row its worker published just before `execution.finished` (encoded:
+        # shared/executions/carried.py), once heard; not an event, so never passed on.
+        self.carried: bytes | None = None
 
     async def __aenter__(self) -> EventFollower:
         # Subscribe before reading the log: an event published in between is in both,
@@ -77,7 +81,10 @@ class EventFollower:
             if data is RESYNC:  # the subscriber reconnected: what it missed is in the log
                 self._backlog = await self._read_log()
             elif data is not None:
-                self._backlog.append(decode_event(data))
+                if (row := row_in_message(data)) is not None:
+                    self.carried = row
+                else:
+                    self._backlog.append(decode_event(data))
 
     def _fresh(self, event: dict[str, Any]) -> bool:
         seq = int(event.get("seq") or 0)

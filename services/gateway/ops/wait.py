@@ -10,7 +10,7 @@ from typing import Any
 from services.gateway.ops.execution_events import EventFollower
 from services.gateway.ops.execution_reads import read_execution
 from services.gateway.state import GatewayState
-from shared.executions.carried import carried_row
+from shared.executions.carried import carried_row, decode_row
 from shared.executions.events import FINISHED, LEARNED, RETRIED
 from shared.executions.status import TERMINAL, ExecutionStatus
 
@@ -53,7 +53,7 @@ async def wait_for_finish(
             if (
                 event is not None and event.get("type") in {FINISHED, RETRIED}
             ) or time.monotonic() >= next_poll:
-                row = await _read_after(state, execution_id, event)
+                row = await _read_after(state, execution_id, event, events.carried)
                 finished = row["status"] in TERMINAL
                 next_poll = time.monotonic() + 1.0
                 if len(row.get("retries") or []) > retried:
@@ -72,11 +72,18 @@ async def wait_for_finish(
         return row
 
 
-async def _read_after(state: GatewayState, execution_id: str, event: dict[str, Any] | None) -> Row:
+async def _read_after(
+    state: GatewayState, execution_id: str, event: dict[str, Any] | None, heard: bytes | None
+) -> Row:
     """The row after ``event``: the one its worker carried with `execution.finished` when there
-    is one (no thread hop, no SELECT: shared/executions/carried.py), else read (and reaped)."""
+    is one (no thread hop, no SELECT: shared/executions/carried.py; ``heard``: published on the
+    channel, so not even a GET), else read (and reaped)."""
     if event is not None and event.get("type") == FINISHED:
-        row = await carried_row(state.aredis, execution_id)
+        row = (
+            decode_row(heard)
+            if heard is not None
+            else await carried_row(state.aredis, execution_id)
+        )
         if row is not None and row["status"] in TERMINAL:
             return row
     return await read_execution(state, execution_id=execution_id)
