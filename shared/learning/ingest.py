@@ -80,6 +80,8 @@ class IngestResult:
     # It had an intent: its evidence is what a consolidation pass reads (a direct call has
     # none, and queues no pass).
     intent: bool = False
+    # A direct call (answered before it is learned from: nobody waits for its learning).
+    direct: bool = False
 
 
 def tenants_taught(results: Mapping[str, IngestResult]) -> list[str]:
@@ -224,6 +226,7 @@ def _apply(
             if row["capability_id"] is not None and _counts_against_capability(row, decision)
             else None,
             intent=bool((row["intent"] or "").strip()),
+            direct=bool(row.get("direct")),
         )
     # One statement for the batch (not one per run: a batch of direct calls is hundreds).
     conn.execute(
