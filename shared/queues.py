@@ -231,6 +231,17 @@ def direct_session_key(tenant_id: str, session_id: str) -> str:
 TENANT_EVENTS_PREFIX = KEY_PREFIX + "tenant-events:"  # + tenant_id; pub/sub (shared.events.bus)
 
 
+# + tenant_id; pub/sub: a tenant's capability.learned and capability.updated again, for the
+# gateways' skills relay (services/gateway/mcp/skill_changes.py), which then hears none of
+# the tenant's other events (an execution.finished for every call).
+CAPABILITY_EVENTS_PREFIX = KEY_PREFIX + "capability-events:"
+
+
+def capability_events_channel(tenant_id: str) -> str:
+    """The pub/sub channel of one tenant's capability changes (``shared.events.bus``)."""
+    return f"{CAPABILITY_EVENTS_PREFIX}{tenant_id}"
+
+
 def tenant_events_channel(tenant_id: str) -> str:
     """Pub/sub channel of one tenant's dashboard events (`GET /v1/events`)."""
     return f"{TENANT_EVENTS_PREFIX}{tenant_id}"

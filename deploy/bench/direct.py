@@ -17,7 +17,10 @@ FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
 - ``concurrent``: ``SESSIONS`` sessions calling at once for ``seconds``: calls per second.
 - ``long_call``: on ``/mcp/servers``, one session calls ``pause``
   (``deploy/bench/pause_server.py``) for ``LONG_CALL_S`` while the others keep calling
-  ``get_current_time``: their latency then.
+  ``get_current_time``: their latency then, beside the same sessions' latency over the same
+  time just before, with no long call (``without_long_call``): the ratio of their p50s says
+  what the long call costs the others (1.0: nothing; their latency is the machine's
+  throughput shared among them).
 
 The machine may be noisy: read medians and the ratios of one run.
 """
@@ -218,30 +221,40 @@ async def _throughput(
 async def _during_long_call(
     open_session: Callable[[], contextlib.AbstractAsyncContextManager[ClientSession]],
 ) -> dict[str, Any]:
-    """The latency of the other sessions' calls while one session's ``pause`` call runs."""
+    """The latency of the other sessions' calls while one session's ``pause`` call runs, and
+    theirs over as long just before, with no long call."""
     async with contextlib.AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(open_session()) for _ in range(SESSIONS)]
         pause, name = await _name(sessions[0], "pause"), await _name(sessions[0], TOOL)
-        samples: list[float] = []
+
+        async def others(until: asyncio.Future[Any]) -> list[float]:
+            samples: list[float] = []
+
+            async def loop(session: ClientSession) -> None:
+                call = _caller(session, name, ARGS, checked=False)
+                while not until.done():
+                    began = time.perf_counter()
+                    await call()
+                    samples.append((time.perf_counter() - began) * 1000)
+
+            await asyncio.gather(*(loop(session) for session in sessions[1:]))
+            return samples
+
+        alone = await others(asyncio.ensure_future(asyncio.sleep(LONG_CALL_S)))
         long_call = asyncio.ensure_future(sessions[0].call_tool(pause, {"seconds": LONG_CALL_S}))
         started = time.monotonic()
-
-        async def loop(session: ClientSession) -> None:
-            call = _caller(session, name, ARGS, checked=False)
-            while not long_call.done():
-                began = time.perf_counter()
-                await call()
-                samples.append((time.perf_counter() - began) * 1000)
-
-        await asyncio.gather(*(loop(session) for session in sessions[1:]))
+        samples = await others(long_call)
         paused = await long_call
         if paused.is_error:
             raise RuntimeError(f"{pause} failed: {paused.content}")
+        during, before = _stats(samples), _stats(alone)
         return {
             "long_call_s": round(time.monotonic() - started, 2),
             "other_calls": len(samples),
-            "other_calls_ms": _stats(samples),
+            "other_calls_ms": during,
             "other_calls_max_ms": round(max(samples), 2),
+            "without_long_call": {"other_calls": len(alone), "other_calls_ms": before},
+            "other_calls_p50_over_without": round(during["p50"] / before["p50"], 2),
         }
 
 

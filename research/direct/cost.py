@@ -1,7 +1,9 @@
-"""What one direct call costs, in load-insensitive terms: ``python -m research.direct.cost [N]``.
+"""What one direct call costs, in load-insensitive terms:
+``python -m research.direct.cost [N] [--sessions S] [--monitor FILE]``.
 
 A temporary stack with the time server (as ``bench direct`` runs it); one MCP SDK session
-makes ``N`` sequential ``tools/call`` through ``/mcp/servers/time``. Measured around those
+makes ``N`` sequential ``tools/call`` through ``/mcp/servers/time`` (``--sessions S``: S
+sessions at once, ``N`` calls in all, as ``bench direct``'s throughput figure loads it). Measured around those
 calls (after a warm-up, then a few seconds for learning to settle), minus what the same
 stack does in an idle window of the same length: CPU-seconds per call of each process
 (with its children: Celery's pool, the toolhost's stdio server, Postgres backends), Redis
@@ -12,10 +14,11 @@ machine; wall times here are not the point. Prints JSON.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import logging
-import sys
 import threading
 import time
 from collections import Counter
@@ -98,7 +101,7 @@ def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(n: int = 300) -> dict[str, Any]:
+def main(n: int = 300, sessions_n: int = 1) -> dict[str, Any]:
     logging.disable(logging.INFO)  # the launcher's and the client's per-request lines
     with time_stack() as ours:
         handle, url, headers = ours.handle, ours.url, ours.headers
@@ -110,17 +113,29 @@ def main(n: int = 300) -> dict[str, Any]:
         # window has them too, so they cancel.
 
         async def calls() -> float:
-            async with _http_session(url, headers) as session:
-                for _ in range(WARMUP):
-                    await session.call_tool(TOOL, ARGS)
+            async with contextlib.AsyncExitStack() as stack:
+                sessions = [
+                    await stack.enter_async_context(_http_session(url, headers))
+                    for _ in range(sessions_n)
+                ]
+                for session in sessions:
+                    for _ in range(WARMUP // sessions_n + 1):
+                        await session.call_tool(TOOL, ARGS)
                 time.sleep(SETTLE_S)
                 before = time.monotonic()
                 global _busy_before
                 _busy_before = _snapshot(processes, client, database_url)
-                for _ in range(n):
-                    result = await session.call_tool(TOOL, ARGS)
-                    if result.is_error:
-                        raise RuntimeError(result.content)
+                left = n
+
+                async def loop(session: Any) -> None:
+                    nonlocal left
+                    while left > 0:
+                        left -= 1
+                        result = await session.call_tool(TOOL, ARGS)
+                        if result.is_error:
+                            raise RuntimeError(result.content)
+
+                await asyncio.gather(*(loop(s) for s in sessions))
                 elapsed = time.monotonic() - before
                 return elapsed
 
@@ -147,6 +162,7 @@ def main(n: int = 300) -> dict[str, Any]:
     pg = {k: round((v - idle["pg"][k] * scale) / n, 2) for k, v in busy["pg"].items()}
     return {
         "n": n,
+        "sessions": sessions_n,
         "window_s": round(busy["s"], 1),
         "cpu_ms_per_call": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
         "cpu_ms_per_call_total": round(sum(cpu.values()), 2),
@@ -158,7 +174,7 @@ def main(n: int = 300) -> dict[str, Any]:
 
 
 _busy_before: dict[str, Any] = {}
-MONITOR = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+MONITOR: Path | None = None
 
 
 async def _monitor(client: redis.Redis, session: Any) -> None:
@@ -189,4 +205,10 @@ async def _monitor(client: redis.Redis, session: Any) -> None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 300), indent=2))
+    parser = argparse.ArgumentParser(prog="python -m research.direct.cost")
+    parser.add_argument("n", type=int, nargs="?", default=300, help="calls measured")
+    parser.add_argument("--sessions", type=int, default=1, help="sessions calling at once")
+    parser.add_argument("--monitor", type=Path, help="every Redis command of 3 calls, to FILE")
+    options = parser.parse_args()
+    MONITOR = options.monitor
+    print(json.dumps(main(options.n, options.sessions), indent=2))

@@ -2,8 +2,9 @@
 
 Every gateway runs one (a thread), as a consumer of one group on ``DIRECT_RECORDS_STREAM``.
 A batch is read (``XREADGROUP``), written in one transaction (``records.write_records``:
-``ON CONFLICT`` on the execution id, so a record written twice is written once), then
-learning is told of each new row and the entries are acknowledged and deleted.
+``ON CONFLICT`` on the execution id, so a record written twice is written once), then the
+entries are acknowledged and deleted. Learning is told of the new rows in one message a
+``LEARN_EVERY_S`` at most: every batch written meanwhile, together.
 
 Nothing is lost when a process dies: a record is in the stream before its call is answered
 (Redis runs with AOF); an entry read by a drainer that died before acknowledging it stays
@@ -11,7 +12,8 @@ pending, and any drainer takes it over once it has been idle ``CLAIM_IDLE_S``
 (``XAUTOCLAIM``); a drainer that failed to write (Postgres down) reads its own pending
 entries again before new ones. A row written but not acknowledged is written again as a
 no-op; its learning message, then not sent again, is resent by the beat's sweep of
-unlearned executions.
+unlearned executions, as is one a drainer held when it died (at most ``LEARN_EVERY_S`` of
+rows: learning is what a record waits for, never an answer or an audit row).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ BATCH = 200
 # transaction, one learning message and one acknowledgement (at 0.05 s, ~4); what a record
 # waits for is its Postgres row and its learning, never its call's answer.
 LINGER_S = 0.2
+# How often at most a drainer sends learning a message, naming every row it wrote since the
+# last one. Each message costs the gateway a Celery send and the learning worker a receive, a
+# batch's fixed statements and round trips, an acknowledgement and Flower's task events:
+# at 100 calls/s, one a second instead of one per 0.2 s batch. A run's learning (a session's
+# graph edge) then lags its call by a second or so.
+LEARN_EVERY_S = 1.0
 # How long one read blocks for new entries (the stop flag is checked between reads).
 BLOCK_MS = 1000
 # An entry pending this long was read by a drainer that died (a live one writes a batch in
@@ -62,6 +70,7 @@ class Drainer:
         learn: Callable[[list[str]], object],
         consumer: str,
         claim_idle_s: float = CLAIM_IDLE_S,
+        learn_every_s: float = LEARN_EVERY_S,
     ) -> None:
         self._client = client
         self._connection = connection
@@ -73,6 +82,9 @@ class Drainer:
         self._next_claim = 0.0
         self._stop = threading.Event()
         self._grouped = False
+        self._learn_every_s = learn_every_s
+        self._unlearned: list[str] = []  # written, learning not yet told
+        self._learned_at = -learn_every_s  # when it was last told (the first batch: at once)
         self.written = 0
 
     def stop(self) -> None:
@@ -82,15 +94,18 @@ class Drainer:
     def run(self) -> None:
         """Drain until ``stop``; errors are logged and retried with backoff."""
         failures = 0
-        while not self._stop.is_set():
-            try:
-                self.drain(block_ms=BLOCK_MS)
-                failures = 0
-            except (redis.RedisError, psycopg.Error) as exc:
-                failures += 1
-                delay = min(5.0, 0.1 * 2**failures)
-                log.warning("direct records: %s; again in %.1f s", exc, delay)
-                self._stop.wait(delay)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.drain(block_ms=BLOCK_MS)
+                    failures = 0
+                except (redis.RedisError, psycopg.Error) as exc:
+                    failures += 1
+                    delay = min(5.0, 0.1 * 2**failures)
+                    log.warning("direct records: %s; again in %.1f s", exc, delay)
+                    self._stop.wait(delay)
+        finally:
+            self._tell_learning(force=True)
 
     def drain(self, *, block_ms: int | None = None) -> int:
         """Write one batch (this consumer's pending entries, then others' idle ones, then new
@@ -109,7 +124,20 @@ class Drainer:
             except BaseException:
                 self._own_pending = True  # read, not written: they come first next time
                 raise
+        self._tell_learning()
         return len(entries)
+
+    def _tell_learning(self, *, force: bool = False) -> None:
+        """One learning message for the rows written since the last, once ``learn_every_s``
+        has passed since it (``force``: now). ``learn`` never raises (``send_ingests``)."""
+        if not self._unlearned:
+            return
+        now = time.monotonic()
+        if not force and now < self._learned_at + self._learn_every_s:
+            return
+        ids, self._unlearned = self._unlearned, []
+        self._learned_at = now
+        self._learn(ids)
 
     def _ensure_group(self) -> None:
         try:
@@ -148,6 +176,9 @@ class Drainer:
         return claimed
 
     def _new(self, block_ms: int | None) -> list[Entry]:
+        if block_ms is not None and self._unlearned:  # back in time to tell learning
+            due_s = self._learned_at + self._learn_every_s - time.monotonic()
+            block_ms = max(1, min(block_ms, int(due_s * 1000) + 1))
         entries = self._read(">", block_ms)
         if entries and len(entries) < BATCH and block_ms is not None:
             # A few more calls are usually on their way: one batch (one transaction, one
@@ -179,8 +210,7 @@ class Drainer:
                 log.error("direct records: entry %r dropped: %s", entry_id, exc)
         with self._connection() as conn:
             written = write_records(conn, records)
-        if written:
-            self._learn(written)  # one message for the batch
+        self._unlearned += written  # told with the next message (``_tell_learning``)
         pipe = self._client.pipeline(transaction=False)
         pipe.xack(DIRECT_RECORDS_STREAM, DIRECT_RECORDS_GROUP, *ids)
         pipe.xdel(DIRECT_RECORDS_STREAM, *ids)

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import redis
 
-from shared.queues import tenant_events_channel
+from shared.queues import capability_events_channel, tenant_events_channel
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,10 @@ class EventType(StrEnum):
     CAPABILITY_UPDATED = "capability.updated"  # capability_id, name, version
     CACHE_INVALIDATED = "cache.invalidated"  # trigger, scope, count
     THRESHOLD_CHANGED = "threshold.changed"  # old, new
+
+
+# Events the skills relay hears (on ``capability_events_channel`` as well as the tenant's).
+CAPABILITY_CHANGES = frozenset({EventType.CAPABILITY_LEARNED, EventType.CAPABILITY_UPDATED})
 
 
 def publish(
@@ -57,9 +61,13 @@ def queue(
     pipe: redis.client.Pipeline, *, tenant_id: str, type: EventType, data: Mapping[str, Any]
 ) -> None:
     """``publish`` on the caller's pipeline, sent with its other commands (the caller sends it
-    and, like ``publish``, never lets a failure fail the work it reports)."""
+    and, like ``publish``, never lets a failure fail the work it reports). A capability's
+    change goes on its own channel too (``CAPABILITY_CHANGES``), the one the gateways' skills
+    relay hears."""
     payload = orjson.dumps({"type": str(type), "data": dict(data)}, default=str)
     pipe.publish(tenant_events_channel(tenant_id), payload)
+    if type in CAPABILITY_CHANGES:
+        pipe.publish(capability_events_channel(tenant_id), payload)
 
 
 def execution_finished(row: Mapping[str, Any], *, status: str | None = None) -> dict[str, Any]:

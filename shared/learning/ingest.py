@@ -53,6 +53,7 @@ _EMPTY = """'{}'::jsonb, '[]'::jsonb, 'null'::jsonb, '""'::jsonb"""
 _COLUMNS = (
     "id, tenant_id, status, error, code, intent, duration_ms, capability_id, learned_at, "
     "trace_summary, learn, language, user_id, extras->'direct'->>'after' AS direct_after, "
+    "extras ? 'direct' AS direct, "
     f"(result IS NULL OR result IN ({_EMPTY})) AS result_empty, "
     f"CASE WHEN trace_summary->'v' = '{SUMMARY_VERSION}'::jsonb THEN NULL ELSE trace END AS trace"
 )
@@ -79,6 +80,8 @@ class IngestResult:
     # It had an intent: its evidence is what a consolidation pass reads (a direct call has
     # none, and queues no pass).
     intent: bool = False
+    # A direct call (answered before it is learned from: nobody waits for its learning).
+    direct: bool = False
 
 
 def tenants_taught(results: Mapping[str, IngestResult]) -> list[str]:
@@ -223,12 +226,14 @@ def _apply(
             if row["capability_id"] is not None and _counts_against_capability(row, decision)
             else None,
             intent=bool((row["intent"] or "").strip()),
+            direct=bool(row.get("direct")),
         )
-    with conn.cursor() as cur:
-        cur.executemany(
-            "UPDATE executions SET learned_at = now(), extras = extras || %s WHERE id = %s",
-            extras,
-        )
+    # One statement for the batch (not one per run: a batch of direct calls is hundreds).
+    conn.execute(
+        "UPDATE executions AS e SET learned_at = now(), extras = e.extras || u.extra "
+        "FROM unnest(%s::uuid[], %s::jsonb[]) AS u(id, extra) WHERE e.id = u.id",
+        ([execution_id for _, execution_id in extras], [extra for extra, _ in extras]),
+    )
     return results
 
 
@@ -318,7 +323,10 @@ def _suggestion_request(
         execution_id=execution_id,
         tenant_id=row["tenant_id"],
         used_ids=[*tools, *([str(row["capability_id"])] if row["capability_id"] else [])],
-        tools=tools,
+        # A direct call was answered before it is learned from: nobody would be shown what
+        # comes next, so nothing is suggested (nor recorded shown, which would count a later
+        # use as an accepted suggestion). Its use of a tool still closes earlier suggestions.
+        tools=[] if row.get("direct") else tools,
         exclude=[str(done.capability["id"])] if done else [],
     )
 

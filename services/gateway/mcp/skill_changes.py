@@ -16,8 +16,11 @@ one of its files hears ``notifications/resources/updated`` for the URI it subscr
 (2025-11-25: ``resources/subscribe`` on ``/mcp``; 2026-07-28: a ``subscriptions/listen``
 stream naming the URI). A deletion is not announced: the client finds out on its next read.
 
-The source is each tenant's event channel (``shared.events.bus``), published by the learning
-worker (and by the REST capability admin), heard over Redis by every gateway process.
+The source is each tenant's capability-change channel (``shared.events.bus`` publishes a
+``capability.learned`` or ``capability.updated`` there as well as on the tenant's event
+channel), published by the learning worker (and by the REST capability admin), heard over
+Redis by every gateway process. Not the tenant's event channel: that one carries an
+``execution.finished`` for every call, which every gateway would read and drop.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from services.gateway.ops import skills as ops
 from services.gateway.state import GatewayState
 from shared.capabilities.skills import SCHEME, file_uri, split_uri
 from shared.events.bus import EventType
-from shared.queues import TENANT_EVENTS_PREFIX
+from shared.queues import CAPABILITY_EVENTS_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ async def relay(get_state: Callable[[], GatewayState]) -> None:
     while True:
         pubsub = get_state().aredis.pubsub()
         try:
-            await pubsub.psubscribe(TENANT_EVENTS_PREFIX + "*")
+            await pubsub.psubscribe(CAPABILITY_EVENTS_PREFIX + "*")
             failures = 0
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=POLL_S)
@@ -153,7 +156,7 @@ async def relay(get_state: Callable[[], GatewayState]) -> None:
                     continue
                 channel = message["channel"]
                 channel = channel.decode() if isinstance(channel, bytes) else str(channel)
-                tenant_id = channel.removeprefix(TENANT_EVENTS_PREFIX)
+                tenant_id = channel.removeprefix(CAPABILITY_EVENTS_PREFIX)
                 kind, capability = event
                 if kind == EventType.CAPABILITY_LEARNED:
                     await tell(tenant_id)

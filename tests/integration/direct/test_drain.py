@@ -162,3 +162,28 @@ def test_a_tasks_audit_row_is_written_at_its_start_and_filled_by_its_end(pg_url:
         assert ended["rows"][execution_id]["status"] == "succeeded"
         (audit,) = ended["audits"]
         assert audit["status"] == "succeeded" and audit["tools"][0]["ok"] is True, audit
+
+
+def test_learning_hears_of_the_batches_written_within_a_while_in_one_message(
+    client: redis.Redis, pg_url: str
+) -> None:
+    learned: list[list[str]] = []
+
+    def connection() -> Any:
+        return psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row)
+
+    drainer = Drainer(
+        client=client, connection=connection, learn=learned.append, consumer="d",
+        learn_every_s=3600,
+    )  # fmt: skip
+    batches = [[_row(n) for n in range(2)], [_row(5)], [_row(6), _row(7)]]
+    for batch in batches:
+        _append(client, batch)
+        assert drainer.drain() == len(batch)
+    ids = [[str(row["id"]) for row in batch] for batch in batches]
+    assert learned == [ids[0]]  # the first at once; the others wait for the next message
+    assert len(_stored(pg_url, ids[1] + ids[2])["audits"]) == 3  # written all the same
+    # A drainer told to stop sends what it holds: no run waits for the beat's sweep.
+    drainer.stop()
+    drainer.run()
+    assert learned == [ids[0], ids[1] + ids[2]]

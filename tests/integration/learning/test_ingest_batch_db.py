@@ -341,3 +341,42 @@ def test_a_callers_refusal_rate_limit_policy_approval_or_cancel_never_counts_aga
         "SELECT samples FROM adaptive_thresholds WHERE context = 'capability_matching'"
     ).fetchone()
     assert row is None or "false_positive" not in row["samples"]
+
+
+def test_a_direct_call_is_shown_no_suggestions_and_still_uses_earlier_ones(
+    conn: psycopg.Connection[dict[str, Any]], embedder: Embedder
+) -> None:
+    # The graph learns fetch -> store; a run that fetched is then suggested store.
+    ingest(conn, [add_execution(conn, code=CODE_A, intent="copy", events=BOTH_OK)], embedder)
+    fetched = trace(("bench:fetch", True))
+    run = add_execution(conn, code=CODE_B, intent=None, events=fetched)
+    direct = add_execution(conn, code=CODE_B, intent=None, events=fetched)
+    conn.execute(
+        "UPDATE executions SET extras = %s WHERE id = %s",
+        (Jsonb({"direct": {"session": "s", "after": None, "tool": "bench:fetch"}}), direct),
+    )
+    conn.commit()
+    results = ingest(conn, [run, direct], embedder)
+    assert results[run].suggested >= 1 and results[direct].suggested == 0
+
+    def shown(execution_id: str) -> tuple[list[Any], int]:
+        row = conn.execute(
+            "SELECT extras->'suggestions' AS s, learned_at, (SELECT count(*) FROM "
+            "suggestion_feedback f WHERE f.execution_id = e.id) AS n FROM executions e "
+            "WHERE id = %s",
+            (execution_id,),
+        ).fetchone()
+        assert row is not None and row["learned_at"] is not None
+        return row["s"], row["n"]
+
+    suggested, recorded = shown(run)
+    assert any(s["id"] == "bench:store" for s in suggested) and recorded == len(suggested)
+    assert shown(direct) == ([], 0)  # answered before learning: nobody would see them
+    # A later direct call of the suggested tool is a use of what the run was shown.
+    later = add_execution(conn, code=CODE_B, intent=None, events=trace(("bench:store", True)))
+    conn.execute(
+        "UPDATE executions SET extras = %s WHERE id = %s",
+        (Jsonb({"direct": {"session": "s", "after": "bench:fetch", "tool": "bench:store"}}), later),
+    )
+    conn.commit()
+    assert ingest(conn, [later], embedder)[later].suggestions_used == 1
