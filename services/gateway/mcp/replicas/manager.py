@@ -22,12 +22,16 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.mcp.replicas import quick_answers
+from services.gateway.mcp.replicas.calls import RESENT
 from services.gateway.mcp.replicas.events import RedisEventStore
 from services.gateway.mcp.replicas.registry import Registry, holder_of
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.config import Settings
 
 log = logging.getLogger(__name__)
+
+# Marks a request that came over Redis: it is served here or not at all (never forwarded on).
+FORWARDED = "agentcards.forwarded"
 
 # Set while this replica re-opens a session another replica owned: the id it keeps.
 TAKING_OVER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -53,8 +57,11 @@ class PrimedTransport(StreamableHTTPServerTransport):
         self, scope: Scope, request: Request, receive: Receive, send: Send
     ) -> None:
         call = None
-        if self._json_within_s > 0:
-            call = quick_answers.quick_call(scope, await request.body())  # read once: kept
+        # Not for a forwarded request: nothing sent yet is how its receiving replica knows
+        # the owner died before it began (and serves it itself), so its stream opens at
+        # once; nor for a call re-sent on a take-over, whose client resumes its stream.
+        if self._json_within_s > 0 and not scope.get(FORWARDED) and not scope.get(RESENT):
+            call = quick_answers.quick_call(await request.body())  # read once: kept
         if call is None or not self._check_content_type(request):
             await super()._handle_post_request(scope, request, receive, send)
             return

@@ -46,8 +46,6 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.mcp.replicas.calls import RESENT
-
 if TYPE_CHECKING:
     from services.gateway.mcp.replicas.events import RedisEventStore
     from services.gateway.mcp.replicas.manager import PrimedTransport
@@ -58,10 +56,9 @@ log = logging.getLogger(__name__)
 _BUFFER = 100
 
 
-def quick_call(scope: Scope, body: bytes) -> JSONRPCRequest | None:
-    """The ``tools/call`` request ``body`` holds (None: another message, or not one the
-    deferral serves: a call re-sent on a take-over keeps its stored stream)."""
-    if scope.get(RESENT) or b'"tools/call"' not in body:
+def quick_call(body: bytes) -> JSONRPCRequest | None:
+    """The ``tools/call`` request ``body`` holds (None: another message)."""
+    if b'"tools/call"' not in body:
         return None
     try:
         message = jsonrpc_message_adapter.validate_python(
