@@ -87,7 +87,8 @@ async def answer(
     assert writer is not None  # connect() ran: the session manager serves only open sessions
     request_id = str(message.id)
     version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
-    streams = anyio.create_memory_object_stream[EventMessage](_BUFFER)
+    streams: tuple[MemoryObjectSendStream[EventMessage], MemoryObjectReceiveStream[EventMessage]]
+    streams = anyio.create_memory_object_stream(_BUFFER)  # unsubscripted: no typing cache lookup
     transport._request_streams[request_id] = streams
     reader = streams[1]
     store.defer(request_id)
