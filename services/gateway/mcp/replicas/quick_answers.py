@@ -18,6 +18,8 @@ ends. Hooks ``_handle_post_request`` of the SDK's transport (mcp 2.3, pinned).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from functools import partial
 from http import HTTPStatus
@@ -37,6 +39,7 @@ from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
     JSONRPCError,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     jsonrpc_message_adapter,
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 
 # How many messages a request's stream holds before the router waits (the SDK's figure).
 _BUFFER = 100
+# Put on a request's stream when its window ended first: it opens its SSE stream.
+_WINDOW_ENDED = EventMessage(JSONRPCNotification(jsonrpc="2.0", method="agentcards/window"), None)
 
 
 def quick_call(body: bytes) -> JSONRPCRequest | None:
@@ -93,30 +98,32 @@ async def answer(
     reader = streams[1]
     store.defer(request_id)
     await writer.send(transport._create_session_message(message, request, request_id, version))
+    # The window is a timer, not a cancelled receive: anyio's receive drops an item handed
+    # over as it is cancelled, and that item may be the answer the store did not keep.
+    timer = asyncio.get_running_loop().call_later(
+        window_s, _end_window, store, request_id, streams[0]
+    )
     first: EventMessage | None = None
     closed = False
-    with anyio.move_on_after(window_s):
-        try:
-            first = await reader.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            closed = True
-    if first is None and not closed and not store.commit(request_id):
-        # The store decided for this stream already: its message is on its way here.
-        try:
-            first = await reader.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            closed = True
-    if closed:
-        store.commit(request_id)  # whatever comes later is stored for a resuming client
-        if transport.is_terminated:
-            await transport._clean_up_memory_streams(request_id)
-            response = transport._create_error_response(
-                "Session terminated before the request completed",
-                HTTPStatus.INTERNAL_SERVER_ERROR,
-                INTERNAL_ERROR,
-            )
-            await response(scope, receive, send)
-            return
+    try:
+        first = await reader.receive()
+    except (anyio.EndOfStream, anyio.ClosedResourceError):
+        closed = True
+    finally:
+        timer.cancel()
+        if first is None:
+            store.commit(request_id)  # whatever comes later is stored for a resuming client
+    if closed and transport.is_terminated:
+        await transport._clean_up_memory_streams(request_id)
+        response = transport._create_error_response(
+            "Session terminated before the request completed",
+            HTTPStatus.INTERNAL_SERVER_ERROR,
+            INTERNAL_ERROR,
+        )
+        await response(scope, receive, send)
+        return
+    if first is _WINDOW_ENDED:
+        first = None
     if (
         first is not None
         and not first.event_id  # not stored: the window's answer
@@ -126,6 +133,15 @@ async def answer(
         await transport._create_json_response(first.message)(scope, receive, send)
         return
     await _stream(transport, request_id, version, first, reader, scope, receive, send)
+
+
+def _end_window(
+    store: RedisEventStore, request_id: str, stream: MemoryObjectSendStream[EventMessage]
+) -> None:
+    """The window's end, unless the request's first message came before it."""
+    if store.commit(request_id):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            stream.send_nowait(_WINDOW_ENDED)  # nothing was sent on it yet: there is room
 
 
 async def _stream(
