@@ -420,6 +420,15 @@ class Settings(BaseSettings):
         description="SSE events kept per MCP session (in Redis) for clients resuming a stream "
         "with `Last-Event-ID`; older ones are dropped",
     )
+    mcp_json_answer_ms: int = Field(
+        default=100,
+        ge=0,
+        le=60_000,
+        description="a `tools/call` in an MCP session that ends within this many ms with no "
+        "other message to send is answered as plain JSON (no SSE stream, nothing stored); "
+        "past it the call's resumable SSE stream opens (a client has no event id to resume "
+        "from before then); 0: every call opens its stream at once",
+    )
     mcp_sse_retry_ms: int = Field(
         default=1000,
         ge=0,

@@ -10,6 +10,7 @@ loopback included: a request brings a key or a person's access token.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,7 @@ VOUCHED = "agentcards.vouched_principal"
 CREATE_KEY_HINT = "create one with `agentcards keys create --tenant <tenant>`"
 
 
+@functools.lru_cache(maxsize=1024)  # asked on every request, of a few addresses
 def is_loopback(host: str | None) -> bool:
     """Whether ``host`` (a bind address or a client address) is this machine only."""
     if not host:

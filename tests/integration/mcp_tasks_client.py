@@ -160,6 +160,8 @@ class LegacySession:
         headers = {"Accept": "application/json, text/event-stream", **self._headers}
         with self._stack.client() as client:
             response = client.post(self._path, json={"jsonrpc": "2.0", **body}, headers=headers)
+        if response.content and response.headers["content-type"] == "application/json":
+            return response, response.json()  # a call answered at once (no stream)
         lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
         return response, json.loads(lines[-1]) if lines and lines[-1].strip() else None
 

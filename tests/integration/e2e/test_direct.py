@@ -5,6 +5,7 @@ server at /mcp/servers/<name> under its own names, all of them at /mcp/servers a
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sys
 import time
@@ -31,7 +32,11 @@ from tests.integration.mcp_servers import (
     time_server,
 )
 from tests.integration.pii_server import PLANTED
-from tests.stack import REPO, E2EStack, stack_fixture
+from tests.stack import REPO, E2EStack, each_event, stack_fixture
+
+# A call answered within this with nothing else to send is plain JSON (the default's 100 ms, made
+# long here so that a loaded machine's quick call is still one).
+JSON_WINDOW_MS = 10_000
 
 e2e = stack_fixture(
     lambda tmp: {
@@ -45,7 +50,8 @@ e2e = stack_fixture(
             "env": {"PII_TEST_DIR": str(tmp / "crm")},
             "cwd": str(REPO),
         },
-    }
+    },
+    mcp_json_answer_ms=JSON_WINDOW_MS,
 )
 
 
@@ -371,6 +377,57 @@ def _messages(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return " | ".join(_messages(inner) for inner in exc.exceptions)
     return str(exc)
+
+
+def test_a_quick_call_is_answered_as_json_and_one_with_progress_as_a_resumable_stream(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """In a 2025-11-25 session (raw HTTP), a call that ends within the window with nothing else
+    to send is answered as plain JSON; one whose server sends progress opens its SSE stream: a
+    priming event (an id, ``retry:``, no data), then each notification and the answer, each
+    with an id, which a client resuming from the priming event (``Last-Event-ID``) is
+    replayed."""
+    url = f"{e2e.gateway_url}/mcp/servers/everything"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}  # fmt: skip
+    accept = {"accept": "application/json, text/event-stream"}
+    with httpx.Client(headers=keys["full"] | accept, timeout=60) as http:
+        opened = http.post(url, json=init)
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=initialized, headers=session).status_code == 202
+        echo = {"name": "echo", "arguments": {"message": "quick"}}
+        quick = http.post(
+            url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": echo},
+            headers=session,
+        )  # fmt: skip
+        assert quick.headers["content-type"] == "application/json", quick.text
+        assert quick.headers["mcp-session-id"] == session["mcp-session-id"]
+        answer = quick.json()
+        assert answer["id"] == 2 and "quick" in answer["result"]["content"][0]["text"], answer
+        slow = {"name": "trigger-long-running-operation",
+                "arguments": {"duration": 1, "steps": 2}, "_meta": {"progressToken": "p"}}  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": slow}
+        with http.stream("POST", url, json=call, headers=session) as streamed:
+            assert streamed.headers["content-type"].startswith("text/event-stream")
+            primed, *events = each_event(streamed)
+        resumed = session | {"accept": "text/event-stream", "last-event-id": primed["id"]}
+        with http.stream("GET", url, headers=resumed) as again:
+            replayed = [event for event, _ in zip(each_event(again), events, strict=False)]
+    assert primed["id"] and primed["retry"] and primed["data"] == "", primed
+    messages = [json.loads(event["data"]) for event in events]
+    assert all(event["id"] for event in events), events
+    assert [
+        m["params"]["progressToken"]
+        for m in messages
+        if m.get("method") == "notifications/progress"
+    ] == ["p", "p"], messages
+    assert messages[-1]["id"] == 3 and not messages[-1]["result"].get("isError"), messages
+    assert [event["data"] for event in replayed] == [event["data"] for event in events]
 
 
 async def test_the_server_s_log_messages_during_a_call_reach_the_client(

@@ -13,7 +13,7 @@ from mcp.server.streamable_http import (
     EventStore,
     StreamId,
 )
-from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
 from redis.exceptions import ResponseError
 
 from shared.queues import mcp_events_key
@@ -48,6 +48,22 @@ class RedisEventStore(EventStore):
         # Per stream: the last entry a replay of it sent (or its anchor): a priming event
         # minted after that replay resumes after it, not from the stream's start.
         self._replayed: dict[StreamId, str] = {}
+        # Request streams whose answer may still leave as plain JSON (``quick_answers.py``):
+        # their first message decides, once — an answer is not stored, anything else is, and
+        # so is every message after it.
+        self._deferred: set[StreamId] = set()
+
+    def defer(self, stream_id: StreamId) -> None:
+        """``stream_id``'s answer is not stored if it is the stream's first message."""
+        self._deferred.add(stream_id)
+
+    def commit(self, stream_id: StreamId) -> bool:
+        """Store every message of ``stream_id`` from now on; False if its first message
+        decided that already (it is on its way to the stream's reader)."""
+        if stream_id in self._deferred:
+            self._deferred.discard(stream_id)
+            return True
+        return False
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         """Append (``None``: a stream's priming event, replayed as nothing).
@@ -58,6 +74,10 @@ class RedisEventStore(EventStore):
         round trip less per request). Primed again after a replay, the id also names the
         last entry replayed. The GET stream's id is the same for every GET of a session: its
         priming is stored, an entry like any other."""
+        if stream_id in self._deferred:
+            self._deferred.discard(stream_id)
+            if isinstance(message, JSONRPCResponse | JSONRPCError):
+                return ""  # answered as JSON: no event, no id
         if message is None and stream_id != GET_STREAM_KEY:
             return f"{PRIMED}{self._replayed.get(stream_id, '')}:{quote(stream_id, safe='')}"
         data = (

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.auth import VOUCHED
-from services.gateway.mcp.replicas.manager import caller
+from services.gateway.mcp.replicas.manager import FORWARDED, caller
 from services.gateway.mcp.replicas.registry import Registry
 from services.gateway.mcp.replicas.vouched import opened, seal
 from shared.auth.principal import Principal
@@ -33,8 +33,6 @@ from shared.queues import mcp_forward_key, mcp_inbox_key
 
 log = logging.getLogger(__name__)
 
-# Marks a request that came over Redis: it is served here or not at all (never forwarded on).
-FORWARDED = "agentcards.forwarded"
 # How long one BLPOP blocks: under the async client's 5 s socket timeout (state.py), and
 # the period at which a waiting side checks the other's heartbeat.
 POLL_S = 1.0

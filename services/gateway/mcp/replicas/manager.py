@@ -21,12 +21,17 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from services.gateway.mcp.replicas import quick_answers
+from services.gateway.mcp.replicas.calls import RESENT
 from services.gateway.mcp.replicas.events import RedisEventStore
 from services.gateway.mcp.replicas.registry import Registry, holder_of
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.config import Settings
 
 log = logging.getLogger(__name__)
+
+# Marks a request that came over Redis: it is served here or not at all (never forwarded on).
+FORWARDED = "agentcards.forwarded"
 
 # Set while this replica re-opens a session another replica owned: the id it keeps.
 TAKING_OVER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -37,7 +42,38 @@ TAKING_OVER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 class PrimedTransport(StreamableHTTPServerTransport):
     """The SDK's transport, its GET stream primed too: the SDK gives a POST's stream a first
     event with an id and ``retry:``, and the GET stream none, so a client that lost it before
-    any notification had no id to resume from. Hooks ``_handle_get_request`` (mcp 2.3)."""
+    any notification had no id to resume from; and a ``tools/call`` that ends within
+    ``json_within_s`` with nothing else to send answered as JSON (``quick_answers.py``).
+    Hooks ``_handle_get_request`` and ``_handle_post_request`` (mcp 2.3)."""
+
+    def __init__(
+        self, *, event_store: RedisEventStore, json_within_s: float, **options: Any
+    ) -> None:
+        super().__init__(event_store=event_store, **options)
+        self._events = event_store
+        self._json_within_s = json_within_s
+
+    async def _handle_post_request(
+        self, scope: Scope, request: Request, receive: Receive, send: Send
+    ) -> None:
+        call = None
+        # Not for a forwarded request: nothing sent yet is how its receiving replica knows
+        # the owner died before it began (and serves it itself), so its stream opens at
+        # once; nor for a call re-sent on a take-over, whose client resumes its stream.
+        if self._json_within_s > 0 and not scope.get(FORWARDED) and not scope.get(RESENT):
+            call = quick_answers.quick_call(await request.body())  # read once: kept
+        if call is None or not self._check_content_type(request):
+            await super()._handle_post_request(scope, request, receive, send)
+            return
+        # The checks the SDK makes before it dispatches a request, by its own methods.
+        if not await self._validate_accept_header(request, scope, send):
+            return
+        if not await self._validate_request_headers(request, send):
+            return
+        await quick_answers.answer(
+            self, self._events, call, window_s=self._json_within_s,
+            scope=scope, request=request, receive=receive, send=send,
+        )  # fmt: skip
 
     async def _handle_get_request(self, request: Request, send: Send) -> None:
         store = self._event_store
@@ -65,10 +101,13 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
     ``_discard_session`` (mcp 2.3, pinned in constraints.txt).
     """
 
-    def __init__(self, app: Any, *, registry: Registry, events: int, **options: Any) -> None:
+    def __init__(
+        self, app: Any, *, registry: Registry, events: int, json_within_s: float, **options: Any
+    ) -> None:
         super().__init__(app, session_idle_timeout=registry.idle_s, **options)
         self.registry = registry
         self._events = events
+        self._json_within_s = json_within_s
 
     def _admit_session(
         self, requestor: AuthorizationContext | None
@@ -89,6 +128,7 @@ class ReplicatedSessionManager(StreamableHTTPSessionManager):
             security_settings=self.security_settings,
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
+            json_within_s=self._json_within_s,
         )
         if requestor is not None:
             self._session_owners[session_id] = requestor
@@ -169,6 +209,7 @@ def session_manager(
         server,
         registry=registry,
         events=settings.mcp_session_events,
+        json_within_s=settings.mcp_json_answer_ms / 1000,
         retry_interval=settings.mcp_sse_retry_ms,
         max_sessions=settings.mcp_max_sessions,
         security_settings=transport_security(settings.gateway_host),

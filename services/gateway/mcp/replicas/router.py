@@ -14,8 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.buffered import buffered
 from services.gateway.mcp.replicas.calls import RESENT, pending_calls
-from services.gateway.mcp.replicas.forwarding import FORWARDED, OwnerLost, forward
-from services.gateway.mcp.replicas.manager import TAKING_OVER, caller
+from services.gateway.mcp.replicas.forwarding import OwnerLost, forward
+from services.gateway.mcp.replicas.manager import FORWARDED, TAKING_OVER, caller
 from services.gateway.mcp.replicas.registry import Registry, SessionRecord, holder_of
 from services.gateway.mcp.replicas.settings_kept import keeping, kept
 
