@@ -375,13 +375,14 @@ def adapter_due(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
     tools run twice (fewer held-back runs and no adapter could ship)."""
     row = conn.execute(
         """
-        SELECT (SELECT count(*) FROM intent_tools WHERE tenant_id = %(t)s
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM intent_tools WHERE tenant_id = %(t)s
                    AND cardinality(tools_ok) > 0
-                   AND created_at > now() - %(days)s * interval '1 day') AS runs,
+                   AND created_at > now() - %(days)s * interval '1 day'
+                   LIMIT %(most)s + 1) AS r) AS runs,  -- bounded: a large tenant costs no more
                (SELECT trained_on + held_back FROM query_adapters WHERE tenant_id = %(t)s
                  ORDER BY version DESC LIMIT 1) AS last_read
         """,
-        {"t": tenant_id, "days": FORGET_AFTER_DAYS},
+        {"t": tenant_id, "days": FORGET_AFTER_DAYS, "most": INGEST_MAX_RUNS},
     ).fetchone()
     if row is None or not 0 < row["runs"] <= INGEST_MAX_RUNS:
         return False
