@@ -73,13 +73,15 @@ SOON_BURST_CAP_S = 120.0
 # past run only when it is nearly a repeat of the query (its gate): on sets of paraphrases it
 # carried a third of the lift the pass brings (research/notes/search-history.md). So the
 # ingestion that stores a tenant's runs also refits its query adapter (the pass's fit,
-# hold-out check and refit, ``consolidate_adapter``) whenever its runs have grown
-# INGEST_GROWTH-fold since the adapter's last fit: a run is read by a geometric series of fits
-# (at most twice the last one's work in all), and a search right after a burst has an
-# adapter that read at least half of it (the vote reads the rest). Only while the fit is one
-# cheap full batch (at most INGEST_MAX_RUNS runs over INGEST_MAX_TOOLS tools; 0.3-1.5 s on
-# one core); a larger tenant waits for its soon pass, which still follows every burst.
-INGEST_GROWTH = 2.0
+# hold-out check and refit, ``consolidate_adapter``) whenever its runs have grown by
+# INGEST_GROWTH since the adapter's last fit: a search right after a burst has an adapter that
+# read at least four fifths of it (the vote reads the rest), and the fits form a geometric
+# series (at most five times the last one's work in all; growth 2 left a burst's last half to
+# the vote, and on the stack an adapter fitted on half of more_servers' runs cost @5).
+# Only while the fit is one cheap full batch (at most INGEST_MAX_RUNS runs over
+# INGEST_MAX_TOOLS tools; 0.3-1.5 s on one core); a larger tenant waits for its soon pass,
+# which still follows every burst.
+INGEST_GROWTH = 1.25
 INGEST_MAX_RUNS = adapter.MAX_PAIRS
 INGEST_MAX_TOOLS = adapter.MAX_NEGATIVES
 
