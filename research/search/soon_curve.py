@@ -83,8 +83,10 @@ def _passes(conn: Any, tenant: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT v.version, v.last_intent_id, v.runs_seen, v.seconds, v.created_at, "
         "a.shipped AS adapter_shipped, a.seconds AS adapter_seconds "
+        # A pass writes both rows in one transaction (one now()); ingestion's adapter fits
+        # number their versions ahead of the pass's, so the version does not pair them.
         "FROM tool_vector_versions v LEFT JOIN query_adapters a "
-        "ON a.tenant_id = v.tenant_id AND a.version = v.version "
+        "ON a.tenant_id = v.tenant_id AND a.created_at = v.created_at "
         "WHERE v.tenant_id = %s ORDER BY v.version",
         (tenant,),
     ).fetchall()
@@ -179,6 +181,14 @@ def measure_point(
         # One snapshot for every search of this stage: the state the moment the runs were in.
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         point["passes_at_learned"] = len(_passes(conn, tenant))
+        point["adapters_at_learned"] = [  # the adapter's fits so far, ingestion's included
+            dict(r)
+            for r in conn.execute(
+                "SELECT version, trained_on, held_back, shipped FROM query_adapters "
+                "WHERE tenant_id = %s ORDER BY version",
+                (tenant,),
+            ).fetchall()
+        ]
         found = _search(conn, embedder=embedder, dataset=dataset, test=test, tenant=tenant,
                         reference=reference)  # fmt: skip
         conn.rollback()

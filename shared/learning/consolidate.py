@@ -25,19 +25,23 @@ them costs ~4 ms of p95: docs/search.md).
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
+from threadpoolctl import threadpool_limits
 
 from shared.search import adapter
 from shared.search.adapter_store import load_adapter, matrix_bytes
 from shared.search.learned import HALF_LIFE_DAYS
 from shared.search.tool_vectors import FITTED_MIX, Mix, Run, held_back_top1, hold_out, tool_vectors
+
+log = logging.getLogger(__name__)
 
 # Fewer held-back runs than this and the hold-out check cannot tell a better adapter from
 # noise (one run moves the score by a fifth or more): the adapter in use is kept.
@@ -64,6 +68,22 @@ SOON_MAX_S = 600.0
 SOON_QUIET_S = 2.0
 SOON_BURST_CAP_S = 120.0
 
+
+# The adapter at ingest. Before a tenant's pass its search has only the vote, which counts a
+# past run only when it is nearly a repeat of the query (its gate): on sets of paraphrases it
+# carried a third of the lift the pass brings (research/notes/search-history.md). So the
+# ingestion that stores a tenant's runs also refits its query adapter (the pass's fit,
+# hold-out check and refit, ``consolidate_adapter``) whenever its runs have grown by
+# INGEST_GROWTH since the adapter's last fit: a search right after a burst has an adapter that
+# read at least four fifths of it (the vote reads the rest), and the fits form a geometric
+# series (at most five times the last one's work in all; growth 2 left a burst's last half to
+# the vote, and on the stack an adapter fitted on half of more_servers' runs cost @5).
+# Only while the fit is one cheap full batch (at most INGEST_MAX_RUNS runs over
+# INGEST_MAX_TOOLS tools; 0.3-1.5 s on one core); a larger tenant waits for its soon pass,
+# which still follows every burst.
+INGEST_GROWTH = 1.25
+INGEST_MAX_RUNS = adapter.MAX_PAIRS
+INGEST_MAX_TOOLS = adapter.MAX_NEGATIVES
 
 # The tables a pass records itself in: one row per pass, shipped or not.
 FIT_TABLES = frozenset({"tool_vector_versions", "query_adapters"})
@@ -226,15 +246,11 @@ def current_vectors(
     return (int(row["v"]) if row else 0), {r["tool_id"]: _array(r["vector"]) for r in rows}
 
 
-def consolidate_tenant(
-    conn: psycopg.Connection[Any], *, tenant_id: str, mix: Mix = FITTED_MIX
-) -> Consolidation:
-    """One tenant's pass (in the caller's transaction; commit to keep it). Passes of one
-    tenant run one at a time (the beat's and one queued soon after new runs may meet, on
-    one learning worker or several): each numbers its versions after the last."""
-    _lock(conn, tenant_id=tenant_id)
-    started = time.perf_counter()
-    descriptions, md5s = _descriptions(conn)
+def learned_runs(
+    conn: psycopg.Connection[Any], *, tenant_id: str, descriptions: dict[str, np.ndarray]
+) -> tuple[list[Run], int, int]:
+    """(the tenant's runs that name a tool of ``descriptions``, oldest first; the newest
+    learned run's id, 0 with none; how many learned runs were read): what a pass trains on."""
     runs: list[Run] = []
     newest = 0
     rows = conn.execute(
@@ -251,6 +267,19 @@ def consolidate_tenant(
             runs.append(
                 Run(order=int(row["id"]), vector=_array(row["intent_embedding"]), tools=tools)
             )
+    return runs, newest, len(rows)
+
+
+def consolidate_tenant(
+    conn: psycopg.Connection[Any], *, tenant_id: str, mix: Mix = FITTED_MIX
+) -> Consolidation:
+    """One tenant's pass (in the caller's transaction; commit to keep it). Passes of one
+    tenant run one at a time (the beat's and one queued soon after new runs may meet, on
+    one learning worker or several): each numbers its versions after the last."""
+    _lock(conn, tenant_id=tenant_id)
+    started = time.perf_counter()
+    descriptions, md5s = _descriptions(conn)
+    runs, newest, read = learned_runs(conn, tenant_id=tenant_id, descriptions=descriptions)
     train, held = hold_out(runs)
     _, current = current_vectors(conn, tenant_id=tenant_id)
     fitted = tool_vectors(descriptions, train, k=mix.k)
@@ -281,7 +310,7 @@ def consolidate_tenant(
         newest=newest,
     )
     fit = Fit(tenant_id, version, len(train), len(held), before, after, shipped, seconds)
-    record_fit(conn, "tool_vector_versions", fit, last_intent_id=newest, runs_seen=len(rows))
+    record_fit(conn, "tool_vector_versions", fit, last_intent_id=newest, runs_seen=read)
     return Consolidation(**vars(fit.rounded()), tools=len(fitted), adapter=fitted_adapter)
 
 
@@ -340,6 +369,80 @@ def consolidate(
             done.append(consolidate_tenant(conn, tenant_id=tenant, mix=mix))
         conn.commit()
     return done
+
+
+def adapter_due(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
+    """Whether the tenant's adapter is refitted at ingest (``INGEST_GROWTH``): its runs grew
+    enough since its last fit, and the fit is cheap; a first fit also needs ``MIN_HELD_BACK``
+    tools run twice (fewer held-back runs and no adapter could ship)."""
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM intent_tools WHERE tenant_id = %(t)s
+                   AND cardinality(tools_ok) > 0
+                   AND created_at > now() - %(days)s * interval '1 day'
+                   LIMIT %(most)s + 1) AS r) AS runs,  -- bounded: a large tenant costs no more
+               (SELECT trained_on + held_back FROM query_adapters WHERE tenant_id = %(t)s
+                 ORDER BY version DESC LIMIT 1) AS last_read
+        """,
+        {"t": tenant_id, "days": FORGET_AFTER_DAYS, "most": INGEST_MAX_RUNS},
+    ).fetchone()
+    if row is None or not 0 < row["runs"] <= INGEST_MAX_RUNS:
+        return False
+    if row["last_read"] is not None and row["runs"] < INGEST_GROWTH * max(1, row["last_read"]):
+        return False
+    extra = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM tools WHERE available AND embedding IS NOT NULL) AS tools,
+               (SELECT count(*) FROM (SELECT 1 FROM intent_tools, unnest(tools_ok) AS tool
+                  WHERE tenant_id = %(t)s AND created_at > now() - %(days)s * interval '1 day'
+                  GROUP BY tool HAVING count(*) >= 2) AS twice) AS held
+        """,
+        {"t": tenant_id, "days": FORGET_AFTER_DAYS},
+    ).fetchone()
+    if extra is None or extra["tools"] > INGEST_MAX_TOOLS:
+        return False
+    return row["last_read"] is not None or extra["held"] >= MIN_HELD_BACK
+
+
+def adapt_at_ingest(conn: psycopg.Connection[Any], *, tenant_ids: Iterable[str]) -> list[Fit]:
+    """Refit the query adapter of each of ``tenant_ids`` that is due (``adapter_due``), in the
+    caller's transaction, each under a savepoint: a fit that fails is logged and left to the
+    tenant's soon pass, the ingestion kept. A tenant whose pass is running is skipped: that
+    pass, or the one queued after these runs, reads them."""
+    done = []
+    for tenant in sorted(set(tenant_ids)):
+        if not adapter_due(conn, tenant_id=tenant):
+            continue
+        try:
+            # One thread, as the pass's child runs: the worker's other batches keep the cores.
+            with conn.transaction(), threadpool_limits(limits=1, user_api="blas"):
+                if not _try_lock(conn, tenant_id=tenant):
+                    continue
+                descriptions, _ = _descriptions(conn)
+                runs, newest, _ = learned_runs(conn, tenant_id=tenant, descriptions=descriptions)
+                train, held = hold_out(runs)
+                fit = consolidate_adapter(
+                    conn,
+                    tenant_id=tenant,
+                    descriptions=descriptions,
+                    runs=runs,
+                    train=train,
+                    held=held,
+                    newest=newest,
+                )
+                done.append(fit)
+        except psycopg.Error:
+            log.warning("refitting the adapter of %s at ingest failed", tenant, exc_info=True)
+    return done
+
+
+def _try_lock(conn: psycopg.Connection[Any], *, tenant_id: str) -> bool:
+    """The tenant's consolidation lock if no pass holds it (``_lock``), without waiting."""
+    row = conn.execute(
+        "SELECT pg_try_advisory_xact_lock(hashtext('agentcards:consolidate:' || %s)) AS got",
+        (tenant_id,),
+    ).fetchone()
+    return bool(row and row["got"])
 
 
 def _lock(conn: psycopg.Connection[Any], *, tenant_id: str) -> None:

@@ -31,6 +31,7 @@ from shared.learning.capability_runs import (
     Rerun,
     apply_capability_runs,
 )
+from shared.learning.consolidate import adapt_at_ingest
 from shared.learning.feedback import (
     NewCapability,
     SuggestionRequest,
@@ -184,9 +185,11 @@ def _apply(
     record_learners(conn, taught=_taught(rows, capabilities))
     add_approval_tools(conn, tools_by_id=_approval_tools(rows, summaries, capabilities))
     moved = _threshold_feedback(conn, rows=rows, decisions=decisions, capabilities=capabilities)
-    learn_intents(
+    taught = learn_intents(
         conn, rows=rows, decisions=decisions, capabilities=capabilities, embedder=embedder
     )
+    # Their query adapters learn the new runs now while that is cheap (else at the soon pass).
+    adapt_at_ingest(conn, tenant_ids=taught)
 
     edges: dict[str, list[Edge]] = {}
     for row in rows:

@@ -36,9 +36,10 @@ def learn_intents(
     decisions: Mapping[str, LearningDecision],
     capabilities: Mapping[str, CapabilityOutcome],
     embedder: Embeds,
-) -> None:
+) -> set[str]:
     """Store each run's intent → tools evidence, and its intent as an alias of the capability it
-    ran (one embedding call for the batch, cached; in the caller's transaction)."""
+    ran (one embedding call for the batch, cached; in the caller's transaction). The tenants
+    given a run with succeeded tools (what their query adapters learn from)."""
     todo: list[tuple[Mapping[str, Any], list[str], list[str], CapabilityOutcome | None]] = []
     for row in rows:
         intent = (row["intent"] or "").strip()
@@ -51,7 +52,7 @@ def learn_intents(
         if ok or failed or aliased:
             todo.append((row, ok, failed, aliased))
     if not todo:
-        return
+        return set()
     vectors = embed_cached(
         conn=conn, embedder=embedder, texts=[row["intent"].strip() for row, *_ in todo]
     )
@@ -71,3 +72,4 @@ def learn_intents(
             if done is not None
         ],
     )
+    return {row["tenant_id"] for row, ok, _, _ in todo if ok}

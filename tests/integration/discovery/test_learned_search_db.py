@@ -67,8 +67,10 @@ def run(
     tenant: str = "default",
     status: str = "succeeded",
     capability_id: str | None = None,
+    ingest: bool = True,
 ) -> str:
-    """A finished execution with these tool calls, ingested as the learning worker does."""
+    """A finished execution with these tool calls, ingested as the learning worker does
+    (``ingest`` False: stored only, for the caller to ingest with others as one batch)."""
     events = trace(*calls)
     code = f"# {uuid.uuid4().hex}\n" + "\n".join(f"await mcp.{t}()" for t, _ in calls)
     row = conn.execute(
@@ -78,7 +80,8 @@ def run(
         (tenant, status, code, intent, Jsonb(events), capability_id),
     ).fetchone()
     assert row is not None
-    ingest_executions(conn, execution_ids=[str(row["id"])], embedder=embedder)
+    if ingest:
+        ingest_executions(conn, execution_ids=[str(row["id"])], embedder=embedder)
     conn.commit()
     return str(row["id"])
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from shared.embeddings import Embedder
 from shared.learning.consolidate import FORGET_AFTER_DAYS, MIN_HELD_BACK, consolidate
+from shared.learning.ingest import ingest_executions
 from shared.search.adapter_store import ADAPTERS
 from shared.search.hybrid import gather_evidence
 from tests.integration.discovery.test_learned_search_db import Conn, conn, embedder, hits, run
@@ -74,27 +75,44 @@ def adapters(conn: Conn, tenant: str) -> list[dict[str, Any]]:
 
 def test_a_shipped_adapter_moves_its_tenants_search_only(conn: Conn, embedder: Embedder) -> None:
     ADAPTERS.clear()
-    for i in range(3):
+    raw = dense(conn, embedder, QUERY, tenant="acme", adapted=False)
+    for i in range(2):
         for tool, phrasings in JARGON.items():
             run(conn, embedder, intent=phrasings[i], calls=[(tool, True)], tenant="acme")
-    before = dense(conn, embedder, QUERY, tenant="acme")
-    assert before == dense(conn, embedder, QUERY, tenant="acme", adapted=False)
+    # Five tools run twice: the ingestion of the tenth run fitted the adapter, checked it on
+    # each tool's newest run and shipped it, before any pass. The next search maps the
+    # query: the tool the tenant uses for "jot down" comes closer than the raw query put it.
+    assert [
+        (r["version"], r["trained_on"], r["held_back"], r["shipped"])
+        for r in adapters(conn, "acme")
+    ] == [(1, 5, 5, True)]
+    at_once = dense(conn, embedder, QUERY, tenant="acme")
+    assert at_once["memory:create_entities"] > raw["memory:create_entities"]
+    # The third round as one batch: the runs grew by half, so its ingestion refits on all
+    # fifteen (each tool's newest held back); the pass then refits the same.
+    third = [
+        run(conn, embedder, intent=phrasings[2], calls=[(tool, True)], tenant="acme", ingest=False)
+        for tool, phrasings in JARGON.items()
+    ]
+    ingest_executions(conn, execution_ids=third, embedder=embedder)
+    conn.commit()
+    assert [(r["trained_on"], r["held_back"]) for r in adapters(conn, "acme")][-1] == (10, 5)
     done = consolidate(conn)
     fit = done[0].adapter
     assert fit is not None and fit.shipped
     assert fit.score_after >= fit.score_before
     rows = adapters(conn, "acme")
-    assert [(r["version"], r["trained_on"], r["held_back"], r["shipped"]) for r in rows] == [
-        (1, 10, 5, True)
-    ]
-    # The next search maps the query: the tool the tenant uses for "jot down" comes closer,
-    # ahead of where the raw query put it.
+    assert [(r["version"], r["trained_on"], r["held_back"], r["shipped"]) for r in rows][-1] == (
+        3,
+        10,
+        5,
+        True,
+    )
     after = dense(conn, embedder, QUERY, tenant="acme")
-    assert after != before
-    assert after["memory:create_entities"] > before["memory:create_entities"]
+    assert after["memory:create_entities"] > raw["memory:create_entities"]
     assert next(iter(hits(conn, embedder, QUERY, tenant="acme"))) == "memory:create_entities"
     # Another tenant: the query as embedded, the zero-shot ranking.
-    assert dense(conn, embedder, QUERY, tenant="other") == before
+    assert dense(conn, embedder, QUERY, tenant="other") == raw
     # The vote counts only what the adapter has not learned: nothing until a new run,
     # which counts at once (immediate learning until the next consolidation).
     assert intents(conn, embedder, QUERY, tenant="acme") == 0
@@ -145,27 +163,39 @@ def test_a_fit_scoring_worse_held_back_is_not_shipped(conn: Conn, embedder: Embe
             run(conn, embedder, intent=JARGON[tool][i], calls=[(tool, True)], tenant="acme")
     assert consolidate(conn)[0].adapter.shipped  # type: ignore[union-attr]
     shipped = dense(conn, embedder, QUERY, tenant="acme")
+    # One burst, ingested as one batch: the runs more than doubled, so its ingestion fits
+    # the adapter on them, with the pass's check.
+    burst = []
     for i in range(3):
         for n, tool in enumerate(tools):
             wrong = tools[(n + 1) % len(tools)]
             for extra in ("", " please", " now"):
-                run(
-                    conn,
-                    embedder,
-                    intent=JARGON[tool][i] + extra,
-                    calls=[(wrong, True)],
-                    tenant="acme",
+                intent = JARGON[tool][i] + extra
+                burst.append(
+                    run(
+                        conn,
+                        embedder,
+                        intent=intent,
+                        calls=[(wrong, True)],
+                        tenant="acme",
+                        ingest=False,
+                    )
                 )
     for tool in tools:
-        run(conn, embedder, intent=JARGON[tool][0] + " today", calls=[(tool, True)], tenant="acme")
+        intent = JARGON[tool][0] + " today"
+        burst.append(
+            run(conn, embedder, intent=intent, calls=[(tool, True)], tenant="acme", ingest=False)
+        )
+    ingest_executions(conn, execution_ids=burst, embedder=embedder)
+    conn.commit()
     fit = consolidate(conn)[0].adapter
     assert fit is not None
     assert fit.score_after < fit.score_before and not fit.shipped
     rows = adapters(conn, "acme")
-    assert [(r["version"], r["shipped"], r["kept"]) for r in rows] == [
-        (1, True, True),
-        (2, False, False),
-    ]
+    # The burst's fit at ingestion and the pass: neither shipped; the version in use keeps
+    # the only matrix.
+    assert [(r["shipped"], r["kept"]) for r in rows[-2:]] == [(False, False), (False, False)]
+    assert [r["shipped"] for r in rows if r["kept"]] == [True]
     # The search keeps the version in use (the vote aside: compare the dense lists).
     assert dense(conn, embedder, QUERY, tenant="acme") == shipped
 
