@@ -48,13 +48,21 @@ def bench_database(settings: Settings | None = None) -> Iterator[tuple[str, Sett
 def index_tools(
     conn: psycopg.Connection[Any], *, tools: Sequence[Tool], vectors: np.ndarray
 ) -> None:
-    """Insert tools with their embeddings, as the toolhost's sync does."""
+    """Insert tools with their embeddings and annotations, as the toolhost's sync does."""
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO tools (id, server, name, description, input_schema, schema_hash, "
-            "embedding) VALUES (%s, %s, %s, %s, %s, '', %s)",
+            "embedding, annotations) VALUES (%s, %s, %s, %s, %s, '', %s, %s)",
             [
-                (t.id, t.server, t.name, t.description, Jsonb(t.input_schema), v)
+                (
+                    t.id,
+                    t.server,
+                    t.name,
+                    t.description,
+                    Jsonb(t.input_schema),
+                    v,
+                    Jsonb(t.annotations),
+                )
                 for t, v in zip(tools, vectors, strict=True)
             ],
         )

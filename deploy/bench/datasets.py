@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # The MCP annotations the server declared (``readOnlyHint``, ``destructiveHint``…), as
+    # the toolhost stores them; {} where the snapshot has none.
+    annotations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -77,6 +80,7 @@ def load_catalogue(directory: Path) -> list[Tool]:
                         name=tool["name"],
                         description=tool.get("description") or "",
                         input_schema=tool.get("inputSchema") or {},
+                        annotations=tool.get("annotations") or {},
                     )
                 )
     return tools
@@ -163,6 +167,7 @@ def server_requests(
             name=t["name"],
             description=t["description"],
             input_schema=t["inputSchema"] or {},
+            annotations=t.get("annotations") or {},
         )
         for server, entries in listed.items()
         for t in entries

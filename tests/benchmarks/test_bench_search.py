@@ -103,6 +103,21 @@ def test_more_servers_set_is_whole_and_held_out() -> None:
     ]
 
 
+def test_the_published_servers_tools_carry_the_direction_they_declare() -> None:
+    # The search reads a tool's readOnlyHint/destructiveHint, so the bench's snapshot of
+    # the five servers keeps them as listed, and the distractors bring theirs along.
+    tools = {t.id: t for t in datasets.real_servers().tools}
+    assert all(t.annotations for t in tools.values())
+    assert {i for i, t in tools.items() if t.annotations.get("destructiveHint") is True} >= {
+        "memory:delete_entities",
+        "memory:delete_observations",
+        "memory:delete_relations",
+    }
+    assert tools["memory:add_observations"].annotations["destructiveHint"] is False
+    assert tools["memory:search_nodes"].annotations["readOnlyHint"] is True
+    assert all(t.annotations for t in search_gate.distractors())
+
+
 def test_look_only_after_sets_are_public_and_whole() -> None:
     sets = {s.name: s for s in datasets.all_sets()}
     assert set(datasets.LOOK_ONLY_AFTER) == {"nestful", "bfcl_ast"}

@@ -16,7 +16,7 @@ PyPI server has a venv of its own: mcp-server-sqlite 2025.4.25 fails to start on
     python3 -m venv /tmp/set3-venvs/fetch && python3 -m venv /tmp/set3-venvs/sqlite
     /tmp/set3-venvs/fetch/bin/pip install mcp-server-fetch==2026.10.24
     /tmp/set3-venvs/sqlite/bin/pip install mcp-server-sqlite==2025.4.25 'mcp<2'
-    python deploy/bench/data/more_servers/capture.py --npm /tmp/set3-npm --venvs /tmp/set3-venvs
+    python -m deploy.bench.data.more_servers.capture --npm /tmp/set3-npm --venvs /tmp/set3-venvs
 
 The API keys are dummies: these servers only check that a key is set when they start,
 and listing tools calls no remote API.
@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import PaginatedRequestParams
+from mcp import StdioServerParameters
+
+from deploy.bench.capture import list_tools, write_snapshot
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,25 +104,6 @@ def executable(server: Server, npm: Path, venvs: Path) -> str:
     return str(root / server.command)
 
 
-async def list_tools(params: StdioServerParameters) -> list[dict[str, Any]]:
-    """Every tool the server lists, following pagination cursors."""
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        tools: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await session.list_tools(
-                params=PaginatedRequestParams(cursor=cursor) if cursor else None
-            )
-            tools += [
-                {"name": t.name, "description": t.description or "", "inputSchema": t.input_schema}
-                for t in page.tools
-            ]
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-
-
 async def capture(npm: Path, venvs: Path, scratch: Path) -> dict[str, Any]:
     """The snapshot, in real_servers/tools.json's shape."""
     listed: dict[str, list[dict[str, Any]]] = {}
@@ -155,9 +135,7 @@ def main() -> None:
     ns = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         snapshot = asyncio.run(capture(ns.npm, ns.venvs, Path(scratch)))
-    ns.out.write_text(json.dumps(snapshot, indent=1, ensure_ascii=False) + "\n")
-    counts = {name: len(tools) for name, tools in snapshot["tools"].items()}
-    print(json.dumps({"tools": sum(counts.values()), "per_server": counts}))
+    write_snapshot(snapshot, ns.out)
 
 
 if __name__ == "__main__":
