@@ -216,6 +216,24 @@ def test_late_subscribers_replay_everything_and_can_resume(e2e: E2EStack) -> Non
     assert [e["type"] for e in resumed] == kinds[2:]
 
 
+def test_remembering_a_fact_does_not_lift_the_tools_that_delete(e2e: E2EStack) -> None:
+    # The request's frame ("remember this fact") is as near delete_observations as
+    # add_observations for the embedding model; the memory server declares delete_* as
+    # destructive in its tools/list, the toolhost stores that, and the search reads it:
+    # a request that asks to remove nothing does not lift them.
+    with e2e.as_new_tenant().client() as client:
+        response = client.post(
+            "/v1/tools/search", json={"query": "remember that Alice works at Acme", "limit": 10}
+        )
+    assert response.status_code == 200, response.text
+    hits = response.json()["hits"]
+    assert hits[0]["id"] in {"memory:create_entities", "memory:add_observations"}, hits
+    frame = "the request's action, without its payload, matches better"
+    lifted = {h["id"] for h in hits if frame in h["why"]}
+    assert lifted & {"memory:create_entities", "memory:add_observations"}, hits
+    assert not {i for i in lifted if i.startswith("memory:delete_")}, hits
+
+
 def test_a_runs_intent_teaches_the_next_search_through_the_learning_worker(
     e2e: E2EStack,
 ) -> None:
