@@ -144,15 +144,15 @@ def _ingest(ids: list[str]) -> dict[str, IngestResult]:
 
 
 def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
-    """Metrics for the batch, each execution's `learned` event (its response waits on it; a
-    direct call's was sent before it was learned from: it gets none) and the tenants'
-    events, in one round trip."""
+    """Metrics for the batch, the `learned` event of each run with an intent (a waiting response
+    waits on it: ``services/gateway/ops/wait.py``; nobody waits for a run without one, a direct
+    call's answer included) and the tenants' events, in one round trip."""
     done = {i: r for i, r in results.items() if r.outcome not in NOTHING_DONE}
     if not done:
         return
     events = []
     for execution_id, result in done.items():
-        if result.direct and result.capability is None:
+        if not result.awaited:
             continue
         event: dict[str, Any] = {"type": LEARNED, "outcome": result.outcome}
         if result.failed_tools:
