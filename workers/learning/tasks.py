@@ -46,6 +46,11 @@ _settings = get_settings()
 # Pause before handing back a batch the database could not take, so a requeued
 # message does not spin while it is away.
 REQUEUE_BACKOFF_S = 1.0
+# How long the ingestion of runs nobody waits to see learned (``INGEST_EXECUTION_LATER``) holds
+# a batch: at a few runs a second, one batch's fixed round trips (its transaction, its Redis
+# pipeline, its hand-over to the pool) for them all instead of each; the graph's edges of a
+# run lag it by a second at most, as a direct call's do (shared/direct/drain.py).
+LATER_WAIT_S = 1.0
 
 
 @app.task(name=TaskName.PING, ignore_result=False)
@@ -96,6 +101,22 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
     away requeues the batch; a batch that fails on its data is retried one
     execution at a time, so one bad row cannot hold back the others.
     """
+    return _ingest_batch(requests)
+
+
+@app.task(
+    name=TaskName.INGEST_EXECUTION_LATER,
+    base=ReliableBatches,
+    flush_every=_settings.learning_batch_size,
+    flush_interval=LATER_WAIT_S,
+)
+@linked_to_runs
+def ingest_execution_later(requests: list[SimpleRequest]) -> str | None:
+    """``ingest_execution`` of runs nobody waits to see learned (no intent), a batch a second."""
+    return _ingest_batch(requests)
+
+
+def _ingest_batch(requests: list[SimpleRequest]) -> str | None:
     started = time.perf_counter()
     ids = [execution_id for r in requests for execution_id in _execution_ids(r)]
     try:
