@@ -22,6 +22,8 @@ class TaskName(StrEnum):
 
     RUN_EXECUTION = "agentcards.run_execution"
     INGEST_EXECUTION = "agentcards.ingest_execution"
+    # The same ingestion of runs nobody waits to see learned (no intent): batched a second.
+    INGEST_EXECUTION_LATER = "agentcards.ingest_execution_later"
     REFRESH_GRAPH_METRICS = "agentcards.refresh_graph_metrics"
     PROMOTE_PATTERNS = "agentcards.promote_patterns"
     PRUNE_CAPABILITIES = "agentcards.prune_capabilities"
@@ -37,6 +39,7 @@ class TaskName(StrEnum):
 TASK_ROUTES: dict[str, dict[str, str]] = {
     TaskName.RUN_EXECUTION: {"queue": Queue.EXECUTIONS},
     TaskName.INGEST_EXECUTION: {"queue": Queue.LEARNING},
+    TaskName.INGEST_EXECUTION_LATER: {"queue": Queue.LEARNING},
     TaskName.REFRESH_GRAPH_METRICS: {"queue": Queue.MAINTENANCE},
     TaskName.PROMOTE_PATTERNS: {"queue": Queue.MAINTENANCE},
     TaskName.PRUNE_CAPABILITIES: {"queue": Queue.MAINTENANCE},

@@ -83,6 +83,9 @@ class IngestResult:
     intent: bool = False
     # A direct call (answered before it is learned from: nobody waits for its learning).
     direct: bool = False
+    # A waiting response may wait for its learning (it has an intent, as the gateway's
+    # ``wait._learning_pending`` reads it, and is no direct call): it gets `execution.learned`.
+    awaited: bool = False
 
 
 def tenants_taught(results: Mapping[str, IngestResult]) -> list[str]:
@@ -230,6 +233,7 @@ def _apply(
             else None,
             intent=bool((row["intent"] or "").strip()),
             direct=bool(row.get("direct")),
+            awaited=bool(row["intent"]) and not row.get("direct"),
         )
     # One statement for the batch (not one per run: a batch of direct calls is hundreds).
     conn.execute(

@@ -46,6 +46,11 @@ _settings = get_settings()
 # Pause before handing back a batch the database could not take, so a requeued
 # message does not spin while it is away.
 REQUEUE_BACKOFF_S = 1.0
+# How long the ingestion of runs nobody waits to see learned (``INGEST_EXECUTION_LATER``) holds
+# a batch: at a few runs a second, one batch's fixed round trips (its transaction, its Redis
+# pipeline, its hand-over to the pool) for them all instead of each; the graph's edges of a
+# run lag it by a second at most, as a direct call's do (shared/direct/drain.py).
+LATER_WAIT_S = 1.0
 
 
 @app.task(name=TaskName.PING, ignore_result=False)
@@ -96,6 +101,22 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
     away requeues the batch; a batch that fails on its data is retried one
     execution at a time, so one bad row cannot hold back the others.
     """
+    return _ingest_batch(requests)
+
+
+@app.task(
+    name=TaskName.INGEST_EXECUTION_LATER,
+    base=ReliableBatches,
+    flush_every=_settings.learning_batch_size,
+    flush_interval=LATER_WAIT_S,
+)
+@linked_to_runs
+def ingest_execution_later(requests: list[SimpleRequest]) -> str | None:
+    """``ingest_execution`` of runs nobody waits to see learned (no intent), a batch a second."""
+    return _ingest_batch(requests)
+
+
+def _ingest_batch(requests: list[SimpleRequest]) -> str | None:
     started = time.perf_counter()
     ids = [execution_id for r in requests for execution_id in _execution_ids(r)]
     try:
@@ -144,15 +165,15 @@ def _ingest(ids: list[str]) -> dict[str, IngestResult]:
 
 
 def _report(results: dict[str, IngestResult], *, seconds: float) -> None:
-    """Metrics for the batch, each execution's `learned` event (its response waits on it; a
-    direct call's was sent before it was learned from: it gets none) and the tenants'
-    events, in one round trip."""
+    """Metrics for the batch, the `learned` event of each run with an intent (a waiting response
+    waits on it: ``services/gateway/ops/wait.py``; nobody waits for a run without one, a direct
+    call's answer included) and the tenants' events, in one round trip."""
     done = {i: r for i, r in results.items() if r.outcome not in NOTHING_DONE}
     if not done:
         return
     events = []
     for execution_id, result in done.items():
-        if result.direct and result.capability is None:
+        if not result.awaited:
             continue
         event: dict[str, Any] = {"type": LEARNED, "outcome": result.outcome}
         if result.failed_tools:

@@ -104,6 +104,25 @@ return {"notes": len(notes), "caught": caught}
     assert edge is not None and edge["count"] >= 1
 
 
+def test_a_run_without_an_intent_still_teaches_the_graph(e2e: E2EStack) -> None:
+    # Nobody waits to see it learned: its ingestion waits for the next second's runs.
+    code = "await mcp.example.list_notes()\nreturn await mcp.example.add(a=2, b=3)"
+    result = _run(e2e, {"code": code})
+    assert result["status"] == "succeeded" and result["capability"] is None
+    with e2e.db() as conn:
+        wait_until(
+            lambda: conn.execute(
+                "SELECT learned_at FROM executions WHERE id = %s", (result["id"],)
+            ).fetchone()["learned_at"],  # type: ignore[index]
+            what="ingestion",
+        )
+        edge = conn.execute(
+            "SELECT count FROM tool_edges WHERE src = 'example:list_notes' "
+            "AND dst = 'example:add' AND kind = 'sequence'"
+        ).fetchone()
+    assert edge is not None and edge["count"] >= 1
+
+
 def test_npm_memory_server_through_the_sandbox(e2e: E2EStack) -> None:
     code = """
 await mcp.memory.create_entities(entities=[

@@ -7,12 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
+import redis
 
 from shared.broker import make_celery
 from shared.config import Settings
 from shared.db import connect
-from shared.queues import TaskName
+from shared.executions.events import LEARNED
+from shared.queues import TaskName, events_log_key
 from tests.harness import Proc
 from tests.integration.learning.test_ingest_batch_db import BOTH_OK, add_execution
 
@@ -37,18 +40,32 @@ def add_runs(settings: Settings, n: int) -> list[str]:
         ]
 
 
+def learned_events(settings: Settings, execution_id: str) -> int:
+    """How many `execution.learned` events the run's event log holds."""
+    client = redis.Redis.from_url(settings.redis_url or "")
+    try:
+        logged = client.lrange(events_log_key(execution_id), 0, -1)
+    finally:
+        client.close()
+    return sum(orjson.loads(e).get("type") == LEARNED for e in logged)
+
+
 def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
     settings: Settings, celery_worker: Callable[..., Proc]
 ) -> None:
-    ids = add_runs(settings, 30)
+    ids = add_runs(settings, 29)
+    with connect(settings.database_url or "") as conn:  # learned from, though nobody waits
+        ids.append(add_execution(conn, code=CODE, intent=None, events=BOTH_OK))
     app = make_celery("test", settings=settings)
     try:
         # Queued before the worker starts: it finds them all at once.
         app.send_task(TaskName.INGEST_EXECUTION, args=["not-a-uuid"])
         app.send_task(TaskName.INGEST_EXECUTION, args=[])
         app.send_task(TaskName.INGEST_EXECUTION, args=ids[:10])  # a drained batch: one message
-        for execution_id in ids[10:]:
+        for execution_id in ids[10:-1]:
             app.send_task(TaskName.INGEST_EXECUTION, args=[execution_id])
+        # As the sandbox worker sends a run without an intent: batched a second.
+        app.send_task(TaskName.INGEST_EXECUTION_LATER, args=ids[-1:])
         worker = celery_worker("workers.learning.celery_app", "learning")
 
         def learned() -> Any:
@@ -63,7 +80,9 @@ def test_a_burst_is_learned_in_batches_and_malformed_messages_are_dropped_alone(
         app.close()
     with connect(settings.database_url or "") as conn:
         cap = conn.execute("SELECT usage_count FROM capabilities").fetchall()
-    assert cap == [{"usage_count": 30}]
+    assert cap == [{"usage_count": 29}]
+    # A waiting response waits for `execution.learned` of a run with an intent only.
+    assert [learned_events(settings, i) for i in ids] == [1] * 29 + [0]
     log = worker.log()
     sizes = [int(m) for m in re.findall(r"ingested a batch of (\d+)", log)]
     assert sum(sizes) == len(ids) + 2 and max(sizes) > 1  # not one message at a time

@@ -13,4 +13,5 @@ def learn(ctx: RunContext) -> None:
     # in a worker the task module has imported it already.
     from workers.sandbox.celery_app import app
 
-    send_ingest(app, ctx.execution_id)
+    # Without an intent no waiting response waits to see it learned (ops/wait.py).
+    send_ingest(app, ctx.execution_id, later=not ctx.row.get("intent"))
