@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
+import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +47,24 @@ def write_snapshot(snapshot: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(snapshot, indent=1, ensure_ascii=False) + "\n")
     counts = {name: len(tools) for name, tools in snapshot["tools"].items()}
     print(json.dumps({"tools": sum(counts.values()), "per_server": counts}))
+
+
+def capture_main(
+    doc: str,
+    out: Path,
+    options: dict[str, dict[str, Any]],
+    capture: Callable[..., Awaitable[dict[str, Any]]],
+) -> None:
+    """A set's command line: ``--npm`` (the npm prefix), the set's own required ``options``
+    (passed to ``capture`` in order, after the prefix) and ``--out``; the servers are listed
+    from a scratch folder and the snapshot written."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--npm", type=Path, required=True, help="npm prefix with the servers")
+    for flag, kwargs in options.items():
+        parser.add_argument(flag, required=True, **kwargs)
+    parser.add_argument("--out", type=Path, default=out)
+    ns = vars(parser.parse_args())
+    values = [ns[flag.lstrip("-").replace("-", "_")] for flag in options]
+    with tempfile.TemporaryDirectory() as scratch:
+        snapshot = asyncio.run(capture(ns["npm"], *values, Path(scratch)))
+    write_snapshot(snapshot, ns["out"])

@@ -66,6 +66,11 @@ def _stored(pg_url: str, ids: list[str]) -> dict[str, Any]:
     return {"rows": {r["id"]: r for r in rows}, "audits": audits}
 
 
+def _connector(pg_url: str) -> Any:
+    """What a Drainer calls for a connection: a new one to the test's database each time."""
+    return lambda: psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row)
+
+
 @pytest.fixture
 def client(redis_url: str) -> redis.Redis:
     return redis.Redis.from_url(redis_url)
@@ -82,10 +87,7 @@ def test_records_a_dead_drainer_read_are_written_once_by_another(
     read = client.xreadgroup(DIRECT_RECORDS_GROUP, "dead", {DIRECT_RECORDS_STREAM: ">"})
     assert len(read[0][1]) == len(rows)  # type: ignore[index]
     learned: list[list[str]] = []
-
-    def connection() -> Any:
-        return psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row)
-
+    connection = _connector(pg_url)
     other = Drainer(
         client=client, connection=connection, learn=learned.append, consumer="other",
         claim_idle_s=0.2,
@@ -168,10 +170,7 @@ def test_learning_hears_of_the_batches_written_within_a_while_in_one_message(
     client: redis.Redis, pg_url: str
 ) -> None:
     learned: list[list[str]] = []
-
-    def connection() -> Any:
-        return psycopg.connect(pg_url, row_factory=psycopg.rows.dict_row)
-
+    connection = _connector(pg_url)
     drainer = Drainer(
         client=client, connection=connection, learn=learned.append, consumer="d",
         learn_every_s=3600,

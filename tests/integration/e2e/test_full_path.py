@@ -33,6 +33,22 @@ def _capability(e2e: E2EStack, capability_id: str) -> dict[str, Any]:
     return dict(row)
 
 
+def _learned_sequence_edge(e2e: E2EStack, execution_id: str, src: str, dst: str) -> int:
+    """Once the run is learned from: the count of its `src` -> `dst` sequence edge (0: none)."""
+    with e2e.db() as conn:
+        wait_until(
+            lambda: conn.execute(
+                "SELECT learned_at FROM executions WHERE id = %s", (execution_id,)
+            ).fetchone()["learned_at"],  # type: ignore[index]
+            what="ingestion",
+        )
+        edge = conn.execute(
+            "SELECT count FROM tool_edges WHERE src = %s AND dst = %s AND kind = 'sequence'",
+            (src, dst),
+        ).fetchone()
+    return int(edge["count"]) if edge else 0
+
+
 def test_two_real_servers_then_a_capability_with_both_tools_and_a_schema(e2e: E2EStack) -> None:
     body = {
         "code": TWO_SERVERS,
@@ -85,23 +101,13 @@ return {"notes": len(notes), "caught": caught}
     assert "boom" in result["result"]["caught"]
     assert [f["tool"] for f in result["tool_failures"]] == ["example:fail"]
     assert result["capability"] is None
+    assert _learned_sequence_edge(e2e, result["id"], "example:list_notes", "example:fail") >= 1
     with e2e.db() as conn:
-        wait_until(
-            lambda: conn.execute(
-                "SELECT learned_at FROM executions WHERE id = %s", (result["id"],)
-            ).fetchone()["learned_at"],  # type: ignore[index]
-            what="ingestion",
-        )
         saved = conn.execute(
             "SELECT count(*) AS n FROM capabilities WHERE intent = %s",
             ("list notes and call a failing tool",),
         ).fetchone()
-        edge = conn.execute(
-            "SELECT count FROM tool_edges WHERE src = 'example:list_notes' "
-            "AND dst = 'example:fail' AND kind = 'sequence'"
-        ).fetchone()
     assert saved == {"n": 0}
-    assert edge is not None and edge["count"] >= 1
 
 
 def test_a_run_without_an_intent_still_teaches_the_graph(e2e: E2EStack) -> None:
@@ -109,18 +115,7 @@ def test_a_run_without_an_intent_still_teaches_the_graph(e2e: E2EStack) -> None:
     code = "await mcp.example.list_notes()\nreturn await mcp.example.add(a=2, b=3)"
     result = _run(e2e, {"code": code})
     assert result["status"] == "succeeded" and result["capability"] is None
-    with e2e.db() as conn:
-        wait_until(
-            lambda: conn.execute(
-                "SELECT learned_at FROM executions WHERE id = %s", (result["id"],)
-            ).fetchone()["learned_at"],  # type: ignore[index]
-            what="ingestion",
-        )
-        edge = conn.execute(
-            "SELECT count FROM tool_edges WHERE src = 'example:list_notes' "
-            "AND dst = 'example:add' AND kind = 'sequence'"
-        ).fetchone()
-    assert edge is not None and edge["count"] >= 1
+    assert _learned_sequence_edge(e2e, result["id"], "example:list_notes", "example:add") >= 1
 
 
 def test_npm_memory_server_through_the_sandbox(e2e: E2EStack) -> None:

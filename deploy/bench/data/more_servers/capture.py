@@ -24,17 +24,14 @@ and listing tools calls no remote API.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
 
-from deploy.bench.capture import list_tools, write_snapshot
+from deploy.bench.capture import capture_main, list_tools
 
 HERE = Path(__file__).resolve().parent
 
@@ -128,14 +125,12 @@ async def capture(npm: Path, venvs: Path, scratch: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--npm", type=Path, required=True, help="npm prefix with the servers")
-    parser.add_argument("--venvs", type=Path, required=True, help="one venv per PyPI server")
-    parser.add_argument("--out", type=Path, default=HERE / "tools.json")
-    ns = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        snapshot = asyncio.run(capture(ns.npm, ns.venvs, Path(scratch)))
-    write_snapshot(snapshot, ns.out)
+    capture_main(
+        __doc__ or "",
+        HERE / "tools.json",
+        {"--venvs": {"type": Path, "help": "one venv per PyPI server"}},
+        capture,
+    )
 
 
 if __name__ == "__main__":

@@ -17,18 +17,15 @@ keeps the snapshot's.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
 
-from deploy.bench.capture import list_tools, write_snapshot
+from deploy.bench.capture import capture_main, list_tools
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = {
@@ -68,14 +65,12 @@ async def capture(npm: Path, git: str, scratch: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--npm", type=Path, required=True, help="npm prefix with the servers")
-    parser.add_argument("--git", required=True, help="the mcp-server-git executable")
-    parser.add_argument("--out", type=Path, default=HERE / "tools.json")
-    ns = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        snapshot = asyncio.run(capture(ns.npm, ns.git, Path(scratch)))
-    write_snapshot(snapshot, ns.out)
+    capture_main(
+        __doc__ or "",
+        HERE / "tools.json",
+        {"--git": {"help": "the mcp-server-git executable"}},
+        capture,
+    )
 
 
 if __name__ == "__main__":
