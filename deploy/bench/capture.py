@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import json
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ def capture_main(
     doc: str,
     out: Path,
     options: dict[str, dict[str, Any]],
-    capture: Callable[..., Awaitable[dict[str, Any]]],
+    capture: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
 ) -> None:
     """A set's command line: ``--npm`` (the npm prefix), the set's own required ``options``
     (passed to ``capture`` in order, after the prefix) and ``--out``; the servers are listed
