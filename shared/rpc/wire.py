@@ -58,7 +58,8 @@ class Lines:
     ) -> list[Any]:
         """Send ``commands`` in one write and return their replies in order (one round trip).
 
-        ``then``: commands written after them, in the same write, their replies appended.
+        ``then``: commands written after them, in the same write, their replies appended
+        (one that cannot be packed: none of them is sent, each reply is its ``DataError``).
         A command Redis refuses comes back as its ``ResponseError`` in the list (the others'
         replies still count); a connection error, or no answer within the timeout
         (``redis.exceptions.TimeoutError``), is raised. ``wait_s``: how long to wait for a
@@ -93,7 +94,13 @@ class Lines:
         then: Sequence[Command],
         on_write: Callable[[], None] | None = None,
     ) -> list[Any]:
-        packed = pack(commands, then)  # DataError before anything is written
+        packed = pack(commands)  # DataError before anything is written
+        unsent: list[Any] = []
+        if then:
+            try:
+                packed += pack(then)
+            except DataError as exc:  # never costs the commands before them
+                unsent, then = [exc] * len(then), ()
         conn = self._idle.pop() if self._idle else self._factory.make_connection()
         try:
             async with asyncio.timeout(self._timeout_s):
@@ -114,7 +121,7 @@ class Lines:
             await conn.disconnect()  # unread replies, or a dead socket: never reused
             raise
         self._idle.append(conn)
-        return replies
+        return replies + unsent
 
     async def aclose(self) -> None:
         """Close the idle connections (a batch in flight closes its own when it fails)."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from unittest.mock import AsyncMock, patch
+
 import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from shared.rpc.wire import BIG_VALUE, pack
+from shared.rpc.wire import BIG_VALUE, Lines, pack
 
 BATCHES = [
     [("SET", "agentcards:rpc:claim:c1", "agentcards:heartbeat:toolhost:vm:1", "EX", 89)],
@@ -29,3 +32,29 @@ def test_commands_are_packed_as_redis_py_packs_them(batch: list[tuple[object, ..
 def test_a_value_redis_py_refuses_is_refused(bad: object) -> None:
     with pytest.raises(DataError):
         pack([("SET", "k", bad)])  # type: ignore[list-item]
+
+
+def test_commands_after_a_batch_that_cannot_be_packed_never_cost_the_batch() -> None:
+    """A latency sample rides on a reply's write: a bad sample leaves the reply as it is."""
+
+    class Conn:
+        is_connected = True
+        written: list[bytes] = []
+
+        async def send_packed_command(self, data: bytes, check_health: bool) -> None:
+            self.written.append(data)
+
+        async def read_response(self) -> bytes:
+            return b"OK"
+
+    conn = Conn()
+    lines = Lines("redis://127.0.0.1:1", timeout_s=1)
+    lines._idle.append(conn)  # type: ignore[arg-type]
+
+    async def send() -> list[object]:
+        with patch("shared.rpc.wire._ready", new=AsyncMock()):
+            return await lines.send(("SET", "k", "v"), then=[("SADD", "s", None)])  # type: ignore[arg-type]
+
+    replies = asyncio.run(send())
+    assert replies[0] == b"OK" and isinstance(replies[1], DataError)
+    assert conn.written == [pack([("SET", "k", "v")])]
