@@ -9,20 +9,20 @@ import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from shared.rpc.wire import BIG_VALUE, Lines, pack
+from shared.rpc.wire import BIG_VALUE, Command, Lines, pack
 
-BATCHES = [
+BATCHES: list[list[Command]] = [
     [("SET", "agentcards:rpc:claim:c1", "agentcards:heartbeat:toolhost:vm:1", "EX", 89)],
     [("MULTI",), ("RPUSH", "k", b'{"ok":true}'), ("EXPIRE", "k", 60), ("EXEC",)],
     [("HINCRBYFLOAT", "h", "sum", 0.0034), ("BLPOP", "a", "b", 1.0), ("HINCRBY", "h", "b", -1)],
-    [("SET", "k", "\u00e9t\u00e9 \U0001f600"), ("SET", b"k", bytearray(b"v"))],
+    [("SET", "k", "\u00e9t\u00e9 \U0001f600"), ("SET", b"k", bytearray(b"v"))],  # type: ignore[list-item]
     [("CLIENT SETINFO", "LIB-NAME", "x")],  # the name's words apart, as redis-py splits them
     [("SET", "big", b"x" * (BIG_VALUE + 1)), ("GET", "big")],
 ]
 
 
 @pytest.mark.parametrize("batch", BATCHES)
-def test_commands_are_packed_as_redis_py_packs_them(batch: list[tuple[object, ...]]) -> None:
+def test_commands_are_packed_as_redis_py_packs_them(batch: list[Command]) -> None:
     expected = b"".join(Connection().pack_commands(batch))
     assert pack(batch) == expected
     assert pack(batch[:1], batch[1:]) == expected  # a batch and what follows it: one write
@@ -53,7 +53,7 @@ def test_commands_after_a_batch_that_cannot_be_packed_never_cost_the_batch() -> 
 
     async def send() -> list[object]:
         with patch("shared.rpc.wire._ready", new=AsyncMock()):
-            return await lines.send(("SET", "k", "v"), then=[("SADD", "s", None)])  # type: ignore[arg-type]
+            return await lines.send(("SET", "k", "v"), then=[("SADD", "s", None)])  # type: ignore[list-item]
 
     replies = asyncio.run(send())
     assert replies[0] == b"OK" and isinstance(replies[1], DataError)
