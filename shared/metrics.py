@@ -8,6 +8,7 @@ one host's processes, and Celery workers come and go.
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -91,6 +92,8 @@ LABELLED_HISTOGRAMS: dict[str, tuple[str, str, tuple[float, ...]]] = {
         (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
     ),
 }
+# How often a process adds a label value it observes to its histogram's set of values.
+LABELS_EVERY_S = 60.0
 # Which limit ended a sandbox run, from its error type (a `timeout` status is "wall").
 LIMIT_KINDS: dict[str, str] = {
     ErrorType.MEMORY_LIMIT: "memory",
@@ -193,11 +196,17 @@ def observe(client: redis.Redis, name: str, value: float, *, count: int = 1) -> 
 
 
 def observation_commands(
-    name: str, value: float, *, count: int = 1, label: str | None = None
+    name: str,
+    value: float,
+    *,
+    count: int = 1,
+    label: str | None = None,
+    labels: LabelsSent | None = None,
 ) -> list[tuple[str | bytes | int | float, ...]]:
     """The Redis commands that record ``count`` observations of ``value`` in a histogram
     (``label``: one label value of a labelled one), for a caller that sends them on a
-    round trip of its own (the toolhost's RPC reply)."""
+    round trip of its own (the toolhost's RPC reply). ``labels``: the caller's record of
+    the label values it added to the histogram's set lately (then added once a while)."""
     if label is None:
         _, buckets = HISTOGRAMS[name]
         key = METRICS_PREFIX + name
@@ -205,12 +214,32 @@ def observation_commands(
     else:
         _, _, buckets = LABELLED_HISTOGRAMS[name]
         key = f"{METRICS_PREFIX}{name}:{label}"
-        commands = [("SADD", f"{METRICS_PREFIX}{name}:labels", label)]
+        commands = []
+        if labels is None or labels.due(name, label):
+            commands.append(("SADD", f"{METRICS_PREFIX}{name}:labels", label))
     index = bisect.bisect_left(buckets, value)
     bucket = str(buckets[index]) if index < len(buckets) else "+Inf"
     commands.append(("HINCRBY", key, bucket, count))
     commands.append(("HINCRBYFLOAT", key, "sum", value * count))
     return commands
+
+
+class LabelsSent:
+    """The label values one process added to labelled histograms' sets, and when: a value is
+    added again after ``every_s`` (so a set Redis lost, say a restart without persistence,
+    is whole again within that), not on every observation (one command per tool call)."""
+
+    def __init__(self, *, every_s: float = LABELS_EVERY_S) -> None:
+        self._every_s = every_s
+        self._sent: dict[tuple[str, str], float] = {}
+
+    def due(self, name: str, label: str) -> bool:
+        """Whether ``label`` of histogram ``name`` is to be added now (then noted as sent)."""
+        now = time.monotonic()
+        if now - self._sent.get((name, label), -self._every_s) < self._every_s:
+            return False
+        self._sent[(name, label)] = now
+        return True
 
 
 def _queue_observation(pipe: Any, name: str, value: float, *, count: int) -> None:

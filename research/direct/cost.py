@@ -6,7 +6,8 @@ makes ``N`` sequential ``tools/call`` through ``/mcp/servers/time`` (``--session
 sessions at once, ``N`` calls in all, as ``bench direct``'s throughput figure loads it). Measured around those
 calls (after a warm-up, then a few seconds for learning to settle), minus what the same
 stack does in an idle window of the same length: CPU-seconds per call of each process
-(with its children: Celery's pool, the toolhost's stdio server, Postgres backends), Redis
+(with its children: Celery's pool, the toolhost's stdio server, Postgres backends; the
+toolhost's stdio servers also apart, as ``toolhost's servers``), Redis
 commands per call by name (``INFO commandstats``), and Postgres transactions and rows per
 call (``pg_stat_database``). CPU time is what a process spent, whatever else runs on the
 machine; wall times here are not the point. Prints JSON.
@@ -65,6 +66,8 @@ def _cpu(processes: dict[str, psutil.Process]) -> dict[str, float]:
                 continue
             # children_*: its reaped children (a Celery pool process, a consolidation pass)
             total += t.user + t.system + t.children_user + t.children_system
+            if name == "toolhost" and p is not proc:  # its stdio servers, also apart
+                out["toolhost's servers"] = out.get("toolhost's servers", 0.0) + t.user + t.system
         out[name] = total
     return out
 
@@ -165,7 +168,7 @@ def main(n: int = 300, sessions_n: int = 1) -> dict[str, Any]:
         "sessions": sessions_n,
         "window_s": round(busy["s"], 1),
         "cpu_ms_per_call": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
-        "cpu_ms_per_call_total": round(sum(cpu.values()), 2),
+        "cpu_ms_per_call_total": round(sum(v for k, v in cpu.items() if k in processes), 2),
         "redis_cmds_per_call": round(sum(cmds.values()), 2),
         "redis_by_command": cmds,
         "pg_per_call": pg,

@@ -131,6 +131,8 @@ class RpcServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self.handled = 0
+        # The servers this replica added to the latency histogram's label set lately.
+        self._labels_sent = metrics.LabelsSent()
 
     @property
     def inflight(self) -> int:
@@ -322,7 +324,10 @@ class RpcServer:
         if self._registry.get(server) is None:
             return []
         return metrics.observation_commands(
-            "tool_call_latency_seconds", reply.duration_ms / 1000, label=server
+            "tool_call_latency_seconds",
+            reply.duration_ms / 1000,
+            label=server,
+            labels=self._labels_sent,
         )
 
     def _log(self, request: RpcRequest, reply: RpcReply) -> None:

@@ -630,8 +630,17 @@ async def _transport(
     params = StdioServerParameters(
         command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
     )
-    async with stdio_client(params, errlog=stderr.file if stderr else sys.stderr) as streams:
-        yield streams[0], streams[1]
+    started = False
+    try:
+        async with stdio_client(params, errlog=stderr.file if stderr else sys.stderr) as streams:
+            started = True
+            yield streams[0], streams[1]
+    except OSError as exc:
+        # uvloop's spawn does not name what it could not run (asyncio's did): the state and
+        # logs say "No such file or directory" of the command.
+        if not started and exc.filename is None:
+            exc.filename = config.command
+        raise
 
 
 async def _paginate(

@@ -52,3 +52,20 @@ def test_every_declared_name_is_unique_across_kinds() -> None:
         *metrics.LABELLED_HISTOGRAMS,
     ]
     assert len(names) == len(set(names))
+
+
+def test_a_label_value_joins_its_histograms_set_once_a_while_its_samples_every_time() -> None:
+    sent = metrics.LabelsSent(every_s=3600)
+
+    def commands(label: str) -> list[str]:
+        observed = metrics.observation_commands(
+            "tool_call_latency_seconds", 0.003, label=label, labels=sent
+        )
+        return [str(command[0]) for command in observed]
+
+    assert commands("time") == ["SADD", "HINCRBY", "HINCRBYFLOAT"]
+    assert commands("time") == ["HINCRBY", "HINCRBYFLOAT"]
+    assert commands("memory") == ["SADD", "HINCRBY", "HINCRBYFLOAT"]  # each value on its own
+    again = metrics.LabelsSent(every_s=0)  # past the interval: added again
+    assert again.due("tool_call_latency_seconds", "time")
+    assert again.due("tool_call_latency_seconds", "time")
