@@ -32,8 +32,13 @@ log = logging.getLogger(__name__)
 
 
 def send_run(app: Celery, execution_id: str) -> None:
-    """Send a queued execution to the sandbox workers; raises if the broker refused it."""
-    app.send_task(TaskName.RUN_EXECUTION, args=[execution_id], ignore_result=True)
+    """Send a queued execution to the sandbox workers; raises if the broker refused it.
+
+    ``declare=[]``: the message goes by the default exchange straight to its queue's list
+    (an LPUSH), which needs no declaration; the workers declare the queues they consume.
+    Declaring it here cost every publish kombu's check of its declared-entity cache (a
+    copy and bind of the queue object), about a sixth of the publish's CPU."""
+    app.send_task(TaskName.RUN_EXECUTION, args=[execution_id], ignore_result=True, declare=[])
 
 
 def resend_run(app: Celery, execution_id: str) -> bool:

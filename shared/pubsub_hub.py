@@ -88,6 +88,7 @@ class PubSubHub:
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task[None] | None = None
         self._followers: dict[str, set[Follower]] = {}
+        self._leaving: set[asyncio.Task[None]] = set()  # UNSUBSCRIBEs under way (``_drop``)
 
     @asynccontextmanager
     async def follow(self, channel: str) -> AsyncIterator[Follower]:
@@ -99,7 +100,7 @@ class PubSubHub:
         try:
             yield follower
         finally:
-            await self._remove(channel, follower)
+            self._drop(channel, follower)
 
     def channels(self) -> list[str]:
         """The channels someone follows now."""
@@ -107,6 +108,8 @@ class PubSubHub:
 
     async def aclose(self) -> None:
         """Stop the reader and close the connection (the gateway's shutdown)."""
+        for task in list(self._leaving):
+            task.cancel()
         if self._reader is not None:
             self._reader.cancel()
         pubsub, self._pubsub, self._reader = self._pubsub, None, None
@@ -133,24 +136,50 @@ class PubSubHub:
                     break
                 except (RedisError, OSError) as exc:
                     if attempt:  # a fresh connection failed too: Redis is down
-                        await self._leave(channel, follower, unsubscribe=False)
+                        await self._leave_failed(channel, follower)
                         raise
                     # The connection died under the reader: replaced (every channel
                     # subscribed again), or, failing that, this one tries a new one.
                     await self._replace(pubsub, exc)
                 except BaseException:
-                    await self._leave(channel, follower, unsubscribe=False)
+                    await self._leave_failed(channel, follower)
                     raise
             if self._reader is None or self._reader.done():
                 self._reader = loop.create_task(self._read(pubsub))
 
-    async def _remove(self, channel: str, follower: Follower) -> None:
-        async with self._lock:
-            await self._leave(channel, follower, unsubscribe=True)
+    def _drop(self, channel: str, follower: Follower) -> None:
+        """``follower`` hears nothing more, at once; the channel's UNSUBSCRIBE, when it was the
+        last follower, goes out from a task of its own: a waiting request answers its client
+        first (the UNSUBSCRIBE was a socket write and Redis' wake-up on that path), and a
+        cancelled follower leaves without awaiting anything."""
+        followers = self._followers.get(channel)
+        if followers is None:
+            return
+        followers.discard(follower)
+        if followers:
+            return
+        del self._followers[channel]
+        if self._pattern is not None:  # a pattern stays subscribed
+            return
+        task = asyncio.get_running_loop().create_task(self._unsubscribe(channel))
+        self._leaving.add(task)
+        task.add_done_callback(self._leaving.discard)
 
-    async def _leave(self, channel: str, follower: Follower, *, unsubscribe: bool) -> None:
-        """Drop ``follower`` (the lock held); its channel goes with its last follower, the
-        connection with the last channel of one that failed to subscribe."""
+    async def _unsubscribe(self, channel: str) -> None:
+        """UNSUBSCRIBE ``channel`` unless someone followed it again meanwhile (still subscribed:
+        ``_add`` found it so and sent nothing)."""
+        async with self._lock:
+            pubsub = self._pubsub
+            if channel in self._followers or pubsub is None:
+                return
+            try:
+                await pubsub.unsubscribe(channel)
+            except (RedisError, OSError) as exc:  # the reader sees it too and ends the others
+                log.debug("could not unsubscribe %s: %s", channel, exc)
+
+    async def _leave_failed(self, channel: str, follower: Follower) -> None:
+        """Drop ``follower`` whose subscribe failed (the lock held); the connection goes with
+        the last channel: nothing to keep it for."""
         followers = self._followers.get(channel)
         if followers is None:
             return
@@ -159,21 +188,13 @@ class PubSubHub:
             return
         del self._followers[channel]
         pubsub = self._pubsub
-        if pubsub is None:
+        if pubsub is None or self._followers:
             return
-        if not unsubscribe or self._pattern is not None:  # a pattern stays subscribed
-            # A failed subscribe: nothing to keep the connection for.
-            if not unsubscribe and not self._followers:
-                self._pubsub = None
-                if self._reader is not None:
-                    self._reader.cancel()
-                    self._reader = None
-                await pubsub.aclose()
-            return
-        try:
-            await pubsub.unsubscribe(channel)
-        except (RedisError, OSError) as exc:  # the reader sees it too and ends the others
-            log.debug("could not unsubscribe %s: %s", channel, exc)
+        self._pubsub = None
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+        await pubsub.aclose()
 
     async def _read(self, pubsub: PubSub) -> None:
         """Hand every message to its channel's followers until the connection fails."""

@@ -90,6 +90,10 @@ class GatewayState:
         # page). The workers keep theirs: Flower knows a batched ingestion only from it
         # (so it does not list the ingestion of direct calls, which the gateway sends).
         celery.conf.task_send_sent_event = False
+        # One result backend for every thread: Celery makes one per thread otherwise, and
+        # `send_task` touches it (its AsyncResult), so each new worker thread of the pool
+        # scanned every installed package's entry points (~5 ms) on its first publish.
+        celery.conf.result_backend_thread_safe = True
         # Publishing to a dead broker: fail in about a second (503), never retry for long.
         celery.conf.broker_connection_timeout = 1
         celery.conf.task_publish_retry_policy = {

@@ -147,11 +147,13 @@ def admit(
     capability_id: str | None = None,
     conn: Any = None,
     extras: dict[str, Any] | None = None,
+    counters: redis.client.Pipeline | None = None,
 ) -> Admission:
     """Check, take a rate-limit slot, then answer from the result cache (a recorded, audited,
     succeeded row) or record a queued execution and its audit row; blocking, so a hit costs
     one thread hop in all (on ``conn`` when given). Its counters and events are sent together,
-    in one round trip at the end."""
+    in one round trip at the end; ``counters``: queued on the caller's pipeline instead, which
+    the caller sends once it admitted without error (with the run's grant: ``send_admitted``)."""
     timeout_s = validate_request(state, request)
     missing = unknown_tools(state, request.tools or [])
     if missing:
@@ -165,7 +167,8 @@ def admit(
         refuse_by_policy(state, principal=principal, language=request.language, args=request.args)
     slot = reserve_slot(state, principal=principal, timeout_s=timeout_s)
     syntax = None
-    counters = state.redis.pipeline(transaction=False)
+    deferred = counters is not None
+    counters = counters if counters is not None else state.redis.pipeline(transaction=False)
     if capability_id is not None:
         metrics.incr(counters, "capabilities_executed_total")
     try:
@@ -195,7 +198,7 @@ def admit(
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
-        _send(counters)
+        send_counters(counters)
         raise
     if slot is not None:
         _settle(state, slot=slot, execution_id=str(row["id"]) if created else None)
@@ -206,7 +209,8 @@ def admit(
             type=bus.EventType.EXECUTION_FINISHED,
             data=bus.execution_finished(row),
         )
-    _send(counters)
+    if not deferred:
+        send_counters(counters)
     return Admission(row=row, created=created, hit=hit is not None, request=request, syntax=syntax)
 
 
@@ -294,7 +298,7 @@ def admit_direct(
     except BaseException:
         if slot is not None:
             limits.release(state.redis, reservation=slot)
-        _send(counters)
+        send_counters(counters)
         raise
     if hit is None:
         return DirectAdmission(timeout_s=timeout_s, slot=slot, hit=None, cache=cache,
@@ -307,7 +311,7 @@ def admit_direct(
         type=bus.EventType.EXECUTION_FINISHED,
         data=bus.execution_finished(hit),
     )
-    _send(counters)
+    send_counters(counters)
     return DirectAdmission(timeout_s=timeout_s, slot=None, hit=hit, cache=cache)
 
 
@@ -407,7 +411,7 @@ async def admit_submission(
     )
 
 
-def _send(counters: redis.client.Pipeline) -> None:
+def send_counters(counters: redis.client.Pipeline) -> None:
     """Send a submission's counters and events; the submission is recorded already, so a lost
     counter or event is logged, never its failure."""
     try:

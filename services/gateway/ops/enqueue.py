@@ -3,11 +3,13 @@ is rejected, never left queued."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import redis
 from anyio import to_thread
 
-from services.gateway.ops.admission import Admission, admit
+from services.gateway.ops.admission import Admission, admit, send_counters
 from services.gateway.ops.db import in_pool
 from services.gateway.state import GatewayState
 from shared.auth.audit import finish_audit
@@ -29,6 +31,8 @@ from shared.executions.store import (
 )
 from shared.logs import bind
 
+log = logging.getLogger(__name__)
+
 Row = dict[str, Any]
 
 
@@ -48,10 +52,16 @@ async def submit_execution(
     """
 
     def admit_and_send() -> tuple[Admission, Row | None]:
-        admission = admit(state, request=request, principal=principal, capability_id=capability_id)
+        # The admission's counters go with the run's grant: one Redis round trip for both.
+        counters = state.redis.pipeline(transaction=False)
+        admission = admit(state, request=request, principal=principal,
+                          capability_id=capability_id, counters=counters)  # fmt: skip
         if _fails_at_once(admission):  # announced from the event loop, below
+            send_counters(counters)
             return admission, None
-        return admission, send_admitted(state, admission=admission, principal=principal)
+        return admission, send_admitted(
+            state, admission=admission, principal=principal, counters=counters
+        )
 
     admission, row = await to_thread.run_sync(admit_and_send)
     if row is None:
@@ -81,11 +91,21 @@ def _fails_at_once(admission: Admission) -> bool:
     return admission.created and not admission.hit and admission.syntax is not None
 
 
-def send_admitted(state: GatewayState, *, admission: Admission, principal: Principal) -> Row:
+def send_admitted(
+    state: GatewayState,
+    *,
+    admission: Admission,
+    principal: Principal,
+    counters: redis.client.Pipeline | None = None,
+) -> Row:
     """Blocking: the new execution's grant, then its message (a hit or a repeat is final); a
-    run that cannot be sent is rejected (BrokerUnavailable), never left queued."""
+    run that cannot be sent is rejected (BrokerUnavailable), never left queued. ``counters``:
+    the admission's, not sent yet: they go in the grant's round trip (a failed counter is
+    logged, as ``send_counters`` does; only the grant's failure rejects the run)."""
     row = admission.row
     if admission.hit or not admission.created:
+        if counters is not None:
+            send_counters(counters)
         return row
     execution_id = str(row["id"])
     grant = Grant.for_principal(
@@ -96,9 +116,12 @@ def send_admitted(state: GatewayState, *, admission: Admission, principal: Princ
     )
     try:
         # The grant exists before the message does: a worker never sees a run without one.
-        write_grant(
-            state.redis, execution_id=execution_id, grant=grant, timeout_s=float(row["timeout_s"])
-        )
+        if counters is None:
+            write_grant(state.redis, execution_id=execution_id, grant=grant,
+                        timeout_s=float(row["timeout_s"]))  # fmt: skip
+        else:
+            _grant_with(counters, execution_id=execution_id, grant=grant,
+                        timeout_s=float(row["timeout_s"]))  # fmt: skip
         send_run(state.celery, execution_id)
     except Exception as exc:  # Redis or broker down: never leave a queued row nobody will run
         reason = f"could not enqueue: {exc}"
@@ -112,6 +135,19 @@ def send_admitted(state: GatewayState, *, admission: Admission, principal: Princ
             )
         raise DependencyError(f"the task broker is unavailable: {exc}") from exc
     return row
+
+
+def _grant_with(
+    counters: redis.client.Pipeline, *, execution_id: str, grant: Grant, timeout_s: float
+) -> None:
+    """The grant written on the admission's pipeline, sent with its counters; raises what the
+    grant's write met (a counter's failure is logged)."""
+    write_grant(counters, execution_id=execution_id, grant=grant, timeout_s=timeout_s)
+    replies = counters.execute(raise_on_error=False)
+    if isinstance(replies[-1], Exception):
+        raise replies[-1]
+    if failed := [r for r in replies[:-1] if isinstance(r, Exception)]:
+        log.warning("could not send %d counters/events of a submission: %s", len(failed), failed[0])
 
 
 async def _fail_at_once(state: GatewayState, *, execution_id: str, error: dict[str, Any]) -> Row:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from services.gateway.ops import capabilities as service
 from services.gateway.ops import capability_admin
@@ -43,7 +43,7 @@ async def execute(
     capability_ref: str,
     body: CapabilityExecuteRequest,
     wait: bool = Query(False),
-) -> JSONResponse:
+) -> Response:
     """202 with the queued execution, or 200 with the finished one (or a cache hit)."""
     if wait:
         body = body.model_copy(update={"wait": True})

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from sse_starlette.sse import EventSourceResponse
 
 from services.gateway.ops.cancel import cancel_execution
@@ -58,7 +58,7 @@ STREAM_CHECK_S = 5.0
 )
 async def create(
     state: State, principal: CurrentPrincipal, body: ExecutionRequest, wait: bool = Query(False)
-) -> JSONResponse:
+) -> Response:
     """Answer from the cache, or validate, record and enqueue under the caller's tool scope;
     with `wait` block until the execution is terminal."""
     row = await submit_execution(state, request=body, principal=principal)
@@ -156,7 +156,7 @@ async def read(
 )
 async def cancel(
     state: State, principal: CurrentPrincipal, execution_id: str, wait: bool = Query(False)
-) -> JSONResponse:
+) -> Response:
     """202 while a running execution is being stopped (200 when finished); 409 if already over."""
     row = await cancel_execution(
         state, execution_id=execution_id, tenant_id=principal.tenant_id, wait=wait

@@ -15,6 +15,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
+from shared.auth.grants import read_grant
 from shared.cache import entries, store
 from shared.cache.runs import invalidate_servers
 from shared.config import Settings
@@ -138,3 +139,18 @@ def test_the_intent_cache_answers_a_near_identical_intent_only_when_on(
             assert str(row.fetchone()["capability_id"]) == cap  # type: ignore[index]
     else:
         assert body["cache_hit"] is None and body["status"] == "queued"
+
+
+def test_a_new_run_is_counted_and_granted_and_a_repeat_of_its_key_counted_too(
+    settings: Settings, client: TestClient, make_key: MakeKey
+) -> None:
+    """A new run's lookup counters travel with its grant (one round trip): both land; a
+    repeated idempotency key (no new run, no grant) still has its lookup counted."""
+    _, headers = make_key("t-counted")
+    first = _run(client, headers, idempotency_key="once", timeout_s=1)
+    again = _run(client, headers, idempotency_key="once", timeout_s=1)
+    assert again["id"] == first["id"] and first["status"] == "queued"
+    client_redis = redis.Redis.from_url(settings.redis_url or "")
+    assert read_grant(client_redis, execution_id=first["id"]) is not None  # a worker may run it
+    stats = client.get("/v1/cache/stats", headers=headers).json()["levels"]["execution"]
+    assert (stats["hits"], stats["misses"]) == (0, 2)

@@ -164,3 +164,33 @@ async def test_cancel_watches_share_one_pattern_and_each_hears_only_its_own_run(
     assert patterns_during == 1
     assert len(pubsub_clients) == 1
     assert channels_during == []
+
+
+async def test_a_wait_that_ended_leaves_its_channel_unsubscribed_on_the_open_hub(
+    redis_url: str,
+) -> None:
+    # The UNSUBSCRIBE goes out after the waiter left (its answer is not held up by it), but it
+    # goes out: Redis keeps no subscription of an ended wait while the gateway serves on.
+    client = aioredis.Redis.from_url(redis_url)
+    state = cast(GatewayState, SimpleNamespace(aredis=client, event_hub=PubSubHub(client)))
+    sync = redis.Redis.from_url(redis_url)
+    ended, waiting = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        async with EventFollower(state, execution_id=waiting) as still:
+            async with EventFollower(state, execution_id=ended) as follows:
+                publish_event(sync, execution_id=ended, event={"type": FINISHED})
+                heard = await follows.next(timeout_s=5)
+            assert state.event_hub.channels() == [events_channel(waiting)]
+            for _ in range(100):  # the hub's reader reads the UNSUBSCRIBE's reply
+                if sync.pubsub_numsub(events_channel(ended))[0][1] == 0:
+                    break
+                await asyncio.sleep(0.05)
+            numsub = sync.pubsub_numsub(events_channel(ended), events_channel(waiting))
+            publish_event(sync, execution_id=waiting, event={"type": FINISHED})
+            heard_still = await still.next(timeout_s=5)
+    finally:
+        await state.event_hub.aclose()
+        await client.aclose()
+    assert (heard or {}).get("type") == FINISHED
+    assert [count for _, count in numsub] == [0, 1]
+    assert (heard_still or {}).get("type") == FINISHED
