@@ -42,7 +42,9 @@ class BatchedTaskEvents(bootsteps.StartStopStep):
 
         def flush() -> None:
             self._due = False
-            c._flush_events()
+            # Celery's flush publishes even an empty buffer (emptied meanwhile by its limit).
+            if any(getattr(dispatcher, "_group_buffer", {None: True}).values()):
+                c._flush_events()
 
         def buffered() -> None:
             if not self._due:
