@@ -299,8 +299,11 @@ class Launcher:
             return None
         return raw
 
-    def prepare(self, limits: SandboxLimits, language: Language = "python") -> None:
-        """Make the next child for ``limits`` in a background thread.
+    def prepare(
+        self, limits: SandboxLimits, language: Language = "python", *, wait: bool = False
+    ) -> None:
+        """Make the next child for ``limits`` in a background thread (``wait``: in this one,
+        for a caller that is a teardown thread already: a thread started per run costs a run).
 
         Called after an execution is torn down, not during one: on two cores a fork
         racing the running execution doubled its start latency.
@@ -327,7 +330,10 @@ class Launcher:
             if raw is not None:
                 raw.discard()
 
-        threading.Thread(target=fill, name="sandbox-prespawn", daemon=True).start()
+        if wait:
+            fill()
+        else:
+            threading.Thread(target=fill, name="sandbox-prespawn", daemon=True).start()
 
     def _spawn_blocking(self, key: str, limits: SandboxLimits) -> _RawChild:
         """Fork one confined child through the zygote and wait for its hello (blocking)."""

@@ -48,7 +48,8 @@ class LaterIngests:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="learn-later", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if len(self._ids) == 1:  # only a thread waiting for a first id needs waking; one
+                self._cond.notify()  # waiting out the interval is not woken by every run
 
     def flush(self) -> None:
         """Send whatever is held now (a pool process that stops)."""
