@@ -52,23 +52,19 @@ def resend_run(app: Celery, execution_id: str) -> bool:
     return True
 
 
-def send_ingest(app: Celery, execution_id: str, *, later: bool = False) -> bool:
-    """Ask the learning workers to learn from a finished execution; never raises.
-
-    ``later``: nobody waits to see it learned (a run without an intent: no `wait=true`
-    response waits for its `execution.learned`), so it waits for the runs of the next second
-    (``INGEST_EXECUTION_LATER``): one batch's round trips for them all."""
-    return send_ingests(app, [execution_id], later=later)
+def send_ingest(app: Celery, execution_id: str) -> bool:
+    """Ask the learning workers to learn from a finished execution; never raises."""
+    return send_ingests(app, [execution_id])
 
 
-def send_ingests(app: Celery, execution_ids: Sequence[str], *, later: bool = False) -> bool:
+def send_ingests(app: Celery, execution_ids: Sequence[str]) -> bool:
     """``send_ingest`` of several executions in one message (``args``: their ids): a batch
-    of direct calls' records costs one message to send, receive and acknowledge."""
+    of direct calls' records, or a sandbox worker's runs without an intent of the last
+    second, costs one message to send, receive and acknowledge."""
     if not execution_ids:
         return True
     try:
-        name = TaskName.INGEST_EXECUTION_LATER if later else TaskName.INGEST_EXECUTION
-        app.send_task(name, args=list(execution_ids), ignore_result=True)
+        app.send_task(TaskName.INGEST_EXECUTION, args=list(execution_ids), ignore_result=True)
     except Exception as exc:  # kombu raises several connection errors; the row is stored
         log.error(
             "could not enqueue ingestion of %s (the resend sweep will): %s",

@@ -186,7 +186,7 @@ async def run_in_sandbox(
         return await session.run(wire.encode_with(start, {"args": args_json}), started)
     finally:
         proc.kill()  # nothing of the child runs, nor is read, after this
-        rest = _released(proc, launcher, limits, language)
+        rest = _released(proc, launcher, limits, language, in_teardown=teardown is not None)
         if teardown is None:
             await asyncio.to_thread(rest)
         else:
@@ -194,13 +194,19 @@ async def run_in_sandbox(
 
 
 def _released(
-    proc: SandboxProcess, launcher: Launcher, limits: SandboxLimits, language: Language
+    proc: SandboxProcess,
+    launcher: Launcher,
+    limits: SandboxLimits,
+    language: Language,
+    *,
+    in_teardown: bool = False,
 ) -> Callable[[], None]:
-    """What is left of a killed child's teardown: start making the next one (in a thread of
-    its own), then wait for the killed one's end and remove its cgroup."""
+    """What is left of a killed child's teardown: make the next one (``in_teardown``: right
+    there, the caller's teardown thread being off the run's path already; else in a thread
+    of its own, not awaited), then wait for the killed one's end and remove its cgroup."""
 
     def rest() -> None:
-        launcher.prepare(limits, language)
+        launcher.prepare(limits, language, wait=in_teardown)
         proc.reap()
 
     return rest

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,8 @@ class Launcher:
         self.zygote_info: dict[str, Any] = {}
         self._plan: fsplan.FsPlan | None = None
         self._ready: dict[str, _RawChild] = {}
-        self._filling: set[str] = set()
+        # Children being made ahead, by key: done once the child is ready (or failed).
+        self._filling: dict[str, Future[None]] = {}
 
     def start(self) -> None:
         """Start the zygote now (idempotent); raises SandboxError naming the layer that failed."""
@@ -215,6 +217,8 @@ class Launcher:
                 os.close(raw.pidfd)
                 raw.sock.close()
         self._ready.clear()
+        if not mine:  # the parent's fills: no thread of ours ends them
+            self._filling.clear()
         if self._ctl is not None:
             self._ctl.close()
             self._ctl = None
@@ -251,6 +255,14 @@ class Launcher:
         cfg = self._child_config(limits, language)
         key = json.dumps(cfg, sort_keys=True)
         raw = self._take_ready(key)
+        if raw is None:
+            with self._lock:  # (a fork's inherited entries are its parent's: not waited for)
+                filling = self._filling.get(key) if self._owner == os.getpid() else None
+            if filling is not None:
+                # The child made after the last run is on its way (a loaded machine): it is
+                # ready sooner than one started now, and a second fork would race it for CPU.
+                await asyncio.wrap_future(filling)
+                raw = self._take_ready(key)
         if raw is None:
             raw = await asyncio.to_thread(self._spawn_blocking, key, limits)
         try:
@@ -299,8 +311,11 @@ class Launcher:
             return None
         return raw
 
-    def prepare(self, limits: SandboxLimits, language: Language = "python") -> None:
-        """Make the next child for ``limits`` in a background thread.
+    def prepare(
+        self, limits: SandboxLimits, language: Language = "python", *, wait: bool = False
+    ) -> None:
+        """Make the next child for ``limits`` in a background thread (``wait``: in this one,
+        for a caller that is a teardown thread already: a thread started per run costs a run).
 
         Called after an execution is torn down, not during one: on two cores a fork
         racing the running execution doubled its start latency.
@@ -311,7 +326,9 @@ class Launcher:
         with self._lock:
             if key in self._ready or key in self._filling or len(self._ready) >= _MAX_READY_KEYS:
                 return
-            self._filling.add(key)
+            filled: Future[None] = Future()
+            filled.set_running_or_notify_cancel()  # a waiter cancelled cannot cancel it
+            self._filling[key] = filled
 
         def fill() -> None:
             raw: _RawChild | None = None
@@ -319,15 +336,21 @@ class Launcher:
                 raw = self._spawn_blocking(key, limits)
             except Exception as exc:  # the next on-demand spawn reports it properly
                 log.debug("sandbox pre-spawn failed: %s", exc)
-            with self._lock:
-                self._filling.discard(key)
-                if raw is not None and key not in self._ready and self._owner == os.getpid():
-                    self._ready[key] = raw
-                    return
-            if raw is not None:
-                raw.discard()
+            try:
+                with self._lock:
+                    del self._filling[key]
+                    if raw is not None and key not in self._ready and self._owner == os.getpid():
+                        self._ready[key] = raw
+                        return
+                if raw is not None:
+                    raw.discard()
+            finally:
+                filled.set_result(None)
 
-        threading.Thread(target=fill, name="sandbox-prespawn", daemon=True).start()
+        if wait:
+            fill()
+        else:
+            threading.Thread(target=fill, name="sandbox-prespawn", daemon=True).start()
 
     def _spawn_blocking(self, key: str, limits: SandboxLimits) -> _RawChild:
         """Fork one confined child through the zygote and wait for its hello (blocking)."""

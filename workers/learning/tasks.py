@@ -112,7 +112,10 @@ def ingest_execution(requests: list[SimpleRequest]) -> str | None:
 )
 @linked_to_runs
 def ingest_execution_later(requests: list[SimpleRequest]) -> str | None:
-    """``ingest_execution`` of runs nobody waits to see learned (no intent), a batch a second."""
+    """``ingest_execution`` of runs nobody waits to see learned (no intent), a batch a second.
+    Sandbox workers now hold such runs themselves and send them to ``ingest_execution``
+    together (``workers/sandbox/pipeline/learn.py``); this stays for the messages of workers
+    of the previous version still in the queue."""
     return _ingest_batch(requests)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
 
 from shared.broker import make_celery, worker_logging
+from shared.celery_events import BatchedTaskEvents
 from shared.config import get_settings
 from shared.logs import bind
 from shared.queues import TaskName
@@ -22,6 +23,8 @@ if setup("agentcards-sandbox-worker"):
 app.conf.include = ["workers.sandbox.tasks"]
 # A run waiting for approval gives its place in the pool back (parking.py).
 app.steps["consumer"].add(Parking)
+# Flower's task events leave in one message per 0.2 s, not one per event (celery_events.py).
+app.steps["consumer"].add(BatchedTaskEvents)
 
 
 @worker_process_init.connect
@@ -30,6 +33,14 @@ def _start_heartbeat(**_: Any) -> None:
     from workers.sandbox import clients
 
     clients.heartbeat()
+
+
+@worker_process_shutdown.connect
+def _send_held_ingests(**_: Any) -> None:
+    """A pool process that stops sends the runs it held for learning (pipeline/learn.py)."""
+    from workers.sandbox.pipeline.learn import later_ingests
+
+    later_ingests().flush()
 
 
 @task_prerun.connect

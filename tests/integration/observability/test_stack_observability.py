@@ -125,6 +125,13 @@ def test_flower_lists_our_task_names(scenario: Scenario) -> None:
         return ran <= set(scenario.flower("/api/task/types")["task-types"])
 
     _wait(seen, timeout_s=60)
+    # A run's task with its whole life: the worker's events reach Flower in batches
+    # (shared/celery_events.py), each of them.
+    runs = scenario.flower(f"/api/tasks?taskname={TaskName.RUN_EXECUTION}&state=SUCCESS")
+    mine = [t for t in runs.values() if scenario.learned_id in (t.get("args") or "")]
+    assert len(mine) == 1, runs
+    assert mine[0]["received"] and mine[0]["started"] and mine[0]["succeeded"], mine[0]
+    assert mine[0]["worker"].startswith("sandbox@"), mine[0]
     workers = scenario.flower("/api/workers?refresh=1")
     registered = {task for info in workers.values() for task in info.get("registered", [])}
     assert {str(t) for t in TaskName} <= registered

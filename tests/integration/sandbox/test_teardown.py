@@ -13,6 +13,7 @@ import pytest
 
 from shared.executions.status import ExecutionStatus
 from shared.sandbox.launcher import SandboxProcess, get_launcher
+from shared.sandbox.limits import SandboxLimits
 from tests.integration.sandbox.conftest import Run, leaked_processes
 
 pytestmark = pytest.mark.integration
@@ -77,3 +78,31 @@ def _killed(pid: int) -> bool:
 
 PF_EXITING = 0x4
 SIGKILL_BIT = 1 << 8
+
+
+async def test_a_run_that_comes_while_the_next_child_is_made_takes_that_child(
+    limits: SandboxLimits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the child made after the last run may not be ready when the next
+    # run starts: that run waits for it instead of forking a second child beside it.
+    launcher = get_launcher()
+    while launcher.has_ready(limits):  # no spare: the next child is still being made
+        spare = await launcher.spawn(limits)
+        await spare.destroy()
+    made: list[int] = []
+    spawn_blocking = launcher._spawn_blocking
+
+    def slow(key: str, limits: SandboxLimits) -> Any:
+        time.sleep(0.3)  # a fork on a busy machine
+        raw = spawn_blocking(key, limits)
+        made.append(raw.pid)
+        return raw
+
+    monkeypatch.setattr(launcher, "_spawn_blocking", slow)
+    launcher.prepare(limits)
+    proc = await launcher.spawn(limits)
+    try:
+        assert made == [proc.pid]
+    finally:
+        await proc.destroy()
+    assert leaked_processes() == []
