@@ -10,7 +10,7 @@ that turn). ``close`` sends what is pending first; the rest is the socket's tran
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -19,8 +19,8 @@ class CoalescingHttpTools(HttpToolsProtocol):
     """``HttpToolsProtocol`` over a ``Coalescing`` transport."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        super().connection_made(Coalescing(transport, self.loop))  # type: ignore[arg-type]
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
+        super().connection_made(Coalescing(cast(asyncio.Transport, transport), self.loop))  # type: ignore[arg-type]
 
 
 class Coalescing(asyncio.Transport):
