@@ -84,9 +84,13 @@ class PrimedTransport(StreamableHTTPServerTransport):
         )  # fmt: skip
 
     async def terminate(self) -> None:
-        if self.served_here is not None:  # its calls end with it, as the SDK's task group's do
-            self.served_here.cancel()
-        await super().terminate()
+        try:
+            await super().terminate()
+        finally:
+            # Its calls end with it, after its streams closed (their POSTs answered as the
+            # SDK answers them then), as the SDK's handlers end when its read loop does.
+            if self.served_here is not None:
+                self.served_here.cancel()
 
     async def _handle_get_request(self, request: Request, send: Send) -> None:
         store = self._event_store
