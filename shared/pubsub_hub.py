@@ -147,18 +147,25 @@ class PubSubHub:
             if self._reader is None or self._reader.done():
                 self._reader = loop.create_task(self._read(pubsub))
 
+    def _forget(self, channel: str, follower: Follower) -> bool:
+        """Take ``follower`` off ``channel``; True when it was the channel's last (the channel
+        is forgotten too)."""
+        followers = self._followers.get(channel)
+        if followers is None:
+            return False
+        followers.discard(follower)
+        if followers:
+            return False
+        del self._followers[channel]
+        return True
+
     def _drop(self, channel: str, follower: Follower) -> None:
         """``follower`` hears nothing more, at once; the channel's UNSUBSCRIBE, when it was the
         last follower, goes out from a task of its own: a waiting request answers its client
         first (the UNSUBSCRIBE was a socket write and Redis' wake-up on that path), and a
         cancelled follower leaves without awaiting anything."""
-        followers = self._followers.get(channel)
-        if followers is None:
+        if not self._forget(channel, follower):
             return
-        followers.discard(follower)
-        if followers:
-            return
-        del self._followers[channel]
         if self._pattern is not None:  # a pattern stays subscribed
             return
         task = asyncio.get_running_loop().create_task(self._unsubscribe(channel))
@@ -180,13 +187,8 @@ class PubSubHub:
     async def _leave_failed(self, channel: str, follower: Follower) -> None:
         """Drop ``follower`` whose subscribe failed (the lock held); the connection goes with
         the last channel: nothing to keep it for."""
-        followers = self._followers.get(channel)
-        if followers is None:
+        if not self._forget(channel, follower):
             return
-        followers.discard(follower)
-        if followers:
-            return
-        del self._followers[channel]
         pubsub = self._pubsub
         if pubsub is None or self._followers:
             return
