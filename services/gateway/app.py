@@ -240,15 +240,12 @@ def main() -> None:
     except ConfigError as exc:  # the identity or policy file: one line naming file, place, reason
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    from services.gateway.http_protocol import CoalescingHttpTools
-
     uvicorn.run(
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
         log_level=settings.log_level.lower(),
         log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
-        http=CoalescingHttpTools,  # a response's head and body in one write
     )
 
 

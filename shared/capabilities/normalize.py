@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 
 # Bump when the normalization rules change: every hash changes with it, so old rows
@@ -25,23 +24,12 @@ def normalize_code(code: str) -> str:
     return ast.unparse(tree)
 
 
-# Code up to this long has its hash remembered (``_remembered``): a direct call's one line is
-# hashed on every call (its cache key), and parsing and unparsing it is most of that.
-_REMEMBERED_CHARS = 2048
-
-
 def code_hash(code: str, language: str = "python") -> str:
     """sha256 hex of the normalized code: the capability key (unique per tenant).
 
     TypeScript is hashed as its text (line endings and trailing blanks evened out) under
     its own prefix: the same text in two languages is two capabilities, never one.
     """
-    if len(code) <= _REMEMBERED_CHARS:
-        return _remembered(code, language)
-    return _computed_hash(code, language)
-
-
-def _computed_hash(code: str, language: str) -> str:
     if language != "python":
         canonical = f"{language}:" + _even_lines(code)
     else:
@@ -53,9 +41,6 @@ def _computed_hash(code: str, language: str) -> str:
             canonical = "raw:" + _even_lines(code)
     payload = f"v{NORMALIZATION_VERSION}\n{canonical}"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-_remembered = functools.lru_cache(maxsize=1024)(_computed_hash)
 
 
 def _even_lines(code: str) -> str:

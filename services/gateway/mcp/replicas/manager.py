@@ -25,7 +25,6 @@ from services.gateway.mcp.replicas import quick_answers
 from services.gateway.mcp.replicas.calls import RESENT
 from services.gateway.mcp.replicas.events import RedisEventStore
 from services.gateway.mcp.replicas.registry import Registry, holder_of
-from services.gateway.mcp.replicas.served_here import TRANSPORT, Capture, ServedHere, plain
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.config import Settings
 
@@ -44,9 +43,8 @@ class PrimedTransport(StreamableHTTPServerTransport):
     """The SDK's transport, its GET stream primed too: the SDK gives a POST's stream a first
     event with an id and ``retry:``, and the GET stream none, so a client that lost it before
     any notification had no id to resume from; and a ``tools/call`` that ends within
-    ``json_within_s`` with nothing else to send answered as JSON (``quick_answers.py``), a
-    plain one run by its POST once the session's connection is known (``served_here.py``).
-    Hooks ``_handle_get_request``, ``_handle_post_request`` and ``terminate`` (mcp 2.3)."""
+    ``json_within_s`` with nothing else to send answered as JSON (``quick_answers.py``).
+    Hooks ``_handle_get_request`` and ``_handle_post_request`` (mcp 2.3)."""
 
     def __init__(
         self, *, event_store: RedisEventStore, json_within_s: float, **options: Any
@@ -54,13 +52,10 @@ class PrimedTransport(StreamableHTTPServerTransport):
         super().__init__(event_store=event_store, **options)
         self._events = event_store
         self._json_within_s = json_within_s
-        self.served_here: ServedHere | None = None  # set at the session's initialize
 
     async def _handle_post_request(
         self, scope: Scope, request: Request, receive: Receive, send: Send
     ) -> None:
-        if self.served_here is None:
-            scope[TRANSPORT] = self  # its initialize tells it the session's connection
         call = None
         # Not for a forwarded request: nothing sent yet is how its receiving replica knows
         # the owner died before it began (and serves it itself), so its stream opens at
@@ -75,22 +70,10 @@ class PrimedTransport(StreamableHTTPServerTransport):
             return
         if not await self._validate_request_headers(request, send):
             return
-        here = self.served_here
-        if here is not None and not (here.running and plain(call)):
-            here = None
         await quick_answers.answer(
-            self, self._events, call, window_s=self._json_within_s, here=here,
+            self, self._events, call, window_s=self._json_within_s,
             scope=scope, request=request, receive=receive, send=send,
         )  # fmt: skip
-
-    async def terminate(self) -> None:
-        try:
-            await super().terminate()
-        finally:
-            # Its calls end with it, after its streams closed (their POSTs answered as the
-            # SDK answers them then), as the SDK's handlers end when its read loop does.
-            if self.served_here is not None:
-                self.served_here.cancel()
 
     async def _handle_get_request(self, request: Request, send: Send) -> None:
         store = self._event_store
@@ -222,8 +205,6 @@ def session_manager(
     server: Server[Any], *, registry: Registry, settings: Settings
 ) -> ReplicatedSessionManager:
     """A streamable-HTTP session manager for ``server`` whose sessions every replica serves."""
-    if not any(isinstance(layer, Capture) for layer in server.middleware):
-        server.middleware.append(Capture(server))
     return ReplicatedSessionManager(
         server,
         registry=registry,

@@ -52,7 +52,6 @@ from starlette.types import Receive, Scope, Send
 if TYPE_CHECKING:
     from services.gateway.mcp.replicas.events import RedisEventStore
     from services.gateway.mcp.replicas.manager import PrimedTransport
-    from services.gateway.mcp.replicas.served_here import ServedHere
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +82,12 @@ async def answer(
     message: JSONRPCRequest,
     *,
     window_s: float,
-    here: ServedHere | None,
     scope: Scope,
     request: Request,
     receive: Receive,
     send: Send,
 ) -> None:
-    """Dispatch ``message`` (its headers already checked; ``here``: run it from this POST,
-    ``served_here.py``) and answer it as JSON or SSE."""
+    """Dispatch ``message`` (its headers already checked) and answer it as JSON or SSE."""
     writer = transport._read_stream_writer
     assert writer is not None  # connect() ran: the session manager serves only open sessions
     request_id = str(message.id)
@@ -100,11 +97,7 @@ async def answer(
     transport._request_streams[request_id] = streams
     reader = streams[1]
     store.defer(request_id)
-    session_message = transport._create_session_message(message, request, request_id, version)
-    if here is not None:
-        here.start(message, session_message.metadata, stream=streams[0], store=store)
-    else:
-        await writer.send(session_message)
+    await writer.send(transport._create_session_message(message, request, request_id, version))
     # The window is a timer, not a cancelled receive: anyio's receive drops an item handed
     # over as it is cancelled, and that item may be the answer the store did not keep.
     timer = asyncio.get_running_loop().call_later(
