@@ -14,7 +14,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
-from services.gateway.auth import principal_of_request
+from services.gateway.rest.deps import current_principal
 from shared.auth.principal import Principal
 from shared.broker import make_celery
 from shared.db import connect
@@ -60,7 +60,7 @@ def as_key(e2e: E2EStack) -> Iterator[Any]:
     (what the auth layer sets for an API key)."""
     current = {"principal": Principal(tenant_id="default")}
     app = create_app(e2e.settings)
-    app.dependency_overrides[principal_of_request] = lambda: current["principal"]
+    app.dependency_overrides[current_principal] = lambda: current["principal"]
     with TestClient(app) as client:
 
         def as_principal(principal: Principal) -> TestClient:
