@@ -30,8 +30,9 @@ from tests.stack import REPO, E2EStack, settings_env, stack_fixture, wait_until
 COUNTER = "return await mcp.cachetest.counter(key=args['k'])"
 
 
-# The cachetest server's tools are cached 300 s, except `short` (1 s).
-CACHETEST = {"cache": {"ttl_s": 300, "tools": {"short": {"ttl_s": 1}}}}
+# The cachetest server's tools are cached 300 s, except `short` (3 s: long enough for a loaded
+# machine to ask again before it expires, short enough to wait past).
+CACHETEST = {"cache": {"ttl_s": 300, "tools": {"short": {"ttl_s": 3}}}}
 NEVER = {"ttl_s": 0}
 
 
@@ -96,7 +97,7 @@ def test_tools_carry_their_annotations_and_overrides(stack: E2EStack) -> None:
     assert tools["files:read_text_file"]["annotations"]["readOnlyHint"] is True
     assert tools["files:write_file"]["annotations"]["readOnlyHint"] is False
     assert tools["clock:convert_time"]["cache_override"] == {"ttl_s": 0}
-    assert tools["cachetest:short"]["cache_override"] == {"ttl_s": 1}
+    assert tools["cachetest:short"]["cache_override"] == {"ttl_s": 3}
     assert tools["clock:get_current_time"]["cache_override"] == {}
     assert tools["example:add"]["annotations"] == {}
 
@@ -292,10 +293,10 @@ def test_entries_expire_and_the_beat_job_deletes_expired_rows(stack: E2EStack) -
     capability = _learn(stack, code, {"k": "t"}, "count calls of the short tool")
     assert _execute(stack, capability, {"k": "t"})["cache_hit"] is None
     assert _execute(stack, capability, {"k": "t"})["cache_hit"] == "capability"
-    time.sleep(1.5)  # the tool's TTL is 1 s: not a timed assertion, a wait past it
+    time.sleep(3.5)  # the tool's TTL is 3 s: not a timed assertion, a wait past it
     assert _run(stack, code, {"k": "t"})["cache_hit"] is None  # L1 expired
     assert _execute(stack, capability, {"k": "t"})["cache_hit"] is None  # L2 too
-    time.sleep(1.5)
+    time.sleep(3.5)
     with stack.db() as conn:
         client = redis.Redis.from_url(stack.settings.redis_url or "")
         removed = invalidate(conn, client, trigger=Trigger.TTL, scope="expired", expired=True)
