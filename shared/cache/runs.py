@@ -22,6 +22,7 @@ from shared.cache.policy import (
     ToolPolicy,
     decide,
     servers_of,
+    tool_cache,
     tool_policy,
     writable_servers,
     written_servers,
@@ -136,6 +137,17 @@ def capability_cache_config(conn: Conn, *, capability_id: Any) -> dict[str, Any]
         "SELECT cache_config FROM capabilities WHERE id = %s", (capability_id,)
     ).fetchone()
     return dict(found["cache_config"] or {}) if found else None
+
+
+def may_store(scope: Scope, *, settings: Settings) -> bool:
+    """Whether a run of ``scope``'s tools outside a capability could leave an entry: some tool
+    of it is cached by ``decide``'s rule (read-only, a TTL), and the level's TTL is not 0.
+    When none could, the run needs no lookup (no entry may answer it: an entry left before
+    the operator turned its tool's caching off is not served either) and no generations."""
+    if settings.cache_ttl_s <= 0:
+        return False
+    ttl = settings.cache_read_only_ttl_s
+    return any(tool_cache(p, read_only_ttl_s=ttl)["cached"] for p in scope.policies.values())
 
 
 def scope_servers(scope: Scope) -> list[str]:

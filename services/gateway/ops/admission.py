@@ -286,9 +286,12 @@ def admit_direct(
     read = Generations()  # the servers' generations, read with the entry: one round trip
     try:
         scope = cache_runs.scope_among(known, tools=request.tools)
-        hit = _from_cache(state, conn, request=request, principal=principal,
-                          timeout_s=timeout_s, capability_id=None, counters=counters,
-                          scope=scope, direct=True, generations=read)  # fmt: skip
+        if cache_runs.may_store(scope, settings=state.settings):
+            hit = _from_cache(state, conn, request=request, principal=principal,
+                              timeout_s=timeout_s, capability_id=None, counters=counters,
+                              scope=scope, direct=True, generations=read)  # fmt: skip
+        else:  # nothing it may leave in the cache: no lookup, no generations
+            hit, read.read = None, {}
         conn.commit()  # a hit's rows, before anyone hears of it
         cache = (
             None
@@ -333,12 +336,13 @@ async def admit_direct_on_loop(
     with span("admission"):
         timeout_s = validate_request(state, request)
         scope = cache_runs.scope_among(known, tools=request.tools)
-        looks = _looks_up(state, request, principal)
+        stored = cache_runs.may_store(scope, settings=state.settings)
+        looks = stored and _looks_up(state, request, principal)
         pipe = state.redis.pipeline(transaction=False)  # gathers the commands only
         member = str(uuid.uuid4()) if limits.limited(principal) else None
         if member is not None:
             pipe.execute_command(*limits.reserve_command(principal, timeout_s, member))
-        servers = cache_runs.scope_servers(scope)
+        servers = cache_runs.scope_servers(scope) if stored else []
         if looks:
             keys = entries.queue_entry_and_generations(
                 pipe, tenant_id=principal.tenant_id, digest=lookup_digest(request, scope),
@@ -347,7 +351,8 @@ async def admit_direct_on_loop(
         else:
             keys = entries.queue_generations(pipe, servers)
         try:
-            replies = await state.lines.send_queued(pipe)
+            # Nothing to ask (no rate limit, nothing it may leave in the cache): no round trip.
+            replies = await state.lines.send_queued(pipe) if pipe.command_stack else []
         except redis.RedisError as exc:
             if member is not None:  # its slot may be taken: not a second one
                 raise DependencyError(f"cannot check the key's rate limits: Redis: {exc}") from exc

@@ -17,6 +17,8 @@ from shared.cache.policy import (
     writable_servers,
     written_servers,
 )
+from shared.cache.runs import Scope, may_store
+from shared.config import Settings
 
 READ = ToolPolicy(read_only=True, ttl_s=60)
 POLICIES = {
@@ -177,3 +179,21 @@ def test_the_agentcards_block_merges_server_and_tool_settings() -> None:
 def test_bad_keys_and_values_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         AgentcardsBlock.model_validate(bad)
+
+
+@pytest.mark.parametrize("read_only_ttl_s", [0, 45])
+@pytest.mark.parametrize("level_ttl_s", [0, 300])
+def test_a_direct_call_skips_the_lookup_only_when_no_run_of_its_tool_could_be_cached(
+    read_only_ttl_s: int, level_ttl_s: int
+) -> None:
+    # may_store decides whether a direct call reads the cache and the generations at all;
+    # it must say "could be stored" for every tool whose one successful call decide caches.
+    settings = Settings(cache_ttl_s=level_ttl_s, cache_read_only_ttl_s=read_only_ttl_s)
+    for tool, policy in POLICIES.items():
+        scope = Scope(policies={tool: policy}, digest="d")
+        cached = decide(status="succeeded", stdout_truncated=False, calls=[Call(tool, True)],
+                        policies=POLICIES, default_ttl_s=level_ttl_s,
+                        read_only_ttl_s=read_only_ttl_s).cacheable  # fmt: skip
+        assert may_store(scope, settings=settings) is cached, (tool, policy)
+    # An unknown tool (no row): no entry may answer it.
+    assert not may_store(Scope(policies={}, digest="d"), settings=settings)
