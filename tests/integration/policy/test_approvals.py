@@ -676,9 +676,13 @@ def test_a_run_whose_worker_dies_while_it_waits_runs_the_call_once_or_closes_it(
     (lost_pending,) = paused(stack, payer, lost_id)["pending_approvals"]
     assert _inbox_entry(stack, boss, 32)["call_id"] == lost_pending["call_id"]
     client = redis.Redis.from_url(stack.settings.redis_url or "")
-    beats = read_sandbox_beats(client)
-    pids = [int(b.worker.rsplit(":", 1)[1]) for b in beats if b.busy in (run_id, lost_id)]
-    assert len(pids) == 2
+
+    def running() -> list[int]:  # a process's new run rides its next beat (within ~1 s)
+        beats = read_sandbox_beats(client)
+        return [int(b.worker.rsplit(":", 1)[1]) for b in beats if b.busy in (run_id, lost_id)]
+
+    wait_until(lambda: len(running()) == 2, what="both paused runs' processes", timeout_s=10)
+    pids = running()
     assert set(pids) <= {c.pid for c in psutil.Process(stack.procs["sandbox"].proc.pid).children()}
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
