@@ -8,7 +8,9 @@ FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
 (over stdio for the floor). Measured:
 
 - ``sequential``: one session per path, one call at a time, the paths alternating call by
-  call (load drifts hit every path alike): the server over stdio (``floor``), the FastMCP
+  call (load drifts hit every path alike), in a new order each round
+  (``deploy/bench/order.py``: in a fixed order ``/mcp/servers/time`` always came right after
+  the FastMCP proxy's call, and paid for what that process did after answering): the server over stdio (``floor``), the FastMCP
   proxy (``fastmcp run`` on an ``mcpServers`` file), ``/mcp/servers/time``,
   ``/mcp/servers`` and ``/mcp`` in direct mode, with an API key and the privacy layer on
   (the defaults: tokenise); and ``/mcp/servers/time`` by a client that declared MCP Tasks
@@ -32,6 +34,7 @@ import contextlib
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +50,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from deploy.bench.e2e import WARMUP, _stats, wait_synced
+from deploy.bench import order
+from deploy.bench.e2e import ORDER_SEED, WARMUP, _stats, wait_synced
 from deploy.launcher.harness import temporary_stack
 from shared.auth.store import issue_key
 from shared.db import connect
@@ -120,12 +124,18 @@ async def _measure(
             for path, session in sessions.items()
         }  # fmt: skip
         samples: dict[str, list[float]] = {path: [] for path in calls}
-        for i in range(WARMUP + n):
-            for path, call in calls.items():
+        after: dict[str, dict[str, list[float]]] = {path: {} for path in calls}
+        previous = None
+        for i, paths in enumerate(order.rounds(list(calls), WARMUP + n, seed=ORDER_SEED)):
+            for path in paths:  # a new order each round: each path follows each other as often
                 started = time.perf_counter()
-                await call()
+                await calls[path]()
+                ms = (time.perf_counter() - started) * 1000
                 if i >= WARMUP:
-                    samples[path].append((time.perf_counter() - started) * 1000)
+                    samples[path].append(ms)
+                    if previous is not None:
+                        after[path].setdefault(previous, []).append(ms)
+                previous = path
     sequential = {path: _stats(values) for path, values in samples.items()}
     floor, proxy_p50 = sequential["floor"]["p50"], sequential["fastmcp"]["p50"]
     ours = sequential["servers_time"]
@@ -153,6 +163,11 @@ async def _measure(
         },
         "overhead_over_floor_ms": {
             path: round(stats["p50"] - floor, 2) for path, stats in sequential.items()
+        },
+        # Each path's p50 by the path sampled just before it (what the one before left behind).
+        "after_ms": {
+            path: {before: round(statistics.median(v), 2) for before, v in sorted(by.items())}
+            for path, by in after.items()
         },
         "concurrent": {
             "sessions": SESSIONS,

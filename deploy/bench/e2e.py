@@ -25,9 +25,7 @@ ratio, each side beside its own Celery floor.
 from __future__ import annotations
 
 import gc
-import itertools
 import os
-import random
 import statistics
 import tempfile
 import time
@@ -45,6 +43,7 @@ from celery import Celery
 from deploy.bench.echo_server import write_config
 from deploy.bench.floor import parts as floor_parts
 from deploy.bench.held import checkout, held_stack
+from deploy.bench import order
 from deploy.bench.load_phases import phase_breakdown
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
@@ -184,7 +183,7 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
     request at a time, every kind and side in turn (the sides' order flipped every round).
 
-    The kinds come in a new order each round (``_orders``: the same for every side and
+    The kinds come in a new order each round (``deploy/bench/order.py``: the same for every side and
     checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
     its task events), and in a fixed order one kind always paid for the kind before it.
     ``after_ms`` gives each run kind's p50 by the kind sampled just before it on its side.
@@ -195,7 +194,7 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
     after: list[dict[str, dict[str, list[float]]]] = [{} for _ in sides]
     previous: list[str | None] = [None for _ in sides]
-    rounds = _orders(n)
+    rounds = order.rounds(KINDS, n, seed=ORDER_SEED)
     loads = []
     for i, kinds in enumerate(rounds):
         order = list(enumerate(sides))
@@ -257,18 +256,6 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def _orders(n: int) -> list[tuple[str, ...]]:
-    """The kinds' order in each of ``n`` rounds: every permutation once in each block of six,
-    blocks shuffled (seeded), so each kind follows each other kind about as often."""
-    shuffle = random.Random(ORDER_SEED)
-    out: list[tuple[str, ...]] = []
-    while len(out) < n:
-        block = list(itertools.permutations(KINDS))
-        shuffle.shuffle(block)
-        out.extend(block)
-    return out[:n]
 
 
 def _throughput(side: Side, *, n: int, workers: int) -> float:
