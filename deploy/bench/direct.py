@@ -50,8 +50,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from deploy.bench import order
 from deploy.bench.e2e import ORDER_SEED, WARMUP, _stats, wait_synced
+from deploy.bench.order import rounds
 from deploy.launcher.harness import temporary_stack
 from shared.auth.store import issue_key
 from shared.db import connect
@@ -126,7 +126,7 @@ async def _measure(
         samples: dict[str, list[float]] = {path: [] for path in calls}
         after: dict[str, dict[str, list[float]]] = {path: {} for path in calls}
         previous = None
-        for i, paths in enumerate(order.rounds(list(calls), WARMUP + n, seed=ORDER_SEED)):
+        for i, paths in enumerate(rounds(list(calls), WARMUP + n, seed=ORDER_SEED)):
             for path in paths:  # a new order each round: each path follows each other as often
                 started = time.perf_counter()
                 await calls[path]()

@@ -43,8 +43,8 @@ from celery import Celery
 from deploy.bench.echo_server import write_config
 from deploy.bench.floor import parts as floor_parts
 from deploy.bench.held import checkout, held_stack
-from deploy.bench import order
 from deploy.bench.load_phases import phase_breakdown
+from deploy.bench.order import rounds as kinds_in_rounds
 from deploy.launcher.harness import StackHandle, temporary_stack
 from shared.broker import make_celery
 from shared.config import Settings
@@ -183,8 +183,8 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     """For each side: ``n`` runs with a tool call, ``n`` without, ``n`` Celery no-ops, one
     request at a time, every kind and side in turn (the sides' order flipped every round).
 
-    The kinds come in a new order each round (``deploy/bench/order.py``: the same for every side and
-    checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
+    The kinds come in a new order each round (``deploy/bench/order.py``: the same for every
+    side and checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
     its task events), and in a fixed order one kind always paid for the kind before it.
     ``after_ms`` gives each run kind's p50 by the kind sampled just before it on its side.
     """
@@ -194,7 +194,7 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     samples: list[dict[str, list[Any]]] = [{"tool": [], "no_tool": [], "noop": []} for _ in sides]
     after: list[dict[str, dict[str, list[float]]]] = [{} for _ in sides]
     previous: list[str | None] = [None for _ in sides]
-    rounds = order.rounds(KINDS, n, seed=ORDER_SEED)
+    rounds = kinds_in_rounds(KINDS, n, seed=ORDER_SEED)
     loads = []
     for i, kinds in enumerate(rounds):
         order = list(enumerate(sides))
