@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from itertools import pairwise
 
-from deploy.bench.e2e import KINDS, _orders
+from deploy.bench.e2e import KINDS, ORDER_SEED
+from deploy.bench.order import rounds as kinds_in_rounds
+
+
+def _orders(n: int) -> list[tuple[str, ...]]:
+    return kinds_in_rounds(KINDS, n, seed=ORDER_SEED)
 
 
 def test_each_kind_follows_each_other_kind_about_as_often() -> None:

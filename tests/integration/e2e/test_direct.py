@@ -18,6 +18,7 @@ import pytest
 from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
@@ -32,6 +33,7 @@ from tests.integration.mcp_servers import (
     time_server,
 )
 from tests.integration.pii_server import PLANTED
+from tests.integration.scale.test_gateway_replicas import INIT
 from tests.stack import REPO, E2EStack, each_event, stack_fixture
 
 # A call answered within this with nothing else to send is plain JSON (the default's 100 ms, made
@@ -469,6 +471,48 @@ async def test_a_cancelled_direct_call_stops_its_execution(
             ).fetchone()
 
     assert _wait(ended, "the slow call's execution to end", timeout_s=30)["status"] == "cancelled"
+
+
+async def test_a_call_cancelled_inside_the_json_window_ends_as_an_sse_event(
+    e2e: E2EStack, keys: dict[str, dict[str, str]]
+) -> None:
+    """A call cancelled while its answer could still go back as JSON (the window is 10 s
+    here) ends its POST as the SDK ends it after the window: an SSE event, REQUEST_CANCELLED.
+    A JSON body instead reached the SDK's client after it had closed its session (it had
+    abandoned the request) and failed its transport's task group."""
+    url = f"{e2e.gateway_url}/mcp/servers/example"
+    accept = {"accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(headers=keys["full"] | accept, timeout=30) as http:
+        opened = await http.post(url, json=INIT)
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(url, json=initialized, headers=session)).status_code == 202
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"seconds": 60}}}  # fmt: skip
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 7, "reason": "changed my mind"}}  # fmt: skip
+        answered: list[httpx.Response] = []
+
+        async def post_call() -> None:
+            answered.append(await http.post(url, json=call, headers=session))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(post_call)
+                await anyio.sleep(1)  # it runs
+                assert (await http.post(url, json=cancel, headers=session)).status_code == 202
+        await http.delete(url, headers=session)
+    (answer,) = answered
+    assert answer.headers["content-type"].startswith("text/event-stream"), answer.headers
+    data = [
+        json.loads(line[len("data:") :])
+        for line in answer.text.splitlines()
+        if line.startswith("data:") and line[len("data:") :].strip()
+    ]
+    assert data[-1]["id"] == 7 and data[-1]["error"]["code"] == REQUEST_CANCELLED, data
 
 
 async def test_prompts_and_completions_are_the_server_s_own(

@@ -31,6 +31,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.streamable_http import (
     CONTENT_TYPE_SSE,
     MCP_SESSION_ID_HEADER,
+    REQUEST_CANCELLED,
     EventMessage,
 )
 from mcp.server.streamable_http import SSEEvent as SSEEvent
@@ -128,11 +129,20 @@ async def answer(
         first is not None
         and not first.event_id  # not stored: the window's answer
         and isinstance(first.message, JSONRPCResponse | JSONRPCError)
+        and not _cancelled(first.message)
     ):
         await transport._clean_up_memory_streams(request_id)
         await transport._create_json_response(first.message)(scope, receive, send)
         return
     await _stream(transport, request_id, version, first, reader, scope, receive, send)
+
+
+def _cancelled(message: JSONRPCResponse | JSONRPCError) -> bool:
+    """The end the SDK gives a request its client cancelled (``REQUEST_CANCELLED``): not an
+    answer anyone waits for. It ends the POST's stream as the SDK ends it after the window,
+    as an SSE event: the SDK's client drops an event of a request it abandoned, but a JSON
+    body that reaches it after its session closed fails its transport's task group."""
+    return isinstance(message, JSONRPCError) and message.error.code == REQUEST_CANCELLED
 
 
 def _end_window(
