@@ -42,8 +42,12 @@ class VersionedCache(Generic[T]):
     def held(self, conn: psycopg.AsyncConnection[Any], *, version: Any) -> T | None:
         """The data of ``conn``'s database as of ``version`` when it is held already (None:
         ``get`` would load it): for a caller on the event loop, which cannot load."""
+        return self.held_at(database_key(conn), version=version)
+
+    def held_at(self, key: str, *, version: Any) -> T | None:
+        """``held`` for the database ``key`` names (``shared.db.database_key``)."""
         with self._lock:
-            cached = self._by_db.get(database_key(conn))
+            cached = self._by_db.get(key)
         return cached[1] if cached is not None and cached[0] == version else None
 
     def current(self, conn: psycopg.Connection[Any], *, version: Any) -> bool:

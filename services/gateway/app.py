@@ -104,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 group.start_soon(skill_changes.relay, lambda: holder["state"])
                 group.start_soon(follow_reloads, state.aredis, state.policy)
                 group.start_soon(registry.heartbeat)
+                group.start_soon(state.tools_watch.run)
                 group.start_soon(serve_inbox, registry, app, group)
                 yield
                 state.stopping = True

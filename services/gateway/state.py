@@ -25,6 +25,7 @@ from shared.policy.engine import PolicyEngine
 from shared.pubsub_hub import PubSubHub
 from shared.rpc.client import RpcClient
 from shared.rpc.wire import Lines
+from shared.tools.watch import ToolsWatch
 
 # A request waits at most this long for a pooled Postgres connection (then 503); when the
 # probe (services.gateway.outage) marks Postgres down, waiting requests stop at once.
@@ -70,9 +71,13 @@ class GatewayState:
     # A few async connections for a hot path's one short read on the event loop (a direct
     # call's tools version: ops/db.on_loop), opened at its first use.
     apool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+    # The tools' version as last heard (shared/tools/watch.py): a direct call then reads
+    # none. Listening only where something runs it (the HTTP app's lifespan); else silent.
+    tools_watch: ToolsWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.event_hub = PubSubHub(self.aredis)
+        self.tools_watch = ToolsWatch(self.settings.require_urls()[0])
 
     @classmethod
     def open(cls, settings: Settings, *, policy: PolicyEngine | None = None) -> GatewayState:

@@ -109,6 +109,14 @@ def tools_held(
     return None if rows is None or awaiting is None else (rows, awaiting)
 
 
+def tools_held_at(key: str, *, version: Any) -> tuple[list[Row], frozenset[str]] | None:
+    """``tools_held`` for the database ``key`` names, at a version heard rather than read
+    (``shared.tools.watch``)."""
+    rows = _RUN_TOOLS.held_at(key, version=version)
+    awaiting = _AWAITING.held_at(key, version=version)
+    return None if rows is None or awaiting is None else (rows, awaiting)
+
+
 def tools_version(conn: Conn) -> Any:
     """The tools' version now (None if unknown: ``run_tools_at`` then reads)."""
     found = conn.execute(TOOLS_VERSION_SQL).fetchone()

@@ -46,6 +46,7 @@ from shared.tools.store import (
     configured,
     run_tools_at,
     tools_held,
+    tools_held_at,
     tools_version,
 )
 
@@ -384,21 +385,36 @@ async def _found_on_loop(
     naming: ToolNaming,
     reserved: Collection[str],
 ) -> tuple[DirectTool, ExecutionRequest | None, Any] | None:
-    """``find_and_admit``'s find and admission without a thread hop: the tools' version read
-    on the event loop (``on_loop``), their rows as this process holds them for it, then
-    ``admit_direct_on_loop``. None when any of it needs a thread (the version moved, no
+    """``find_and_admit``'s find and admission without a thread hop: the tools' rows as this
+    process holds them for the version its watch heard last (``state.tools_watch``), else for
+    the version read on the event loop (``on_loop``), then ``admit_direct_on_loop``. A tool
+    not among the heard version's rows is looked for again after a read (added since, its
+    notification not read yet). None when any of it needs a thread (the version moved, no
     connection free, a rate limit, a policy, a cached entry): nothing was taken or sent."""
+
+    def find(tools: tuple[list[Any], frozenset[str]]) -> DirectTool:
+        return _found(configured(tools[0]), principal=principal, server=server, name=name,
+                      naming=naming, reserved=reserved, awaiting=tools[1])  # fmt: skip
 
     async def held(conn: psycopg.AsyncConnection[Any]) -> tuple[list[Any], frozenset[str]] | None:
         found = await (await conn.execute(TOOLS_VERSION_SQL)).fetchone()
         return None if found is None else tools_held(conn, version=found[0])
 
-    tools = await on_loop(state, held)
+    heard = state.tools_watch.heard
+    tools = None if heard is None else tools_held_at(heard[0], version=heard[1])
+    tool = None
+    if tools is not None:
+        try:
+            tool = find(tools)
+        except NotFound:
+            tools = None
     if tools is None:
-        return None
-    known, awaiting = tools
-    tool = _found(configured(known), principal=principal, server=server, name=name,
-                  naming=naming, reserved=reserved, awaiting=awaiting)  # fmt: skip
+        tools = await on_loop(state, held)
+        if tools is None:
+            return None
+        tool = find(tools)
+    assert tool is not None
+    known = tools[0]
     try:
         request = direct_request(tool, arguments)
         admission = await admit_direct_on_loop(

@@ -5,6 +5,8 @@ change, and a sync that rewrites unchanged tools keeps it (the copy stays useful
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,7 @@ from shared.cache.runs import load_scope
 from shared.db import connect
 from shared.executions.store import claim_execution
 from shared.tools.store import run_tools, run_tools_at, tools_version, upsert_tool
+from shared.tools.watch import APPLICATION_NAME, RETRY_S, ToolsWatch
 
 pytestmark = pytest.mark.integration
 
@@ -103,3 +106,52 @@ def test_the_claim_reads_the_current_version(pg_url: str) -> None:
         assert found is not None
         row = claim_execution(conn, execution_id=found["id"], worker="w")
         assert row is not None and row["tools_version"] == tools_version(conn)
+
+
+async def _until(predicate: Callable[[], bool], *, what: str, timeout_s: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        await asyncio.sleep(0.01)
+
+
+async def test_the_watch_hears_every_change_and_says_nothing_while_it_cannot(
+    pg_url: str,
+) -> None:
+    """A gateway finds a direct call's tool under the version its watch heard (no read per
+    call): every change must reach the watch, and while its connection is down it must say
+    nothing (the caller then reads the version) rather than the version it heard last."""
+    _seed(pg_url)
+    watch = ToolsWatch(pg_url)
+    listening = asyncio.create_task(watch.run())
+
+    def current() -> Any:
+        with connect(pg_url) as conn:
+            return tools_version(conn)
+
+    def heard(version: Any) -> Callable[[], bool]:
+        return lambda: watch.heard is not None and watch.heard[1] == version
+
+    try:
+        await _until(heard(current()), what="the watch hears the version", timeout_s=10)
+        for name, change in CHANGES.items():
+            with connect(pg_url) as conn:
+                change(conn)
+                conn.commit()
+            await _until(heard(current()), what=f"the watch hears: {name}", timeout_s=5)
+        with connect(pg_url) as conn:  # its connection dies (say Postgres restarted)
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (APPLICATION_NAME,),
+            )
+            _tool(conn, "after", description="added while nobody listened")
+            conn.commit()
+        await _until(lambda: watch.heard is None, what="the watch falls silent", timeout_s=5)
+        # Listening again, it reads the version that moved while it could not hear.
+        await _until(heard(current()), what="the watch hears again", timeout_s=RETRY_S + 10)
+    finally:
+        listening.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
