@@ -143,7 +143,7 @@ async def test_the_watch_hears_every_change_and_says_nothing_while_it_cannot(
         with connect(pg_url) as conn:  # its connection dies (say Postgres restarted)
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s",
+                "WHERE application_name = %s AND datname = current_database()",
                 (APPLICATION_NAME,),
             )
             _tool(conn, "after", description="added while nobody listened")
