@@ -184,8 +184,8 @@ def _latency(sides: list[Side], *, n: int) -> list[dict[str, Any]]:
     request at a time, every kind and side in turn (the sides' order flipped every round).
 
     The kinds come in a new order each round (``deploy/bench/order.py``: the same for every
-    side and checkout): a run leaves work behind it (its learning ingestion, the next sandbox child,
-    its task events), and in a fixed order one kind always paid for the kind before it.
+    side and checkout): a run leaves work behind it (its learning ingestion, the next sandbox
+    child, its task events), and in a fixed order one kind always paid for the kind before it.
     ``after_ms`` gives each run kind's p50 by the kind sampled just before it on its side.
     """
     for side in sides:

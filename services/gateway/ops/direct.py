@@ -14,6 +14,7 @@ the tool it called before: learning adds that sequence to the tool graph
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections import Counter
 from collections.abc import Collection, Iterable
@@ -400,21 +401,17 @@ async def _found_on_loop(
         found = await (await conn.execute(TOOLS_VERSION_SQL)).fetchone()
         return None if found is None else tools_held(conn, version=found[0])
 
-    heard = state.tools_watch.heard
-    tools = None if heard is None else tools_held_at(heard[0], version=heard[1])
-    tool = None
-    if tools is not None:
-        try:
-            tool = find(tools)
-        except NotFound:
-            tools = None
-    if tools is None:
+    async def found() -> tuple[DirectTool, list[Any]] | None:
+        heard = state.tools_watch.heard
+        if heard is not None and (tools := tools_held_at(heard[0], version=heard[1])):
+            with contextlib.suppress(NotFound):  # else read: added since, perhaps
+                return find(tools), tools[0]
         tools = await on_loop(state, held)
-        if tools is None:
-            return None
-        tool = find(tools)
-    assert tool is not None
-    known = tools[0]
+        return None if tools is None else (find(tools), tools[0])
+
+    if (tool_and_rows := await found()) is None:
+        return None
+    tool, known = tool_and_rows
     try:
         request = direct_request(tool, arguments)
         admission = await admit_direct_on_loop(
