@@ -157,6 +157,8 @@ def find(text: str, kinds: frozenset[Kind] = ALL_KINDS, *, region: str = "US") -
     regular expression call over megabytes would hold the GIL for seconds, and the worker's
     liveness heartbeat (a thread) would miss its beat.
     """
+    if len(text) <= CLEAN_MAX_CHARS:
+        return _find_short(text, kinds, region)
     if len(text) <= WINDOW + CONTEXT:
         return _find(text, kinds, region)
     spans: list[Span] = []
@@ -172,6 +174,26 @@ def find(text: str, kinds: frozenset[Kind] = ALL_KINDS, *, region: str = "US") -
 
 WINDOW = 32 * 1024
 CONTEXT = 4 * 1024  # longer than a value we detect (a 4096-bit RSA key in PEM is ~3.3 KB)
+
+# Short strings found clean are remembered, process-wide (at most ``CLEAN_KEPT``, all
+# forgotten when full): a tool's results and a run's trace repeat the same keys, names and
+# ids call after call, each scanned by every detector (2-7 µs apiece, ~0.1 ms of a direct
+# call). Only clean strings are kept: a detected value is never held past its call.
+CLEAN_MAX_CHARS = 256
+CLEAN_KEPT = 8192
+_clean: dict[tuple[str, frozenset[Kind], str], None] = {}
+
+
+def _find_short(text: str, kinds: frozenset[Kind], region: str) -> list[Span]:
+    key = (text, kinds, region)
+    if key in _clean:
+        return []
+    spans = _find(text, kinds, region)
+    if not spans:
+        if len(_clean) >= CLEAN_KEPT:
+            _clean.clear()
+        _clean[key] = None
+    return spans
 
 
 def _find(text: str, kinds: frozenset[Kind], region: str) -> list[Span]:

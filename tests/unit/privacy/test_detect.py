@@ -151,3 +151,29 @@ def test_a_long_text_is_read_in_windows_without_losing_values_at_their_edges() -
     text = "".join(pieces)
     assert len(text) > 10 * WINDOW
     assert [(s.start, text[s.start : s.end]) for s in find(text)] == expected
+
+
+def test_a_short_string_read_again_gets_the_same_answer_and_no_value_is_kept() -> None:
+    """Clean short strings are remembered across calls (a trace repeats its keys and ids);
+    a value that was found is found again every time, and never kept in memory."""
+    from shared.privacy import detect
+
+    for kind, text, value in FOUND:
+        first, again = find(text, ALL_KINDS), find(text, ALL_KINDS)
+        assert first == again and any(text[s.start : s.end] == value for s in again), kind
+        assert not any(value in key[0] for key in detect._clean), kind
+    for text in LOOKALIKES:
+        assert find(text, ALL_KINDS) == find(text, ALL_KINDS) == []
+    # Narrowed kinds are their own question: a string clean of e-mails may hold a card.
+    card = "card 4111 1111 1111 1111"
+    assert find(card, frozenset({Kind.EMAIL})) == []
+    assert [s.kind for s in find(card, ALL_KINDS)] == [Kind.CARD]
+
+
+def test_the_memory_of_clean_strings_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.privacy import detect
+
+    monkeypatch.setattr(detect, "CLEAN_KEPT", 10)
+    for i in range(25):
+        assert find(f"plain word {i}", ALL_KINDS) == []
+        assert len(detect._clean) <= 10
