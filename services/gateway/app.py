@@ -60,6 +60,7 @@ from shared.inputs import body_bytes_cap
 from shared.logs import configure_logging
 from shared.policy.engine import PolicyEngine
 from shared.policy.reload import follow_reloads
+from shared.runtime import name_async_library
 from shared.telemetry import enabled as tracing_enabled
 from shared.telemetry import instrument_celery
 from shared.telemetry import setup as setup_tracing
@@ -241,6 +242,7 @@ def main() -> None:
     except ConfigError as exc:  # the identity or policy file: one line naming file, place, reason
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    name_async_library()  # uvicorn's loop and tasks inherit it
     uvicorn.run(
         app,
         host=settings.gateway_host,

@@ -71,6 +71,7 @@ from shared.rpc.heartbeat import (
     toolhost_key,
 )
 from shared.rpc.protocol import RpcRequest
+from shared.runtime import freeze_long_lived, name_async_library
 from shared.server_states import ServerState
 from shared.tools.apps import tool_apps_meta
 from shared.tools.servers import (
@@ -638,23 +639,13 @@ def main() -> None:
         sys.exit(2)
     # uvloop (uvicorn's, as the gateway runs on): a tenth less CPU per call than asyncio's own
     # loop, in the Redis round trips and the stdio pipes of every call.
-    _name_async_library()
+    name_async_library()
+    freeze_long_lived("toolhost")  # its imports stay: no full collection walks them again
     with (
         contextlib.suppress(KeyboardInterrupt),
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
         runner.run(_run(settings=settings, servers=servers, policy=policy))
-
-
-def _name_async_library() -> None:
-    """Name the async library once, as ``anyio.run`` does: anyio, under the MCP SDK, asks
-    sniffio on every stream operation, whose search without the name costs a few % of a
-    call. (Without sniffio installed, anyio asks asyncio directly: nothing to name.)"""
-    try:
-        import sniffio
-    except ImportError:
-        return
-    sniffio.current_async_library_cvar.set("asyncio")
 
 
 async def _run(

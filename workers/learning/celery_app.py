@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import sys
 import threading
 from typing import Any
@@ -14,6 +13,7 @@ from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
 from shared.db import check_database_model
 from shared.offline import go_offline
+from shared.runtime import freeze_long_lived
 from shared.telemetry import instrument_celery, setup
 from workers.learning.schedule import BEAT_SCHEDULE
 
@@ -51,6 +51,8 @@ class StoredModelCheck(bootsteps.Step):
 
 
 app.steps["worker"].add(StoredModelCheck)
+# The main process's imports (pool processes fork from it, then freeze what they add).
+freeze_long_lived("learning worker")
 
 
 @worker_process_init.connect
@@ -65,12 +67,13 @@ def _warm_embedder(**_: Any) -> None:
     from workers.learning import clients
 
     if get_settings().embeddings_from != "self":
+        freeze_long_lived("learning worker")  # its imports: out of the collector's reach
         return
 
     def warm_up() -> None:
         clients.embedder().embed(["warm-up"])
         # The model and its libraries are ~1M long-lived objects; left in the collected
         # generations, every full collection walks them all (measured: 20 % of a batch).
-        gc.freeze()
+        freeze_long_lived("learning worker")
 
     threading.Thread(target=warm_up, daemon=True).start()

@@ -12,6 +12,7 @@ from shared.celery_events import BatchedTaskEvents
 from shared.config import get_settings
 from shared.logs import bind
 from shared.queues import TaskName
+from shared.runtime import freeze_long_lived
 from shared.telemetry import instrument_celery, setup
 from workers.sandbox.parking import Parking
 
@@ -25,6 +26,8 @@ app.conf.include = ["workers.sandbox.tasks"]
 app.steps["consumer"].add(Parking)
 # Flower's task events leave in one message per 0.2 s, not one per event (celery_events.py).
 app.steps["consumer"].add(BatchedTaskEvents)
+# The main process's imports (pool processes fork from it, then freeze what they add).
+freeze_long_lived("sandbox worker")
 
 
 @worker_process_init.connect
@@ -33,6 +36,12 @@ def _start_heartbeat(**_: Any) -> None:
     from workers.sandbox import clients
 
     clients.heartbeat()
+
+
+@worker_process_init.connect
+def _freeze_imports(**_: Any) -> None:
+    """What a pool process starts with lives as long as it: out of the collector's reach."""
+    freeze_long_lived("sandbox worker")
 
 
 @worker_process_shutdown.connect

@@ -20,6 +20,7 @@ from shared.auth.principal import Principal
 from shared.config import DEFAULT_TENANT
 from shared.db import autocommit
 from shared.embeddings import Embedder, get_embedder
+from shared.runtime import freeze_long_lived
 from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 from shared.tools.declarations import with_declarations
 from shared.tools.returns import returns_line
@@ -78,6 +79,7 @@ def warm_up(state: GatewayState) -> None:
         return
     except Exception as exc:  # the first search loads instead
         log.warning("search warm-up stopped: %s", exc)
+    freeze_long_lived("gateway")  # the model stays: no full collection walks it again
 
 
 async def ranked_tools(
