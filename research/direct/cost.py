@@ -10,7 +10,10 @@ stack does in an idle window of the same length: CPU-seconds per call of each pr
 toolhost's stdio servers also apart, as ``toolhost's servers``), Redis
 commands per call by name (``INFO commandstats``), and Postgres transactions and rows per
 call (``pg_stat_database``). CPU time is what a process spent, whatever else runs on the
-machine; wall times here are not the point. Prints JSON.
+machine; wall times here are not the point. Then the same calls through the FastMCP proxy
+(``bench direct``'s, on its own time server), its process's CPU per call beside ours (the
+gateway, the toolhost without its server, Redis and Postgres), idle not subtracted (it has
+no background work). Prints JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -29,7 +33,7 @@ from typing import Any
 import psutil
 import redis
 
-from deploy.bench.direct import ARGS, TOOL, _http_session
+from deploy.bench.direct import ARGS, TOOL, _http_session, _write_config, fastmcp_proxy, venv_python
 from deploy.launcher.harness import StackHandle
 from research.direct.stack import time_stack
 from shared.db import connect
@@ -163,6 +167,9 @@ def main(n: int = 300, sessions_n: int = 1) -> dict[str, Any]:
     }
     cmds = {k: v for k, v in sorted(cmds.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.05}
     pg = {k: round((v - idle["pg"][k] * scale) / n, 2) for k, v in busy["pg"].items()}
+    proxy = _proxy_cost(n, sessions_n)
+    ours_own = cpu["gateway"] + cpu["toolhost"] - cpu.get("toolhost's servers", 0.0)
+    ours_own += cpu.get("redis", 0.0) + cpu.get("postgres", 0.0)
     return {
         "n": n,
         "sessions": sessions_n,
@@ -173,7 +180,50 @@ def main(n: int = 300, sessions_n: int = 1) -> dict[str, Any]:
         "redis_by_command": cmds,
         "pg_per_call": pg,
         "idle_cpu_ms_per_s": {k: round(v / idle["s"] * 1000, 1) for k, v in idle["cpu"].items()},
+        "fastmcp_proxy_cpu_ms_per_call": proxy,
+        "ours_without_servers_over_proxy_cpu": round(ours_own / proxy["proxy"], 2),
     }
+
+
+def _proxy_cost(n: int, sessions_n: int) -> dict[str, float]:
+    """CPU-ms per call of the FastMCP proxy's process and of its time server, over ``n``
+    calls by ``sessions_n`` sessions (after the same warm-up)."""
+    with tempfile.TemporaryDirectory(prefix="agentcards-cost-") as tmp:
+        config = _write_config(Path(tmp) / "mcp.json", venv_python(), only_time=True)
+        with fastmcp_proxy(config) as url:
+            port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+            (pid,) = {c.pid for c in psutil.net_connections("tcp")
+                      if c.laddr and c.laddr.port == port and c.status == "LISTEN"}  # fmt: skip
+            proxy = psutil.Process(pid)
+
+            def used() -> tuple[float, float]:
+                own = proxy.cpu_times()
+                server = sum(sum(c.cpu_times()[:2]) for c in proxy.children(recursive=True))
+                return own.user + own.system, server
+
+            async def calls() -> tuple[float, float]:
+                async with contextlib.AsyncExitStack() as stack:
+                    sessions = [
+                        await stack.enter_async_context(_http_session(url, {}))
+                        for _ in range(sessions_n)
+                    ]
+                    for session in sessions:
+                        for _ in range(WARMUP // sessions_n + 1):
+                            await session.call_tool(TOOL, ARGS)
+                    before, left = used(), n
+
+                    async def loop(session: Any) -> None:
+                        nonlocal left
+                        while left > 0:
+                            left -= 1
+                            await session.call_tool(TOOL, ARGS)
+
+                    await asyncio.gather(*(loop(s) for s in sessions))
+                    after = used()
+                    return after[0] - before[0], after[1] - before[1]
+
+            own, server = asyncio.run(calls())
+    return {"proxy": round(own / n * 1000, 2), "proxy's server": round(server / n * 1000, 2)}
 
 
 _busy_before: dict[str, Any] = {}
