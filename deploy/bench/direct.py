@@ -11,9 +11,9 @@ FastMCP (``fastmcp==4.1.6``, not a dependency of AgentCards) into a venv under
   call (load drifts hit every path alike), in a new order each round
   (``deploy/bench/order.py``: in a fixed order ``/mcp/servers/time`` always came right after
   the FastMCP proxy's call, and paid for what that process did after answering): the server
-  over stdio (``floor``), the FastMCP
-  proxy (``fastmcp run`` on an ``mcpServers`` file), ``/mcp/servers/time``,
-  ``/mcp/servers`` and ``/mcp`` in direct mode, with an API key and the privacy layer on
+  over stdio (``floor``), the FastMCP proxy (``fastmcp run`` on an ``mcpServers`` file),
+  ``/mcp/servers/time``, ``/mcp/servers`` and ``/mcp`` in direct mode, with an API key and
+  the privacy layer on
   (the defaults: tokenise); and ``/mcp/servers/time`` by a client that declared MCP Tasks
   (``servers_time_tasks``: each call a task's call, its row written at its start and its
   end by the toolhost, answered within the grace: docs/mcp.md, "Direct calls as tasks").

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from celery import bootsteps
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from shared.broker import make_celery, worker_logging
 from shared.config import get_settings
@@ -51,8 +51,13 @@ class StoredModelCheck(bootsteps.Step):
 
 
 app.steps["worker"].add(StoredModelCheck)
-# The main process's imports (pool processes fork from it, then freeze what they add).
-freeze_long_lived("learning worker")
+
+
+@worker_init.connect
+def _freeze_imports(**_: Any) -> None:
+    """The worker's imports live as long as it: out of the collector's reach, before its
+    pool forks (only worker processes: beat, Flower and importers of this app freeze nothing)."""
+    freeze_long_lived("learning worker")
 
 
 @worker_process_init.connect

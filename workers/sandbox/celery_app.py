@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
 from shared.broker import make_celery, worker_logging
 from shared.celery_events import BatchedTaskEvents
@@ -26,8 +32,6 @@ app.conf.include = ["workers.sandbox.tasks"]
 app.steps["consumer"].add(Parking)
 # Flower's task events leave in one message per 0.2 s, not one per event (celery_events.py).
 app.steps["consumer"].add(BatchedTaskEvents)
-# The main process's imports (pool processes fork from it, then freeze what they add).
-freeze_long_lived("sandbox worker")
 
 
 @worker_process_init.connect
@@ -38,9 +42,12 @@ def _start_heartbeat(**_: Any) -> None:
     clients.heartbeat()
 
 
+@worker_init.connect
 @worker_process_init.connect
 def _freeze_imports(**_: Any) -> None:
-    """What a pool process starts with lives as long as it: out of the collector's reach."""
+    """What the worker and each pool process start with live as long as they do: out of the
+    collector's reach (the main process before its pool forks, each pool process once it
+    started). Only worker processes: importing this app elsewhere freezes nothing."""
     freeze_long_lived("sandbox worker")
 
 
