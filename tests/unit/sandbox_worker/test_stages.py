@@ -3,6 +3,7 @@ stage's body replaced by a recorder (the bodies are covered by the integration t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -11,6 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from shared.config import Settings
 from shared.errors import CacheInvalidationFailed, ErrorType
 from shared.executions.status import ExecutionStatus
+from workers.sandbox.pipeline import sandbox
 from workers.sandbox.pipeline.context import RunContext
 from workers.sandbox.pipeline.runner import Stage, When, run_pipeline
 from workers.sandbox.pipeline.stages import STAGES
@@ -46,14 +48,15 @@ def test_the_order() -> None:
     assert NAMES == [
         "scope", "cache.prepare", "sandbox", "privacy", "cache.invalidate_writes", "store",
         "end_broken",
-        "cache.remember", "announce", "approvals.close", "learn",
+        "cache.remember", "announce", "sandbox.release", "approvals.close", "learn",
     ]  # fmt: skip
     by_name = {s.name: s for s in STAGES}
     assert by_name["end_broken"].when is When.FAILED
     assert by_name["learn"].when is When.ALWAYS
+    assert by_name["sandbox.release"].when is When.ALWAYS
     # After the store nothing may fail the run; before it everything must.
     assert [s.name for s in STAGES if s.best_effort] == [
-        "cache.remember", "announce", "approvals.close", "learn",
+        "cache.remember", "announce", "sandbox.release", "approvals.close", "learn",
     ]  # fmt: skip
 
 
@@ -68,11 +71,14 @@ def test_a_stage_that_raises_before_the_store_ends_the_run_broken_and_still_lear
     failing: str,
 ) -> None:
     calls, ctx = _run(failing)
-    assert calls == [*NAMES[: NAMES.index(failing) + 1], "end_broken", "learn"]
+    # A broken run's sandbox is released too: its next child is made, its cgroup removed.
+    assert calls == [*NAMES[: NAMES.index(failing) + 1], "end_broken", "sandbox.release", "learn"]
     assert isinstance(ctx.failure, RuntimeError)
 
 
-@pytest.mark.parametrize("failing", ["cache.remember", "announce", "approvals.close", "learn"])
+@pytest.mark.parametrize(
+    "failing", ["cache.remember", "announce", "sandbox.release", "approvals.close", "learn"]
+)
 def test_a_stage_after_the_store_never_fails_the_run(failing: str) -> None:
     calls, ctx = _run(failing)
     assert calls == [n for n in NAMES if n != "end_broken"]
@@ -82,7 +88,7 @@ def test_a_stage_after_the_store_never_fails_the_run(failing: str) -> None:
 def test_a_run_whose_writes_could_not_be_invalidated_is_never_stored_as_its_outcome() -> None:
     exc = CacheInvalidationFailed("cached results of files could be stale", servers=["files"])
     calls, ctx = _run("cache.invalidate_writes", exc)
-    assert "store" not in calls and calls[-2:] == ["end_broken", "learn"]
+    assert "store" not in calls and calls[-3:] == ["end_broken", "sandbox.release", "learn"]
     status, error = broken_end(ctx.failure)  # type: ignore[arg-type]
     assert status == ExecutionStatus.FAILED
     assert error["type"] == ErrorType.INTERNAL_ERROR
@@ -97,3 +103,48 @@ def test_the_task_time_limit_ends_a_broken_run_as_timeout() -> None:
 def test_postgres_down_ends_a_broken_run_as_failed_to_store() -> None:
     status, error = broken_end(DatabaseDown("store: connection refused"))
     assert (status, error["type"]) == (ExecutionStatus.FAILED, ErrorType.STORE_FAILED)
+
+
+def test_the_release_hands_the_runs_teardown_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[list[object]] = []
+    monkeypatch.setattr(sandbox._releaser, "hand", handed.append)
+    ctx = RunContext(row={"id": "e1"}, settings=Settings(), redis=None)  # type: ignore[arg-type]
+    ctx.teardown.append(lambda: None)
+    steps = list(ctx.teardown)
+    sandbox.release(ctx)
+    sandbox.release(ctx)  # nothing left: handed once
+    assert handed == [steps] and ctx.teardown == []
+
+
+def test_the_sandbox_stage_leaves_its_teardown_to_the_release(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The killed child's reaping and the next child wait for `sandbox.release` (after the
+    # announce): the stage itself hands nothing to the teardown thread.
+
+    handed: list[object] = []
+    monkeypatch.setattr(sandbox._releaser, "hand", handed.append)
+
+    async def run(ctx: RunContext, teardown: list[object]) -> object:
+        teardown.append("rest")
+        return "outcome"
+
+    class Loop:
+        def run_until_complete(self, coro: object) -> object:
+            loop = asyncio.new_event_loop()
+            try:
+                return loop.run_until_complete(coro)  # type: ignore[arg-type]
+            finally:
+                loop.close()
+
+    class Redis:
+        def delete(self, key: str) -> None:
+            pass
+
+    monkeypatch.setattr(sandbox, "_run_or_cancel", run)
+    monkeypatch.setattr(sandbox.clients, "event_loop", Loop)
+    ctx = RunContext(row={"id": "e1"}, settings=Settings(), redis=Redis())  # type: ignore[arg-type]
+    sandbox.run_sandboxed(ctx)
+    assert ctx.outcome == "outcome" and handed == [] and ctx.teardown == ["rest"]
+    sandbox.release(ctx)
+    assert handed == [["rest"]]

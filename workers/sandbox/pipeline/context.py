@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,8 @@ class RunContext:
     cache: RunCache | None = None
     # sandbox: what the child did (a cancelled run is an outcome too)
     outcome: ExecutionOutcome | None = None
+    # sandbox: the dead child's reaping and the next child's making (sandbox.release)
+    teardown: list[Callable[[], None]] = field(default_factory=list)
     # privacy: the run's tokenizer (events and outcome), tokens given that did not resolve
     pii: Tokenizer | None = None
     pii_unresolved: set[str] = field(default_factory=set)

@@ -109,16 +109,22 @@ def run_sandboxed(ctx: RunContext) -> None:
     """Run the code to its outcome (or to a cancel request); then its tool grant ends.
 
     The child is dead (killed) when the run returns; waiting for its end, removing its cgroup
-    and making the next child go on in a thread while the outcome is stored and announced."""
-    teardown: list[Callable[[], None]] = []
-    try:
-        ctx.outcome = clients.event_loop().run_until_complete(_run_or_cancel(ctx, teardown))
-    finally:
-        _releaser.hand(teardown)
+    and making the next child wait in ``ctx.teardown`` until the outcome is announced
+    (``release``)."""
+    ctx.outcome = clients.event_loop().run_until_complete(_run_or_cancel(ctx, ctx.teardown))
     try:
         ctx.redis.delete(grant_key(ctx.execution_id))  # runs never restart: the scope ends here
     except RedisError as exc:  # it expires by itself shortly after the run's deadline
         log.warning("could not drop the tool grant of %s: %s", ctx.execution_id, exc)
+
+
+def release(ctx: RunContext) -> None:
+    """The run's teardown handed to the worker process's teardown thread, once its outcome is
+    stored and announced: on two cores, the next child's fork raced the store, the announce
+    and the gateway's answer, as it had raced the run when it was made during one."""
+    steps, ctx.teardown = ctx.teardown, []
+    if steps:
+        _releaser.hand(steps)
 
 
 class _Releaser:

@@ -28,6 +28,8 @@ STAGES: tuple[Stage, ...] = (
     # After the store: these never change the stored run.
     Stage("cache.remember", cache.remember, best_effort=True),
     Stage("announce", announce.announce, best_effort=True),
+    # Whatever happened: the dead child reaped and the next made, once the end is announced.
+    Stage("sandbox.release", sandbox.release, when=When.ALWAYS, best_effort=True),
     Stage("approvals.close", approvals.close_unanswered, best_effort=True),
     Stage("learn", learn.learn, when=When.ALWAYS, best_effort=True),
 )
