@@ -18,6 +18,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     _, redis_url = settings.require_urls()
     return {
         "broker_url": redis_url,
+        # kombu's Redis transport, one client per channel (shared/broker_transport.py).
+        "broker_transport": "shared.broker_transport:Transport",
         # Results live in Postgres (executions rows); the backend only serves ping/bench.
         "result_backend": redis_url,
         "task_ignore_result": True,
