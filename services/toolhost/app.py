@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import orjson
@@ -248,8 +248,23 @@ class Toolhost:
             with self._pool.connection() as conn:
                 forget_server(conn, replica=replica_id(), server=server, live=live)
 
+        await self._server_write(server, write)
+
+    async def _server_write(self, server: str, write: Callable[[], T]) -> T:
+        """``write`` of ``server``'s rows in a thread, under the server's lock, which is held
+        until the write is in even when the caller is cancelled.
+
+        Cancelling an await of a thread does not stop the thread: a connection cancelled by a
+        stop mid-write would otherwise let its write land after the stop's forget (a row of
+        a replica that is gone, counted until some replica prunes it).
+        """
         async with self._db_locks[server]:
-            await asyncio.to_thread(write)
+            running = asyncio.ensure_future(asyncio.to_thread(write))
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                await asyncio.wait({running})
+                raise
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain calls and close every session."""
@@ -479,8 +494,7 @@ class Toolhost:
                 if info is not None:  # the revision and instructions /v1/servers and
                     record_server_info(conn, server=server, info=info)  # /mcp/servers show
 
-        async with self._db_locks[server]:
-            await asyncio.to_thread(write)
+        await self._server_write(server, write)
         # Beat now, not in up to 5 s: `agentcards up` shows each server's state as it changes.
         await self._beat()
 
@@ -542,8 +556,9 @@ class Toolhost:
                 return synced
 
         try:
-            async with self._db_locks[server]:
-                result = await _retrying_pool_timeouts(write, what=f"syncing {server}'s tools")
+            result = await _retrying_pool_timeouts(
+                lambda: self._server_write(server, write), what=f"syncing {server}'s tools"
+            )
         except Exception:
             # The session keeps serving calls; the next connect or list_changed syncs again.
             log.exception("syncing the tools of %s into Postgres failed", server)
@@ -605,11 +620,11 @@ T = TypeVar("T")
 SYNC_ATTEMPTS = 3
 
 
-async def _retrying_pool_timeouts(write: Callable[[], T], *, what: str) -> T:
-    """``write`` in a thread, again after a pool timeout (up to SYNC_ATTEMPTS times)."""
+async def _retrying_pool_timeouts(write: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """``await write()``, again after a pool timeout (up to SYNC_ATTEMPTS times)."""
     for attempt in range(1, SYNC_ATTEMPTS + 1):
         try:
-            return await asyncio.to_thread(write)
+            return await write()
         except psycopg_pool.PoolTimeout:
             if attempt == SYNC_ATTEMPTS:
                 raise
