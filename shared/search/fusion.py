@@ -8,6 +8,9 @@ from shared.search.learned import FITTED
 
 # The evidence beside the dense similarity, each a number per tool (0 when absent):
 # clause   how much better one step of a multi-step request matches than the whole (≥ 0)
+# frame    how much better the request's action without its payload (names, quoted text,
+#          what follows "that" or a colon: ``query.query_frame``) matches than the whole
+#          (≥ 0), for tools that do not declare the opposite direction (``hybrid.frame_lifts``)
 # name, description, params, server   share of the query's words (idf-weighted) in that field
 # graph    graph score relative to the best candidate's (context tools given), in [0, 1]
 # pagerank PageRank relative to the best candidate's, in [0, 1]
@@ -17,6 +20,7 @@ from shared.search.learned import FITTED
 #          (weight 0, the bench's ablation only: docs/search.md)
 FEATURES = (
     "clause",
+    "frame",
     "name",
     "description",
     "params",
@@ -47,8 +51,14 @@ UNMEASURED: dict[str, float] = {"graph": 0.1, "pagerank": 0.02}
 # (``learned_weight_objective`` in that JSON). 1.0 is the smallest weight for which
 # one run of the very same request (vote 1) outweighs any cosine gap inside a top ten
 # (~0.1-0.3 on short requests); a paraphrase at 0.8 then adds 0.36, a request at 0.6 0.04.
+# Not fitted (the fit predates the frame): the frame's whole gain over the request, for
+# tools of the request's direction (``hybrid.frame_lifts``). The smallest of 0.5 and 1.0 that
+# puts a memory write tool in the top three for the issue 49 §4 requests of
+# tests/integration/discovery/test_real_servers_search_db.py (research/notes/search-history.md).
+FRAME_WEIGHT = 1.0
 WEIGHTS: dict[str, float] = {
     "clause": 0.3,
+    "frame": FRAME_WEIGHT,
     "name": 0.08,
     "description": 0.2,
     "params": 0.08,
@@ -84,7 +94,12 @@ def support(
     one of its fields holds)."""
     floor = min(dense.values(), default=0.0)
     tools = list(dict.fromkeys([*dense, *features]))
-    semantic = {t: dense.get(t, floor) + features.get(t, {}).get("clause", 0.0) for t in tools}
+    semantic = {
+        t: dense.get(t, floor)
+        + features.get(t, {}).get("clause", 0.0)
+        + features.get(t, {}).get("frame", 0.0)
+        for t in tools
+    }
     top = max(semantic.values(), default=0.0)
     out: dict[str, float] = {}
     for tool in tools:
@@ -172,6 +187,7 @@ def explain(
         items.append(f"semantic similarity {shown:.2f} ({parts['semantic']:+.3f})")
     add("closer to how this tenant asked for it before", parts.get("toolvec", 0.0))
     add("one step of the request matches better", parts.get("clause", 0.0))
+    add("the request's action, without its payload, matches better", parts.get("frame", 0.0))
     for field in LEXICAL:
         if field in parts:
             found = sorted(words.get(field, ()))[:5]
@@ -188,6 +204,6 @@ def explain(
     if "pagerank" in parts:
         add(f"central in the usage graph (PageRank prior{backed})", parts["pagerank"])
     for name, amount in parts.items():
-        if name not in ("learned", "toolvec", "semantic", "clause", *LEXICAL, *PRIORS):
+        if name not in ("learned", "toolvec", "semantic", "clause", "frame", *LEXICAL, *PRIORS):
             add(name, amount)
     return "; ".join(items) if items else "weak match on every signal"

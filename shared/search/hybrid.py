@@ -25,7 +25,7 @@ from shared.search.lexical import (
     words_of_row,
 )
 from shared.search.pageranks import PAGERANK_VERSION_SQL, PAGERANKS, pagerank_version
-from shared.search.query import query_clauses
+from shared.search.query import asks_removal, query_clauses, query_frame
 from shared.search.tool_vectors import nearest_tool_vectors_query
 from shared.tools.store import get_tools
 
@@ -51,6 +51,7 @@ class Evidence:
     graph: GraphScores
     pageranks: dict[str, float]
     clause_best: dict[str, float]
+    frame_best: dict[str, float] = field(default_factory=dict)  # the request's frame's cosine
     # tool → field → the query words that field holds (what ``why`` names)
     matched: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # the tenant's nearest past intents as read (sim, tools_ok, tools_failed, age_days)
@@ -58,8 +59,23 @@ class Evidence:
 
 
 def embed_texts_for_query(query: str) -> list[str]:
-    """What to embed for a search (``Embedder.embed_query``): the query itself, then its clauses."""
-    return [query, *query_clauses(query)]
+    """What to embed for a search (``Embedder.embed_query``): the query itself, then its
+    clauses, then its frame (``query_frame``) when it has a payload. The vectors after the
+    first are passed on as ``clause_embeddings``; ``split_clauses`` tells the frame apart."""
+    frame = query_frame(query)
+    return [query, *query_clauses(query), *([frame] if frame else [])]
+
+
+def split_clauses(
+    query: str, clause_embeddings: Sequence[list[float]]
+) -> tuple[list[list[float]], list[float] | None]:
+    """(the clauses' vectors, the frame's vector or None) of ``embed_texts_for_query``'s
+    vectors after the query's: the frame is the last one when the query has one and one
+    more vector than clauses was given."""
+    vectors = list(clause_embeddings)
+    if query_frame(query) is not None and len(vectors) == len(query_clauses(query)) + 1:
+        return vectors[:-1], vectors[-1]
+    return vectors, None
 
 
 def gather_evidence(
@@ -88,13 +104,18 @@ def gather_evidence(
     ``toolvec``), as searches did before the adapter: off, since they added nothing beside
     it and cost ~4-6 ms of p95 at 10k vectors; kept for the bench's before/after timing."""
     vector = np.asarray(query_embedding, dtype=np.float32)
-    clauses = [np.asarray(c, dtype=np.float32) for c in clause_embeddings]
+    clause_vectors, frame_vector = split_clauses(query, clause_embeddings)
+    clauses = [np.asarray(c, dtype=np.float32) for c in clause_vectors]
+    frame = np.asarray(frame_vector, dtype=np.float32) if frame_vector is not None else None
+    # The frame is searched after the clauses (the last vector), and weighed apart.
+    frame_index = len(clauses) + 1 if frame is not None else None
     held = ADAPTERS.held(conn, tenant_id=tenant_id) if adapted else None
     neighbours = functools.partial(
         _read_neighbours,
         conn,
         vector=vector,
         clauses=clauses,
+        frame=frame,
         tenant_id=tenant_id,
         candidates=candidates,
     )
@@ -125,7 +146,9 @@ def gather_evidence(
         with conn.pipeline():
             redo, intents_cur = neighbours(held)
         nearest = redo.fetchall()
-    semantic, clause_best = _nearest_results(nearest)
+    found = _nearest_results(nearest, frame_index=frame_index)
+    semantic, clause_best, frame_best = found.semantic, found.clause_best, found.frame_best
+    lifted = frame_lifts(frame_best, direction=found.direction, removal=asks_removal(query))
     unavailable = _unavailable(unavailable_cur.fetchone())
     index = WORD_INDEXES.get(conn, version=version_of_row(words_row))
     pageranks = PAGERANKS.get(conn, version=pagerank_version(ranks_cur))
@@ -149,7 +172,9 @@ def gather_evidence(
         for r in (vectors_cur.fetchall() if vectors_cur is not None else ())
         if r["tool_id"] in index.known and r["tool_id"] not in unavailable
     }
-    pool = list(dict.fromkeys([*semantic, *clause_best, *lexical, *learned, *named, *toolvec]))
+    pool = list(
+        dict.fromkeys([*semantic, *clause_best, *frame_best, *lexical, *learned, *named, *toolvec])
+    )
     graph = GraphScores()
     if graph_cur is not None:
         snapshot = GRAPH_SNAPSHOTS.get(conn, version=graph_version(graph_cur))
@@ -174,6 +199,9 @@ def gather_evidence(
             "clause": max(0.0, clause_best.get(tool, 0.0) - semantic.get(tool, 0.0))
             if tool in clause_best
             else 0.0,
+            "frame": max(0.0, frame_best[tool] - semantic.get(tool, lowest))
+            if tool in lifted
+            else 0.0,
             "graph": graph.score.get(tool, 0.0) / top_graph,
             "pagerank": ranks[tool] / top_rank,
             "learned": learned.get(tool, 0.0),
@@ -187,6 +215,7 @@ def gather_evidence(
         graph=graph,
         pageranks=ranks,
         clause_best=clause_best,
+        frame_best=frame_best,
         matched=matched,
         intents=intents,
     )
@@ -198,17 +227,24 @@ def _read_neighbours(
     *,
     vector: np.ndarray,
     clauses: Sequence[np.ndarray],
+    frame: np.ndarray | None,
     tenant_id: str,
     candidates: int,
 ) -> tuple[psycopg.Cursor[Row], psycopg.Cursor[Row]]:
-    """Queue, in the caller's pipeline, the nearest tools of the query (mapped by the
-    ``held`` adapter) and its clauses, and the tenant's nearest past intents newer than
-    that adapter's fit: (tools cursor, intents cursor)."""
+    """Queue, in the caller's pipeline, the nearest tools of the query and of its frame
+    (both mapped by the ``held`` adapter: the frame's lift is its cosine minus the query's,
+    and the two must be read in one space, or the lift gives back what the adapter learned
+    to take away) and of its clauses, and the tenant's nearest past intents newer than that
+    adapter's fit: (tools cursor, intents cursor)."""
+    matrix = held.matrix if held else None
+    vectors = [
+        adapt(matrix, vector),
+        *clauses,
+        *([adapt(matrix, frame)] if frame is not None else []),
+    ]
     # HNSW returns at most ef_search rows (pgvector default 40).
     conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
-    nearest = conn.execute(
-        *_nearest_query([adapt(held.matrix if held else None, vector), *clauses], limit=candidates)
-    )
+    nearest = conn.execute(*_nearest_query(vectors, limit=candidates))
     after = held.last_intent_id if held else 0
     intents = conn.execute(*nearest_intents_query(vector=vector, tenant_id=tenant_id, after=after))
     return nearest, intents
@@ -235,8 +271,8 @@ def hybrid_tool_search(
 ) -> list[Row]:
     """Best ``limit`` tools for ``query``, each with its fused score, per-signal scores and why.
 
-    ``clause_embeddings`` are optional embeddings of ``query_clauses(query)``
-    (see ``embed_texts_for_query``): multi-step requests find one tool per step
+    ``clause_embeddings`` are optional embeddings of ``query_clauses(query)`` and of
+    ``query_frame(query)`` (see ``embed_texts_for_query``): multi-step requests find one tool per step
     much better with them. Empty graph, no word match, no past intents or no
     embeddings: the other evidence still ranks. Two round trips: the evidence, then
     the winners' details.
@@ -311,13 +347,28 @@ def _hit(
     }
 
 
+def frame_lifts(
+    frame_best: Mapping[str, float], *, direction: Mapping[str, str], removal: bool
+) -> frozenset[str]:
+    """The tools the frame may lift: what the frame matches is the request's action, and a
+    tool that declares the opposite direction cannot do it. A request that asks to remove
+    nothing (``asks_removal``) does not lift a destructive tool, and one that asks to remove
+    does not lift a tool that declares itself read-only. Tools that declare nothing keep
+    the frame's lift (MiniLM puts "remember" as near ``delete_observations`` as
+    ``add_observations``: research/notes/search-history.md, issue 49 §4)."""
+    barred = "read_only" if removal else "destructive"
+    return frozenset(t for t in frame_best if direction.get(t) != barred)
+
+
 def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, dict[str, Any]]:
     """One statement: the ``limit`` nearest tools of each vector (0 = query, 1.. = clauses).
 
     A UNION ALL of one HNSW-ordered subquery per vector, so each uses the index.
     """
     parts = [
-        f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim FROM tools
+        f"""(SELECT {i} AS v, id, 1 - (embedding <=> %(q{i})s) AS sim,
+                   annotations ->> 'destructiveHint' = 'true' AS destructive,
+                   annotations ->> 'readOnlyHint' = 'true' AS read_only FROM tools
               WHERE embedding IS NOT NULL AND available
               ORDER BY embedding <=> %(q{i})s
               LIMIT %(limit)s)"""
@@ -328,18 +379,39 @@ def _nearest_query(vectors: Sequence[np.ndarray], *, limit: int) -> tuple[str, d
     return "\nUNION ALL\n".join(parts), params
 
 
-def _nearest_results(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, float]]:
-    """(query's nearest by similarity, best clause similarity per tool)."""
+@dataclass(frozen=True)
+class Nearest:
+    """The dense reads of one search: each vector's nearest tools and what they declare."""
+
+    semantic: dict[str, float]  # the query's cosine
+    clause_best: dict[str, float]  # the best clause's cosine
+    frame_best: dict[str, float]  # the frame's cosine
+    # tool → its declared direction: "destructive" (``destructiveHint: true``) or
+    # "read_only" (``readOnlyHint: true``); tools that declare neither are left out
+    direction: dict[str, str]
+
+
+def _nearest_results(rows: Sequence[Row], *, frame_index: int | None = None) -> Nearest:
+    """The query's, clauses' and frame's (the vector at ``frame_index``) nearest tools."""
     semantic: dict[str, float] = {}
     clause_best: dict[str, float] = {}
+    frame_best: dict[str, float] = {}
+    direction: dict[str, str] = {}
     # Rows of each subquery arrive in distance order, query's first.
     for r in sorted(rows, key=lambda r: (r["v"], -float(r["sim"]), r["id"])):
         sim = float(r["sim"])
+        # destructiveHint means something only when readOnlyHint is false (the MCP spec).
+        if r.get("read_only"):
+            direction[r["id"]] = "read_only"
+        elif r.get("destructive"):
+            direction[r["id"]] = "destructive"
         if r["v"] == 0:
             semantic[r["id"]] = sim
+        elif r["v"] == frame_index:
+            frame_best[r["id"]] = sim
         else:
             clause_best[r["id"]] = max(sim, clause_best.get(r["id"], -1.0))
-    return semantic, clause_best
+    return Nearest(semantic, clause_best, frame_best, direction)
 
 
 def _unavailable(row: Row | None) -> frozenset[str]:

@@ -53,10 +53,10 @@ PAGERANK = {
 CONTEXT = ["filesystem:read_text_file", "git:git_add"]
 
 
-def _tools() -> list[tuple[str, str, str, dict[str, Any]]]:
+def _tools() -> list[tuple[str, str, str, dict[str, Any], dict[str, Any]]]:
     listed = json.loads((DATA / "tools.json").read_text())["tools"]
     return [
-        (server, t["name"], t["description"], t["inputSchema"] or {})
+        (server, t["name"], t["description"], t["inputSchema"] or {}, t["annotations"])
         for server, entries in listed.items()
         for t in entries
     ]
@@ -64,18 +64,21 @@ def _tools() -> list[tuple[str, str, str, dict[str, Any]]]:
 
 @pytest.fixture
 def searcher(pg_url: str) -> Any:
-    """search(query) → hits: the five servers' tools embedded as the toolhost does, a usage graph."""
+    """search(query) → hits: the five servers' tools embedded and annotated as the toolhost
+    stores them, a usage graph."""
     settings = Settings(database_url=pg_url, redis_url="redis://unused", env="test")
     embedder = get_embedder(settings)
     tools = _tools()
-    vectors = embedder.embed([search_text(server=s, name=n, description=d) for s, n, d, _ in tools])
+    vectors = embedder.embed(
+        [search_text(server=s, name=n, description=d) for s, n, d, _, _ in tools]
+    )
     for cache in (WORD_INDEXES, PAGERANKS, GRAPH_SNAPSHOTS):
         cache.clear()
     with connect(pg_url) as conn:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO tools (id, server, name, description, input_schema, schema_hash, "
-                "embedding, pagerank) VALUES (%s, %s, %s, %s, %s, '', %s, %s)",
+                "embedding, pagerank, annotations) VALUES (%s, %s, %s, %s, %s, '', %s, %s, %s)",
                 [
                     (
                         f"{server}:{name}",
@@ -85,8 +88,11 @@ def searcher(pg_url: str) -> Any:
                         Jsonb(schema),
                         np.asarray(v, dtype=np.float32),
                         PAGERANK.get(f"{server}:{name}", 0.0),
+                        Jsonb(annotations),
                     )
-                    for (server, name, description, schema), v in zip(tools, vectors, strict=True)
+                    for (server, name, description, schema, annotations), v in zip(
+                        tools, vectors, strict=True
+                    )
                 ],
             )
         conn.commit()
@@ -120,6 +126,28 @@ def test_remembering_a_fact_finds_the_memory_tools(searcher: Any) -> None:
     print(_show(hits))
     assert ids[0] in {"memory:create_entities", "memory:add_observations"}, _show(hits)
     assert not any(i.startswith("everything:") for i in ids[:2]), _show(hits)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "note that Alice is allergic to nuts",
+        "store that Carol likes jazz",
+        "log the fact that Dave moved to Berlin",
+        "save: Bob is Carol's manager",
+        "don't forget that Eve prefers email",
+    ],
+)
+def test_storing_a_fact_however_asked_finds_a_memory_write_tool(
+    searcher: Any, request_text: str
+) -> None:
+    # The names and facts outweigh "note"/"store"/"log" in one embedding of the request
+    # (every tool 0.10-0.20): server-everything, git_log or get-sum came first. The
+    # request's frame ("note", "store", "log the fact") is searched beside it.
+    hits = searcher(request_text)
+    print(_show(hits))
+    writes = {"memory:create_entities", "memory:add_observations", "memory:create_relations"}
+    assert writes & {h["id"] for h in hits[:3]}, _show(hits)
 
 
 def test_time_in_a_city_is_the_current_time(searcher: Any) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 import httpx
 
+from shared.embeddings import get_embedder
+from shared.search.hybrid import embed_texts_for_query, hybrid_tool_search
 from tests.stack import E2EStack, wait_until
 
 TWO_SERVERS = """
@@ -228,6 +231,31 @@ def test_late_subscribers_replay_everything_and_can_resume(e2e: E2EStack) -> Non
         assert [e["seq"] for e in replay] == sorted(e["seq"] for e in replay)
         resumed = _sse(client, url, headers={"Last-Event-ID": str(replay[1]["seq"])})
     assert [e["type"] for e in resumed] == kinds[2:]
+
+
+def test_remembering_a_fact_does_not_lift_the_tools_that_delete(e2e: E2EStack) -> None:
+    # The request's frame ("remember this fact") is as near delete_observations as
+    # add_observations for the embedding model; the memory server declares delete_* as
+    # destructive in its tools/list, the toolhost stores that, and the search reads it:
+    # a request that asks to remove nothing does not lift them. Searched as a tenant of its
+    # own that learned nothing, by the function REST's search calls: a key issued here would
+    # make this shared stack ask the keyless tests after this module for one.
+    query = "remember that Alice works at Acme"
+    vectors = get_embedder(e2e.settings).embed_query(embed_texts_for_query(query))
+    with e2e.db() as conn:
+        hits = hybrid_tool_search(
+            conn,
+            query=query,
+            query_embedding=vectors[0],
+            clause_embeddings=vectors[1:],
+            limit=10,
+            tenant_id=f"t-{uuid.uuid4().hex[:10]}",
+        )
+    assert hits[0]["id"] in {"memory:create_entities", "memory:add_observations"}, hits
+    frame = "the request's action, without its payload, matches better"
+    lifted = {h["id"] for h in hits if frame in h["why"]}
+    assert lifted & {"memory:create_entities", "memory:add_observations"}, hits
+    assert not {i for i in lifted if i.startswith("memory:delete_")}, hits
 
 
 def test_a_runs_intent_teaches_the_next_search_through_the_learning_worker(
