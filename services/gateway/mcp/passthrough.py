@@ -250,6 +250,7 @@ async def resume_interrupted(
         forward = _Forwarder(ctx, log_events=True, heard=after_seq)
         for event in await read_events(state, execution_id=execution_id):
             await forward(event)
+        await calls.forget(state.aredis, ctx)  # answered now: not re-sent on a next take-over
         return row
     async with (
         relay_client_requests(state, ctx, execution_id=execution_id) as relay,

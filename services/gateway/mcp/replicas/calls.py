@@ -121,6 +121,14 @@ async def remembered(
                 await redis.hdel(call.key, call.field)
 
 
+async def forget(redis: aioredis.Redis, ctx: Context) -> None:
+    """Take the call ``ctx`` serves off its session's record: it ended (best effort)."""
+    call = session_call(ctx, ttl_s=0)
+    if call is not None:
+        with contextlib.suppress(RedisError):
+            await redis.hdel(call.key, call.field)
+
+
 async def interrupted(redis: aioredis.Redis, ctx: Context) -> tuple[str, int] | None:
     """The execution this request already waited on before its replica died, and the last
     of its events the client was sent (None: a new call)."""

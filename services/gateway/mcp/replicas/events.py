@@ -101,9 +101,17 @@ class RedisEventStore(EventStore):
     ) -> StreamId | None:
         """Send the events of ``last_event_id``'s stream that came after it; that stream's id
         (None: unknown or no longer kept, the client starts over)."""
+        found = await self.locate(last_event_id)
+        if found is None:
+            return None
+        return await self.replay(*found, send_callback)
+
+    async def locate(self, last_event_id: EventId) -> tuple[StreamId, str | None] | None:
+        """(the stream ``last_event_id`` belongs to, the entry a replay goes on after: None
+        for the stream's start); None when this store did not make it or no longer keeps it."""
         if last_event_id.startswith(PRIMED):
             after, _, quoted = last_event_id.removeprefix(PRIMED).partition(":")
-            return await self._replay(unquote(quoted), after or None, send_callback)
+            return unquote(quoted), after or None
         try:
             anchor: list[Entry] = await self._redis.xrange(  # type: ignore[assignment]
                 self._key, last_event_id, last_event_id, count=1
@@ -112,12 +120,13 @@ class RedisEventStore(EventStore):
             return None
         if not anchor:
             return None
-        return await self._replay(anchor[0][1][b"s"].decode(), last_event_id, send_callback)
+        return anchor[0][1][b"s"].decode(), last_event_id
 
-    async def _replay(
+    async def replay(
         self, stream_id: StreamId, after: str | None, send_callback: EventCallback
     ) -> StreamId | None:
-        """Send ``stream_id``'s events after the entry ``after`` (None: all of them)."""
+        """Send ``stream_id``'s events after the entry ``after`` (None: all of them); None
+        when ``after`` is not an entry id this store made."""
         start = "-" if after is None else f"({after}"
         try:
             later: list[Entry] = await self._redis.xrange(self._key, start, "+")  # type: ignore[assignment]

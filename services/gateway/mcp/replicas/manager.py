@@ -25,6 +25,7 @@ from services.gateway.mcp.replicas import quick_answers
 from services.gateway.mcp.replicas.calls import RESENT
 from services.gateway.mcp.replicas.events import RedisEventStore
 from services.gateway.mcp.replicas.registry import Registry, holder_of
+from services.gateway.mcp.replicas.replay import replay_then_live
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.config import Settings
 
@@ -43,8 +44,10 @@ class PrimedTransport(StreamableHTTPServerTransport):
     """The SDK's transport, its GET stream primed too: the SDK gives a POST's stream a first
     event with an id and ``retry:``, and the GET stream none, so a client that lost it before
     any notification had no id to resume from; and a ``tools/call`` that ends within
-    ``json_within_s`` with nothing else to send answered as JSON (``quick_answers.py``).
-    Hooks ``_handle_get_request`` and ``_handle_post_request`` (mcp 2.3)."""
+    ``json_within_s`` with nothing else to send answered as JSON (``quick_answers.py``); and
+    a resumed stream registered for live messages before its stored ones are read
+    (``replay.py``). Hooks ``_handle_get_request``, ``_handle_post_request`` and
+    ``_replay_events`` (mcp 2.3)."""
 
     def __init__(
         self, *, event_store: RedisEventStore, json_within_s: float, **options: Any
@@ -74,6 +77,18 @@ class PrimedTransport(StreamableHTTPServerTransport):
             self, self._events, call, window_s=self._json_within_s,
             scope=scope, request=request, receive=receive, send=send,
         )  # fmt: skip
+
+    async def _replay_events(self, last_event_id: str, request: Request, send: Send) -> None:
+        found = await self._events.locate(last_event_id)
+        if found is None or found[0] in self._request_streams:
+            # Unknown to the store (the SDK answers with an empty stream), or the stream is
+            # still open here (the SDK sends the stored events and ends: the open one goes on).
+            await super()._replay_events(last_event_id, request, send)
+            return
+        stream_id, after = found
+        await replay_then_live(
+            self, self._events, stream_id=stream_id, after=after, request=request, send=send
+        )
 
     async def _handle_get_request(self, request: Request, send: Send) -> None:
         store = self._event_store
