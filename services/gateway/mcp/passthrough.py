@@ -330,6 +330,7 @@ async def resume_interrupted_direct(
         if status is not None and status != EXECUTED:  # not sent: it goes on (once) here
             log.info("direct call %s: its wait for approval goes on here", execution_id)
             return PausedDirect(execution_id)
+        await calls.forget(state.aredis, ctx)  # answered now: not re-sent on a next take-over
         return error_result(
             error_dict(
                 ErrorType.WORKER_LOST,
@@ -341,6 +342,7 @@ async def resume_interrupted_direct(
     forward = _Forwarder(ctx, log_events=False, heard=after_seq)
     for event in await read_events(state, execution_id=execution_id):
         await forward(event)
+    await calls.forget(state.aredis, ctx)
     return row
 
 

@@ -586,8 +586,9 @@ async def test_a_call_goes_on_when_its_replica_is_killed(
     (answer,) = answers
     assert payload(answer)["result"] == "arrived", answer
     assert heard == [f"walk {step}" for step in range(12)], heard
-    # Answered: the call is off its session's record (a next take-over does not send it again).
+    # Answered: each call is off its session's record (a next take-over does not send it again).
     assert not store.hgetall(f"agentcards:mcp:calls:{session_id}")
+    assert not store.hgetall(f"agentcards:mcp:calls:{direct_id}")
     runs = [e for e in listed if e["intent"] == "walk through a kill"]
     assert [run["status"] for run in runs] == ["succeeded"]
     (lost,) = direct_answers
