@@ -51,7 +51,6 @@ class Evidence:
     graph: GraphScores
     pageranks: dict[str, float]
     clause_best: dict[str, float]
-    frame_best: dict[str, float] = field(default_factory=dict)  # the request's frame's cosine
     # tool → field → the query words that field holds (what ``why`` names)
     matched: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # the tenant's nearest past intents as read (sim, tools_ok, tools_failed, age_days)
@@ -215,7 +214,6 @@ def gather_evidence(
         graph=graph,
         pageranks=ranks,
         clause_best=clause_best,
-        frame_best=frame_best,
         matched=matched,
         intents=intents,
     )
