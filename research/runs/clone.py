@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Callable
 
+from research.runs.child import _busy_ms, _idle_rate
 from shared.sandbox.child import helpers, runner  # noqa: F401 - what a zygote holds
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -78,26 +79,18 @@ def one_clone() -> None:
     os.waitpid(pid, 0)
 
 
-def _busy_ms() -> float:
-    with open("/proc/stat") as stat:
-        fields = [int(x) for x in stat.readline().split()[1:]]
-    return sum(fields[i] for i in (0, 1, 2, 5, 6)) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_ms_per_child(make: Callable[[], None], n: int) -> float:
     """The machine's CPU per child made by ``make``, the idle rate measured just before
     subtracted (the grandchildren outlive the calls: the count waits half a second)."""
     make()
     time.sleep(0.5)
-    before = _busy_ms()
-    time.sleep(1.0)
-    idle = _busy_ms() - before
-    started, before = time.perf_counter(), _busy_ms()
+    idle = sum(_idle_rate())
+    started, before = time.perf_counter(), sum(_busy_ms())
     for _ in range(n):
         make()
     time.sleep(0.5)
     seconds = time.perf_counter() - started
-    return (_busy_ms() - before - idle * seconds) / n
+    return (sum(_busy_ms()) - before - idle * seconds) / n
 
 
 def main() -> None:
